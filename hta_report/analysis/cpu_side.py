@@ -1,0 +1,100 @@
+"""CPU-side metrics: DataLoader time, host-device synchronization, top CPU ops."""
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+import numpy as np
+import pandas as pd
+
+from ..model import CpuSide, NamedTime
+from . import intervals
+from .events import RankEvents
+from .steps import analyzed_windows, step_windows
+
+#: Event names that block the host until the device catches up.
+SYNC_NAMES = (
+    "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
+    "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize",
+    "aten::item", "aten::_local_scalar_dense",
+)
+_DATALOADER_PREFIXES = ("enumerate(DataLoader)#", "enumerate(DataPipe)#")
+
+
+def self_times(cpu: pd.DataFrame) -> np.ndarray:
+    """Self time (µs) of each row of ``cpu``: its duration minus the durations
+    of its direct children on the same thread (events nested inside it)."""
+    self_t = cpu["dur"].to_numpy(dtype=float).copy()
+    ts = cpu["ts"].to_numpy(dtype=float)
+    end = cpu["end"].to_numpy(dtype=float)
+    threads = (cpu["pid"].astype(str) + "/" + cpu["tid"].astype(str)).to_numpy()
+    for thread in np.unique(threads):
+        idx = np.flatnonzero(threads == thread)
+        idx = idx[np.lexsort((-end[idx], ts[idx]))]  # parents before children
+        stack: List[int] = []
+        for i in idx:
+            while stack and ts[i] >= end[stack[-1]]:
+                stack.pop()
+            if stack:
+                self_t[stack[-1]] -= min(end[i], end[stack[-1]]) - ts[i]
+            stack.append(i)
+    return np.maximum(self_t, 0.0)
+
+
+def _named(rows: pd.DataFrame, self_col: np.ndarray = None, limit: int = 0) -> List[NamedTime]:
+    if rows.empty:
+        return []
+    df = pd.DataFrame({"name": rows["s_name"].to_numpy(), "dur": rows["dur"].to_numpy(dtype=float),
+                       "selft": self_col if self_col is not None else rows["dur"].to_numpy(dtype=float)})
+    g = df.groupby("name").agg(count=("dur", "size"), total=("dur", "sum"), selft=("selft", "sum"))
+    g = g.sort_values("selft" if self_col is not None else "total", ascending=False)
+    if limit:
+        g = g.head(limit)
+    return [NamedTime(name=str(n), count=int(r["count"]), total_us=float(r["total"]), self_us=float(r["selft"]))
+            for n, r in g.iterrows()]
+
+
+def cpu_side(ev: RankEvents, top: int = 15) -> CpuSide:
+    """DataLoader share of step time, synchronization per step and top CPU ops
+    by self time for one rank. Per-step figures average the analyzed steps
+    (warm-up excluded); without ``ProfilerStep`` annotations they cover the
+    whole trace as one window."""
+    cpu = ev.cpu
+    windows = analyzed_windows(step_windows(ev))
+    if len(windows):
+        win = windows[:, 1:3]
+    elif len(cpu):
+        win = np.array([[cpu["ts"].min(), cpu["end"].max()]], dtype=float)
+    else:
+        return CpuSide()
+    step_us = float((win[:, 1] - win[:, 0]).mean())
+    in_window = np.zeros(len(cpu), dtype=bool)
+    ts, end = cpu["ts"].to_numpy(dtype=float), cpu["end"].to_numpy(dtype=float)
+    for s, e in win:
+        in_window |= (ts < e) & (end > s)
+
+    names = cpu["s_name"]
+    dl = cpu[names.str.startswith(_DATALOADER_PREFIXES)]
+    dl_u = intervals.union(dl["ts"].to_numpy(), dl["end"].to_numpy())
+    dl_per_step = float(intervals.overlap_each(win, dl_u).mean())
+
+    sync = cpu[names.isin(SYNC_NAMES) & in_window]
+    sync_u = intervals.union(sync["ts"].to_numpy(), sync["end"].to_numpy())
+    sync_per_step = float(intervals.overlap_each(win, sync_u).mean())
+    sync_points = len(intervals.union(sync["ts"].to_numpy(), sync["end"].to_numpy()))
+
+    ops_mask = cpu["s_cat"].isin(["cpu_op", "cuda_runtime"])
+    ops = cpu[ops_mask & in_window]
+    self_t = self_times(ops)
+    is_op = (ops["s_cat"] == "cpu_op").to_numpy()
+    return CpuSide(
+        steps_used=int(len(windows)),
+        dataloader_seen=not dl.empty,
+        dataloader_in_main_process=bool(dl["s_name"].str.contains("_SingleProcessDataLoaderIter").any()),
+        dataloader_us_per_step=dl_per_step,
+        dataloader_pct=100 * dl_per_step / step_us if step_us else 0.0,
+        sync_calls_per_step=sync_points / len(win),
+        sync_us_per_step=sync_per_step,
+        sync_pct=100 * sync_per_step / step_us if step_us else 0.0,
+        sync_events=_named(sync),
+        top_ops=_named(ops[is_op], self_t[is_op], limit=top),
+    )

@@ -1,0 +1,82 @@
+"""Per-rank views of HTA's event dataframe, decoded once and shared by analyses."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from . import intervals
+
+#: HTA's kernel type names (``hta.utils.utils.KernelType``).
+COMPUTATION, COMMUNICATION, MEMORY = "COMPUTATION", "COMMUNICATION", "MEMORY"
+
+
+def kernel_type(name: str) -> str:
+    """HTA's classification of a GPU event name (COMMUNICATION for ``nccl*``
+    including ``ncclDevKernel*``, MEMORY for ``Memcpy``/``Memset``, else COMPUTATION)."""
+    from hta.utils.utils import get_kernel_type
+
+    kind = get_kernel_type(name)
+    return COMPUTATION if kind == "OTHER" else kind
+
+
+@dataclass
+class RankEvents:
+    """Decoded events of one rank.
+
+    Attributes:
+        rank: the rank.
+        df: HTA's dataframe for the rank (times in µs, aligned so the earliest
+            event of the directory is at 0), with a decoded ``s_name`` and ``s_cat``
+            and ``end = ts + dur``.
+    """
+
+    rank: int
+    df: pd.DataFrame
+
+    @classmethod
+    def from_loaded(cls, loaded, rank: int) -> "RankEvents":
+        """Decode HTA's symbol ids of ``rank`` in ``loaded`` (a ``LoadedTraces``)."""
+        df = loaded.frame(rank)
+        symbols = np.asarray(loaded.symbols, dtype=object)
+        if df.empty:
+            return cls(rank=rank, df=pd.DataFrame(columns=["ts", "dur", "end", "stream", "s_name", "s_cat"]))
+        # HTA aligns ``ts`` across ranks but leaves its ``end`` column unaligned: recompute it.
+        df = df.assign(
+            s_name=symbols[df["name"].to_numpy()],
+            s_cat=symbols[df["cat"].to_numpy()],
+            end=df["ts"] + df["dur"],
+        )
+        return cls(rank=rank, df=df)
+
+    @cached_property
+    def cpu(self) -> pd.DataFrame:
+        """Host-side events (``stream == -1``): cpu_op, user_annotation, cuda_runtime..."""
+        return self.df[self.df["stream"].eq(-1)]
+
+    @cached_property
+    def gpu(self) -> pd.DataFrame:
+        """GPU events on a stream (kernels, memcpy, memset), with a ``kernel_type``
+        column (HTA's classification)."""
+        gpu = self.df[self.df["stream"].ge(0) & self.df["s_cat"].isin(["kernel", "gpu_memcpy", "gpu_memset"])]
+        types = {n: kernel_type(n) for n in gpu["s_name"].unique()}
+        return gpu.assign(kernel_type=gpu["s_name"].map(types))
+
+    @property
+    def has_gpu(self) -> bool:
+        """True when the rank has any kernel, memcpy or memset."""
+        return not self.gpu.empty
+
+    def gpu_union(self, *kinds: str) -> np.ndarray:
+        """Union of the intervals of GPU events of the given HTA kernel types."""
+        sel = self.gpu[self.gpu["kernel_type"].isin(kinds)]
+        return intervals.union(sel["ts"].to_numpy(), sel["end"].to_numpy())
+
+    @cached_property
+    def gpu_span_us(self) -> float:
+        """From the first GPU event's start to the last one's end (µs)."""
+        if self.gpu.empty:
+            return 0.0
+        return float(self.gpu["end"].max() - self.gpu["ts"].min())

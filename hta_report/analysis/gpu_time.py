@@ -1,0 +1,82 @@
+"""Where GPU time goes: HTA's temporal, idle-time and kernel breakdowns."""
+from __future__ import annotations
+
+from typing import Dict, List
+
+import pandas as pd
+
+from ..model import IdleBreakdown, KernelStat, KernelTypeShare, StreamIdle, TemporalBreakdown
+from .events import RankEvents
+
+#: HTA's ``consecutive_kernel_delay``: gaps shorter than this (µs) count as kernel wait.
+CONSECUTIVE_KERNEL_DELAY_US = 30
+
+
+def temporal_breakdown(view) -> Dict[int, TemporalBreakdown]:
+    """HTA's ``get_temporal_breakdown`` for every rank of ``view`` (a
+    ``TraceAnalysis`` over ranks that have GPU events), rank -> breakdown."""
+    df = view.get_temporal_breakdown(visualize=False)
+    out = {}
+    for row in df.to_dict("records"):
+        out[int(row["rank"])] = TemporalBreakdown(
+            idle_us=float(row["idle_time(us)"]),
+            compute_us=float(row["compute_time(us)"]),
+            non_compute_us=float(row["non_compute_time(us)"]),
+            total_us=float(row["kernel_time(us)"]),
+            idle_pct=float(row["idle_time_pctg"]),
+            compute_pct=float(row["compute_time_pctg"]),
+            non_compute_pct=float(row["non_compute_time_pctg"]),
+        )
+    return out
+
+
+def idle_breakdown(view, rank: int) -> IdleBreakdown:
+    """HTA's ``get_idle_time_breakdown`` for one rank, every stream.
+
+    The rank-level cause shares add the streams' idle times per cause.
+    """
+    df, _ = view.get_idle_time_breakdown(
+        ranks=[rank], visualize=False, consecutive_kernel_delay=CONSECUTIVE_KERNEL_DELAY_US
+    )
+    streams: Dict[int, StreamIdle] = {}
+    for stream, cat, t in zip(df["stream"], df["idle_category"], df["idle_time"]):
+        s = streams.setdefault(int(stream), StreamIdle(stream=int(stream)))
+        setattr(s, f"{cat}_us", float(t))
+    result = IdleBreakdown(streams=sorted(streams.values(), key=lambda s: s.stream))
+    total = sum(s.host_wait_us + s.kernel_wait_us + s.other_us for s in streams.values())
+    if total > 0:
+        result.host_wait_pct = 100 * sum(s.host_wait_us for s in streams.values()) / total
+        result.kernel_wait_pct = 100 * sum(s.kernel_wait_us for s in streams.values()) / total
+        result.other_pct = 100 * sum(s.other_us for s in streams.values()) / total
+    return result
+
+
+def kernel_type_shares(view) -> List[KernelTypeShare]:
+    """HTA's ``get_gpu_kernel_breakdown`` kernel-type table (over the ranks of
+    ``view``), largest first."""
+    types_df, _ = view.get_gpu_kernel_breakdown(visualize=False, num_kernels=1)
+    return [
+        KernelTypeShare(kernel_type=str(k), total_us=float(s), pct=float(p))
+        for k, s, p in zip(types_df["kernel_type"], types_df["sum"], types_df["percentage"])
+    ]
+
+
+def top_kernels(ev: RankEvents, limit: int = 15) -> List[KernelStat]:
+    """Kernels (not memcpy/memset) of a rank by total time: count, total,
+    mean and max (µs); ``pct`` is of all kernel time of the rank."""
+    k = ev.gpu[ev.gpu["s_cat"].eq("kernel")]
+    if k.empty:
+        return []
+    g = k.groupby("s_name", sort=False).agg(
+        count=("dur", "size"), total=("dur", "sum"), mean=("dur", "mean"), max=("dur", "max"),
+        kernel_type=("kernel_type", "first"),
+    )
+    all_time = float(k["dur"].sum())
+    g = g.sort_values("total", ascending=False).head(limit)
+    return [
+        KernelStat(
+            name=str(name), kernel_type=str(r["kernel_type"]), count=int(r["count"]), total_us=float(r["total"]),
+            mean_us=float(r["mean"]), max_us=float(r["max"]), pct=100 * float(r["total"]) / all_time if all_time else 0.0,
+        )
+        for name, r in g.iterrows()
+    ]

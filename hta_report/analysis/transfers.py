@@ -1,0 +1,82 @@
+"""Memcpy/memset and communication: time, bytes, bandwidth, overlap, exposure."""
+from __future__ import annotations
+
+import re
+from typing import Dict
+
+import numpy as np
+
+from ..model import CommSummary, MemcpyDirection, MemcpySummary
+from . import intervals
+from .events import COMMUNICATION, COMPUTATION, MEMORY, RankEvents
+
+_DIRECTION = re.compile(r"^(?:hip)?Memcpy\s*(HtoD|DtoH|DtoD|HtoH|PtoP)", re.IGNORECASE)
+
+
+def memcpy_direction(name: str) -> str:
+    """``HtoD``/``DtoH``/``DtoD``/``HtoH``/``PtoP`` from a memcpy event name such
+    as ``Memcpy HtoD (Pageable -> Device)``; ``Memset`` for memsets; else ``other``."""
+    m = _DIRECTION.match(name)
+    if m:
+        return m.group(1)[0].upper() + "to" + m.group(1)[-1].upper()
+    return "Memset" if "memset" in name.lower() else "other"
+
+
+def memcpy_summary(ev: RankEvents) -> MemcpySummary:
+    """Memcpy and memset time, bytes and bandwidth by direction, pageable and
+    pinned counts, and how much memcpy time overlaps compute kernels or is
+    exposed (no compute or communication kernel running), in µs."""
+    mem = ev.gpu[ev.gpu["kernel_type"].eq(MEMORY)]
+    if mem.empty:
+        return MemcpySummary()
+    directions: Dict[str, MemcpyDirection] = {}
+    names = mem["s_name"].to_numpy()
+    for name, dur, nbytes in zip(names, mem["dur"].to_numpy(), mem["bytes"].to_numpy()):
+        d = directions.setdefault(memcpy_direction(name), MemcpyDirection(direction=memcpy_direction(name)))
+        d.count += 1
+        d.total_us += float(dur)
+        d.total_bytes += int(nbytes) if nbytes > 0 else 0
+        d.pageable_count += "Pageable" in name
+        d.pinned_count += "Pinned" in name
+    for d in directions.values():
+        # bytes / µs = MB/s; / 1e3 -> GB/s
+        d.bandwidth_gbps = d.total_bytes / d.total_us / 1e3 if d.total_us > 0 else 0.0
+    copies = mem[~mem["s_name"].str.contains("Memset", case=False)]
+    copy_u = intervals.union(copies["ts"].to_numpy(), copies["end"].to_numpy())
+    overlapped = intervals.overlap(copy_u, ev.gpu_union(COMPUTATION))
+    busy = ev.gpu_union(COMPUTATION, COMMUNICATION)
+    exposed = intervals.total(copy_u) - intervals.overlap(copy_u, busy)
+    order = ["HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "Memset", "other"]
+    return MemcpySummary(
+        directions=sorted(directions.values(), key=lambda d: order.index(d.direction)),
+        total_us=float(mem["dur"].sum()),
+        overlapped_us=overlapped,
+        exposed_us=exposed,
+        exposed_pct=100 * exposed / ev.gpu_span_us if ev.gpu_span_us else 0.0,
+    )
+
+
+def comm_summary(ev: RankEvents, overlap_pct: float) -> CommSummary:
+    """Communication kernels of a rank: count, time, HTA's overlap % (passed
+    in), and exposed time (no compute kernel running) in µs and % of GPU span."""
+    comm = ev.gpu[ev.gpu["kernel_type"].eq(COMMUNICATION)]
+    if comm.empty:
+        return CommSummary()
+    comm_u = intervals.union(comm["ts"].to_numpy(), comm["end"].to_numpy())
+    exposed = intervals.total(comm_u) - intervals.overlap(comm_u, ev.gpu_union(COMPUTATION))
+    return CommSummary(
+        kernel_count=int(len(comm)),
+        total_us=float(comm["dur"].sum()),
+        overlap_pct=float(overlap_pct),
+        exposed_us=float(exposed),
+        exposed_pct=100 * exposed / ev.gpu_span_us if ev.gpu_span_us else 0.0,
+    )
+
+
+def comm_overlap(view) -> Dict[int, float]:
+    """HTA's ``get_comm_comp_overlap``: rank -> % of communication time overlapped by compute."""
+    df = view.get_comm_comp_overlap(visualize=False)
+    out = {}
+    for r, v in zip(df["rank"], df["comp_comm_overlap_pctg"]):
+        out[int(r)] = 0.0 if v is None or np.isnan(v) else float(v)
+    return out
