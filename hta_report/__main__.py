@@ -1,0 +1,3 @@
+from hta_report.cli import run
+
+run()

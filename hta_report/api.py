@@ -1,0 +1,48 @@
+"""The Python API behind the CLI."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+from .analysis import analyze
+from .model import AnalysisResult
+from .output import write_atomic
+from .render import format_for_path, render
+
+__all__ = ["analyze", "write_reports", "load_result"]
+
+
+def write_reports(result: AnalysisResult, outputs: Sequence[Tuple[os.PathLike | str, Optional[str]]]) -> List[Path]:
+    """Render ``result`` once per ``(path, format)`` and write each atomically.
+
+    Every report is rendered before any file is written, so a rendering error
+    leaves existing files untouched.
+
+    Args:
+        result: the analysis.
+        outputs: ``(path, format)`` pairs; ``format`` None guesses from the
+            extension (see :func:`hta_report.render.format_for_path`).
+
+    Returns:
+        The paths written.
+
+    Raises:
+        hta_report.errors.OutputError: a directory is missing or not writable.
+    """
+    rendered = [(Path(p), render(result, format_for_path(str(p), f))) for p, f in outputs]
+    return [write_atomic(p, text) for p, text in rendered]
+
+
+def load_result(path: os.PathLike | str) -> AnalysisResult:
+    """Read a result saved by ``analyze --json``.
+
+    Raises:
+        hta_report.errors.InputError: unreadable file or not an hta-report result.
+    """
+    from .errors import InputError
+
+    try:
+        return AnalysisResult.from_json(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"not a readable hta-report result: {exc}", path) from exc

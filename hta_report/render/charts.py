@@ -1,0 +1,91 @@
+"""Charts as self-contained ``data:image/svg+xml;base64`` URIs.
+
+Built with matplotlib's object API (``Figure``, never ``pyplot`` global
+state). Each function takes plain lists of numbers and labels (already
+picked by the renderer from the model) and returns a URI, so the HTML embeds
+the chart in an ``<img>``: no network, and no trace-derived text can become
+markup.
+"""
+from __future__ import annotations
+
+import base64
+import io
+from typing import Dict, List, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg", force=False)
+from matplotlib.figure import Figure  # noqa: E402
+
+PALETTE = {
+    "compute": "#2b7bba", "non-compute": "#f0a030", "idle": "#c8ccd2",
+    "host wait": "#d9534f", "kernel wait": "#8e6bbf", "other": "#9aa3ad",
+}
+_SERIES = ["#2b7bba", "#f0a030", "#3aa76d", "#d9534f", "#8e6bbf", "#6c7a89", "#17becf", "#bcbd22"]
+
+
+def _to_uri(fig: Figure) -> str:
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "hta-report"}):
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _figure(n_rows: int, width: float = 7.5) -> Figure:
+    fig = Figure(figsize=(width, max(1.6, 0.42 * n_rows + 1.0)))
+    return fig
+
+
+def stacked_bars(labels: Sequence[str], series: Dict[str, Sequence[float]], xlabel: str, title: str) -> str:
+    """Horizontal stacked bars, one row per label (e.g. per rank).
+
+    Args:
+        labels: row labels, top to bottom.
+        series: legend name -> one value per label, stacked in dict order.
+        xlabel: axis label with unit, e.g. ``"% of GPU time"``.
+        title: chart title.
+    """
+    fig = _figure(len(labels))
+    ax = fig.add_subplot()
+    y = list(range(len(labels)))[::-1]
+    left = [0.0] * len(labels)
+    for i, (name, values) in enumerate(series.items()):
+        ax.barh(y, values, left=left, label=name, color=PALETTE.get(name, _SERIES[i % len(_SERIES)]), height=0.6)
+        left = [a + b for a, b in zip(left, values)]
+    ax.set_yticks(y, labels)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, loc="left", fontsize=11)
+    ax.legend(ncols=min(4, len(series)), loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(labels) < 4 else -0.12),
+              frameon=False, fontsize=9)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _to_uri(fig)
+
+
+def bars(labels: Sequence[str], values: Sequence[float], xlabel: str, title: str) -> str:
+    """Horizontal bars, largest first as given; long labels are shortened."""
+    short = [l if len(l) <= 60 else l[:57] + "..." for l in labels]
+    fig = _figure(len(labels), width=8.5)
+    ax = fig.add_subplot()
+    y = list(range(len(labels)))[::-1]
+    ax.barh(y, values, color=_SERIES[0], height=0.6)
+    ax.set_yticks(y, short, fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, loc="left", fontsize=11)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _to_uri(fig)
+
+
+def step_lines(series: Dict[str, List[float]], steps: Dict[str, List[int]], title: str) -> str:
+    """Step time (ms) per ``ProfilerStep`` number, one line per rank."""
+    fig = Figure(figsize=(7.5, 2.8))
+    ax = fig.add_subplot()
+    for i, (name, values) in enumerate(series.items()):
+        ax.plot(steps[name], values, marker="o", label=name, color=_SERIES[i % len(_SERIES)])
+    ax.set_xlabel("ProfilerStep #")
+    ax.set_ylabel("step time (ms)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, loc="left", fontsize=11)
+    if len(series) > 1:
+        ax.legend(frameon=False, fontsize=8, ncols=min(4, len(series)))
+    ax.spines[["top", "right"]].set_visible(False)
+    return _to_uri(fig)

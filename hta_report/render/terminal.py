@@ -1,0 +1,27 @@
+"""The short summary printed to the terminal after a report is written."""
+from __future__ import annotations
+
+from typing import List
+
+from ..model import AnalysisResult
+from . import view
+
+
+def render(result: AnalysisResult, written: List[str]) -> str:
+    """A few lines: headline figures, top findings, files written."""
+    h = view.headline(result)
+    lines = []
+    if h["has_gpu"]:
+        lines.append(f"GPU busy {h['busy']}, idle {h['idle']} (host wait {h['idle_host']}, "
+                     f"kernel wait {h['idle_kernel']}, other {h['idle_other']})")
+    else:
+        lines.append("No GPU activity in the traces (CPU-side metrics only)")
+    lines.append(f"{h['ranks']} rank(s), mean step {h['mean_step']}, devices: {h['devices']}")
+    findings = view.findings(result)
+    if findings:
+        lines.append(f"{len(findings)} finding(s):")
+        lines += [f"  [{f['severity']}] {f['title']}" for f in findings[:5]]
+    else:
+        lines.append("No rule fired: the run looks healthy on what was checked.")
+    lines += [f"wrote {p}" for p in written]
+    return "\n".join(lines)

@@ -1,0 +1,160 @@
+"""The view model: the result model turned into display-ready strings.
+
+Shared by the HTML and markdown reporters so both say the same thing.
+Templates only read, loop and test what this module builds.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ..model import AnalysisResult, RankResult
+from . import fmt
+
+SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+
+
+def _rank_label(r: RankResult) -> str:
+    return f"rank {r.rank}"
+
+
+def headline(result: AnalysisResult) -> Dict[str, Any]:
+    """Headline figures of the whole directory."""
+    a = result.aggregate
+    inv = result.inventory
+    return {
+        "has_gpu": a.gpu_ranks > 0,
+        "busy": fmt.pct(a.busy_pct),
+        "idle": fmt.pct(a.idle_pct),
+        "idle_host": fmt.pct(a.idle_host_wait_pct),
+        "idle_kernel": fmt.pct(a.idle_kernel_wait_pct),
+        "idle_other": fmt.pct(a.idle_other_pct),
+        "mean_step": fmt.ms(a.mean_step_us) if a.mean_step_us else "no ProfilerStep annotations",
+        "ranks": str(a.ranks),
+        "gpu_ranks": str(a.gpu_ranks),
+        "devices": ", ".join(inv.devices) or "none recorded",
+        "dataloader": fmt.pct(a.dataloader_pct),
+        "exposed_comm": fmt.pct(a.exposed_comm_pct),
+        "exposed_memcpy": fmt.pct(a.exposed_memcpy_pct),
+        "findings": len(result.findings),
+        "high": sum(f.severity == "high" for f in result.findings),
+    }
+
+
+def findings(result: AnalysisResult) -> List[Dict[str, Any]]:
+    """Findings as shown, in the model's order (largest time at stake first)."""
+    return [
+        {
+            "id": f.id, "title": f.title, "severity": f.severity, "evidence": list(f.evidence),
+            "fix": f.fix, "doc_url": f.doc_url, "threshold": f.threshold,
+            "ranks": ", ".join(str(r) for r in f.ranks), "share": fmt.pct(f.share_pct),
+        }
+        for f in result.findings
+    ]
+
+
+def rank_rows(result: AnalysisResult) -> List[Dict[str, str]]:
+    """One row per rank for the per-rank table."""
+    rows = []
+    for r in result.ranks:
+        gpu = r.has_gpu
+        rows.append({
+            "rank": str(r.rank),
+            "device": ", ".join(sorted(set(r.device_names))) or "–",
+            "steps": str(r.steps.count),
+            "mean_step": fmt.ms(r.steps.mean_us) if r.steps.count else "–",
+            "p90_step": fmt.ms(r.steps.p90_us) if r.steps.count else "–",
+            "busy": fmt.pct(r.temporal.compute_pct + r.temporal.non_compute_pct) if gpu else "no GPU",
+            "idle": fmt.pct(r.temporal.idle_pct) if gpu else "–",
+            "compute": fmt.pct(r.temporal.compute_pct) if gpu else "–",
+            "non_compute": fmt.pct(r.temporal.non_compute_pct) if gpu else "–",
+            "dataloader": fmt.pct(r.cpu.dataloader_pct),
+            "sync": fmt.pct(r.cpu.sync_pct),
+            "exposed_comm": fmt.pct(r.comm.exposed_pct) if gpu else "–",
+            "exposed_memcpy": fmt.pct(r.memcpy.exposed_pct) if gpu else "–",
+        })
+    return rows
+
+
+def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
+    """Per-rank tables: steps, idle per stream, kernels, memcpy, comm, launch, CPU side."""
+    out = []
+    for r in result.ranks:
+        d: Dict[str, Any] = {"rank": str(r.rank), "file": r.file, "has_gpu": r.has_gpu}
+        d["steps"] = [
+            {"number": str(s.number), "duration": fmt.ms(s.duration_us), "warmup": s.warmup} for s in r.steps.steps
+        ]
+        d["step_stats"] = {
+            "count": str(r.steps.count), "mean": fmt.ms(r.steps.mean_us), "p50": fmt.ms(r.steps.p50_us),
+            "p90": fmt.ms(r.steps.p90_us), "max": fmt.ms(r.steps.max_us),
+            "note": "first step (warm-up) excluded" if r.steps.warmup_excluded else "single step, used as is",
+        }
+        d["idle_streams"] = [
+            {"stream": str(s.stream), "host": fmt.ms(s.host_wait_us), "kernel": fmt.ms(s.kernel_wait_us),
+             "other": fmt.ms(s.other_us)}
+            for s in r.idle.streams
+        ]
+        d["kernel_types"] = [
+            {"type": k.kernel_type, "total": fmt.ms(k.total_us), "pct": fmt.pct(k.pct)} for k in r.kernel_types
+        ]
+        d["kernels"] = [
+            {"name": k.name, "type": k.kernel_type, "count": fmt.num(k.count), "total": fmt.ms(k.total_us),
+             "mean": fmt.ms(k.mean_us), "max": fmt.ms(k.max_us), "pct": fmt.pct(k.pct)}
+            for k in r.top_kernels
+        ]
+        d["kernel_count"] = fmt.num(r.kernel_count)
+        m = r.memcpy
+        d["memcpy"] = [
+            {"direction": x.direction, "count": fmt.num(x.count), "time": fmt.ms(x.total_us),
+             "bytes": fmt.size(x.total_bytes), "bandwidth": fmt.gbps(x.bandwidth_gbps),
+             "pageable": fmt.num(x.pageable_count), "pinned": fmt.num(x.pinned_count)}
+            for x in m.directions
+        ]
+        d["memcpy_summary"] = {"total": fmt.ms(m.total_us), "overlapped": fmt.ms(m.overlapped_us),
+                               "exposed": fmt.ms(m.exposed_us), "exposed_pct": fmt.pct(m.exposed_pct)}
+        c = r.comm
+        d["comm"] = {"kernels": fmt.num(c.kernel_count), "total": fmt.ms(c.total_us), "overlap": fmt.pct(c.overlap_pct),
+                     "exposed": fmt.ms(c.exposed_us), "exposed_pct": fmt.pct(c.exposed_pct), "any": c.kernel_count > 0}
+        ln = r.launch
+        d["launch"] = {
+            "launches": fmt.num(ln.launches), "short": fmt.num(ln.short_kernels),
+            "runtime_outliers": fmt.num(ln.runtime_outliers), "delay_outliers": fmt.num(ln.delay_outliers),
+            "runtime_cutoff": fmt.ms(ln.runtime_cutoff_us), "delay_cutoff": fmt.ms(ln.launch_delay_cutoff_us),
+            "median_runtime": fmt.ms(ln.median_runtime_us), "median_delay": fmt.ms(ln.median_launch_delay_us),
+            "p90_delay": fmt.ms(ln.p90_launch_delay_us),
+            "queue": [{"stream": str(q.stream), "mean": f"{q.mean:.1f}", "p50": f"{q.p50:.0f}", "max": f"{q.max:.0f}"}
+                      for q in ln.queue],
+        }
+        cpu = r.cpu
+        d["cpu"] = {
+            "steps_used": str(cpu.steps_used),
+            "dataloader": fmt.ms(cpu.dataloader_us_per_step), "dataloader_pct": fmt.pct(cpu.dataloader_pct),
+            "dataloader_seen": cpu.dataloader_seen,
+            "dataloader_mode": "main process (num_workers=0)" if cpu.dataloader_in_main_process else "worker processes",
+            "sync_calls": f"{cpu.sync_calls_per_step:.1f}", "sync": fmt.ms(cpu.sync_us_per_step),
+            "sync_pct": fmt.pct(cpu.sync_pct),
+            "sync_events": [{"name": e.name, "count": fmt.num(e.count), "total": fmt.ms(e.total_us)} for e in cpu.sync_events],
+            "top_ops": [{"name": e.name, "count": fmt.num(e.count), "self": fmt.ms(e.self_us), "total": fmt.ms(e.total_us)}
+                        for e in cpu.top_ops],
+        }
+        out.append(d)
+    return out
+
+
+def inventory(result: AnalysisResult) -> Dict[str, Any]:
+    """What was analyzed, with which versions."""
+    inv = result.inventory
+    return {
+        "input_dir": inv.input_dir,
+        "files": [{"path": f.path, "rank": str(f.rank), "source": f.rank_source, "size": fmt.size(f.size_bytes),
+                   "world": str(f.world_size) if f.world_size is not None else "–", "backend": f.backend or "–"}
+                  for f in inv.files],
+        "devices": ", ".join(inv.devices) or "none recorded",
+        "pytorch": inv.pytorch_version or "not recorded in the traces",
+        "schema": ", ".join(str(v) for v in inv.kineto_schema_versions) or "not recorded",
+        "steps_found": str(inv.steps_found),
+        "last_step": ("included" if inv.last_step_included else
+                      "dropped, as HTA does by default (its GPU work may be cut off)"),
+        "hta": inv.hta_version, "tool": inv.tool_version, "analyzed_at": inv.analyzed_at,
+        "warnings": list(inv.warnings),
+        "manifest": [{"key": str(k), "value": str(v)} for k, v in inv.manifest.items()],
+    }
