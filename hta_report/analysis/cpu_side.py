@@ -23,7 +23,7 @@ _DATALOADER_PREFIXES = ("enumerate(DataLoader)#", "enumerate(DataPipe)#")
 def self_times(cpu: pd.DataFrame) -> np.ndarray:
     """Self time (µs) of each row of ``cpu``: its duration minus the durations
     of its direct children on the same thread (events nested inside it)."""
-    self_t = cpu["dur"].to_numpy(dtype=float).copy()
+    self_t = np.maximum(cpu["dur"].to_numpy(dtype=float), 0.0)  # some traces carry dur = -1
     ts = cpu["ts"].to_numpy(dtype=float)
     end = cpu["end"].to_numpy(dtype=float)
     threads = (cpu["pid"].astype(str) + "/" + cpu["tid"].astype(str)).to_numpy()
@@ -82,10 +82,10 @@ def cpu_side(ev: RankEvents, top: int = 15) -> CpuSide:
     sync_per_step = float(intervals.overlap_each(win, sync_u).mean())
     sync_points = len(intervals.union(sync["ts"].to_numpy(), sync["end"].to_numpy()))
 
-    ops_mask = cpu["s_cat"].isin(["cpu_op", "cuda_runtime"])
+    ops_mask = cpu["s_cat"].isin(["cpu_op", "user_annotation", "cuda_runtime"]) & ~names.str.startswith("ProfilerStep#")
     ops = cpu[ops_mask & in_window]
     self_t = self_times(ops)
-    is_op = (ops["s_cat"] == "cpu_op").to_numpy()
+    is_op = (ops["s_cat"] != "cuda_runtime").to_numpy()
     return CpuSide(
         steps_used=int(len(windows)),
         dataloader_seen=not dl.empty,

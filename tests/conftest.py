@@ -1,0 +1,37 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # for tests/kineto.py
+
+#: Real GPU traces beside the checkout (never copied into the repo).
+SHARED_TRACES = Path(os.environ.get("HTA_REPORT_SHARED", HERE.parent.parent / "shared")) / "traces" / "hta"
+REPO = HERE.parent
+
+
+def shared(name: str) -> Path:
+    """Path of a folder under ../shared/traces/hta; skips the test when absent."""
+    path = SHARED_TRACES / name
+    if not path.is_dir():
+        pytest.skip(f"{path} not available (../shared is absent)")
+    return path
+
+
+@pytest.fixture
+def run_cli():
+    """Run the CLI in-process; returns (exit_code, stdout, stderr)."""
+    from hta_report.cli import main
+
+    def _run(*args):
+        import contextlib
+        import io
+
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(a) for a in args])
+        return code, out.getvalue(), err.getvalue()
+
+    return _run

@@ -1,0 +1,71 @@
+"""Our numbers equal HTA's own, called directly on the same trace."""
+import pytest
+
+from conftest import shared
+from hta_report.analysis import analyze
+
+
+@pytest.fixture(scope="module")
+def control():
+    path = shared("trace_diff/control")
+    from hta.trace_analysis import TraceAnalysis
+
+    (trace_file,) = sorted(path.glob("*.json.gz"))
+    hta = TraceAnalysis(trace_files={3: str(trace_file)}, trace_dir=str(path))  # rank 3 per distributedInfo
+    return analyze(path), hta
+
+
+def test_rank_comes_from_distributed_info(control):
+    result, _ = control
+    assert [r.rank for r in result.ranks] == [3]
+    assert result.inventory.files[0].rank_source == "distributedInfo"
+
+
+def test_temporal_breakdown_equals_hta(control):
+    result, hta = control
+    ours = result.ranks[0].temporal
+    theirs = hta.get_temporal_breakdown(visualize=False).set_index("rank").loc[3]
+    assert ours.idle_pct == pytest.approx(theirs["idle_time_pctg"], abs=0.1)
+    assert ours.compute_pct == pytest.approx(theirs["compute_time_pctg"], abs=0.1)
+    assert ours.non_compute_pct == pytest.approx(theirs["non_compute_time_pctg"], abs=0.1)
+    assert ours.idle_us == pytest.approx(theirs["idle_time(us)"])
+    # and the values are not degenerate
+    assert 5 < ours.idle_pct < 50 and ours.compute_pct > 30
+
+
+def test_kernel_type_shares_equal_hta(control):
+    result, hta = control
+    theirs, _ = hta.get_gpu_kernel_breakdown(visualize=False)
+    theirs = dict(zip(theirs["kernel_type"], theirs["percentage"]))
+    for shares in (result.aggregate.kernel_types, result.ranks[0].kernel_types):
+        ours = {k.kernel_type: k.pct for k in shares}
+        assert set(ours) == set(theirs)
+        for kind, pct in theirs.items():
+            assert ours[kind] == pytest.approx(pct, abs=0.1), kind
+
+
+def test_idle_breakdown_equals_hta_per_stream(control):
+    result, hta = control
+    theirs, _ = hta.get_idle_time_breakdown(ranks=[3], visualize=False)
+    streams = {s.stream: s for s in result.ranks[0].idle.streams}
+    assert set(streams) == set(int(s) for s in theirs["stream"])
+    for stream, cat, t in zip(theirs["stream"], theirs["idle_category"], theirs["idle_time"]):
+        assert getattr(streams[int(stream)], f"{cat}_us") == pytest.approx(t)
+
+
+def test_comm_overlap_equals_hta(control):
+    result, hta = control
+    theirs = hta.get_comm_comp_overlap(visualize=False).set_index("rank").loc[3, "comp_comm_overlap_pctg"]
+    assert result.ranks[0].comm.overlap_pct == pytest.approx(theirs, abs=0.1)
+    assert result.ranks[0].comm.kernel_count > 0
+
+
+def test_step_stats_from_profiler_steps(control):
+    result, _ = control
+    steps = result.ranks[0].steps
+    # 6 ProfilerSteps in the file; HTA drops the last by default
+    assert [s.number for s in steps.steps] == [1009, 1010, 1011, 1012, 1013]
+    assert steps.steps[0].warmup and steps.warmup_excluded
+    durations = [s.duration_us for s in steps.steps[1:]]
+    assert steps.mean_us == pytest.approx(sum(durations) / len(durations))
+    assert steps.max_us == max(durations)

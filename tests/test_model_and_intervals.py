@@ -1,0 +1,44 @@
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from hta_report.analysis import analyze
+from hta_report.analysis.intervals import overlap, overlap_each, total, union
+from hta_report.model import SCHEMA_VERSION, AnalysisResult
+from kineto import simple_gpu_trace
+
+
+def test_result_round_trips_through_json(tmp_path):
+    simple_gpu_trace().write(tmp_path / "t.json")
+    result = analyze(tmp_path)
+    text = result.to_json()
+    assert json.loads(text)["schema_version"] == SCHEMA_VERSION
+    assert AnalysisResult.from_json(text) == result
+
+
+def test_wrong_schema_version_is_refused():
+    with pytest.raises(ValueError, match="schema_version"):
+        AnalysisResult.from_dict({"schema_version": 999})
+    with pytest.raises(ValueError, match="not an hta-report result"):
+        AnalysisResult.from_dict({"traceEvents": []})
+
+
+intervals_st = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 12)), max_size=10)
+
+
+def _cells(iv):
+    return {t for s, d in iv for t in range(s, s + d)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(intervals_st, intervals_st)
+def test_interval_arithmetic_matches_brute_force(a, b):
+    ua = union([s for s, _ in a], [s + d for s, d in a])
+    ub = union([s for s, _ in b], [s + d for s, d in b])
+    assert total(ua) == len(_cells(a))
+    assert overlap(ua, ub) == pytest.approx(len(_cells(a) & _cells(b)))
+    windows = np.array([[s, s + d] for s, d in a], dtype=float).reshape(-1, 2)
+    expected = [len(set(range(s, s + d)) & _cells(b)) for s, d in a]
+    assert list(overlap_each(windows, ub)) == pytest.approx(expected)

@@ -1,0 +1,54 @@
+"""The HTML report: escaping of trace-derived strings, nothing loaded from the network."""
+import re
+
+import pytest
+
+from hta_report.analysis import analyze
+from hta_report.render import render
+from kineto import simple_gpu_trace
+
+EVIL = "<script>alert(1)</script>"
+
+
+@pytest.fixture(scope="module")
+def evil_report(tmp_path_factory):
+    d = tmp_path_factory.mktemp("evil")
+    simple_gpu_trace(kernel_name=EVIL, steps=4).write(d / "rank-0.json")
+    result = analyze(d)
+    return result, render(result, "html"), render(result, "md")
+
+
+def test_kernel_name_with_script_is_escaped(evil_report):
+    result, html, _ = evil_report
+    assert result.ranks[0].top_kernels[0].name == EVIL  # the model keeps the raw name
+    assert EVIL not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<script" not in html.lower()
+
+
+def test_report_loads_nothing_from_the_network(evil_report):
+    _, html, _ = evil_report
+    # no external resources: every src= is a data: URI, no <link>, no @import, no url(http...)
+    srcs = re.findall(r'\ssrc="([^"]*)"', html)
+    assert srcs and all(s.startswith("data:image/svg+xml;base64,") for s in srcs)
+    assert "<link" not in html.lower()
+    assert "@import" not in html
+    assert not re.search(r"url\(\s*['\"]?https?:", html)
+    # plain links to documentation are allowed, and only as <a href>
+    for m in re.finditer(r"(\w+)=\"https?://", html):
+        assert m.group(1) == "href"
+    assert "Content-Security-Policy" in html
+
+
+def test_report_sections_present(evil_report):
+    _, html, _ = evil_report
+    for section in ("headline", "findings", "ranks", "charts", "rank-0", "inventory"):
+        assert f'id="{section}"' in html
+    assert "Raise DataLoader num_workers" in html
+    assert html.count("<img") == 5  # temporal, idle, kernel types, top kernels, steps
+
+
+def test_markdown_report(evil_report):
+    _, _, md = evil_report
+    assert md.startswith("## hta-report")
+    assert "| rank |" in md and "dataloader-bound" in md
