@@ -65,7 +65,7 @@ def chart_uris(result: AnalysisResult) -> Dict[str, str]:
         out["top_kernels"] = charts.bars([n for n, _ in top], [t / 1e3 for _, t in top],
                                          "total time (ms), all ranks", "Top kernels by total time")
     stepped = [r for r in result.ranks if r.steps.count]
-    if stepped:
+    if any(r.steps.count >= 2 for r in stepped):
         out["steps"] = charts.step_lines(
             {f"rank {r.rank}": [s.duration_us / 1e3 for s in r.steps.steps] for r in stepped[:16]},
             {f"rank {r.rank}": [s.number for s in r.steps.steps] for r in stepped[:16]},
