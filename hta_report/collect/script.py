@@ -4,9 +4,13 @@
 run the target with :mod:`runpy` as ``__main__`` with ``sys.argv`` set, like
 Python would.  The profiler advances at every *step event* (``--step-on``):
 
-* ``optimizer`` (default): after every ``Optimizer.step()`` of any optimizer,
-  via ``torch.optim.optimizer.register_optimizer_step_post_hook``.  A script
-  with two optimizers (e.g. a GAN) takes two profiler steps per iteration.
+* ``optimizer`` (default): after every ``Optimizer.step()`` of any optimizer.
+  A global ``register_optimizer_step_post_hook`` counts the steps, but the post
+  hook runs inside the ``Optimizer.step#...`` profiler range, so the profiler
+  step itself is taken when the outermost ``Optimizer.step`` call returns (each
+  optimizer class's hooked ``step`` gets a thin outer wrapper for the run);
+  ``ProfilerStep#N`` ranges thus never cut an ``Optimizer.step`` range in two.
+  A script with two optimizers (e.g. a GAN) takes two profiler steps per iteration.
 * ``forward``: after every *outermost* ``nn.Module`` call, via global module
   forward pre/post hooks that track the call depth per thread; nested
   submodule calls do not count.  For inference scripts (``model(x)`` per
@@ -85,10 +89,13 @@ def parse_command(command: List[str]) -> ScriptSpec:
         if len(words) < 2:
             raise CollectError("-m needs a module name")
         module = words[1]
+        sys.path.insert(0, os.getcwd())  # as python -m does
         try:
             found = importlib.util.find_spec(module)
         except (ImportError, ValueError):
             found = None
+        finally:
+            sys.path.remove(os.getcwd())
         if found is None:
             raise CollectError(f"no module named {module!r}")
         return ScriptSpec(module=module, args=words[2:])
@@ -107,10 +114,9 @@ def install_step_hook(event: str, step: Callable[[], None]) -> Callable[[], None
     import torch
 
     if event == "optimizer":
-        from torch.optim.optimizer import register_optimizer_step_post_hook
-
-        handle = register_optimizer_step_post_hook(lambda opt, args, kwargs: step())
-        return handle.remove
+        steps = _OptimizerSteps(step)
+        steps.install()
+        return steps.remove
     if event == "forward":
         from torch.nn.modules import module as nn_module
 
@@ -143,6 +149,93 @@ def install_step_hook(event: str, step: Callable[[], None]) -> Callable[[], None
         torch.autograd.backward = backward
         return lambda: setattr(torch.autograd, "backward", original)
     raise CollectError(f"unknown --step-on {event!r} (choose {', '.join(STEP_EVENTS)})")
+
+
+class _OptimizerSteps:
+    """Counts optimizer steps with the global post hook and takes the profiler
+    step when the outermost ``Optimizer.step`` call has returned.
+
+    Wraps the ``step`` of every optimizer class already patched by torch and,
+    through ``Optimizer.profile_hook_step``, of classes patched during the run
+    (torch patches a class on its first instantiation).  :meth:`remove` undoes both.
+    """
+
+    _MARK = "_hta_report_step_wrapper"
+
+    def __init__(self, step: Callable[[], None]) -> None:
+        self._step = step
+        self.pending = 0
+        self._depth = 0
+        self._handle = None
+        self._factory = None
+
+    @staticmethod
+    def _classes():
+        from torch.optim import Optimizer
+
+        seen, todo = [], [Optimizer]
+        while todo:
+            cls = todo.pop()
+            if cls not in seen:
+                seen.append(cls)
+                todo.extend(cls.__subclasses__())
+        return seen
+
+    def install(self) -> None:
+        """Register the post hook and wrap the optimizer classes' ``step``."""
+        from torch.optim import Optimizer
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self._handle = register_optimizer_step_post_hook(self._post_hook)
+        self._factory = Optimizer.__dict__["profile_hook_step"]
+        torch_wrap = self._factory.__func__
+        Optimizer.profile_hook_step = staticmethod(lambda func: self._wrap(torch_wrap(func)))
+        for cls in self._classes():
+            current = cls.__dict__.get("step")
+            if current is not None and getattr(current, "hooked", False):
+                cls.step = self._wrap(current)
+
+    def _wrap(self, hooked_step: Callable) -> Callable:
+        import functools
+
+        @functools.wraps(hooked_step)
+        def step(*args, **kwargs):
+            self._depth += 1
+            try:
+                return hooked_step(*args, **kwargs)
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    self.flush()
+
+        step.hooked = True
+        setattr(step, self._MARK, True)
+        return step
+
+    def _post_hook(self, optimizer, args, kwargs) -> None:
+        self.pending += 1
+
+    def flush(self) -> None:
+        """Take the profiler steps counted so far."""
+        while self.pending:
+            self.pending -= 1
+            self._step()
+
+    def remove(self) -> None:
+        """Flush, remove the hook and restore every wrapped ``step``."""
+        from torch.optim import Optimizer
+
+        self.flush()
+        if self._handle is not None:
+            self._handle.remove()
+        if self._factory is not None:
+            Optimizer.profile_hook_step = self._factory
+        for cls in self._classes():
+            current = cls.__dict__.get("step")
+            if getattr(current, self._MARK, False):
+                inner = current.__wrapped__
+                inner.hooked = True
+                cls.step = inner
 
 
 @dataclass
