@@ -12,9 +12,9 @@ import click
 
 from ..errors import CollectError
 from .environment import require_torch
+from .script import STEP_EVENTS  # no torch import there
 
 WORKLOAD_NAMES = ("cnn", "rnn", "transformer")
-STEP_EVENTS = ("optimizer", "forward", "backward")
 #: Options that only make sense with --workload (checked when given with a script).
 WORKLOAD_ONLY = ("batch_size", "num_workers", "pin_memory", "slow_data", "sync_every_step",
                  "amp", "width", "depth", "steps")
