@@ -8,9 +8,9 @@ from typing import List, Optional, Sequence, Tuple
 from .analysis import analyze
 from .model import AnalysisResult
 from .output import write_atomic
-from .render import format_for_path, render
+from .render import format_for_path, render, render_comparison
 
-__all__ = ["analyze", "write_reports", "load_result"]
+__all__ = ["analyze", "write_reports", "load_result", "compare_paths", "write_comparison"]
 
 
 def write_reports(result: AnalysisResult, outputs: Sequence[Tuple[os.PathLike | str, Optional[str]]]) -> List[Path]:
@@ -46,3 +46,25 @@ def load_result(path: os.PathLike | str) -> AnalysisResult:
         return AnalysisResult.from_json(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"not a readable hta-report result: {exc}", path) from exc
+
+
+def compare_paths(base: os.PathLike | str, new: os.PathLike | str, **analyze_kwargs):
+    """Compare two trace directories or saved results (``analyze --json``).
+
+    Returns:
+        A :class:`hta_report.model.Comparison` labelled with the two paths.
+
+    Raises:
+        hta_report.errors.InputError, hta_report.errors.TraceError: a side cannot be read.
+    """
+    from .compare import compare, load_side
+
+    return compare(load_side(base, **analyze_kwargs), load_side(new, **analyze_kwargs),
+                   base_label=str(base), new_label=str(new))
+
+
+def write_comparison(comparison, outputs: Sequence[Tuple[os.PathLike | str, Optional[str]]]) -> List[Path]:
+    """Render a comparison once per ``(path, format)`` and write each atomically
+    (all rendered before any is written)."""
+    rendered = [(Path(p), render_comparison(comparison, format_for_path(str(p), f))) for p, f in outputs]
+    return [write_atomic(p, text) for p, text in rendered]

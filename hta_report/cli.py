@@ -8,14 +8,26 @@ from typing import Optional
 import click
 
 from . import __version__
-from .errors import EXIT_ERROR, EXIT_OK, HtaReportError
+from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError
+from .gates import metrics_help, parse_gate, tripped
 
 EPILOG = """\b
 Exit codes:
   0  success
   1  usage error, or input that cannot be analyzed (the message names the file)
-  2  a quality gate tripped (reserved for --fail-on)
+  2  a quality gate (--fail-on) tripped; the report is written first
 """
+
+ANALYZE_EPILOG = EPILOG + "\n\b\n--fail-on metrics:\n" + metrics_help(comparison=False) + "\n"
+COMPARE_EPILOG = EPILOG + "\n\b\n--fail-on metrics (result metrics are of NEW):\n" + metrics_help(comparison=True) + "\n"
+
+
+def _check_gates(gates, result=None, comparison=None, quiet=False) -> None:
+    hits = tripped(gates, result=result, comparison=comparison)
+    if hits:
+        for h in hits:
+            click.echo(f"hta-report: gate tripped: {h}", err=True)
+        raise click.exceptions.Exit(EXIT_GATE)
 
 
 @click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,7 +40,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=ANALYZE_EPILOG)
 @click.argument("trace_dir", type=click.Path(path_type=str))
 @click.option("-o", "--output", default="report.html", show_default=True,
               help="Report file; the format follows the extension (.html, .md, .json).")
@@ -39,9 +51,11 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--include-last-step/--drop-last-step", default=None,
               help="Keep or drop the last ProfilerStep. Default: drop it as HTA does "
                    "(its GPU work may be cut off), unless a rank has fewer than two steps.")
+@click.option("--fail-on", "fail_on", multiple=True, metavar="EXPR",
+              help="Exit 2 when EXPR holds, e.g. 'idle_pct>30' or 'severity>=high' (repeatable; metrics below).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional[str], recursive: bool,
-            include_last_step: Optional[bool], quiet: bool) -> None:
+            include_last_step: Optional[bool], fail_on: tuple, quiet: bool) -> None:
     """Analyze TRACE_DIR (Kineto traces, one per rank, .json or .json.gz) and
     write a report.
 
@@ -52,11 +66,47 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     from .api import analyze as run_analysis, write_reports
     from .render.terminal import render as summary
 
+    gates = [parse_gate(g) for g in fail_on]
     result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step)
     outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
     written = write_reports(result, outputs)
     if not quiet:
         click.echo(summary(result, [str(p) for p in written]))
+    _check_gates(gates, result=result)
+
+
+@cli.command(epilog=COMPARE_EPILOG)
+@click.argument("base", type=click.Path(path_type=str))
+@click.argument("new", type=click.Path(path_type=str))
+@click.option("-o", "--output", default="compare.html", show_default=True,
+              help="Comparison report; the format follows the extension (.html, .md, .json).")
+@click.option("--format", "fmt", type=click.Choice(["html", "md", "json"]), default=None,
+              help="Report format, overriding the extension of --output.")
+@click.option("-r", "--recursive", is_flag=True, help="Also read traces in subdirectories.")
+@click.option("--fail-on", "fail_on", multiple=True, metavar="EXPR",
+              help="Exit 2 when EXPR holds, e.g. 'step_time_regression>5%' (repeatable; metrics below).")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: bool, fail_on: tuple,
+            quiet: bool) -> None:
+    """Compare BASE and NEW (each a trace directory or a result saved by
+    `analyze --json`): did the change make training faster or slower, and why?
+
+    \b
+    Example:
+      hta-report compare before/ after/ -o diff.html --fail-on 'step_time_regression>5%'
+    """
+    from .api import compare_paths, write_comparison
+
+    gates = [parse_gate(g, comparison=True) for g in fail_on]
+    comparison = compare_paths(base, new, recursive=recursive)
+    written = write_comparison(comparison, [(output, fmt)])
+    if not quiet:
+        click.echo(f"{comparison.verdict}: mean step time {comparison.step_time_change_pct:+.1f} % "
+                   f"(noise band ±{comparison.noise_band_pct:.1f} %)")
+        click.echo(f"findings appeared: {len(comparison.findings_appeared)}, went away: {len(comparison.findings_gone)}")
+        for p in written:
+            click.echo(f"wrote {p}")
+    _check_gates(gates, comparison=comparison)
 
 
 def _register_optional_commands() -> None:

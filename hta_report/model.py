@@ -432,3 +432,77 @@ def _build(tp: Any, value: Any) -> Any:
     if tp is float and isinstance(value, int):
         return float(value)
     return value
+
+
+# --- comparison of two analyses (``hta-report compare``) -----------------------
+
+
+@dataclass
+class MetricDelta:
+    """One metric on both sides. ``delta`` = new − base in the metric's unit
+    (``unit`` is ``ms``, ``%`` or ``pp`` for percentage points);
+    ``delta_pct`` = delta / base × 100 (0 when base is 0)."""
+
+    name: str
+    unit: str
+    base: float
+    new: float
+    delta: float
+    delta_pct: float
+
+
+@dataclass
+class KernelDelta:
+    """A kernel's total time (µs, summed over ranks) on both sides."""
+
+    name: str
+    kernel_type: str
+    base_us: float
+    new_us: float
+    delta_us: float
+
+
+@dataclass
+class RankComparison:
+    """Metrics of one rank present on both sides. ``new_rank`` differs from
+    ``rank`` only when each side has a single rank and their numbers differ
+    (e.g. rank 3 of one job against rank 1 of another): they are paired."""
+
+    rank: int
+    new_rank: int
+    metrics: List[MetricDelta] = field(default_factory=list)
+
+
+@dataclass
+class Comparison:
+    """``new`` against ``base``: overall and per-rank deltas, kernels that
+    changed most, findings that appeared or went away, and a verdict.
+
+    ``verdict`` is ``improved``, ``regressed``, ``unchanged`` or
+    ``not comparable`` (no ProfilerStep on a side). It compares the mean
+    step time against ``noise_band_pct``: the larger coefficient of variation
+    (std / mean × 100) of the two sides' analyzed step times, at least 1 %.
+    """
+
+    base_label: str
+    new_label: str
+    verdict: str
+    noise_band_pct: float
+    step_time_change_pct: float
+    overall: List[MetricDelta] = field(default_factory=list)
+    ranks: List[RankComparison] = field(default_factory=list)
+    ranks_only_base: List[int] = field(default_factory=list)
+    ranks_only_new: List[int] = field(default_factory=list)
+    kernels: List[KernelDelta] = field(default_factory=list)
+    findings_appeared: List[Finding] = field(default_factory=list)
+    findings_gone: List[Finding] = field(default_factory=list)
+    findings_kept: List[str] = field(default_factory=list)
+    base: Optional[AnalysisResult] = None
+    new: Optional[AnalysisResult] = None
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self, indent: Optional[int] = 2) -> str:
+        """The comparison as JSON (both full results included)."""
+        data = dataclasses.asdict(self)
+        data = {"schema_version": data.pop("schema_version"), "kind": "comparison", **data}
+        return json.dumps(data, indent=indent, allow_nan=False)

@@ -69,7 +69,7 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
                 rr.temporal = temporal[r]
                 rr.idle = idle_breakdown(one, r)
                 rr.kernel_types = kernel_type_shares(one)
-                rr.top_kernels = top_kernels(ev)
+                rr.top_kernels = top_kernels(ev, limit=50)
                 rr.kernel_count = int(ev.gpu["s_cat"].eq("kernel").sum())
                 rr.memcpy = memcpy_summary(ev)
                 rr.comm = comm_summary(ev, overlap.get(r, 0.0))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from ..model import AnalysisResult
+from ..model import AnalysisResult, Comparison
 
 FORMATS = ("html", "md", "json")
 
@@ -32,4 +32,21 @@ def render(result: AnalysisResult, fmt: str) -> str:
         return render_md(result)
     if fmt == "json":
         return result.to_json()
+    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def render_comparison(comparison: Comparison, fmt: str) -> str:
+    """Render a comparison as ``html``, ``md`` or ``json``.
+
+    Raises:
+        ValueError: unknown format.
+    """
+    if fmt == "html":
+        from .html import render_comparison as render_html
+        return render_html(comparison)
+    if fmt == "md":
+        from .markdown import render_comparison as render_md
+        return render_md(comparison)
+    if fmt == "json":
+        return comparison.to_json()
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

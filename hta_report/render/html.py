@@ -89,3 +89,11 @@ def context(result: AnalysisResult) -> Dict[str, Any]:
 def render(result: AnalysisResult) -> str:
     """The whole report as one HTML document."""
     return environment().get_template("report.html.j2").render(**context(result))
+
+
+def render_comparison(comparison) -> str:
+    """A :class:`~hta_report.model.Comparison` as one HTML document."""
+    from .compare_view import context as compare_context
+
+    return environment().get_template("compare.html.j2").render(
+        c=compare_context(comparison), css=_template_text("report.css"))

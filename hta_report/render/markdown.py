@@ -1,8 +1,21 @@
 """The markdown reporter: ``render(result) -> str`` for pull-request comments."""
 from __future__ import annotations
 
-from ..model import AnalysisResult
+from ..model import AnalysisResult, Comparison
 from . import view
+
+#: GitHub's limit on a pull-request comment (characters).
+GITHUB_COMMENT_LIMIT = 65_536
+
+
+def fit(text: str, limit: int = GITHUB_COMMENT_LIMIT) -> str:
+    """``text`` cut at a line boundary so that it stays under ``limit``
+    characters, with a note saying so; unchanged when it fits."""
+    if len(text) < limit:
+        return text
+    note = "\n\n_… truncated to fit a pull-request comment; the HTML report has everything._\n"
+    cut = text.rfind("\n", 0, limit - len(note) - 1)
+    return text[: max(cut, 0)] + note
 
 
 def _cell(text: str) -> str:
@@ -35,4 +48,33 @@ def render(result: AnalysisResult) -> str:
     for r in view.rank_rows(result):
         lines.append(f"| {r['rank']} | {r['steps']} | {r['mean_step']} | {r['busy']} | {r['idle']} | "
                      f"{r['dataloader']} | {r['sync']} | {r['exposed_comm']} |")
-    return "\n".join(lines) + "\n"
+    return fit("\n".join(lines) + "\n")
+
+
+def render_comparison(c: Comparison) -> str:
+    """Verdict, overall table, findings that appeared or went away, kernels
+    that changed most and per-rank tables, as GitHub-flavoured markdown."""
+    from .compare_view import context
+
+    v = context(c)
+    lines = ["## hta-report compare", "", f"**Verdict: {v['verdict']}** — {v['verdict_text']}", "",
+             f"base: `{_cell(v['base_label'])}` · new: `{_cell(v['new_label'])}`", "",
+             "| metric | base | new | change |", "|---|---:|---:|---:|"]
+    lines += [f"| {_cell(m['name'])} | {m['base']} | {m['new']} | {m['change']} |" for m in v["overall"]]
+    lines += ["", "### Findings", ""]
+    lines += [f"- appeared: **[{f['severity']}] {_cell(f['title'])}** (`{f['id']}`)" for f in v["appeared"]]
+    lines += [f"- went away: [{f['severity']}] {_cell(f['title'])} (`{f['id']}`)" for f in v["gone"]]
+    if v["kept"]:
+        lines.append(f"- on both sides: {', '.join(v['kept'])}")
+    if not (v["appeared"] or v["gone"] or v["kept"]):
+        lines.append("No findings on either side.")
+    if v["kernels"]:
+        lines += ["", "### Kernels whose total time changed most", "", "| kernel | base | new | change |",
+                  "|---|---:|---:|---:|"]
+        lines += [f"| `{_cell(k['name'][:120])}` | {k['base']} | {k['new']} | {k['change']} |" for k in v["kernels"]]
+    for r in v["ranks"]:
+        lines += ["", f"<details><summary>{_cell(r['label'])}</summary>", "", "| metric | base | new | change |",
+                  "|---|---:|---:|---:|"]
+        lines += [f"| {_cell(m['name'])} | {m['base']} | {m['new']} | {m['change']} |" for m in r["rows"]]
+        lines += ["", "</details>"]
+    return fit("\n".join(lines) + "\n")

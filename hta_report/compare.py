@@ -1,0 +1,139 @@
+"""Comparing two analyses: did the change make training faster or slower, and why?"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from .errors import InputError
+from .model import AnalysisResult, Comparison, KernelDelta, MetricDelta, RankComparison, RankResult
+
+#: Smallest noise band (%) a verdict uses, however steady the steps are.
+MIN_NOISE_BAND_PCT = 1.0
+
+
+def load_side(path: os.PathLike | str, **analyze_kwargs) -> AnalysisResult:
+    """One side of a comparison: a trace directory (analyzed now) or a result
+    saved by ``analyze --json``.
+
+    Raises:
+        InputError, TraceError: as :func:`hta_report.analysis.analyze` and
+        :func:`hta_report.api.load_result`.
+    """
+    from .api import analyze, load_result
+
+    p = Path(path)
+    if p.is_file():
+        return load_result(p)
+    if not p.exists():
+        raise InputError("no such trace directory or result file", p)
+    return analyze(p, **analyze_kwargs)
+
+
+def _delta(name: str, unit: str, base: float, new: float) -> MetricDelta:
+    d = new - base
+    return MetricDelta(name=name, unit=unit, base=base, new=new, delta=d,
+                       delta_pct=100 * d / base if base else 0.0)
+
+
+def _rank_metrics(r: RankResult) -> List[Tuple[str, str, float]]:
+    out = [("mean step time", "ms", r.steps.mean_us / 1e3), ("DataLoader share of step", "%", r.cpu.dataloader_pct),
+           ("sync share of step", "%", r.cpu.sync_pct)]
+    if r.has_gpu:
+        out += [
+            ("GPU busy", "%", r.temporal.compute_pct + r.temporal.non_compute_pct),
+            ("GPU idle", "%", r.temporal.idle_pct),
+            ("idle: host wait", "%", r.temporal.idle_pct * r.idle.host_wait_pct / 100),
+            ("idle: kernel wait", "%", r.temporal.idle_pct * r.idle.kernel_wait_pct / 100),
+            ("idle: other", "%", r.temporal.idle_pct * r.idle.other_pct / 100),
+            ("exposed communication", "%", r.comm.exposed_pct),
+            ("exposed memcpy", "%", r.memcpy.exposed_pct),
+        ]
+    return out
+
+
+def _overall(a: AnalysisResult) -> Dict[str, Tuple[str, float]]:
+    g = a.aggregate
+    out = {"mean step time": ("ms", g.mean_step_us / 1e3), "DataLoader share of step": ("%", g.dataloader_pct)}
+    if g.gpu_ranks:
+        out.update({
+            "GPU busy": ("%", g.busy_pct), "GPU idle": ("%", g.idle_pct),
+            "idle: host wait": ("%", g.idle_host_wait_pct), "idle: kernel wait": ("%", g.idle_kernel_wait_pct),
+            "idle: other": ("%", g.idle_other_pct), "exposed communication": ("%", g.exposed_comm_pct),
+            "exposed memcpy": ("%", g.exposed_memcpy_pct),
+        })
+        for k in g.kernel_types:
+            out[f"kernel time: {k.kernel_type}"] = ("%", k.pct)
+    return out
+
+
+def step_variation_pct(a: AnalysisResult) -> float:
+    """Coefficient of variation (std / mean × 100) of the analyzed step times
+    (warm-up excluded) pooled over ranks; 0 without at least two steps."""
+    d = np.array([s.duration_us for r in a.ranks for s in r.steps.steps if not s.warmup], dtype=float)
+    if d.size < 2 or d.mean() <= 0:
+        return 0.0
+    return float(d.std(ddof=1) / d.mean() * 100)
+
+
+def _kernel_totals(a: AnalysisResult) -> Dict[str, Tuple[str, float]]:
+    totals: Dict[str, Tuple[str, float]] = {}
+    for r in a.ranks:
+        for k in r.top_kernels:
+            kind, t = totals.get(k.name, (k.kernel_type, 0.0))
+            totals[k.name] = (kind, t + k.total_us)
+    return totals
+
+
+def compare(base: AnalysisResult, new: AnalysisResult, base_label: str = "base", new_label: str = "new",
+            top_kernels: int = 15) -> Comparison:
+    """Compare two results (see :class:`hta_report.model.Comparison` for the verdict rule).
+
+    Kernel deltas use each side's top 50 kernels per rank by total time (what
+    the result model keeps), summed over ranks, ordered by |delta|.
+    """
+    ob, on = _overall(base), _overall(new)
+    overall = [_delta(name, ob[name][0] if ob[name][0] == "ms" else "pp", ob[name][1], on[name][1])
+               for name in ob if name in on]
+
+    base_ranks = {r.rank: r for r in base.ranks}
+    new_ranks = {r.rank: r for r in new.ranks}
+    pairs = [(r, r) for r in sorted(set(base_ranks) & set(new_ranks))]
+    if not pairs and len(base_ranks) == 1 and len(new_ranks) == 1:
+        pairs = [(next(iter(base_ranks)), next(iter(new_ranks)))]  # one rank each: pair them
+    ranks = []
+    for rank, new_rank in pairs:
+        mb = dict((n, (u, v)) for n, u, v in _rank_metrics(base_ranks[rank]))
+        mn = dict((n, (u, v)) for n, u, v in _rank_metrics(new_ranks[new_rank]))
+        ranks.append(RankComparison(rank=rank, new_rank=new_rank, metrics=[
+            _delta(n, mb[n][0] if mb[n][0] == "ms" else "pp", mb[n][1], mn[n][1]) for n in mb if n in mn]))
+
+    kb, kn = _kernel_totals(base), _kernel_totals(new)
+    kernels = [KernelDelta(name=n, kernel_type=(kb.get(n) or kn.get(n))[0], base_us=kb.get(n, ("", 0.0))[1],
+                           new_us=kn.get(n, ("", 0.0))[1], delta_us=kn.get(n, ("", 0.0))[1] - kb.get(n, ("", 0.0))[1])
+               for n in set(kb) | set(kn)]
+    kernels = sorted(kernels, key=lambda k: (-abs(k.delta_us), k.name))[:top_kernels]
+
+    ids_b = {f.id: f for f in base.findings}
+    ids_n = {f.id: f for f in new.findings}
+
+    band = max(MIN_NOISE_BAND_PCT, step_variation_pct(base), step_variation_pct(new))
+    sb, sn = base.aggregate.mean_step_us, new.aggregate.mean_step_us
+    if sb > 0 and sn > 0:
+        change = 100 * (sn - sb) / sb
+        verdict = "regressed" if change > band else "improved" if change < -band else "unchanged"
+    else:
+        change, verdict = 0.0, "not comparable"
+    return Comparison(
+        base_label=base_label, new_label=new_label, verdict=verdict, noise_band_pct=band,
+        step_time_change_pct=change, overall=overall, ranks=ranks,
+        ranks_only_base=sorted(set(base_ranks) - {p[0] for p in pairs}),
+        ranks_only_new=sorted(set(new_ranks) - {p[1] for p in pairs}),
+        kernels=kernels,
+        findings_appeared=[f for i, f in ids_n.items() if i not in ids_b],
+        findings_gone=[f for i, f in ids_b.items() if i not in ids_n],
+        findings_kept=sorted(set(ids_b) & set(ids_n)),
+        base=base, new=new,
+    )

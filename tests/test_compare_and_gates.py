@@ -1,0 +1,126 @@
+"""`hta-report compare`, --fail-on gates and their exit codes."""
+import json
+
+import pytest
+
+from conftest import shared
+from hta_report.analysis import analyze
+from hta_report.compare import compare
+from hta_report.errors import InputError
+from hta_report.gates import parse_gate, tripped
+from hta_report.render.markdown import GITHUB_COMMENT_LIMIT, fit
+from kineto import TraceBuilder, simple_gpu_trace
+
+
+def _steps_trace(path, step_us, kernel_us, steps=6, jitter=()):
+    b = TraceBuilder(rank=0)
+    t = 0.0
+    for i in range(steps):
+        d = step_us + (jitter[i] if i < len(jitter) else 0)
+        b.step(i + 1, t, d)
+        b.kernel("sgemm", t + 50, kernel_us)
+        t += d
+    b.write(path)
+
+
+@pytest.fixture
+def fast_slow(tmp_path):
+    (tmp_path / "fast").mkdir()
+    (tmp_path / "slow").mkdir()
+    _steps_trace(tmp_path / "fast" / "t.json", 1000, 800, jitter=(0, 5, -5, 5, -5, 0))
+    _steps_trace(tmp_path / "slow" / "t.json", 1200, 800, jitter=(0, 5, -5, 5, -5, 0))
+    return tmp_path / "fast", tmp_path / "slow"
+
+
+def test_verdicts(fast_slow):
+    fast, slow = analyze(fast_slow[0]), analyze(fast_slow[1])
+    assert compare(fast, slow).verdict == "regressed"
+    assert compare(slow, fast).verdict == "improved"
+    same = compare(fast, fast)
+    assert same.verdict == "unchanged" and same.step_time_change_pct == 0
+    # noise band: coefficient of variation of the analyzed steps, at least 1 %
+    assert same.noise_band_pct == pytest.approx(1.0)
+    c = compare(fast, slow)
+    assert c.step_time_change_pct == pytest.approx(20.0, abs=0.5)
+
+
+def test_compare_numbers_equal_separate_analyze(tmp_path, run_cli):
+    base, new = shared("trace_diff/control"), shared("trace_diff/test")
+    code, _, err = run_cli("analyze", base, "-o", tmp_path / "b.json")
+    assert code == 0, err
+    code, _, err = run_cli("analyze", new, "-o", tmp_path / "n.json")
+    assert code == 0, err
+    code, out, err = run_cli("compare", base, new, "-o", tmp_path / "d.json")
+    assert code == 0, err
+    b, n = json.loads((tmp_path / "b.json").read_text()), json.loads((tmp_path / "n.json").read_text())
+    d = json.loads((tmp_path / "d.json").read_text())
+    overall = {m["name"]: m for m in d["overall"]}
+    assert overall["mean step time"]["base"] == pytest.approx(b["aggregate"]["mean_step_us"] / 1e3)
+    assert overall["mean step time"]["new"] == pytest.approx(n["aggregate"]["mean_step_us"] / 1e3)
+    assert overall["GPU idle"]["base"] == pytest.approx(b["aggregate"]["idle_pct"])
+    assert overall["GPU idle"]["new"] == pytest.approx(n["aggregate"]["idle_pct"])
+    # one rank on each side (3 and 1): they are paired
+    assert [(r["rank"], r["new_rank"]) for r in d["ranks"]] == [(3, 1)]
+    assert d["verdict"] in ("regressed", "improved", "unchanged")
+    # html and markdown from the same comparison; saved results compare too
+    for name in ("d.html", "d.md"):
+        code, _, err = run_cli("compare", base, new, "-o", tmp_path / name)
+        assert code == 0, err
+    assert "Verdict" in (tmp_path / "d.md").read_text()
+    code, _, err = run_cli("compare", tmp_path / "b.json", tmp_path / "n.json", "-o", tmp_path / "j.json")
+    assert code == 0, err
+    j = json.loads((tmp_path / "j.json").read_text())
+    assert j["overall"] == d["overall"] and j["verdict"] == d["verdict"]
+
+
+def test_gate_exit_codes(fast_slow, tmp_path, run_cli):
+    fast, slow = fast_slow
+    # 0: no gate trips (a run compared with itself trips no regression gate)
+    code, _, err = run_cli("compare", fast, fast, "-o", tmp_path / "a.html", "--fail-on", "step_time_regression>5%")
+    assert code == 0, err
+    # 2: a gate trips, and the report was written first
+    code, _, err = run_cli("compare", fast, slow, "-o", tmp_path / "b.html", "--fail-on", "step_time_regression>5%")
+    assert code == 2
+    assert "gate tripped: step_time_regression>5%" in err
+    assert (tmp_path / "b.html").exists()
+    # 1: a malformed gate is a usage error, checked before any work
+    code, _, err = run_cli("compare", fast, slow, "-o", tmp_path / "c.html", "--fail-on", "speed>>5")
+    assert code == 1 and "expected METRIC OP VALUE" in err
+    assert not (tmp_path / "c.html").exists()
+
+
+def test_analyze_gates(tmp_path, run_cli):
+    simple_gpu_trace().write(tmp_path / "t.json")
+    code, _, err = run_cli("analyze", tmp_path, "-o", tmp_path / "r.html", "--fail-on", "idle_pct>30")
+    assert code == 2 and "idle_pct = 40.00" in err  # 3 steps, last dropped: 600 of 1500 µs idle
+    code, _, err = run_cli("analyze", tmp_path, "-o", tmp_path / "r.html", "--fail-on", "idle_pct>50",
+                           "--fail-on", "severity>=high")
+    assert code == 2 and "severity>=high" in err and "idle_pct>50" not in err
+    code, _, err = run_cli("analyze", tmp_path, "-o", tmp_path / "r.html", "--fail-on", "dataloader_pct>=20")
+    assert code == 0, err
+    code, _, err = run_cli("analyze", tmp_path, "-o", tmp_path / "r.html", "--fail-on", "nonsense>1")
+    assert code == 1 and "unknown metric" in err
+
+
+def test_gate_parsing():
+    g = parse_gate("step_time_regression > 5 %", comparison=True)
+    assert (g.metric, g.op, g.value) == ("step_time_regression", ">", 5.0)
+    assert parse_gate("severity>=medium").value == 2
+    with pytest.raises(InputError):
+        parse_gate("step_time_regression>5")  # comparison metric on analyze
+    with pytest.raises(InputError):
+        parse_gate("severity>=urgent")
+
+
+def test_markdown_fits_a_github_comment():
+    text = "\n".join(f"| row {i} | {'x' * 80} |" for i in range(2000))
+    cut = fit(text)
+    assert len(cut) < GITHUB_COMMENT_LIMIT and cut.endswith("has everything._\n")
+    assert fit("short\n") == "short\n"
+
+
+def test_help_lists_gate_metrics(run_cli):
+    code, out, _ = run_cli("compare", "--help")
+    assert code == 0 and "step_time_regression" in out and "idle_pct" in out
+    code, out, _ = run_cli("analyze", "--help")
+    assert "severity" in out and "step_time_regression" not in out
