@@ -116,3 +116,18 @@ def test_python_dash_m_entry_point(good_dir, tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_recursive_and_last_step_flags(tmp_path, run_cli):
+    (tmp_path / "sub").mkdir()
+    simple_gpu_trace(rank=0, steps=4).write(tmp_path / "sub" / "t.json")
+    code, _, err = run_cli("analyze", tmp_path, "-o", tmp_path / "r.json")
+    assert code == 1 and "--recursive" in err
+    code, _, err = run_cli("analyze", tmp_path, "-r", "-o", tmp_path / "r.json")
+    assert code == 0, err
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["ranks"][0]["steps"]["count"] == 3 and not data["inventory"]["last_step_included"]
+    code, _, err = run_cli("analyze", tmp_path, "-r", "--include-last-step", "-o", tmp_path / "r.json")
+    assert code == 0, err
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["ranks"][0]["steps"]["count"] == 4 and data["inventory"]["last_step_included"]
