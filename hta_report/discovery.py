@@ -19,6 +19,19 @@ def is_trace_name(path: Path) -> bool:
     return (name.endswith(".json") or name.endswith(".json.gz")) and name not in NOT_TRACES
 
 
+def is_hta_report_output(path: Path) -> bool:
+    """True for a result or comparison saved by hta-report (``analyze --json``,
+    ``compare -o x.json``): uncompressed JSON whose first key is ``schema_version``."""
+    if not path.name.lower().endswith(".json"):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b'{') and b'"schema_version"' in head
+
+
 def find_trace_files(trace_dir: Path, recursive: bool = False) -> List[Path]:
     """Every trace file in ``trace_dir``, sorted by path.
 
@@ -37,7 +50,8 @@ def find_trace_files(trace_dir: Path, recursive: bool = False) -> List[Path]:
     if not trace_dir.is_dir():
         raise InputError("not a directory (pass the folder that holds the traces)", trace_dir)
     pattern = "**/*" if recursive else "*"
-    files = sorted(p for p in trace_dir.glob(pattern) if p.is_file() and is_trace_name(p))
+    files = sorted(p for p in trace_dir.glob(pattern)
+                   if p.is_file() and is_trace_name(p) and not is_hta_report_output(p))
     if not files:
         hint = "" if recursive else " (use --recursive to search subdirectories)"
         raise InputError(f"no trace files (*.json, *.json.gz) found{hint}", trace_dir)
