@@ -10,7 +10,7 @@ from .model import AnalysisResult
 from .output import write_atomic
 from .render import format_for_path, render
 
-__all__ = ["analyze", "write_reports", "load_result"]
+__all__ = ["analyze", "write_reports", "load_result", "rule_catalogue"]
 
 
 def write_reports(result: AnalysisResult, outputs: Sequence[Tuple[os.PathLike | str, Optional[str]]]) -> List[Path]:
@@ -46,3 +46,18 @@ def load_result(path: os.PathLike | str) -> AnalysisResult:
         return AnalysisResult.from_json(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"not a readable hta-report result: {exc}", path) from exc
+
+
+def rule_catalogue(config_path: Optional[os.PathLike | str] = None) -> List[dict]:
+    """The advice rules (``id``, ``rule``, ``title``, ``threshold``, ``source``,
+    ``doc_url``, ``enabled``) with the thresholds of the effective
+    configuration: ``config_path``, else ``[tool.hta-report]`` in
+    ``./pyproject.toml``, else the defaults.
+
+    Raises:
+        hta_report.errors.InputError: an unreadable configuration, an unknown
+            key or rule id.
+    """
+    from .rules import catalogue, load_config
+
+    return catalogue(load_config(config_path))

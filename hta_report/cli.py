@@ -1,6 +1,7 @@
 """The ``hta-report`` command line: a thin layer over :mod:`hta_report.api`."""
 from __future__ import annotations
 
+import json
 import sys
 import traceback
 from typing import Optional
@@ -40,8 +41,10 @@ def cli(ctx: click.Context, debug: bool) -> None:
               help="Keep or drop the last ProfilerStep. Default: drop it as HTA does "
                    "(its GPU work may be cut off), unless a rank has fewer than two steps.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@click.option("--config", "config_path", default=None, metavar="FILE.toml",
+              help="Rule thresholds and disabled rules [default: [tool.hta-report] in ./pyproject.toml].")
 def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional[str], recursive: bool,
-            include_last_step: Optional[bool], quiet: bool) -> None:
+            include_last_step: Optional[bool], quiet: bool, config_path: Optional[str]) -> None:
     """Analyze TRACE_DIR (Kineto traces, one per rank, .json or .json.gz) and
     write a report.
 
@@ -51,12 +54,28 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     """
     from .api import analyze as run_analysis, write_reports
     from .render.terminal import render as summary
+    from .rules import load_config
 
-    result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step)
+    config = load_config(config_path)
+    result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step, config=config)
     outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
     written = write_reports(result, outputs)
     if not quiet:
         click.echo(summary(result, [str(p) for p in written]))
+
+
+@cli.command("rules", epilog=EPILOG)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="A table, or a JSON list.")
+@click.option("--config", "config_path", default=None, metavar="FILE.toml",
+              help="Show the thresholds of this configuration [default: [tool.hta-report] in ./pyproject.toml].")
+def rules(fmt: str, config_path: Optional[str]) -> None:
+    """List the advice rules: id, title, threshold and its source."""
+    from .api import rule_catalogue
+    from .render.terminal import catalogue_text
+
+    entries = rule_catalogue(config_path)
+    click.echo(json.dumps(entries, indent=2) if fmt == "json" else catalogue_text(entries))
 
 
 def _register_optional_commands() -> None:

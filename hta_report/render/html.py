@@ -78,6 +78,8 @@ def context(result: AnalysisResult) -> Dict[str, Any]:
     return {
         "headline": view.headline(result),
         "findings": view.findings(result),
+        "checks": view.checks(result),
+        "check_counts": view.check_counts(result),
         "rank_rows": view.rank_rows(result),
         "ranks": view.rank_details(result),
         "inventory": view.inventory(result),
