@@ -44,7 +44,7 @@ def test_report_sections_present(evil_report):
     _, html, _ = evil_report
     for section in ("headline", "findings", "ranks", "charts", "rank-0", "inventory"):
         assert f'id="{section}"' in html
-    assert "Raise DataLoader num_workers" in html
+    assert "Input-bound" in html
     assert html.count("<img") == 5  # temporal, idle, kernel types, top kernels, steps (>= 2 steps)
 
 
