@@ -207,7 +207,8 @@ class CommSummary:
     ranks without GPU activity. ``sync_wait_us_per_step`` is this rank's
     communication time beyond the smallest of all ranks in the directory
     (HTA's straggler analysis splits collective time into data transfer, the
-    minimum across ranks, and synchronization wait, the rest); 0 with one rank.
+    minimum across ranks, and synchronization wait, the rest); 0 with one
+    rank and on ranks without GPU activity.
     """
 
     kernel_count: int = 0

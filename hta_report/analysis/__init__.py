@@ -114,16 +114,13 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path, config: Optional["Advi
 
 
 def _sync_wait(ranks: List[RankResult]) -> None:
-    """Per rank, communication time per step beyond the smallest of all ranks
-    (HTA's straggler analysis: the minimum is data transfer, the rest is
-    waiting for the slowest rank). GPU ranks use communication kernels, ranks
-    without GPU activity host-side collective ops. Needs two or more ranks
-    with communication."""
-    basis = {}
-    for r in ranks:
-        value = r.comm.us_per_step if r.has_gpu else r.comm.cpu_collective_us_per_step
-        if value > 0:
-            basis[r.rank] = value
+    """Per GPU rank, communication kernel time per step beyond the smallest of
+    all GPU ranks (HTA's straggler analysis: the minimum is data transfer, the
+    rest is waiting for the slowest rank). Needs two or more ranks with
+    communication kernels. Ranks without GPU activity get none: host-side
+    collectives (gloo) include the reduction's CPU work, which varies with
+    scheduling, so their minimum is not a transfer time."""
+    basis = {r.rank: r.comm.us_per_step for r in ranks if r.has_gpu and r.comm.us_per_step > 0}
     if len(basis) < 2:
         return
     floor = min(basis.values())

@@ -37,24 +37,34 @@ def blocking_copies(ev: RankEvents) -> pd.DataFrame:
         return pd.DataFrame(columns=["ts", "end", "s_name", "pid", "tid"])
     c_thr, r_thr = thread_ids(copies), thread_ids(runtime)
     for thread in np.unique(c_thr):
-        c = copies[c_thr == thread].sort_values(["ts", "end"], ascending=[True, False])
-        u = intervals.union(c["ts"].to_numpy(), c["end"].to_numpy())
         r = runtime[r_thr == thread]
         if r.empty:
             continue
-        idx = containing_index(u, r["ts"].to_numpy(dtype=float))
+        c = copies[c_thr == thread].sort_values(["ts", "end"], ascending=[True, False])
+        u = intervals.union(c["ts"].to_numpy(), c["end"].to_numpy())
+        rts = r["ts"].to_numpy(dtype=float)
+        idx = containing_index(u, rts)
+        names = r["s_name"].to_numpy()
+        inside = idx >= 0
+        if not inside.any():
+            continue
+        idx, rts, names = idx[inside], rts[inside], names[inside]
+        k = len(u)
+        # per copy interval: a synchronous copy call, the first memcpy call, the last stream sync
+        sync_copy = np.zeros(k, dtype=bool)
+        np.logical_or.at(sync_copy, idx, np.isin(names, SYNC_COPY_APIS))
+        first_copy = np.full(k, np.inf)
+        is_copy = np.isin(names, MEMCPY_APIS)
+        np.minimum.at(first_copy, idx[is_copy], rts[is_copy])
+        last_sync = np.full(k, -np.inf)
+        is_sync = np.isin(names, STREAM_SYNC_APIS)
+        np.maximum.at(last_sync, idx[is_sync], rts[is_sync])
+        blocking = sync_copy | (last_sync >= first_copy)
         outer = c.drop_duplicates("ts")  # the first (longest) op at each start
-        names = dict(zip(outer["ts"].to_numpy(dtype=float), outer["s_name"]))
+        name_at = dict(zip(outer["ts"].to_numpy(dtype=float), outer["s_name"]))
         pid, tid = c["pid"].iloc[0], c["tid"].iloc[0]
-        for k in np.unique(idx[idx >= 0]):
-            inside = r[idx == k].sort_values("ts")
-            calls = inside["s_name"].tolist()
-            blocking = any(n in SYNC_COPY_APIS for n in calls)
-            if not blocking:
-                first_copy = next((i for i, n in enumerate(calls) if n in MEMCPY_APIS), None)
-                blocking = first_copy is not None and any(n in STREAM_SYNC_APIS for n in calls[first_copy:])
-            if blocking:
-                rows.append((u[k, 0], u[k, 1], names.get(u[k, 0], "aten::copy_"), pid, tid))
+        for j in np.flatnonzero(blocking):
+            rows.append((u[j, 0], u[j, 1], name_at.get(u[j, 0], "aten::copy_"), pid, tid))
     return pd.DataFrame(rows, columns=["ts", "end", "s_name", "pid", "tid"])
 
 

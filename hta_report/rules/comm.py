@@ -47,10 +47,11 @@ def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fire
       "proposal; HTA straggler analysis (sync wait), SageMaker Debugger",
       lambda c: f"sync wait or step-time spread across ranks >= {c.straggler_pct:g} % of the step", DOCS_DDP)
 def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
-    """C17: with two or more ranks, other ranks wait in communication for the
-    slowest (communication time beyond the smallest rank's, HTA's "sync
-    wait"), or mean step times differ across ranks. The gain is the larger of
-    the biggest wait and the slowest rank's excess over the median step."""
+    """C17: with two or more ranks, other ranks wait in communication kernels
+    for the slowest (communication time beyond the smallest rank's, HTA's
+    "sync wait"; GPU ranks only), or mean step times differ across ranks. The
+    gain is the larger of the biggest wait and the slowest rank's excess over
+    the median step."""
     ranks = [r for r in result.ranks if r.steps_used and r.window_us > 0]
     if len(ranks) < 2:
         return not_checked("needs two or more ranks with steps in the directory")
@@ -64,7 +65,7 @@ def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
     if pct < cfg.straggler_pct:
         return fine(f"sync wait up to {pct_of_step(wait_us, waiter):.1f} %, step-time spread "
                     f"{100 * spread_us / median_step:.1f} % of the median step")
-    with_comm = [r for r in ranks if (r.comm.us_per_step if r.has_gpu else r.comm.cpu_collective_us_per_step) > 0]
+    with_comm = [r for r in ranks if r.has_gpu and r.comm.us_per_step > 0]
     straggler = min(with_comm, key=lambda r: r.comm.sync_wait_us_per_step) if by_wait and with_comm else slowest
     steps = ", ".join(f"rank {r.rank} {ms(r.window_us)}" for r in ranks[:8])
     evidence = [f"mean step per rank: {steps}"]
