@@ -20,7 +20,7 @@ def render(result: AnalysisResult, written: List[str]) -> str:
     findings = view.findings(result)
     if findings:
         lines.append(f"{len(findings)} finding(s):")
-        lines += [f"  [{f['severity']}] {f['title']}" for f in findings[:5]]
+        lines += [f"  [{f['severity']}] {f['title']} ({f['gain']})" for f in findings[:5]]
     else:
         lines.append("No rule fired: the run looks healthy on what was checked.")
     lines += [f"wrote {p}" for p in written]
