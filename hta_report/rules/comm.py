@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import statistics
 from ..model import AnalysisResult, RankResult
-from .base import Fired, DOCS_DDP, DOCS_HTA_COMM, Verdict, by_id, fine, make_finding, ms, not_checked, pct_of_step, per, rule
+from .base import Fired, DOCS_DDP, Verdict, by_id, fine, make_finding, ms, not_checked, pct_of_step, per, rule
 from .config import AdviceConfig
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..model import AnalysisResult, RankResult
-from .base import Fired, DOCS_OPTIM, DOCS_ZERO_GRAD, Verdict, by_id, fine, make_finding, ms, not_checked, pct_of_step, per, rule
+from .base import Fired, DOCS_OPTIM, DOCS_ZERO_GRAD, Verdict, by_id, fine, make_finding, ms, not_checked, per, rule
 from .config import AdviceConfig
 
 
