@@ -11,6 +11,7 @@ from ..model import AnalysisResult, RankResult
 from .base import (DOCS_COMPILE, DOCS_CUDA_GRAPHS, DOCS_HTA_IDLE, Fired, Verdict, by_id, fine, make_finding, ms,
                    not_checked, pct_of_step, per, rule)
 from .config import AdviceConfig
+from .launch import outlier_cost_us as launch_outlier_cost_us
 from .steps import outlier_cost_us, step_outliers
 
 #: Which cause rules explain which idle category (see IdleAttribution).
@@ -21,7 +22,7 @@ EXPLAINED_BY: Dict[str, Tuple[str, ...]] = {
     "sync": ("sync-in-step",),
     "zero_grad": ("zero-grad-zeros",),
     "optimizer": ("unfused-optimizer",),
-    "host_ops": ("launch-bound", "launch-outliers"),
+    "host_ops": ("launch-bound",),
 }
 LABELS = {"dataloader": "DataLoader", "blocking_copy": "blocking copies", "pageable_copy": "pageable copies",
           "sync": "after synchronization", "zero_grad": "zero_grad", "optimizer": "optimizer step",
@@ -38,12 +39,15 @@ def explained(category: str, rank: int, fired: Fired) -> str:
 
 def unexplained_idle_us(r: RankResult, fired: Fired, cfg: AdviceConfig) -> float:
     """GPU idle per step (µs) that no fired cause rule explains: the idle
-    categories of fired cause rules are subtracted, and so is the extra time
-    of step-time outliers when that rule fired (their stall is its finding)."""
+    categories of fired cause rules are subtracted, and so are the gains of
+    step-time outliers (their stall is that finding) and slow launch calls
+    when those rules fired."""
     a = r.idle_attribution
     known = sum(getattr(a, f"{c}_us") for c in EXPLAINED_BY if explained(c, r.rank, fired))
     if r.rank in fired.get("step-time-outliers", ()):
         known += outlier_cost_us(r, cfg.step_outlier_sigma)
+    if r.rank in fired.get("launch-outliers", ()) and not explained("host_ops", r.rank, fired):
+        known += launch_outlier_cost_us(r)  # the slow launches' part of the host-ops idle
     return max(0.0, a.idle_us - known)
 
 
