@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name):  # lazy, so `import hta_report` stays light
-    if name in ("analyze", "write_reports", "load_result"):
+    if name in ("analyze", "write_reports", "load_result", "rule_catalogue"):
         from . import api
         return getattr(api, name)
     if name == "profile":

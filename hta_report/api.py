@@ -10,7 +10,7 @@ from .model import AnalysisResult
 from .output import write_atomic
 from .render import format_for_path, render, render_comparison
 
-__all__ = ["analyze", "write_reports", "load_result", "compare_paths", "write_comparison"]
+__all__ = ["analyze", "write_reports", "load_result", "compare_paths", "write_comparison", "rule_catalogue"]
 
 
 def write_reports(result: AnalysisResult, outputs: Sequence[Tuple[os.PathLike | str, Optional[str]]]) -> List[Path]:
@@ -68,3 +68,18 @@ def write_comparison(comparison, outputs: Sequence[Tuple[os.PathLike | str, Opti
     (all rendered before any is written)."""
     rendered = [(Path(p), render_comparison(comparison, format_for_path(str(p), f))) for p, f in outputs]
     return [write_atomic(p, text) for p, text in rendered]
+
+
+def rule_catalogue(config_path: Optional[os.PathLike | str] = None) -> List[dict]:
+    """The advice rules (``id``, ``rule``, ``title``, ``threshold``, ``source``,
+    ``doc_url``, ``enabled``) with the thresholds of the effective
+    configuration: ``config_path``, else ``[tool.hta-report]`` in
+    ``./pyproject.toml``, else the defaults.
+
+    Raises:
+        hta_report.errors.InputError: an unreadable configuration, an unknown
+            key or rule id.
+    """
+    from .rules import catalogue, load_config
+
+    return catalogue(load_config(config_path))

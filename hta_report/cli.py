@@ -1,6 +1,7 @@
 """The ``hta-report`` command line: a thin layer over :mod:`hta_report.api`."""
 from __future__ import annotations
 
+import json
 import sys
 import traceback
 from typing import Optional
@@ -54,8 +55,10 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--fail-on", "fail_on", multiple=True, metavar="EXPR",
               help="Exit 2 when EXPR holds, e.g. 'idle_pct>30' or 'severity>=high' (repeatable; metrics below).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@click.option("--config", "config_path", default=None, metavar="FILE.toml",
+              help="Rule thresholds and disabled rules [default: [tool.hta-report] in ./pyproject.toml].")
 def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional[str], recursive: bool,
-            include_last_step: Optional[bool], fail_on: tuple, quiet: bool) -> None:
+            include_last_step: Optional[bool], fail_on: tuple, quiet: bool, config_path: Optional[str]) -> None:
     """Analyze TRACE_DIR (Kineto traces, one per rank, .json or .json.gz) and
     write a report.
 
@@ -65,9 +68,11 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     """
     from .api import analyze as run_analysis, write_reports
     from .render.terminal import render as summary
+    from .rules import load_config
 
     gates = [parse_gate(g) for g in fail_on]
-    result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step)
+    config = load_config(config_path)
+    result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step, config=config)
     outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
     written = write_reports(result, outputs)
     if not quiet:
@@ -86,8 +91,11 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
 @click.option("--fail-on", "fail_on", multiple=True, metavar="EXPR",
               help="Exit 2 when EXPR holds, e.g. 'step_time_regression>5%' (repeatable; metrics below).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@click.option("--config", "config_path", default=None, metavar="FILE.toml",
+              help="Rule thresholds and disabled rules for trace directories "
+                   "[default: [tool.hta-report] in ./pyproject.toml].")
 def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: bool, fail_on: tuple,
-            quiet: bool) -> None:
+            quiet: bool, config_path: Optional[str]) -> None:
     """Compare BASE and NEW (each a trace directory or a result saved by
     `analyze --json`): did the change make training faster or slower, and why?
 
@@ -96,9 +104,10 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
       hta-report compare before/ after/ -o diff.html --fail-on 'step_time_regression>5%'
     """
     from .api import compare_paths, write_comparison
+    from .rules import load_config
 
     gates = [parse_gate(g, comparison=True) for g in fail_on]
-    comparison = compare_paths(base, new, recursive=recursive)
+    comparison = compare_paths(base, new, recursive=recursive, config=load_config(config_path))
     written = write_comparison(comparison, [(output, fmt)])
     if not quiet:
         click.echo(f"{comparison.verdict}: mean step time {comparison.step_time_change_pct:+.1f} % "
@@ -107,6 +116,20 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
         for p in written:
             click.echo(f"wrote {p}")
     _check_gates(gates, comparison=comparison)
+
+
+@cli.command("rules", epilog=EPILOG)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="A table, or a JSON list.")
+@click.option("--config", "config_path", default=None, metavar="FILE.toml",
+              help="Show the thresholds of this configuration [default: [tool.hta-report] in ./pyproject.toml].")
+def rules(fmt: str, config_path: Optional[str]) -> None:
+    """List the advice rules: id, title, threshold and its source."""
+    from .api import rule_catalogue
+    from .render.terminal import catalogue_text
+
+    entries = rule_catalogue(config_path)
+    click.echo(json.dumps(entries, indent=2) if fmt == "json" else catalogue_text(entries))
 
 
 def _register_optional_commands() -> None:

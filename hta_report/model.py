@@ -164,6 +164,18 @@ class MemcpySummary:
     stream; ``exposed_us`` is memcpy time during which no compute or
     communication kernel ran (the GPU did nothing but copy);
     ``exposed_pct`` is ``exposed_us`` as % of the rank's GPU span.
+
+    Per analyzed step (µs, inside the analyzed step windows):
+
+    * ``pageable_exposed_us_per_step``: exposed time of copies from/to
+      pageable host memory; ``blocking_exposed_us_per_step``: of the other
+      copies issued by blocking copy ops (below); ``other_exposed_us_per_step``:
+      of all remaining copies (asynchronous pinned, device-to-device);
+    * ``pageable_calls_per_step``: ``cudaMemcpyAsync`` calls whose copy is pageable;
+    * blocking copies: ``aten::copy_``/``aten::_to_copy``/``aten::to`` ops that
+      call a memcpy and then ``cudaStreamSynchronize`` (or a synchronous
+      ``cudaMemcpy``): ``blocking_copies_per_step``, host time inside them
+      (``blocking_copy_us_per_step``) and the ops by name (``blocking_ops``).
     """
 
     directions: List[MemcpyDirection] = field(default_factory=list)
@@ -171,6 +183,13 @@ class MemcpySummary:
     overlapped_us: float = 0.0
     exposed_us: float = 0.0
     exposed_pct: float = 0.0
+    pageable_exposed_us_per_step: float = 0.0
+    blocking_exposed_us_per_step: float = 0.0
+    other_exposed_us_per_step: float = 0.0
+    pageable_calls_per_step: float = 0.0
+    blocking_copies_per_step: float = 0.0
+    blocking_copy_us_per_step: float = 0.0
+    blocking_ops: List["NamedTime"] = field(default_factory=list)
 
 
 @dataclass
@@ -181,6 +200,15 @@ class CommSummary:
     time during which a compute kernel also ran. ``exposed_us`` is
     communication time with no compute kernel running; ``exposed_pct`` is of
     the rank's GPU span.
+
+    Per analyzed step (µs): ``us_per_step`` communication kernel time,
+    ``exposed_us_per_step`` its exposed part; ``cpu_collective_us_per_step``
+    host time in collective ops (``gloo:*``, ``nccl:*``, ``c10d::*``), used on
+    ranks without GPU activity. ``sync_wait_us_per_step`` is this rank's
+    communication time beyond the smallest of all ranks in the directory
+    (HTA's straggler analysis splits collective time into data transfer, the
+    minimum across ranks, and synchronization wait, the rest); 0 with one
+    rank and on ranks without GPU activity.
     """
 
     kernel_count: int = 0
@@ -188,6 +216,10 @@ class CommSummary:
     overlap_pct: float = 0.0
     exposed_us: float = 0.0
     exposed_pct: float = 0.0
+    us_per_step: float = 0.0
+    exposed_us_per_step: float = 0.0
+    sync_wait_us_per_step: float = 0.0
+    cpu_collective_us_per_step: float = 0.0
 
 
 @dataclass
@@ -209,6 +241,16 @@ class LaunchSummary:
     * ``runtime_outliers``: launch calls longer than ``runtime_cutoff_us`` (50 µs);
     * ``delay_outliers``: launch delay (kernel start − launch call end) longer
       than ``launch_delay_cutoff_us`` (100 µs).
+    * ``kernels_per_step`` and ``median_kernel_us``: kernels (not memcpy or
+      memset) starting inside the analyzed steps;
+    * ``kernel_runtime_outliers``: kernel launch calls (``cudaLaunchKernel``...,
+      not copies or memsets, whose calls may wait for the GPU by design) in
+      the analyzed steps longer than the cutoff; ``runtime_excess_us_per_step``:
+      per step, the time they spent beyond the median launch call (µs);
+    * ``full_queue_us``: time (µs) some stream had ``queue_limit`` (1024, HTA's
+      ``CUDA_MAX_LAUNCH_QUEUE_PER_STREAM``) or more outstanding operations, from
+      HTA's ``get_queue_length_time_series``; ``full_queue_pct`` is of the
+      rank's trace span.
     """
 
     launches: int = 0
@@ -221,6 +263,13 @@ class LaunchSummary:
     median_launch_delay_us: float = 0.0
     p90_launch_delay_us: float = 0.0
     queue: List[QueueStat] = field(default_factory=list)
+    kernels_per_step: float = 0.0
+    median_kernel_us: float = 0.0
+    runtime_excess_us_per_step: float = 0.0
+    kernel_runtime_outliers: int = 0
+    queue_limit: int = 1024
+    full_queue_us: float = 0.0
+    full_queue_pct: float = 0.0
 
 
 @dataclass
@@ -243,7 +292,9 @@ class CpuSide:
       ``dataloader_pct`` is of the mean step time;
     * synchronization: ``cudaStreamSynchronize``, ``cudaDeviceSynchronize``,
       ``cudaEventSynchronize``, ``aten::item``, ``aten::_local_scalar_dense``;
-    * ``top_ops``: CPU ops by self time over the whole analyzed window.
+    * ``top_ops``: CPU ops by self time over the whole analyzed window;
+    * ``DataParallel.forward`` annotations (``torch.nn.DataParallel``): calls
+      and host time (µs) per step.
     """
 
     steps_used: int = 0
@@ -256,6 +307,145 @@ class CpuSide:
     sync_pct: float = 0.0
     sync_events: List[NamedTime] = field(default_factory=list)
     top_ops: List[NamedTime] = field(default_factory=list)
+    data_parallel_calls_per_step: float = 0.0
+    data_parallel_us_per_step: float = 0.0
+
+
+@dataclass
+class GpuGap:
+    """One stretch with no GPU activity (no kernel, memcpy or memset on any
+    stream) inside the analyzed steps, as Nsight Systems' ``gpu_gaps`` lists them.
+
+    Attributes:
+        start_us: start, µs from the start of the trace directory (HTA aligns ranks).
+        duration_us: length (µs).
+        step: the ``ProfilerStep`` number it starts in (0 without steps).
+        cause: the :class:`IdleAttribution` category holding most of it
+            (``dataloader``, ``blocking_copy``, ``pageable_copy``, ``sync``,
+            ``zero_grad``, ``optimizer``, ``host_ops``, ``unattributed``).
+        host_ops: host events running during the gap, longest overlap first.
+    """
+
+    start_us: float
+    duration_us: float
+    step: int = 0
+    cause: str = ""
+    host_ops: List[str] = field(default_factory=list)
+
+
+@dataclass
+class IdleAttribution:
+    """GPU idle time inside the analyzed steps, split by what the host was doing.
+
+    All values are µs per analyzed step. ``idle_us`` is time with no kernel,
+    memcpy or memset on any stream; ``kernel_busy_us`` time with a kernel
+    running (TensorBoard's GPU utilization counts kernels only); ``busy_us``
+    time with any GPU activity. Each idle instant goes to the first category
+    that claims it, in this order:
+
+    1. ``dataloader_us``: the host is inside ``enumerate(DataLoader)#...``;
+    2. ``pageable_copy_us``: idle gaps that begin inside a ``cudaMemcpyAsync``
+       of a pageable copy (the call blocks the host): the GPU ran dry while
+       the host waited, and stays idle until the host launches again;
+    3. ``blocking_copy_us``: gaps that begin while the host is inside a
+       blocking copy op (see :class:`MemcpySummary`);
+    4. ``sync_us``: gaps that begin inside a synchronizing call
+       (``cudaStreamSynchronize``, ``cudaDeviceSynchronize``,
+       ``cudaEventSynchronize``, ``aten::item``, ``aten::_local_scalar_dense``);
+    5. ``zero_grad_us``: the host is inside ``Optimizer.zero_grad#...`` that
+       writes zeros (``aten::zero_``); 0 when it does not;
+    6. ``optimizer_us``: the host is inside ``Optimizer.step#...`` without a
+       foreach or fused implementation; 0 when it has one;
+    7. ``host_ops_us``: the host is executing other CPU ops or runtime calls
+       (framework and launch overhead);
+    8. ``unattributed_us``: the rest (host code between profiled ops).
+
+    ``gaps`` lists the longest idle gaps (up to 10).
+    """
+
+    kernel_busy_us: float = 0.0
+    busy_us: float = 0.0
+    idle_us: float = 0.0
+    dataloader_us: float = 0.0
+    blocking_copy_us: float = 0.0
+    pageable_copy_us: float = 0.0
+    sync_us: float = 0.0
+    zero_grad_us: float = 0.0
+    optimizer_us: float = 0.0
+    host_ops_us: float = 0.0
+    unattributed_us: float = 0.0
+    gaps: List[GpuGap] = field(default_factory=list)
+
+
+@dataclass
+class OptimizerProfile:
+    """``Optimizer.step#...`` and ``Optimizer.zero_grad#...`` annotations of a rank.
+
+    Per analyzed step: ``step_us_per_step`` host time inside ``Optimizer.step``,
+    ``ops_per_step`` CPU ops inside it, ``kernels_per_step`` and
+    ``kernel_us_per_step`` (µs) the GPU kernels launched from inside it,
+    ``median_kernel_us`` their median duration. ``multi_tensor`` is True when
+    the step uses a foreach or fused implementation (``aten::_foreach_*`` or
+    ``aten::_fused_*`` ops, ``multi_tensor_apply``/fused kernels, or an
+    optimizer class named ``Fused*``), and ``marker`` names what showed it.
+
+    ``zero_ops_per_step`` counts ``aten::zero_`` ops inside
+    ``Optimizer.zero_grad`` that are not part of an ``aten::zeros`` (gradients
+    written with zeros instead of set to None); ``zero_grad_us_per_step`` is
+    the host time inside ``Optimizer.zero_grad`` and
+    ``zero_grad_kernel_us_per_step`` the GPU time of kernels it launched (µs).
+    """
+
+    step_name: str = ""
+    step_calls: int = 0
+    step_us_per_step: float = 0.0
+    ops_per_step: float = 0.0
+    kernels_per_step: float = 0.0
+    kernel_us_per_step: float = 0.0
+    median_kernel_us: float = 0.0
+    multi_tensor: bool = False
+    marker: str = ""
+    zero_grad_name: str = ""
+    zero_grad_calls: int = 0
+    zero_ops_per_step: float = 0.0
+    zero_grad_us_per_step: float = 0.0
+    zero_grad_kernel_us_per_step: float = 0.0
+
+
+@dataclass
+class TensorCoreUse:
+    """Tensor Core use of GEMM and convolution kernels (TensorBoard's check).
+
+    ``compute_major`` is ``deviceProperties.computeMajor`` (None when not
+    recorded or not an NVIDIA GPU). Eligible kernels are launched from
+    ``aten::mm``/``addmm``/``bmm``/``baddbmm``/``matmul``/``linear``/``conv*``
+    ops (or named like GEMM/convolution kernels); Tensor Core kernels are the
+    eligible ones whose name contains one of TensorBoard's substrings
+    (``884``, ``1688``, ``16816``, ``hmma``, ``xmma``, ``gmma``, ``wgmma``) or
+    ``tensorop``/``tensor16x8``. Times are µs per analyzed step;
+    ``tensor_core_pct`` is of eligible kernel time. ``top_non_tensor_core``
+    lists eligible kernels that do not use Tensor Cores, by time.
+
+    Misaligned 16-bit GEMMs (PyTorch's pattern matcher): ``aten::mm``/``addmm``/
+    ``bmm``/``baddbmm``/``matmul``/``linear`` ops with a ``c10::Half`` or
+    ``c10::BFloat16`` input whose last two dimensions are not all multiples
+    of 8 (needs ``record_shapes``; ``shapes_recorded`` says whether the trace
+    has input shapes). Per step: ``half_gemm_ops_per_step`` 16-bit GEMM ops,
+    ``misaligned_ops_per_step`` misaligned ones and ``misaligned_us_per_step``
+    the GPU time of their kernels (µs); ``misaligned_examples`` shows a few
+    (op and input dimensions).
+    """
+
+    compute_major: Optional[int] = None
+    eligible_us_per_step: float = 0.0
+    tensor_core_us_per_step: float = 0.0
+    tensor_core_pct: float = 0.0
+    top_non_tensor_core: List["NamedTime"] = field(default_factory=list)
+    shapes_recorded: bool = False
+    half_gemm_ops_per_step: float = 0.0
+    misaligned_ops_per_step: float = 0.0
+    misaligned_us_per_step: float = 0.0
+    misaligned_examples: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -265,6 +455,15 @@ class RankResult:
     ``has_gpu`` is False for traces with no kernel, memcpy or memset events;
     then the GPU sections (temporal, idle, kernels, memcpy, comm, launch) hold
     zeros and reporters say so instead of showing them.
+
+    "Per step" figures average the analyzed steps: ``steps_used`` of them
+    (warm-up excluded), each ``window_us`` long on average (µs). On ranks
+    with GPU activity the steps are re-based to the device as the TensorBoard
+    profiler does: a step ends when its host annotation and the GPU work
+    launched in it have both ended (so ``window_us`` can exceed the
+    ``ProfilerStep`` mean when the host runs ahead). Without ``ProfilerStep``
+    annotations the whole trace is one window (``steps_used`` 1). ``has_runtime`` is True when the trace holds
+    ``cuda_runtime`` (or HIP runtime) calls.
     """
 
     rank: int
@@ -282,6 +481,12 @@ class RankResult:
     comm: CommSummary = field(default_factory=CommSummary)
     launch: LaunchSummary = field(default_factory=LaunchSummary)
     cpu: CpuSide = field(default_factory=CpuSide)
+    window_us: float = 0.0
+    steps_used: int = 0
+    has_runtime: bool = False
+    idle_attribution: IdleAttribution = field(default_factory=IdleAttribution)
+    optimizer: OptimizerProfile = field(default_factory=OptimizerProfile)
+    tensor_cores: TensorCoreUse = field(default_factory=TensorCoreUse)
 
 
 @dataclass
@@ -319,8 +524,14 @@ class Finding:
         fix: concrete code or configuration to try.
         doc_url: documentation for the fix.
         ranks: ranks where it fired.
-        share_pct: % of step (or GPU) time at stake; used to sort findings.
-        threshold: the trigger, in words, with its source.
+        share_pct: % of the step at stake, equal to ``gain_pct``.
+        threshold: the trigger, in words, with its source ("proposal" when
+            no published source exists).
+        gain_ms_per_step: estimated upper bound of the time saved per step if
+            the cause were removed (ms), on the worst rank.
+        gain_pct: the same as % of that rank's step; findings are sorted by it
+            and the severity follows it (high >= 20 %, medium >= 5 %).
+        rule: the rule's number in the catalogue (e.g. ``C1``).
     """
 
     id: str
@@ -332,6 +543,26 @@ class Finding:
     ranks: List[int] = field(default_factory=list)
     share_pct: float = 0.0
     threshold: str = ""
+    gain_ms_per_step: float = 0.0
+    gain_pct: float = 0.0
+    rule: str = ""
+
+
+@dataclass
+class RuleCheck:
+    """What one rule of the catalogue concluded on this result.
+
+    ``status`` is ``fired`` (a finding), ``fine`` (checked, under the
+    threshold), ``not checked`` (the traces lack the data it needs) or
+    ``disabled`` (by configuration); ``detail`` says what was measured or
+    what is missing.
+    """
+
+    id: str
+    rule: str
+    title: str
+    status: str
+    detail: str = ""
 
 
 @dataclass
@@ -375,6 +606,7 @@ class AnalysisResult:
     ranks: List[RankResult] = field(default_factory=list)
     aggregate: Aggregate = field(default_factory=Aggregate)
     findings: List[Finding] = field(default_factory=list)
+    checks: List[RuleCheck] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> Dict[str, Any]:

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from hta_report.analysis import analyze
-from hta_report.analysis.intervals import overlap, overlap_each, total, union
+from hta_report.analysis.intervals import intersect, overlap, overlap_each, subtract, total, union
 from hta_report.model import SCHEMA_VERSION, AnalysisResult
 from kineto import simple_gpu_trace
 
@@ -42,3 +42,19 @@ def test_interval_arithmetic_matches_brute_force(a, b):
     windows = np.array([[s, s + d] for s, d in a], dtype=float).reshape(-1, 2)
     expected = [len(set(range(s, s + d)) & _cells(b)) for s, d in a]
     assert list(overlap_each(windows, ub)) == pytest.approx(expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(intervals_st, intervals_st)
+def test_intersect_and_subtract_match_brute_force(a, b):
+    ua = union([s for s, _ in a], [s + d for s, d in a])
+    ub = union([s for s, _ in b], [s + d for s, d in b])
+    inter, diff = intersect(ua, ub), subtract(ua, ub)
+    for u in (inter, diff):  # results are unions: sorted, disjoint, non-empty rows
+        assert all(u[:, 0] < u[:, 1]) and all(u[1:, 0] >= u[:-1, 1])
+    assert _cells_of(inter) == _cells(a) & _cells(b)
+    assert _cells_of(diff) == _cells(a) - _cells(b)
+
+
+def _cells_of(u):
+    return {t for s, e in u for t in range(int(s), int(e))}

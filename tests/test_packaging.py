@@ -41,4 +41,4 @@ def test_installed_wheel_renders_a_report(wheel, tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, "analyze", str(traces), "-o", str(tmp_path / "r.html")],
                           cwd=tmp_path, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "Raise DataLoader num_workers" in (tmp_path / "r.html").read_text()
+    assert "Input-bound" in (tmp_path / "r.html").read_text()

@@ -44,7 +44,7 @@ def test_report_sections_present(evil_report):
     _, html, _ = evil_report
     for section in ("headline", "findings", "ranks", "charts", "rank-0", "inventory"):
         assert f'id="{section}"' in html
-    assert "Raise DataLoader num_workers" in html
+    assert "Input-bound" in html
     assert html.count("<img") == 5  # temporal, idle, kernel types, top kernels, steps (>= 2 steps)
 
 
@@ -52,3 +52,29 @@ def test_markdown_report(evil_report):
     _, _, md = evil_report
     assert md.startswith("## hta-report")
     assert "| rank |" in md and "dataloader-bound" in md
+
+
+def test_findings_show_gain_and_the_checks_table(evil_report):
+    result, html, md = evil_report
+    assert "Estimated gain:</strong> up to" in html and 'id="checks"' in html
+    for c in result.checks:
+        assert f'<td class="name">{c.id}</td>' in html
+    assert "What was checked (21 rules:" in md and "| C12 | `tensor-cores-unused` |" in md
+    assert "```python" in md
+
+
+def test_healthy_run_says_so_and_lists_what_was_checked(tmp_path):
+    from kineto import TC_GEMM, TraceBuilder
+
+    b = TraceBuilder(rank=0)
+    for i in range(4):
+        b.step(i + 1, i * 1000, 1000)
+        for j in range(10):
+            b.kernel(TC_GEMM, i * 1000 + j * 100, 100, launch_ts=i * 1000 + j * 100 - 50)
+    b.write(tmp_path / "t.json")
+    result = analyze(tmp_path)
+    html, md = render(result, "html"), render(result, "md")
+    assert result.findings == []
+    assert "No rule fired: the run looks healthy on what was checked" in html
+    assert '<details id="checks" open>' in html and "not checked" in html
+    assert "No rule fired" in md and "| C1 | `dataloader-bound` | not checked |" in md

@@ -5,26 +5,35 @@ import datetime as _dt
 import json
 import os
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import TYPE_CHECKING, Dict, List, Optional
 
 import numpy as np
 
 from .. import __version__
-from ..advice import first_advice
+
+if TYPE_CHECKING:
+    from ..rules import AdviceConfig
 from ..loading import LoadedTraces, load_traces, quiet_hta
-from ..model import Aggregate, AnalysisResult, Inventory, RankResult
+from ..model import Aggregate, AnalysisResult, CommSummary, Inventory, RankResult
+from .attribution import idle_attribution
+from .copies import add_copy_metrics, blocking_copies, pageable_calls
 from .cpu_side import cpu_side
 from .events import RankEvents
 from .gpu_time import idle_breakdown, kernel_type_shares, temporal_breakdown, top_kernels
+from .distributed import add_data_parallel
+from .kernels import add_misaligned_gemms, compute_major, tensor_core_use
 from .launch import launch_summary
+from .optimizer import optimizer_profile
+from .regions import host_windows, windows
 from .steps import step_stats
-from .transfers import comm_overlap, comm_summary, memcpy_summary
+from .transfers import add_comm_metrics, comm_overlap, comm_summary, memcpy_summary
 
 
 def analyze(
     trace_dir: os.PathLike | str,
     recursive: bool = False,
     include_last_step: Optional[bool] = None,
+    config: Optional["AdviceConfig"] = None,
 ) -> AnalysisResult:
     """Analyze a directory of Kineto traces (one per rank).
 
@@ -32,20 +41,24 @@ def analyze(
         trace_dir: directory holding ``.json``/``.json.gz`` traces.
         recursive: descend into subdirectories.
         include_last_step: see :func:`hta_report.loading.load_traces`.
+        config: rule thresholds and disabled rules
+            (:class:`hta_report.rules.AdviceConfig`); defaults when None.
 
     Returns:
-        The full result model, findings included.
+        The full result model, findings and rule checks included.
 
     Raises:
         hta_report.errors.InputError, hta_report.errors.TraceError: see
         :func:`hta_report.loading.load_traces`.
     """
     loaded = load_traces(trace_dir, recursive=recursive, include_last_step=include_last_step)
-    return analyze_loaded(loaded, Path(trace_dir))
+    return analyze_loaded(loaded, Path(trace_dir), config)
 
 
-def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
-    """Run every analysis on already loaded traces (see :func:`analyze`)."""
+def analyze_loaded(loaded: LoadedTraces, trace_dir: Path, config: Optional["AdviceConfig"] = None) -> AnalysisResult:
+    """Run every analysis and the rule catalogue on already loaded traces (see :func:`analyze`)."""
+    from ..rules import advise
+
     with quiet_hta():
         events = {r: RankEvents.from_loaded(loaded, r) for r in loaded.ranks}
         gpu_ranks = [r for r in loaded.ranks if events[r].has_gpu]
@@ -62,8 +75,16 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
             rr = RankResult(rank=r, file=info.path, device_names=_device_names(loaded.meta.get(r, {})))
             rr.steps = step_stats(ev)
             rr.cpu = cpu_side(ev)
+            w, _ = windows(ev)
+            hw = host_windows(ev)
+            rr.window_us = float((w[:, 1] - w[:, 0]).mean()) if len(w) else 0.0
+            rr.steps_used = int(len(w))
+            rr.has_runtime = bool(ev.cpu["s_cat"].eq("cuda_runtime").any())
+            rr.optimizer = optimizer_profile(ev, hw)
+            add_data_parallel(rr.cpu, ev, hw)
             if ev.has_gpu:
                 one = loaded.analysis_for([r])
+                blocking, pageable = blocking_copies(ev), pageable_calls(ev)
                 rr.has_gpu = True
                 rr.gpu_span_us = ev.gpu_span_us
                 rr.temporal = temporal[r]
@@ -71,18 +92,41 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
                 rr.kernel_types = kernel_type_shares(one)
                 rr.top_kernels = top_kernels(ev, limit=50)
                 rr.kernel_count = int(ev.gpu["s_cat"].eq("kernel").sum())
-                rr.memcpy = memcpy_summary(ev)
-                rr.comm = comm_summary(ev, overlap.get(r, 0.0))
-                rr.launch = launch_summary(one, r)
+                rr.memcpy = add_copy_metrics(memcpy_summary(ev), ev, w, hw, blocking, pageable)
+                rr.comm = add_comm_metrics(comm_summary(ev, overlap.get(r, 0.0)), ev, w, hw)
+                rr.launch = launch_summary(one, r, ev, w, hw)
+                rr.tensor_cores = add_misaligned_gemms(tensor_core_use(ev, loaded.meta.get(r, {}), w), ev, hw)
+                rr.idle_attribution = idle_attribution(ev, w, rr.optimizer, blocking, pageable)
+            else:
+                rr.comm = add_comm_metrics(CommSummary(), ev, w, hw)
+                rr.tensor_cores.compute_major = compute_major(loaded.meta.get(r, {}))
             ranks.append(rr)
+        _sync_wait(ranks)
 
     result = AnalysisResult(
         inventory=_inventory(loaded, trace_dir, ranks),
         ranks=ranks,
         aggregate=_aggregate(ranks, types_all),
     )
-    result.findings = first_advice(result)
+    advice = advise(result, config)
+    result.findings, result.checks = advice.findings, advice.checks
     return result
+
+
+def _sync_wait(ranks: List[RankResult]) -> None:
+    """Per GPU rank, communication kernel time per step beyond the smallest of
+    all GPU ranks (HTA's straggler analysis: the minimum is data transfer, the
+    rest is waiting for the slowest rank). Needs two or more ranks with
+    communication kernels. Ranks without GPU activity get none: host-side
+    collectives (gloo) include the reduction's CPU work, which varies with
+    scheduling, so their minimum is not a transfer time."""
+    basis = {r.rank: r.comm.us_per_step for r in ranks if r.has_gpu and r.comm.us_per_step > 0}
+    if len(basis) < 2:
+        return
+    floor = min(basis.values())
+    for r in ranks:
+        if r.rank in basis:
+            r.comm.sync_wait_us_per_step = basis[r.rank] - floor
 
 
 def _device_names(meta: dict) -> List[str]:

@@ -17,7 +17,8 @@ SYNC_NAMES = (
     "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize",
     "aten::item", "aten::_local_scalar_dense",
 )
-_DATALOADER_PREFIXES = ("enumerate(DataLoader)#", "enumerate(DataPipe)#")
+#: Name prefixes of the DataLoader iteration annotations.
+DATALOADER_PREFIXES = ("enumerate(DataLoader)#", "enumerate(DataPipe)#")
 
 
 def self_times(cpu: pd.DataFrame) -> np.ndarray:
@@ -73,7 +74,7 @@ def cpu_side(ev: RankEvents, top: int = 15) -> CpuSide:
         in_window |= (ts < e) & (end > s)
 
     names = cpu["s_name"]
-    dl = cpu[names.str.startswith(_DATALOADER_PREFIXES)]
+    dl = cpu[names.str.startswith(DATALOADER_PREFIXES)]
     dl_u = intervals.union(dl["ts"].to_numpy(), dl["end"].to_numpy())
     dl_per_step = float(intervals.overlap_each(win, dl_u).mean())
 

@@ -64,3 +64,40 @@ def overlap_each(windows: np.ndarray, u: np.ndarray) -> np.ndarray:
     if len(windows) == 0:
         return np.zeros(0)
     return _coverage(u, windows[:, 1]) - _coverage(u, windows[:, 0])
+
+
+def intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The union of times covered by both unions ``a`` and ``b`` (µs), as a union."""
+    out = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        s = max(a[i, 0], b[j, 0])
+        e = min(a[i, 1], b[j, 1])
+        if s < e:
+            out.append((s, e))
+        if a[i, 1] <= b[j, 1]:
+            i += 1
+        else:
+            j += 1
+    return np.array(out, dtype=float).reshape(-1, 2)
+
+
+def subtract(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The union of times covered by ``a`` but not by ``b`` (µs), as a union."""
+    out = []
+    j = 0
+    for s, e in a:
+        cur = s
+        while j < len(b) and b[j, 1] <= cur:
+            j += 1
+        k = j
+        while k < len(b) and b[k, 0] < e:
+            if b[k, 0] > cur:
+                out.append((cur, b[k, 0]))
+            cur = max(cur, b[k, 1])
+            if cur >= e:
+                break
+            k += 1
+        if cur < e:
+            out.append((cur, e))
+    return np.array(out, dtype=float).reshape(-1, 2)

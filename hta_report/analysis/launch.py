@@ -1,24 +1,45 @@
 """Kernel launch overhead and queue length, from HTA."""
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from ..model import LaunchSummary, QueueStat
+from .events import RankEvents
+from .regions import in_windows, per_step
 
 #: HTA's defaults for ``get_cuda_kernel_launch_stats`` (µs).
 RUNTIME_CUTOFF_US = 50
 LAUNCH_DELAY_CUTOFF_US = 100
+#: Kernel launch calls (copies and memsets are left out: a pageable or
+#: synchronous copy call waits for the GPU by design, see the copy rules).
+KERNEL_LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                      "cudaLaunchCooperativeKernel", "cudaGraphLaunch", "hipLaunchKernel",
+                      "hipExtModuleLaunchKernel", "hipModuleLaunchKernel")
+#: HTA's ``CUDA_MAX_LAUNCH_QUEUE_PER_STREAM``: the host blocks when a stream has this many outstanding operations.
+QUEUE_LIMIT = 1024
 
 
-def launch_summary(view, rank: int) -> LaunchSummary:
+def launch_summary(view, rank: int, ev: Optional[RankEvents] = None, w: Optional[np.ndarray] = None,
+                   hw: Optional[np.ndarray] = None) -> LaunchSummary:
     """Launch statistics of one rank from HTA's ``get_cuda_kernel_launch_stats``
     (runtime > 50 µs, launch delay > 100 µs, GPU work shorter than its launch)
-    and ``get_queue_length_summary`` per stream."""
+    and ``get_queue_length_time_series`` per stream.
+
+    With the rank's events ``ev``, analyzed windows ``w`` (re-based, for GPU
+    work) and ``hw`` (host, for launch calls) it also fills the
+    per-step fields: kernels per step, median kernel duration, the time
+    kernel launch calls over the runtime cutoff spent beyond the median
+    launch call (:data:`KERNEL_LAUNCH_APIS` only), and the time some
+    stream's queue held :data:`QUEUE_LIMIT` or more operations.
+    """
     stats = view.get_cuda_kernel_launch_stats(
         ranks=[rank], runtime_cutoff=RUNTIME_CUTOFF_US,
         launch_delay_cutoff=LAUNCH_DELAY_CUTOFF_US, visualize=False,
     ).get(rank)
-    out = LaunchSummary(runtime_cutoff_us=RUNTIME_CUTOFF_US, launch_delay_cutoff_us=LAUNCH_DELAY_CUTOFF_US)
+    out = LaunchSummary(runtime_cutoff_us=RUNTIME_CUTOFF_US, launch_delay_cutoff_us=LAUNCH_DELAY_CUTOFF_US,
+                        queue_limit=QUEUE_LIMIT)
     if stats is not None and len(stats):
         cpu = stats["cpu_duration"].to_numpy(dtype=float)
         gpu = stats["gpu_duration"].to_numpy(dtype=float)
@@ -30,11 +51,43 @@ def launch_summary(view, rank: int) -> LaunchSummary:
         out.median_runtime_us = float(np.median(cpu))
         out.median_launch_delay_us = float(np.median(delay))
         out.p90_launch_delay_us = float(np.percentile(delay, 90))
-    queue = view.get_queue_length_summary(ranks=[rank])
-    if queue is not None and len(queue):
-        for (r, stream), row in queue.iterrows():
-            out.queue.append(QueueStat(
-                stream=int(stream), mean=float(row[("queue_length", "mean")]),
-                p50=float(row[("queue_length", "50%")]), max=float(row[("queue_length", "max")]),
-            ))
+    series = view.get_queue_length_time_series(ranks=[rank]).get(rank)
+    if series is not None and len(series):
+        queue = view.get_queue_length_summary_from_time_series({rank: series})
+        if queue is not None and len(queue):
+            for (r, stream), row in queue.iterrows():
+                out.queue.append(QueueStat(
+                    stream=int(stream), mean=float(row[("queue_length", "mean")]),
+                    p50=float(row[("queue_length", "50%")]), max=float(row[("queue_length", "max")]),
+                ))
+        out.full_queue_us = _time_at_limit(series)
+    if ev is None or w is None:
+        return out
+    n = len(w)
+    kernels = in_windows(ev.gpu[ev.gpu["s_cat"].eq("kernel")], w)
+    out.kernels_per_step = per_step(len(kernels), n)
+    out.median_kernel_us = float(np.median(kernels["dur"])) if len(kernels) else 0.0
+    if stats is not None and len(stats):
+        runtime = ev.cpu[ev.cpu["s_cat"].eq("cuda_runtime") & ev.cpu["s_name"].isin(KERNEL_LAUNCH_APIS)]
+        joined = stats.merge(runtime[["correlation", "ts"]], on="correlation", how="inner")
+        joined = in_windows(joined, w if hw is None else hw)
+        over = joined["cpu_duration"].to_numpy(dtype=float)
+        over = over[over > RUNTIME_CUTOFF_US]
+        out.kernel_runtime_outliers = int(len(over))
+        out.runtime_excess_us_per_step = per_step(float((over - out.median_runtime_us).sum()), n)
+    span = float(ev.df["end"].max() - ev.df["ts"].min()) if len(ev.df) else 0.0
+    out.full_queue_pct = 100 * out.full_queue_us / span if span else 0.0
     return out
+
+
+def _time_at_limit(series) -> float:
+    """Longest time (µs) any one stream spent with :data:`QUEUE_LIMIT` or more
+    outstanding operations (HTA's time series is a step function)."""
+    worst = 0.0
+    for _, s in series.groupby("stream"):
+        s = s.sort_values("ts", kind="stable")
+        ts = s["ts"].to_numpy(dtype=float)
+        q = s["queue_length"].to_numpy(dtype=float)
+        dur = np.diff(ts, append=ts[-1] if len(ts) else 0.0)
+        worst = max(worst, float(dur[q >= QUEUE_LIMIT].sum()))
+    return worst

@@ -80,3 +80,27 @@ def comm_overlap(view) -> Dict[int, float]:
     for r, v in zip(df["rank"], df["comp_comm_overlap_pctg"]):
         out[int(r)] = 0.0 if v is None or np.isnan(v) else float(v)
     return out
+
+
+#: Host-side collective ops (CPU backends wait inside them).
+CPU_COLLECTIVE_PREFIXES = ("gloo:", "nccl:", "c10d::", "mpi:")
+
+
+def add_comm_metrics(c: CommSummary, ev: RankEvents, w: np.ndarray, hw: np.ndarray) -> CommSummary:
+    """Fill the per-step fields of ``c``: communication kernel time and its
+    exposed part inside the analyzed (re-based) windows ``w``, and host time
+    in collective ops inside the host windows ``hw`` (µs per step)."""
+    n = len(w)
+    if n == 0:
+        return c
+    wu = intervals.union(w[:, 0], w[:, 1])
+    comm = intervals.intersect(ev.gpu_union(COMMUNICATION), wu) if ev.has_gpu else np.empty((0, 2))
+    c.us_per_step = intervals.total(comm) / n
+    c.exposed_us_per_step = intervals.total(intervals.subtract(comm, ev.gpu_union(COMPUTATION))) / n if len(comm) else 0.0
+    cpu = ev.cpu
+    coll = cpu[cpu["s_name"].str.startswith(CPU_COLLECTIVE_PREFIXES)]
+    if len(coll):
+        hu = intervals.union(hw[:, 0], hw[:, 1])
+        u = intervals.intersect(intervals.union(coll["ts"].to_numpy(), coll["end"].to_numpy()), hu)
+        c.cpu_collective_us_per_step = intervals.total(u) / n
+    return c

@@ -17,10 +17,13 @@ from . import charts, view
 
 
 def _template_text(name: str) -> str:
-    try:
-        return resources.files("hta_report.templates").joinpath(name).read_text(encoding="utf-8")
-    except ModuleNotFoundError:  # running from a source checkout without installing
-        return (Path(__file__).resolve().parents[2] / "templates" / name).read_text(encoding="utf-8")
+    # A source checkout's templates/ wins: an editable install maps the package
+    # hta_report.templates to the directory it was installed from, which may be
+    # another checkout.
+    local = Path(__file__).resolve().parents[2] / "templates" / name
+    if local.is_file() and (local.parent / "report.html.j2").is_file():
+        return local.read_text(encoding="utf-8")
+    return resources.files("hta_report.templates").joinpath(name).read_text(encoding="utf-8")
 
 
 def environment() -> jinja2.Environment:
@@ -78,6 +81,8 @@ def context(result: AnalysisResult) -> Dict[str, Any]:
     return {
         "headline": view.headline(result),
         "findings": view.findings(result),
+        "checks": view.checks(result),
+        "check_counts": view.check_counts(result),
         "rank_rows": view.rank_rows(result),
         "ranks": view.rank_details(result),
         "inventory": view.inventory(result),

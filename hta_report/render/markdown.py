@@ -37,11 +37,18 @@ def render(result: AnalysisResult) -> str:
     lines += ["", "### Findings", ""]
     findings = view.findings(result)
     if not findings:
-        lines.append("No rule fired: the run looks healthy on what was checked.")
+        lines.append("No rule fired: the run looks healthy on what was checked (below).")
     for f in findings:
-        lines.append(f"- **[{f['severity']}] {_cell(f['title'])}** (`{f['id']}`)")
+        lines.append(f"- **[{f['severity']}] {_cell(f['title'])}** (`{f['id']}`, {f['rule']}): {f['gain']}")
         for e in f["evidence"]:
             lines.append(f"  - {_cell(e)}")
+        if f["fix"]:
+            lines += ["", "  ```python"] + [f"  {line}" for line in f["fix"].splitlines()] + ["  ```", ""]
+    lines += ["", f"<details><summary>What was checked ({view.check_counts(result)})</summary>", "",
+              "| rule | id | status | detail |", "|---|---|---|---|"]
+    for c in view.checks(result):
+        lines.append(f"| {c['rule']} | `{c['id']}` | {c['status']} | {_cell(c['detail'])} |")
+    lines += ["", "</details>"]
     lines += ["", "### Per rank", "",
               "| rank | steps | mean step | GPU busy | idle | DataLoader | sync | exposed comm |",
               "|---:|---:|---:|---:|---:|---:|---:|---:|"]

@@ -1,7 +1,7 @@
 """The short summary printed to the terminal after a report is written."""
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List
 
 from ..model import AnalysisResult
 from . import view
@@ -20,8 +20,22 @@ def render(result: AnalysisResult, written: List[str]) -> str:
     findings = view.findings(result)
     if findings:
         lines.append(f"{len(findings)} finding(s):")
-        lines += [f"  [{f['severity']}] {f['title']}" for f in findings[:5]]
+        lines += [f"  [{f['severity']}] {f['title']} ({f['gain']})" for f in findings[:5]]
     else:
         lines.append("No rule fired: the run looks healthy on what was checked.")
     lines += [f"wrote {p}" for p in written]
+    return "\n".join(lines)
+
+
+def catalogue_text(entries: List[Dict]) -> str:
+    """The rule catalogue (:func:`hta_report.api.rule_catalogue`) as plain text,
+    one block per rule."""
+    lines = []
+    for e in entries:
+        state = "" if e["enabled"] else "  [disabled]"
+        lines.append(f"{e['rule']:<4} {e['id']}{state}")
+        lines.append(f"     {e['title']}")
+        lines.append(f"     fires when: {e['threshold']}")
+        lines.append(f"     source: {e['source']}")
+    lines.append(f"{len(entries)} rules; thresholds from [tool.hta-report] in pyproject.toml or --config FILE.toml")
     return "\n".join(lines)

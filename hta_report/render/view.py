@@ -46,10 +46,28 @@ def findings(result: AnalysisResult) -> List[Dict[str, Any]]:
         {
             "id": f.id, "title": f.title, "severity": f.severity, "evidence": list(f.evidence),
             "fix": f.fix, "doc_url": f.doc_url, "threshold": f.threshold,
-            "ranks": ", ".join(str(r) for r in f.ranks), "share": fmt.pct(f.share_pct),
+            "ranks": ", ".join(str(r) for r in f.ranks), "share": fmt.pct(f.share_pct), "rule": f.rule,
+            "gain": (f"up to {fmt.ms(f.gain_ms_per_step * 1e3)} per step ({fmt.pct(f.gain_pct)} of the step)"
+                     if f.gain_ms_per_step > 0 else "no gain estimate"),
         }
         for f in result.findings
     ]
+
+
+def checks(result: AnalysisResult) -> List[Dict[str, str]]:
+    """One row per catalogue rule: what it concluded on this result."""
+    return [{"rule": c.rule, "id": c.id, "title": c.title, "status": c.status, "detail": c.detail,
+             "css": c.status.replace(" ", "-")} for c in result.checks]
+
+
+def check_counts(result: AnalysisResult) -> str:
+    """``"21 rules: 3 fired, 12 fine, 6 not checked"``."""
+    counts: Dict[str, int] = {}
+    for c in result.checks:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    order = ["fired", "fine", "not checked", "disabled"]
+    parts = [f"{counts[s]} {s}" for s in order if counts.get(s)]
+    return f"{len(result.checks)} rules: " + ", ".join(parts) if result.checks else "no rules ran"
 
 
 def rank_rows(result: AnalysisResult) -> List[Dict[str, str]]:

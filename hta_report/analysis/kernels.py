@@ -1,0 +1,116 @@
+"""Tensor Core use of GEMM and convolution kernels (TensorBoard profiler's check)."""
+from __future__ import annotations
+
+import json
+import re
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from ..model import NamedTime, TensorCoreUse
+from .events import RankEvents
+from .regions import in_windows, launched_from, per_step
+
+#: CPU ops whose kernels can run on Tensor Cores (TensorBoard's list: mm, addmm, bmm, linear, conv*).
+ELIGIBLE_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
+                "aten::conv", "aten::_convolution", "aten::cudnn_convolution")
+#: Kernel names of GEMMs and convolutions (used when no CPU op links the kernel).
+ELIGIBLE_KERNEL = re.compile(r"gemm|cutlass|xmma|cudnn|convolution|fprop|dgrad|wgrad", re.IGNORECASE)
+#: Name parts of Tensor Core kernels: TensorBoard's allowlist plus CUTLASS's ``tensorop`` and cuDNN's ``tensor16x8``.
+TENSOR_CORE = re.compile(r"884|1688|16816|hmma|xmma|gmma|wgmma|tensorop|tensor16x8", re.IGNORECASE)
+_NOT_NVIDIA = re.compile(r"AMD|Radeon|Instinct|\bMI\d", re.IGNORECASE)
+
+
+def compute_major(meta: dict, device: Optional[int] = None) -> Optional[int]:
+    """``deviceProperties[].computeMajor`` of ``device`` (else the largest
+    recorded); None when absent or when the device is not an NVIDIA GPU."""
+    props = meta.get("deviceProperties") if isinstance(meta, dict) else None
+    if not isinstance(props, list):
+        return None
+    cands = [p for p in props if isinstance(p, dict) and isinstance(p.get("computeMajor"), int)]
+    if not cands or any(_NOT_NVIDIA.search(str(p.get("name", ""))) for p in cands):
+        return None
+    mine = [p for p in cands if p.get("id") == device]
+    if mine:
+        return int(mine[0]["computeMajor"])
+    return max(int(p["computeMajor"]) for p in cands)
+
+
+def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> TensorCoreUse:
+    """Eligible and Tensor Core kernel time per analyzed step (µs) of one rank."""
+    n = len(w)
+    kernels = ev.gpu[ev.gpu["s_cat"].eq("kernel") & ev.gpu["kernel_type"].eq("COMPUTATION")]
+    device = int(kernels["pid"].iloc[0]) if len(kernels) and str(kernels["pid"].iloc[0]).isdigit() else None
+    out = TensorCoreUse(compute_major=compute_major(meta, device))
+    kernels = in_windows(kernels, w)
+    if kernels.empty:
+        return out
+    cpu = ev.cpu
+    ops = cpu[cpu["s_cat"].eq("cpu_op") & cpu["s_name"].str.startswith(ELIGIBLE_OPS)]
+    from_ops = launched_from(ev, ops)
+    eligible = kernels[kernels["correlation"].isin(from_ops["correlation"])
+                       | kernels["s_name"].str.contains(ELIGIBLE_KERNEL)]
+    if eligible.empty:
+        return out
+    is_tc = eligible["s_name"].str.contains(TENSOR_CORE)
+    total = float(eligible["dur"].sum())
+    tc = float(eligible[is_tc]["dur"].sum())
+    out.eligible_us_per_step = per_step(total, n)
+    out.tensor_core_us_per_step = per_step(tc, n)
+    out.tensor_core_pct = 100 * tc / total if total else 0.0
+    rest = eligible[~is_tc].groupby("s_name")["dur"].agg(["size", "sum"]).sort_values("sum", ascending=False).head(top)
+    out.top_non_tensor_core = [NamedTime(name=str(k), count=int(r["size"]), total_us=float(r["sum"]))
+                               for k, r in rest.iterrows()]
+    return out
+
+
+#: 16-bit GEMM ops checked for dimensions that are not multiples of 8.
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear")
+_HALF = re.compile(r"c10::Half|c10::BFloat16|\bHalf\b|BFloat16")
+
+
+def _dims(value) -> List[List[int]]:
+    """``Input Dims`` as HTA holds them (a list, or its JSON text)."""
+    dims = value
+    if isinstance(value, str):
+        try:
+            dims = json.loads(value) if value.startswith("[") else []
+        except ValueError:
+            return []
+    if not isinstance(dims, (list, tuple)):
+        return []
+    return [list(d) for d in dims if isinstance(d, (list, tuple)) and all(isinstance(x, int) for x in d)]
+
+
+def misaligned(dims: List[List[int]]) -> bool:
+    """True when an input among the first two has a last-two dimension that is
+    not a multiple of 8 (PyTorch's ``MatMulDimInFP16Pattern``)."""
+    return any(any(x % 8 for x in d[-2:]) for d in dims[:2] if d)
+
+
+def add_misaligned_gemms(out: TensorCoreUse, ev: RankEvents, w: np.ndarray, examples: int = 3) -> TensorCoreUse:
+    """Fill the misaligned 16-bit GEMM fields of ``out`` over the host windows ``w``."""
+    n = len(w)
+    cpu = ev.cpu
+    if "input_dims" not in cpu.columns:
+        return out
+    ops = cpu[cpu["s_cat"].eq("cpu_op")]
+    out.shapes_recorded = bool(ops["input_dims"].astype(str).str.startswith("[[").any()) if len(ops) else False
+    gemm = in_windows(ops[ops["s_name"].isin(GEMM_OPS)], w)
+    if gemm.empty:
+        return out
+    half = gemm[gemm["input_type"].astype(str).str.contains(_HALF)]
+    bad_rows: List[Tuple[str, str]] = []
+    mask = []
+    for name, text in zip(half["s_name"], half["input_dims"]):
+        bad = misaligned(_dims(text))
+        mask.append(bad)
+        if bad and len(bad_rows) < examples:
+            bad_rows.append((str(name), str(_dims(text))))
+    bad = half[np.array(mask, dtype=bool)] if len(half) else half
+    out.half_gemm_ops_per_step = per_step(len(half), n)
+    out.misaligned_ops_per_step = per_step(len(bad), n)
+    kernels = launched_from(ev, bad) if len(bad) else bad
+    out.misaligned_us_per_step = per_step(float(kernels["dur"].sum()) if len(kernels) else 0.0, n)
+    out.misaligned_examples = [f"{name} {dims}" for name, dims in bad_rows]
+    return out

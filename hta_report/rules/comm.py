@@ -1,0 +1,137 @@
+"""Distributed rules: C16 exposed communication, C17 rank imbalance (stragglers)."""
+from __future__ import annotations
+
+import statistics
+from ..model import AnalysisResult, RankResult
+from .base import Fired, DOCS_DDP, Verdict, by_id, fine, make_finding, ms, not_checked, pct_of_step, per, rule
+from .config import AdviceConfig
+
+
+def exposed_transfer_us(r: RankResult) -> float:
+    """Exposed communication per step (µs) beyond the rank's synchronization
+    wait: the part that overlap (not load balance) can hide."""
+    return max(0.0, r.comm.exposed_us_per_step - r.comm.sync_wait_us_per_step)
+
+
+@rule("exposed-communication", "C16", "Communication that no compute overlaps",
+      "TensorBoard profiler 10 %",
+      lambda c: f"exposed communication (beyond waiting for other ranks) > {c.exposed_comm_pct:g} % of the step",
+      DOCS_DDP)
+def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C16: communication kernel time with no compute kernel running, minus
+    the time spent waiting for slower ranks (that is C17), above
+    ``exposed_comm_pct`` of the step."""
+    ranks = [r for r in result.ranks if r.has_gpu and r.comm.kernel_count]
+    if not ranks:
+        return not_checked("no communication kernels (nccl*) in the traces")
+    val = {r.rank: pct_of_step(exposed_transfer_us(r), r) for r in ranks}
+    hits = sorted([r for r in ranks if val[r.rank] > cfg.exposed_comm_pct], key=lambda r: -val[r.rank])
+    if not hits:
+        return fine(f"exposed communication up to {max(val.values()):.1f} % of the step")
+    worst = hits[0]
+    alone = len(ranks) < 2
+    evidence = [f"rank {r.rank}: communication with no compute running {ms(r.comm.exposed_us_per_step)} {per(r)} "
+                f"({pct_of_step(r.comm.exposed_us_per_step, r):.1f} % of the step), of which waiting for other ranks "
+                + ("unknown (one rank in the directory)" if alone else ms(r.comm.sync_wait_us_per_step))
+                + f"; {r.comm.overlap_pct:.1f} % of communication overlaps compute (HTA)" for r in hits[:8]]
+    fix = ("model = DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True)\n"
+           "with model.no_sync():   # during gradient accumulation micro-steps\n"
+           "    loss.backward()\n"
+           "# raise the batch size per GPU; FSDP: forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE")
+    return make_finding(by_id("exposed-communication"), cfg, worst, exposed_transfer_us(worst),
+                        f"Overlap communication with compute: {val[worst.rank]:.0f} % of the step is exposed "
+                        f"communication", evidence, fix, [r.rank for r in hits])
+
+
+@rule("rank-straggler", "C17", "A slow rank holds the others back",
+      "proposal; HTA straggler analysis (sync wait), SageMaker Debugger",
+      lambda c: f"sync wait or step-time spread across ranks >= {c.straggler_pct:g} % of the step", DOCS_DDP)
+def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C17: with two or more ranks, other ranks wait in communication kernels
+    for the slowest (communication time beyond the smallest rank's, HTA's
+    "sync wait"; GPU ranks only), or mean step times differ across ranks. The
+    gain is the larger of the biggest wait and the slowest rank's excess over
+    the median step."""
+    ranks = [r for r in result.ranks if r.steps_used and r.window_us > 0]
+    if len(ranks) < 2:
+        return not_checked("needs two or more ranks with steps in the directory")
+    median_step = statistics.median(r.window_us for r in ranks)
+    waiter = max(ranks, key=lambda r: r.comm.sync_wait_us_per_step)
+    slowest = max(ranks, key=lambda r: r.window_us)
+    wait_us, spread_us = waiter.comm.sync_wait_us_per_step, slowest.window_us - median_step
+    by_wait = wait_us >= spread_us
+    worst, gain = (waiter, wait_us) if by_wait else (slowest, spread_us)
+    pct = pct_of_step(gain, worst)
+    if pct < cfg.straggler_pct:
+        return fine(f"sync wait up to {pct_of_step(wait_us, waiter):.1f} %, step-time spread "
+                    f"{100 * spread_us / median_step:.1f} % of the median step")
+    with_comm = [r for r in ranks if r.has_gpu and r.comm.us_per_step > 0]
+    straggler = min(with_comm, key=lambda r: r.comm.sync_wait_us_per_step) if by_wait and with_comm else slowest
+    steps = ", ".join(f"rank {r.rank} {ms(r.window_us)}" for r in ranks[:8])
+    evidence = [f"mean step per rank: {steps}"]
+    if by_wait:
+        waits = ", ".join(f"rank {r.rank} {ms(r.comm.sync_wait_us_per_step)}" for r in
+                          sorted(with_comm, key=lambda r: -r.comm.sync_wait_us_per_step)[:8])
+        evidence.append(f"communication {per(worst)} beyond the fastest rank's (waiting for a slower rank): {waits}")
+        evidence.append(f"rank {straggler.rank} waits least: the others wait for it")
+    else:
+        evidence.append(f"rank {slowest.rank}'s step is {ms(spread_us)} longer than the median ({ms(median_step)})")
+    fix = (f"# find why rank {straggler.rank} is slower: compare its section of this report with the others\n"
+           "# (DataLoader wait, CPU contention, GPU clocks); uneven inputs: bucket samples by length, e.g.\n"
+           "# a length-grouped sampler, so every rank gets the same work per step")
+    return make_finding(by_id("rank-straggler"), cfg, worst, gain,
+                        f"Rank {straggler.rank} is a straggler: other ranks wait {pct:.0f} % of the step for it",
+                        evidence, fix, [straggler.rank])
+
+
+@rule("data-parallel", "C18", "torch.nn.DataParallel instead of DistributedDataParallel",
+      "TensorBoard profiler, performance tuning guide",
+      lambda c: "any DataParallel.forward; no gain estimate from one process's trace", DOCS_DDP)
+def data_parallel(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C18: ``DataParallel.forward`` annotations. DataParallel replicates the
+    model and scatters inputs every step and drives all GPUs from one Python
+    process; DDP runs a process per GPU. The trace of one process cannot
+    bound the gain, so the estimate is 0 and the severity low."""
+    ranks = [r for r in result.ranks if r.steps_used]
+    if not ranks:
+        return not_checked("no events in the traces")
+    hits = [r for r in ranks if r.cpu.data_parallel_calls_per_step > 0]
+    if not hits:
+        return fine("no DataParallel.forward")
+    evidence = [f"rank {r.rank}: {r.cpu.data_parallel_calls_per_step:.1f} DataParallel.forward {per(r)}, "
+                f"{ms(r.cpu.data_parallel_us_per_step)} of host time; devices: "
+                f"{', '.join(sorted(set(r.device_names))) or 'not recorded'} ({len(r.device_names)})" for r in hits[:8]]
+    evidence.append("no gain estimate: DataParallel's replication and single-process threads are not separable "
+                    "in one trace")
+    fix = ("# one process per GPU: torchrun --nproc-per-node=NUM_GPUS train.py\n"
+           "dist.init_process_group(\"nccl\")\n"
+           "model = DDP(model.to(local_rank), device_ids=[local_rank])")
+    return make_finding(by_id("data-parallel"), cfg, hits[0], 0.0,
+                        "Use DistributedDataParallel instead of DataParallel", evidence, fix, [r.rank for r in hits])
+
+
+@rule("non-nccl-backend", "C19", "A non-NCCL process group backend on GPUs",
+      "TensorBoard profiler",
+      lambda c: "distributedInfo.backend other than nccl on a rank with GPU activity", DOCS_DDP)
+def non_nccl_backend(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C19: ``distributedInfo.backend`` is ``gloo`` (or another backend than
+    ``nccl``, the name RCCL keeps on AMD GPUs) on a rank with GPU activity. The gain bound is the host
+    time in collective ops (``gloo:*``) per step."""
+    backend = {f.rank: f.backend for f in result.inventory.files}
+    ranks = [r for r in result.ranks if backend.get(r.rank)]
+    if not ranks:
+        return not_checked("no distributedInfo.backend in the traces")
+    gpu = [r for r in ranks if r.has_gpu]
+    if not gpu:
+        return not_checked("no GPU activity (a CPU backend is right for CPU training)")
+    hits = sorted([r for r in gpu if str(backend[r.rank]).lower() != "nccl"],
+                  key=lambda r: -r.comm.cpu_collective_us_per_step)
+    if not hits:
+        return fine(f"backend {backend[gpu[0].rank]}")
+    worst = hits[0]
+    evidence = [f"rank {r.rank}: distributedInfo.backend = {backend[r.rank]} with GPU activity; host time in "
+                f"collective ops {ms(r.comm.cpu_collective_us_per_step)} {per(r)}" for r in hits[:8]]
+    fix = "dist.init_process_group(backend=\"nccl\")   # collectives on the GPU, over NVLink/InfiniBand"
+    return make_finding(by_id("non-nccl-backend"), cfg, worst, worst.comm.cpu_collective_us_per_step,
+                        f"Use the NCCL backend on GPUs (found {backend[worst.rank]})", evidence, fix,
+                        [r.rank for r in hits])

@@ -1,0 +1,84 @@
+"""C12: GEMMs and convolutions not on Tensor Cores."""
+from __future__ import annotations
+
+from ..model import AnalysisResult, RankResult
+from .base import Fired, DOCS_AMP, Verdict, by_id, fine, make_finding, ms, not_checked, pct_of_step, per, rule
+from .config import AdviceConfig
+
+
+def non_tensor_core_us(r: RankResult) -> float:
+    """GEMM/convolution kernel time per step not on Tensor Cores (µs): the
+    upper bound of what lower precision could save."""
+    tc = r.tensor_cores
+    return max(0.0, tc.eligible_us_per_step - tc.tensor_core_us_per_step)
+
+
+@rule("tensor-cores-unused", "C12", "GEMMs and convolutions do not use Tensor Cores",
+      "TensorBoard profiler (0 % on computeMajor >= 7); XProf 16-bit share < 10 %",
+      lambda c: (f"computeMajor >= {c.tensor_core_min_major} and Tensor Core share of GEMM/convolution "
+                 f"kernel time < {c.tensor_core_pct:g} %"), DOCS_AMP)
+def tensor_cores_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C12: on NVIDIA GPUs with ``computeMajor`` >= 7, GEMM/convolution kernels
+    spend less than ``tensor_core_pct`` of their time in Tensor Core kernels.
+    The gain bound is their non-Tensor-Core time."""
+    gpu = [r for r in result.ranks if r.has_gpu]
+    if not gpu:
+        return not_checked("no GPU activity in the traces")
+    ranks = [r for r in gpu if r.tensor_cores.compute_major is not None and r.tensor_cores.eligible_us_per_step > 0]
+    if not ranks:
+        if not any(r.tensor_cores.compute_major is not None for r in gpu):
+            return not_checked("no NVIDIA deviceProperties.computeMajor in the traces")
+        return not_checked("no GEMM or convolution kernels in the analyzed steps")
+    hits = sorted([r for r in ranks if r.tensor_cores.compute_major >= cfg.tensor_core_min_major
+                   and r.tensor_cores.tensor_core_pct < cfg.tensor_core_pct], key=lambda r: -non_tensor_core_us(r))
+    if not hits:
+        return fine(f"Tensor Core share of GEMM/convolution time at least "
+                    f"{min(r.tensor_cores.tensor_core_pct for r in ranks):.0f} % "
+                    f"(computeMajor {max(r.tensor_cores.compute_major for r in ranks)})")
+    worst = hits[0]
+    evidence = []
+    for r in hits[:8]:
+        tc = r.tensor_cores
+        top = "; ".join(f"{k.name[:90]} ({ms(k.total_us)} in the trace)" for k in tc.top_non_tensor_core[:2])
+        evidence.append(f"rank {r.rank} (computeMajor {tc.compute_major}): GEMM/convolution kernels "
+                        f"{ms(tc.eligible_us_per_step)} {per(r)}, {tc.tensor_core_pct:.1f} % on Tensor Cores; "
+                        f"largest: {top}")
+    fix = ("with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16):   # Ampere or newer\n"
+           "    loss = loss_fn(model(x), y)\n"
+           "# Volta/Turing: dtype=torch.float16 with torch.amp.GradScaler(\"cuda\")\n"
+           "# or keep float32 and allow TF32 matmuls on Ampere or newer:\n"
+           "torch.set_float32_matmul_precision(\"high\")")
+    pct = pct_of_step(non_tensor_core_us(worst), worst)
+    return make_finding(by_id("tensor-cores-unused"), cfg, worst, non_tensor_core_us(worst),
+                        f"Use Tensor Cores (bf16/fp16 autocast or TF32): {pct:.0f} % of the step is "
+                        f"GEMM/convolution without them", evidence, fix, [r.rank for r in hits])
+
+
+@rule("misaligned-gemm", "C13", "16-bit GEMMs with dimensions not multiples of 8",
+      "PyTorch profiler pattern matcher, performance tuning guide",
+      lambda c: "any fp16/bf16 mm/addmm/bmm/linear with a last-two dimension not a multiple of 8", DOCS_AMP)
+def misaligned_gemm(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C13: ``c10::Half``/``c10::BFloat16`` GEMM ops whose inputs' last two
+    dimensions are not all multiples of 8 (Tensor Cores need aligned shapes).
+    The gain bound is the GPU time of their kernels. Needs ``record_shapes``."""
+    gpu = [r for r in result.ranks if r.has_gpu]
+    if not gpu:
+        return not_checked("no GPU activity in the traces")
+    ranks = [r for r in gpu if r.tensor_cores.shapes_recorded]
+    if not ranks:
+        return not_checked("no input shapes in the traces (profile with record_shapes=True)")
+    if not any(r.tensor_cores.half_gemm_ops_per_step for r in ranks):
+        return not_checked("no fp16/bf16 GEMM ops in the analyzed steps")
+    hits = sorted([r for r in ranks if r.tensor_cores.misaligned_ops_per_step > 0],
+                  key=lambda r: -r.tensor_cores.misaligned_us_per_step)
+    if not hits:
+        return fine("every fp16/bf16 GEMM has dimensions that are multiples of 8")
+    worst = hits[0]
+    evidence = [f"rank {r.rank}: {r.tensor_cores.misaligned_ops_per_step:.0f} of "
+                f"{r.tensor_cores.half_gemm_ops_per_step:.0f} fp16/bf16 GEMM ops {per(r)} are misaligned, their kernels "
+                f"{ms(r.tensor_cores.misaligned_us_per_step)} {per(r)}; e.g. "
+                + "; ".join(r.tensor_cores.misaligned_examples[:2]) for r in hits[:8]]
+    fix = ("# pad hidden sizes, vocabulary and batch*sequence to multiples of 8 (64 helps on newer GPUs):\n"
+           "vocab_size = (vocab_size + 63) // 64 * 64")
+    return make_finding(by_id("misaligned-gemm"), cfg, worst, worst.tensor_cores.misaligned_us_per_step,
+                        "Pad fp16/bf16 GEMM dimensions to multiples of 8", evidence, fix, [r.rank for r in hits])

@@ -1,0 +1,168 @@
+"""Rule thresholds in one configuration object, overridable from TOML.
+
+Defaults carry their source; "proposal" marks thresholds without a published
+one. Users override them in ``[tool.hta-report]`` of ``pyproject.toml`` in the
+current directory, or in a file passed with ``--config FILE.toml`` (top-level
+keys, or a ``[tool.hta-report]`` table)::
+
+    [tool.hta-report]
+    dataloader_pct = 10
+    disable = ["step-time-outliers"]
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional
+
+from ..errors import InputError
+
+
+@dataclass
+class AdviceConfig:
+    """Rule thresholds (percentages are of the step time unless said otherwise).
+
+    Attributes:
+        high_pct: a finding is ``high`` when its estimated gain is at least this
+            % of the step; XProf's "highly input bound" band (20 %).
+        medium_pct: ``medium`` from this % of the step; XProf's "moderately
+            input bound" band (5 %). Below it a finding is ``low``.
+        dataloader_pct: C1, GPU idle waiting for (or, without GPU activity, host
+            time in) the DataLoader above this % of the step (TensorBoard
+            profiler 5 %, XProf 5 %).
+        sync_pct: C5, cost of host-device synchronization above this % of the
+            step (proposal: Nsight Systems ``cuda_api_sync`` lists every call).
+        gpu_utilization_pct: C6, kernel-busy time below this % of the step
+            (TensorBoard profiler and Nsight Systems ``gpu_time_util``: 50 %).
+        gap_pct: C7, GPU gaps longer than this % of the step (proposal;
+            Nsight Systems ``gpu_gaps`` uses 500 ms for whole runs).
+        gpu_idle_pct: C8, HTA idle time above this % of GPU time (proposal,
+            ours; TensorBoard flags utilization below 50 %).
+        launch_pct: C9, GPU idle while the host runs ops and launches at or
+            above this % of the step (XProf kernel-launch time: 3 % moderate).
+        short_kernel_pct: C9, and at least this % of kernels shorter than their
+            launch call (HTA's short-kernel test; the share is a proposal).
+        launch_outlier_pct: C10, launch calls over HTA's 50 µs cutoff costing at
+            least this % of the step beyond the median launch (proposal).
+        full_queue_pct: C11, a stream's launch queue at HTA's limit (1024) for
+            at least this % of the trace (proposal for "a significant time").
+        tensor_core_pct: C12, Tensor Core share of GEMM/convolution kernel time
+            below this % (TensorBoard profiler: 0 %; XProf: 16-bit share < 10 %).
+        tensor_core_min_major: C12, only on GPUs with this computeMajor or more
+            (Tensor Cores since Volta, 7; TensorBoard profiler).
+        exposed_memcpy_pct: C15, exposed copy time at or above this % of the
+            step (XProf: output 5 % moderate / 20 % high).
+        exposed_comm_pct: C16, exposed communication above this % of the step
+            (TensorBoard profiler 10 %).
+        straggler_pct: C17, synchronization wait or step-time spread across
+            ranks at or above this % of the median step (proposal; SageMaker
+            Debugger uses a histogram distance of 0.2).
+        optimizer_kernels_per_step: C21, a non-foreach, non-fused optimizer
+            step launching at least this many kernels per step (proposal).
+        step_outlier_sigma: C24, a step longer than the mean + this many
+            standard deviations of the other steps (SageMaker Debugger: 3).
+        step_outlier_min_steps: C24, needs at least this many analyzed steps
+            (proposal).
+        disable: rule ids not to run.
+    """
+
+    high_pct: float = 20.0
+    medium_pct: float = 5.0
+    dataloader_pct: float = 5.0
+    sync_pct: float = 1.0
+    gpu_utilization_pct: float = 50.0
+    gap_pct: float = 10.0
+    gpu_idle_pct: float = 20.0
+    launch_pct: float = 3.0
+    short_kernel_pct: float = 50.0
+    launch_outlier_pct: float = 1.0
+    full_queue_pct: float = 5.0
+    tensor_core_pct: float = 10.0
+    tensor_core_min_major: int = 7
+    exposed_memcpy_pct: float = 5.0
+    exposed_comm_pct: float = 10.0
+    straggler_pct: float = 10.0
+    optimizer_kernels_per_step: float = 10.0
+    step_outlier_sigma: float = 3.0
+    step_outlier_min_steps: int = 5
+    disable: List[str] = field(default_factory=list)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], source: str = "configuration") -> "AdviceConfig":
+        """A config from ``values`` (keys as the attribute names; ``-`` may
+        replace ``_``), checked.
+
+        Raises:
+            InputError: an unknown key, a value of the wrong type, or an unknown
+                rule id in ``disable`` (one line naming ``source``).
+        """
+        from .engine import RULE_IDS
+
+        types = {f.name: f.type for f in dataclasses.fields(cls)}
+        kwargs: Dict[str, Any] = {}
+        for key, value in values.items():
+            name = str(key).replace("-", "_")
+            if name not in types:
+                known = ", ".join(sorted(types))
+                raise InputError(f"unknown configuration key {key!r} (known keys: {known})", source)
+            if name == "disable":
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise InputError("disable must be a list of rule ids, e.g. disable = [\"gpu-gaps\"]", source)
+                unknown = [v for v in value if v not in RULE_IDS]
+                if unknown:
+                    raise InputError(f"unknown rule id {unknown[0]!r} in disable (see `hta-report rules`)", source)
+                kwargs[name] = list(value)
+                continue
+            want_int = types[name] in ("int", int)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (want_int and not isinstance(value, int)):
+                raise InputError(f"{key} must be {'an integer' if want_int else 'a number'}, got {value!r}", source)
+            if value < 0:
+                raise InputError(f"{key} must be >= 0, got {value!r}", source)
+            kwargs[name] = int(value) if want_int else float(value)
+        return cls(**kwargs)
+
+
+def load_config(path: Optional[os.PathLike | str] = None, cwd: Optional[os.PathLike | str] = None) -> AdviceConfig:
+    """The effective configuration.
+
+    Args:
+        path: a TOML file (``--config``): its top-level keys, or its
+            ``[tool.hta-report]`` table when it has one.
+        cwd: where to look for ``pyproject.toml`` when ``path`` is None
+            (default: the current directory); its ``[tool.hta-report]`` table
+            is used when present.
+
+    Returns:
+        :class:`AdviceConfig` with the overrides applied (defaults when there are none).
+
+    Raises:
+        InputError: the file is missing or not valid TOML, or holds an unknown
+            key or rule id.
+    """
+    import tomllib
+
+    if path is None:
+        candidate = Path(cwd or os.getcwd()) / "pyproject.toml"
+        if not candidate.is_file():
+            return AdviceConfig()
+        data = _read_toml(candidate, tomllib)
+        table = data.get("tool", {}).get("hta-report")
+        return AdviceConfig.from_mapping(table, f"{candidate} [tool.hta-report]") if table else AdviceConfig()
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("configuration file not found", p)
+    data = _read_toml(p, tomllib)
+    table = data.get("tool", {}).get("hta-report") if isinstance(data.get("tool"), dict) else None
+    return AdviceConfig.from_mapping(table if table is not None else data, str(p))
+
+
+def _read_toml(path: Path, tomllib) -> Dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"not valid TOML ({exc})", path) from exc
+    except OSError as exc:
+        raise InputError(f"cannot read the configuration ({exc.strerror})", path) from exc

@@ -1,0 +1,82 @@
+"""Input pipeline rules: C1 DataLoader-bound, C2 DataLoader in the main process."""
+from __future__ import annotations
+
+from typing import List
+
+from ..model import AnalysisResult, RankResult
+from .base import (Fired, DOCS_DATALOADER, Verdict, by_id, fine, make_finding, ms, not_checked, pct_of_step, per, rule,
+                   step_words)
+from .config import AdviceConfig
+
+WORKERS_FIX = ("loader = DataLoader(ds, batch_size=..., num_workers=8, pin_memory=True,\n"
+               "                    persistent_workers=True, prefetch_factor=4)\n"
+               "# num_workers up to the CPU cores per GPU; move heavy augmentation to the GPU")
+
+
+def dataloader_wait_us(r: RankResult) -> float:
+    """Time per step the DataLoader costs (µs): GPU idle while the host is in
+    the DataLoader on GPU ranks, host time in it on ranks without GPU activity."""
+    return r.idle_attribution.dataloader_us if r.has_gpu else r.cpu.dataloader_us_per_step
+
+
+def _evidence(r: RankResult) -> str:
+    if r.has_gpu:
+        return (f"rank {r.rank}: the GPU idles {ms(dataloader_wait_us(r))} {per(r)} while the host waits for the "
+                f"DataLoader ({pct_of_step(dataloader_wait_us(r), r):.1f} % of {step_words(r)}); host time in "
+                f"the DataLoader {ms(r.cpu.dataloader_us_per_step)} {per(r)}")
+    return (f"rank {r.rank}: {ms(r.cpu.dataloader_us_per_step)} {per(r)} in enumerate(DataLoader)#... "
+            f"({r.cpu.dataloader_pct:.1f} % of {step_words(r)})")
+
+
+def _with_dataloader(result: AnalysisResult) -> List[RankResult]:
+    return [r for r in result.ranks if r.cpu.dataloader_seen and r.steps_used]
+
+
+@rule("dataloader-bound", "C1", "Input-bound: the step waits for the DataLoader",
+      "TensorBoard profiler 5 %, XProf 5 % / 20 %",
+      lambda c: f"DataLoader wait > {c.dataloader_pct:g} % of the step", DOCS_DATALOADER)
+def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C1: GPU idle while the host is in ``enumerate(DataLoader)#...`` (host
+    time in it on ranks without GPU activity) above ``dataloader_pct`` of the step."""
+    ranks = _with_dataloader(result)
+    if not ranks:
+        return not_checked("no enumerate(DataLoader)#... events in the traces")
+    hits = [r for r in ranks if pct_of_step(dataloader_wait_us(r), r) > cfg.dataloader_pct]
+    worst = max(ranks, key=lambda r: pct_of_step(dataloader_wait_us(r), r))
+    if not hits:
+        return fine(f"DataLoader wait up to {pct_of_step(dataloader_wait_us(worst), worst):.1f} % of the step")
+    hits.sort(key=lambda r: -pct_of_step(dataloader_wait_us(r), r))
+    worst = hits[0]
+    evidence = [_evidence(r) for r in hits[:8]]
+    if any(r.cpu.dataloader_in_main_process for r in hits):
+        evidence.append("batches are loaded in the main process (_SingleProcessDataLoaderIter: num_workers=0)")
+    pct = pct_of_step(dataloader_wait_us(worst), worst)
+    return make_finding(by_id("dataloader-bound"), cfg, worst, dataloader_wait_us(worst),
+                        f"Input-bound: {pct:.0f} % of each step waits for the DataLoader", evidence, WORKERS_FIX,
+                        [r.rank for r in hits])
+
+
+@rule("dataloader-main-process", "C2", "DataLoader runs in the main process (num_workers=0)",
+      "PyTorch profiler pattern matcher, PyTorch Lightning",
+      lambda c: "any _SingleProcessDataLoaderIter; severity from the DataLoader wait", DOCS_DATALOADER)
+def dataloader_main_process(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C2: batches loaded on the training thread (``_SingleProcessDataLoaderIter``);
+    the gain is the DataLoader wait of C1, which worker processes would take
+    off the critical path."""
+    ranks = _with_dataloader(result)
+    if not ranks:
+        return not_checked("no enumerate(DataLoader)#... events in the traces")
+    hits = [r for r in ranks if r.cpu.dataloader_in_main_process]
+    if not hits:
+        return fine("the DataLoader uses worker processes")
+    hits.sort(key=lambda r: -pct_of_step(dataloader_wait_us(r), r))
+    worst = hits[0]
+    evidence = [f"rank {r.rank}: enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__, "
+                f"{ms(r.cpu.dataloader_us_per_step)} {per(r)} on the training thread" for r in hits[:8]]
+    evidence.append(_evidence(worst))
+    fix = ("loader = DataLoader(ds, batch_size=...,\n"
+           "    num_workers=max(1, os.cpu_count() // torch.cuda.device_count() - 1),\n"
+           "    pin_memory=True, persistent_workers=True)")
+    return make_finding(by_id("dataloader-main-process"), cfg, worst, dataloader_wait_us(worst),
+                        "Load batches in worker processes: the DataLoader runs in the main process (num_workers=0)",
+                        evidence, fix, [r.rank for r in hits])

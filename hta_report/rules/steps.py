@@ -1,0 +1,67 @@
+"""C24: step-time outliers."""
+from __future__ import annotations
+
+import statistics
+from typing import List, Tuple
+
+from ..model import AnalysisResult, RankResult
+from .base import Fired, DOCS_PROFILER, Verdict, by_id, fine, make_finding, ms, not_checked, rule
+from .config import AdviceConfig
+
+
+def step_outliers(r: RankResult, sigma: float) -> List[Tuple[int, float, float, float]]:
+    """Analyzed steps longer than the mean + ``sigma`` standard deviations
+    (population) of the *other* analyzed steps, as ``(number, duration, mean,
+    std)`` in µs. Leaving the step out keeps one outlier from inflating the
+    statistics it is judged by."""
+    steps = [s for s in r.steps.steps if not s.warmup]
+    out = []
+    for i, s in enumerate(steps):
+        others = [t.duration_us for j, t in enumerate(steps) if j != i]
+        mean, std = statistics.fmean(others), statistics.pstdev(others)
+        if s.duration_us > mean + sigma * std:
+            out.append((s.number, s.duration_us, mean, std))
+    return out
+
+
+def outlier_cost_us(r: RankResult, sigma: float) -> float:
+    """Time per analyzed step (µs) the outliers take beyond the median of the
+    other steps, averaged over all analyzed steps."""
+    steps = [s for s in r.steps.steps if not s.warmup]
+    extra = 0.0
+    for number, dur, _, _ in step_outliers(r, sigma):
+        others = [s.duration_us for s in steps if s.number != number]
+        extra += dur - statistics.median(others)
+    return extra / len(steps) if steps else 0.0
+
+
+@rule("step-time-outliers", "C24", "Some steps take much longer than the others",
+      "SageMaker Debugger StepOutlier (3 σ); minimum steps: proposal",
+      lambda c: f"a step > mean + {c.step_outlier_sigma:g} σ of the other steps "
+                f"(needs >= {c.step_outlier_min_steps} analyzed steps)", DOCS_PROFILER)
+def step_time_outliers(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C24: steps longer than the mean + ``step_outlier_sigma`` σ of the other
+    analyzed steps (warm-up excluded), on ranks with at least
+    ``step_outlier_min_steps`` analyzed steps."""
+    ranks = [r for r in result.ranks if sum(not s.warmup for s in r.steps.steps) >= cfg.step_outlier_min_steps]
+    if not ranks:
+        most = max((sum(not s.warmup for s in r.steps.steps) for r in result.ranks), default=0)
+        return not_checked(f"needs >= {cfg.step_outlier_min_steps} analyzed steps per rank (found {most})")
+    hits = sorted([r for r in ranks if step_outliers(r, cfg.step_outlier_sigma)],
+                  key=lambda r: -outlier_cost_us(r, cfg.step_outlier_sigma))
+    if not hits:
+        return fine(f"no step beyond mean + {cfg.step_outlier_sigma:g} σ of the others")
+    worst = hits[0]
+    evidence = []
+    for r in hits[:8]:
+        for number, dur, mean, std in step_outliers(r, cfg.step_outlier_sigma)[:4]:
+            evidence.append(f"rank {r.rank}: step {number} took {ms(dur)} vs {ms(mean)} ± {ms(std)} "
+                            f"(mean ± σ of the other steps)")
+    evidence.append(f"rank {worst.rank}: the outliers add {ms(outlier_cost_us(worst, cfg.step_outlier_sigma))} "
+                    "per step on average")
+    fix = ("# see what ran in the slow steps (the trace in Perfetto, or this report's steps chart):\n"
+           "# periodic evaluation, checkpointing or logging; garbage collection: gc.freeze() after setup;\n"
+           "# DataLoader worker restarts: DataLoader(..., persistent_workers=True)")
+    return make_finding(by_id("step-time-outliers"), cfg, worst, outlier_cost_us(worst, cfg.step_outlier_sigma),
+                        f"Step-time outliers: {len(step_outliers(worst, cfg.step_outlier_sigma))} step(s) far "
+                        f"slower than the rest", evidence, fix, [r.rank for r in hits])

@@ -1,0 +1,541 @@
+"""Each rule of the catalogue on builder-made traces whose ground truth is known exactly.
+
+Every trace has 4 steps of 1000 µs unless said otherwise and is analyzed with
+the last step kept, so steps 2-4 are the analyzed steps (step 1 is warm-up)
+and every "per step" figure is the same in each of them. ``t`` is the start of
+a step; gains are in % of the 1000 µs step.
+"""
+from typing import Callable, List, Optional
+
+import pytest
+
+from hta_report.analysis import analyze
+from hta_report.rules import RULES, AdviceConfig
+from kineto import FP32_GEMM, NCCL_ALLREDUCE, TC_GEMM, TraceBuilder
+
+STEP = 1000.0
+DL_MAIN = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+DL_WORKERS = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+
+
+def steps(body: Callable[[TraceBuilder, float], None], n: int = 4, rank: Optional[int] = 0,
+          **builder) -> TraceBuilder:
+    """``n`` steps of :data:`STEP` µs, ``body(b, t)`` filling each."""
+    b = TraceBuilder(rank=rank, **builder)
+    for i in range(n):
+        b.step(i + 1, i * STEP, STEP)
+        body(b, i * STEP)
+    return b
+
+
+def run(tmp_path, *builders: TraceBuilder, config: Optional[AdviceConfig] = None):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    for i, b in enumerate(builders):
+        b.write(tmp_path / f"rank-{i}.json")
+    return analyze(tmp_path, include_last_step=True, config=config)
+
+
+def finding(result, rule_id):
+    found = [f for f in result.findings if f.id == rule_id]
+    assert found, f"{rule_id} did not fire: {[c for c in result.checks if c.id == rule_id]}"
+    return found[0]
+
+
+def status(result, rule_id) -> str:
+    return next(c.status for c in result.checks if c.id == rule_id)
+
+
+def busy(b, t, start=10.0, end=STEP, name=TC_GEMM):
+    """One kernel [t+start, t+end] launched at t+start-8."""
+    b.kernel(name, t + start, end - start, launch_ts=t + start - 8, launch_dur=5)
+
+
+def test_catalogue_has_the_required_rules():
+    numbers = {r.number for r in RULES}
+    required = {f"C{i}" for i in list(range(1, 13)) + [15, 16, 17, 21, 22, 24]}
+    assert required <= numbers and len(RULES) >= 20
+    assert len({r.id for r in RULES}) == len(RULES)
+    assert all("proposal" in r.source or any(c.isalpha() for c in r.source) for r in RULES)
+
+
+# ---------------------------------------------------------------- C1, C2 DataLoader
+def dataloader_trace(name: str, dl_us: float) -> TraceBuilder:
+    def body(b, t):
+        b.cpu_op(name, t, dl_us, cat="user_annotation")
+        busy(b, t, start=dl_us)
+    return steps(body)
+
+
+def test_dataloader_bound_fires_with_the_gpu_idle_it_causes(tmp_path):
+    r = run(tmp_path, dataloader_trace(DL_WORKERS, 300))
+    f = finding(r, "dataloader-bound")
+    # the GPU idles [t, t+300] while the host is in the DataLoader
+    assert f.gain_pct == pytest.approx(30.0) and f.gain_ms_per_step == pytest.approx(0.3)
+    assert f.severity == "high" and f.rule == "C1" and "num_workers=" in f.fix
+    assert status(r, "dataloader-main-process") == "fine"
+
+
+def test_dataloader_under_threshold_is_fine(tmp_path):
+    r = run(tmp_path, dataloader_trace(DL_WORKERS, 30))
+    assert status(r, "dataloader-bound") == "fine"
+
+
+def test_dataloader_main_process_fires(tmp_path):
+    r = run(tmp_path, dataloader_trace(DL_MAIN, 300))
+    f = finding(r, "dataloader-main-process")
+    assert f.gain_pct == pytest.approx(30.0) and "num_workers=max(1" in f.fix
+    assert [x.id for x in r.findings][:2] == ["dataloader-bound", "dataloader-main-process"]
+
+
+def test_dataloader_rules_not_checked_without_dataloader(tmp_path):
+    r = run(tmp_path, steps(lambda b, t: busy(b, t)))
+    assert status(r, "dataloader-bound") == status(r, "dataloader-main-process") == "not checked"
+
+
+def test_dataloader_bound_on_a_cpu_only_trace_uses_host_time(tmp_path):
+    def body(b, t):
+        b.cpu_op(DL_MAIN, t, 250, cat="user_annotation")
+        b.cpu_op("aten::conv2d", t + 250, 700)
+    r = run(tmp_path, steps(body, gpu_name=None))
+    assert not r.ranks[0].has_gpu
+    assert finding(r, "dataloader-bound").gain_pct == pytest.approx(25.0)
+    assert status(r, "low-gpu-utilization") == "not checked"
+
+
+# ---------------------------------------------------------------- C3, C4, C15 copies
+def copy_trace(memory: str, blocking_call: bool) -> TraceBuilder:
+    def body(b, t):
+        # the copy [t+10, t+210]; a pageable call returns when the copy is done
+        b.memcpy("HtoD", memory, t + 10, 200, 4_000_000, launch_ts=t + 5, launch_dur=205 if blocking_call else 5)
+        b.kernel(TC_GEMM, t + 220, STEP - 220, launch_ts=t + 212, launch_dur=5)
+    return steps(body)
+
+
+def test_pageable_memcpy_fires_with_exposed_copy_and_idle_after_it(tmp_path):
+    r = run(tmp_path, copy_trace("Pageable", blocking_call=True))
+    f = finding(r, "pageable-memcpy")
+    # 200 µs of copy with no kernel + the gap [t+210, t+220] that begins as the call returns
+    assert r.ranks[0].memcpy.pageable_exposed_us_per_step == 200
+    assert r.ranks[0].idle_attribution.pageable_copy_us == 10
+    assert f.gain_pct == pytest.approx(21.0)
+    assert "pin_memory=True" in f.fix and "non_blocking=True" in f.fix
+    assert status(r, "exposed-memcpy") == "fine"  # the pageable copy is C3's
+
+
+def test_pinned_copies_do_not_fire_pageable_but_exposed_memcpy(tmp_path):
+    r = run(tmp_path, copy_trace("Pinned", blocking_call=False))
+    assert status(r, "pageable-memcpy") == "fine"
+    assert finding(r, "exposed-memcpy").gain_pct == pytest.approx(20.0)
+
+
+def test_exposed_memcpy_fine_when_the_copy_overlaps_compute(tmp_path):
+    def body(b, t):
+        busy(b, t)
+        b.memcpy("HtoD", "Pinned", t + 20, 200, 4_000_000, launch_ts=t + 12, stream=8)
+    r = run(tmp_path, steps(body))
+    assert status(r, "exposed-memcpy") == "fine"
+    assert r.ranks[0].memcpy.other_exposed_us_per_step == 0
+
+
+def blocking_trace(sync: bool) -> TraceBuilder:
+    def body(b, t):
+        end = 215 if sync else 12
+        b.cpu_op("aten::copy_", t + 5, end - 5)
+        b.memcpy("HtoD", "Pinned", t + 10, 200, 4_000_000, launch_ts=t + 6, launch_dur=5)
+        if sync:
+            b.runtime("cudaStreamSynchronize", t + 11, 201)
+        b.kernel(TC_GEMM, t + 225, STEP - 225, launch_ts=t + 216, launch_dur=5)
+    return steps(body)
+
+
+def test_blocking_copy_fires(tmp_path):
+    r = run(tmp_path, blocking_trace(sync=True))
+    f = finding(r, "blocking-copy")
+    m = r.ranks[0].memcpy
+    assert (m.blocking_copies_per_step, m.blocking_copy_us_per_step) == (1, 210)
+    # its copy is exposed 200 µs, then the GPU idles [t+210, t+225] (the gap begins inside the op)
+    assert m.blocking_exposed_us_per_step == 200 and r.ranks[0].idle_attribution.blocking_copy_us == 15
+    assert f.gain_pct == pytest.approx(21.5) and "non_blocking=True" in f.fix
+    assert status(r, "exposed-memcpy") == "fine"
+
+
+def test_non_blocking_copy_is_fine(tmp_path):
+    r = run(tmp_path, blocking_trace(sync=False))
+    assert status(r, "blocking-copy") == "fine"
+
+
+def test_copy_rules_not_checked_without_gpu(tmp_path):
+    r = run(tmp_path, steps(lambda b, t: b.cpu_op("aten::copy_", t, 100), gpu_name=None))
+    for rule_id in ("pageable-memcpy", "blocking-copy", "exposed-memcpy"):
+        assert status(r, rule_id) == "not checked"
+
+
+# ---------------------------------------------------------------- C5 sync
+def sync_trace(sync_start: float) -> TraceBuilder:
+    def body(b, t):
+        b.kernel(TC_GEMM, t + 10, 590, launch_ts=t + 1, launch_dur=5)  # [t+10, t+600]
+        end = max(t + 602, t + sync_start + 2)
+        b.runtime("cudaStreamSynchronize", t + sync_start, end - t - sync_start)
+        b.kernel(TC_GEMM, t + 810, 190, launch_ts=t + 800, launch_dur=5)  # the host relaunches at t+800
+    return steps(body)
+
+
+def test_sync_fires_with_the_gap_it_opens(tmp_path):
+    r = run(tmp_path, sync_trace(sync_start=20))
+    f = finding(r, "sync-in-step")
+    # the GPU drains during the sync and stays idle [t+600, t+810]
+    assert r.ranks[0].idle_attribution.sync_us == 210
+    assert f.gain_pct == pytest.approx(21.0) and "item()" in f.fix
+
+
+def test_sync_after_the_gpu_went_idle_costs_nothing(tmp_path):
+    r = run(tmp_path, sync_trace(sync_start=700))
+    assert r.ranks[0].idle_attribution.sync_us == 0
+    assert status(r, "sync-in-step") == "fine"
+
+
+# ---------------------------------------------------------------- C6, C7, C8 idle symptoms
+def test_low_utilization_and_gaps_fire_with_unexplained_idle(tmp_path):
+    r = run(tmp_path, steps(lambda b, t: busy(b, t, end=410)))
+    a = r.ranks[0].idle_attribution
+    assert (a.kernel_busy_us, a.idle_us) == (400, 600)
+    assert finding(r, "low-gpu-utilization").gain_pct == pytest.approx(60.0)
+    # gaps [1410, 2010], [2410, 3010], [3410, 4000]: 1790 µs over 3 steps
+    assert finding(r, "gpu-gaps").gain_pct == pytest.approx(1790 / 3 / 10)
+
+
+def test_busy_gpu_is_fine_for_idle_rules(tmp_path):
+    r = run(tmp_path, steps(lambda b, t: busy(b, t, start=10, end=950)))
+    for rule_id in ("low-gpu-utilization", "gpu-gaps", "gpu-idle"):
+        assert status(r, rule_id) == "fine"
+
+
+def test_symptoms_do_not_count_idle_a_cause_explains(tmp_path):
+    r = run(tmp_path, dataloader_trace(DL_MAIN, 600))
+    assert finding(r, "low-gpu-utilization").gain_pct == pytest.approx(0.0)
+    assert r.findings[0].id == "dataloader-bound"
+
+
+def kernel_wait_trace(early_launch: bool) -> TraceBuilder:
+    def body(b, t):
+        for k in range(30):  # 15 µs kernels 10 µs apart
+            ts = t + 250 + 25 * k
+            launch = t + 6 * k if early_launch else ts - 8
+            b.kernel(TC_GEMM, ts, 15, launch_ts=launch, launch_dur=5)
+    return steps(body)
+
+
+def test_gpu_idle_fires_on_kernel_wait(tmp_path):
+    r = run(tmp_path, kernel_wait_trace(early_launch=True))
+    f = finding(r, "gpu-idle")
+    # HTA: kernel wait 4 x 290 µs, host wait 3 x 260 µs in a 3740 µs GPU span; per 1000 µs step
+    assert r.ranks[0].idle.kernel_wait_pct == pytest.approx(100 * 1160 / 1940)
+    assert f.gain_ms_per_step == pytest.approx(1.160 / 3740 * 1000)
+    assert "CUDA graph" in f.title
+
+
+def test_gpu_idle_fine_when_host_wait_dominates(tmp_path):
+    r = run(tmp_path, kernel_wait_trace(early_launch=False))
+    assert r.ranks[0].idle.host_wait_pct > 50
+    assert status(r, "gpu-idle") == "fine"
+
+
+# ---------------------------------------------------------------- C9, C10, C11 launches
+def launch_trace(kernel_us: float) -> TraceBuilder:
+    def body(b, t):
+        for k in range(90):  # ops of 9 µs, each launching one kernel with an 8 µs call
+            b.cpu_op("aten::add", t + 10 * k, 9)
+            b.kernel(ELEMENT, t + 10 * k + 9, kernel_us, launch_ts=t + 10 * k + 1, launch_dur=8)
+    return steps(body)
+
+
+ELEMENT = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)"
+
+
+def test_launch_bound_fires(tmp_path):
+    r = run(tmp_path, launch_trace(kernel_us=3))
+    a = r.ranks[0].idle_attribution
+    # idle while the host runs ops: [t, t+9] and 7 µs before each of the next 89 kernels
+    assert a.host_ops_us == 9 + 89 * 7 and a.unattributed_us == 98
+    f = finding(r, "launch-bound")
+    assert f.gain_pct == pytest.approx(63.2) and "reduce-overhead" in f.fix
+    assert r.ranks[0].launch.kernels_per_step == 90 and r.ranks[0].launch.median_kernel_us == 3
+
+
+def test_long_kernels_are_not_launch_bound(tmp_path):
+    r = run(tmp_path, launch_trace(kernel_us=9.5))
+    assert status(r, "launch-bound") == "fine"
+
+
+def outlier_trace(slow: bool) -> TraceBuilder:
+    def body(b, t):
+        b.kernel(TC_GEMM, t + 10, 100, launch_ts=t, launch_dur=5)
+        b.kernel(TC_GEMM, t + 310, 100, launch_ts=t + 5, launch_dur=300 if slow else 5)
+        for k in range(3):
+            b.kernel(TC_GEMM, t + 410 + 100 * k, 100, launch_ts=t + 305 + 5 * k, launch_dur=5)
+    return steps(body)
+
+
+def test_launch_outliers_fire(tmp_path):
+    r = run(tmp_path, outlier_trace(slow=True))
+    f = finding(r, "launch-outliers")
+    assert r.ranks[0].launch.kernel_runtime_outliers == 3  # one per analyzed step
+    # 295 µs beyond the 5 µs median launch, but the GPU idles only 210 µs during host calls:
+    # [t, t+10] (the first two launches) and [t+110, t+310] (the slow launch, then the third)
+    assert r.ranks[0].launch.runtime_excess_us_per_step == 295
+    assert r.ranks[0].idle_attribution.host_ops_us == 210
+    assert f.gain_pct == pytest.approx(21.0)
+
+
+def test_no_slow_launch_is_fine(tmp_path):
+    r = run(tmp_path, outlier_trace(slow=False))
+    assert status(r, "launch-outliers") == "fine"
+
+
+def queue_trace(kernels: int) -> TraceBuilder:
+    b = TraceBuilder(rank=0)
+    b.step(1, 0, 4000)
+    for k in range(kernels):  # launched 1 µs apart, executed from t=2000 on, 2 µs each
+        b.kernel(TC_GEMM, 2000 + 2 * k, 2, launch_ts=k, launch_dur=0.5)
+    return b
+
+
+def test_full_launch_queue_fires_with_no_gain(tmp_path):
+    r = run(tmp_path, queue_trace(1100))
+    f = finding(r, "full-launch-queue")
+    assert max(q.max for q in r.ranks[0].launch.queue) >= 1024
+    assert f.gain_ms_per_step == 0 and f.severity == "low"
+    assert r.ranks[0].launch.full_queue_pct > 5
+
+
+def test_short_queue_is_fine(tmp_path):
+    r = run(tmp_path, queue_trace(100))
+    assert status(r, "full-launch-queue") == "fine"
+
+
+# ---------------------------------------------------------------- C12, C13 compute
+def test_tensor_cores_unused_fires_on_fp32_gemms(tmp_path):
+    r = run(tmp_path, steps(lambda b, t: busy(b, t, name=FP32_GEMM)))
+    f = finding(r, "tensor-cores-unused")
+    assert r.ranks[0].tensor_cores.compute_major == 9 and r.ranks[0].tensor_cores.tensor_core_pct == 0
+    assert f.gain_pct == pytest.approx(99.0) and "torch.autocast" in f.fix
+
+
+def test_tensor_core_gemms_are_fine(tmp_path):
+    r = run(tmp_path, steps(lambda b, t: busy(b, t)))
+    assert r.ranks[0].tensor_cores.tensor_core_pct == 100
+    assert status(r, "tensor-cores-unused") == "fine"
+
+
+def test_tensor_cores_not_checked_without_device_properties(tmp_path):
+    r = run(tmp_path, steps(lambda b, t: busy(b, t, name=FP32_GEMM), gpu_name=None))
+    assert status(r, "tensor-cores-unused") == "not checked"
+
+
+def gemm_trace(dims: Optional[list]) -> TraceBuilder:
+    def body(b, t):
+        b.cpu_op("aten::linear", t + 2, 8, dims=dims, types=["c10::BFloat16"] * 3 if dims else None)
+        b.kernel(TC_GEMM, t + 10, 500, launch_ts=t + 3, launch_dur=5)
+        b.kernel(TC_GEMM, t + 510, 490, launch_ts=t + 20, launch_dur=5)
+    return steps(body)
+
+
+def test_misaligned_gemm_fires(tmp_path):
+    r = run(tmp_path, gemm_trace([[64, 1020], [1020, 1020], [1020]]))
+    f = finding(r, "misaligned-gemm")
+    assert f.gain_pct == pytest.approx(50.0)  # the linear's kernel, 500 µs
+    assert "1020" in " ".join(f.evidence)
+
+
+def test_aligned_gemm_is_fine_and_missing_shapes_not_checked(tmp_path):
+    r = run(tmp_path, gemm_trace([[64, 1024], [1024, 1024], [1024]]))
+    assert status(r, "misaligned-gemm") == "fine"
+    r = run(tmp_path / "no", gemm_trace(None))
+    assert status(r, "misaligned-gemm") == "not checked"
+
+
+# ---------------------------------------------------------------- C16, C17, C18, C19 distributed
+def comm_trace(comm_start: float, comm_us: float, compute_end: float = 500) -> Callable:
+    def body(b, t):
+        busy(b, t, end=compute_end)
+        b.kernel(NCCL_ALLREDUCE, t + comm_start, comm_us, launch_ts=t + 3, launch_dur=5, stream=20)
+    return body
+
+
+def test_exposed_communication_fires(tmp_path):
+    r = run(tmp_path, steps(comm_trace(500, 300)))
+    f = finding(r, "exposed-communication")
+    assert f.gain_pct == pytest.approx(30.0) and "unknown (one rank" in f.evidence[0]
+    assert status(r, "rank-straggler") == "not checked"
+
+
+def test_overlapped_communication_is_fine(tmp_path):
+    r = run(tmp_path, steps(comm_trace(100, 300)))
+    assert status(r, "exposed-communication") == "fine"
+
+
+def test_exposed_communication_not_checked_without_nccl(tmp_path):
+    r = run(tmp_path, steps(lambda b, t: busy(b, t)))
+    assert status(r, "exposed-communication") == "not checked"
+
+
+def test_straggler_fires_on_sync_wait(tmp_path):
+    fast = steps(comm_trace(300, 600, compute_end=300), rank=0, world_size=2)
+    slow = steps(comm_trace(800, 100, compute_end=800), rank=1, world_size=2)
+    r = run(tmp_path, fast, slow)
+    assert [x.comm.sync_wait_us_per_step for x in r.ranks] == [500, 0]
+    f = finding(r, "rank-straggler")
+    assert f.gain_pct == pytest.approx(50.0) and f.ranks == [1] and "Rank 1" in f.title
+    assert status(r, "exposed-communication") == "fine"  # 600 exposed - 500 waiting = 10 %, not > 10 %
+
+
+def test_balanced_ranks_are_fine(tmp_path):
+    r = run(tmp_path, *[steps(comm_trace(500, 100), rank=k, world_size=2) for k in (0, 1)])
+    assert status(r, "rank-straggler") == "fine"
+
+
+def test_data_parallel_fires_without_gain(tmp_path):
+    def body(b, t):
+        b.cpu_op("DataParallel.forward", t + 1, 400, cat="user_annotation")
+        busy(b, t)
+    r = run(tmp_path, steps(body))
+    f = finding(r, "data-parallel")
+    assert f.gain_ms_per_step == 0 and "DDP(" in f.fix
+    r2 = run(tmp_path / "x", steps(lambda b, t: busy(b, t)))
+    assert status(r2, "data-parallel") == "fine"
+
+
+def gloo_trace(backend: str, gpu: bool = True) -> TraceBuilder:
+    def body(b, t):
+        if gpu:
+            busy(b, t, end=500)
+        b.cpu_op("gloo:all_reduce", t + 500, 200)
+    return steps(body, backend=backend, world_size=2, gpu_name="NVIDIA H100" if gpu else None)
+
+
+def test_gloo_on_gpus_fires(tmp_path):
+    r = run(tmp_path, gloo_trace("gloo"))
+    f = finding(r, "non-nccl-backend")
+    assert f.gain_pct == pytest.approx(20.0) and 'backend="nccl"' in f.fix
+
+
+def test_nccl_is_fine_and_gloo_on_cpu_not_checked(tmp_path):
+    assert status(run(tmp_path, gloo_trace("nccl")), "non-nccl-backend") == "fine"
+    assert status(run(tmp_path / "cpu", gloo_trace("gloo", gpu=False)), "non-nccl-backend") == "not checked"
+
+
+# ---------------------------------------------------------------- C21, C22 optimizer
+def optimizer_trace(foreach: bool) -> TraceBuilder:
+    def body(b, t):
+        busy(b, t, end=500)
+        b.cpu_op("Optimizer.step#AdamW.step", t + 500, 400, cat="user_annotation")
+        if foreach:
+            b.cpu_op("aten::_foreach_add_", t + 501, 5)
+        for k in range(20):  # per-parameter ops: each launches a 3 µs kernel
+            b.cpu_op("aten::add_", t + 500 + 20 * k, 18)
+            b.kernel("void at::native::vectorized_elementwise_kernel<4>(int)", t + 510 + 20 * k, 3,
+                     launch_ts=t + 502 + 20 * k, launch_dur=5)
+    return steps(body)
+
+
+def test_unfused_optimizer_fires(tmp_path):
+    r = run(tmp_path, optimizer_trace(foreach=False))
+    o = r.ranks[0].optimizer
+    assert (o.step_calls, o.kernels_per_step, o.median_kernel_us, o.multi_tensor) == (3, 20, 3, False)
+    # the GPU idles in Optimizer.step [t+500, t+900] except its 20 x 3 µs kernels
+    assert r.ranks[0].idle_attribution.optimizer_us == 340
+    f = finding(r, "unfused-optimizer")
+    assert f.gain_pct == pytest.approx(34.0) and "fused=True" in f.fix
+
+
+def test_foreach_optimizer_is_fine(tmp_path):
+    r = run(tmp_path, optimizer_trace(foreach=True))
+    assert r.ranks[0].optimizer.multi_tensor and r.ranks[0].idle_attribution.optimizer_us == 0
+    assert status(r, "unfused-optimizer") == "fine"
+
+
+def test_optimizer_not_checked_on_cpu_only_traces(tmp_path):
+    r = run(tmp_path, steps(lambda b, t: b.cpu_op("Optimizer.step#AdamW.step", t, 400, cat="user_annotation"),
+                            gpu_name=None))
+    assert status(r, "unfused-optimizer") == "not checked"
+
+
+def zero_grad_trace(inside_zeros: bool, gpu: bool = True) -> TraceBuilder:
+    def body(b, t):
+        if gpu:
+            busy(b, t, end=500)
+        b.cpu_op("Optimizer.zero_grad#AdamW.zero_grad", t + 500, 200, cat="user_annotation")
+        if inside_zeros:
+            b.cpu_op("aten::zeros", t + 500, 200)
+        for k in range(10):
+            b.cpu_op("aten::zero_", t + 500 + 20 * k, 18)
+            if gpu:
+                b.kernel("void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>(int)",
+                         t + 510 + 20 * k, 5, launch_ts=t + 502 + 20 * k, launch_dur=5)
+    return steps(body, gpu_name="NVIDIA H100" if gpu else None)
+
+
+def test_zero_grad_zeros_fires(tmp_path):
+    r = run(tmp_path, zero_grad_trace(inside_zeros=False))
+    o = r.ranks[0].optimizer
+    assert (o.zero_ops_per_step, o.zero_grad_kernel_us_per_step) == (10, 50)
+    # GPU idle in zero_grad (200 - 50 µs) plus its kernels (50 µs)
+    f = finding(r, "zero-grad-zeros")
+    assert f.gain_pct == pytest.approx(20.0) and "set_to_none=True" in f.fix
+
+
+def test_zero_grad_on_cpu_uses_host_time(tmp_path):
+    r = run(tmp_path, zero_grad_trace(inside_zeros=False, gpu=False))
+    assert finding(r, "zero-grad-zeros").gain_pct == pytest.approx(20.0)
+
+
+def test_zero_under_zeros_is_fine(tmp_path):
+    r = run(tmp_path, zero_grad_trace(inside_zeros=True))
+    assert status(r, "zero-grad-zeros") == "fine"
+
+
+# ---------------------------------------------------------------- C24 step outliers
+def outlier_steps(durations: List[float]) -> TraceBuilder:
+    b = TraceBuilder(rank=0, gpu_name=None)
+    t = 0.0
+    for i, d in enumerate(durations):
+        b.step(i + 1, t, d)
+        b.cpu_op("aten::mm", t, d - 10)
+        t += d
+    return b
+
+
+def test_step_outlier_fires(tmp_path):
+    r = run(tmp_path, outlier_steps([1000] * 4 + [5000] + [1000] * 3))
+    f = finding(r, "step-time-outliers")
+    # steps 2-8 analyzed; step 5 is 4000 µs over the others: 571.4 µs per step of a 1571.4 µs mean
+    assert f.gain_ms_per_step == pytest.approx(4.0 / 7)
+    assert f.gain_pct == pytest.approx(100 * 4000 / 11000)
+    assert "step 5 took 5.00 ms" in f.evidence[0]
+
+
+def test_even_steps_are_fine_and_few_steps_not_checked(tmp_path):
+    assert status(run(tmp_path, outlier_steps([1000, 1010, 990, 1000, 1005, 995, 1000])), "step-time-outliers") == "fine"
+    assert status(run(tmp_path / "few", outlier_steps([1000, 1000, 5000, 1000])), "step-time-outliers") == "not checked"
+
+
+# ---------------------------------------------------------------- engine and configuration
+def test_findings_sorted_by_gain_and_every_rule_checked(tmp_path):
+    def body(b, t):
+        b.cpu_op(DL_WORKERS, t, 300, cat="user_annotation")
+        busy(b, t, start=300, name=FP32_GEMM)
+    r = run(tmp_path, steps(body))
+    gains = [f.gain_pct for f in r.findings]
+    assert gains == sorted(gains, reverse=True)
+    assert len(r.checks) == len(RULES)
+    assert {c.status for c in r.checks} <= {"fired", "fine", "not checked"}
+    assert {f.id for f in r.findings} == {c.id for c in r.checks if c.status == "fired"}
+
+
+def test_config_thresholds_and_disable(tmp_path):
+    b = dataloader_trace(DL_WORKERS, 30)  # 3 % DataLoader wait
+    cfg = AdviceConfig(dataloader_pct=2.0, disable=["gpu-gaps"])
+    r = run(tmp_path, b, config=cfg)
+    assert finding(r, "dataloader-bound").gain_pct == pytest.approx(3.0)
+    assert "> 2 % of the step" in finding(r, "dataloader-bound").threshold
+    assert status(r, "gpu-gaps") == "disabled"
