@@ -159,8 +159,10 @@ def test_slow_data_share_drops_with_workers(tmp_path):
         [path] = traces(out)
         shares[workers] = dataloader_share(load(path))
     print("dataloader shares", shares)
-    assert shares[0] > 0.25, shares
-    assert shares[2] < shares[0], shares
+    # On an idle 2-core machine the shares are about 0.43 and 0.11; other load on
+    # the machine slows the model and lowers both, so the bounds leave room.
+    assert shares[0] > 0.10, shares
+    assert shares[2] < 0.75 * shares[0], shares
 
 
 def test_repeat_writes_one_file_per_cycle(tmp_path):
