@@ -8,14 +8,32 @@ from typing import Optional
 import click
 
 from . import __version__
-from .errors import EXIT_ERROR, EXIT_OK, HtaReportError
+from .errors import EXIT_ERROR, EXIT_OK, HtaReportError, one_line
 
 EPILOG = """\b
 Exit codes:
   0  success
-  1  usage error, or input that cannot be analyzed (the message names the file)
+  1  usage error, or input that cannot be analyzed (the message names the file);
+     also when some traces are unreadable: the report covering the others is
+     written first and lists them
   2  a quality gate tripped (reserved for --fail-on)
 """
+
+
+class SizeType(click.ParamType):
+    """A byte size such as ``500MB`` or ``4GiB`` (see :func:`hta_report.validation.parse_size`)."""
+
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):  # noqa: D102 - click's protocol
+        if isinstance(value, int):
+            return value
+        from .validation import parse_size
+
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 @click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,24 +57,39 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--include-last-step/--drop-last-step", default=None,
               help="Keep or drop the last ProfilerStep. Default: drop it as HTA does "
                    "(its GPU work may be cut off), unless a rank has fewer than two steps.")
+@click.option("--max-trace-size", "max_trace_size", type=SizeType(), default="4GiB", show_default=True,
+              help="Refuse a trace whose decompressed size passes SIZE (e.g. 500MB, 4GiB), "
+                   "checked before it is loaded.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional[str], recursive: bool,
-            include_last_step: Optional[bool], quiet: bool) -> None:
+            include_last_step: Optional[bool], max_trace_size: int, quiet: bool) -> None:
     """Analyze TRACE_DIR (Kineto traces, one per rank, .json or .json.gz) and
     write a report.
+
+    A trace that cannot be read (truncated, not a Kineto trace, over
+    --max-trace-size...) is left out: the report covers the other ranks and
+    lists it, each unreadable file is named on stderr, and the exit code is 1.
+    When no trace can be read, no report is written. An existing report is
+    only ever replaced by a complete one.
 
     \b
     Example:
       hta-report analyze traces/ -o report.html --json result.json
     """
-    from .api import analyze as run_analysis, write_reports
+    from .api import analyze as run_analysis, partial_input_error, write_reports
     from .render.terminal import render as summary
 
-    result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step)
+    result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step,
+                          max_trace_bytes=max_trace_size)
     outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
     written = write_reports(result, outputs)
     if not quiet:
         click.echo(summary(result, [str(p) for p in written]))
+    partial = partial_input_error(result)
+    if partial is not None:
+        for bad in result.inventory.unreadable:
+            click.echo(f"hta-report: unreadable: {one_line(bad.path)}: {bad.reason}", err=True)
+        raise partial
 
 
 def _register_optional_commands() -> None:
@@ -89,7 +122,7 @@ def main(argv: Optional[list] = None) -> int:
     except HtaReportError as exc:
         if debug:
             traceback.print_exc()
-        click.echo(f"hta-report: error: {exc}", err=True)
+        click.echo(f"hta-report: {exc.label}: {exc}", err=True)
         return exc.exit_code
     except Exception as exc:  # an unexpected failure: one line, traceback with --debug
         if debug:
