@@ -17,10 +17,12 @@ from . import charts, view
 
 
 def _template_text(name: str) -> str:
-    try:
-        return resources.files("hta_report.templates").joinpath(name).read_text(encoding="utf-8")
-    except ModuleNotFoundError:  # running from a source checkout without installing
-        return (Path(__file__).resolve().parents[2] / "templates" / name).read_text(encoding="utf-8")
+    # In a source checkout (templates/ beside pyproject.toml) use its own templates,
+    # even when another checkout is installed in editable mode; else the packaged ones.
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "templates" / name).is_file():
+        return (root / "templates" / name).read_text(encoding="utf-8")
+    return resources.files("hta_report.templates").joinpath(name).read_text(encoding="utf-8")
 
 
 def environment() -> jinja2.Environment:
