@@ -136,7 +136,10 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
                 ranks.append(_analyze_rank(loaded, info))
             except TraceError as exc:
                 unreadable.append(UnreadableTrace(path=info.path, reason=exc.message))
+                failure = exc
         if not ranks:
+            if len(unreadable) == 1:
+                raise failure
             raise unreadable_error(unreadable)
         where = ranks[0].file if len(ranks) == 1 else trace_dir
         types_all = []
