@@ -44,10 +44,12 @@ GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 @contextlib.contextmanager
 def quiet_hta() -> Iterator[None]:
-    """Silence HTA's progress logging and pandas warnings raised inside HTA."""
+    """Silence HTA's logging and pandas warnings raised inside HTA. HTA logs
+    errors too (e.g. "No stream column found") for conditions that we turn into
+    exceptions or warnings of our own, so nothing below CRITICAL gets through."""
     hta_logger = logging.getLogger("hta")
     old_level = hta_logger.level
-    hta_logger.setLevel(logging.ERROR)
+    hta_logger.setLevel(logging.CRITICAL)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

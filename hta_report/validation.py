@@ -316,6 +316,8 @@ class EventReport:
     Attributes:
         total: events in ``traceEvents``.
         kept: events handed to HTA.
+        duration_events: kept events with a ``dur`` (the ones HTA analyzes).
+        with_args: of those, events with an ``args`` object.
         dropped: (singular, plural) reason -> events left out for it.
         ignored: (singular, plural) reason -> events where one field was
             removed (HTA then uses its default) but the event kept.
@@ -324,6 +326,7 @@ class EventReport:
     total: int = 0
     kept: int = 0
     duration_events: int = 0
+    with_args: int = 0
     dropped: Counter = field(default_factory=Counter)
     ignored: Counter = field(default_factory=Counter)
 
@@ -371,7 +374,9 @@ def _bad(name: str, what: str) -> Tuple[str, str]:
 
 
 _NO = {k: _missing(k) for k in ("ts", "dur", "name", "cat", "pid", "tid")}
-_BAD_TIME = {k: _bad(k, "a number within ±2**53") for k in ("ts", "dur")}
+_BAD_TIME = {k: _bad(k, "a number") for k in ("ts", "dur")}
+_HUGE_TIME = {k: (f"has a {k} beyond ±2**53 µs (nanoseconds written as µs?)",
+                  f"have a {k} beyond ±2**53 µs (nanoseconds written as µs?)") for k in ("ts", "dur")}
 _BAD_STR = {k: _bad(k, "a string") for k in ("name", "cat")}
 _BAD_ID = {k: _bad(k, "an integer or a string") for k in ("pid", "tid")}
 _NEGATIVE_DUR = ("has a negative dur", "have a negative dur")
@@ -381,6 +386,13 @@ _BAD_ARGS = ("has args that are not a JSON object", "have args that are not a JS
 def _is_time(v: Any) -> bool:
     # type() rather than isinstance: bool is an int subclass; NaN and ±inf fail the comparison.
     return (type(v) is int or type(v) is float) and -MAX_ABS_TIME_US <= v <= MAX_ABS_TIME_US
+
+
+def _time_problem(key: str, v: Any) -> Tuple[str, str]:
+    """The reason a ``ts``/``dur`` value that failed :func:`_is_time` is refused."""
+    if (type(v) is int or (type(v) is float and math.isfinite(v))) and abs(v) > MAX_ABS_TIME_US:
+        return _HUGE_TIME[key]
+    return _BAD_TIME[key]
 
 
 def _is_id(v: Any) -> bool:
@@ -454,7 +466,7 @@ def clean_events(events: List[Any], kinds: Optional[Dict[str, str]] = None) -> T
                 continue
             ts = e.get("ts")
             if ts is not None and not _is_time(ts):
-                dropped[_BAD_TIME["ts"]] += 1
+                dropped[_time_problem("ts", ts)] += 1
                 continue
             kept.append(e)
             continue
@@ -478,21 +490,27 @@ def clean_events(events: List[Any], kinds: Optional[Dict[str, str]] = None) -> T
                 e[key] = e[key].encode("utf-8", "backslashreplace").decode("utf-8")
                 ignored[(f"has a {key} with invalid Unicode (escaped)", f"have a {key} with invalid Unicode (escaped)")] += 1
         report.duration_events += 1
+        if type(e.get("args")) is dict:
+            report.with_args += 1
         kept.append(e)
+    if report.duration_events and not report.with_args:
+        # HTA makes its stream/correlation columns from args and fails without any;
+        # an empty one gives every event HTA's defaults (a CPU event, no correlation).
+        next(e for e in kept if e.get("dur") is not None)["args"] = {}
     report.kept = len(kept)
     return kept, report
 
 
 def _event_problem(e: Dict[str, Any], dur: Any) -> Optional[Tuple[str, str]]:
     if not _is_time(dur):
-        return _BAD_TIME["dur"]
+        return _time_problem("dur", dur)
     if dur < 0:
         return _NEGATIVE_DUR
     ts = e.get("ts")
     if ts is None:
         return _NO["ts"]
     if not _is_time(ts):
-        return _BAD_TIME["ts"]
+        return _time_problem("ts", ts)
     for key in ("name", "cat"):
         v = e.get(key)
         if v is None:
@@ -536,7 +554,7 @@ def describe_error(exc: BaseException) -> str:
 
 def exception_summary(exc: BaseException, limit: int = 200) -> str:
     """``Type: message`` of an exception in one line of at most about ``limit`` characters."""
-    text = one_line(str(exc)) or "no message"
+    text = one_line(str(exc)) or ("a consistency check failed" if isinstance(exc, AssertionError) else "no message")
     text = text if len(text) <= limit else text[: limit - 1] + "…"
     return f"{type(exc).__name__}: {text}"
 
