@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime as _dt
 import json
 import os
@@ -17,7 +18,7 @@ from ..loading import LoadedTraces, load_traces, quiet_hta, unreadable_error
 from ..model import Aggregate, AnalysisResult, Inventory, RankResult, TraceFileInfo, UnreadableTrace
 from ..validation import DEFAULT_MAX_TRACE_BYTES, exception_summary
 from .cpu_side import cpu_side
-from .events import RankEvents
+from .events import COMMUNICATION, RankEvents
 from .gpu_time import idle_breakdown, kernel_type_shares, temporal_breakdown, top_kernels
 from .launch import launch_summary
 from .steps import step_stats
@@ -112,7 +113,9 @@ def _analyze_rank(loaded: LoadedTraces, info: TraceFileInfo) -> RankResult:
     with analysis_step("memcpy summary", path):
         rr.memcpy = memcpy_summary(ev)
     with analysis_step("communication overlap (HTA)", path):
-        rr.comm = comm_summary(ev, comm_overlap(one).get(r, 0.0))
+        # comm_summary ignores the overlap of a rank without communication kernels: skip HTA's call
+        has_comm = bool(ev.gpu["kernel_type"].eq(COMMUNICATION).any())
+        rr.comm = comm_summary(ev, comm_overlap(one).get(r, 0.0) if has_comm else 0.0)
     with analysis_step("launch statistics (HTA)", path):
         rr.launch = launch_summary(one, r)
     return rr
@@ -143,10 +146,12 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
             raise unreadable_error(unreadable)
         where = ranks[0].file if len(ranks) == 1 else trace_dir
         types_all = []
-        gpu_ranks = [r.rank for r in ranks if r.has_gpu]
-        if gpu_ranks:
+        gpu = [r for r in ranks if r.has_gpu]
+        if len(gpu) == 1:  # the same HTA computation as the rank's own
+            types_all = copy.deepcopy(gpu[0].kernel_types)
+        elif gpu:
             with analysis_step("kernel breakdown of all ranks (HTA)", where):
-                types_all = kernel_type_shares(loaded.analysis_for(gpu_ranks))
+                types_all = kernel_type_shares(loaded.analysis_for([r.rank for r in gpu]))
 
     analyzed = {r.rank for r in ranks}
     result = AnalysisResult(
