@@ -79,7 +79,7 @@ def main(argv=None) -> int:
             if outcome == "converted":
                 _save(args.save, "converted", files)
             if outcome == "converted":
-                message = str(exc) if exc is not None else "a rank listed as unreadable"
+                message = str(exc)
                 match = re.search(r"\b(\w+(?:Error|Exception|Warning))\b", message)
                 converted[match.group(1) if match else message[:80]] += 1
 

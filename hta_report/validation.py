@@ -128,24 +128,22 @@ def check_file(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> FileHead
             truncated gzip, not UTF-8, not a JSON object, an execution trace.
     """
     try:
-        compressed = path.stat().st_size
+        on_disk = path.stat().st_size
         with open(path, "rb") as fh:
-            magic = fh.read(2)
+            head = fh.read(HEAD_BYTES)
         gz = is_gzip_name(path)
-        if gz and magic != _GZIP_MAGIC and compressed:
+        if gz and head and head[:2] != _GZIP_MAGIC:
             raise TraceError("not gzip data although the name ends in .gz (if it is plain JSON, rename it to .json)",
                              path)
-        if not gz and magic == _GZIP_MAGIC:
+        if not gz and head[:2] == _GZIP_MAGIC:
             raise TraceError("gzip data in a file whose name does not end in .gz (rename it to .json.gz)", path)
         if not gz:
-            if compressed > max_bytes:
-                raise TraceError(f"is {format_size(compressed)}, over the --max-trace-size cap of "
+            if on_disk > max_bytes:
+                raise TraceError(f"is {format_size(on_disk)}, over the --max-trace-size cap of "
                                  f"{format_size(max_bytes)} (raise the cap to analyze it)", path)
-            with open(path, "rb") as fh:
-                head = fh.read(HEAD_BYTES)
-            size: Optional[int] = compressed
+            size: Optional[int] = on_disk
         else:
-            head, size = _gzip_head_and_size(path, compressed, max_bytes)
+            head, size = _gzip_head_and_size(path, on_disk, max_bytes)
     except TraceError:
         raise
     except (OSError, EOFError, zlib.error) as exc:
@@ -155,12 +153,19 @@ def check_file(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> FileHead
 
 
 def _gzip_head_and_size(path: Path, compressed: int, max_bytes: int) -> Tuple[bytes, Optional[int]]:
+    """The first :data:`HEAD_BYTES` of decompressed text and the decompressed size
+    (None when not counted: the file cannot expand past ``max_bytes``).
+
+    Raises:
+        TraceError: the count passed ``max_bytes``.
+        EOFError, gzip.BadGzipFile, zlib.error, OSError: truncated or corrupt.
+    """
     count_all = compressed * MAX_DEFLATE_RATIO > max_bytes
     head = b""
     total = 0
     with gzip.open(path, "rb") as fh:
         while True:
-            chunk = fh.read(_CHUNK if count_all or len(head) < HEAD_BYTES else 0)
+            chunk = fh.read(_CHUNK)  # at most 1 MiB of output, whatever the compression ratio
             if not chunk:
                 break
             if len(head) < HEAD_BYTES:
@@ -185,14 +190,17 @@ def sniff(head: bytes, path: Path, complete: bool = False) -> None:
     Raises:
         TraceError: empty, not UTF-8, not a JSON object, an execution trace.
     """
-    if not head.strip():
-        raise TraceError("is empty (no JSON at all; was the job killed before the trace was written?)"
-                         if not head else "holds only whitespace, no JSON", path)
+    if not head:
+        raise TraceError("is empty (no JSON at all; was the job killed before the trace was written?)", path)
+    if complete and not head.strip():
+        raise TraceError("holds only whitespace, no JSON", path)
     try:
         text = codecs.getincrementaldecoder("utf-8")().decode(head, final=complete)
     except UnicodeDecodeError as exc:
         raise TraceError(describe_error(exc), path) from exc
     text = text.lstrip("\ufeff \t\r\n")
+    if not text:  # 64 KiB of whitespace and more to come: the full parse will tell
+        return
     first = text[:1]
     if first == "[":
         raise TraceError(_not_an_object("list"), path)

@@ -217,11 +217,12 @@ def run_case(files: Dict[str, bytes], html: bool = False,
     Returns:
         ``("ok", None)``, ``("error", exc)`` for an HtaReportError raised by
         our checks, ``("converted", exc)`` for one converted from an unexpected
-        exception (HTA's or ours) by the catch-all in loading or analysis.
+        exception (HTA's or ours) by the catch-all in loading or analysis
+        (also when that rank was only listed as unreadable beside good ones).
         Any other exception propagates.
     """
     from hta_report.analysis import analyze as default_analyze
-    from hta_report.errors import HtaReportError
+    from hta_report.errors import HtaReportError, TraceError
     from hta_report.render import render
 
     analyze = analyze or default_analyze
@@ -238,7 +239,7 @@ def run_case(files: Dict[str, bytes], html: bool = False,
         if html:
             render(result, "html")
         converted = [u for u in result.inventory.unreadable if is_converted_reason(u.reason)]
-        return ("converted", None) if converted else ("ok", None)
+        return ("converted", TraceError(converted[0].reason, converted[0].path)) if converted else ("ok", None)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

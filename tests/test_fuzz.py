@@ -6,8 +6,8 @@ bytes, on plain or gzipped JSON). Every case is analyzed and rendered as
 markdown and JSON; any exception other than an HtaReportError fails the test
 with hypothesis's shrunk example.
 
-The cases run in two forked worker processes (CI has 2 cores), each with
-fixed seeds, so the run is reproducible. ``HTA_REPORT_FUZZ_CASES`` sets the
+The cases run in forked worker processes (two, or up to four where there are
+more cores), each with fixed seeds, so the run is reproducible. ``HTA_REPORT_FUZZ_CASES`` sets the
 number of cases (default 2,000: 40 % structural, which cost about 0.1 s of CPU
 each as most of them load and go through every HTA analysis, and 60 % on
 bytes, about 0.03 s each); ``bench/fuzz.py`` runs longer campaigns.
@@ -27,7 +27,7 @@ import fuzzing
 
 TOTAL = int(os.environ.get("HTA_REPORT_FUZZ_CASES", "2000"))
 CASES = {"structural": TOTAL * 2 // 5, "bytes": TOTAL - TOTAL * 2 // 5}
-WORKERS = 2
+WORKERS = max(2, min(4, len(os.sched_getaffinity(0))))
 
 
 def _campaign(job):
