@@ -31,7 +31,7 @@ WORKERS = max(2, min(4, len(os.sched_getaffinity(0))))
 
 
 def _campaign(job):
-    """One worker's share: ``(kind, cases, seed)`` -> (outcome counts, failure or None)."""
+    """One worker's share: ``(kind, cases, seed)`` -> (outcome counts, failure or None, CPU seconds)."""
     kind, n, rng_seed = job
     strategy = {"structural": fuzzing.structural_case(), "bytes": fuzzing.byte_case()}[kind]
     counts = collections.Counter()
@@ -44,11 +44,12 @@ def _campaign(job):
         outcome, _ = fuzzing.run_case(files)  # anything but our own errors propagates
         counts[outcome] += 1
 
+    cpu = time.process_time()
     try:
         one()
     except BaseException:  # hypothesis re-raises the shrunk failure with the falsifying example
-        return dict(counts), traceback.format_exc()
-    return dict(counts), None
+        return dict(counts), traceback.format_exc(), time.process_time() - cpu
+    return dict(counts), None, time.process_time() - cpu
 
 
 def _run(kind):
@@ -59,10 +60,12 @@ def _run(kind):
         results = pool.map(_campaign, jobs, chunksize=1)
     elapsed = time.perf_counter() - start
     counts = collections.Counter()
-    for c, _ in results:
+    for c, _, _ in results:
         counts.update(c)
-    failures = [f for _, f in results if f]
-    print(f"\nfuzz {kind}: {sum(counts.values())} cases in {elapsed:.1f} s: {dict(counts)}")
+    failures = [f for _, f, _ in results if f]
+    cpu = sum(t for _, _, t in results)
+    print(f"\nfuzz {kind}: {sum(counts.values())} cases in {elapsed:.1f} s ({WORKERS} workers, "
+          f"{cpu:.1f} s of CPU): {dict(counts)}")
     return counts, failures
 
 
