@@ -7,7 +7,7 @@ markdown and JSON; any exception other than an HtaReportError fails the test
 with hypothesis's shrunk example.
 
 The cases run in forked worker processes (two, or up to four where there are
-more cores), each with fixed seeds, so the run is reproducible. ``HTA_REPORT_FUZZ_CASES`` sets the
+more cores), each with a fixed seed. ``HTA_REPORT_FUZZ_CASES`` sets the
 number of cases (default 2,000: 40 % structural, which cost about 0.1 s of CPU
 each as most of them load and go through every HTA analysis, and 60 % on
 bytes, about 0.03 s each); ``bench/fuzz.py`` runs longer campaigns.
