@@ -6,18 +6,22 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from .analysis import analyze
+from .errors import PartialInputError
 from .model import AnalysisResult
-from .output import write_atomic
+from .output import write_all_atomic
 from .render import format_for_path, render, render_comparison
 
-__all__ = ["analyze", "write_reports", "load_result", "compare_paths", "write_comparison", "rule_catalogue"]
+__all__ = ["analyze", "write_reports", "load_result", "compare_paths", "write_comparison", "rule_catalogue",
+           "partial_input_error"]
 
 
 def write_reports(result: AnalysisResult, outputs: Sequence[Tuple[os.PathLike | str, Optional[str]]]) -> List[Path]:
     """Render ``result`` once per ``(path, format)`` and write each atomically.
 
-    Every report is rendered before any file is written, so a rendering error
-    leaves existing files untouched.
+    Every report is rendered before any file is written, and all are written
+    to temporary files before any is renamed into place, so a rendering or
+    writing error leaves every existing file byte-identical (and no
+    temporary file behind).
 
     Args:
         result: the analysis.
@@ -31,7 +35,17 @@ def write_reports(result: AnalysisResult, outputs: Sequence[Tuple[os.PathLike | 
         hta_report.errors.OutputError: a directory is missing or not writable.
     """
     rendered = [(Path(p), render(result, format_for_path(str(p), f))) for p, f in outputs]
-    return [write_atomic(p, text) for p, text in rendered]
+    return write_all_atomic(rendered)
+
+
+def partial_input_error(result: AnalysisResult) -> Optional[PartialInputError]:
+    """The error to report after writing ``result`` when some traces were
+    unreadable (``N of M traces unreadable; the report covers the rest``), else None."""
+    bad = result.inventory.unreadable
+    if not bad:
+        return None
+    total = len(bad) + len(result.inventory.files)
+    return PartialInputError(f"{len(bad)} of {total} traces unreadable; the report covers the rest")
 
 
 def load_result(path: os.PathLike | str) -> AnalysisResult:
@@ -67,7 +81,7 @@ def write_comparison(comparison, outputs: Sequence[Tuple[os.PathLike | str, Opti
     """Render a comparison once per ``(path, format)`` and write each atomically
     (all rendered before any is written)."""
     rendered = [(Path(p), render_comparison(comparison, format_for_path(str(p), f))) for p, f in outputs]
-    return [write_atomic(p, text) for p, text in rendered]
+    return write_all_atomic(rendered)
 
 
 def rule_catalogue(config_path: Optional[os.PathLike | str] = None) -> List[dict]:

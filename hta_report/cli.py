@@ -9,13 +9,15 @@ from typing import Optional
 import click
 
 from . import __version__
-from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError
+from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError, one_line
 from .gates import metrics_help, parse_gate, tripped
 
 EPILOG = """\b
 Exit codes:
   0  success
-  1  usage error, or input that cannot be analyzed (the message names the file)
+  1  usage error, or input that cannot be analyzed (the message names the file);
+     also when some traces are unreadable: the report covering the others is
+     written first and lists them (this wins over a tripped gate)
   2  a quality gate (--fail-on) tripped; the report is written first
 """
 
@@ -23,12 +25,33 @@ ANALYZE_EPILOG = EPILOG + "\n\b\n--fail-on metrics:\n" + metrics_help(comparison
 COMPARE_EPILOG = EPILOG + "\n\b\n--fail-on metrics (result metrics are of NEW):\n" + metrics_help(comparison=True) + "\n"
 
 
-def _check_gates(gates, result=None, comparison=None, quiet=False) -> None:
+def _report_gates(gates, result=None, comparison=None) -> list:
+    """Print each tripped gate on stderr; return them."""
     hits = tripped(gates, result=result, comparison=comparison)
-    if hits:
-        for h in hits:
-            click.echo(f"hta-report: gate tripped: {h}", err=True)
+    for h in hits:
+        click.echo(f"hta-report: gate tripped: {h}", err=True)
+    return hits
+
+
+def _check_gates(gates, result=None, comparison=None) -> None:
+    if _report_gates(gates, result=result, comparison=comparison):
         raise click.exceptions.Exit(EXIT_GATE)
+
+
+class SizeType(click.ParamType):
+    """A byte size such as ``500MB`` or ``4GiB`` (see :func:`hta_report.validation.parse_size`)."""
+
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):  # noqa: D102 - click's protocol
+        if isinstance(value, int):
+            return value
+        from .validation import parse_size
+
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 @click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
@@ -54,30 +77,48 @@ def cli(ctx: click.Context, debug: bool) -> None:
                    "(its GPU work may be cut off), unless a rank has fewer than two steps.")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="EXPR",
               help="Exit 2 when EXPR holds, e.g. 'idle_pct>30' or 'severity>=high' (repeatable; metrics below).")
+@click.option("--max-trace-size", "max_trace_size", type=SizeType(), default="4GiB", show_default=True,
+              help="Refuse a trace whose decompressed size passes SIZE (e.g. 500MB, 4GiB), "
+                   "checked before it is loaded.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @click.option("--config", "config_path", default=None, metavar="FILE.toml",
               help="Rule thresholds and disabled rules [default: [tool.hta-report] in ./pyproject.toml].")
 def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional[str], recursive: bool,
-            include_last_step: Optional[bool], fail_on: tuple, quiet: bool, config_path: Optional[str]) -> None:
+            include_last_step: Optional[bool], fail_on: tuple, max_trace_size: int, quiet: bool,
+            config_path: Optional[str]) -> None:
     """Analyze TRACE_DIR (Kineto traces, one per rank, .json or .json.gz) and
     write a report.
+
+    A trace that cannot be read (truncated, not a Kineto trace, over
+    --max-trace-size...) is left out: the report covers the other ranks and
+    lists it, each unreadable file is named on stderr, and the exit code is 1.
+    When no trace can be read, no report is written. An existing report is
+    only ever replaced by a complete one.
 
     \b
     Example:
       hta-report analyze traces/ -o report.html --json result.json
     """
-    from .api import analyze as run_analysis, write_reports
+    from .api import analyze as run_analysis, partial_input_error, write_reports
     from .render.terminal import render as summary
     from .rules import load_config
 
     gates = [parse_gate(g) for g in fail_on]
     config = load_config(config_path)
-    result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step, config=config)
+    result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step,
+                          max_trace_bytes=max_trace_size, config=config)
     outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
     written = write_reports(result, outputs)
     if not quiet:
         click.echo(summary(result, [str(p) for p in written]))
-    _check_gates(gates, result=result)
+    hits = _report_gates(gates, result=result)
+    partial = partial_input_error(result)
+    if partial is not None:  # incomplete input wins over a tripped gate
+        for bad in result.inventory.unreadable:
+            click.echo(f"hta-report: unreadable: {one_line(bad.path)}: {bad.reason}", err=True)
+        raise partial
+    if hits:
+        raise click.exceptions.Exit(EXIT_GATE)
 
 
 @cli.command(epilog=COMPARE_EPILOG)
@@ -162,7 +203,7 @@ def main(argv: Optional[list] = None) -> int:
     except HtaReportError as exc:
         if debug:
             traceback.print_exc()
-        click.echo(f"hta-report: error: {exc}", err=True)
+        click.echo(f"hta-report: {exc.label}: {exc}", err=True)
         return exc.exit_code
     except Exception as exc:  # an unexpected failure: one line, traceback with --debug
         if debug:

@@ -5,11 +5,14 @@ Exit codes (also in ``hta-report --help`` and the README):
 * ``0`` (:data:`EXIT_OK`): success.
 * ``1`` (:data:`EXIT_ERROR`): a usage error, or input that cannot be analyzed
   (missing directory, no trace files, an unreadable or invalid trace, an output
-  path that cannot be written).
+  path that cannot be written). Also when some traces of a directory are
+  unreadable: the report covering the others is written first
+  (:class:`PartialInputError`).
 * ``2`` (:data:`EXIT_GATE`): reserved for quality gates (``--fail-on``).
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Optional, Union
 
@@ -17,24 +20,35 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_GATE = 2
 
+_LINE_BREAKS = re.compile(r"[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]+")
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks turned into `` / `` so that an error stays one
+    line even when it quotes a trace string or a file name holding newlines."""
+    return _LINE_BREAKS.sub(" / ", str(text))
+
 
 class HtaReportError(Exception):
     """Base class of every error hta-report raises on purpose.
 
-    The CLI prints ``str(error)`` as one line (no traceback unless ``--debug``)
-    and exits with :attr:`exit_code`.
+    The CLI prints ``hta-report: <label>: <str(error)>`` as one line (no
+    traceback unless ``--debug``) and exits with :attr:`exit_code`.
 
     Args:
-        message: what is wrong, in one line.
+        message: what is wrong; line breaks are replaced (see :func:`one_line`).
         path: the file or directory concerned; prefixed to the message.
     """
 
     exit_code = EXIT_ERROR
+    #: The word the CLI prints before the message.
+    label = "error"
 
     def __init__(self, message: str, path: Optional[Union[str, Path]] = None) -> None:
-        self.message = message
+        self.message = one_line(message)
         self.path = str(path) if path is not None else None
-        super().__init__(f"{self.path}: {message}" if self.path else message)
+        shown = one_line(self.path) if self.path else None
+        super().__init__(f"{shown}: {self.message}" if shown else self.message)
 
 
 class InputError(HtaReportError):
@@ -42,8 +56,25 @@ class InputError(HtaReportError):
     two files claiming one rank."""
 
 
+class PartialInputError(InputError):
+    """Some traces of a directory are unreadable; the report covers the others
+    (it is written before this error is raised)."""
+
+    label = "input error"
+
+
 class TraceError(HtaReportError):
-    """One trace file cannot be read or is not a Kineto trace."""
+    """One trace file cannot be read, is not a Kineto trace, or its analysis
+    failed.
+
+    Attributes:
+        step: for a failure inside the analysis of a loadable trace, the step
+            that failed (e.g. ``"idle time breakdown (HTA)"``); None otherwise.
+    """
+
+    def __init__(self, message: str, path: Optional[Union[str, Path]] = None, step: Optional[str] = None) -> None:
+        super().__init__(message, path)
+        self.step = step
 
 
 class OutputError(HtaReportError):

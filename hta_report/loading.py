@@ -4,8 +4,15 @@ Everything else (analyses, reports) receives a :class:`LoadedTraces`; a faster
 loader can replace this module's internals without touching them.
 
 Loading goes through HTA's own parser (``hta.common.trace.Trace``), one file at
-a time so that an unreadable file is named in the error, then assigns every
-file its real rank before HTA aligns the ranks in time and filters events.
+a time so that an unreadable file is named, then assigns every file its real
+rank before HTA aligns the ranks in time and filters events.
+
+Bad input is checked by :mod:`hta_report.validation`: before parsing (size
+cap, the first 64 KiB of text) and on the parsed document, which this module
+reads itself and hands to HTA (in place of HTA's ``parse_trace_dict``), so the
+JSON is parsed once. A file that cannot be read is listed in
+:attr:`LoadedTraces.unreadable` and the others are loaded; only when none can
+be read is it an error.
 """
 from __future__ import annotations
 
@@ -16,16 +23,20 @@ import json
 import logging
 import os
 import warnings
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pandas as pd
 
+from . import validation
 from .discovery import find_trace_files, rank_from_file_name
 from .errors import InputError, TraceError
-from .model import TraceFileInfo
+from .model import TraceFileInfo, UnreadableTrace
+from .validation import DEFAULT_MAX_TRACE_BYTES
+
+#: Ranks at or above this (from distributedInfo or a file name) are not believed.
+MAX_RANK = 2 ** 31
 
 #: Event categories that are GPU activity in HTA's dataframes.
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -33,10 +44,12 @@ GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 @contextlib.contextmanager
 def quiet_hta() -> Iterator[None]:
-    """Silence HTA's progress logging and pandas warnings raised inside HTA."""
+    """Silence HTA's logging and pandas warnings raised inside HTA. HTA logs
+    errors too (e.g. "No stream column found") for conditions that we turn into
+    exceptions or warnings of our own, so nothing below CRITICAL gets through."""
     hta_logger = logging.getLogger("hta")
     old_level = hta_logger.level
-    hta_logger.setLevel(logging.ERROR)
+    hta_logger.setLevel(logging.CRITICAL)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -56,7 +69,9 @@ class LoadedTraces:
             ``deviceProperties``, ``schemaVersion``...).
         last_step_included: whether the last ``ProfilerStep`` was kept (HTA drops
             it by default because its GPU work may be cut off).
-        warnings: things the user should know (e.g. ranks assigned by order).
+        warnings: things the user should know (e.g. ranks assigned by order,
+            events left out).
+        unreadable: trace files found but left out, with the reason.
     """
 
     analysis: object
@@ -64,6 +79,7 @@ class LoadedTraces:
     meta: Dict[int, dict]
     last_step_included: bool
     warnings: List[str] = field(default_factory=list)
+    unreadable: List[UnreadableTrace] = field(default_factory=list)
 
     @property
     def ranks(self) -> List[int]:
@@ -99,18 +115,6 @@ class LoadedTraces:
         return self.trace.symbol_table.get_sym_table()
 
 
-def _describe_parse_error(exc: BaseException) -> str:
-    if isinstance(exc, json.JSONDecodeError):
-        return f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); the file may be truncated"
-    if isinstance(exc, (EOFError, gzip.BadGzipFile, zlib.error)):
-        return "truncated or corrupt gzip data"
-    if isinstance(exc, UnicodeDecodeError):
-        return "not UTF-8 text"
-    if isinstance(exc, MemoryError):
-        return "too large to load into memory"
-    return f"HTA could not parse it as a Kineto trace ({type(exc).__name__}: {exc})"
-
-
 def _assign_ranks(paths: List[Path], metas: List[dict]) -> (List[int], List[str], List[str]):
     """Rank of each file: ``distributedInfo.rank``, else the file name, else
     the lowest unused rank in path order (with a warning).
@@ -123,11 +127,12 @@ def _assign_ranks(paths: List[Path], metas: List[dict]) -> (List[int], List[str]
     for path, meta in zip(paths, metas):
         info = meta.get("distributedInfo") if isinstance(meta, dict) else None
         rank = info.get("rank") if isinstance(info, dict) else None
-        if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
+        if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < MAX_RANK:
             ranks.append(rank)
             sources.append("distributedInfo")
             continue
         rank = rank_from_file_name(path)
+        rank = rank if rank is not None and rank < MAX_RANK else None
         ranks.append(rank)
         sources.append("file name" if rank is not None else "sequential")
 
@@ -156,12 +161,84 @@ def _assign_ranks(paths: List[Path], metas: List[dict]) -> (List[int], List[str]
     return ranks, sources, warns  # type: ignore[return-value]
 
 
+class _Reader:
+    """Reads one trace for HTA, in place of ``hta.common.trace_parser.parse_trace_dict``:
+    UTF-8 text, parsed once, checked (:func:`validation.check_document`) and
+    cleaned (:func:`validation.clean_events`); what was left out is kept in
+    :attr:`reports` per file."""
+
+    def __init__(self, originals: Dict[str, Path], kinds: Dict[str, str]) -> None:
+        self.originals = originals
+        self.kinds = kinds
+        self.reports: Dict[Path, validation.EventReport] = {}
+
+    def __call__(self, trace_file_path: str) -> Dict[str, Any]:
+        path = self.originals.get(trace_file_path, Path(trace_file_path))
+        try:
+            if validation.is_gzip_name(path):
+                with gzip.open(path, "rb") as fh:
+                    raw = fh.read()
+            else:
+                raw = path.read_bytes()
+            text = validation.decode_text(raw, path)
+            del raw
+            doc = json.loads(text)
+        except TraceError:
+            raise
+        except Exception as exc:  # OSError, gzip, JSON, RecursionError, MemoryError
+            raise TraceError(validation.describe_error(exc), path) from exc
+        del text
+        events = validation.check_document(doc, path)
+        kept, report = validation.clean_events(events, self.kinds)
+        if not report.duration_events:
+            raise TraceError(report.empty_reason(), path)
+        doc["traceEvents"] = kept
+        self.reports[path] = report
+        return doc
+
+
+@contextlib.contextmanager
+def _hta_reads_with(reader: Callable[[str], Dict[str, Any]]) -> Iterator[None]:
+    """Make HTA's JSON parser get each trace's document from ``reader``."""
+    from hta.common import trace_parser
+
+    saved = trace_parser.parse_trace_dict
+    trace_parser.parse_trace_dict = reader
+    try:
+        yield
+    finally:
+        trace_parser.parse_trace_dict = saved
+
+
+def _parser_config():
+    from hta.configs.parser_config import ParserBackend, ParserConfig
+
+    cfg = ParserConfig.get_default_cfg()
+    cfg.set_parser_backend(ParserBackend.JSON)  # the backend that reads through parse_trace_dict
+    return cfg
+
+
+def unreadable_error(unreadable: List[UnreadableTrace]) -> TraceError:
+    """The error when no trace can be read: the one file's own reason, or the
+    first three files with theirs."""
+    if len(unreadable) == 1:
+        return TraceError(unreadable[0].reason, unreadable[0].path)
+    listed = "; ".join(f"{u.path}: {u.reason}" for u in unreadable[:3])
+    more = f"; and {len(unreadable) - 3} more" if len(unreadable) > 3 else ""
+    return TraceError(f"all {len(unreadable)} traces are unreadable: {listed}{more}")
+
+
 def load_traces(
     trace_dir: os.PathLike | str,
     recursive: bool = False,
     include_last_step: Optional[bool] = None,
+    max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
 ) -> LoadedTraces:
     """Find and parse every trace in ``trace_dir`` with HTA.
+
+    A file that cannot be read (see :mod:`hta_report.validation`) is left out
+    and listed in :attr:`LoadedTraces.unreadable`; events HTA cannot analyze
+    (no ``ts``, negative ``dur``...) are left out with a warning.
 
     Args:
         trace_dir: directory of Kineto traces (``.json`` or ``.json.gz``), one per rank.
@@ -169,68 +246,112 @@ def load_traces(
         include_last_step: keep the last ``ProfilerStep`` (HTA drops it by
             default). ``None`` (auto) follows HTA's default unless some rank has
             fewer than two steps, where dropping one would leave nothing.
+        max_trace_bytes: refuse a trace whose decompressed size passes this
+            many bytes (checked before it is loaded).
 
     Returns:
         A :class:`LoadedTraces` whose HTA ``TraceAnalysis`` is keyed by real ranks.
 
     Raises:
         InputError: missing/empty directory, duplicate ranks.
-        TraceError: a file cannot be parsed or has no trace events (names the file).
+        TraceError: no file can be read (names the file, or each of them), or
+            HTA fails aligning the ranks.
     """
     from hta.common.trace import Trace
     from hta.trace_analysis import TraceAnalysis
 
     trace_dir = Path(trace_dir)
     paths = find_trace_files(trace_dir, recursive)
-    with quiet_hta():
-        trace = Trace(trace_files={i: str(p.resolve()) for i, p in enumerate(paths)},
-                      trace_dir=str(trace_dir))
-        for key, path in enumerate(paths):
-            try:
-                trace.parse_single_rank(key)
-            except Exception as exc:  # HTA raises many types; we name the file.
-                raise TraceError(_describe_parse_error(exc), path) from exc
-            if key not in trace.traces:
-                raise TraceError("holds no trace events (only metadata)", path)
+    unreadable: List[UnreadableTrace] = []
+    candidates: List[Path] = []
+    for path in paths:
+        try:
+            if not path.name.endswith((".json", ".gz")):
+                raise TraceError("HTA reads only names ending in .json or .json.gz in lower case; rename it", path)
+            validation.check_file(path, max_trace_bytes)
+        except TraceError as exc:
+            unreadable.append(UnreadableTrace(path=str(path), reason=exc.message))
+            continue
+        candidates.append(path)
+    if not candidates:
+        raise unreadable_error(unreadable)
 
-        metas = [trace.meta_data.get(key, {}) for key in range(len(paths))]
+    with quiet_hta():
+        originals = {str(p.resolve()): p for p in candidates}
+        cfg = _parser_config()
+        try:
+            trace = Trace(trace_files={i: str(p.resolve()) for i, p in enumerate(candidates)},
+                          trace_dir=str(trace_dir), parser_config=cfg)
+        except Exception as exc:  # a file vanished or became unreadable since it was checked
+            raise TraceError(f"HTA cannot open the traces ({validation.exception_summary(exc)})", trace_dir) from exc
+        reader = _Reader(originals, validation.arg_kinds(cfg.get_args()))
+        good: List[Tuple[int, Path]] = []
+        with _hta_reads_with(reader):
+            for key, path in enumerate(candidates):
+                try:
+                    trace.parse_single_rank(key)
+                    if key not in trace.traces:
+                        raise TraceError("holds no trace events HTA can analyze", path)
+                except Exception as exc:  # HTA raises many types; we name the file.
+                    trace.traces.pop(key, None)
+                    trace.meta_data.pop(key, None)
+                    reason = exc.message if isinstance(exc, TraceError) else validation.describe_error(exc)
+                    unreadable.append(UnreadableTrace(path=str(path), reason=reason))
+                    continue
+                good.append((key, path))
+        if not good:
+            raise unreadable_error(unreadable)
+
+        keys = [k for k, _ in good]
+        paths = [p for _, p in good]
+        metas = [trace.meta_data.get(k, {}) for k in keys]
         ranks, sources, warns = _assign_ranks(paths, metas)
+        for path in paths:
+            note = reader.reports[path].warning() if path in reader.reports else None
+            if note:
+                warns.append(f"{path}: {note}")
 
         # Re-key HTA's per-rank dicts by real rank before alignment and filtering.
-        trace.traces = {ranks[k]: trace.traces[k] for k in range(len(paths))}
-        trace.meta_data = {ranks[k]: metas[k] for k in range(len(paths))}
-        trace.trace_files = {ranks[k]: str(paths[k].resolve()) for k in range(len(paths))}
+        trace.traces = {ranks[i]: trace.traces[k] for i, k in enumerate(keys)}
+        trace.meta_data = {ranks[i]: metas[i] for i in range(len(keys))}
+        trace.trace_files = {ranks[i]: str(paths[i].resolve()) for i in range(len(keys))}
         trace.is_parsed = True
 
-        if include_last_step is None:
-            step_ids = set(trace.symbol_table.get_profiler_step_ids())
-            fewest = min(
-                int(df["name"].isin(step_ids).sum()) for df in trace.traces.values()
-            )
-            include_last_step = fewest < 2
-        trace.align_and_filter_trace(include_last_step)
-        for rank, df in trace.traces.items():  # as Trace.load_traces does
-            if not df.empty:
-                df = df.set_index("index", drop=False)
-                df.index.names = [None]
-                trace.traces[rank] = df
+        where = paths[0] if len(paths) == 1 else trace_dir
+        try:
+            if include_last_step is None:
+                step_ids = set(trace.symbol_table.get_profiler_step_ids())
+                fewest = min(
+                    int(df["name"].isin(step_ids).sum()) for df in trace.traces.values()
+                )
+                include_last_step = fewest < 2
+            trace.align_and_filter_trace(include_last_step)
+            for rank, df in trace.traces.items():  # as Trace.load_traces does
+                if not df.empty:
+                    df = df.set_index("index", drop=False)
+                    df.index.names = [None]
+                    trace.traces[rank] = df
+        except Exception as exc:
+            step = "aligning ranks in time and filtering steps (HTA)"
+            raise TraceError(f"analysis failed at {step}: {validation.exception_summary(exc)}", where,
+                             step=step) from exc
 
     analysis = TraceAnalysis.__new__(TraceAnalysis)  # reuse the parsed Trace
     analysis.t = trace
 
     files = []
-    for key, path in enumerate(paths):
-        meta = metas[key]
+    for i, path in enumerate(paths):
+        meta = metas[i]
         info = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
         files.append(
             TraceFileInfo(
                 path=str(path),
-                rank=ranks[key],
-                rank_source=sources[key],
+                rank=ranks[i],
+                rank_source=sources[i],
                 size_bytes=path.stat().st_size,
-                schema_version=meta.get("schemaVersion") if isinstance(meta.get("schemaVersion"), int) else None,
+                schema_version=_small_int(meta.get("schemaVersion")),
                 host_name=None,
-                world_size=info.get("world_size") if isinstance(info.get("world_size"), int) else None,
+                world_size=_small_int(info.get("world_size")),
                 backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
             )
         )
@@ -241,4 +362,12 @@ def load_traces(
         meta=dict(trace.meta_data),
         last_step_included=bool(include_last_step),
         warnings=warns,
+        unreadable=unreadable,
     )
+
+
+def _small_int(value: Any) -> Optional[int]:
+    """``value`` if it is an int (not a bool) that fits in 32 bits, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and -MAX_RANK <= value < MAX_RANK:
+        return value
+    return None

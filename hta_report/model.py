@@ -581,8 +581,21 @@ class TraceFileInfo:
 
 
 @dataclass
+class UnreadableTrace:
+    """A trace file left out of the analysis, and why (one line, e.g. ``truncated
+    gzip: ...``, or ``analysis failed at idle time breakdown (HTA): ...``)."""
+
+    path: str
+    reason: str
+
+
+@dataclass
 class Inventory:
-    """What was analyzed and with which tools."""
+    """What was analyzed and with which tools.
+
+    ``files`` are the traces the report covers; ``unreadable`` those that were
+    found but could not be read or analyzed (the report covers the rest).
+    """
 
     input_dir: str
     files: List[TraceFileInfo] = field(default_factory=list)
@@ -596,6 +609,7 @@ class Inventory:
     analyzed_at: str = ""
     warnings: List[str] = field(default_factory=list)
     manifest: Dict[str, Any] = field(default_factory=dict)
+    unreadable: List[UnreadableTrace] = field(default_factory=list)
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Where GPU time goes: HTA's temporal, idle-time and kernel breakdowns."""
 from __future__ import annotations
 
+import math
 from typing import Dict, List
 
 import pandas as pd
@@ -10,6 +11,13 @@ from .events import RankEvents
 
 #: HTA's ``consecutive_kernel_delay``: gaps shorter than this (µs) count as kernel wait.
 CONSECUTIVE_KERNEL_DELAY_US = 30
+
+
+def _pct(value) -> float:
+    """One of HTA's percentages; HTA divides by a zero total (GPU events that all
+    last 0 µs) into NaN, shown as 0 % here so the result stays valid JSON."""
+    value = float(value)
+    return value if math.isfinite(value) else 0.0
 
 
 def temporal_breakdown(view) -> Dict[int, TemporalBreakdown]:
@@ -23,9 +31,9 @@ def temporal_breakdown(view) -> Dict[int, TemporalBreakdown]:
             compute_us=float(row["compute_time(us)"]),
             non_compute_us=float(row["non_compute_time(us)"]),
             total_us=float(row["kernel_time(us)"]),
-            idle_pct=float(row["idle_time_pctg"]),
-            compute_pct=float(row["compute_time_pctg"]),
-            non_compute_pct=float(row["non_compute_time_pctg"]),
+            idle_pct=_pct(row["idle_time_pctg"]),
+            compute_pct=_pct(row["compute_time_pctg"]),
+            non_compute_pct=_pct(row["non_compute_time_pctg"]),
         )
     return out
 
@@ -56,7 +64,7 @@ def kernel_type_shares(view) -> List[KernelTypeShare]:
     ``view``), largest first."""
     types_df, _ = view.get_gpu_kernel_breakdown(visualize=False, num_kernels=1)
     return [
-        KernelTypeShare(kernel_type=str(k), total_us=float(s), pct=float(p))
+        KernelTypeShare(kernel_type=str(k), total_us=float(s), pct=_pct(p))
         for k, s, p in zip(types_df["kernel_type"], types_df["sum"], types_df["percentage"])
     ]
 

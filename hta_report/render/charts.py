@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import io
+import unicodedata
+import warnings
 from typing import Dict, List, Sequence
 
 import matplotlib
@@ -24,9 +26,30 @@ PALETTE = {
 _SERIES = ["#2b7bba", "#f0a030", "#3aa76d", "#d9534f", "#8e6bbf", "#6c7a89", "#17becf", "#bcbd22"]
 
 
+def label(text: str, limit: int = 0) -> str:
+    """A trace-derived string made safe as chart text: ``$`` escaped (matplotlib
+    would parse ``$...$`` as mathtext and fail on kernel names holding it),
+    control characters and lone surrogates shown as ``\\x..`` escapes;
+    cut to ``limit`` characters (with ``...``) when ``limit`` is set."""
+    text = str(text)
+    if limit and len(text) > limit:
+        text = text[: limit - 3] + "..."
+    out = []
+    for ch in text:
+        if ch == "$":
+            out.append("\\$")
+        elif unicodedata.category(ch) in ("Cc", "Cs"):
+            out.append(ch.encode("unicode_escape", "backslashreplace").decode("ascii")
+                       if ch.isascii() else f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def _to_uri(fig: Figure) -> str:
     buf = io.BytesIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "hta-report"}):
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "hta-report"}), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. "Glyph missing from font" for exotic kernel names
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
@@ -52,7 +75,7 @@ def stacked_bars(labels: Sequence[str], series: Dict[str, Sequence[float]], xlab
     for i, (name, values) in enumerate(series.items()):
         ax.barh(y, values, left=left, label=name, color=PALETTE.get(name, _SERIES[i % len(_SERIES)]), height=0.6)
         left = [a + b for a, b in zip(left, values)]
-    ax.set_yticks(y, labels)
+    ax.set_yticks(y, [label(l) for l in labels])
     ax.set_xlabel(xlabel)
     ax.set_title(title, loc="left", fontsize=11)
     ax.legend(ncols=min(4, len(series)), loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(labels) < 4 else -0.12),
@@ -63,7 +86,7 @@ def stacked_bars(labels: Sequence[str], series: Dict[str, Sequence[float]], xlab
 
 def bars(labels: Sequence[str], values: Sequence[float], xlabel: str, title: str) -> str:
     """Horizontal bars, largest first as given; long labels are shortened."""
-    short = [l if len(l) <= 60 else l[:57] + "..." for l in labels]
+    short = [label(l, 60) for l in labels]
     fig = _figure(len(labels), width=8.5)
     ax = fig.add_subplot()
     y = list(range(len(labels)))[::-1]
@@ -80,7 +103,7 @@ def step_lines(series: Dict[str, List[float]], steps: Dict[str, List[int]], titl
     fig = Figure(figsize=(7.5, 2.8))
     ax = fig.add_subplot()
     for i, (name, values) in enumerate(series.items()):
-        ax.plot(steps[name], values, marker="o", label=name, color=_SERIES[i % len(_SERIES)])
+        ax.plot(steps[name], values, marker="o", label=label(name), color=_SERIES[i % len(_SERIES)])
     ax.set_xlabel("ProfilerStep #")
     ax.set_ylabel("step time (ms)")
     ax.set_ylim(bottom=0)

@@ -17,12 +17,11 @@ from . import charts, view
 
 
 def _template_text(name: str) -> str:
-    # A source checkout's templates/ wins: an editable install maps the package
-    # hta_report.templates to the directory it was installed from, which may be
-    # another checkout.
-    local = Path(__file__).resolve().parents[2] / "templates" / name
-    if local.is_file() and (local.parent / "report.html.j2").is_file():
-        return local.read_text(encoding="utf-8")
+    # In a source checkout (templates/ beside pyproject.toml) use its own templates,
+    # even when another checkout is installed in editable mode; else the packaged ones.
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "templates" / name).is_file():
+        return (root / "templates" / name).read_text(encoding="utf-8")
     return resources.files("hta_report.templates").joinpath(name).read_text(encoding="utf-8")
 
 

@@ -175,4 +175,19 @@ def inventory(result: AnalysisResult) -> Dict[str, Any]:
         "hta": inv.hta_version, "tool": inv.tool_version, "analyzed_at": inv.analyzed_at,
         "warnings": list(inv.warnings),
         "manifest": [{"key": str(k), "value": str(v)} for k, v in inv.manifest.items()],
+        "unreadable": unreadable(result),
+    }
+
+
+def unreadable(result: AnalysisResult) -> Dict[str, Any]:
+    """Trace files left out of the report: ``count``, ``total`` (files found),
+    ``summary`` (one line) and ``files`` (path and reason of each)."""
+    inv = result.inventory
+    bad = inv.unreadable
+    total = len(bad) + len(inv.files)
+    return {
+        "count": len(bad),
+        "total": total,
+        "summary": (f"{len(bad)} of {total} traces could not be read; this report covers the rest" if bad else ""),
+        "files": [{"path": u.path, "reason": u.reason} for u in bad],
     }
