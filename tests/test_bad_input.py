@@ -361,7 +361,8 @@ def test_hostile_strings_are_escaped_in_html(hostile):
 
 def test_hostile_strings_do_not_break_markdown(hostile):
     _, _, _, md = hostile
-    assert not re.search(r"(?<!\\)<", md)  # every < escaped: no HTML in the markdown
+    ours = re.sub(r"</?(details|summary)>", "", md)  # the only HTML the markdown writes itself
+    assert not re.search(r"(?<!\\)<", ours)  # every other < escaped: no HTML from the trace
     assert "GPU \\<script\\>alert(\"x\")\\</script\\> / \\#\\# not a heading" in md
     assert not any(line.startswith("## not a heading") for line in md.splitlines())
 
