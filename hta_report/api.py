@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
+from . import progress
 from .analysis import analyze
 from .model import AnalysisResult
 from .output import write_atomic
@@ -30,8 +31,14 @@ def write_reports(result: AnalysisResult, outputs: Sequence[Tuple[os.PathLike | 
     Raises:
         hta_report.errors.OutputError: a directory is missing or not writable.
     """
-    rendered = [(Path(p), render(result, format_for_path(str(p), f))) for p, f in outputs]
-    return [write_atomic(p, text) for p, text in rendered]
+    stage = progress.current().stage
+    rendered = []
+    for p, f in outputs:
+        fmt = format_for_path(str(p), f)
+        with stage(f"render {fmt}"):
+            rendered.append((Path(p), render(result, fmt)))
+    with stage("write reports"):
+        return [write_atomic(p, text) for p, text in rendered]
 
 
 def load_result(path: os.PathLike | str) -> AnalysisResult:

@@ -54,8 +54,14 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--fail-on", "fail_on", multiple=True, metavar="EXPR",
               help="Exit 2 when EXPR holds, e.g. 'idle_pct>30' or 'severity>=high' (repeatable; metrics below).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Cache of parsed traces and results, keyed by file contents "
+                   "[default: $XDG_CACHE_HOME/hta-report or ~/.cache/hta-report].")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
+@click.option("-v", "--verbose", is_flag=True, help="Print the time of each stage on stderr.")
 def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional[str], recursive: bool,
-            include_last_step: Optional[bool], fail_on: tuple, quiet: bool) -> None:
+            include_last_step: Optional[bool], fail_on: tuple, quiet: bool, cache_dir: Optional[str],
+            no_cache: bool, verbose: bool) -> None:
     """Analyze TRACE_DIR (Kineto traces, one per rank, .json or .json.gz) and
     write a report.
 
@@ -66,10 +72,15 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     from .api import analyze as run_analysis, write_reports
     from .render.terminal import render as summary
 
+    from . import progress
+    from .cache import default_cache_dir
+
     gates = [parse_gate(g) for g in fail_on]
-    result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step)
-    outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
-    written = write_reports(result, outputs)
+    cache = None if no_cache else (cache_dir or default_cache_dir())
+    with progress.using(progress.Progress(verbose=verbose)):
+        result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step, cache=cache)
+        outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
+        written = write_reports(result, outputs)
     if not quiet:
         click.echo(summary(result, [str(p) for p in written]))
     _check_gates(gates, result=result)

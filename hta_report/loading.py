@@ -3,9 +3,11 @@
 Everything else (analyses, reports) receives a :class:`LoadedTraces`; a faster
 loader can replace this module's internals without touching them.
 
-Loading goes through HTA's own parser (``hta.common.trace.Trace``), one file at
-a time so that an unreadable file is named in the error, then assigns every
-file its real rank before HTA aligns the ranks in time and filters events.
+Each file is parsed into what HTA's own parser gives (by default with
+:mod:`hta_report.fastparse`, files in parallel, results cached; see
+:mod:`hta_report.ingest`) so that an unreadable file is named in the error, and
+merged into an ``hta.common.trace.Trace`` as HTA merges it; then every file
+gets its real rank before HTA aligns the ranks in time and filters events.
 """
 from __future__ import annotations
 
@@ -23,8 +25,10 @@ from typing import Dict, Iterator, List, Optional
 
 import pandas as pd
 
+from . import progress
 from .discovery import find_trace_files, rank_from_file_name
 from .errors import InputError, TraceError
+from .ingest import add_parsed_rank, parse_files, report_parser_config, resolve_loader
 from .model import TraceFileInfo
 
 #: Event categories that are GPU activity in HTA's dataframes.
@@ -160,6 +164,8 @@ def load_traces(
     trace_dir: os.PathLike | str,
     recursive: bool = False,
     include_last_step: Optional[bool] = None,
+    loader: Optional[str] = None,
+    cache=None,
 ) -> LoadedTraces:
     """Find and parse every trace in ``trace_dir`` with HTA.
 
@@ -169,6 +175,10 @@ def load_traces(
         include_last_step: keep the last ``ProfilerStep`` (HTA drops it by
             default). ``None`` (auto) follows HTA's default unless some rank has
             fewer than two steps, where dropping one would leave nothing.
+        loader: ``"fast"`` (default; :mod:`hta_report.fastparse`, files parsed
+            in parallel) or ``"hta"`` (HTA's own parser); see
+            :func:`hta_report.ingest.resolve_loader`.
+        cache: a :class:`hta_report.cache.Cache` for parsed files (fast loader), or None.
 
     Returns:
         A :class:`LoadedTraces` whose HTA ``TraceAnalysis`` is keyed by real ranks.
@@ -181,17 +191,32 @@ def load_traces(
     from hta.trace_analysis import TraceAnalysis
 
     trace_dir = Path(trace_dir)
-    paths = find_trace_files(trace_dir, recursive)
+    loader = resolve_loader(loader)
+    stages = progress.current()
+    with stages.stage("find trace files"):
+        paths = find_trace_files(trace_dir, recursive)
     with quiet_hta():
         trace = Trace(trace_files={i: str(p.resolve()) for i, p in enumerate(paths)},
-                      trace_dir=str(trace_dir))
-        for key, path in enumerate(paths):
-            try:
-                trace.parse_single_rank(key)
-            except Exception as exc:  # HTA raises many types; we name the file.
-                raise TraceError(_describe_parse_error(exc), path) from exc
-            if key not in trace.traces:
-                raise TraceError("holds no trace events (only metadata)", path)
+                      trace_dir=str(trace_dir),
+                      parser_config=report_parser_config() if loader == "fast" else None)
+        parsed = parse_files(paths, trace.parser_config, cache, loader) if loader == "fast" else None
+        try:
+            for key, path in enumerate(paths):
+                try:
+                    if parsed is None:  # HTA's own parser, as HTA calls it
+                        with stages.stage(f"parse {path.name} (HTA's parser)"):
+                            trace.parse_single_rank(key)
+                    else:
+                        one = next(parsed)
+                        stages.record(f"parse {path.name}" + (" (from cache)" if one.cached else ""), one.seconds)
+                        add_parsed_rank(trace, key, one.get())
+                except Exception as exc:  # HTA raises many types; we name the file.
+                    raise TraceError(_describe_parse_error(exc), path) from exc
+                if key not in trace.traces:
+                    raise TraceError("holds no trace events (only metadata)", path)
+        finally:
+            if parsed is not None:
+                parsed.close()
 
         metas = [trace.meta_data.get(key, {}) for key in range(len(paths))]
         ranks, sources, warns = _assign_ranks(paths, metas)
@@ -208,12 +233,13 @@ def load_traces(
                 int(df["name"].isin(step_ids).sum()) for df in trace.traces.values()
             )
             include_last_step = fewest < 2
-        trace.align_and_filter_trace(include_last_step)
-        for rank, df in trace.traces.items():  # as Trace.load_traces does
-            if not df.empty:
-                df = df.set_index("index", drop=False)
-                df.index.names = [None]
-                trace.traces[rank] = df
+        with stages.stage("HTA align and filter"):
+            trace.align_and_filter_trace(include_last_step)
+            for rank, df in trace.traces.items():  # as Trace.load_traces does
+                if not df.empty:
+                    df = df.set_index("index", drop=False)
+                    df.index.names = [None]
+                    trace.traces[rank] = df
 
     analysis = TraceAnalysis.__new__(TraceAnalysis)  # reuse the parsed Trace
     analysis.t = trace

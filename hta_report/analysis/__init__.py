@@ -1,6 +1,7 @@
 """The analysis pipeline: loaded traces in, :class:`~hta_report.model.AnalysisResult` out."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -9,7 +10,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, progress
 from ..advice import first_advice
 from ..loading import LoadedTraces, load_traces, quiet_hta
 from ..model import Aggregate, AnalysisResult, Inventory, RankResult
@@ -25,6 +26,8 @@ def analyze(
     trace_dir: os.PathLike | str,
     recursive: bool = False,
     include_last_step: Optional[bool] = None,
+    loader: Optional[str] = None,
+    cache=None,
 ) -> AnalysisResult:
     """Analyze a directory of Kineto traces (one per rank).
 
@@ -32,6 +35,11 @@ def analyze(
         trace_dir: directory holding ``.json``/``.json.gz`` traces.
         recursive: descend into subdirectories.
         include_last_step: see :func:`hta_report.loading.load_traces`.
+        loader: ``"fast"`` (default) or ``"hta"`` (HTA's own parser); see
+            :func:`hta_report.ingest.resolve_loader`.
+        cache: a :class:`hta_report.cache.Cache` (or a directory for one) to
+            reuse parsed files and whole results keyed by the files' contents;
+            None (default) reads and writes no cache.
 
     Returns:
         The full result model, findings included.
@@ -40,40 +48,96 @@ def analyze(
         hta_report.errors.InputError, hta_report.errors.TraceError: see
         :func:`hta_report.loading.load_traces`.
     """
-    loaded = load_traces(trace_dir, recursive=recursive, include_last_step=include_last_step)
-    return analyze_loaded(loaded, Path(trace_dir))
+    from ..cache import Cache
+    from ..ingest import resolve_loader
+
+    loader = resolve_loader(loader)
+    if cache is not None and not isinstance(cache, Cache):
+        cache = Cache(cache)
+    key = None
+    if cache is not None:
+        key = _result_key(cache, Path(trace_dir), recursive, include_last_step, loader)
+        cached = cache.get_result(key)
+        if cached is not None:
+            try:
+                result = AnalysisResult.from_json(cached)
+            except (ValueError, KeyError, TypeError):
+                result = None
+            if result is not None:
+                progress.current().record("analysis result (from cache)", 0.0)
+                result.inventory.analyzed_at = _now()
+                return result
+    loaded = load_traces(trace_dir, recursive=recursive, include_last_step=include_last_step,
+                         loader=loader, cache=cache)
+    result = analyze_loaded(loaded, Path(trace_dir))
+    if cache is not None and key is not None:
+        cache.put_result(key, result.to_json())
+    return result
+
+
+def _result_key(cache, trace_dir: Path, recursive: bool, include_last_step: Optional[bool], loader: str) -> str:
+    """Everything an :class:`AnalysisResult` depends on: the files' contents and
+    paths, the manifest, the options and the versions."""
+    import hta.version
+
+    from ..discovery import find_trace_files
+
+    paths = find_trace_files(trace_dir, recursive)
+    manifest = trace_dir / "manifest.json"
+    return cache.result_key({
+        "tool": __version__, "hta": str(getattr(hta.version, "__version__", "")), "loader": loader,
+        "dir": str(trace_dir), "recursive": bool(recursive), "include_last_step": include_last_step,
+        "files": [[str(p), cache.digest(p)] for p in paths],
+        "manifest": cache.digest(manifest) if manifest.is_file() else None,
+    })
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
     """Run every analysis on already loaded traces (see :func:`analyze`)."""
+    stage = progress.current().stage
     with quiet_hta():
-        events = {r: RankEvents.from_loaded(loaded, r) for r in loaded.ranks}
-        gpu_ranks = [r for r in loaded.ranks if events[r].has_gpu]
+        with stage("decode events"):
+            events = {r: RankEvents.from_loaded(loaded, r) for r in loaded.ranks}
+            gpu_ranks = [r for r in loaded.ranks if events[r].has_gpu]
         ranks: List[RankResult] = []
         temporal, overlap, types_all = {}, {}, []
         if gpu_ranks:
             view = loaded.analysis_for(gpu_ranks)
-            temporal = temporal_breakdown(view)
-            overlap = comm_overlap(view)
-            types_all = kernel_type_shares(view)
+            with stage("HTA temporal breakdown"):
+                temporal = temporal_breakdown(view)
+            with stage("HTA communication/computation overlap"):
+                overlap = comm_overlap(view)
+            with stage("HTA kernel breakdown"):
+                types_all = kernel_type_shares(view)
         for info in loaded.files:
             r = info.rank
             ev = events[r]
             rr = RankResult(rank=r, file=info.path, device_names=_device_names(loaded.meta.get(r, {})))
-            rr.steps = step_stats(ev)
-            rr.cpu = cpu_side(ev)
+            with stage(f"rank {r}: steps and CPU side"):
+                rr.steps = step_stats(ev)
+                rr.cpu = cpu_side(ev)
             if ev.has_gpu:
                 one = loaded.analysis_for([r])
                 rr.has_gpu = True
                 rr.gpu_span_us = ev.gpu_span_us
                 rr.temporal = temporal[r]
-                rr.idle = idle_breakdown(one, r)
-                rr.kernel_types = kernel_type_shares(one)
-                rr.top_kernels = top_kernels(ev, limit=50)
-                rr.kernel_count = int(ev.gpu["s_cat"].eq("kernel").sum())
-                rr.memcpy = memcpy_summary(ev)
-                rr.comm = comm_summary(ev, overlap.get(r, 0.0))
-                rr.launch = launch_summary(one, r)
+                with stage(f"rank {r}: HTA idle time breakdown"):
+                    rr.idle = idle_breakdown(one, r)
+                with stage(f"rank {r}: HTA kernel breakdown"):
+                    # one GPU rank: the whole-trace breakdown above is this rank's
+                    rr.kernel_types = ([dataclasses.replace(k) for k in types_all] if gpu_ranks == [r]
+                                       else kernel_type_shares(one))
+                with stage(f"rank {r}: kernels, memcpy, communication"):
+                    rr.top_kernels = top_kernels(ev, limit=50)
+                    rr.kernel_count = int(ev.gpu["s_cat"].eq("kernel").sum())
+                    rr.memcpy = memcpy_summary(ev)
+                    rr.comm = comm_summary(ev, overlap.get(r, 0.0))
+                with stage(f"rank {r}: HTA kernel launch stats and queue length"):
+                    rr.launch = launch_summary(one, r)
             ranks.append(rr)
 
     result = AnalysisResult(
@@ -136,7 +200,7 @@ def _inventory(loaded: LoadedTraces, trace_dir: Path, ranks: List[RankResult]) -
         last_step_included=loaded.last_step_included,
         hta_version=str(getattr(hta.version, "__version__", "")),
         tool_version=__version__,
-        analyzed_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        analyzed_at=_now(),
         warnings=warnings,
         manifest=manifest,
     )
