@@ -60,7 +60,7 @@ class Unsupported(Exception):
 # --------------------------------------------------------------------------- entry point
 
 
-def parse_trace_file(path, cfg=None, fallback: bool = True):
+def parse_trace_file(path, cfg=None, fallback: bool = True, workers: int = 1):
     """Parse one Kineto trace like ``hta.common.trace.parse_trace_file``.
 
     Args:
@@ -70,6 +70,8 @@ def parse_trace_file(path, cfg=None, fallback: bool = True):
         fallback: hand inputs the fast path does not reproduce exactly (and
             any failure) to HTA's parser. ``False`` raises :class:`Unsupported`
             or the error instead (for tests).
+        workers: processes that parse pieces of a large file side by side
+            (forked; 1: all in this process).
 
     Returns:
         ``(meta, df, symbol_table)`` as HTA returns them.
@@ -83,7 +85,10 @@ def parse_trace_file(path, cfg=None, fallback: bool = True):
     try:
         _check_config(cfg)
         with _gc_paused():
-            return _parse(path, cfg)
+            try:
+                return _parse(path, cfg, workers)
+            except _BadCut:  # a cut the parallel reader could not check: read again, in order
+                return _parse(path, cfg, 1)
     except (MemoryError, KeyboardInterrupt):
         raise
     except Exception as exc:
@@ -179,6 +184,16 @@ class _Buffer:
             i = buf.rfind(b",", lo, i)
         return None
 
+    def events_bytes(self, close: int) -> bytes:
+        """A copy of the events up to ``close`` (a ``}``) as a JSON array."""
+        buf = self.buf
+        saved = buf[close + 1]
+        buf[close + 1] = 0x5D
+        try:
+            return bytes(buf[0:close + 2])
+        finally:
+            buf[close + 1] = saved
+
     def events_until(self, close: int) -> list:
         """Parse the events from the start of the unread data to ``close`` (a ``}``)."""
         buf = self.buf
@@ -252,17 +267,66 @@ def _loads_events(piece: bytes) -> list:
     return events
 
 
-def _read(path: str, sink: "_Frame") -> dict:
+class _BadCut(Exception):
+    """A piece sent to a worker did not parse: maybe a wrong cut, maybe bad JSON."""
+
+
+def _piece_from_bytes(raw: bytes, arg_specs) -> dict:
+    """Worker side: parse one run of events and compute its piece."""
+    with _gc_paused():
+        try:
+            events = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise _BadCut(str(exc)) from None
+        if set(map(type, events)) != {dict}:
+            raise Unsupported("an element of traceEvents is not an object")
+        return _piece(events, arg_specs)
+
+
+class _Pieces:
+    """Turns runs of events into pieces merged into ``sink`` in file order:
+    here, or in up to ``workers`` forked processes (at most two runs in flight
+    per worker, so memory stays bounded)."""
+
+    def __init__(self, sink: "_Frame", workers: int) -> None:
+        self.sink, self.workers = sink, workers
+        self.pool = None
+        self.pending: List[Any] = []
+
+    def submit_bytes(self, raw: bytes) -> None:
+        if self.pool is None:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor
+
+            ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+            self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
+        self.pending.append(self.pool.submit(_piece_from_bytes, raw, self.sink.args))
+        while len(self.pending) > 2 * self.workers:
+            self.sink.merge(self.pending.pop(0).result())
+
+    def drain(self) -> None:
+        while self.pending:
+            self.sink.merge(self.pending.pop(0).result())
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+
+def _read(path: str, sink: "_Frame", workers: int = 1) -> dict:
     """Stream ``path``'s events into ``sink`` a block at a time; returns the
     parsed document with an empty ``traceEvents``."""
     rd = _Buffer(path)
+    pieces = _Pieces(sink, workers)
     try:
-        return _read_from(rd, sink)
+        return _read_from(rd, sink, pieces)
     finally:
+        pieces.close()
         rd.close()
 
 
-def _read_from(rd: _Buffer, sink: "_Frame") -> dict:
+def _read_from(rd: _Buffer, sink: "_Frame", pieces: _Pieces) -> dict:
     head = None
     while head is None:  # the part before the traceEvents array (metadata, usually small)
         rd.fill()
@@ -284,18 +348,23 @@ def _read_from(rd: _Buffer, sink: "_Frame") -> dict:
         cut = rd.last_separator()
         if cut is None:
             continue
-        try:
-            events = rd.events_until(cut[0])
-        except orjson.JSONDecodeError:
-            exact = _exact_separator(rd.data())
-            if exact is None:
-                continue
-            cut = (exact[0] + rd.start, exact[1] + rd.start)
-            events = rd.events_until(cut[0])
-        sink.add(events)
-        del events
+        if pieces.workers > 1 and not rd.eof:  # parse in workers (a large file)
+            pieces.submit_bytes(rd.events_bytes(cut[0]))
+        else:
+            try:
+                events = rd.events_until(cut[0])
+            except orjson.JSONDecodeError:
+                exact = _exact_separator(rd.data())
+                if exact is None:
+                    continue
+                cut = (exact[0] + rd.start, exact[1] + rd.start)
+                events = rd.events_until(cut[0])
+            pieces.drain()
+            sink.add(events)
+            del events
         rd.start = cut[1]
         after_comma = True
+    pieces.drain()
     # the rest: the last events, the closing bracket, the metadata after it
     data = rd.data()
     spos, skind, depth = _structure(data)
@@ -431,28 +500,94 @@ class _Column:
         return pd.Series(values)
 
 
+def _codes(values: list) -> Tuple[list, np.ndarray]:
+    """Distinct strings of ``values`` in order of first appearance and each value's index among them."""
+    uniques = list(dict.fromkeys(values))
+    if set(map(type, uniques)) - {str}:
+        raise Unsupported("a name or category that is not a string")
+    ids = {u: i for i, u in enumerate(uniques)}
+    return uniques, np.fromiter(map(ids.__getitem__, values), dtype=np.int64, count=len(values))
+
+
+def _piece(events: list, arg_specs: List[Tuple[str, str, Any]]) -> dict:
+    """The columns of one run of events (a "piece"), with what merging needs to
+    reproduce pandas over the whole array: each column's inferred type over
+    all the piece's events, the rows HTA keeps (``dur`` and ``cat`` present,
+    ``cat`` not ``Trace``), keys in order of first appearance."""
+    n = len(events)
+    keys = set().union(*events)
+    first = {}
+    for k in keys:
+        i = next(i for i, e in enumerate(events) if k in e)
+        first[k] = (i, list(events[i]).index(k))
+    cats = list(map(dict.get, events, repeat("cat"), repeat(_NAN)))
+    durs = list(map(dict.get, events, repeat("dur"), repeat(_NAN)))
+    tss = list(map(dict.get, events, repeat("ts"), repeat(_NAN)))
+    dur_tag, dur_vals = _infer(durs)
+    ts_tag, ts_vals = _infer(tss)
+    for tag in (dur_tag, ts_tag):
+        if tag not in ("i8", "f8", "f8i", "null"):
+            raise Unsupported("non-numeric ts or dur")
+    dur_null = _null_mask(dur_tag, dur_vals, n)
+    ts_null = _null_mask(ts_tag, ts_vals, n)
+    ok = {}
+    cats_seen = set()
+    for c in set(cats):
+        if type(c) is str:
+            ok[c] = c != "Trace"
+            cats_seen.add(c)
+        elif c is None or (type(c) is float and c != c):
+            ok[c] = False
+        else:
+            raise Unsupported("a category that is not a string")
+    keep = np.fromiter(map(ok.__getitem__, cats), dtype=bool, count=n) & ~dur_null
+    idx = np.flatnonzero(keep)
+    take = idx.tolist()
+    kept_events = list(map(events.__getitem__, take))
+    columns = {}
+    for k in keys:
+        if k in _DROPPED or k in ("args", "cat", "name"):
+            continue
+        if k == "ts":
+            tag, vals = ts_tag, ts_vals
+        elif k == "dur":
+            tag, vals = dur_tag, dur_vals
+        else:
+            tag, vals = _infer(list(map(dict.get, events, repeat(k), repeat(_NAN))))
+        columns[k] = (tag, vals[idx] if isinstance(vals, np.ndarray) else list(map(vals.__getitem__, take)))
+    args = list(map(dict.get, kept_events, repeat("args"), repeat(_EMPTY)))
+    if set(map(type, args)) - {dict}:
+        args = [a if type(a) is dict else _EMPTY for a in args]
+    arg_columns = {name: _infer(list(map(dict.get, args, repeat(raw), repeat(default))))
+                   for name, raw, default in arg_specs}
+    return {
+        "n": n, "keys": sorted(keys, key=first.__getitem__), "has_args": "args" in keys,
+        "cats_seen": cats_seen, "ts_any_null": bool(ts_null.any()),
+        "end_any_null": bool((ts_null | dur_null).any()), "keep": idx,
+        "cat": _codes(list(map(cats.__getitem__, take))),
+        "name": _codes(list(map(dict.get, kept_events, repeat("name"), repeat(_NAN)))),
+        "columns": columns, "args": arg_columns,
+    }
+
+
 class _Codes:
-    """Strings encoded in order of first appearance (like ``Series.unique``)."""
+    """Strings encoded in order of first appearance over all pieces (like ``Series.unique``)."""
 
     def __init__(self) -> None:
         self.ids: Dict[str, int] = {}
         self.pieces: List[np.ndarray] = []
 
-    def add(self, values: list) -> None:
+    def add(self, uniques: list, codes: np.ndarray) -> None:
         ids = self.ids
-        for v in dict.fromkeys(values):
-            if type(v) is not str:
-                raise Unsupported("a name or category that is not a string")
-            if v not in ids:
-                ids[v] = len(ids)
-        self.pieces.append(np.fromiter(map(ids.__getitem__, values), dtype=np.int64, count=len(values)))
+        lut = np.array([ids.setdefault(u, len(ids)) for u in uniques], dtype=np.int64)
+        self.pieces.append(lut[codes] if len(codes) else codes)
 
     def codes(self) -> np.ndarray:
         return np.concatenate(self.pieces) if self.pieces else np.array([], dtype=np.int64)
 
 
 class _Frame:
-    """Accumulates parsed pieces of ``traceEvents`` as the columns of HTA's dataframe."""
+    """Merges pieces of ``traceEvents`` (see :func:`_piece`) into the columns of HTA's dataframe."""
 
     def __init__(self, cfg) -> None:
         self.args = [(a.name, a.raw_name, a.default_value) for a in cfg.get_args()]
@@ -470,71 +605,35 @@ class _Frame:
         self.cats_seen: set = set()
 
     def add(self, events: list) -> None:
-        n = len(events)
+        self.merge(_piece(events, self.args))
+
+    def merge(self, piece: dict) -> None:
         base = self.n_events
-        self.n_events += n
-        keys = set().union(*events)
-        new = [k for k in keys if k not in self.keys]
-        if new:
-            first = {}
-            for k in new:
-                i = next(i for i, e in enumerate(events) if k in e)
-                first[k] = (i, list(events[i]).index(k))
-            for k in sorted(new, key=first.__getitem__):
+        self.n_events += piece["n"]
+        for k in piece["keys"]:
+            if k not in self.keys:
                 self.keys[k] = None
                 if k not in _DROPPED and k not in ("args", "cat", "name"):
                     col = self.columns[k] = _Column()
                     if base:  # missing from every earlier event
                         col.add("absent", self.kept_rows)
-            if "args" in keys:
-                self.has_args = True
-        cats = list(map(dict.get, events, repeat("cat"), repeat(_NAN)))
-        durs = list(map(dict.get, events, repeat("dur"), repeat(_NAN)))
-        tss = list(map(dict.get, events, repeat("ts"), repeat(_NAN)))
-        dur_tag, dur_vals = _infer(durs)
-        ts_tag, ts_vals = _infer(tss)
-        for tag in (dur_tag, ts_tag):
-            if tag not in ("i8", "f8", "f8i", "null"):
-                raise Unsupported("non-numeric ts or dur")
-        dur_null = _null_mask(dur_tag, dur_vals, n)
-        ts_null = _null_mask(ts_tag, ts_vals, n)
-        self.ts_any_null |= bool(ts_null.any())
-        self.end_any_null |= bool((ts_null | dur_null).any())
-        ok = {}
-        for c in set(cats):
-            if type(c) is str:
-                ok[c] = c != "Trace"
-                self.cats_seen.add(c)
-            elif c is None or (type(c) is float and c != c):
-                ok[c] = False
-            else:
-                raise Unsupported("a category that is not a string")
-        keep = np.fromiter(map(ok.__getitem__, cats), dtype=bool, count=n) & ~dur_null
-        idx = np.flatnonzero(keep)
-        nk = len(idx)
+        self.has_args |= piece["has_args"]
+        self.cats_seen |= piece["cats_seen"]
+        self.ts_any_null |= piece["ts_any_null"]
+        self.end_any_null |= piece["end_any_null"]
+        keep = piece["keep"]
+        nk = len(keep)
         self.kept_rows += nk
-        self.positions.append(idx + base)
-        take = idx.tolist()
-        kept_events = list(map(events.__getitem__, take))
-        self.cat.add(list(map(cats.__getitem__, take)))
-        self.name.add(list(map(dict.get, kept_events, repeat("name"), repeat(_NAN))))
+        self.positions.append(keep + base)
+        self.cat.add(*piece["cat"])
+        self.name.add(*piece["name"])
         for k, col in self.columns.items():
-            if k == "ts":
-                tag, vals = ts_tag, ts_vals
-            elif k == "dur":
-                tag, vals = dur_tag, dur_vals
-            elif k in keys:
-                tag, vals = _infer(list(map(dict.get, events, repeat(k), repeat(_NAN))))
+            if k in piece["columns"]:
+                col.add(*piece["columns"][k])
             else:
                 col.add("absent", nk)
-                continue
-            col.add(tag, vals[idx] if isinstance(vals, np.ndarray) else list(map(vals.__getitem__, take)))
-        if self.has_args:
-            args = list(map(dict.get, kept_events, repeat("args"), repeat(_EMPTY)))
-            if set(map(type, args)) - {dict}:
-                args = [a if type(a) is dict else _EMPTY for a in args]
-            for name, raw, default in self.args:
-                self.arg_columns[name].add(*_infer(list(map(dict.get, args, repeat(raw), repeat(default)))))
+        for name, col in self.arg_columns.items():
+            col.add(*piece["args"][name])
 
     def frame(self):
         """HTA's dataframe (``_compress_df`` done) and local symbol table."""
@@ -612,12 +711,12 @@ def _null_mask(tag: str, vals: Any, n: int) -> np.ndarray:
 # --------------------------------------------------------------------------- HTA's post-processing
 
 
-def _parse(path: str, cfg):
+def _parse(path: str, cfg, workers: int = 1):
     from hta.common.trace import add_fwd_bwd_links, transform_correlation_to_index
     from hta.common.trace_parser import MetaDataKey, infer_gpu_type
 
     sink = _Frame(cfg)
-    doc = _read(path, sink)
+    doc = _read(path, sink, workers)
     meta = {k: v for k, v in doc.items() if k != "traceEvents"}
     df, table = sink.frame()
     meta[str(MetaDataKey.DEVICE_TYPE)] = infer_gpu_type(meta, table.get_sym_id_map())

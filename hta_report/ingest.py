@@ -18,7 +18,7 @@ from typing import Iterator, List, Optional
 
 import numpy as np
 
-from . import progress
+from . import progress, workers
 
 #: Loaders: ``fast`` (:mod:`hta_report.fastparse`) or ``hta`` (HTA's own parser,
 #: the reference; also chosen by ``HTA_REPORT_LOADER=hta``).
@@ -62,13 +62,13 @@ class Parsed:
         return self.result
 
 
-def _parse_one(path: str, cfg, cache_root: Optional[str], key: Optional[str]) -> Parsed:
+def _parse_one(path: str, cfg, cache_root: Optional[str], key: Optional[str], n_workers: int = 1) -> Parsed:
     from .cache import Cache
     from .fastparse import parse_trace_file
 
     t0 = time.perf_counter()
     try:
-        result = parse_trace_file(path, cfg)
+        result = parse_trace_file(path, cfg, workers=n_workers)
     except Exception as exc:  # reported by the caller, naming the file
         return Parsed(Path(path), error=exc, seconds=time.perf_counter() - t0)
     if cache_root is not None and key is not None and not result[1].empty:
@@ -77,13 +77,14 @@ def _parse_one(path: str, cfg, cache_root: Optional[str], key: Optional[str]) ->
 
 
 def _worker_count(n: int) -> int:
-    return max(1, min(n, os.cpu_count() or 1))
+    return max(1, min(n, workers.count()))
 
 
 def parse_files(paths: List[Path], cfg, cache=None, loader: str = "fast") -> Iterator[Parsed]:
     """Parse ``paths`` (in that order): cache hits are read, misses parsed with
     :func:`hta_report.fastparse.parse_trace_file`, several at once in worker
-    processes (one per CPU core) when there are several, and stored in ``cache``."""
+    processes (one per CPU core) when there are several (a lone large file
+    is cut into pieces parsed side by side), and stored in ``cache``."""
     keys: List[Optional[str]] = []
     hits: dict = {}
     for i, p in enumerate(paths):
@@ -104,7 +105,7 @@ def parse_files(paths: List[Path], cfg, cache=None, loader: str = "fast") -> Ite
                 parsed = hits[i]
             else:
                 progress.current().update(f"parsing {paths[i].name} ({done + 1}/{total})")
-                parsed = _parse_one(str(paths[i]), cfg, root, keys[i])
+                parsed = _parse_one(str(paths[i]), cfg, root, keys[i], workers.count() if workers.can_fork() else 1)
                 done += 1
             yield parsed
         return

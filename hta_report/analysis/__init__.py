@@ -5,6 +5,7 @@ import dataclasses
 import datetime as _dt
 import json
 import os
+import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from .. import __version__, progress
 from ..advice import first_advice
-from ..loading import LoadedTraces, load_traces, quiet_hta
+from ..loading import GPU_CATEGORIES, LoadedTraces, load_traces, quiet_hta
 from ..model import Aggregate, AnalysisResult, Inventory, RankResult
 from .cpu_side import cpu_side
 from .events import RankEvents
@@ -96,23 +97,45 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+#: Below this many events in all, analyses run in one process (a fork costs more than it saves).
+PARALLEL_MIN_EVENTS = 200_000
+
+
+def _whole_trace(loaded: LoadedTraces, gpu_ranks: List[int]):
+    """HTA's breakdowns over all GPU ranks at once: temporal, communication
+    overlap, kernel types; with the time each took."""
+    view = loaded.analysis_for(gpu_ranks)
+    times = []
+    t0 = time.perf_counter()
+    temporal = temporal_breakdown(view)
+    times.append(("HTA temporal breakdown", time.perf_counter() - t0))
+    t0 = time.perf_counter()
+    overlap = comm_overlap(view)
+    times.append(("HTA communication/computation overlap", time.perf_counter() - t0))
+    t0 = time.perf_counter()
+    types_all = kernel_type_shares(view)
+    times.append(("HTA kernel breakdown", time.perf_counter() - t0))
+    return temporal, overlap, types_all, times
+
+
 def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
-    """Run every analysis on already loaded traces (see :func:`analyze`)."""
+    """Run every analysis on already loaded traces (see :func:`analyze`).
+
+    With several cores and a large trace, HTA's whole-trace breakdowns run in
+    a forked process while this one does the per-rank analyses."""
+    from .. import workers
+
     stage = progress.current().stage
     with quiet_hta():
+        gpu_ranks = [r for r in loaded.ranks if _has_gpu(loaded, r)]
+        whole = None
+        if gpu_ranks:
+            n_events = sum(len(loaded.frame(r)) for r in loaded.ranks)
+            if workers.count() > 1 and workers.can_fork() and n_events >= PARALLEL_MIN_EVENTS:
+                whole = workers.Forked(lambda: _whole_trace(loaded, gpu_ranks))
         with stage("decode events"):
             events = {r: RankEvents.from_loaded(loaded, r) for r in loaded.ranks}
-            gpu_ranks = [r for r in loaded.ranks if events[r].has_gpu]
         ranks: List[RankResult] = []
-        temporal, overlap, types_all = {}, {}, []
-        if gpu_ranks:
-            view = loaded.analysis_for(gpu_ranks)
-            with stage("HTA temporal breakdown"):
-                temporal = temporal_breakdown(view)
-            with stage("HTA communication/computation overlap"):
-                overlap = comm_overlap(view)
-            with stage("HTA kernel breakdown"):
-                types_all = kernel_type_shares(view)
         for info in loaded.files:
             r = info.rank
             ev = events[r]
@@ -124,21 +147,34 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
                 one = loaded.analysis_for([r])
                 rr.has_gpu = True
                 rr.gpu_span_us = ev.gpu_span_us
-                rr.temporal = temporal[r]
                 with stage(f"rank {r}: HTA idle time breakdown"):
                     rr.idle = idle_breakdown(one, r)
-                with stage(f"rank {r}: HTA kernel breakdown"):
-                    # one GPU rank: the whole-trace breakdown above is this rank's
-                    rr.kernel_types = ([dataclasses.replace(k) for k in types_all] if gpu_ranks == [r]
-                                       else kernel_type_shares(one))
-                with stage(f"rank {r}: kernels, memcpy, communication"):
+                if gpu_ranks != [r]:
+                    with stage(f"rank {r}: HTA kernel breakdown"):
+                        rr.kernel_types = kernel_type_shares(one)
+                with stage(f"rank {r}: kernels, memcpy"):
                     rr.top_kernels = top_kernels(ev, limit=50)
                     rr.kernel_count = int(ev.gpu["s_cat"].eq("kernel").sum())
                     rr.memcpy = memcpy_summary(ev)
-                    rr.comm = comm_summary(ev, overlap.get(r, 0.0))
                 with stage(f"rank {r}: HTA kernel launch stats and queue length"):
                     rr.launch = launch_summary(one, r)
             ranks.append(rr)
+        temporal, overlap, types_all = {}, {}, []
+        if gpu_ranks:
+            if whole is not None:
+                with stage("waiting for HTA's whole-trace breakdowns (run in parallel)"):
+                    temporal, overlap, types_all, times = whole.result()
+            else:
+                temporal, overlap, types_all, times = _whole_trace(loaded, gpu_ranks)
+            for name, seconds in times:
+                progress.current().record(name + (" (in parallel)" if whole is not None else ""), seconds)
+        for rr in ranks:
+            if rr.has_gpu:
+                ev = events[rr.rank]
+                rr.temporal = temporal[rr.rank]
+                if gpu_ranks == [rr.rank]:  # one GPU rank: the whole-trace breakdown is this rank's
+                    rr.kernel_types = [dataclasses.replace(k) for k in types_all]
+                rr.comm = comm_summary(ev, overlap.get(rr.rank, 0.0))
 
     result = AnalysisResult(
         inventory=_inventory(loaded, trace_dir, ranks),
@@ -147,6 +183,16 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
     )
     result.findings = first_advice(result)
     return result
+
+
+def _has_gpu(loaded: LoadedTraces, rank: int) -> bool:
+    """Whether ``rank`` has a kernel, memcpy or memset on a stream (as
+    :attr:`RankEvents.has_gpu`, without decoding the names)."""
+    df = loaded.frame(rank)
+    if df.empty:
+        return False
+    ids = [i for i, s in enumerate(loaded.symbols) if s in GPU_CATEGORIES]
+    return bool((df["stream"].ge(0) & df["cat"].isin(ids)).any())
 
 
 def _device_names(meta: dict) -> List[str]:
