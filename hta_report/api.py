@@ -6,12 +6,30 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from . import progress
-from .analysis import analyze
 from .model import AnalysisResult
 from .output import write_atomic
 from .render import format_for_path, render, render_comparison
 
 __all__ = ["analyze", "write_reports", "load_result", "compare_paths", "write_comparison"]
+
+
+def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_step: Optional[bool] = None,
+            loader: Optional[str] = None, cache=None) -> AnalysisResult:
+    """:func:`hta_report.analysis.analyze`. A result found in ``cache`` returns
+    before pandas, HTA or the analyses are even imported."""
+    if cache is not None:
+        from .cache import Cache
+        from .ingest import resolve_loader
+
+        cache = cache if isinstance(cache, Cache) else Cache(cache)
+        result = cache.cached_result(cache.result_key(Path(trace_dir), recursive, include_last_step,
+                                                      resolve_loader(loader)))
+        if result is not None:
+            progress.current().record("analysis result (from cache)", 0.0)
+            return result
+    from .analysis import analyze as run
+
+    return run(trace_dir, recursive=recursive, include_last_step=include_last_step, loader=loader, cache=cache)
 
 
 def write_reports(result: AnalysisResult, outputs: Sequence[Tuple[os.PathLike | str, Optional[str]]]) -> List[Path]:

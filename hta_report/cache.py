@@ -27,8 +27,6 @@ import tempfile
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-import numpy as np
-
 logger = logging.getLogger(__name__)
 
 CACHE_FORMAT = 1
@@ -133,8 +131,41 @@ class Cache:
             return False
 
     # ---------------------------------------------------------------- results
-    def result_key(self, parts: dict) -> str:
-        return _key({"format": CACHE_FORMAT, **parts})
+    def result_key(self, trace_dir: Path, recursive: bool, include_last_step: Optional[bool], loader: str) -> str:
+        """Everything an analysis result depends on: the files' contents and
+        paths, the manifest, the options and the versions."""
+        import hta.version
+
+        from . import __version__
+        from .discovery import find_trace_files
+
+        trace_dir = Path(trace_dir)
+        paths = find_trace_files(trace_dir, recursive)
+        manifest = trace_dir / "manifest.json"
+        return _key({
+            "format": CACHE_FORMAT, "tool": __version__, "hta": str(getattr(hta.version, "__version__", "")),
+            "loader": loader, "dir": str(trace_dir), "recursive": bool(recursive),
+            "include_last_step": include_last_step,
+            "files": [[str(p), self.digest(p)] for p in paths],
+            "manifest": self.digest(manifest) if manifest.is_file() else None,
+        })
+
+    def cached_result(self, key: str):
+        """The :class:`~hta_report.model.AnalysisResult` stored under ``key``
+        (its ``analyzed_at`` set to now), or None."""
+        import datetime as dt
+
+        from .model import AnalysisResult
+
+        text = self.get_result(key)
+        if text is None:
+            return None
+        try:
+            result = AnalysisResult.from_json(text)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+        result.inventory.analyzed_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        return result
 
     def get_result(self, key: str) -> Optional[str]:
         path = self.root / f"result-v{CACHE_FORMAT}" / f"{key}.json"
@@ -167,6 +198,7 @@ class Cache:
 
 
 def _write_parsed(tmp: str, key: str, meta: dict, df, table) -> None:
+    import numpy as np
     import pandas as pd
     import pyarrow as pa
 
@@ -221,6 +253,7 @@ def _write_parsed(tmp: str, key: str, meta: dict, df, table) -> None:
 
 
 def _read_parsed(path: Path, key: str):
+    import numpy as np
     import pandas as pd
     import pyarrow as pa
     from hta.common.trace_symbol_table import TraceSymbolTable

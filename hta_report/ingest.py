@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, List, Optional
 
-import numpy as np
-
 from . import progress, workers
 
 #: Loaders: ``fast`` (:mod:`hta_report.fastparse`) or ``hta`` (HTA's own parser,
@@ -131,6 +129,8 @@ def add_parsed_rank(trace, rank: int, result: tuple) -> None:
     """Put one parse into ``trace`` as ``Trace.parse_single_rank(rank)`` would:
     an empty dataframe is dropped; otherwise its symbols join the trace's
     table and its ``cat``/``name`` ids are re-encoded (int64, as HTA's ``apply`` leaves them)."""
+    import numpy as np
+
     meta, df, local = result
     if df.empty:
         return

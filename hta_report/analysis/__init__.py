@@ -57,40 +57,17 @@ def analyze(
         cache = Cache(cache)
     key = None
     if cache is not None:
-        key = _result_key(cache, Path(trace_dir), recursive, include_last_step, loader)
-        cached = cache.get_result(key)
-        if cached is not None:
-            try:
-                result = AnalysisResult.from_json(cached)
-            except (ValueError, KeyError, TypeError):
-                result = None
-            if result is not None:
-                progress.current().record("analysis result (from cache)", 0.0)
-                result.inventory.analyzed_at = _now()
-                return result
+        key = cache.result_key(Path(trace_dir), recursive, include_last_step, loader)
+        result = cache.cached_result(key)
+        if result is not None:
+            progress.current().record("analysis result (from cache)", 0.0)
+            return result
     loaded = load_traces(trace_dir, recursive=recursive, include_last_step=include_last_step,
                          loader=loader, cache=cache)
     result = analyze_loaded(loaded, Path(trace_dir))
     if cache is not None and key is not None:
         cache.put_result(key, result.to_json())
     return result
-
-
-def _result_key(cache, trace_dir: Path, recursive: bool, include_last_step: Optional[bool], loader: str) -> str:
-    """Everything an :class:`AnalysisResult` depends on: the files' contents and
-    paths, the manifest, the options and the versions."""
-    import hta.version
-
-    from ..discovery import find_trace_files
-
-    paths = find_trace_files(trace_dir, recursive)
-    manifest = trace_dir / "manifest.json"
-    return cache.result_key({
-        "tool": __version__, "hta": str(getattr(hta.version, "__version__", "")), "loader": loader,
-        "dir": str(trace_dir), "recursive": bool(recursive), "include_last_step": include_last_step,
-        "files": [[str(p), cache.digest(p)] for p in paths],
-        "manifest": cache.digest(manifest) if manifest.is_file() else None,
-    })
 
 
 def _now() -> str:
