@@ -16,8 +16,8 @@ each, every measurement in its own subprocess:
 
 Wall time, CPU time (user + system, all processes) and peak memory are taken
 per subprocess: "max RSS" is ``ru_maxrss`` from ``wait4`` (the largest single
-process of the tree), "tree RSS" the largest sum of RSS over the process tree,
-sampled every 50 ms from /proc. The load average before each run is printed:
+process of the tree), "tree PSS" the largest sum of PSS (shared pages counted
+once) over the process tree, sampled every 50 ms from /proc. The load average before each run is printed:
 other work on the machine slows wall times, not CPU times.
 
     python bench/load.py                       # ~300 MB and ~1 GB, 1 and 8 ranks
@@ -89,32 +89,37 @@ def _measure_floor(trace_dir: str) -> None:
 # ---------------------------------------------------------------- running one measurement
 
 
-def _tree_rss(root: int) -> int:
-    """Sum of RSS (bytes) of ``root`` and its descendants, from /proc."""
+def _tree_pss(root: int) -> int:
+    """Memory of ``root`` and its descendants (bytes): the sum of their PSS
+    (proportional set size, /proc/PID/smaps_rollup), which counts a page
+    shared by a parent and its forked children once, not once per process."""
     children: Dict[int, List[int]] = {}
-    rss: Dict[int, int] = {}
-    page = os.sysconf("SC_PAGE_SIZE")
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
             with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            ppid, pages = int(fields[1]), int(fields[21])
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(d))
-        rss[int(d)] = pages * page
     total, stack = 0, [root]
     while stack:
         pid = stack.pop()
-        total += rss.get(pid, 0)
         stack.extend(children.get(pid, []))
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            pass
     return total
 
 
 def run(cmd: List[str], env: Optional[dict] = None) -> dict:
-    """Run ``cmd``; wall seconds, CPU seconds, max RSS of one process, sampled tree RSS."""
+    """Run ``cmd``; wall seconds, CPU seconds, max RSS of one process, sampled tree PSS."""
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
@@ -123,7 +128,7 @@ def run(cmd: List[str], env: Optional[dict] = None) -> dict:
 
     def sample() -> None:
         while not stop.is_set():
-            peak[0] = max(peak[0], _tree_rss(proc.pid))
+            peak[0] = max(peak[0], _tree_pss(proc.pid))
             stop.wait(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -137,7 +142,7 @@ def run(cmd: List[str], env: Optional[dict] = None) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{err.decode(errors='replace')[-3000:]}")
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "maxrss": usage.ru_maxrss * 1024,
-            "tree_rss": peak[0], "load": load}
+            "tree_pss": peak[0], "load": load}
 
 
 def measure(kind: str, trace_dir: Path, tmp: Path, cache: Optional[Path] = None) -> dict:
@@ -175,7 +180,7 @@ def _generate(d: str, total: str, ranks: str) -> None:
 
 def fmt(m: dict) -> str:
     return (f"{m['wall']:7.1f} s wall {m['cpu']:7.1f} s CPU  max RSS {m['maxrss'] / 1e9:5.2f} GB"
-            f"  tree RSS {m['tree_rss'] / 1e9:5.2f} GB  (load {m['load']:.1f})")
+            f"  tree PSS {m['tree_pss'] / 1e9:5.2f} GB  (load {m['load']:.1f})")
 
 
 def main(argv=None) -> int:
@@ -227,7 +232,7 @@ def main(argv=None) -> int:
                     "d/b": res["d"]["wall"] / b["wall"],
                     "d'/b": res["d2"]["wall"] / b["wall"],
                     "maxRSS/size": b["maxrss"] / size,
-                    "treeRSS/size": b["tree_rss"] / size,
+                    "treePSS/size": b["tree_pss"] / size,
                 }
                 if "a" in res:
                     ratios = {"b/a": b["wall"] / res["a"]["wall"], "b/a CPU": b["cpu"] / res["a"]["cpu"], **ratios}

@@ -21,7 +21,7 @@ import orjson
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 #: args that hold ids which must stay distinct between copies.
 _ID_ARGS = ("correlation", "External id", "wait_on_cuda_event_record_corr_id", "Python id", "Python parent id")
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 
 
 def _load(path: Path) -> dict:
@@ -109,7 +109,8 @@ def make_trace(base: Path, out: Path, target_bytes: int, rank: int = 0, world_si
             f.write(b)
             written += len(b)
 
-        head = orjson.dumps(meta)[:-1]  # the metadata object without its closing brace
+        # the metadata as Kineto writes it (": " after keys): HTA finds ranks with r'"rank":\s+(\d+)'
+        head = json.dumps(meta)[:-1].encode()  # the metadata object without its closing brace
         w(head + (b', "traceEvents": [\n' if len(meta) else b'"traceEvents": [\n'))
         k, per_copy = 0, 0
         while k == 0 or written + per_copy / 2 < target_bytes:  # the whole number of copies nearest the target

@@ -464,6 +464,8 @@ class _Column:
         for t, vals in self.pieces:
             if t == "empty":
                 continue
+            if t == "f8i":  # (floats, the original ints and NaN)
+                vals = vals[0] if tag == "f8" else vals[1]
             if tag == "i8":
                 parts.append(vals)
             elif tag == "f8":
@@ -476,8 +478,6 @@ class _Column:
             else:  # str or obj: Python objects
                 if t == "absent":
                     parts.append([_NAN] * vals)
-                elif t == "f8i" and tag == "obj":
-                    raise Unsupported("ints with missing values in an object column")
                 elif isinstance(vals, np.ndarray):
                     parts.append(vals.tolist())
                 else:
@@ -548,18 +548,24 @@ def _piece(events: list, arg_specs: List[Tuple[str, str, Any]]) -> dict:
     for k in keys:
         if k in _DROPPED or k in ("args", "cat", "name"):
             continue
-        if k == "ts":
-            tag, vals = ts_tag, ts_vals
-        elif k == "dur":
-            tag, vals = dur_tag, dur_vals
+        if k in ("ts", "dur"):  # numeric in every piece, so never an object column
+            tag, vals = (ts_tag, ts_vals) if k == "ts" else (dur_tag, dur_vals)
+            tag = "f8" if tag == "f8i" else tag
         else:
-            tag, vals = _infer(list(map(dict.get, events, repeat(k), repeat(_NAN))))
+            raw = list(map(dict.get, events, repeat(k), repeat(_NAN)))
+            tag, vals = _infer(raw)
+            if tag == "f8i":  # ints and NaN: floats, unless another piece makes the column object
+                columns[k] = (tag, (vals[idx], list(map(raw.__getitem__, take))))
+                continue
         columns[k] = (tag, vals[idx] if isinstance(vals, np.ndarray) else list(map(vals.__getitem__, take)))
     args = list(map(dict.get, kept_events, repeat("args"), repeat(_EMPTY)))
     if set(map(type, args)) - {dict}:
         args = [a if type(a) is dict else _EMPTY for a in args]
-    arg_columns = {name: _infer(list(map(dict.get, args, repeat(raw), repeat(default))))
-                   for name, raw, default in arg_specs}
+    arg_columns = {}
+    for name, raw_name, default in arg_specs:
+        raw = list(map(dict.get, args, repeat(raw_name), repeat(default)))
+        tag, vals = _infer(raw)
+        arg_columns[name] = (tag, (vals, raw) if tag == "f8i" else vals)
     return {
         "n": n, "keys": sorted(keys, key=first.__getitem__), "has_args": "args" in keys,
         "cats_seen": cats_seen, "ts_any_null": bool(ts_null.any()),
