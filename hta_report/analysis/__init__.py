@@ -95,63 +95,85 @@ def _whole_trace(loaded: LoadedTraces, gpu_ranks: List[int]):
     return temporal, overlap, types_all, times
 
 
+def _rank_result(loaded: LoadedTraces, info, gpu_ranks: List[int]) -> tuple:
+    """Everything about one rank but what needs the whole-trace breakdowns
+    (``temporal``, ``comm``, and ``kernel_types`` when it is the only GPU rank);
+    returns the result and the rank's decoded events."""
+    stage = progress.current().stage
+    r = info.rank
+    with stage(f"rank {r}: decode events"):
+        ev = RankEvents.from_loaded(loaded, r)
+    rr = RankResult(rank=r, file=info.path, device_names=_device_names(loaded.meta.get(r, {})))
+    with stage(f"rank {r}: steps and CPU side"):
+        rr.steps = step_stats(ev)
+        rr.cpu = cpu_side(ev)
+    if ev.has_gpu:
+        one = loaded.analysis_for([r])
+        rr.has_gpu = True
+        rr.gpu_span_us = ev.gpu_span_us
+        with stage(f"rank {r}: HTA idle time breakdown"):
+            rr.idle = idle_breakdown(one, r)
+        if gpu_ranks != [r]:
+            with stage(f"rank {r}: HTA kernel breakdown"):
+                rr.kernel_types = kernel_type_shares(one)
+        with stage(f"rank {r}: kernels, memcpy"):
+            rr.top_kernels = top_kernels(ev, limit=50)
+            rr.kernel_count = int(ev.gpu["s_cat"].eq("kernel").sum())
+            rr.memcpy = memcpy_summary(ev)
+        with stage(f"rank {r}: HTA kernel launch stats and queue length"):
+            rr.launch = launch_summary(one, r)
+    return rr, ev
+
+
+def _finish_rank(rr: RankResult, ev: RankEvents, gpu_ranks: List[int], temporal, overlap, types_all) -> None:
+    if rr.has_gpu:
+        rr.temporal = temporal[rr.rank]
+        if gpu_ranks == [rr.rank]:  # one GPU rank: the whole-trace breakdown is this rank's
+            rr.kernel_types = [dataclasses.replace(k) for k in types_all]
+        rr.comm = comm_summary(ev, overlap.get(rr.rank, 0.0))
+
+
+def _child_share(loaded: LoadedTraces, gpu_ranks: List[int], infos) -> tuple:
+    """The forked process's part: HTA's whole-trace breakdowns, then its ranks, finished."""
+    whole = _whole_trace(loaded, gpu_ranks) if gpu_ranks else ({}, {}, [], [])
+    done = []
+    for info in infos:
+        rr, ev = _rank_result(loaded, info, gpu_ranks)
+        _finish_rank(rr, ev, gpu_ranks, *whole[:3])
+        done.append(rr)
+    return whole, done
+
+
 def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
     """Run every analysis on already loaded traces (see :func:`analyze`).
 
-    With several cores and a large trace, HTA's whole-trace breakdowns run in
-    a forked process while this one does the per-rank analyses."""
+    With several cores and a large trace, a forked process runs HTA's
+    whole-trace breakdowns and a quarter of the ranks while this one does the rest."""
     from .. import workers
 
-    stage = progress.current().stage
     with quiet_hta():
         gpu_ranks = [r for r in loaded.ranks if _has_gpu(loaded, r)]
-        whole = None
-        if gpu_ranks:
-            n_events = sum(len(loaded.frame(r)) for r in loaded.ranks)
-            if workers.count() > 1 and workers.can_fork() and n_events >= PARALLEL_MIN_EVENTS:
-                whole = workers.Forked(lambda: _whole_trace(loaded, gpu_ranks))
-        with stage("decode events"):
-            events = {r: RankEvents.from_loaded(loaded, r) for r in loaded.ranks}
-        ranks: List[RankResult] = []
-        for info in loaded.files:
-            r = info.rank
-            ev = events[r]
-            rr = RankResult(rank=r, file=info.path, device_names=_device_names(loaded.meta.get(r, {})))
-            with stage(f"rank {r}: steps and CPU side"):
-                rr.steps = step_stats(ev)
-                rr.cpu = cpu_side(ev)
-            if ev.has_gpu:
-                one = loaded.analysis_for([r])
-                rr.has_gpu = True
-                rr.gpu_span_us = ev.gpu_span_us
-                with stage(f"rank {r}: HTA idle time breakdown"):
-                    rr.idle = idle_breakdown(one, r)
-                if gpu_ranks != [r]:
-                    with stage(f"rank {r}: HTA kernel breakdown"):
-                        rr.kernel_types = kernel_type_shares(one)
-                with stage(f"rank {r}: kernels, memcpy"):
-                    rr.top_kernels = top_kernels(ev, limit=50)
-                    rr.kernel_count = int(ev.gpu["s_cat"].eq("kernel").sum())
-                    rr.memcpy = memcpy_summary(ev)
-                with stage(f"rank {r}: HTA kernel launch stats and queue length"):
-                    rr.launch = launch_summary(one, r)
-            ranks.append(rr)
-        temporal, overlap, types_all = {}, {}, []
-        if gpu_ranks:
-            if whole is not None:
-                with stage("waiting for HTA's whole-trace breakdowns (run in parallel)"):
-                    temporal, overlap, types_all, times = whole.result()
-            else:
-                temporal, overlap, types_all, times = _whole_trace(loaded, gpu_ranks)
-            for name, seconds in times:
-                progress.current().record(name + (" (in parallel)" if whole is not None else ""), seconds)
-        for rr in ranks:
-            if rr.has_gpu:
-                ev = events[rr.rank]
-                rr.temporal = temporal[rr.rank]
-                if gpu_ranks == [rr.rank]:  # one GPU rank: the whole-trace breakdown is this rank's
-                    rr.kernel_types = [dataclasses.replace(k) for k in types_all]
-                rr.comm = comm_summary(ev, overlap.get(rr.rank, 0.0))
+        n_events = sum(len(loaded.frame(r)) for r in loaded.ranks)
+        parallel = workers.count() > 1 and workers.can_fork() and n_events >= PARALLEL_MIN_EVENTS
+        files = list(loaded.files)
+        # HTA's whole-trace breakdowns cost about as much as half the ranks' own
+        # analyses: the forked process takes them and a quarter of the ranks
+        k = len(files) // 4 if parallel else 0
+        mine, theirs = files[:len(files) - k], files[len(files) - k:]
+        child = workers.Forked(lambda: _child_share(loaded, gpu_ranks, theirs)) if parallel else None
+        here = [_rank_result(loaded, info, gpu_ranks) for info in mine]
+        if child is not None:
+            with progress.current().stage("waiting for the forked analyses (HTA's whole-trace breakdowns...)"):
+                (temporal, overlap, types_all, times), done = child.result()
+        else:
+            (temporal, overlap, types_all, times), done = (
+                _whole_trace(loaded, gpu_ranks) if gpu_ranks else ({}, {}, [], [])), []
+        for name, seconds in times:
+            progress.current().record(name + (" (in parallel)" if child is not None else ""), seconds)
+        for rr, ev in here:
+            _finish_rank(rr, ev, gpu_ranks, temporal, overlap, types_all)
+        by_rank = {rr.rank: rr for rr in [rr for rr, _ in here] + done}
+        ranks = [by_rank[info.rank] for info in files]
 
     result = AnalysisResult(
         inventory=_inventory(loaded, trace_dir, ranks),
