@@ -53,6 +53,35 @@ def file_digest(path: os.PathLike | str) -> str:
     return h.hexdigest()
 
 
+_CODE: Dict[str, str] = {}
+
+
+def code_fingerprint(which: str = "all") -> str:
+    """BLAKE2b of hta-report's own source (``"parser"``: the parser modules;
+    ``"all"``: every module and template), so that a changed checkout never
+    reads entries written by other code, version number or not."""
+    if which not in _CODE:
+        pkg = Path(__file__).resolve().parent
+        if which == "parser":
+            files = [pkg / "fastparse.py", pkg / "ingest.py", pkg / "cache.py"]
+        else:
+            files = sorted(pkg.rglob("*.py")) + sorted((pkg.parent / "templates").glob("*"))
+            try:
+                from importlib import resources
+
+                files += sorted(Path(str(f)) for f in resources.files("hta_report.templates").iterdir())
+            except Exception:  # pragma: no cover - templates not importable
+                pass
+        h = hashlib.blake2b(digest_size=16)
+        for f in files:
+            try:
+                h.update(f.name.encode() + b"\0" + f.read_bytes())
+            except OSError:
+                continue
+        _CODE[which] = h.hexdigest()
+    return _CODE[which]
+
+
 def _key(parts: dict) -> str:
     return hashlib.blake2b(json.dumps(parts, sort_keys=True).encode(), digest_size=20).hexdigest()
 
@@ -102,6 +131,7 @@ class Cache:
         args = [[a.name, a.raw_name, a.value_type.name, repr(a.default_value)] for a in cfg.get_args()]
         return _key({
             "format": CACHE_FORMAT, "file": self.digest(path), "loader": loader, "parser": PARSER_VERSION,
+            "code": code_fingerprint("parser"),
             "hta": getattr(hta.version, "__version__", ""), "pandas": pandas.__version__, "args": args,
             "backend": str(cfg.parser_backend), "parse_all_args": bool(cfg.parse_all_args),
         })
@@ -143,7 +173,8 @@ class Cache:
         paths = find_trace_files(trace_dir, recursive)
         manifest = trace_dir / "manifest.json"
         return _key({
-            "format": CACHE_FORMAT, "tool": __version__, "hta": str(getattr(hta.version, "__version__", "")),
+            "format": CACHE_FORMAT, "tool": __version__, "code": code_fingerprint("all"),
+            "hta": str(getattr(hta.version, "__version__", "")),
             "loader": loader, "dir": str(trace_dir), "recursive": bool(recursive),
             "include_last_step": include_last_step,
             "files": [[str(p), self.digest(p)] for p in paths],
@@ -165,7 +196,9 @@ class Cache:
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
         result.inventory.analyzed_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        attach(result, self, key)
         return result
+
 
     def get_result(self, key: str) -> Optional[str]:
         path = self.root / f"result-v{CACHE_FORMAT}" / f"{key}.json"
@@ -177,6 +210,25 @@ class Cache:
             return data["result"]
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
+
+    def get_charts(self, key: str) -> Optional[Dict[str, str]]:
+        """Chart images rendered earlier for the result stored under ``key``."""
+        path = self.root / f"result-v{CACHE_FORMAT}" / f"{key}.charts.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("key") != key or not isinstance(data.get("charts"), dict):
+                return None
+            return {str(k): str(v) for k, v in data["charts"].items()}
+        except (OSError, ValueError, TypeError, AttributeError):
+            return None
+
+    def put_charts(self, key: str, charts: Dict[str, str]) -> None:
+        path = self.root / f"result-v{CACHE_FORMAT}" / f"{key}.charts.json"
+        try:
+            text = json.dumps({"key": key, "charts": charts})
+            _atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+        except Exception as exc:
+            logger.debug("not caching charts %s: %s", key, exc)
 
     def put_result(self, key: str, result_json: str) -> None:
         path = self.root / f"result-v{CACHE_FORMAT}" / f"{key}.json"
@@ -300,3 +352,26 @@ def _read_parsed(path: Path, key: str):
     table = TraceSymbolTable()
     table.add_symbols(info["symbols"])
     return info["meta"], df, table
+
+
+def attach(result, cache: "Cache", key: str) -> None:
+    """Remember where ``result`` is cached, so that its charts are stored beside it
+    (:func:`cached_charts`); not part of the result model."""
+    try:
+        object.__setattr__(result, "_hta_report_cache", (cache, key))
+    except AttributeError:  # pragma: no cover - slotted result
+        pass
+
+
+def cached_charts(result, compute):
+    """``compute()`` (a dict of chart images for ``result``), read from or stored
+    in the cache entry of ``result`` when it has one."""
+    ref = getattr(result, "_hta_report_cache", None)
+    if ref is None:
+        return compute()
+    cache, key = ref
+    charts = cache.get_charts(key)
+    if charts is None:
+        charts = compute()
+        cache.put_charts(key, charts)
+    return charts

@@ -236,7 +236,7 @@ def test_cli_cache_reuse_no_cache_and_corrupt_entries(tmp_path, run_cli):
             assert not cache.exists()
     assert outs[0] == outs[1] == outs[2]
     entries = list(cache.glob("parse-v1/*.arrow")) + list(cache.glob("result-v1/*.json"))
-    assert len(entries) == 3
+    assert len(entries) == 4  # two parsed files, the result, its charts
     for p in entries:  # corrupt every entry: ignored, then rewritten
         p.write_bytes(b"garbage")
     code, _, err = run_cli("analyze", path, "-o", tmp_path / "r3.html", "--json", tmp_path / "r3.json", "-q",

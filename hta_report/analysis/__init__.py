@@ -66,7 +66,10 @@ def analyze(
                          loader=loader, cache=cache)
     result = analyze_loaded(loaded, Path(trace_dir))
     if cache is not None and key is not None:
+        from ..cache import attach
+
         cache.put_result(key, result.to_json())
+        attach(result, cache, key)
     return result
 
 
