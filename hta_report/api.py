@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
-from .analysis import analyze
+from . import progress
 from .errors import PartialInputError
 from .model import AnalysisResult
 from .output import write_all_atomic
@@ -13,6 +13,30 @@ from .render import format_for_path, render, render_comparison
 
 __all__ = ["analyze", "write_reports", "load_result", "compare_paths", "write_comparison", "rule_catalogue",
            "partial_input_error"]
+
+
+def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_step: Optional[bool] = None,
+            max_trace_bytes: Optional[int] = None, config=None, loader: Optional[str] = None,
+            cache=None) -> AnalysisResult:
+    """:func:`hta_report.analysis.analyze`. A result found in ``cache`` returns
+    before pandas, HTA or the analyses are even imported."""
+    if cache is not None:
+        from .cache import Cache, result_options
+        from .ingest import resolve_loader
+        from .validation import DEFAULT_MAX_TRACE_BYTES
+
+        cache = cache if isinstance(cache, Cache) else Cache(cache)
+        key = cache.result_key(Path(trace_dir), recursive, include_last_step, resolve_loader(loader),
+                               options=result_options(max_trace_bytes or DEFAULT_MAX_TRACE_BYTES, config))
+        result = cache.cached_result(key) if key is not None else None
+        if result is not None:
+            progress.current().record("analysis result (from cache)", 0.0)
+            return result
+    from .analysis import analyze as run
+
+    kwargs = {"max_trace_bytes": max_trace_bytes} if max_trace_bytes else {}
+    return run(trace_dir, recursive=recursive, include_last_step=include_last_step, config=config, loader=loader,
+               cache=cache, **kwargs)
 
 
 def write_reports(result: AnalysisResult, outputs: Sequence[Tuple[os.PathLike | str, Optional[str]]]) -> List[Path]:
@@ -34,8 +58,14 @@ def write_reports(result: AnalysisResult, outputs: Sequence[Tuple[os.PathLike | 
     Raises:
         hta_report.errors.OutputError: a directory is missing or not writable.
     """
-    rendered = [(Path(p), render(result, format_for_path(str(p), f))) for p, f in outputs]
-    return write_all_atomic(rendered)
+    stage = progress.current().stage
+    rendered = []
+    for p, f in outputs:
+        fmt = format_for_path(str(p), f)
+        with stage(f"render {fmt}"):
+            rendered.append((Path(p), render(result, fmt)))
+    with stage("write reports"):
+        return write_all_atomic(rendered)
 
 
 def partial_input_error(result: AnalysisResult) -> Optional[PartialInputError]:

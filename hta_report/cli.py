@@ -83,9 +83,14 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @click.option("--config", "config_path", default=None, metavar="FILE.toml",
               help="Rule thresholds and disabled rules [default: [tool.hta-report] in ./pyproject.toml].")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Cache of parsed traces and results, keyed by file contents "
+                   "[default: $XDG_CACHE_HOME/hta-report or ~/.cache/hta-report].")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
+@click.option("-v", "--verbose", is_flag=True, help="Print the time of each stage on stderr.")
 def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional[str], recursive: bool,
             include_last_step: Optional[bool], fail_on: tuple, max_trace_size: int, quiet: bool,
-            config_path: Optional[str]) -> None:
+            config_path: Optional[str], cache_dir: Optional[str], no_cache: bool, verbose: bool) -> None:
     """Analyze TRACE_DIR (Kineto traces, one per rank, .json or .json.gz) and
     write a report.
 
@@ -103,12 +108,17 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     from .render.terminal import render as summary
     from .rules import load_config
 
+    from . import progress
+    from .cache import default_cache_dir
+
     gates = [parse_gate(g) for g in fail_on]
     config = load_config(config_path)
-    result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step,
-                          max_trace_bytes=max_trace_size, config=config)
-    outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
-    written = write_reports(result, outputs)
+    cache = None if no_cache else (cache_dir or default_cache_dir())
+    with progress.using(progress.Progress(verbose=verbose)):
+        result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step,
+                              max_trace_bytes=max_trace_size, config=config, cache=cache)
+        outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
+        written = write_reports(result, outputs)
     if not quiet:
         click.echo(summary(result, [str(p) for p in written]))
     hits = _report_gates(gates, result=result)

@@ -3,9 +3,13 @@
 Everything else (analyses, reports) receives a :class:`LoadedTraces`; a faster
 loader can replace this module's internals without touching them.
 
-Loading goes through HTA's own parser (``hta.common.trace.Trace``), one file at
-a time so that an unreadable file is named, then assigns every file its real
-rank before HTA aligns the ranks in time and filters events.
+Each file is parsed into what HTA's own parser gives, by default with
+:mod:`hta_report.fastparse` (files in parallel, results cached; see
+:mod:`hta_report.ingest`), and merged into an ``hta.common.trace.Trace`` as HTA
+merges it; a file the fast parser does not reproduce exactly goes through
+HTA's own parser (``hta.common.trace.Trace.parse_single_rank``) behind our
+validating reader. Then every file gets its real rank before HTA aligns the
+ranks in time and filters events.
 
 Bad input is checked by :mod:`hta_report.validation`: before parsing (size
 cap, the first 64 KiB of text) and on the parsed document, which this module
@@ -29,9 +33,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pandas as pd
 
-from . import validation
+from . import progress, validation
 from .discovery import find_trace_files, rank_from_file_name
 from .errors import InputError, TraceError
+from .ingest import add_parsed_rank, parse_files, report_parser_config, resolve_loader
 from .model import TraceFileInfo, UnreadableTrace
 from .validation import DEFAULT_MAX_TRACE_BYTES
 
@@ -210,10 +215,22 @@ def _hta_reads_with(reader: Callable[[str], Dict[str, Any]]) -> Iterator[None]:
         trace_parser.parse_trace_dict = saved
 
 
-def _parser_config():
+def _clean(df: pd.DataFrame) -> bool:
+    """True when a fast parse has events and every one has a ``ts`` and a
+    non-negative ``dur``; otherwise the file goes through HTA's parser behind
+    the validating reader, which leaves such events out (or names what is
+    missing) and says how many."""
+    if df.empty or "ts" not in df.columns or "dur" not in df.columns:
+        return False  # the validating path names what is missing
+    dur = pd.to_numeric(df["dur"], errors="coerce")
+    ts = pd.to_numeric(df["ts"], errors="coerce")
+    return not (dur.isna().any() or (dur < 0).any() or ts.isna().any())
+
+
+def _parser_config(cfg=None):
     from hta.configs.parser_config import ParserBackend, ParserConfig
 
-    cfg = ParserConfig.get_default_cfg()
+    cfg = cfg or ParserConfig.get_default_cfg()
     cfg.set_parser_backend(ParserBackend.JSON)  # the backend that reads through parse_trace_dict
     return cfg
 
@@ -233,6 +250,8 @@ def load_traces(
     recursive: bool = False,
     include_last_step: Optional[bool] = None,
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+    loader: Optional[str] = None,
+    cache=None,
 ) -> LoadedTraces:
     """Find and parse every trace in ``trace_dir`` with HTA.
 
@@ -248,6 +267,10 @@ def load_traces(
             fewer than two steps, where dropping one would leave nothing.
         max_trace_bytes: refuse a trace whose decompressed size passes this
             many bytes (checked before it is loaded).
+        loader: ``"fast"`` (default; :mod:`hta_report.fastparse`, files parsed
+            in parallel) or ``"hta"`` (HTA's own parser); see
+            :func:`hta_report.ingest.resolve_loader`.
+        cache: a :class:`hta_report.cache.Cache` for parsed files (fast loader), or None.
 
     Returns:
         A :class:`LoadedTraces` whose HTA ``TraceAnalysis`` is keyed by real ranks.
@@ -261,7 +284,10 @@ def load_traces(
     from hta.trace_analysis import TraceAnalysis
 
     trace_dir = Path(trace_dir)
-    paths = find_trace_files(trace_dir, recursive)
+    loader = resolve_loader(loader)
+    stages = progress.current()
+    with stages.stage("find trace files"):
+        paths = find_trace_files(trace_dir, recursive)
     unreadable: List[UnreadableTrace] = []
     candidates: List[Path] = []
     for path in paths:
@@ -278,7 +304,7 @@ def load_traces(
 
     with quiet_hta():
         originals = {str(p.resolve()): p for p in candidates}
-        cfg = _parser_config()
+        cfg = _parser_config(report_parser_config() if loader == "fast" else None)
         try:
             trace = Trace(trace_files={i: str(p.resolve()) for i, p in enumerate(candidates)},
                           trace_dir=str(trace_dir), parser_config=cfg)
@@ -286,10 +312,20 @@ def load_traces(
             raise TraceError(f"HTA cannot open the traces ({validation.exception_summary(exc)})", trace_dir) from exc
         reader = _Reader(originals, validation.arg_kinds(cfg.get_args()))
         good: List[Tuple[int, Path]] = []
+        # fast parser first (no fallback inside: a file it cannot reproduce
+        # exactly comes back as an error and goes through HTA's parser here,
+        # behind the validating reader)
+        parsed = parse_files(candidates, cfg, cache, loader, fallback=False) if loader == "fast" else None
         with _hta_reads_with(reader):
             for key, path in enumerate(candidates):
                 try:
-                    trace.parse_single_rank(key)
+                    one = next(parsed) if parsed is not None else None
+                    if one is not None and one.error is None and _clean(one.result[1]):
+                        stages.record(f"parse {path.name}" + (" (from cache)" if one.cached else ""), one.seconds)
+                        add_parsed_rank(trace, key, one.result)
+                    else:
+                        with stages.stage(f"parse {path.name} (HTA's parser)"):
+                            trace.parse_single_rank(key)
                     if key not in trace.traces:
                         raise TraceError("holds no trace events HTA can analyze", path)
                 except Exception as exc:  # HTA raises many types; we name the file.
@@ -299,6 +335,8 @@ def load_traces(
                     unreadable.append(UnreadableTrace(path=str(path), reason=reason))
                     continue
                 good.append((key, path))
+        if parsed is not None:
+            parsed.close()
         if not good:
             raise unreadable_error(unreadable)
 
@@ -325,12 +363,13 @@ def load_traces(
                     int(df["name"].isin(step_ids).sum()) for df in trace.traces.values()
                 )
                 include_last_step = fewest < 2
-            trace.align_and_filter_trace(include_last_step)
-            for rank, df in trace.traces.items():  # as Trace.load_traces does
-                if not df.empty:
-                    df = df.set_index("index", drop=False)
-                    df.index.names = [None]
-                    trace.traces[rank] = df
+            with stages.stage("HTA align and filter"):
+                trace.align_and_filter_trace(include_last_step)
+                for rank, df in trace.traces.items():  # as Trace.load_traces does
+                    if not df.empty:
+                        df = df.set_index("index", drop=False)
+                        df.index.names = [None]
+                        trace.traces[rank] = df
         except Exception as exc:
             step = "aligning ranks in time and filtering steps (HTA)"
             raise TraceError(f"analysis failed at {step}: {validation.exception_summary(exc)}", where,

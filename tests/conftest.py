@@ -12,6 +12,13 @@ SHARED_TRACES = Path(os.environ.get("HTA_REPORT_SHARED", HERE.parent.parent / "s
 REPO = HERE.parent
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    """Every test gets its own cache directory: nothing is read from or
+    written to the user's ~/.cache (subprocesses inherit it too)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+
+
 def shared(name: str) -> Path:
     """Path of a folder under ../shared/traces/hta; skips the test when absent."""
     path = SHARED_TRACES / name

@@ -486,8 +486,8 @@ def test_rename_failing_for_second_file_leaves_both(good_dir, out, run_cli, monk
             raise OSError(13, "Permission denied")
         return real_replace(src, dst)
 
-    monkeypatch.setattr(output.os, "replace", replace)
-    code, _, err = run_cli("analyze", good_dir, "-o", out / "report.html", "--json", out / "r.json")
+    monkeypatch.setattr(output.os, "replace", replace)  # os.replace everywhere: the cache writes too
+    code, _, err = run_cli("analyze", good_dir, "-o", out / "report.html", "--json", out / "r.json", "--no-cache")
     assert code == 1
     _untouched(out)
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Union
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, progress
 from ..errors import HtaReportError, TraceError
 from ..loading import LoadedTraces, load_traces, quiet_hta, unreadable_error
 from ..model import Aggregate, AnalysisResult, CommSummary, Inventory, RankResult, TraceFileInfo, UnreadableTrace
@@ -39,6 +39,8 @@ def analyze(
     include_last_step: Optional[bool] = None,
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
     config: Optional["AdviceConfig"] = None,
+    loader: Optional[str] = None,
+    cache=None,
 ) -> AnalysisResult:
     """Analyze a directory of Kineto traces (one per rank).
 
@@ -54,6 +56,12 @@ def analyze(
             traces are refused before loading.
         config: rule thresholds and disabled rules
             (:class:`hta_report.rules.AdviceConfig`); defaults when None.
+        loader: ``"fast"`` (default) or ``"hta"`` (HTA's own parser); see
+            :func:`hta_report.ingest.resolve_loader`.
+        cache: a :class:`hta_report.cache.Cache` (or a directory for one) to
+            reuse parsed files and whole results keyed by the files' contents,
+            the options and the rule configuration; None (default) reads and
+            writes no cache.
 
     Returns:
         The full result model, findings and rule checks included.
@@ -64,9 +72,29 @@ def analyze(
         hta_report.errors.TraceError: no trace can be read or analyzed (names
             the file, or each file), or a step over all ranks failed.
     """
+    from ..cache import Cache, result_options
+    from ..ingest import resolve_loader
+
+    loader = resolve_loader(loader)
+    if cache is not None and not isinstance(cache, Cache):
+        cache = Cache(cache)
+    key = None
+    if cache is not None:
+        key = cache.result_key(Path(trace_dir), recursive, include_last_step, loader,
+                               options=result_options(max_trace_bytes, config))
+        result = cache.cached_result(key) if key is not None else None
+        if result is not None:
+            progress.current().record("analysis result (from cache)", 0.0)
+            return result
     loaded = load_traces(trace_dir, recursive=recursive, include_last_step=include_last_step,
-                         max_trace_bytes=max_trace_bytes)
-    return analyze_loaded(loaded, Path(trace_dir), config)
+                         max_trace_bytes=max_trace_bytes, loader=loader, cache=cache)
+    result = analyze_loaded(loaded, Path(trace_dir), config)
+    if cache is not None and key is not None and not result.inventory.unreadable:
+        from ..cache import attach
+
+        cache.put_result(key, result.to_json())
+        attach(result, cache, key)
+    return result
 
 
 @contextlib.contextmanager
@@ -163,7 +191,8 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path, config: Optional["Advi
     with quiet_hta():
         for info in loaded.files:
             try:
-                ranks.append(_analyze_rank(loaded, info))
+                with progress.current().stage(f"analyze rank {info.rank}"):
+                    ranks.append(_analyze_rank(loaded, info))
             except TraceError as exc:
                 unreadable.append(UnreadableTrace(path=info.path, reason=exc.message))
                 failure = exc
@@ -189,7 +218,7 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path, config: Optional["Advi
     )
     from ..rules import advise
 
-    with analysis_step("advice", where):
+    with analysis_step("advice", where), progress.current().stage("advice"):
         advice = advise(result, config)
     result.findings, result.checks = advice.findings, advice.checks
     return result

@@ -21,24 +21,43 @@ SYNC_NAMES = (
 DATALOADER_PREFIXES = ("enumerate(DataLoader)#", "enumerate(DataPipe)#")
 
 
+def _thread_codes(cpu: pd.DataFrame) -> np.ndarray:
+    """One integer per distinct ``"pid/tid"`` string of ``cpu`` (ids compared
+    as text, like ``astype(str)``), without building a string per row."""
+    codes = []
+    for col in ("pid", "tid"):
+        c, uniques = pd.factorize(cpu[col], use_na_sentinel=False)
+        text_codes, _ = pd.factorize(np.array([str(u) for u in uniques], dtype=object))
+        codes.append(text_codes[c] if len(c) else c)
+    pid, tid = codes
+    return pid.astype(np.int64) * (int(tid.max()) + 1 if len(tid) else 1) + tid
+
+
 def self_times(cpu: pd.DataFrame) -> np.ndarray:
     """Self time (µs) of each row of ``cpu``: its duration minus the durations
     of its direct children on the same thread (events nested inside it)."""
     self_t = np.maximum(cpu["dur"].to_numpy(dtype=float), 0.0)  # some traces carry dur = -1
+    if not len(cpu):
+        return self_t
     ts = cpu["ts"].to_numpy(dtype=float)
     end = cpu["end"].to_numpy(dtype=float)
-    threads = (cpu["pid"].astype(str) + "/" + cpu["tid"].astype(str)).to_numpy()
-    for thread in np.unique(threads):
-        idx = np.flatnonzero(threads == thread)
-        idx = idx[np.lexsort((-end[idx], ts[idx]))]  # parents before children
-        stack: List[int] = []
-        for i in idx:
-            while stack and ts[i] >= end[stack[-1]]:
-                stack.pop()
-            if stack:
-                self_t[stack[-1]] -= min(end[i], end[stack[-1]]) - ts[i]
-            stack.append(i)
-    return np.maximum(self_t, 0.0)
+    thread = _thread_codes(cpu)
+    order = np.lexsort((-end, ts, thread))  # by thread, then parents before children
+    ts_l, end_l, thread_l = ts.tolist(), end.tolist(), thread.tolist()
+    out = self_t.tolist()
+    stack: List[int] = []
+    current = None
+    for i in order.tolist():
+        if thread_l[i] != current:
+            current, stack = thread_l[i], []
+        t = ts_l[i]
+        while stack and t >= end_l[stack[-1]]:
+            stack.pop()
+        if stack:
+            top = stack[-1]
+            out[top] -= min(end_l[i], end_l[top]) - t
+        stack.append(i)
+    return np.maximum(np.array(out, dtype=float), 0.0)
 
 
 def _named(rows: pd.DataFrame, self_col: np.ndarray = None, limit: int = 0) -> List[NamedTime]:

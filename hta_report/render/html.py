@@ -13,7 +13,7 @@ from typing import Any, Dict
 import jinja2
 
 from ..model import AnalysisResult
-from . import charts, view
+from . import view
 
 
 def _template_text(name: str) -> str:
@@ -38,6 +38,8 @@ def environment() -> jinja2.Environment:
 
 def chart_uris(result: AnalysisResult) -> Dict[str, str]:
     """The report's charts, name -> data URI; charts without data are left out."""
+    from . import charts  # matplotlib: imported only when charts are drawn
+
     out: Dict[str, str] = {}
     gpu = [r for r in result.ranks if r.has_gpu]
     if gpu:
@@ -75,6 +77,13 @@ def chart_uris(result: AnalysisResult) -> Dict[str, str]:
     return out
 
 
+def _charts(result: AnalysisResult) -> Dict[str, str]:
+    """:func:`chart_uris`, reused from the cache when ``result`` came from or went to one."""
+    from ..cache import cached_charts
+
+    return cached_charts(result, lambda: chart_uris(result))
+
+
 def context(result: AnalysisResult) -> Dict[str, Any]:
     """Everything the template shows, formatted."""
     return {
@@ -85,7 +94,7 @@ def context(result: AnalysisResult) -> Dict[str, Any]:
         "rank_rows": view.rank_rows(result),
         "ranks": view.rank_details(result),
         "inventory": view.inventory(result),
-        "charts": chart_uris(result),
+        "charts": _charts(result),
         "css": _template_text("report.css"),
     }
 

@@ -1,0 +1,340 @@
+"""The fast loader gives what HTA's own parser gives: same dataframes, same results.
+
+- every shared trace: :func:`hta_report.fastparse.parse_trace_file` against
+  ``hta.common.trace.parse_trace_file``, column by column (dtypes, values,
+  index, column order), metadata and symbol table, with HTA's default parser
+  config and with the report's;
+- every shared trace folder: the whole AnalysisResult from the fast loader and
+  from HTA's parser (``loader="hta"``) is the same JSON (but ``analyzed_at``);
+- synthetic traces for the corners (ns timestamps, missing fields, mixed types,
+  strings that look like event boundaries, tiny read blocks, parallel pieces);
+- the parse cache returns what was parsed, ``--no-cache`` touches no cache, a
+  corrupt entry is ignored and rewritten.
+"""
+import gzip
+import json
+import logging
+import random
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import SHARED_TRACES, shared
+from hta_report import fastparse
+from hta_report.analysis import analyze
+from hta_report.cache import Cache
+from hta_report.ingest import report_parser_config
+
+FOLDERS = ["alexnet", "amd_trace", "cpu_only", "distributed_info_unavailable", "trace_diff/control",
+           "trace_diff/test", "triton_example", "two_ranks"]
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    logging.getLogger("hta").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def default_cfg():
+    from hta.configs.parser_config import ParserConfig
+
+    return ParserConfig.get_default_cfg()
+
+
+def assert_same_parse(theirs, ours):
+    m1, d1, s1 = theirs
+    m2, d2, s2 = ours
+    assert m1 == m2
+    assert s1.get_sym_table() == s2.get_sym_table()
+    assert s1.get_sym_id_map() == s2.get_sym_id_map()
+    assert list(d1.columns) == list(d2.columns)
+    assert type(d1.index) is type(d2.index)
+    for col in d1.columns:
+        assert d1[col].dtype == d2[col].dtype, col
+        pd.testing.assert_series_equal(d1[col], d2[col], check_exact=True, obj=col)
+        if d1[col].dtype == object:
+            assert [type(v) for v in d1[col]] == [type(v) for v in d2[col]], col
+
+
+def shared_files():
+    if not SHARED_TRACES.is_dir():
+        return [pytest.param(None, marks=pytest.mark.skip(reason="../shared is absent"))]
+    return sorted(SHARED_TRACES.glob("**/*.json.gz"), key=str)
+
+
+@pytest.mark.parametrize("path", shared_files(), ids=lambda p: p.parent.name if p else "none")
+@pytest.mark.parametrize("config", ["hta-default", "report"])
+def test_same_dataframe_as_hta(path, config):
+    cfg = (lambda: default_cfg()) if config == "hta-default" else report_parser_config
+    theirs = fastparse.hta_parse_trace_file(path, cfg())
+    ours = fastparse.parse_trace_file(path, cfg(), fallback=False)
+    assert_same_parse(theirs, ours)
+
+
+def test_pieces_in_tiny_blocks_and_parallel_workers(monkeypatch):
+    path = next(shared("trace_diff/control").glob("*.json.gz"))
+    theirs = fastparse.parse_trace_file(path, report_parser_config(), fallback=False)
+    monkeypatch.setattr(fastparse, "BLOCK_BYTES", 256 << 10)  # ~100 pieces
+    assert_same_parse(theirs, fastparse.parse_trace_file(path, report_parser_config(), fallback=False))
+    assert_same_parse(theirs, fastparse.parse_trace_file(path, report_parser_config(), fallback=False, workers=2))
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_same_result_as_with_hta_parser(folder):
+    path = shared(folder)
+    fast = json.loads(analyze(path, loader="fast").to_json())
+    hta = json.loads(analyze(path, loader="hta").to_json())
+    for r in (fast, hta):
+        r["inventory"]["analyzed_at"] = ""
+        # the validating reader behind HTA's parser also notes fields it ignored
+        # (e.g. a string "stream"); the fast path reads them as HTA does, silently
+        r["inventory"]["warnings"] = [w for w in r["inventory"]["warnings"] if "was ignored" not in w]
+    assert fast == hta
+
+
+def test_loader_env_var_selects_hta(monkeypatch):
+    from hta_report.ingest import resolve_loader
+
+    monkeypatch.setenv("HTA_REPORT_LOADER", "hta")
+    assert resolve_loader(None) == "hta"
+    assert resolve_loader("fast") == "fast"
+    with pytest.raises(ValueError):
+        resolve_loader("nope")
+
+
+# ------------------------------------------------------------------ synthetic corners
+
+
+def _event(rng, i, ts, kind):
+    if kind == "cpu":
+        e = {"ph": "X", "cat": "cpu_op", "name": rng.choice(["aten::mm", "aten::add", 'we"ird}, {"x', "a\\b"]),
+             "pid": 10, "tid": rng.choice([1, 2]), "ts": ts, "dur": rng.randint(1, 50),
+             "args": {"External id": i, "Input Dims": [[1, 2], []], "nested": [{"a": 1}, {"b": [2, {"c": 3}]}]}}
+    elif kind == "launch":
+        e = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 1, "ts": ts,
+             "dur": 5, "args": {"correlation": 1000 + i, "External id": i}}
+    elif kind == "kernel":
+        e = {"ph": "X", "cat": "kernel", "name": rng.choice(["gemm<float>", "ncclDevKernel_AllReduce"]),
+             "pid": 0, "tid": 7, "ts": ts + 3, "dur": rng.randint(1, 40),
+             "args": {"correlation": 1000 + i - 1, "stream": 7, "device": 0}}
+    elif kind == "flow":
+        e = {"ph": rng.choice(["s", "f"]), "id": i, "pid": 10, "tid": 1, "ts": ts, "cat": "ac2g",
+             "name": "ac2g", "bp": "e"}
+    else:
+        e = {"name": "thread_name", "ph": "M", "ts": ts, "pid": rng.choice([10, "Spans"]), "tid": 1,
+             "args": {"name": "thread 1"}}
+    return e
+
+
+def synthetic(rng, variant):
+    events, ts = [], 1_000_000
+    for step in range(3):
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step + 5}", "pid": 10,
+                       "tid": 1, "ts": ts, "dur": 900, "args": {"External id": 1}})
+        for i in range(40):
+            kind = rng.choice(["cpu", "launch", "kernel", "kernel", "flow", "meta"])
+            events.append(_event(rng, step * 100 + i, ts + 10 * i, kind))
+        ts += 1000
+    if variant == "ns":  # ns-resolution timestamps: HTA rounds them
+        for e in events:
+            e["ts"] = e["ts"] + rng.choice([0.25, 0.5, 0.75])
+            if "dur" in e:
+                e["dur"] = e["dur"] + 0.5
+    elif variant == "missing":  # fields missing here and there, null cat, a Trace span, an unknown key
+        for e in events[::7]:
+            e.pop("tid", None)
+        for e in events[3::11]:
+            e.pop("args", None)
+        events[5]["cat"] = None
+        events.insert(2, {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans",
+                          "tid": "PyTorch Profiler", "ts": 1_000_000, "dur": 5000})
+        for e in events[::5]:
+            e["cname"] = "good"
+    elif variant == "mixed":  # string stream numbers, float bytes, bool args, overlapping steps
+        for e in events:
+            if e.get("cat") == "kernel":
+                e["args"]["stream"] = "7"
+                e["args"]["bytes"] = 12.5
+        events.append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#99", "pid": 10, "tid": 1,
+                       "ts": 1_000_500, "dur": 2000, "args": {}})
+    return {"schemaVersion": 1, "distributedInfo": {"rank": 0}, "traceEvents": events,
+            "traceName": "synthetic", "baseTimeNanoseconds": 1}
+
+
+@pytest.mark.parametrize("variant", ["plain", "ns", "missing", "mixed"])
+@pytest.mark.parametrize("indent", [None, 2])
+def test_synthetic_corners_match_hta(tmp_path, monkeypatch, variant, indent):
+    rng = random.Random(f"{variant}{indent}")
+    doc = synthetic(rng, variant)
+    path = tmp_path / "t.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f, indent=indent)
+    theirs = fastparse.hta_parse_trace_file(path, default_cfg())
+    monkeypatch.setattr(fastparse, "BLOCK_BYTES", 4096)  # cuts near the '}, {' inside names
+    assert_same_parse(theirs, fastparse.parse_trace_file(path, default_cfg(), fallback=False))
+    assert_same_parse(theirs, fastparse.parse_trace_file(path, default_cfg(), fallback=False, workers=2))
+
+
+def test_unsupported_inputs_go_to_hta(tmp_path):
+    doc = synthetic(random.Random(1), "plain")
+    doc["traceEvents"].append({"ph": "X", "cat": "cuda_profiler_range", "name": "r", "pid": 1, "tid": 1,
+                               "ts": 1_000_010, "dur": 5, "args": {"smsp__x": 3}})
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(fastparse.Unsupported):
+        fastparse.parse_trace_file(path, default_cfg(), fallback=False)
+    assert_same_parse(fastparse.hta_parse_trace_file(path, default_cfg()),
+                      fastparse.parse_trace_file(path, default_cfg()))
+
+
+@pytest.mark.parametrize("text", ['{"traceEvents": [{"ph": "X", "ts": 1,', '{"traceEvents": [], }', "[1, 2]"])
+def test_malformed_json_raises_what_hta_raises(tmp_path, text):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(Exception) as theirs:
+        fastparse.hta_parse_trace_file(path, default_cfg())
+    with pytest.raises(Exception) as ours:
+        fastparse.parse_trace_file(path, default_cfg())
+    assert type(ours.value) is type(theirs.value)
+
+
+# ------------------------------------------------------------------ cache
+
+
+def _frames(loaded):
+    return {r: loaded.frame(r) for r in loaded.ranks}
+
+
+def test_cached_parse_equals_uncached(tmp_path):
+    from hta_report.loading import load_traces
+
+    path = shared("two_ranks")
+    cache = Cache(tmp_path / "c")
+    first = load_traces(path, cache=cache)
+    assert len(list((tmp_path / "c" / "parse-v1").glob("*.arrow"))) == 2
+    second = load_traces(path, cache=Cache(tmp_path / "c"))
+    plain = load_traces(path)
+    for loaded in (first, second):
+        assert loaded.symbols == plain.symbols
+        for r, df in _frames(plain).items():
+            pd.testing.assert_frame_equal(loaded.frame(r), df, check_exact=True)
+
+
+def test_cli_cache_reuse_no_cache_and_corrupt_entries(tmp_path, run_cli):
+    path = shared("two_ranks")
+    cache = tmp_path / "cache"
+    outs = []
+    for i, extra in enumerate([["--no-cache"], ["--cache-dir", cache], ["--cache-dir", cache]]):
+        out = tmp_path / f"r{i}.json"
+        code, _, err = run_cli("analyze", path, "-o", tmp_path / f"r{i}.html", "--json", out, "-q", *extra)
+        assert code == 0, err
+        data = json.loads(out.read_text())
+        data["inventory"]["analyzed_at"] = ""
+        outs.append(data)
+        if i == 0:
+            assert not cache.exists()
+    assert outs[0] == outs[1] == outs[2]
+    entries = list(cache.glob("parse-v1/*.arrow")) + list(cache.glob("result-v1/*.json"))
+    assert len(entries) == 4  # two parsed files, the result, its charts
+    for p in entries:  # corrupt every entry: ignored, then rewritten
+        p.write_bytes(b"garbage")
+    code, _, err = run_cli("analyze", path, "-o", tmp_path / "r3.html", "--json", tmp_path / "r3.json", "-q",
+                           "--cache-dir", cache)
+    assert code == 0, err
+    data = json.loads((tmp_path / "r3.json").read_text())
+    data["inventory"]["analyzed_at"] = ""
+    assert data == outs[0]
+    assert all(p.read_bytes() != b"garbage" for p in entries)
+
+
+def test_no_cache_touches_default_cache_dir(tmp_path, monkeypatch, run_cli):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    path = shared("cpu_only")
+    assert run_cli("analyze", path, "-o", tmp_path / "r.html", "-q", "--no-cache")[0] == 0
+    assert not (tmp_path / "xdg").exists()
+    assert run_cli("analyze", path, "-o", tmp_path / "r.html", "-q")[0] == 0
+    assert list((tmp_path / "xdg" / "hta-report").glob("*/*"))
+
+
+def test_changed_file_is_not_served_from_cache(tmp_path):
+    src = next(shared("cpu_only").glob("*.json.gz"))
+    d = tmp_path / "t"
+    d.mkdir()
+    data = json.loads(gzip.open(src).read())
+    (d / "rank-0.json").write_text(json.dumps(data))
+    cache = Cache(tmp_path / "c")
+    before = analyze(d, cache=cache)
+    data["traceEvents"] = [e for e in data["traceEvents"] if e.get("name") != data["traceEvents"][0].get("name")]
+    (d / "rank-0.json").write_text(json.dumps(data))
+    after = analyze(d, cache=Cache(tmp_path / "c"))
+    assert after.to_json() != before.to_json() or after.ranks[0].cpu != before.ranks[0].cpu
+    fresh = analyze(d)
+    assert after.ranks[0].cpu == fresh.ranks[0].cpu
+
+
+# ------------------------------------------------------------------ self times, progress
+
+
+def test_self_times_match_the_per_thread_reference():
+    import importlib
+
+    cpu_side = importlib.import_module("hta_report.analysis.cpu_side")
+
+    def reference(cpu):
+        self_t = np.maximum(cpu["dur"].to_numpy(dtype=float), 0.0)
+        ts, end = cpu["ts"].to_numpy(dtype=float), cpu["end"].to_numpy(dtype=float)
+        threads = (cpu["pid"].astype(str) + "/" + cpu["tid"].astype(str)).to_numpy()
+        for thread in np.unique(threads):
+            idx = np.flatnonzero(threads == thread)
+            idx = idx[np.lexsort((-end[idx], ts[idx]))]
+            stack = []
+            for i in idx:
+                while stack and ts[i] >= end[stack[-1]]:
+                    stack.pop()
+                if stack:
+                    self_t[stack[-1]] -= min(end[i], end[stack[-1]]) - ts[i]
+                stack.append(i)
+        return np.maximum(self_t, 0.0)
+
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        n = int(rng.integers(1, 50))
+        ts = rng.integers(0, 40, n).astype(float)
+        dur = rng.integers(-1, 25, n).astype(float)
+        df = pd.DataFrame({"ts": ts, "dur": dur, "end": ts + dur,
+                           "pid": rng.choice(np.array([1, 2, "1", 3.0], dtype=object), n),
+                           "tid": rng.choice(np.array([5, "5", 6], dtype=object), n)})
+        assert np.array_equal(cpu_side.self_times(df), reference(df))
+
+
+def test_verbose_prints_stage_times_and_no_status_line_off_a_terminal(tmp_path, run_cli):
+    code, _, err = run_cli("analyze", shared("cpu_only"), "-o", tmp_path / "r.html", "-q", "-v", "--no-cache")
+    assert code == 0
+    for stage in ("find trace files", "parse ", "HTA align and filter", "analyze rank 34", "advice", "render html"):
+        assert stage in err, err
+    assert "\r" not in err
+    code, _, err = run_cli("analyze", shared("cpu_only"), "-o", tmp_path / "r.html", "-q", "--no-cache")
+    assert err == ""
+
+
+def test_progress_line_only_on_a_terminal():
+    import io
+
+    from hta_report.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty, pipe = Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        p = Progress(stream=stream)
+        with p.stage("parsing"):
+            p.update("parsed 1/2 files")
+        p.done()
+    assert "parsing" in tty.getvalue() and "\r" in tty.getvalue()
+    assert pipe.getvalue() == ""
