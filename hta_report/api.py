@@ -20,23 +20,23 @@ def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_
             cache=None) -> AnalysisResult:
     """:func:`hta_report.analysis.analyze`. A result found in ``cache`` returns
     before pandas, HTA or the analyses are even imported."""
+    from .ingest import resolve_loader
+    from .validation import DEFAULT_MAX_TRACE_BYTES
+
+    loader = resolve_loader(loader)
+    max_trace_bytes = max_trace_bytes or DEFAULT_MAX_TRACE_BYTES
+    key = None
     if cache is not None:
-        from .cache import Cache, result_options
-        from .ingest import resolve_loader
-        from .validation import DEFAULT_MAX_TRACE_BYTES
+        from .cache import Cache, lookup_result
 
         cache = cache if isinstance(cache, Cache) else Cache(cache)
-        key = cache.result_key(Path(trace_dir), recursive, include_last_step, resolve_loader(loader),
-                               options=result_options(max_trace_bytes or DEFAULT_MAX_TRACE_BYTES, config))
-        result = cache.cached_result(key) if key is not None else None
+        key, result = lookup_result(cache, trace_dir, recursive, include_last_step, loader, max_trace_bytes, config)
         if result is not None:
             progress.current().record("analysis result (from cache)", 0.0)
             return result
-    from .analysis import analyze as run
+    from .analysis import analyze_uncached
 
-    kwargs = {"max_trace_bytes": max_trace_bytes} if max_trace_bytes else {}
-    return run(trace_dir, recursive=recursive, include_last_step=include_last_step, config=config, loader=loader,
-               cache=cache, **kwargs)
+    return analyze_uncached(trace_dir, recursive, include_last_step, max_trace_bytes, config, loader, cache, key)
 
 
 def write_reports(result: AnalysisResult, outputs: Sequence[Tuple[os.PathLike | str, Optional[str]]]) -> List[Path]:

@@ -230,20 +230,20 @@ class Cache:
             return None
 
     def put_charts(self, key: str, charts: Dict[str, str]) -> None:
-        path = self.root / f"result-v{CACHE_FORMAT}" / f"{key}.charts.json"
-        try:
-            text = json.dumps({"key": key, "charts": charts})
-            _atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-        except Exception as exc:
-            logger.debug("not caching charts %s: %s", key, exc)
+        """Store the chart images of the result under ``key`` (best effort)."""
+        self._put_json(f"{key}.charts.json", {"key": key, "charts": charts}, "charts")
 
     def put_result(self, key: str, result_json: str) -> None:
-        path = self.root / f"result-v{CACHE_FORMAT}" / f"{key}.json"
+        """Store a result's JSON under ``key`` (best effort)."""
+        self._put_json(f"{key}.json", {"key": key, "result": result_json}, "result")
+
+    def _put_json(self, name: str, payload: dict, what: str) -> None:
+        path = self.root / f"result-v{CACHE_FORMAT}" / name
         try:
-            text = json.dumps({"key": key, "result": result_json})
+            text = json.dumps(payload)
             _atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
         except Exception as exc:
-            logger.debug("not caching result %s: %s", key, exc)
+            logger.debug("not caching %s %s: %s", what, name, exc)
 
 
 # -------------------------------------------------------------------- Arrow IPC layout
@@ -373,6 +373,17 @@ def _read_parsed(path: Path, key: str):
     table = TraceSymbolTable()
     table.add_symbols(info["symbols"])
     return info["meta"], df, table
+
+
+def lookup_result(cache: "Cache", trace_dir, recursive: bool, include_last_step, loader: str,
+                  max_trace_bytes: int, config) -> tuple:
+    """``(key, result)``: the result-cache key of an analysis with these
+    options (None when a file cannot be hashed) and the cached
+    :class:`~hta_report.model.AnalysisResult`, or None on a miss. Hashes each
+    trace file once; pass the key on to store the result after a miss."""
+    key = cache.result_key(Path(trace_dir), recursive, include_last_step, loader,
+                           options=result_options(max_trace_bytes, config))
+    return key, (cache.cached_result(key) if key is not None else None)
 
 
 def result_options(max_trace_bytes: int, config) -> dict:

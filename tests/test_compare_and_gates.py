@@ -7,7 +7,7 @@ from conftest import shared
 from hta_report.analysis import analyze
 from hta_report.compare import compare
 from hta_report.errors import InputError
-from hta_report.gates import parse_gate, tripped
+from hta_report.gates import parse_gate
 from hta_report.render.markdown import GITHUB_COMMENT_LIMIT, fit
 from kineto import TraceBuilder, simple_gpu_trace
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from conftest import SHARED_TRACES, shared
+from conftest import shared
 
 FOLDERS = ["trace_diff/control", "trace_diff/test", "two_ranks", "alexnet", "amd_trace", "cpu_only",
            "triton_example", "distributed_info_unavailable"]

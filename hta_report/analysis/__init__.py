@@ -72,7 +72,7 @@ def analyze(
         hta_report.errors.TraceError: no trace can be read or analyzed (names
             the file, or each file), or a step over all ranks failed.
     """
-    from ..cache import Cache, result_options
+    from ..cache import Cache, lookup_result
     from ..ingest import resolve_loader
 
     loader = resolve_loader(loader)
@@ -80,12 +80,19 @@ def analyze(
         cache = Cache(cache)
     key = None
     if cache is not None:
-        key = cache.result_key(Path(trace_dir), recursive, include_last_step, loader,
-                               options=result_options(max_trace_bytes, config))
-        result = cache.cached_result(key) if key is not None else None
+        key, result = lookup_result(cache, trace_dir, recursive, include_last_step, loader, max_trace_bytes, config)
         if result is not None:
             progress.current().record("analysis result (from cache)", 0.0)
             return result
+    return analyze_uncached(trace_dir, recursive, include_last_step, max_trace_bytes, config, loader, cache, key)
+
+
+def analyze_uncached(trace_dir, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int,
+                     config, loader: str, cache, key: Optional[str]) -> AnalysisResult:
+    """:func:`analyze` after a result-cache miss: parse (through the parse
+    cache when ``cache`` is given), analyze, and store the result under
+    ``key`` (from :func:`hta_report.cache.lookup_result`) unless some trace was
+    unreadable."""
     loaded = load_traces(trace_dir, recursive=recursive, include_last_step=include_last_step,
                          max_trace_bytes=max_trace_bytes, loader=loader, cache=cache)
     result = analyze_loaded(loaded, Path(trace_dir), config)

@@ -1,7 +1,7 @@
 """CPU-side metrics: DataLoader time, host-device synchronization, top CPU ops."""
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import List
 
 import numpy as np
 import pandas as pd

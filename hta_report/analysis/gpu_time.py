@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 from typing import Dict, List
 
-import pandas as pd
 
 from ..model import IdleBreakdown, KernelStat, KernelTypeShare, StreamIdle, TemporalBreakdown
 from .events import RankEvents
