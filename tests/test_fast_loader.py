@@ -283,6 +283,7 @@ def test_self_times_match_the_per_thread_reference():
     import importlib
 
     cpu_side = importlib.import_module("hta_report.analysis.cpu_side")
+    from hta_report.analysis.events import thread_codes
 
     def reference(cpu):
         self_t = np.maximum(cpu["dur"].to_numpy(dtype=float), 0.0)
@@ -308,6 +309,7 @@ def test_self_times_match_the_per_thread_reference():
         df = pd.DataFrame({"ts": ts, "dur": dur, "end": ts + dur,
                            "pid": rng.choice(np.array([1, 2, "1", 3.0], dtype=object), n),
                            "tid": rng.choice(np.array([5, "5", 6], dtype=object), n)})
+        df["thread"] = thread_codes(df)  # as RankEvents.from_loaded adds it
         assert np.array_equal(cpu_side.self_times(df), reference(df))
 
 

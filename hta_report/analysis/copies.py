@@ -28,15 +28,15 @@ STREAM_SYNC_APIS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "hipStream
 def blocking_copies(ev: RankEvents) -> pd.DataFrame:
     """Outermost copy ops (:data:`COPY_OPS`) that block the host: they call a
     memcpy and then wait for the stream (``non_blocking=False``), or call a
-    synchronous copy API. Columns ``ts``, ``end``, ``s_name``, ``pid``, ``tid``."""
+    synchronous copy API. Columns ``ts``, ``end``, ``s_name``, ``pid``, ``tid``, ``thread``."""
     cpu = ev.cpu
     copies = cpu[cpu["s_name"].isin(COPY_OPS)]
     runtime = cpu[cpu["s_cat"].eq("cuda_runtime") & cpu["s_name"].isin(MEMCPY_APIS + STREAM_SYNC_APIS)]
     rows = []
     if copies.empty or runtime.empty:
-        return pd.DataFrame(columns=["ts", "end", "s_name", "pid", "tid"])
+        return pd.DataFrame(columns=["ts", "end", "s_name", "pid", "tid", "thread"])
     c_thr, r_thr = thread_ids(copies), thread_ids(runtime)
-    for thread in np.unique(c_thr):
+    for thread in np.unique(c_thr).tolist():
         r = runtime[r_thr == thread]
         if r.empty:
             continue
@@ -64,8 +64,8 @@ def blocking_copies(ev: RankEvents) -> pd.DataFrame:
         name_at = dict(zip(outer["ts"].to_numpy(dtype=float), outer["s_name"]))
         pid, tid = c["pid"].iloc[0], c["tid"].iloc[0]
         for j in np.flatnonzero(blocking):
-            rows.append((u[j, 0], u[j, 1], name_at.get(u[j, 0], "aten::copy_"), pid, tid))
-    return pd.DataFrame(rows, columns=["ts", "end", "s_name", "pid", "tid"])
+            rows.append((u[j, 0], u[j, 1], name_at.get(u[j, 0], "aten::copy_"), pid, tid, thread))
+    return pd.DataFrame(rows, columns=["ts", "end", "s_name", "pid", "tid", "thread"])
 
 
 def pageable_calls(ev: RankEvents) -> pd.DataFrame:

@@ -21,27 +21,16 @@ SYNC_NAMES = (
 DATALOADER_PREFIXES = ("enumerate(DataLoader)#", "enumerate(DataPipe)#")
 
 
-def _thread_codes(cpu: pd.DataFrame) -> np.ndarray:
-    """One integer per distinct ``"pid/tid"`` string of ``cpu`` (ids compared
-    as text, like ``astype(str)``), without building a string per row."""
-    codes = []
-    for col in ("pid", "tid"):
-        c, uniques = pd.factorize(cpu[col], use_na_sentinel=False)
-        text_codes, _ = pd.factorize(np.array([str(u) for u in uniques], dtype=object))
-        codes.append(text_codes[c] if len(c) else c)
-    pid, tid = codes
-    return pid.astype(np.int64) * (int(tid.max()) + 1 if len(tid) else 1) + tid
-
-
 def self_times(cpu: pd.DataFrame) -> np.ndarray:
-    """Self time (µs) of each row of ``cpu``: its duration minus the durations
-    of its direct children on the same thread (events nested inside it)."""
+    """Self time (µs) of each row of ``cpu`` (rows of ``RankEvents.df``): its
+    duration minus the durations of its direct children on the same thread
+    (events nested inside it)."""
     self_t = np.maximum(cpu["dur"].to_numpy(dtype=float), 0.0)  # some traces carry dur = -1
     if not len(cpu):
         return self_t
     ts = cpu["ts"].to_numpy(dtype=float)
     end = cpu["end"].to_numpy(dtype=float)
-    thread = _thread_codes(cpu)
+    thread = cpu["thread"].to_numpy()
     order = np.lexsort((-end, ts, thread))  # by thread, then parents before children
     ts_l, end_l, thread_l = ts.tolist(), end.tolist(), thread.tolist()
     out = self_t.tolist()

@@ -22,6 +22,19 @@ def kernel_type(name: str) -> str:
     return COMPUTATION if kind == "OTHER" else kind
 
 
+def thread_codes(df: pd.DataFrame) -> np.ndarray:
+    """One integer per distinct ``"pid/tid"`` of ``df`` (ids compared as text,
+    like ``astype(str)``: pid ``1`` and ``"1"`` are one process), without
+    building a string per row. Shape ``(len(df),)``, int64."""
+    codes = []
+    for col in ("pid", "tid"):
+        c, uniques = pd.factorize(df[col], use_na_sentinel=False)
+        text_codes, _ = pd.factorize(np.array([str(u) for u in uniques], dtype=object))
+        codes.append(text_codes[c] if len(c) else c)
+    pid, tid = codes
+    return pid.astype(np.int64) * (int(tid.max()) + 1 if len(tid) else 1) + tid
+
+
 @dataclass
 class RankEvents:
     """Decoded events of one rank.
@@ -30,7 +43,7 @@ class RankEvents:
         rank: the rank.
         df: HTA's dataframe for the rank (times in µs, aligned so the earliest
             event of the directory is at 0), with a decoded ``s_name`` and ``s_cat``
-            and ``end = ts + dur``.
+            ``end = ts + dur`` and ``thread`` (:func:`thread_codes`).
     """
 
     rank: int
@@ -42,12 +55,13 @@ class RankEvents:
         df = loaded.frame(rank)
         symbols = np.asarray(loaded.symbols, dtype=object)
         if df.empty:
-            return cls(rank=rank, df=pd.DataFrame(columns=["ts", "dur", "end", "stream", "s_name", "s_cat"]))
+            return cls(rank=rank, df=pd.DataFrame(columns=["ts", "dur", "end", "stream", "s_name", "s_cat", "thread"]))
         # HTA aligns ``ts`` across ranks but leaves its ``end`` column unaligned: recompute it.
         df = df.assign(
             s_name=symbols[df["name"].to_numpy()],
             s_cat=symbols[df["cat"].to_numpy()],
             end=df["ts"] + df["dur"],
+            thread=thread_codes(df),
         )
         return cls(rank=rank, df=df)
 

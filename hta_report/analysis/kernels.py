@@ -82,6 +82,13 @@ def _dims(value) -> List[List[int]]:
     return [list(d) for d in dims if isinstance(d, (list, tuple)) and all(isinstance(x, int) for x in d)]
 
 
+def _has_shapes(value) -> bool:
+    """True when an ``Input Dims`` value holds a list of shapes (``[[...``)."""
+    if isinstance(value, str):
+        return value.startswith("[[")
+    return isinstance(value, (list, tuple)) and len(value) > 0 and isinstance(value[0], (list, tuple))
+
+
 def misaligned(dims: List[List[int]]) -> bool:
     """True when an input among the first two has a last-two dimension that is
     not a multiple of 8 (PyTorch's ``MatMulDimInFP16Pattern``)."""
@@ -95,7 +102,7 @@ def add_misaligned_gemms(out: TensorCoreUse, ev: RankEvents, w: np.ndarray, exam
     if "input_dims" not in cpu.columns:
         return out
     ops = cpu[cpu["s_cat"].eq("cpu_op")]
-    out.shapes_recorded = bool(ops["input_dims"].astype(str).str.startswith("[[").any()) if len(ops) else False
+    out.shapes_recorded = any(map(_has_shapes, ops["input_dims"].to_numpy()))
     gemm = in_windows(ops[ops["s_name"].isin(GEMM_OPS)], w)
     if gemm.empty:
         return out

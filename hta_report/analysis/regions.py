@@ -84,8 +84,9 @@ def _disjoint(steps: np.ndarray) -> bool:
 
 
 def thread_ids(df: pd.DataFrame) -> np.ndarray:
-    """A ``pid/tid`` string per row, to group host events by thread."""
-    return (df["pid"].astype(str) + "/" + df["tid"].astype(str)).to_numpy()
+    """The host thread of each row (its ``thread`` code, see
+    :func:`~hta_report.analysis.events.thread_codes`), to group host events by thread."""
+    return df["thread"].to_numpy()
 
 
 def starts_inside(events: pd.DataFrame, regions: pd.DataFrame, same_thread: bool = True) -> np.ndarray:
