@@ -100,7 +100,7 @@ def parse_files(paths: List[Path], cfg, cache=None, loader: str = "fast", fallba
     root = str(cache.root) if cache is not None else None
     total = len(paths)
     done = len(hits)
-    if len(misses) <= 1:
+    if len(misses) <= 1 or not workers.can_fork():
         for i in range(total):
             if i in hits:
                 parsed = hits[i]
@@ -111,7 +111,7 @@ def parse_files(paths: List[Path], cfg, cache=None, loader: str = "fast", fallba
                 done += 1
             yield parsed
         return
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    ctx = mp.get_context("fork")
     with ProcessPoolExecutor(max_workers=_worker_count(len(misses)), mp_context=ctx) as pool:
         futures = {i: pool.submit(_parse_one, str(paths[i]), cfg, root, keys[i], 1, fallback) for i in misses}
         progress.current().update(f"parsing {len(misses)} files in {_worker_count(len(misses))} processes")

@@ -21,7 +21,10 @@ def count() -> int:
 
 
 def can_fork() -> bool:
-    return "fork" in mp.get_all_start_methods()
+    """True when this process may fork worker processes: the platform has
+    ``fork`` and this is not a daemonic multiprocessing worker (which may not
+    have children)."""
+    return "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
 
 
 class Forked:

@@ -211,11 +211,15 @@ def test_unreadable_rank_does_not_change_the_others(partial_dir):
     assert [r.temporal for r in with_bad.ranks] == [r.temporal for r in alone.ranks]
 
 
-def test_failing_analysis_step_names_file_and_step(tmp_path, monkeypatch):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_failing_analysis_step_names_file_and_step(tmp_path, monkeypatch, workers):
     """An unexpected exception inside an analysis becomes a TraceError naming the
-    file and the step; with other ranks fine, that rank is listed as unreadable."""
-    from hta_report import analysis
+    file and the step; with other ranks fine, that rank is listed as unreadable.
+    The same whether the ranks are analyzed here or in forked workers."""
+    from hta_report.analysis import rank as analysis
 
+    monkeypatch.setenv("HTA_REPORT_WORKERS", workers)
+    monkeypatch.setattr(analysis, "PARALLEL_MIN_EVENTS", 0)
     for rank in (0, 1):
         simple_gpu_trace(rank=rank).write(tmp_path / f"rank{rank}.json")
     real = analysis.idle_breakdown
@@ -336,7 +340,7 @@ def hostile(tmp_path_factory):
         b.kernel(f"kernel {EVIL} $\\frac{{$ |pipe|", t0 + 500, 300)
     doc = b.document()
     doc["distributedInfo"]["backend"] = f"nccl {EVIL}"
-    name = f'rank-0 <img src=x onerror="alert(1)">.json'
+    name = 'rank-0 <img src=x onerror="alert(1)">.json'
     (d / name).write_text(json.dumps(doc))
     result = analyze(d)
     return d / name, result, render(result, "html"), render(result, "md")

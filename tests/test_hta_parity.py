@@ -69,3 +69,30 @@ def test_step_stats_from_profiler_steps(control):
     durations = [s.duration_us for s in steps.steps[1:]]
     assert steps.mean_us == pytest.approx(sum(durations) / len(durations))
     assert steps.max_us == max(durations)
+
+
+def _kernel_types_both_ways(path):
+    """(our combination of HTA's per-rank tables, HTA's own table over all ranks)."""
+    from hta_report.analysis.gpu_time import combine_kernel_type_shares, kernel_type_shares
+    from hta_report.loading import load_traces, quiet_hta
+
+    loaded = load_traces(path)
+    with quiet_hta():
+        per_rank = [kernel_type_shares(loaded.analysis_for([r])) for r in loaded.ranks]
+        return combine_kernel_type_shares(per_rank), kernel_type_shares(loaded.analysis_for(loaded.ranks))
+
+
+def test_kernel_types_of_all_ranks_equal_hta_on_two_ranks():
+    ours, theirs = _kernel_types_both_ways(shared("two_ranks"))
+    assert ours == theirs and len(theirs) >= 2
+
+
+def test_kernel_types_of_all_ranks_equal_hta_on_simulated_ranks(tmp_path):
+    from kineto import training_trace
+
+    for rank, comm in ((0, 300.0), (1, 900.0), (2, 50.0)):  # different communication per rank
+        training_trace(rank=rank, world_size=3, steps=4, allreduce_us=comm).write(tmp_path / f"rank{rank}.json")
+    ours, theirs = _kernel_types_both_ways(tmp_path)
+    assert ours == theirs
+    assert {s.kernel_type for s in theirs} >= {"COMPUTATION", "COMMUNICATION"}
+    assert sum(s.pct for s in theirs) == pytest.approx(100, abs=0.3)

@@ -1,33 +1,21 @@
 """The analysis pipeline: loaded traces in, :class:`~hta_report.model.AnalysisResult` out."""
 from __future__ import annotations
 
-import contextlib
-import copy
 import datetime as _dt
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Union
+from typing import TYPE_CHECKING, Dict, List, Optional
 
 import numpy as np
 
 from .. import __version__, progress
-from ..errors import HtaReportError, TraceError
+from ..errors import TraceError
 from ..loading import LoadedTraces, load_traces, quiet_hta, unreadable_error
-from ..model import Aggregate, AnalysisResult, CommSummary, Inventory, RankResult, TraceFileInfo, UnreadableTrace
-from ..validation import DEFAULT_MAX_TRACE_BYTES, exception_summary
-from .attribution import idle_attribution
-from .copies import add_copy_metrics, blocking_copies, pageable_calls
-from .cpu_side import cpu_side
-from .events import COMMUNICATION, RankEvents
-from .gpu_time import idle_breakdown, kernel_type_shares, temporal_breakdown, top_kernels
-from .distributed import add_data_parallel
-from .kernels import add_misaligned_gemms, compute_major, tensor_core_use
-from .launch import launch_summary
-from .optimizer import optimizer_profile
-from .regions import host_windows, windows
-from .steps import step_stats
-from .transfers import add_comm_metrics, comm_overlap, comm_summary, memcpy_summary
+from ..model import Aggregate, AnalysisResult, Inventory, RankResult, TraceFileInfo, UnreadableTrace
+from ..validation import DEFAULT_MAX_TRACE_BYTES
+from .gpu_time import combine_kernel_type_shares
+from .rank import analysis_step, analyze_ranks
 
 if TYPE_CHECKING:
     from ..rules import AdviceConfig
@@ -104,85 +92,6 @@ def analyze_uncached(trace_dir, recursive: bool, include_last_step: Optional[boo
     return result
 
 
-@contextlib.contextmanager
-def analysis_step(step: str, path: Union[str, Path]) -> Iterator[None]:
-    """Turn an unexpected exception raised inside ``step`` into a
-    :class:`~hta_report.errors.TraceError` naming ``path`` and ``step``.
-
-    The one place where failures of HTA or of our analyses on a loadable but
-    malformed trace become input errors; the original exception is chained
-    (``--debug`` shows it). Errors of our own pass through unchanged.
-
-    Raises:
-        hta_report.errors.TraceError: ``step`` raised something else than an
-            :class:`~hta_report.errors.HtaReportError`.
-    """
-    try:
-        yield
-    except HtaReportError:
-        raise
-    except Exception as exc:
-        raise TraceError(
-            f"analysis failed at {step}: {exception_summary(exc)} (the trace may be malformed; --debug shows the "
-            "traceback; if the trace is valid, please report it as a bug)", path, step=step) from exc
-
-
-def _analyze_rank(loaded: LoadedTraces, info: TraceFileInfo) -> RankResult:
-    """Every per-rank analysis of one rank.
-
-    Raises:
-        hta_report.errors.TraceError: a step failed (see :func:`analysis_step`).
-    """
-    r, path = info.rank, info.path
-    with analysis_step("decoding events", path):
-        ev = RankEvents.from_loaded(loaded, r)
-        has_gpu = ev.has_gpu
-    rr = RankResult(rank=r, file=path, device_names=_device_names(loaded.meta.get(r, {})))
-    with analysis_step("step times", path):
-        rr.steps = step_stats(ev)
-    with analysis_step("CPU side", path):
-        rr.cpu = cpu_side(ev)
-    with analysis_step("step windows and optimizer", path):
-        w, _ = windows(ev)
-        hw = host_windows(ev)
-        rr.window_us = float((w[:, 1] - w[:, 0]).mean()) if len(w) else 0.0
-        rr.steps_used = int(len(w))
-        rr.has_runtime = bool(ev.cpu["s_cat"].eq("cuda_runtime").any())
-        rr.optimizer = optimizer_profile(ev, hw)
-        add_data_parallel(rr.cpu, ev, hw)
-    if not has_gpu:
-        with analysis_step("communication", path):
-            rr.comm = add_comm_metrics(CommSummary(), ev, w, hw)
-            rr.tensor_cores.compute_major = compute_major(loaded.meta.get(r, {}))
-        return rr
-    one = loaded.analysis_for([r])
-    rr.has_gpu = True
-    with analysis_step("GPU time span", path):
-        rr.gpu_span_us = ev.gpu_span_us
-    with analysis_step("temporal breakdown (HTA)", path):
-        rr.temporal = temporal_breakdown(one)[r]
-    with analysis_step("idle time breakdown (HTA)", path):
-        rr.idle = idle_breakdown(one, r)
-    with analysis_step("kernel breakdown (HTA)", path):
-        rr.kernel_types = kernel_type_shares(one)
-        rr.top_kernels = top_kernels(ev, limit=50)
-        rr.kernel_count = int(ev.gpu["s_cat"].eq("kernel").sum())
-    with analysis_step("memcpy summary", path):
-        blocking, pageable = blocking_copies(ev), pageable_calls(ev)
-        rr.memcpy = add_copy_metrics(memcpy_summary(ev), ev, w, hw, blocking, pageable)
-    with analysis_step("communication overlap (HTA)", path):
-        # comm_summary ignores the overlap of a rank without communication kernels: skip HTA's call
-        has_comm = bool(ev.gpu["kernel_type"].eq(COMMUNICATION).any())
-        rr.comm = add_comm_metrics(comm_summary(ev, comm_overlap(one).get(r, 0.0) if has_comm else 0.0), ev, w, hw)
-    with analysis_step("launch statistics (HTA)", path):
-        rr.launch = launch_summary(one, r, ev, w, hw)
-    with analysis_step("Tensor Core use", path):
-        rr.tensor_cores = add_misaligned_gemms(tensor_core_use(ev, loaded.meta.get(r, {}), w), ev, hw)
-    with analysis_step("idle attribution", path):
-        rr.idle_attribution = idle_attribution(ev, w, rr.optimizer, blocking, pageable)
-    return rr
-
-
 def analyze_loaded(loaded: LoadedTraces, trace_dir: Path, config: Optional["AdviceConfig"] = None) -> AnalysisResult:
     """Run every analysis and the rule catalogue on already loaded traces (see :func:`analyze`).
 
@@ -196,26 +105,21 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path, config: Optional["Advi
     unreadable: List[UnreadableTrace] = list(loaded.unreadable)
     ranks: List[RankResult] = []
     with quiet_hta():
-        for info in loaded.files:
-            try:
-                with progress.current().stage(f"analyze rank {info.rank}"):
-                    ranks.append(_analyze_rank(loaded, info))
-            except TraceError as exc:
-                unreadable.append(UnreadableTrace(path=info.path, reason=exc.message))
-                failure = exc
+        for info, outcome in zip(loaded.files, analyze_ranks(loaded)):
+            if isinstance(outcome, TraceError):
+                unreadable.append(UnreadableTrace(path=info.path, reason=outcome.message))
+                failure = outcome
+            else:
+                ranks.append(outcome)
         if not ranks:
             if len(unreadable) == 1:
                 raise failure
             raise unreadable_error(unreadable)
         _sync_wait(ranks)
         where = ranks[0].file if len(ranks) == 1 else trace_dir
-        types_all = []
         gpu = [r for r in ranks if r.has_gpu]
-        if len(gpu) == 1:  # the same HTA computation as the rank's own
-            types_all = copy.deepcopy(gpu[0].kernel_types)
-        elif gpu:
-            with analysis_step("kernel breakdown of all ranks (HTA)", where):
-                types_all = kernel_type_shares(loaded.analysis_for([r.rank for r in gpu]))
+        with analysis_step("kernel breakdown of all ranks (HTA)", where):
+            types_all = combine_kernel_type_shares([r.kernel_types for r in gpu])
 
     analyzed = {r.rank for r in ranks}
     result = AnalysisResult(
@@ -245,13 +149,6 @@ def _sync_wait(ranks: List[RankResult]) -> None:
     for r in ranks:
         if r.rank in basis:
             r.comm.sync_wait_us_per_step = basis[r.rank] - floor
-
-
-def _device_names(meta: dict) -> List[str]:
-    props = meta.get("deviceProperties")
-    if not isinstance(props, list):
-        return []
-    return [str(p.get("name")) for p in props if isinstance(p, dict) and p.get("name")]
 
 
 def _mean(values: List[float]) -> float:

@@ -68,6 +68,32 @@ def kernel_type_shares(view) -> List[KernelTypeShare]:
     ]
 
 
+def combine_kernel_type_shares(per_rank: List[List[KernelTypeShare]]) -> List[KernelTypeShare]:
+    """The kernel-type table over several ranks from each rank's
+    :func:`kernel_type_shares`, given in the ranks' order.
+
+    HTA's ``get_gpu_kernel_breakdown`` over several ranks classifies every
+    kernel of every rank again (row by row) and then sums the per-rank type
+    times; this does that last step alone, as HTA does it (pandas groupby sum,
+    sorted by time, ``percentage`` of the total rounded to 0.1), so the table
+    equals HTA's (``tests/test_hta_parity.py`` checks it).
+    """
+    import pandas as pd
+
+    rows = pd.DataFrame({
+        "kernel_type": pd.Series([s.kernel_type for shares in per_rank for s in shares], dtype=object),
+        "sum": pd.Series([s.total_us for shares in per_rank for s in shares], dtype=float),
+    })
+    if rows.empty:
+        return []
+    df = rows.groupby(by=["kernel_type"])["sum"].agg(["sum"]).reset_index()
+    df = df.sort_values(by=["sum"], ignore_index=True, ascending=False)
+    df["percentage"] = (df["sum"] / df["sum"].sum()) * 100
+    df = df.round({"percentage": 1})
+    return [KernelTypeShare(kernel_type=str(k), total_us=float(s), pct=_pct(p))
+            for k, s, p in zip(df["kernel_type"], df["sum"], df["percentage"])]
+
+
 def top_kernels(ev: RankEvents, limit: int = 15) -> List[KernelStat]:
     """Kernels (not memcpy/memset) of a rank by total time: count, total,
     mean and max (µs); ``pct`` is of all kernel time of the rank."""

@@ -1,9 +1,11 @@
 """Kernel launch overhead and queue length, from HTA."""
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass
+from typing import Optional, Tuple
 
 import numpy as np
+import pandas as pd
 
 from ..model import LaunchSummary, QueueStat
 from .events import RankEvents
@@ -21,18 +23,15 @@ KERNEL_LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel
 QUEUE_LIMIT = 1024
 
 
-def launch_summary(view, rank: int, ev: Optional[RankEvents] = None, w: Optional[np.ndarray] = None,
-                   hw: Optional[np.ndarray] = None) -> LaunchSummary:
+def launch_summary(view, rank: int) -> Tuple[LaunchSummary, pd.DataFrame]:
     """Launch statistics of one rank from HTA's ``get_cuda_kernel_launch_stats``
     (runtime > 50 µs, launch delay > 100 µs, GPU work shorter than its launch)
-    and ``get_queue_length_time_series`` per stream.
+    and ``get_queue_length_time_series`` per stream (``full_queue_us``).
 
-    With the rank's events ``ev``, analyzed windows ``w`` (re-based, for GPU
-    work) and ``hw`` (host, for launch calls) it also fills the
-    per-step fields: kernels per step, median kernel duration, the time
-    kernel launch calls over the runtime cutoff spent beyond the median
-    launch call (:data:`KERNEL_LAUNCH_APIS` only), and the time some
-    stream's queue held :data:`QUEUE_LIMIT` or more operations.
+    Returns:
+        The summary with HTA's fields filled, and the launch calls over the
+        runtime cutoff (columns ``correlation``, ``cpu_duration`` in µs), for
+        :func:`add_launch_metrics`.
     """
     stats = view.get_cuda_kernel_launch_stats(
         ranks=[rank], runtime_cutoff=RUNTIME_CUTOFF_US,
@@ -40,6 +39,7 @@ def launch_summary(view, rank: int, ev: Optional[RankEvents] = None, w: Optional
     ).get(rank)
     out = LaunchSummary(runtime_cutoff_us=RUNTIME_CUTOFF_US, launch_delay_cutoff_us=LAUNCH_DELAY_CUTOFF_US,
                         queue_limit=QUEUE_LIMIT)
+    slow = pd.DataFrame({"correlation": pd.Series(dtype="int64"), "cpu_duration": pd.Series(dtype=float)})
     if stats is not None and len(stats):
         cpu = stats["cpu_duration"].to_numpy(dtype=float)
         gpu = stats["gpu_duration"].to_numpy(dtype=float)
@@ -51,6 +51,7 @@ def launch_summary(view, rank: int, ev: Optional[RankEvents] = None, w: Optional
         out.median_runtime_us = float(np.median(cpu))
         out.median_launch_delay_us = float(np.median(delay))
         out.p90_launch_delay_us = float(np.percentile(delay, 90))
+        slow = stats.loc[cpu > RUNTIME_CUTOFF_US, ["correlation", "cpu_duration"]].reset_index(drop=True)
     series = view.get_queue_length_time_series(ranks=[rank]).get(rank)
     if series is not None and len(series):
         queue = view.get_queue_length_summary_from_time_series({rank: series})
@@ -61,22 +62,56 @@ def launch_summary(view, rank: int, ev: Optional[RankEvents] = None, w: Optional
                     p50=float(row[("queue_length", "50%")]), max=float(row[("queue_length", "max")]),
                 ))
         out.full_queue_us = _time_at_limit(series)
-    if ev is None or w is None:
-        return out
+    return out, slow
+
+
+@dataclass
+class LaunchContext:
+    """What the per-step launch metrics need from a rank's events (see
+    :func:`launch_context`)."""
+
+    steps: int
+    kernels_per_step: float
+    median_kernel_us: float
+    #: ``correlation`` of the kernel launch calls starting inside the host windows
+    launch_calls: pd.DataFrame
+    #: the rank's trace span: first event start to last event end (µs)
+    span_us: float
+
+
+def launch_context(ev: RankEvents, w: np.ndarray, hw: Optional[np.ndarray] = None) -> LaunchContext:
+    """The rank's side of the per-step launch metrics, over the analyzed
+    windows ``w`` (re-based, for GPU work) and ``hw`` (host, for launch calls):
+    kernels (not memcpy or memset) per step and their median duration, and
+    the kernel launch calls (:data:`KERNEL_LAUNCH_APIS`) inside the windows."""
     n = len(w)
     kernels = in_windows(ev.gpu[ev.gpu["s_cat"].eq("kernel")], w)
-    out.kernels_per_step = per_step(len(kernels), n)
-    out.median_kernel_us = float(np.median(kernels["dur"])) if len(kernels) else 0.0
-    if stats is not None and len(stats):
-        runtime = ev.cpu[ev.cpu["s_cat"].eq("cuda_runtime") & ev.cpu["s_name"].isin(KERNEL_LAUNCH_APIS)]
-        joined = stats.merge(runtime[["correlation", "ts"]], on="correlation", how="inner")
-        joined = in_windows(joined, w if hw is None else hw)
-        over = joined["cpu_duration"].to_numpy(dtype=float)
-        over = over[over > RUNTIME_CUTOFF_US]
+    runtime = ev.cpu[ev.cpu["s_cat"].eq("cuda_runtime") & ev.cpu["s_name"].isin(KERNEL_LAUNCH_APIS)]
+    calls = in_windows(runtime[["correlation", "ts"]], w if hw is None else hw)
+    return LaunchContext(
+        steps=n,
+        kernels_per_step=per_step(len(kernels), n),
+        median_kernel_us=float(np.median(kernels["dur"])) if len(kernels) else 0.0,
+        launch_calls=calls[["correlation"]].reset_index(drop=True),
+        span_us=float(ev.df["end"].max() - ev.df["ts"].min()) if len(ev.df) else 0.0,
+    )
+
+
+def add_launch_metrics(out: LaunchSummary, slow: pd.DataFrame, ctx: LaunchContext) -> LaunchSummary:
+    """Fill the per-step fields of ``out`` (from :func:`launch_summary`, with its
+    slow launch calls ``slow``) with the rank's :class:`LaunchContext`: kernels
+    per step, median kernel duration, the kernel launch calls over the runtime
+    cutoff inside the windows and, per step, the time they spent beyond the
+    median launch call (µs), and the time some stream's queue held
+    :data:`QUEUE_LIMIT` or more operations as % of the rank's trace span.
+    """
+    out.kernels_per_step = ctx.kernels_per_step
+    out.median_kernel_us = ctx.median_kernel_us
+    if out.launches:
+        over = slow.merge(ctx.launch_calls, on="correlation", how="inner")["cpu_duration"].to_numpy(dtype=float)
         out.kernel_runtime_outliers = int(len(over))
-        out.runtime_excess_us_per_step = per_step(float((over - out.median_runtime_us).sum()), n)
-    span = float(ev.df["end"].max() - ev.df["ts"].min()) if len(ev.df) else 0.0
-    out.full_queue_pct = 100 * out.full_queue_us / span if span else 0.0
+        out.runtime_excess_us_per_step = per_step(float((over - out.median_runtime_us).sum()), ctx.steps)
+    out.full_queue_pct = 100 * out.full_queue_us / ctx.span_us if ctx.span_us else 0.0
     return out
 
 

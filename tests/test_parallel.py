@@ -1,0 +1,74 @@
+"""The per-rank analyses give the same result in forked workers as in one process."""
+import io
+import json
+
+import pytest
+
+from conftest import shared
+from hta_report import progress
+from hta_report.analysis import analyze
+from hta_report.analysis import rank as rank_mod
+from kineto import training_trace
+
+
+def _result_json(path, workers, monkeypatch):
+    monkeypatch.setenv("HTA_REPORT_WORKERS", str(workers))
+    monkeypatch.setattr(rank_mod, "PARALLEL_MIN_EVENTS", 0)
+    with progress.using(progress.Progress(stream=io.StringIO(), live=False)) as p:
+        data = json.loads(analyze(path).to_json())
+    in_workers = [name for name, _ in p.times if name.endswith("(worker)")]
+    assert bool(in_workers) == (workers > 1)  # the parallel path was taken, or not
+    data["inventory"].pop("analyzed_at")
+    return data
+
+
+def _sim_dir(tmp_path):
+    for rank, comm in ((0, 300.0), (1, 900.0), (2, 0.0)):
+        training_trace(rank=rank, world_size=3, steps=5, allreduce_us=comm, slow_launch_us=80.0,
+                       pinned=rank != 1).write(tmp_path / f"rank{rank}.json")
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", ["trace_diff/control", "two_ranks", "cpu_only"])
+def test_workers_give_the_result_of_one_process_on_real_traces(name, monkeypatch):
+    path = shared(name)
+    one = _result_json(path, 1, monkeypatch)
+    assert _result_json(path, 2, monkeypatch) == one
+    assert one["ranks"]
+
+
+def test_workers_give_the_result_of_one_process_on_simulated_ranks(tmp_path, monkeypatch):
+    path = _sim_dir(tmp_path)
+    one = _result_json(path, 1, monkeypatch)
+    assert _result_json(path, 2, monkeypatch) == one
+    assert _result_json(path, 3, monkeypatch) == one
+    assert [r["rank"] for r in one["ranks"]] == [0, 1, 2]
+    assert one["ranks"][0]["launch"]["kernel_runtime_outliers"] > 0  # the joined launch metrics are exercised
+    assert one["ranks"][1]["comm"]["overlap_pct"] > 0
+
+
+def test_gpu_presence_agrees_with_the_decoded_events(tmp_path):
+    from hta_report.analysis.events import RankEvents
+    from hta_report.loading import load_traces
+
+    for path in (_sim_dir(tmp_path), shared("cpu_only"), shared("two_ranks")):
+        loaded = load_traces(path)
+        for r in loaded.ranks:
+            ev = RankEvents.from_loaded(loaded, r)
+            has_comm = bool(ev.gpu["kernel_type"].eq("COMMUNICATION").any()) if ev.has_gpu else False
+            assert rank_mod.gpu_presence(loaded, r) == (ev.has_gpu, has_comm)
+
+
+def _ranks_in_daemon(path):
+    return [r.rank for r in analyze(path).ranks]
+
+
+def test_analyze_works_inside_a_daemonic_worker(tmp_path):
+    """A multiprocessing.Pool worker may not have children: parsing and the
+    analyses then stay in that process (they once failed there, every file
+    listed as unreadable)."""
+    import multiprocessing
+
+    path = _sim_dir(tmp_path)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply(_ranks_in_daemon, (path,)) == [0, 1, 2]
