@@ -338,6 +338,8 @@ def _read_parsed(path: Path, key: str):
     def num(name: str) -> np.ndarray:
         return tbl.column(name).to_numpy().copy()
 
+    from .fastparse import shared_values
+
     cols = {}
     for i, spec in enumerate(info["columns"]):
         kind = spec["kind"]
@@ -348,8 +350,10 @@ def _read_parsed(path: Path, key: str):
         elif kind == "json":
             import json as _json
 
+            texts = tbl.column(f"c{i}").to_pylist()
+            decoded = {t: _json.loads(t) for t in set(texts)}  # equal values shared, as the parser leaves them
             arr = np.empty(n, dtype=object)
-            arr[:] = [_json.loads(v) for v in tbl.column(f"c{i}").to_pylist()]
+            arr[:] = [decoded[t] for t in texts]
         elif kind == "obj":
             code = num(f"c{i}code")
             arr = np.empty(n, dtype=object)
@@ -361,7 +365,7 @@ def _read_parsed(path: Path, key: str):
                     else:
                         vals = num(part)[m].tolist()
                     part_arr = np.empty(len(vals), dtype=object)
-                    part_arr[:] = vals
+                    part_arr[:] = shared_values(vals)
                     arr[m] = part_arr
         else:
             raise ValueError(f"unknown column kind {kind}")

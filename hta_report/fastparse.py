@@ -478,8 +478,8 @@ class _Column:
             else:  # str or obj: Python objects
                 if t == "absent":
                     parts.append([_NAN] * vals)
-                elif isinstance(vals, np.ndarray):
-                    parts.append(vals.tolist())
+                elif isinstance(vals, np.ndarray):  # a numeric piece of an object column
+                    parts.append(shared_values(vals.tolist()))
                 else:
                     parts.append(vals)
         if tag in ("i8", "f8", "bool"):
@@ -498,6 +498,31 @@ class _Column:
         if tag == "obj":
             return pd.Series(values, dtype=object)
         return pd.Series(values)
+
+
+def shared_values(values: list) -> list:
+    """``values`` with equal values of one type made one shared object.
+
+    HTA keeps ``pid``/``tid`` (when some are names) and shapes such as
+    ``input_dims`` as Python objects, one per event: a 300 MB trace held some
+    1.4 million int objects and 400,000 lists of lists (~250 MB). Traces
+    repeat a few distinct values, so sharing them keeps the column equal
+    value for value at a fraction of the memory, and forked workers that read
+    the column touch (and so copy) far fewer pages. Lists and dicts are
+    compared by their JSON text (ints, floats and bools stay distinct); NaNs
+    are never merged. The shared objects must not be mutated in place.
+    """
+    seen: Dict[Any, Any] = {}
+    out = []
+    append, dumps = out.append, orjson.dumps
+    for v in values:
+        t = type(v)
+        key = (t, dumps(v)) if t is list or t is dict else (t, v)
+        got = seen.get(key)
+        if got is None:
+            seen[key] = got = v
+        append(got)
+    return out
 
 
 def _codes(values: list) -> Tuple[list, np.ndarray]:
@@ -563,7 +588,11 @@ def _piece(events: list, arg_specs: List[Tuple[str, str, Any]]) -> dict:
             if tag == "f8i":  # ints and NaN: floats, unless another piece makes the column object
                 columns[k] = (tag, (vals[idx], list(map(raw.__getitem__, take))))
                 continue
-        columns[k] = (tag, vals[idx] if isinstance(vals, np.ndarray) else list(map(vals.__getitem__, take)))
+        if isinstance(vals, np.ndarray):
+            columns[k] = (tag, vals[idx])
+        else:
+            kept = list(map(vals.__getitem__, take))
+            columns[k] = (tag, shared_values(kept) if tag == "obj" else kept)
     args = list(map(dict.get, kept_events, repeat("args"), repeat(_EMPTY)))
     if set(map(type, args)) - {dict}:
         args = [a if type(a) is dict else _EMPTY for a in args]
@@ -571,7 +600,7 @@ def _piece(events: list, arg_specs: List[Tuple[str, str, Any]]) -> dict:
     for name, raw_name, default in arg_specs:
         raw = list(map(dict.get, args, repeat(raw_name), repeat(default)))
         tag, vals = _infer(raw)
-        arg_columns[name] = (tag, (vals, raw) if tag == "f8i" else vals)
+        arg_columns[name] = (tag, (vals, raw) if tag == "f8i" else shared_values(vals) if tag == "obj" else vals)
     return {
         "n": n, "keys": sorted(keys, key=first.__getitem__), "has_args": "args" in keys,
         "cats_seen": cats_seen, "ts_any_null": bool(ts_null.any()),

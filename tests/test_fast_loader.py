@@ -340,3 +340,28 @@ def test_progress_line_only_on_a_terminal():
         p.done()
     assert "parsing" in tty.getvalue() and "\r" in tty.getvalue()
     assert pipe.getvalue() == ""
+
+
+def test_shared_values_share_equal_values_of_one_type_only():
+    from hta_report.fastparse import shared_values
+
+    nan = float("nan")
+    values = [[1, [2]], [1, [2]], 1, 1.0, True, "1", "1", {"a": 1}, {"a": 1}, nan, float("nan"), None, None, 10**6,
+              int("1000000")]
+    out = shared_values(values)
+    assert out == values or all(a is b or a == b for a, b in zip(out, values))  # NaN != NaN
+    assert out[0] is out[1] and out[5] is out[6] and out[7] is out[8] and out[13] is out[14]
+    assert [type(v) for v in out] == [type(v) for v in values]  # 1, 1.0 and True stay apart
+    assert out[2] is not out[3] and out[3] is not out[4]
+    assert out[9] is values[9] and out[10] is values[10]  # NaNs are never merged
+
+
+def test_parsed_object_columns_hold_few_distinct_objects():
+    from hta_report.fastparse import parse_trace_file
+    from hta_report.ingest import report_parser_config
+
+    (path,) = sorted(shared("trace_diff/control").glob("*.json.gz"))
+    _, df, _ = parse_trace_file(str(path), report_parser_config(), fallback=False)
+    for col in ("pid", "tid", "input_dims", "input_type"):
+        values = df[col].to_numpy()
+        assert len({id(v) for v in values}) < len(values) / 20, col

@@ -268,7 +268,7 @@ def _parallel(loaded, infos: List[TraceFileInfo], n: int) -> List[Union[RankResu
     _LOADED = loaded
     try:
         with progress.current().stage(f"analyze {len(infos)} rank(s) in {min(n, len(jobs))} processes"), \
-                ProcessPoolExecutor(max_workers=min(n, len(jobs)), mp_context=mp.get_context("fork")) as pool:
+                workers.fork_friendly(), ProcessPoolExecutor(max_workers=min(n, len(jobs)), mp_context=mp.get_context("fork")) as pool:
             futures = {job: pool.submit(_run_part, job[0], loaded.files.index(infos[job[1]])) for job in jobs}
             for done, job in enumerate(jobs, 1):
                 try:
