@@ -35,6 +35,22 @@ def thread_codes(df: pd.DataFrame) -> np.ndarray:
     return pid.astype(np.int64) * (int(tid.max()) + 1 if len(tid) else 1) + tid
 
 
+#: HTA's columns no analysis of ours reads (``name``/``cat`` are decoded into ``s_name``/``s_cat``).
+UNUSED_COLUMNS = ("index", "name", "cat", "index_correlation", "iteration", "end")
+
+
+def decoded(ids: np.ndarray, symbols: np.ndarray) -> pd.Categorical:
+    """HTA's symbol ids ``ids`` as strings: a categorical whose categories are
+    the distinct strings in sorted order (so grouping and sorting by it order
+    rows as plain strings would), one small integer per row instead of one
+    string per row."""
+    used = np.unique(ids)
+    categories = pd.Index(sorted(set(symbols[used].tolist())))
+    lut = np.full(len(symbols), -1, dtype=np.int64)
+    lut[used] = categories.get_indexer(symbols[used])
+    return pd.Categorical.from_codes(lut[ids], categories=categories)
+
+
 @dataclass
 class RankEvents:
     """Decoded events of one rank.
@@ -56,14 +72,15 @@ class RankEvents:
         symbols = np.asarray(loaded.symbols, dtype=object)
         if df.empty:
             return cls(rank=rank, df=pd.DataFrame(columns=["ts", "dur", "end", "stream", "s_name", "s_cat", "thread"]))
+        keep = [c for c in df.columns if c not in UNUSED_COLUMNS]
         # HTA aligns ``ts`` across ranks but leaves its ``end`` column unaligned: recompute it.
-        df = df.assign(
-            s_name=symbols[df["name"].to_numpy()],
-            s_cat=symbols[df["cat"].to_numpy()],
+        out = df[keep].assign(
+            s_name=decoded(df["name"].to_numpy(), symbols),
+            s_cat=decoded(df["cat"].to_numpy(), symbols),
             end=df["ts"] + df["dur"],
             thread=thread_codes(df),
         )
-        return cls(rank=rank, df=df)
+        return cls(rank=rank, df=out)
 
     @cached_property
     def cpu(self) -> pd.DataFrame:
