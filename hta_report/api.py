@@ -18,8 +18,9 @@ __all__ = ["analyze", "write_reports", "load_result", "compare_paths", "write_co
 def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_step: Optional[bool] = None,
             max_trace_bytes: Optional[int] = None, config=None, loader: Optional[str] = None,
             cache=None) -> AnalysisResult:
-    """:func:`hta_report.analysis.analyze`. A result found in ``cache`` returns
-    before pandas, HTA or the analyses are even imported."""
+    """Analyze a directory of Kineto traces; see :func:`hta_report.analysis.analyze`
+    for the arguments, the result and the errors raised. A result found in
+    ``cache`` returns before pandas, HTA or the analyses are even imported."""
     from .ingest import resolve_loader
     from .validation import DEFAULT_MAX_TRACE_BYTES
 
@@ -58,12 +59,18 @@ def write_reports(result: AnalysisResult, outputs: Sequence[Tuple[os.PathLike | 
     Raises:
         hta_report.errors.OutputError: a directory is missing or not writable.
     """
+    return _render_and_write(lambda fmt: render(result, fmt), outputs)
+
+
+def _render_and_write(render_as, outputs: Sequence[Tuple[os.PathLike | str, Optional[str]]]) -> List[Path]:
+    """Render with ``render_as(format)`` once per output, timed as stages, then
+    write them all atomically (see :func:`write_reports`)."""
     stage = progress.current().stage
     rendered = []
     for p, f in outputs:
         fmt = format_for_path(str(p), f)
         with stage(f"render {fmt}"):
-            rendered.append((Path(p), render(result, fmt)))
+            rendered.append((Path(p), render_as(fmt)))
     with stage("write reports"):
         return write_all_atomic(rendered)
 
@@ -95,6 +102,10 @@ def load_result(path: os.PathLike | str) -> AnalysisResult:
 def compare_paths(base: os.PathLike | str, new: os.PathLike | str, **analyze_kwargs):
     """Compare two trace directories or saved results (``analyze --json``).
 
+    ``analyze_kwargs`` go to :func:`analyze` for a side that is a trace
+    directory (``recursive``, ``config``, ``cache``...): with the same
+    ``cache`` as an earlier analyze, a directory is not parsed again.
+
     Returns:
         A :class:`hta_report.model.Comparison` labelled with the two paths.
 
@@ -110,8 +121,7 @@ def compare_paths(base: os.PathLike | str, new: os.PathLike | str, **analyze_kwa
 def write_comparison(comparison, outputs: Sequence[Tuple[os.PathLike | str, Optional[str]]]) -> List[Path]:
     """Render a comparison once per ``(path, format)`` and write each atomically
     (all rendered before any is written)."""
-    rendered = [(Path(p), render_comparison(comparison, format_for_path(str(p), f))) for p, f in outputs]
-    return write_all_atomic(rendered)
+    return _render_and_write(lambda fmt: render_comparison(comparison, fmt), outputs)
 
 
 def rule_catalogue(config_path: Optional[os.PathLike | str] = None) -> List[dict]:

@@ -54,6 +54,23 @@ class SizeType(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+def cache_options(command):
+    """The options shared by the commands that analyze trace directories:
+    ``--cache-dir``, ``--no-cache`` and ``-v``."""
+    command = click.option("-v", "--verbose", is_flag=True, help="Print the time of each stage on stderr.")(command)
+    command = click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")(command)
+    return click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
+                        help="Cache of parsed traces and results, keyed by file contents "
+                             "[default: $XDG_CACHE_HOME/hta-report or ~/.cache/hta-report].")(command)
+
+
+def _cache_dir(cache_dir: Optional[str], no_cache: bool) -> Optional[str]:
+    """The cache directory a command uses: None with ``--no-cache``."""
+    from .cache import default_cache_dir
+
+    return None if no_cache else (cache_dir or default_cache_dir())
+
+
 @click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="hta-report")
 @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
@@ -83,11 +100,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @click.option("--config", "config_path", default=None, metavar="FILE.toml",
               help="Rule thresholds and disabled rules [default: [tool.hta-report] in ./pyproject.toml].")
-@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
-              help="Cache of parsed traces and results, keyed by file contents "
-                   "[default: $XDG_CACHE_HOME/hta-report or ~/.cache/hta-report].")
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
-@click.option("-v", "--verbose", is_flag=True, help="Print the time of each stage on stderr.")
+@cache_options
 def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional[str], recursive: bool,
             include_last_step: Optional[bool], fail_on: tuple, max_trace_size: int, quiet: bool,
             config_path: Optional[str], cache_dir: Optional[str], no_cache: bool, verbose: bool) -> None:
@@ -109,11 +122,10 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     from .rules import load_config
 
     from . import progress
-    from .cache import default_cache_dir
 
     gates = [parse_gate(g) for g in fail_on]
     config = load_config(config_path)
-    cache = None if no_cache else (cache_dir or default_cache_dir())
+    cache = _cache_dir(cache_dir, no_cache)
     with progress.using(progress.Progress(verbose=verbose)):
         result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step,
                               max_trace_bytes=max_trace_size, config=config, cache=cache)
@@ -145,21 +157,30 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
 @click.option("--config", "config_path", default=None, metavar="FILE.toml",
               help="Rule thresholds and disabled rules for trace directories "
                    "[default: [tool.hta-report] in ./pyproject.toml].")
+@cache_options
 def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: bool, fail_on: tuple,
-            quiet: bool, config_path: Optional[str]) -> None:
+            quiet: bool, config_path: Optional[str], cache_dir: Optional[str], no_cache: bool,
+            verbose: bool) -> None:
     """Compare BASE and NEW (each a trace directory or a result saved by
     `analyze --json`): did the change make training faster or slower, and why?
+
+    A trace directory analyzed before (by `analyze` or `compare`, with the
+    same options) is read from the cache instead of being parsed again.
 
     \b
     Example:
       hta-report compare before/ after/ -o diff.html --fail-on 'step_time_regression>5%'
     """
+    from . import progress
     from .api import compare_paths, write_comparison
     from .rules import load_config
 
     gates = [parse_gate(g, comparison=True) for g in fail_on]
-    comparison = compare_paths(base, new, recursive=recursive, config=load_config(config_path))
-    written = write_comparison(comparison, [(output, fmt)])
+    config = load_config(config_path)
+    with progress.using(progress.Progress(verbose=verbose)):
+        comparison = compare_paths(base, new, recursive=recursive, config=config,
+                                   cache=_cache_dir(cache_dir, no_cache))
+        written = write_comparison(comparison, [(output, fmt)])
     if not quiet:
         click.echo(f"{comparison.verdict}: mean step time {comparison.step_time_change_pct:+.1f} % "
                    f"(noise band ±{comparison.noise_band_pct:.1f} %)")

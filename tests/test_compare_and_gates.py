@@ -124,3 +124,34 @@ def test_help_lists_gate_metrics(run_cli):
     assert code == 0 and "step_time_regression" in out and "idle_pct" in out
     code, out, _ = run_cli("analyze", "--help")
     assert "severity" in out and "step_time_regression" not in out
+
+
+def test_compare_reads_sides_analyzed_before_from_the_cache(fast_slow, tmp_path, run_cli):
+    fast, slow = fast_slow
+    cache = tmp_path / "cache"
+    code, _, err = run_cli("analyze", fast, "-o", tmp_path / "a.html", "-q", "-v", "--cache-dir", cache)
+    assert code == 0, err
+    assert "from cache" not in err and "parse t.json" in err
+
+    code, _, err = run_cli("compare", fast, slow, "-o", tmp_path / "d1.json", "-q", "-v", "--cache-dir", cache)
+    assert code == 0, err
+    assert err.count("analysis result (from cache)") == 1  # fast: analyzed above; slow: parsed now
+    assert err.count("parse t.json\n") == 1 and "render json" in err
+
+    # with only the parsed files kept, neither side is parsed again
+    for p in (cache / "result-v1").iterdir():
+        p.unlink()
+    code, _, err = run_cli("compare", fast, slow, "-o", tmp_path / "d2.json", "-q", "-v", "--cache-dir", cache)
+    assert code == 0, err
+    assert err.count("parse t.json (from cache)") == 2 and "parse t.json\n" not in err
+
+    code, _, err = run_cli("compare", fast, slow, "-o", tmp_path / "d3.json", "-q", "--no-cache",
+                           "--cache-dir", tmp_path / "unused")
+    assert code == 0 and err == ""
+    assert not (tmp_path / "unused").exists()
+    d1, d2, d3 = (json.loads((tmp_path / f"d{i}.json").read_text()) for i in (1, 2, 3))
+    for d in (d1, d2, d3):
+        for side in ("base", "new"):
+            d[side]["inventory"].pop("analyzed_at")
+    assert d1 == d2 == d3
+    assert d1["verdict"] == "regressed"

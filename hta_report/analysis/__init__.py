@@ -60,19 +60,10 @@ def analyze(
         hta_report.errors.TraceError: no trace can be read or analyzed (names
             the file, or each file), or a step over all ranks failed.
     """
-    from ..cache import Cache, lookup_result
-    from ..ingest import resolve_loader
+    from ..api import analyze as analyze_with_cache  # one implementation of the cache lookup
 
-    loader = resolve_loader(loader)
-    if cache is not None and not isinstance(cache, Cache):
-        cache = Cache(cache)
-    key = None
-    if cache is not None:
-        key, result = lookup_result(cache, trace_dir, recursive, include_last_step, loader, max_trace_bytes, config)
-        if result is not None:
-            progress.current().record("analysis result (from cache)", 0.0)
-            return result
-    return analyze_uncached(trace_dir, recursive, include_last_step, max_trace_bytes, config, loader, cache, key)
+    return analyze_with_cache(trace_dir, recursive=recursive, include_last_step=include_last_step,
+                              max_trace_bytes=max_trace_bytes, config=config, loader=loader, cache=cache)
 
 
 def analyze_uncached(trace_dir, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int,
