@@ -8,7 +8,9 @@ each, every measurement in its own subprocess:
 
   (a) HTA: ``TraceAnalysis`` load plus the analyses the report uses
       (temporal, idle time, kernel breakdown, comm/comp overlap, kernel launch
-      stats, queue length summary);
+      stats, queue length summary); the figures the report shows from these
+      are then compared with those of (b): percentages within 0.1 percentage
+      point, µs, counts and queue lengths equal;
   (b) ``hta-report analyze --no-cache`` end to end (the CLI, a subprocess);
   (c) the floor: decompress and ``json.loads`` each file;
   (d) ``hta-report analyze`` run twice with a fresh cache: the second run
@@ -60,7 +62,7 @@ def human(n: float) -> str:
 # ---------------------------------------------------------------- the measured programs
 
 
-def _measure_hta(trace_dir: str) -> None:
+def _measure_hta(trace_dir: str, metrics_path: Optional[str] = None) -> None:
     import logging
     import warnings
 
@@ -70,12 +72,87 @@ def _measure_hta(trace_dir: str) -> None:
 
     t = TraceAnalysis(trace_dir=trace_dir)
     ranks = t.t.get_ranks()
-    t.get_temporal_breakdown(visualize=False)
-    t.get_idle_time_breakdown(ranks=ranks, visualize=False)
-    t.get_gpu_kernel_breakdown(visualize=False)
-    t.get_comm_comp_overlap(visualize=False)
-    t.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
-    t.get_queue_length_summary(ranks=ranks)
+    temporal = t.get_temporal_breakdown(visualize=False)
+    idle, _ = t.get_idle_time_breakdown(ranks=ranks, visualize=False)
+    kernel_types, _ = t.get_gpu_kernel_breakdown(visualize=False)
+    overlap = t.get_comm_comp_overlap(visualize=False)
+    launches = t.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
+    queue = t.get_queue_length_summary(ranks=ranks)
+    if metrics_path:
+        metrics = hta_metrics(temporal, idle, kernel_types, overlap, launches, queue)
+        Path(metrics_path).write_text(json.dumps(metrics))
+
+
+# ---------------------------------------------------------------- the same metrics from HTA and from the report
+
+
+def hta_metrics(temporal, idle, kernel_types, overlap, launches, queue) -> Dict[str, float]:
+    """The figures of HTA's own analyses (run on HTA's own loader) that the
+    report shows, by name: percentages end in ``%`` (compared in percentage
+    points), the rest are µs, counts and queue lengths (compared exactly)."""
+    import numpy as np
+
+    out: Dict[str, float] = {}
+    for row in temporal.to_dict("records"):
+        r = int(row["rank"])
+        out[f"rank {r} idle %"] = float(row["idle_time_pctg"])
+        out[f"rank {r} compute %"] = float(row["compute_time_pctg"])
+        out[f"rank {r} non-compute %"] = float(row["non_compute_time_pctg"])
+        out[f"rank {r} idle us"] = float(row["idle_time(us)"])
+    for r, stream, cat, us in zip(idle["rank"], idle["stream"], idle["idle_category"], idle["idle_time"]):
+        out[f"rank {int(r)} stream {int(stream)} {cat} us"] = float(us)
+    for kind, pct in zip(kernel_types["kernel_type"], kernel_types["percentage"]):
+        out[f"all ranks {kind} %"] = float(pct)
+    for r, pct in zip(overlap["rank"], overlap["comp_comm_overlap_pctg"]):
+        out[f"rank {int(r)} comm/compute overlap %"] = float(pct)
+    for r, stats in launches.items():
+        if len(stats):
+            out[f"rank {r} launches"] = float(len(stats))
+            out[f"rank {r} median launch call us"] = float(np.median(stats["cpu_duration"]))
+            out[f"rank {r} median launch delay us"] = float(np.median(stats["launch_delay"]))
+    if queue is not None:
+        for (r, stream), row in queue.iterrows():
+            out[f"rank {int(r)} stream {int(stream)} mean queue length"] = float(row[("queue_length", "mean")])
+            out[f"rank {int(r)} stream {int(stream)} max queue length"] = float(row[("queue_length", "max")])
+    return out
+
+
+def report_metrics(result: dict, names) -> Dict[str, float]:
+    """The same figures from ``hta-report analyze --json`` output, for the
+    names in ``names`` (those of :func:`hta_metrics`); a name the result lacks is left out."""
+    out: Dict[str, float] = {}
+    for r in result["ranks"]:
+        if not r["has_gpu"]:
+            continue
+        k, t = r["rank"], r["temporal"]
+        out[f"rank {k} idle %"], out[f"rank {k} idle us"] = t["idle_pct"], t["idle_us"]
+        out[f"rank {k} compute %"], out[f"rank {k} non-compute %"] = t["compute_pct"], t["non_compute_pct"]
+        for s in r["idle"]["streams"]:
+            for cat in ("host_wait", "kernel_wait", "other"):
+                out[f"rank {k} stream {s['stream']} {cat} us"] = s[f"{cat}_us"]
+        out[f"rank {k} comm/compute overlap %"] = r["comm"]["overlap_pct"]
+        launch = r["launch"]
+        if launch["launches"]:
+            out[f"rank {k} launches"] = launch["launches"]
+            out[f"rank {k} median launch call us"] = launch["median_runtime_us"]
+            out[f"rank {k} median launch delay us"] = launch["median_launch_delay_us"]
+        for q in launch["queue"]:
+            out[f"rank {k} stream {q['stream']} mean queue length"] = q["mean"]
+            out[f"rank {k} stream {q['stream']} max queue length"] = q["max"]
+    for share in result["aggregate"]["kernel_types"]:
+        out[f"all ranks {share['kernel_type']} %"] = share["pct"]
+    return {n: float(v) for n, v in out.items() if n in names}
+
+
+def compare_metrics(theirs: Dict[str, float], ours: Dict[str, float]) -> dict:
+    """Largest differences between HTA's figures and the report's: in
+    percentage points for ``%`` figures (limit 0.1, issue #7), relative for
+    the rest; names HTA has and the report lacks are listed as missing."""
+    pp = [abs(ours[n] - v) for n, v in theirs.items() if n in ours and n.endswith("%")]
+    rel = [abs(ours[n] - v) / max(abs(v), 1e-12) for n, v in theirs.items() if n in ours and not n.endswith("%")]
+    missing = sorted(n for n in theirs if n not in ours)
+    return {"compared": len(pp) + len(rel), "max_pp": max(pp, default=0.0), "max_rel": max(rel, default=0.0),
+            "missing": missing, "ok": not missing and max(pp, default=0.0) <= 0.1 and max(rel, default=0.0) <= 1e-9}
 
 
 def _measure_floor(trace_dir: str) -> None:
@@ -146,12 +223,15 @@ def run(cmd: List[str], env: Optional[dict] = None) -> dict:
 
 
 def measure(kind: str, trace_dir: Path, tmp: Path, cache: Optional[Path] = None) -> dict:
+    """One measured subprocess; ``hta`` and ``analyze`` without a cache also
+    leave their figures in ``tmp`` (``hta-metrics.json``, ``result.json``)."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     if kind == "analyze":
         cmd = [sys.executable, "-m", "hta_report", "analyze", str(trace_dir), "-o", str(tmp / "report.html"), "-q"]
-        cmd += ["--cache-dir", str(cache)] if cache else ["--no-cache"]
+        cmd += ["--cache-dir", str(cache)] if cache else ["--no-cache", "--json", str(tmp / "result.json")]
     else:
         cmd = [sys.executable, str(Path(__file__).resolve()), "_measure", kind, str(trace_dir)]
+        cmd += [str(tmp / "hta-metrics.json")] if kind == "hta" else []
     return run(cmd, env)
 
 
@@ -237,7 +317,15 @@ def main(argv=None) -> int:
                 if "a" in res:
                     ratios = {"b/a": b["wall"] / res["a"]["wall"], "b/a CPU": b["cpu"] / res["a"]["cpu"], **ratios}
                 print("  ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in ratios.items()), flush=True)
-                rows.append({"ranks": ranks, "bytes": size, "dir": str(d), **res, "ratios": ratios})
+                row = {"ranks": ranks, "bytes": size, "dir": str(d), **res, "ratios": ratios}
+                if "a" in res:
+                    theirs = json.loads((tmp / "hta-metrics.json").read_text())
+                    ours = report_metrics(json.loads((tmp / "result.json").read_text()), theirs)
+                    row["parity"] = parity = compare_metrics(theirs, ours)
+                    print(f"  metrics of (b) against HTA's own (a): {parity['compared']} compared, largest difference"
+                          f" {parity['max_pp']:.3f} pp of the % figures, {parity['max_rel']:.1e} relative of the rest;"
+                          f" missing {len(parity['missing'])}: {'OK' if parity['ok'] else 'DIFFERENT'}", flush=True)
+                rows.append(row)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
     if len(rows) > 1:
@@ -255,6 +343,6 @@ if __name__ == "__main__":
         _generate(*sys.argv[2:])
         sys.exit(0)
     if len(sys.argv) >= 4 and sys.argv[1] == "_measure":
-        {"hta": _measure_hta, "floor": _measure_floor}[sys.argv[2]](sys.argv[3])
+        {"hta": _measure_hta, "floor": _measure_floor}[sys.argv[2]](*sys.argv[3:])
         sys.exit(0)
     sys.exit(main())
