@@ -13,6 +13,7 @@ runs them here one after the other. Both give the same result.
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing as mp
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -230,6 +231,11 @@ def _run_part(kind: str, index: int) -> Tuple[str, object, float]:
         part = own_part(_LOADED, info) if kind == "own" else hta_part(_LOADED, info)
     except TraceError as exc:
         return "error", (exc.message, exc.step), time.perf_counter() - t0
+    finally:
+        # this worker's copies and temporaries are garbage now: hand their pages
+        # back before it idles beside the others (peak memory of the process tree)
+        gc.collect()
+        workers.release_free_memory()
     return "ok", part, time.perf_counter() - t0
 
 
