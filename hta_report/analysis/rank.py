@@ -221,10 +221,13 @@ def analyze_rank(loaded, info: TraceFileInfo) -> RankResult:
 _LOADED = None
 
 
-def _run_part(kind: str, index: int) -> Tuple[str, object, float]:
+def _run_part(kind: str, index: int, release: bool) -> Tuple[str, object, float]:
     """One part of one rank, in a worker: ``("ok", part, seconds)`` or
     ``("error", (message, step), seconds)`` (a TraceError is rebuilt in the
-    parent: its pickled form would repeat the path)."""
+    parent: its pickled form would repeat the path). With ``release``, the
+    worker's garbage is collected and its free heap pages handed back
+    afterwards: it may idle now while another worker runs, and would
+    otherwise keep its temporaries (peak memory of the process tree)."""
     info = _LOADED.files[index]
     t0 = time.perf_counter()
     try:
@@ -232,10 +235,9 @@ def _run_part(kind: str, index: int) -> Tuple[str, object, float]:
     except TraceError as exc:
         return "error", (exc.message, exc.step), time.perf_counter() - t0
     finally:
-        # this worker's copies and temporaries are garbage now: hand their pages
-        # back before it idles beside the others (peak memory of the process tree)
-        gc.collect()
-        workers.release_free_memory()
+        if release:
+            gc.collect()
+            workers.release_free_memory()
     return "ok", part, time.perf_counter() - t0
 
 
@@ -275,7 +277,9 @@ def _parallel(loaded, infos: List[TraceFileInfo], n: int) -> List[Union[RankResu
     try:
         with progress.current().stage(f"analyze {len(infos)} rank(s) in {min(n, len(jobs))} processes"), \
                 workers.fork_friendly(), ProcessPoolExecutor(max_workers=min(n, len(jobs)), mp_context=mp.get_context("fork")) as pool:
-            futures = {job: pool.submit(_run_part, job[0], loaded.files.index(infos[job[1]])) for job in jobs}
+            # the pool takes jobs in this order: a worker's last job is among the last n
+            futures = {job: pool.submit(_run_part, job[0], loaded.files.index(infos[job[1]]), i >= len(jobs) - n)
+                       for i, job in enumerate(jobs)}
             for done, job in enumerate(jobs, 1):
                 try:
                     outcomes[job] = futures[job].result()
