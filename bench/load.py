@@ -11,7 +11,7 @@ each, every measurement in its own subprocess:
       stats, queue length summary); the figures the report shows from these
       are then compared with those of (b): percentages within 0.1 percentage
       point, µs, counts and queue lengths equal;
-  (b) ``hta-report analyze --no-cache`` end to end (the CLI, a subprocess);
+  (b) ``hta-report analyze --no-cache --json`` end to end (the CLI, a subprocess);
   (c) the floor: decompress and ``json.loads`` each file;
   (d) ``hta-report analyze`` run twice with a fresh cache: the second run
       (results cached) is (d); (d') is a re-run with only parsed traces cached.

@@ -273,12 +273,13 @@ def _parallel(loaded, infos: List[TraceFileInfo], n: int) -> List[Union[RankResu
     order = sorted(range(len(infos)), key=lambda k: -len(loaded.frame(infos[k].rank)))  # largest first
     jobs = [(kind, k) for k in order for kind in ("own", "hta")]
     outcomes: Dict[Tuple[str, int], Tuple[str, object, float]] = {}
+    size = min(n, len(jobs))
     _LOADED = loaded
     try:
-        with progress.current().stage(f"analyze {len(infos)} rank(s) in {min(n, len(jobs))} processes"), \
-                workers.fork_friendly(), ProcessPoolExecutor(max_workers=min(n, len(jobs)), mp_context=mp.get_context("fork")) as pool:
-            # the pool takes jobs in this order: a worker's last job is among the last n
-            futures = {job: pool.submit(_run_part, job[0], loaded.files.index(infos[job[1]]), i >= len(jobs) - n)
+        with progress.current().stage(f"analyze {len(infos)} rank(s) in {size} processes"), \
+                workers.fork_friendly(), ProcessPoolExecutor(max_workers=size, mp_context=mp.get_context("fork")) as pool:
+            # the pool takes jobs in this order: a worker's last job is among the last ``size``
+            futures = {job: pool.submit(_run_part, job[0], loaded.files.index(infos[job[1]]), i >= len(jobs) - size)
                        for i, job in enumerate(jobs)}
             for done, job in enumerate(jobs, 1):
                 try:
