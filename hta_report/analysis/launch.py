@@ -37,7 +37,7 @@ def launch_summary(view, rank: int) -> Tuple[LaunchSummary, pd.DataFrame]:
         ranks=[rank], runtime_cutoff=RUNTIME_CUTOFF_US,
         launch_delay_cutoff=LAUNCH_DELAY_CUTOFF_US, visualize=False,
     ).get(rank)
-    out = LaunchSummary(runtime_cutoff_us=RUNTIME_CUTOFF_US, launch_delay_cutoff_us=LAUNCH_DELAY_CUTOFF_US,
+    out = LaunchSummary(runtime_cutoff_us=float(RUNTIME_CUTOFF_US), launch_delay_cutoff_us=float(LAUNCH_DELAY_CUTOFF_US),
                         queue_limit=QUEUE_LIMIT)
     slow = pd.DataFrame({"correlation": pd.Series(dtype="int64"), "cpu_duration": pd.Series(dtype=float)})
     if stats is not None and len(stats):
