@@ -166,7 +166,7 @@ def cases(skip_collect: bool = False, only: str = "") -> List[Case]:
 
 def evaluate(case: Case, root: Path) -> Outcome:
     """Make the case's traces under ``root`` and analyze them."""
-    from hta_report.analysis import analyze
+    from hta_report.api import analyze
 
     out = Outcome(case)
     d = root / case.name
@@ -193,7 +193,7 @@ def evaluate(case: Case, root: Path) -> Outcome:
 
 def real_traces() -> List[tuple]:
     """(folder, top finding) for each real trace, unscored."""
-    from hta_report.analysis import analyze
+    from hta_report.api import analyze
 
     rows = []
     if not SHARED.is_dir():

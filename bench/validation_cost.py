@@ -22,9 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hta_report import validation  # noqa: E402
-from hta_report.discovery import find_trace_files  # noqa: E402
-from hta_report.loading import load_traces, quiet_hta  # noqa: E402
+from hta_report.load import validation  # noqa: E402
+from hta_report.load.discovery import find_trace_files  # noqa: E402
+from hta_report.load import load_traces, quiet_hta  # noqa: E402
 
 
 def best(fn, repeat):

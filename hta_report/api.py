@@ -1,46 +1,118 @@
-"""The Python API behind the CLI."""
+"""The Python API behind the CLI, and the one owner of the pipeline.
+
+``analyze`` runs it end to end::
+
+    result cache lookup -> load (hta_report.load) -> metrics (hta_report.analysis)
+      -> advice (hta_report.rules) -> store in the result cache
+
+and ``write_reports`` renders a result in every requested format
+(:data:`hta_report.render.REPORTERS`), drawing its charts (or reading them
+from the cache) here, so that the reporters stay pure functions of the model.
+``compare_paths`` reads or analyzes both sides, then compares the two results
+(:func:`hta_report.compare.compare`).
+"""
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import progress
-from .errors import PartialInputError
-from .model import AnalysisResult
+from .cache import Cache, ResultCache, as_cache
+from .errors import InputError, PartialInputError
+from .model import AnalysisResult, Comparison
 from .output import write_all_atomic
-from .render import format_for_path, render, render_comparison
+from .render import format_for_path, reporter
 
 __all__ = ["analyze", "write_reports", "load_result", "compare_paths", "write_comparison", "rule_catalogue",
            "partial_input_error"]
 
+Outputs = Sequence[Tuple[os.PathLike | str, Optional[str]]]
+
 
 def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_step: Optional[bool] = None,
             max_trace_bytes: Optional[int] = None, config=None, loader: Optional[str] = None,
-            cache=None) -> AnalysisResult:
-    """Analyze a directory of Kineto traces; see :func:`hta_report.analysis.analyze`
-    for the arguments, the result and the errors raised. A result found in
-    ``cache`` returns before pandas, HTA or the analyses are even imported."""
-    from .ingest import resolve_loader
-    from .validation import DEFAULT_MAX_TRACE_BYTES
+            cache: Optional[Cache | os.PathLike | str] = None) -> AnalysisResult:
+    """Analyze a directory of Kineto traces (one per rank): metrics and advice.
 
+    Traces that cannot be read or analyzed are left out and listed in
+    ``result.inventory.unreadable``; the result covers the others (the CLI
+    then exits 1 after writing the report). A result found in ``cache``
+    returns before pandas, HTA or the analyses are even imported.
+
+    Args:
+        trace_dir: directory holding ``.json``/``.json.gz`` traces.
+        recursive: descend into subdirectories.
+        include_last_step: see :func:`hta_report.load.load_traces`.
+        max_trace_bytes: cap on a trace's decompressed size (bytes); larger
+            traces are refused before loading (default 4 GiB).
+        config: rule thresholds and disabled rules
+            (:class:`hta_report.rules.AdviceConfig`); defaults when None.
+        loader: ``"fast"`` (default) or ``"hta"`` (HTA's own parser).
+        cache: a :class:`hta_report.cache.Cache` (or a directory for one) for
+            parsed files and whole results, keyed by the files' contents, the
+            options and the rule configuration; None (default): no cache.
+
+    Returns:
+        The full result model, findings and rule checks included.
+
+    Raises:
+        hta_report.errors.InputError: missing or empty directory, two files
+            claiming one rank.
+        hta_report.errors.TraceError: no trace can be read or analyzed (names
+            the file, or each file), or a step over all ranks failed.
+    """
+    from .load import DEFAULT_MAX_TRACE_BYTES, find_trace_files, resolve_loader
+
+    trace_dir = Path(trace_dir)
     loader = resolve_loader(loader)
     max_trace_bytes = max_trace_bytes or DEFAULT_MAX_TRACE_BYTES
+    cache = as_cache(cache)
+    results = ResultCache(cache) if cache is not None else None
     key = None
-    if cache is not None:
-        from .cache import Cache, lookup_result
-
-        cache = cache if isinstance(cache, Cache) else Cache(cache)
-        key, result = lookup_result(cache, trace_dir, recursive, include_last_step, loader, max_trace_bytes, config)
-        if result is not None:
+    if results is not None:
+        paths = find_trace_files(trace_dir, recursive)
+        key = results.key(paths, trace_dir, recursive, include_last_step, loader, max_trace_bytes, config)
+        hit = results.get(key) if key is not None else None
+        if hit is not None:
             progress.current().record("analysis result (from cache)", 0.0)
-            return result
-    from .analysis import analyze_uncached
+            return hit
+    result = _analyze_uncached(trace_dir, recursive, include_last_step, max_trace_bytes, config, loader, cache)
+    if results is not None and key is not None and not result.inventory.unreadable:
+        results.put(key, result)
+    return result
 
-    return analyze_uncached(trace_dir, recursive, include_last_step, max_trace_bytes, config, loader, cache, key)
+
+def _analyze_uncached(trace_dir: Path, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int,
+                      config, loader: str, cache: Optional[Cache]) -> AnalysisResult:
+    """Load, measure, advise (see :func:`analyze`)."""
+    from .analysis import analysis_step, analyze_loaded, where
+    from .load import load_traces
+    from .rules import advise
+
+    loaded = load_traces(trace_dir, recursive=recursive, include_last_step=include_last_step,
+                         max_trace_bytes=max_trace_bytes, loader=loader, cache=cache)
+    result = analyze_loaded(loaded, trace_dir)
+    with analysis_step("advice", where(result.ranks, trace_dir)), progress.current().stage("advice"):
+        advice = advise(result, config)
+    result.findings, result.checks = advice.findings, advice.checks
+    return result
 
 
-def write_reports(result: AnalysisResult, outputs: Sequence[Tuple[os.PathLike | str, Optional[str]]]) -> List[Path]:
+def report_charts(result: AnalysisResult, cache: Optional[Cache | os.PathLike | str] = None) -> Dict[str, str]:
+    """The chart images of ``result``'s report (name -> data URI), read from
+    ``cache`` when drawn before for the same result, else drawn (and stored)."""
+    def draw() -> Dict[str, str]:
+        from .render.charts import report_charts as drawn  # matplotlib: imported only when drawing
+
+        return drawn(result)
+
+    cache = as_cache(cache)
+    return draw() if cache is None else ResultCache(cache).charts(result, draw)
+
+
+def write_reports(result: AnalysisResult, outputs: Outputs,
+                  cache: Optional[Cache | os.PathLike | str] = None) -> List[Path]:
     """Render ``result`` once per ``(path, format)`` and write each atomically.
 
     Every report is rendered before any file is written, and all are written
@@ -52,6 +124,8 @@ def write_reports(result: AnalysisResult, outputs: Sequence[Tuple[os.PathLike | 
         result: the analysis.
         outputs: ``(path, format)`` pairs; ``format`` None guesses from the
             extension (see :func:`hta_report.render.format_for_path`).
+        cache: where chart images drawn for this result before are read from
+            (and new ones stored); None draws them.
 
     Returns:
         The paths written.
@@ -59,10 +133,19 @@ def write_reports(result: AnalysisResult, outputs: Sequence[Tuple[os.PathLike | 
     Raises:
         hta_report.errors.OutputError: a directory is missing or not writable.
     """
-    return _render_and_write(lambda fmt: render(result, fmt), outputs)
+    charts: List[Dict[str, str]] = []
+
+    def render_as(fmt: str) -> str:
+        rep = reporter(fmt)
+        if rep.charts and not charts:
+            with progress.current().stage("draw charts"):
+                charts.append(report_charts(result, cache))
+        return rep.render(result, charts[0] if rep.charts else None)
+
+    return _render_and_write(render_as, outputs)
 
 
-def _render_and_write(render_as, outputs: Sequence[Tuple[os.PathLike | str, Optional[str]]]) -> List[Path]:
+def _render_and_write(render_as: Callable[[str], str], outputs: Outputs) -> List[Path]:
     """Render with ``render_as(format)`` once per output, timed as stages, then
     write them all atomically (see :func:`write_reports`)."""
     stage = progress.current().stage
@@ -91,15 +174,29 @@ def load_result(path: os.PathLike | str) -> AnalysisResult:
     Raises:
         hta_report.errors.InputError: unreadable file or not an hta-report result.
     """
-    from .errors import InputError
-
     try:
         return AnalysisResult.from_json(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"not a readable hta-report result: {exc}", path) from exc
 
 
-def compare_paths(base: os.PathLike | str, new: os.PathLike | str, **analyze_kwargs):
+def load_side(path: os.PathLike | str, **analyze_kwargs) -> AnalysisResult:
+    """One side of a comparison: a result saved by ``analyze --json``, or a
+    trace directory analyzed now (``analyze_kwargs`` go to :func:`analyze`).
+
+    Raises:
+        hta_report.errors.InputError, hta_report.errors.TraceError: as
+            :func:`load_result` and :func:`analyze`.
+    """
+    p = Path(path)
+    if p.is_file():
+        return load_result(p)
+    if not p.exists():
+        raise InputError("no such trace directory or result file", p)
+    return analyze(p, **analyze_kwargs)
+
+
+def compare_paths(base: os.PathLike | str, new: os.PathLike | str, **analyze_kwargs) -> Comparison:
     """Compare two trace directories or saved results (``analyze --json``).
 
     ``analyze_kwargs`` go to :func:`analyze` for a side that is a trace
@@ -112,16 +209,16 @@ def compare_paths(base: os.PathLike | str, new: os.PathLike | str, **analyze_kwa
     Raises:
         hta_report.errors.InputError, hta_report.errors.TraceError: a side cannot be read.
     """
-    from .compare import compare, load_side
+    from .compare import compare
 
     return compare(load_side(base, **analyze_kwargs), load_side(new, **analyze_kwargs),
                    base_label=str(base), new_label=str(new))
 
 
-def write_comparison(comparison, outputs: Sequence[Tuple[os.PathLike | str, Optional[str]]]) -> List[Path]:
+def write_comparison(comparison: Comparison, outputs: Outputs) -> List[Path]:
     """Render a comparison once per ``(path, format)`` and write each atomically
     (all rendered before any is written)."""
-    return _render_and_write(lambda fmt: render_comparison(comparison, fmt), outputs)
+    return _render_and_write(lambda fmt: reporter(fmt).render_comparison(comparison), outputs)
 
 
 def rule_catalogue(config_path: Optional[os.PathLike | str] = None) -> List[dict]:

@@ -11,6 +11,10 @@ import click
 from . import __version__
 from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError, one_line
 from .gates import metrics_help, parse_gate, tripped
+from .render import FORMATS, REPORTERS
+
+#: The extensions that select each format, for --help: ".html, .htm, .md, ...".
+EXTENSIONS = ", ".join(e for r in REPORTERS.values() for e in r.extensions)
 
 EPILOG = """\b
 Exit codes:
@@ -39,14 +43,14 @@ def _check_gates(gates, result=None, comparison=None) -> None:
 
 
 class SizeType(click.ParamType):
-    """A byte size such as ``500MB`` or ``4GiB`` (see :func:`hta_report.validation.parse_size`)."""
+    """A byte size such as ``500MB`` or ``4GiB`` (see :func:`hta_report.load.validation.parse_size`)."""
 
     name = "SIZE"
 
     def convert(self, value, param, ctx):  # noqa: D102 - click's protocol
         if isinstance(value, int):
             return value
-        from .validation import parse_size
+        from .load.validation import parse_size
 
         try:
             return parse_size(value)
@@ -84,8 +88,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @cli.command(epilog=ANALYZE_EPILOG)
 @click.argument("trace_dir", type=click.Path(path_type=str))
 @click.option("-o", "--output", default="report.html", show_default=True,
-              help="Report file; the format follows the extension (.html, .md, .json).")
-@click.option("--format", "fmt", type=click.Choice(["html", "md", "json"]), default=None,
+              help=f"Report file; the format follows the extension ({EXTENSIONS}).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Report format, overriding the extension of --output.")
 @click.option("--json", "json_path", default=None, help="Also save the result model as JSON here.")
 @click.option("-r", "--recursive", is_flag=True, help="Also read traces in subdirectories.")
@@ -130,7 +134,7 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
         result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step,
                               max_trace_bytes=max_trace_size, config=config, cache=cache)
         outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
-        written = write_reports(result, outputs)
+        written = write_reports(result, outputs, cache=cache)
     if not quiet:
         click.echo(summary(result, [str(p) for p in written]))
     hits = _report_gates(gates, result=result)
@@ -147,8 +151,8 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
 @click.argument("base", type=click.Path(path_type=str))
 @click.argument("new", type=click.Path(path_type=str))
 @click.option("-o", "--output", default="compare.html", show_default=True,
-              help="Comparison report; the format follows the extension (.html, .md, .json).")
-@click.option("--format", "fmt", type=click.Choice(["html", "md", "json"]), default=None,
+              help=f"Comparison report; the format follows the extension ({EXTENSIONS}).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Report format, overriding the extension of --output.")
 @click.option("-r", "--recursive", is_flag=True, help="Also read traces in subdirectories.")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="EXPR",
@@ -191,28 +195,30 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
 
 
 @cli.command("rules", epilog=EPILOG)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="A table, or a JSON list.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
+              help="Plain text, a JSON list, or the README's markdown table.")
 @click.option("--config", "config_path", default=None, metavar="FILE.toml",
               help="Show the thresholds of this configuration [default: [tool.hta-report] in ./pyproject.toml].")
 def rules(fmt: str, config_path: Optional[str]) -> None:
     """List the advice rules: id, title, threshold and its source."""
     from .api import rule_catalogue
+    from .render.markdown import catalogue_markdown
     from .render.terminal import catalogue_text
 
     entries = rule_catalogue(config_path)
-    click.echo(json.dumps(entries, indent=2) if fmt == "json" else catalogue_text(entries))
+    if fmt == "json":
+        click.echo(json.dumps(entries, indent=2))
+    else:
+        click.echo(catalogue_markdown(entries) if fmt == "markdown" else catalogue_text(entries), nl=fmt == "text")
 
 
-def _register_optional_commands() -> None:
-    try:
-        from .collect.command import collect_command
-    except ImportError:  # pragma: no cover - collect ships with the package
-        return
+def _register_collect() -> None:
+    from .collect.command import collect_command  # needs no torch until it runs
+
     cli.add_command(collect_command)
 
 
-_register_optional_commands()
+_register_collect()
 
 
 def main(argv: Optional[list] = None) -> int:

@@ -1,35 +1,18 @@
-"""Comparing two analyses: did the change make training faster or slower, and why?"""
+"""Comparing two analyses: did the change make training faster or slower, and why?
+
+A pure function of two :class:`~hta_report.model.AnalysisResult`; reading or
+analyzing a side is :func:`hta_report.api.compare_paths`'s job.
+"""
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Dict, List, Tuple
 
 import numpy as np
 
-from .errors import InputError
 from .model import AnalysisResult, Comparison, KernelDelta, MetricDelta, RankComparison, RankResult
 
 #: Smallest noise band (%) a verdict uses, however steady the steps are.
 MIN_NOISE_BAND_PCT = 1.0
-
-
-def load_side(path: os.PathLike | str, **analyze_kwargs) -> AnalysisResult:
-    """One side of a comparison: a trace directory (analyzed now) or a result
-    saved by ``analyze --json``.
-
-    Raises:
-        InputError, TraceError: as :func:`hta_report.analysis.analyze` and
-        :func:`hta_report.api.load_result`.
-    """
-    from .api import analyze, load_result
-
-    p = Path(path)
-    if p.is_file():
-        return load_result(p)
-    if not p.exists():
-        raise InputError("no such trace directory or result file", p)
-    return analyze(p, **analyze_kwargs)
 
 
 def _delta(name: str, unit: str, base: float, new: float) -> MetricDelta:
@@ -43,11 +26,11 @@ def _rank_metrics(r: RankResult) -> List[Tuple[str, str, float]]:
            ("sync share of step", "%", r.cpu.sync_pct)]
     if r.has_gpu:
         out += [
-            ("GPU busy", "%", r.temporal.compute_pct + r.temporal.non_compute_pct),
+            ("GPU busy", "%", r.busy_pct),
             ("GPU idle", "%", r.temporal.idle_pct),
-            ("idle: host wait", "%", r.temporal.idle_pct * r.idle.host_wait_pct / 100),
-            ("idle: kernel wait", "%", r.temporal.idle_pct * r.idle.kernel_wait_pct / 100),
-            ("idle: other", "%", r.temporal.idle_pct * r.idle.other_pct / 100),
+            ("idle: host wait", "%", r.idle_split.host_wait_pct),
+            ("idle: kernel wait", "%", r.idle_split.kernel_wait_pct),
+            ("idle: other", "%", r.idle_split.other_pct),
             ("exposed communication", "%", r.comm.exposed_pct),
             ("exposed memcpy", "%", r.memcpy.exposed_pct),
         ]

@@ -488,6 +488,31 @@ class RankResult:
     optimizer: OptimizerProfile = field(default_factory=OptimizerProfile)
     tensor_cores: TensorCoreUse = field(default_factory=TensorCoreUse)
 
+    @property
+    def busy_pct(self) -> float:
+        """GPU busy time (compute and non-compute) as % of GPU time (HTA's temporal breakdown)."""
+        return self.temporal.compute_pct + self.temporal.non_compute_pct
+
+    @property
+    def idle_split(self) -> "IdleSplit":
+        """The rank's GPU idle time by cause as % of GPU time: HTA's idle
+        percentage split by the idle breakdown's cause shares (the one place
+        this is computed; reports, comparisons and the aggregate read it)."""
+        t, i = self.temporal, self.idle
+        return IdleSplit(host_wait_pct=t.idle_pct * i.host_wait_pct / 100,
+                         kernel_wait_pct=t.idle_pct * i.kernel_wait_pct / 100,
+                         other_pct=t.idle_pct * i.other_pct / 100)
+
+
+@dataclass(frozen=True)
+class IdleSplit:
+    """GPU idle time by cause (HTA's idle breakdown), each as % of GPU time;
+    the three add up to the idle %. Derived from the model, not saved."""
+
+    host_wait_pct: float
+    kernel_wait_pct: float
+    other_pct: float
+
 
 @dataclass
 class Aggregate:

@@ -1,6 +1,11 @@
-"""Using the machine's cores: how many worker processes, and one forked call.
+"""Using the machine's cores: the one module that creates worker processes.
 
-``HTA_REPORT_WORKERS=1`` keeps everything in one process.
+Every process pool of hta-report (parsing files, parsing the pieces of one
+large file, per-rank analyses) comes from :func:`pool`: forked workers, which
+see this process's memory as it was at the fork without copying or pickling
+it. What the workers of a pool read is handed over once, as the pool's
+``state`` (:func:`state` in a worker), not through a module global of the
+caller. ``HTA_REPORT_WORKERS=1`` keeps everything in one process.
 """
 from __future__ import annotations
 
@@ -10,7 +15,11 @@ import ctypes.util
 import gc
 import multiprocessing as mp
 import os
-from typing import Any, Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Iterator
+
+#: In a worker of :func:`pool`: the ``state`` its pool was created with.
+_STATE: Any = None
 
 
 def count() -> int:
@@ -31,44 +40,34 @@ def can_fork() -> bool:
     return "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
 
 
-class Forked:
-    """``fn()`` run in a forked child (which sees this process's memory as it
-    was, without copying or pickling it); :meth:`result` returns its
-    (pickled) return value or raises its exception. If the child dies without
-    answering, :meth:`result` runs ``fn`` here instead."""
+def _set_state(value: Any) -> None:
+    global _STATE
+    _STATE = value
 
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self.fn = fn
-        ctx = mp.get_context("fork")
-        self._recv, send = ctx.Pipe(duplex=False)
 
-        def run() -> None:
-            try:
-                out = (True, fn())
-            except BaseException as exc:  # sent back and raised in the parent
-                out = (False, exc)
-            try:
-                send.send(out)
-            finally:
-                send.close()
+def state() -> Any:
+    """In a worker of :func:`pool`: the ``state`` the pool was created with
+    (None elsewhere)."""
+    return _STATE
 
-        self._proc = ctx.Process(target=run, daemon=True)
-        self._proc.start()
-        send.close()
 
-    def result(self) -> Any:
-        try:
-            ok, value = self._recv.recv()
-        except (EOFError, OSError):
-            ok, value = True, None
-            self._proc.join()
-            return self.fn()
-        finally:
-            self._recv.close()
-        self._proc.join()
-        if not ok:
-            raise value
-        return value
+def pool(n: int, state: Any = None) -> ProcessPoolExecutor:
+    """A pool of ``n`` forked worker processes.
+
+    Args:
+        n: number of workers (at least 1).
+        state: what the workers read (e.g. the parsed traces); each worker
+            gets it through the fork, without pickling, and reads it with
+            :func:`state`. Submitted calls and their results are pickled.
+
+    Raises:
+        RuntimeError: this process cannot fork (see :func:`can_fork`); callers
+            check first and run the work here instead.
+    """
+    if not can_fork():
+        raise RuntimeError("this process cannot fork worker processes")
+    return ProcessPoolExecutor(max_workers=max(1, n), mp_context=mp.get_context("fork"),
+                               initializer=_set_state, initargs=(state,))
 
 
 def release_free_memory() -> None:

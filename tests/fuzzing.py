@@ -221,7 +221,7 @@ def run_case(files: Dict[str, bytes], html: bool = False,
         (also when that rank was only listed as unreadable beside good ones).
         Any other exception propagates.
     """
-    from hta_report.analysis import analyze as default_analyze
+    from hta_report.api import analyze as default_analyze
     from hta_report.errors import HtaReportError, TraceError
     from hta_report.render import render
 

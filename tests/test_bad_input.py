@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from hta_report.analysis import analyze
+from hta_report.api import analyze
 from hta_report.errors import OutputError, TraceError
 from hta_report.render import render
-from hta_report.validation import DEFAULT_MAX_TRACE_BYTES, check_file, format_size, parse_size
+from hta_report.load.validation import DEFAULT_MAX_TRACE_BYTES, check_file, format_size, parse_size
 from kineto import TraceBuilder, simple_gpu_trace
 
 GOOD = simple_gpu_trace(rank=0).document()
@@ -216,10 +216,11 @@ def test_failing_analysis_step_names_file_and_step(tmp_path, monkeypatch, worker
     """An unexpected exception inside an analysis becomes a TraceError naming the
     file and the step; with other ranks fine, that rank is listed as unreadable.
     The same whether the ranks are analyzed here or in forked workers."""
+    from hta_report.analysis import parallel
     from hta_report.analysis import rank as analysis
 
     monkeypatch.setenv("HTA_REPORT_WORKERS", workers)
-    monkeypatch.setattr(analysis, "PARALLEL_MIN_EVENTS", 0)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_EVENTS", 0)
     for rank in (0, 1):
         simple_gpu_trace(rank=rank).write(tmp_path / f"rank{rank}.json")
     real = analysis.idle_breakdown
@@ -439,8 +440,8 @@ def good_dir(tmp_path):
 def test_renderer_failing_halfway_leaves_report(good_dir, out, run_cli, monkeypatch):
     from hta_report.render import html
 
-    def half_then_fail(result):
-        html.context(result)  # charts and all: the work is half done
+    def half_then_fail(result, charts):
+        html.context(result, charts)  # charts and all: the work is half done
         raise RuntimeError("renderer broke")
 
     monkeypatch.setattr(html, "render", half_then_fail)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SHARED_TRACES
-from hta_report.analysis import analyze
+from hta_report.api import analyze
 from hta_report.api import write_reports
 from hta_report.compare import compare
 from hta_report.render import render_comparison

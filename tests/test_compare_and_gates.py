@@ -4,7 +4,7 @@ import json
 import pytest
 
 from conftest import shared
-from hta_report.analysis import analyze
+from hta_report.api import analyze
 from hta_report.compare import compare
 from hta_report.errors import InputError
 from hta_report.gates import parse_gate

@@ -1,6 +1,6 @@
 """The fast loader gives what HTA's own parser gives: same dataframes, same results.
 
-- every shared trace: :func:`hta_report.fastparse.parse_trace_file` against
+- every shared trace: :func:`hta_report.load.fastparse.parse_trace_file` against
   ``hta.common.trace.parse_trace_file``, column by column (dtypes, values,
   index, column order), metadata and symbol table, with HTA's default parser
   config and with the report's;
@@ -22,10 +22,10 @@ import pandas as pd
 import pytest
 
 from conftest import SHARED_TRACES, shared
-from hta_report import fastparse
-from hta_report.analysis import analyze
+from hta_report.load import fastparse
+from hta_report.api import analyze
 from hta_report.cache import Cache
-from hta_report.ingest import report_parser_config
+from hta_report.load.parse import report_parser_config
 
 FOLDERS = ["alexnet", "amd_trace", "cpu_only", "distributed_info_unavailable", "trace_diff/control",
            "trace_diff/test", "triton_example", "two_ranks"]
@@ -97,7 +97,7 @@ def test_same_result_as_with_hta_parser(folder):
 
 
 def test_loader_env_var_selects_hta(monkeypatch):
-    from hta_report.ingest import resolve_loader
+    from hta_report.load.parse import resolve_loader
 
     monkeypatch.setenv("HTA_REPORT_LOADER", "hta")
     assert resolve_loader(None) == "hta"
@@ -210,7 +210,7 @@ def _frames(loaded):
 
 
 def test_cached_parse_equals_uncached(tmp_path):
-    from hta_report.loading import load_traces
+    from hta_report.load import load_traces
 
     path = shared("two_ranks")
     cache = Cache(tmp_path / "c")
@@ -343,7 +343,7 @@ def test_progress_line_only_on_a_terminal():
 
 
 def test_shared_values_share_equal_values_of_one_type_only():
-    from hta_report.fastparse import shared_values
+    from hta_report.load.fastparse import shared_values
 
     nan = float("nan")
     values = [[1, [2]], [1, [2]], 1, 1.0, True, "1", "1", {"a": 1}, {"a": 1}, nan, float("nan"), None, None, 10**6,
@@ -357,11 +357,24 @@ def test_shared_values_share_equal_values_of_one_type_only():
 
 
 def test_parsed_object_columns_hold_few_distinct_objects():
-    from hta_report.fastparse import parse_trace_file
-    from hta_report.ingest import report_parser_config
+    from hta_report.load.fastparse import parse_trace_file
+    from hta_report.load.parse import report_parser_config
 
     (path,) = sorted(shared("trace_diff/control").glob("*.json.gz"))
     _, df, _ = parse_trace_file(str(path), report_parser_config(), fallback=False)
     for col in ("pid", "tid", "input_dims", "input_type"):
         values = df[col].to_numpy()
         assert len({id(v) for v in values}) < len(values) / 20, col
+
+
+@pytest.mark.parametrize("path", shared_files(), ids=lambda p: p.parent.name if p else "none")
+def test_hta_path_gives_hta_parse_trace_file(path):
+    """HTA's functions called on our validated document (no monkeypatching of
+    HTA) give what HTA's own ``parse_trace_file`` gives, wherever the
+    validating reader left nothing out."""
+    from hta_report.load.hta_parser import parse_with_hta
+
+    ours, report = parse_with_hta(path, report_parser_config())
+    if report.dropped or report.ignored:
+        pytest.skip(f"the validating reader changed events: {report.warning()}")
+    assert_same_parse(fastparse.hta_parse_trace_file(path, report_parser_config()), ours)

@@ -98,7 +98,7 @@ def test_hostile_names_render_in_every_format(kernel, op, device, backend):
 
 
 def test_html_never_holds_unescaped_hostile_names(tmp_path):
-    from hta_report.analysis import analyze
+    from hta_report.api import analyze
     from hta_report.render import render
     from kineto import simple_gpu_trace
 

@@ -1,7 +1,7 @@
 """Metrics on builder-made traces whose values are known exactly."""
 import pytest
 
-from hta_report.analysis import analyze
+from hta_report.api import analyze
 from kineto import TC_GEMM, TraceBuilder, simple_gpu_trace
 
 

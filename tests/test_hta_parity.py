@@ -2,7 +2,7 @@
 import pytest
 
 from conftest import shared
-from hta_report.analysis import analyze
+from hta_report.api import analyze
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_step_stats_from_profiler_steps(control):
 def _kernel_types_both_ways(path):
     """(our combination of HTA's per-rank tables, HTA's own table over all ranks)."""
     from hta_report.analysis.gpu_time import combine_kernel_type_shares, kernel_type_shares
-    from hta_report.loading import load_traces, quiet_hta
+    from hta_report.load import load_traces, quiet_hta
 
     loaded = load_traces(path)
     with quiet_hta():

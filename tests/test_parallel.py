@@ -6,14 +6,15 @@ import pytest
 
 from conftest import shared
 from hta_report import progress
-from hta_report.analysis import analyze
+from hta_report.api import analyze
+from hta_report.analysis import parallel
 from hta_report.analysis import rank as rank_mod
 from kineto import training_trace
 
 
 def _result_json(path, workers, monkeypatch):
     monkeypatch.setenv("HTA_REPORT_WORKERS", str(workers))
-    monkeypatch.setattr(rank_mod, "PARALLEL_MIN_EVENTS", 0)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_EVENTS", 0)
     with progress.using(progress.Progress(stream=io.StringIO(), live=False)) as p:
         data = json.loads(analyze(path).to_json())
     in_workers = [name for name, _ in p.times if name.endswith("(worker)")]
@@ -49,7 +50,7 @@ def test_workers_give_the_result_of_one_process_on_simulated_ranks(tmp_path, mon
 
 def test_gpu_presence_agrees_with_the_decoded_events(tmp_path):
     from hta_report.analysis.events import RankEvents
-    from hta_report.loading import load_traces
+    from hta_report.load import load_traces
 
     for path in (_sim_dir(tmp_path), shared("cpu_only"), shared("two_ranks")):
         loaded = load_traces(path)

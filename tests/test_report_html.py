@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from hta_report.analysis import analyze
+from hta_report.api import analyze
 from hta_report.render import render
 from kineto import simple_gpu_trace
 

@@ -9,7 +9,7 @@ from typing import Callable, List, Optional
 
 import pytest
 
-from hta_report.analysis import analyze
+from hta_report.api import analyze
 from hta_report.rules import RULES, AdviceConfig
 from kineto import FP32_GEMM, NCCL_ALLREDUCE, TC_GEMM, TraceBuilder
 

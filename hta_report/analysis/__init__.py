@@ -1,97 +1,41 @@
-"""The analysis pipeline: loaded traces in, :class:`~hta_report.model.AnalysisResult` out."""
+"""The metrics: loaded traces in, :class:`~hta_report.model.AnalysisResult` (without advice) out."""
 from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
 
-from .. import __version__, progress
+from .. import __version__
 from ..errors import TraceError
-from ..loading import LoadedTraces, load_traces, quiet_hta, unreadable_error
+from ..load import LoadedTraces, quiet_hta, unreadable_error
 from ..model import Aggregate, AnalysisResult, Inventory, RankResult, TraceFileInfo, UnreadableTrace
-from ..validation import DEFAULT_MAX_TRACE_BYTES
 from .gpu_time import combine_kernel_type_shares
-from .rank import analysis_step, analyze_ranks
+from .parallel import analyze_ranks
+from .rank import analysis_step
 
-if TYPE_CHECKING:
-    from ..rules import AdviceConfig
-
-
-def analyze(
-    trace_dir: os.PathLike | str,
-    recursive: bool = False,
-    include_last_step: Optional[bool] = None,
-    max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
-    config: Optional["AdviceConfig"] = None,
-    loader: Optional[str] = None,
-    cache=None,
-) -> AnalysisResult:
-    """Analyze a directory of Kineto traces (one per rank).
-
-    Traces that cannot be read or analyzed are left out and listed in
-    ``result.inventory.unreadable``; the result covers the others (the CLI
-    then exits 1 after writing the report).
-
-    Args:
-        trace_dir: directory holding ``.json``/``.json.gz`` traces.
-        recursive: descend into subdirectories.
-        include_last_step: see :func:`hta_report.loading.load_traces`.
-        max_trace_bytes: cap on a trace's decompressed size (bytes); larger
-            traces are refused before loading.
-        config: rule thresholds and disabled rules
-            (:class:`hta_report.rules.AdviceConfig`); defaults when None.
-        loader: ``"fast"`` (default) or ``"hta"`` (HTA's own parser); see
-            :func:`hta_report.ingest.resolve_loader`.
-        cache: a :class:`hta_report.cache.Cache` (or a directory for one) to
-            reuse parsed files and whole results keyed by the files' contents,
-            the options and the rule configuration; None (default) reads and
-            writes no cache.
-
-    Returns:
-        The full result model, findings and rule checks included.
-
-    Raises:
-        hta_report.errors.InputError: missing or empty directory, two files
-            claiming one rank.
-        hta_report.errors.TraceError: no trace can be read or analyzed (names
-            the file, or each file), or a step over all ranks failed.
-    """
-    from ..api import analyze as analyze_with_cache  # one implementation of the cache lookup
-
-    return analyze_with_cache(trace_dir, recursive=recursive, include_last_step=include_last_step,
-                              max_trace_bytes=max_trace_bytes, config=config, loader=loader, cache=cache)
+__all__ = ["analyze_loaded", "analysis_step", "where"]
 
 
-def analyze_uncached(trace_dir, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int,
-                     config, loader: str, cache, key: Optional[str]) -> AnalysisResult:
-    """:func:`analyze` after a result-cache miss: parse (through the parse
-    cache when ``cache`` is given), analyze, and store the result under
-    ``key`` (from :func:`hta_report.cache.lookup_result`) unless some trace was
-    unreadable."""
-    loaded = load_traces(trace_dir, recursive=recursive, include_last_step=include_last_step,
-                         max_trace_bytes=max_trace_bytes, loader=loader, cache=cache)
-    result = analyze_loaded(loaded, Path(trace_dir), config)
-    if cache is not None and key is not None and not result.inventory.unreadable:
-        from ..cache import attach
-
-        cache.put_result(key, result.to_json())
-        attach(result, cache, key)
-    return result
-
-
-def analyze_loaded(loaded: LoadedTraces, trace_dir: Path, config: Optional["AdviceConfig"] = None) -> AnalysisResult:
-    """Run every analysis and the rule catalogue on already loaded traces (see :func:`analyze`).
+def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
+    """Every metric of already loaded traces: the per-rank analyses (in worker
+    processes, see :mod:`.parallel`), the cross-rank ones (synchronization
+    wait, kernel types of all ranks), the aggregate and the inventory. No
+    advice: ``findings`` and ``checks`` are left empty for the rules
+    (:func:`hta_report.rules.advise`).
 
     A rank whose analysis fails is moved to ``inventory.unreadable`` with the
     failing step; the others are reported.
 
+    Args:
+        loaded: the parsed traces (:func:`hta_report.load.load_traces`).
+        trace_dir: the directory they came from (the inventory, ``manifest.json``).
+
     Raises:
         hta_report.errors.TraceError: every rank failed, or a step over all
-            ranks (kernel breakdown, advice) failed.
+            ranks (kernel breakdown) failed.
     """
     unreadable: List[UnreadableTrace] = list(loaded.unreadable)
     ranks: List[RankResult] = []
@@ -107,23 +51,21 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path, config: Optional["Advi
                 raise failure
             raise unreadable_error(unreadable)
         _sync_wait(ranks)
-        where = ranks[0].file if len(ranks) == 1 else trace_dir
         gpu = [r for r in ranks if r.has_gpu]
-        with analysis_step("kernel breakdown of all ranks (HTA)", where):
+        with analysis_step("kernel breakdown of all ranks (HTA)", where(ranks, trace_dir)):
             types_all = combine_kernel_type_shares([r.kernel_types for r in gpu])
 
     analyzed = {r.rank for r in ranks}
-    result = AnalysisResult(
+    return AnalysisResult(
         inventory=_inventory(loaded, trace_dir, ranks, [f for f in loaded.files if f.rank in analyzed], unreadable),
         ranks=ranks,
         aggregate=_aggregate(ranks, types_all),
     )
-    from ..rules import advise
 
-    with analysis_step("advice", where), progress.current().stage("advice"):
-        advice = advise(result, config)
-    result.findings, result.checks = advice.findings, advice.checks
-    return result
+
+def where(ranks: List[RankResult], trace_dir: Path):
+    """What an error over all ranks names: the one rank's file, else the directory."""
+    return ranks[0].file if len(ranks) == 1 else trace_dir
 
 
 def _sync_wait(ranks: List[RankResult]) -> None:
@@ -155,9 +97,9 @@ def _aggregate(ranks: List[RankResult], kernel_types) -> Aggregate:
         agg.compute_pct = _mean([r.temporal.compute_pct for r in gpu])
         agg.non_compute_pct = _mean([r.temporal.non_compute_pct for r in gpu])
         agg.busy_pct = agg.compute_pct + agg.non_compute_pct
-        agg.idle_host_wait_pct = _mean([r.temporal.idle_pct * r.idle.host_wait_pct / 100 for r in gpu])
-        agg.idle_kernel_wait_pct = _mean([r.temporal.idle_pct * r.idle.kernel_wait_pct / 100 for r in gpu])
-        agg.idle_other_pct = _mean([r.temporal.idle_pct * r.idle.other_pct / 100 for r in gpu])
+        agg.idle_host_wait_pct = _mean([r.idle_split.host_wait_pct for r in gpu])
+        agg.idle_kernel_wait_pct = _mean([r.idle_split.kernel_wait_pct for r in gpu])
+        agg.idle_other_pct = _mean([r.idle_split.other_pct for r in gpu])
         agg.exposed_comm_pct = _mean([r.comm.exposed_pct for r in gpu])
         agg.exposed_memcpy_pct = _mean([r.memcpy.exposed_pct for r in gpu])
     if stepped:

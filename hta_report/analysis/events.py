@@ -11,6 +11,8 @@ from . import intervals
 
 #: HTA's kernel type names (``hta.utils.utils.KernelType``).
 COMPUTATION, COMMUNICATION, MEMORY = "COMPUTATION", "COMMUNICATION", "MEMORY"
+#: HTA's event categories (``cat``) of GPU activity: what makes a rank a GPU rank.
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def kernel_type(name: str) -> str:
@@ -91,7 +93,7 @@ class RankEvents:
     def gpu(self) -> pd.DataFrame:
         """GPU events on a stream (kernels, memcpy, memset), with a ``kernel_type``
         column (HTA's classification)."""
-        gpu = self.df[self.df["stream"].ge(0) & self.df["s_cat"].isin(["kernel", "gpu_memcpy", "gpu_memset"])]
+        gpu = self.df[self.df["stream"].ge(0) & self.df["s_cat"].isin(GPU_CATEGORIES)]
         types = {n: kernel_type(n) for n in gpu["s_name"].unique()}
         return gpu.assign(kernel_type=gpu["s_name"].map(types))
 

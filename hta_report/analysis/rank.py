@@ -1,40 +1,38 @@
-"""Every per-rank analysis, in two parts that can run side by side.
+"""Every analysis of one rank, as lists of named steps.
 
-A rank's analyses split into HTA's (:func:`hta_part`: temporal, idle-time and
-kernel breakdowns, communication overlap, launch statistics; HTA classifies
-kernels row by row, so these take about half of the time) and our own
-(:func:`own_part`: steps, CPU side, memcpy, communication and launch metrics
-per step, Tensor Core use, idle attribution). :func:`analyze_ranks` runs the
-parts of all ranks in forked worker processes, one per core
-(``HTA_REPORT_WORKERS``), largest rank first, and joins them
-(:func:`join_parts`); with one worker, or where ``fork`` is unavailable, it
-runs them here one after the other. Both give the same result.
+A rank's analyses split into two parts that can run side by side
+(:mod:`hta_report.analysis.parallel`): HTA's (:data:`HTA_STEPS`: temporal,
+idle-time and kernel breakdowns, communication overlap, launch statistics;
+HTA classifies kernels row by row, so these take about half of the time) and
+our own (:data:`OWN_STEPS`, then :data:`GPU_STEPS` or :data:`HOST_ONLY_STEPS`:
+steps, CPU side, memcpy, communication and launch metrics per step, Tensor
+Core use, idle attribution). :func:`join_parts` puts them together.
+
+Each step is a ``(name, function)`` pair; the function reads and writes one
+context object (:class:`RankContext` or :class:`HtaContext`). Adding a metric
+is adding its function and one line to a list; a step that fails names
+itself in the :class:`~hta_report.errors.TraceError` it becomes
+(:func:`analysis_step`).
 """
 from __future__ import annotations
 
 import contextlib
-import gc
-import multiprocessing as mp
-import time
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple, Union
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 import pandas as pd
 
-from .. import progress, workers
 from ..errors import HtaReportError, TraceError
+from ..load.validation import exception_summary
 from ..model import (CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult, TemporalBreakdown,
                      TraceFileInfo)
-from ..validation import exception_summary
 from .attribution import idle_attribution
 from .copies import add_copy_metrics, blocking_copies, pageable_calls
 from .cpu_side import cpu_side
 from .distributed import add_data_parallel
-from .events import COMMUNICATION, RankEvents, kernel_type
+from .events import COMMUNICATION, GPU_CATEGORIES, RankEvents, kernel_type
 from .gpu_time import idle_breakdown, kernel_type_shares, temporal_breakdown, top_kernels
 from .kernels import add_misaligned_gemms, compute_major, tensor_core_use
 from .launch import LaunchContext, add_launch_metrics, launch_context, launch_summary
@@ -42,12 +40,6 @@ from .optimizer import optimizer_profile
 from .regions import host_windows, windows
 from .steps import step_stats
 from .transfers import add_comm_metrics, comm_overlap, comm_summary, memcpy_summary
-
-#: Below this many events in all, the ranks are analyzed in this process: a
-#: pool of forked workers costs about 40 ms, more than it saves on such traces.
-PARALLEL_MIN_EVENTS = 2000
-#: GPU event categories (HTA's ``cat``): what makes a rank a GPU rank.
-GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 @contextlib.contextmanager
@@ -73,17 +65,138 @@ def analysis_step(step: str, path: Union[str, Path]) -> Iterator[None]:
             "traceback; if the trace is valid, please report it as a bug)", path, step=step) from exc
 
 
-@dataclass
-class HtaPart:
-    """HTA's analyses of one GPU rank (see :func:`hta_part`)."""
+C = TypeVar("C")
+#: A named analysis step over a context of type C.
+Step = Tuple[str, Callable[[C], None]]
 
-    temporal: TemporalBreakdown
-    idle: IdleBreakdown
-    kernel_types: List[KernelTypeShare]
-    comm_overlap_pct: float
-    launch: LaunchSummary
-    #: launch calls over the runtime cutoff: ``correlation``, ``cpu_duration`` (µs)
-    slow_launches: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+def run_steps(ctx: C, steps: Sequence[Step], path: Union[str, Path]) -> C:
+    """Run ``steps`` in order on ``ctx``; returns ``ctx``.
+
+    Raises:
+        hta_report.errors.TraceError: a step failed (named, see :func:`analysis_step`).
+    """
+    for name, fn in steps:
+        with analysis_step(name, path):
+            fn(ctx)
+    return ctx
+
+
+# ---------------------------------------------------------------- our analyses
+
+
+@dataclass
+class RankContext:
+    """What our analysis steps of one rank read and write.
+
+    Attributes:
+        loaded: the ``LoadedTraces`` holding the rank.
+        info: the rank's file.
+        result: the rank's result, filled step by step.
+        ev: the rank's decoded events.
+        w: analyzed step windows, ``(n, 2)`` ``[start, end]`` µs, re-based to the device.
+        hw: the same windows on the host timeline.
+        blocking: blocking copy ops (see :func:`~hta_report.analysis.copies.blocking_copies`).
+        pageable: ``cudaMemcpyAsync`` calls of pageable copies.
+        launch: what the launch metrics need of this rank (GPU ranks).
+    """
+
+    loaded: object
+    info: TraceFileInfo
+    result: RankResult
+    ev: Optional[RankEvents] = None
+    w: np.ndarray = field(default_factory=lambda: np.empty((0, 2)))
+    hw: np.ndarray = field(default_factory=lambda: np.empty((0, 2)))
+    blocking: pd.DataFrame = field(default_factory=pd.DataFrame)
+    pageable: pd.DataFrame = field(default_factory=pd.DataFrame)
+    launch: Optional[LaunchContext] = None
+
+    @property
+    def meta(self) -> dict:
+        """The rank's trace metadata."""
+        return self.loaded.meta.get(self.info.rank, {})
+
+
+def _decode(c: RankContext) -> None:
+    c.ev = RankEvents.from_loaded(c.loaded, c.info.rank)
+    c.result.has_gpu = c.ev.has_gpu
+
+
+def _step_times(c: RankContext) -> None:
+    c.result.steps = step_stats(c.ev)
+
+
+def _cpu_side(c: RankContext) -> None:
+    c.result.cpu = cpu_side(c.ev)
+
+
+def _windows_and_optimizer(c: RankContext) -> None:
+    rr = c.result
+    c.w, _ = windows(c.ev)
+    c.hw = host_windows(c.ev)
+    rr.window_us = float((c.w[:, 1] - c.w[:, 0]).mean()) if len(c.w) else 0.0
+    rr.steps_used = int(len(c.w))
+    rr.has_runtime = bool(c.ev.cpu["s_cat"].eq("cuda_runtime").any())
+    rr.optimizer = optimizer_profile(c.ev, c.hw)
+    add_data_parallel(rr.cpu, c.ev, c.hw)
+
+
+def _host_communication(c: RankContext) -> None:
+    c.result.comm = add_comm_metrics(CommSummary(), c.ev, c.w, c.hw)
+    c.result.tensor_cores.compute_major = compute_major(c.meta)
+
+
+def _gpu_span(c: RankContext) -> None:
+    c.result.gpu_span_us = c.ev.gpu_span_us
+
+
+def _kernels(c: RankContext) -> None:
+    c.result.top_kernels = top_kernels(c.ev, limit=50)
+    c.result.kernel_count = int(c.ev.gpu["s_cat"].eq("kernel").sum())
+
+
+def _memcpy(c: RankContext) -> None:
+    c.blocking, c.pageable = blocking_copies(c.ev), pageable_calls(c.ev)
+    c.result.memcpy = add_copy_metrics(memcpy_summary(c.ev), c.ev, c.w, c.hw, c.blocking, c.pageable)
+
+
+def _gpu_communication(c: RankContext) -> None:
+    c.result.comm = add_comm_metrics(comm_summary(c.ev, 0.0), c.ev, c.w, c.hw)
+
+
+def _tensor_cores(c: RankContext) -> None:
+    c.result.tensor_cores = add_misaligned_gemms(tensor_core_use(c.ev, c.meta, c.w), c.ev, c.hw)
+
+
+def _idle_attribution(c: RankContext) -> None:
+    c.result.idle_attribution = idle_attribution(c.ev, c.w, c.result.optimizer, c.blocking, c.pageable)
+
+
+def _launch_context(c: RankContext) -> None:
+    c.launch = launch_context(c.ev, c.w, c.hw)
+
+
+#: Every rank, in order.
+OWN_STEPS: List[Step] = [
+    ("decoding events", _decode),
+    ("step times", _step_times),
+    ("CPU side", _cpu_side),
+    ("step windows and optimizer", _windows_and_optimizer),
+]
+#: Then, on ranks with GPU activity.
+GPU_STEPS: List[Step] = [
+    ("GPU time span", _gpu_span),
+    ("kernel breakdown", _kernels),
+    ("memcpy summary", _memcpy),
+    ("communication", _gpu_communication),
+    ("Tensor Core use", _tensor_cores),
+    ("idle attribution", _idle_attribution),
+    ("launch statistics", _launch_context),
+]
+#: Or, on ranks without GPU activity.
+HOST_ONLY_STEPS: List[Step] = [
+    ("communication", _host_communication),
+]
 
 
 @dataclass
@@ -93,6 +206,77 @@ class OwnPart:
 
     result: RankResult
     launch: Optional[LaunchContext] = None
+
+
+def own_part(loaded, info: TraceFileInfo) -> OwnPart:
+    """Our per-rank analyses of one rank (:data:`OWN_STEPS`, then
+    :data:`GPU_STEPS` or :data:`HOST_ONLY_STEPS`).
+
+    Raises:
+        hta_report.errors.TraceError: a step failed (see :func:`analysis_step`).
+    """
+    rr = RankResult(rank=info.rank, file=info.path, device_names=_device_names(loaded.meta.get(info.rank, {})))
+    ctx = run_steps(RankContext(loaded=loaded, info=info, result=rr), OWN_STEPS, info.path)
+    run_steps(ctx, GPU_STEPS if rr.has_gpu else HOST_ONLY_STEPS, info.path)
+    return OwnPart(result=rr, launch=ctx.launch)
+
+
+# ---------------------------------------------------------------- HTA's analyses
+
+
+@dataclass
+class HtaPart:
+    """HTA's analyses of one GPU rank (see :func:`hta_part`)."""
+
+    temporal: TemporalBreakdown = field(default_factory=TemporalBreakdown)
+    idle: IdleBreakdown = field(default_factory=IdleBreakdown)
+    kernel_types: List[KernelTypeShare] = field(default_factory=list)
+    comm_overlap_pct: float = 0.0
+    launch: LaunchSummary = field(default_factory=LaunchSummary)
+    #: launch calls over the runtime cutoff: ``correlation``, ``cpu_duration`` (µs)
+    slow_launches: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+@dataclass
+class HtaContext:
+    """What HTA's analysis steps of one rank read (``view``: an HTA
+    ``TraceAnalysis`` over the rank alone) and write (``part``)."""
+
+    rank: int
+    view: object
+    has_comm: bool
+    part: HtaPart = field(default_factory=HtaPart)
+
+
+def _temporal(c: HtaContext) -> None:
+    c.part.temporal = temporal_breakdown(c.view)[c.rank]
+
+
+def _idle(c: HtaContext) -> None:
+    c.part.idle = idle_breakdown(c.view, c.rank)
+
+
+def _kernel_types(c: HtaContext) -> None:
+    c.part.kernel_types = kernel_type_shares(c.view)
+
+
+def _comm_overlap(c: HtaContext) -> None:
+    # the comm summary ignores the overlap of a rank without communication kernels: skip HTA's call
+    c.part.comm_overlap_pct = comm_overlap(c.view).get(c.rank, 0.0) if c.has_comm else 0.0
+
+
+def _launch_stats(c: HtaContext) -> None:
+    c.part.launch, c.part.slow_launches = launch_summary(c.view, c.rank)
+
+
+#: HTA's analyses of a rank with GPU activity, in order.
+HTA_STEPS: List[Step] = [
+    ("temporal breakdown (HTA)", _temporal),
+    ("idle time breakdown (HTA)", _idle),
+    ("kernel breakdown (HTA)", _kernel_types),
+    ("communication overlap (HTA)", _comm_overlap),
+    ("launch statistics (HTA)", _launch_stats),
+]
 
 
 def gpu_presence(loaded, rank: int) -> Tuple[bool, bool]:
@@ -113,78 +297,21 @@ def gpu_presence(loaded, rank: int) -> Tuple[bool, bool]:
 
 
 def hta_part(loaded, info: TraceFileInfo) -> Optional[HtaPart]:
-    """HTA's per-rank analyses of one rank, None for a rank without GPU events.
+    """HTA's per-rank analyses of one rank (:data:`HTA_STEPS`), None for a
+    rank without GPU events.
 
     Raises:
-        hta_report.errors.TraceError: an analysis failed (see :func:`analysis_step`).
+        hta_report.errors.TraceError: a step failed (see :func:`analysis_step`).
     """
-    r, path = info.rank, info.path
-    with analysis_step("decoding events", path):
-        has_gpu, has_comm = gpu_presence(loaded, r)
+    with analysis_step("decoding events", info.path):
+        has_gpu, has_comm = gpu_presence(loaded, info.rank)
     if not has_gpu:
         return None
-    one = loaded.analysis_for([r])
-    with analysis_step("temporal breakdown (HTA)", path):
-        temporal = temporal_breakdown(one)[r]
-    with analysis_step("idle time breakdown (HTA)", path):
-        idle = idle_breakdown(one, r)
-    with analysis_step("kernel breakdown (HTA)", path):
-        kernel_types = kernel_type_shares(one)
-    with analysis_step("communication overlap (HTA)", path):
-        # comm_summary ignores the overlap of a rank without communication kernels: skip HTA's call
-        overlap = comm_overlap(one).get(r, 0.0) if has_comm else 0.0
-    with analysis_step("launch statistics (HTA)", path):
-        launch, slow = launch_summary(one, r)
-    return HtaPart(temporal=temporal, idle=idle, kernel_types=kernel_types, comm_overlap_pct=overlap,
-                   launch=launch, slow_launches=slow)
+    ctx = HtaContext(rank=info.rank, view=loaded.analysis_for([info.rank]), has_comm=has_comm)
+    return run_steps(ctx, HTA_STEPS, info.path).part
 
 
-def own_part(loaded, info: TraceFileInfo) -> OwnPart:
-    """Our per-rank analyses of one rank (everything but HTA's).
-
-    Raises:
-        hta_report.errors.TraceError: an analysis failed (see :func:`analysis_step`).
-    """
-    r, path = info.rank, info.path
-    with analysis_step("decoding events", path):
-        ev = RankEvents.from_loaded(loaded, r)
-        has_gpu = ev.has_gpu
-    rr = RankResult(rank=r, file=path, device_names=_device_names(loaded.meta.get(r, {})))
-    with analysis_step("step times", path):
-        rr.steps = step_stats(ev)
-    with analysis_step("CPU side", path):
-        rr.cpu = cpu_side(ev)
-    with analysis_step("step windows and optimizer", path):
-        w, _ = windows(ev)
-        hw = host_windows(ev)
-        rr.window_us = float((w[:, 1] - w[:, 0]).mean()) if len(w) else 0.0
-        rr.steps_used = int(len(w))
-        rr.has_runtime = bool(ev.cpu["s_cat"].eq("cuda_runtime").any())
-        rr.optimizer = optimizer_profile(ev, hw)
-        add_data_parallel(rr.cpu, ev, hw)
-    if not has_gpu:
-        with analysis_step("communication", path):
-            rr.comm = add_comm_metrics(CommSummary(), ev, w, hw)
-            rr.tensor_cores.compute_major = compute_major(loaded.meta.get(r, {}))
-        return OwnPart(result=rr)
-    rr.has_gpu = True
-    with analysis_step("GPU time span", path):
-        rr.gpu_span_us = ev.gpu_span_us
-    with analysis_step("kernel breakdown", path):
-        rr.top_kernels = top_kernels(ev, limit=50)
-        rr.kernel_count = int(ev.gpu["s_cat"].eq("kernel").sum())
-    with analysis_step("memcpy summary", path):
-        blocking, pageable = blocking_copies(ev), pageable_calls(ev)
-        rr.memcpy = add_copy_metrics(memcpy_summary(ev), ev, w, hw, blocking, pageable)
-    with analysis_step("communication", path):
-        rr.comm = add_comm_metrics(comm_summary(ev, 0.0), ev, w, hw)
-    with analysis_step("Tensor Core use", path):
-        rr.tensor_cores = add_misaligned_gemms(tensor_core_use(ev, loaded.meta.get(r, {}), w), ev, hw)
-    with analysis_step("idle attribution", path):
-        rr.idle_attribution = idle_attribution(ev, w, rr.optimizer, blocking, pageable)
-    with analysis_step("launch statistics", path):
-        launch = launch_context(ev, w, hw)
-    return OwnPart(result=rr, launch=launch)
+# ---------------------------------------------------------------- joined
 
 
 def join_parts(own: OwnPart, hta: Optional[HtaPart], info: TraceFileInfo) -> RankResult:
@@ -213,106 +340,6 @@ def analyze_rank(loaded, info: TraceFileInfo) -> RankResult:
     own = own_part(loaded, info)
     hta = hta_part(loaded, info) if own.result.has_gpu else None
     return join_parts(own, hta, info)
-
-
-# ---------------------------------------------------------------- side by side in forked workers
-
-#: What the forked workers read: set just before the pool forks them.
-_LOADED = None
-
-
-def _run_part(kind: str, index: int, release: bool) -> Tuple[str, object, float]:
-    """One part of one rank, in a worker: ``("ok", part, seconds)`` or
-    ``("error", (message, step), seconds)`` (a TraceError is rebuilt in the
-    parent: its pickled form would repeat the path). With ``release``, the
-    worker's garbage is collected and its free heap pages handed back
-    afterwards: it may idle now while another worker runs, and would
-    otherwise keep its temporaries (peak memory of the process tree)."""
-    info = _LOADED.files[index]
-    t0 = time.perf_counter()
-    try:
-        part = own_part(_LOADED, info) if kind == "own" else hta_part(_LOADED, info)
-    except TraceError as exc:
-        return "error", (exc.message, exc.step), time.perf_counter() - t0
-    finally:
-        if release:
-            gc.collect()
-            workers.release_free_memory()
-    return "ok", part, time.perf_counter() - t0
-
-
-def analyze_ranks(loaded, infos: Optional[List[TraceFileInfo]] = None,
-                  n_workers: Optional[int] = None) -> List[Union[RankResult, TraceError]]:
-    """Analyze ``infos`` (default: every file of ``loaded``), each rank's two
-    parts side by side in up to ``n_workers`` forked processes (default:
-    :func:`hta_report.workers.count`; in this process when that is 1, where
-    ``fork`` is unavailable, or below :data:`PARALLEL_MIN_EVENTS` events).
-
-    Returns:
-        Per file, in order, its :class:`~hta_report.model.RankResult` or the
-        :class:`~hta_report.errors.TraceError` of the failing step.
-    """
-    infos = list(loaded.files if infos is None else infos)
-    n = workers.count() if n_workers is None else n_workers
-    events = sum(len(loaded.frame(info.rank)) for info in infos)
-    if n <= 1 or not workers.can_fork() or events < PARALLEL_MIN_EVENTS:
-        return [_sequential(loaded, info) for info in infos]
-    return _parallel(loaded, infos, n)
-
-
-def _sequential(loaded, info: TraceFileInfo) -> Union[RankResult, TraceError]:
-    try:
-        with progress.current().stage(f"analyze rank {info.rank}"):
-            return analyze_rank(loaded, info)
-    except TraceError as exc:
-        return exc
-
-
-def _parallel(loaded, infos: List[TraceFileInfo], n: int) -> List[Union[RankResult, TraceError]]:
-    global _LOADED
-    order = sorted(range(len(infos)), key=lambda k: -len(loaded.frame(infos[k].rank)))  # largest first
-    jobs = [(kind, k) for k in order for kind in ("own", "hta")]
-    outcomes: Dict[Tuple[str, int], Tuple[str, object, float]] = {}
-    size = min(n, len(jobs))
-    _LOADED = loaded
-    try:
-        with progress.current().stage(f"analyze {len(infos)} rank(s) in {size} processes"), \
-                workers.fork_friendly(), ProcessPoolExecutor(max_workers=size, mp_context=mp.get_context("fork")) as pool:
-            # the pool takes jobs in this order: a worker's last job is among the last ``size``
-            futures = {job: pool.submit(_run_part, job[0], loaded.files.index(infos[job[1]]), i >= len(jobs) - size)
-                       for i, job in enumerate(jobs)}
-            for done, job in enumerate(jobs, 1):
-                try:
-                    outcomes[job] = futures[job].result()
-                except BrokenProcessPool:  # a worker died (e.g. out of memory): the rest runs here
-                    break
-                what = "our analyses" if job[0] == "own" else "HTA's analyses"
-                progress.current().record(f"analyze rank {infos[job[1]].rank}: {what} (worker)", outcomes[job][2])
-                progress.current().update(f"analyzed {done}/{len(jobs)} parts of {len(infos)} rank(s)")
-    finally:
-        _LOADED = None
-    results: List[Union[RankResult, TraceError]] = []
-    for k, info in enumerate(infos):
-        own, hta = outcomes.get(("own", k)), outcomes.get(("hta", k))
-        if own is None or hta is None:
-            results.append(_sequential(loaded, info))
-            continue
-        results.append(_join_outcomes(info, own, hta))
-    return results
-
-
-def _join_outcomes(info: TraceFileInfo, own: Tuple[str, object, float],
-                   hta: Tuple[str, object, float]) -> Union[RankResult, TraceError]:
-    """Join a rank's two outcomes; when both parts failed, the error of the
-    step that comes first in :func:`analyze_rank` is the rank's."""
-    errors = [value for status, value, _ in (own, hta) if status == "error"]
-    if errors:
-        message, step = errors[0]
-        return TraceError(message, info.path, step=step)
-    try:
-        return join_parts(own[1], hta[1], info)
-    except TraceError as exc:
-        return exc
 
 
 def _device_names(meta: dict) -> List[str]:

@@ -13,7 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ..discovery import is_trace_name
+from ..load.discovery import is_trace_name
 from ..errors import CollectError
 from . import environment as env
 from .manifest import MANIFEST_NAME, build_manifest, utc_now_iso, write_manifest

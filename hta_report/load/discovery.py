@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 from typing import List, Optional
 
-from .errors import InputError
+from ..errors import InputError
 
 #: File names that sit beside traces but are not traces.
 NOT_TRACES = {"manifest.json"}

@@ -47,7 +47,7 @@ _DROPPED = frozenset(("ph", "id", "bp", "s"))
 _WS = b" \t\n\r"
 _NAN = float("nan")
 _EMPTY: dict = {}
-_STR_DTYPE = pd.Series(["x"]).dtype  # what pandas infers for strings here (``str`` in pandas 3)
+STR_DTYPE = pd.Series(["x"]).dtype  # what pandas infers for strings here (``str`` in pandas 3)
 _STEP_NUMBER = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\Z')
 _EXACT_FLOAT_INT = 2**53  # timestamps beyond this lose precision as float64
@@ -295,11 +295,9 @@ class _Pieces:
 
     def submit_bytes(self, raw: bytes) -> None:
         if self.pool is None:
-            import multiprocessing as mp
-            from concurrent.futures import ProcessPoolExecutor
+            from .. import workers
 
-            ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-            self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
+            self.pool = workers.pool(self.workers)
         self.pending.append(self.pool.submit(_piece_from_bytes, raw, self.sink.args))
         while len(self.pending) > 2 * self.workers:
             self.sink.merge(self.pending.pop(0).result())
@@ -417,7 +415,7 @@ def _infer(values: list) -> Tuple[str, Any]:
     dtype = pd.Series(values).dtype
     if dtype == object:
         return "obj", values
-    if dtype == _STR_DTYPE:
+    if dtype == STR_DTYPE:
         return "str", values
     if dtype == np.float64:
         return ("f8i" if int in types else "f8"), pd.Series(values).to_numpy()
@@ -494,7 +492,7 @@ class _Column:
     def series(self) -> pd.Series:
         tag, values = self.build()
         if tag == "str":
-            return pd.Series(values, dtype=_STR_DTYPE)
+            return pd.Series(values, dtype=STR_DTYPE)
         if tag == "obj":
             return pd.Series(values, dtype=object)
         return pd.Series(values)

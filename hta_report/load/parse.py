@@ -1,24 +1,21 @@
 """Parsing the trace files of a directory: fast parser, parse cache, one process per file.
 
 :func:`parse_files` yields, file by file in the given order, what HTA's
-``parse_trace_file`` returns for it; :func:`add_parsed_rank` then merges one
-result into an ``hta.common.trace.Trace`` exactly as HTA's
-``Trace.parse_single_rank`` does (global symbol table, re-encoded ``cat`` and
-``name``).
+``parse_trace_file`` returns for it (a :class:`Parsed`); the caller merges
+each into an ``hta.common.trace.Trace`` (:func:`hta_report.load.traces.add_parsed_rank`).
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, List, Optional
 
-from . import progress, workers
+from .. import progress, workers
+from ..cache import Cache
 
-#: Loaders: ``fast`` (:mod:`hta_report.fastparse`) or ``hta`` (HTA's own parser,
+#: Loaders: ``fast`` (:mod:`hta_report.load.fastparse`) or ``hta`` (HTA's own parser,
 #: the reference; also chosen by ``HTA_REPORT_LOADER=hta``).
 LOADERS = ("fast", "hta")
 
@@ -29,6 +26,11 @@ REPORT_ARGS = ("stream", "correlation", "bytes", "input_dims", "input_type")
 
 
 def resolve_loader(loader: Optional[str]) -> str:
+    """``loader``, else ``$HTA_REPORT_LOADER``, else ``"fast"``.
+
+    Raises:
+        ValueError: not one of :data:`LOADERS`.
+    """
     loader = loader or os.environ.get("HTA_REPORT_LOADER") or "fast"
     if loader not in LOADERS:
         raise ValueError(f"unknown loader {loader!r}; expected one of {', '.join(LOADERS)}")
@@ -46,7 +48,8 @@ def report_parser_config():
 
 @dataclass
 class Parsed:
-    """One file's parse: HTA's ``(meta, df, symbol_table)`` or the error raised."""
+    """One file's parse: HTA's ``(meta, df, symbol_table)`` or the error raised;
+    ``seconds`` of wall time, ``cached`` when read from the parse cache."""
 
     path: Path
     result: Optional[tuple] = None
@@ -54,16 +57,11 @@ class Parsed:
     seconds: float = 0.0
     cached: bool = False
 
-    def get(self) -> tuple:
-        if self.error is not None:
-            raise self.error
-        return self.result
-
 
 def _parse_one(path: str, cfg, cache_root: Optional[str], key: Optional[str], n_workers: int = 1,
                fallback: bool = True) -> Parsed:
-    from .cache import Cache
     from .fastparse import parse_trace_file
+    from .parse_cache import ParseCache
 
     t0 = time.perf_counter()
     try:
@@ -71,29 +69,29 @@ def _parse_one(path: str, cfg, cache_root: Optional[str], key: Optional[str], n_
     except Exception as exc:  # reported by the caller, naming the file
         return Parsed(Path(path), error=exc, seconds=time.perf_counter() - t0)
     if cache_root is not None and key is not None and not result[1].empty:
-        Cache(cache_root).put_parsed(key, *result)
+        ParseCache(Cache(cache_root)).put(key, *result)
     return Parsed(Path(path), result=result, seconds=time.perf_counter() - t0)
 
 
-def _worker_count(n: int) -> int:
-    return max(1, min(n, workers.count()))
-
-
-def parse_files(paths: List[Path], cfg, cache=None, loader: str = "fast", fallback: bool = True) -> Iterator[Parsed]:
+def parse_files(paths: List[Path], cfg, cache: Optional[Cache] = None, loader: str = "fast",
+                fallback: bool = True) -> Iterator[Parsed]:
     """Parse ``paths`` (in that order): cache hits are read, misses parsed with
-    :func:`hta_report.fastparse.parse_trace_file`, several at once in worker
+    :func:`hta_report.load.fastparse.parse_trace_file`, several at once in worker
     processes (one per CPU core) when there are several (a lone large file
     is cut into pieces parsed side by side), and stored in ``cache``. With
     ``fallback`` False a file the fast parser does not reproduce exactly comes
     back as a :class:`Parsed` with its ``error`` (the caller parses it another way)."""
+    from .parse_cache import ParseCache
+
+    store = ParseCache(cache) if cache is not None else None
     keys: List[Optional[str]] = []
     hits: dict = {}
     for i, p in enumerate(paths):
-        key = cache.parse_key(p, cfg, loader) if cache is not None else None
+        key = store.key(p, cfg, loader) if store is not None else None
         keys.append(key)
         if key is not None:
             t0 = time.perf_counter()
-            got = cache.get_parsed(key)
+            got = store.get(key)
             if got is not None:
                 hits[i] = Parsed(p, result=got, seconds=time.perf_counter() - t0, cached=True)
     misses = [i for i in range(len(paths)) if i not in hits]
@@ -107,14 +105,14 @@ def parse_files(paths: List[Path], cfg, cache=None, loader: str = "fast", fallba
             else:
                 progress.current().update(f"parsing {paths[i].name} ({done + 1}/{total})")
                 parsed = _parse_one(str(paths[i]), cfg, root, keys[i], workers.count() if workers.can_fork() else 1,
-                                        fallback)
+                                    fallback)
                 done += 1
             yield parsed
         return
-    ctx = mp.get_context("fork")
-    with ProcessPoolExecutor(max_workers=_worker_count(len(misses)), mp_context=ctx) as pool:
+    n = max(1, min(len(misses), workers.count()))
+    with workers.pool(n) as pool:
         futures = {i: pool.submit(_parse_one, str(paths[i]), cfg, root, keys[i], 1, fallback) for i in misses}
-        progress.current().update(f"parsing {len(misses)} files in {_worker_count(len(misses))} processes")
+        progress.current().update(f"parsing {len(misses)} files in {n} processes")
         try:
             for i in range(total):
                 if i in hits:
@@ -127,20 +125,3 @@ def parse_files(paths: List[Path], cfg, cache=None, loader: str = "fast", fallba
         finally:  # stopped early (an error in an earlier file): drop what has not started
             for f in futures.values():
                 f.cancel()
-
-
-def add_parsed_rank(trace, rank: int, result: tuple) -> None:
-    """Put one parse into ``trace`` as ``Trace.parse_single_rank(rank)`` would:
-    an empty dataframe is dropped; otherwise its symbols join the trace's
-    table and its ``cat``/``name`` ids are re-encoded (int64, as HTA's ``apply`` leaves them)."""
-    import numpy as np
-
-    meta, df, local = result
-    if df.empty:
-        return
-    trace.meta_data[rank], trace.traces[rank] = meta, df
-    trace.symbol_table.add_symbols(local.get_sym_table())
-    global_map = trace.symbol_table.get_sym_id_map()
-    lut = np.array([global_map[s] for s in local.get_sym_table()], dtype=np.int64)
-    for col in ("cat", "name"):
-        df[col] = lut[df[col].to_numpy()]

@@ -1,6 +1,6 @@
 """Checks that a file is a Kineto trace, each failure a one-line reason.
 
-Called by :mod:`hta_report.loading` (the only module that reads traces); kept
+Called by the loader (:mod:`hta_report.load`, the only code that reads traces); kept
 apart so that the loader's internals can be replaced without losing them.
 Every check is cheap next to parsing:
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from .errors import TraceError, one_line
+from ..errors import TraceError, one_line
 
 #: Default cap on a trace's decompressed size (``--max-trace-size``): 4 GiB.
 DEFAULT_MAX_TRACE_BYTES = 4 * 1024 ** 3

@@ -1,52 +1,101 @@
-"""Reporters: each a pure ``render(result) -> str`` over the result model."""
+"""Reporters: each a pure function of the result model, listed in one table.
+
+:data:`REPORTERS` maps a format to its :class:`Reporter`: the module that
+renders it (``render(result, charts) -> str`` and
+``render_comparison(comparison) -> str``), the file extensions that select
+it and whether it shows charts. The CLI's ``--format`` choices, the
+extension guess of ``-o`` and :func:`hta_report.api.write_reports` are all
+built from it: adding a format is one entry here and one module.
+"""
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 from ..model import AnalysisResult, Comparison
 
-FORMATS = ("html", "md", "json")
+
+@dataclass(frozen=True)
+class Reporter:
+    """One output format.
+
+    Attributes:
+        format: the name ``--format`` takes.
+        extensions: file suffixes (lower case, with the dot) that select it.
+        description: what it is, for ``--help``.
+        module: the module under :mod:`hta_report.render` with ``render`` and
+            ``render_comparison``.
+        charts: whether ``render`` shows the chart images it is given.
+    """
+
+    format: str
+    extensions: Tuple[str, ...]
+    description: str
+    module: str
+    charts: bool = False
+
+    def _module(self):
+        return importlib.import_module(f"{__name__}.{self.module}")  # imported on use: jinja2, orjson...
+
+    def render(self, result: AnalysisResult, charts: Optional[Mapping[str, str]] = None) -> str:
+        """``result`` in this format; ``charts`` (name -> data URI) for a
+        format that shows them (drawn here when None)."""
+        if self.charts and charts is None:
+            from .charts import report_charts
+
+            charts = report_charts(result)
+        return self._module().render(result, charts or {})
+
+    def render_comparison(self, comparison: Comparison) -> str:
+        """``comparison`` in this format."""
+        return self._module().render_comparison(comparison)
+
+
+#: Every output format, the default (for an unknown extension) first.
+REPORTERS: Dict[str, Reporter] = {r.format: r for r in (
+    Reporter("html", (".html", ".htm"), "one self-contained HTML page", "html", charts=True),
+    Reporter("md", (".md", ".markdown"), "GitHub-flavoured markdown (pull-request comments)", "markdown"),
+    Reporter("json", (".json",), "the result model as JSON (schema_version first)", "jsonreport"),
+)}
+FORMATS = tuple(REPORTERS)
+
+
+def reporter(fmt: str) -> Reporter:
+    """The reporter of ``fmt``.
+
+    Raises:
+        ValueError: unknown format.
+    """
+    try:
+        return REPORTERS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}") from None
 
 
 def format_for_path(path: str, explicit: Optional[str] = None) -> str:
-    """The output format: ``explicit`` if given, else from the file extension
-    (``.md``/``.markdown`` -> md, ``.json`` -> json, anything else -> html)."""
+    """The output format: ``explicit`` if given, else the reporter whose
+    extension ``path`` has, else the first (``html``)."""
     if explicit:
         return explicit
     suffix = Path(path).suffix.lower()
-    return {".md": "md", ".markdown": "md", ".json": "json"}.get(suffix, "html")
+    return next((r.format for r in REPORTERS.values() if suffix in r.extensions), FORMATS[0])
 
 
-def render(result: AnalysisResult, fmt: str) -> str:
-    """Render ``result`` as ``html``, ``md`` or ``json``.
+def render(result: AnalysisResult, fmt: str, charts: Optional[Mapping[str, str]] = None) -> str:
+    """Render ``result`` as ``fmt`` (see :data:`REPORTERS`).
 
     Raises:
         ValueError: unknown format.
     """
-    if fmt == "html":
-        from .html import render as render_html
-        return render_html(result)
-    if fmt == "md":
-        from .markdown import render as render_md
-        return render_md(result)
-    if fmt == "json":
-        return result.to_json()
-    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return reporter(fmt).render(result, charts)
 
 
 def render_comparison(comparison: Comparison, fmt: str) -> str:
-    """Render a comparison as ``html``, ``md`` or ``json``.
+    """Render a comparison as ``fmt`` (see :data:`REPORTERS`).
 
     Raises:
         ValueError: unknown format.
     """
-    if fmt == "html":
-        from .html import render_comparison as render_html
-        return render_html(comparison)
-    if fmt == "md":
-        from .markdown import render_comparison as render_md
-        return render_md(comparison)
-    if fmt == "json":
-        return comparison.to_json()
-    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return reporter(fmt).render_comparison(comparison)

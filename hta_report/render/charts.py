@@ -12,12 +12,15 @@ import base64
 import io
 import unicodedata
 import warnings
-from typing import Dict, List, Sequence
+from typing import TYPE_CHECKING, Dict, List, Sequence
 
 import matplotlib
 
 matplotlib.use("Agg", force=False)
 from matplotlib.figure import Figure  # noqa: E402
+
+if TYPE_CHECKING:
+    from ..model import AnalysisResult
 
 PALETTE = {
     "compute": "#2b7bba", "non-compute": "#f0a030", "idle": "#c8ccd2",
@@ -112,3 +115,43 @@ def step_lines(series: Dict[str, List[float]], steps: Dict[str, List[int]], titl
         ax.legend(frameon=False, fontsize=8, ncols=min(4, len(series)))
     ax.spines[["top", "right"]].set_visible(False)
     return _to_uri(fig)
+
+
+def report_charts(result: "AnalysisResult") -> Dict[str, str]:
+    """The analyze report's charts, name -> data URI (``temporal``, ``idle``,
+    ``kernel_types``, ``top_kernels``, ``steps``); charts without data are left out."""
+    out: Dict[str, str] = {}
+    gpu = [r for r in result.ranks if r.has_gpu]
+    if gpu:
+        labels = [f"rank {r.rank}" for r in gpu]
+        out["temporal"] = stacked_bars(
+            labels,
+            {"compute": [r.temporal.compute_pct for r in gpu],
+             "non-compute": [r.temporal.non_compute_pct for r in gpu],
+             "idle": [r.temporal.idle_pct for r in gpu]},
+            "% of GPU time", "Temporal breakdown per rank (HTA)")
+        out["idle"] = stacked_bars(
+            labels,
+            {"host wait": [r.idle_split.host_wait_pct for r in gpu],
+             "kernel wait": [r.idle_split.kernel_wait_pct for r in gpu],
+             "other": [r.idle_split.other_pct for r in gpu]},
+            "% of GPU time", "GPU idle time by cause per rank (HTA)")
+    if result.aggregate.kernel_types:
+        kt = result.aggregate.kernel_types
+        out["kernel_types"] = bars([k.kernel_type for k in kt], [k.pct for k in kt],
+                                   "% of kernel time", "Kernel time by type, all ranks (HTA)")
+    totals: Dict[str, float] = {}
+    for r in gpu:
+        for k in r.top_kernels:
+            totals[k.name] = totals.get(k.name, 0.0) + k.total_us
+    if totals:
+        top = sorted(totals.items(), key=lambda kv: -kv[1])[:12]
+        out["top_kernels"] = bars([n for n, _ in top], [t / 1e3 for _, t in top],
+                                  "total time (ms), all ranks", "Top kernels by total time")
+    stepped = [r for r in result.ranks if r.steps.count]
+    if any(r.steps.count >= 2 for r in stepped):
+        out["steps"] = step_lines(
+            {f"rank {r.rank}": [s.duration_us / 1e3 for s in r.steps.steps] for r in stepped[:16]},
+            {f"rank {r.rank}": [s.number for s in r.steps.steps] for r in stepped[:16]},
+            "Time per step")
+    return out

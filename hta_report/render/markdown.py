@@ -1,5 +1,7 @@
-"""The markdown reporter: ``render(result) -> str`` for pull-request comments."""
+"""The markdown reporter: ``render(result, charts) -> str`` for pull-request comments."""
 from __future__ import annotations
+
+from typing import Dict, List, Mapping
 
 from ..errors import one_line
 from ..model import AnalysisResult, Comparison
@@ -34,8 +36,9 @@ def _md_text(text: str) -> str:
     return "".join(_MD_SPECIAL.get(c, c) for c in one_line(str(text)))
 
 
-def render(result: AnalysisResult) -> str:
-    """Headline, findings and the per-rank table as GitHub-flavoured markdown."""
+def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
+    """Headline, findings and the per-rank table as GitHub-flavoured markdown
+    (no charts: ``charts`` is unused)."""
     h = view.headline(result)
     lines = ["## hta-report", ""]
     if h["has_gpu"]:
@@ -101,3 +104,11 @@ def render_comparison(c: Comparison) -> str:
         lines += [f"| {_cell(m['name'])} | {m['base']} | {m['new']} | {m['change']} |" for m in r["rows"]]
         lines += ["", "</details>"]
     return fit("\n".join(lines) + "\n")
+
+
+def catalogue_markdown(entries: List[Dict]) -> str:
+    """The rule catalogue (:func:`hta_report.api.rule_catalogue`) as the
+    README's markdown table: rule, id, when it fires, source of the threshold."""
+    lines = ["| rule | id | fires when | source of the threshold |", "| --- | --- | --- | --- |"]
+    lines += [f"| {e['rule']} | `{e['id']}` | {_cell(e['threshold'])} | {_cell(e['source'])} |" for e in entries]
+    return "\n".join(lines) + "\n"

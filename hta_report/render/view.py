@@ -1,11 +1,13 @@
 """The view model: the result model turned into display-ready strings.
 
 Shared by the HTML and markdown reporters so both say the same thing.
-Templates only read, loop and test what this module builds.
+Templates only read, loop and test what this module builds. Each section of
+the HTML report is a function here listed in :data:`SECTIONS` under the name
+the template reads it by.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 from ..model import AnalysisResult, RankResult
 from . import fmt
@@ -81,7 +83,7 @@ def rank_rows(result: AnalysisResult) -> List[Dict[str, str]]:
             "steps": str(r.steps.count),
             "mean_step": fmt.ms(r.steps.mean_us) if r.steps.count else "–",
             "p90_step": fmt.ms(r.steps.p90_us) if r.steps.count else "–",
-            "busy": fmt.pct(r.temporal.compute_pct + r.temporal.non_compute_pct) if gpu else "no GPU",
+            "busy": fmt.pct(r.busy_pct) if gpu else "no GPU",
             "idle": fmt.pct(r.temporal.idle_pct) if gpu else "–",
             "compute": fmt.pct(r.temporal.compute_pct) if gpu else "–",
             "non_compute": fmt.pct(r.temporal.non_compute_pct) if gpu else "–",
@@ -191,3 +193,15 @@ def unreadable(result: AnalysisResult) -> Dict[str, Any]:
         "summary": (f"{len(bad)} of {total} traces could not be read; this report covers the rest" if bad else ""),
         "files": [{"path": u.path, "reason": u.reason} for u in bad],
     }
+
+
+#: The HTML report's sections: template variable -> the function that builds it from the result.
+SECTIONS: Dict[str, Callable[[AnalysisResult], Any]] = {
+    "headline": headline,
+    "findings": findings,
+    "checks": checks,
+    "check_counts": check_counts,
+    "rank_rows": rank_rows,
+    "ranks": rank_details,
+    "inventory": inventory,
+}

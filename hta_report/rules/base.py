@@ -88,8 +88,15 @@ REGISTRY: List[Rule] = []
 
 def rule(id: str, number: str, title: str, source: str, threshold: Callable[[AdviceConfig], str], doc_url: str,
          symptom: bool = False) -> Callable[[Check], Check]:
-    """Register the decorated function as a rule of the catalogue."""
+    """Register the decorated function as a rule of the catalogue.
+
+    Raises:
+        ValueError: a rule with this id or number is registered already.
+    """
     def wrap(fn: Check) -> Check:
+        taken = [r for r in REGISTRY if r.id == id or r.number == number]
+        if taken:
+            raise ValueError(f"rule {id} ({number}) clashes with {taken[0].id} ({taken[0].number})")
         REGISTRY.append(Rule(id=id, number=number, title=title, source=source, threshold=threshold,
                              doc_url=doc_url, check=fn, symptom=symptom))
         return fn
@@ -132,22 +139,25 @@ def ranks_text(ranks: List[int]) -> str:
     return "ranks " + ", ".join(str(r) for r in ranks) if len(ranks) <= 8 else f"{len(ranks)} ranks"
 
 
-def make_finding(r: Rule, cfg: AdviceConfig, worst: RankResult, gain_us: float, title: str, evidence: List[str],
-                 fix: str, ranks: List[int]) -> Verdict:
+def make_finding(cfg: AdviceConfig, worst: RankResult, gain_us: float, title: str, evidence: List[str],
+                 fix: str, ranks: List[int], doc_url: str = "") -> Verdict:
     """A fired verdict: the finding with its gain on the worst rank (µs per
-    step -> ms and % of that rank's step), severity and threshold text."""
+    step -> ms and % of that rank's step) and severity. The engine adds what
+    the rule states once (:func:`complete`): its id, number, threshold text
+    and, unless ``doc_url`` is given here, its documentation link."""
     gain_pct = pct_of_step(gain_us, worst)
     f = Finding(
-        id=r.id, title=title, severity=severity(gain_pct, cfg), evidence=evidence, fix=fix, doc_url=r.doc_url,
-        ranks=sorted(ranks), share_pct=gain_pct, threshold=f"{r.threshold(cfg)} ({r.source})",
-        gain_ms_per_step=gain_us / 1e3, gain_pct=gain_pct, rule=r.number,
+        id="", title=title, severity=severity(gain_pct, cfg), evidence=evidence, fix=fix, doc_url=doc_url,
+        ranks=sorted(ranks), share_pct=gain_pct, gain_ms_per_step=gain_us / 1e3, gain_pct=gain_pct,
     )
     return Verdict(FIRED, f"{gain_pct:.1f} % of the step at stake", f)
 
 
-def by_id(rule_id: str) -> Rule:
-    """The registered rule with this id."""
-    for r in REGISTRY:
-        if r.id == rule_id:
-            return r
-    raise KeyError(rule_id)
+def complete(f: Finding, r: Rule, cfg: AdviceConfig) -> Finding:
+    """``f`` (from :func:`make_finding` in ``r``'s check) with the rule's id,
+    number, threshold in words with its source, and documentation link (when
+    the check gave none)."""
+    f.id, f.rule = r.id, r.number
+    f.threshold = f"{r.threshold(cfg)} ({r.source})"
+    f.doc_url = f.doc_url or r.doc_url
+    return f

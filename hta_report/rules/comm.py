@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import statistics
 from ..model import AnalysisResult, RankResult
-from .base import Fired, DOCS_DDP, Verdict, by_id, fine, make_finding, ms, not_checked, pct_of_step, per, rule
+from .base import Fired, DOCS_DDP, Verdict, fine, make_finding, ms, not_checked, pct_of_step, per, rule
 from .config import AdviceConfig
 
 
@@ -38,7 +38,7 @@ def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fire
            "with model.no_sync():   # during gradient accumulation micro-steps\n"
            "    loss.backward()\n"
            "# raise the batch size per GPU; FSDP: forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE")
-    return make_finding(by_id("exposed-communication"), cfg, worst, exposed_transfer_us(worst),
+    return make_finding(cfg, worst, exposed_transfer_us(worst),
                         f"Overlap communication with compute: {val[worst.rank]:.0f} % of the step is exposed "
                         f"communication", evidence, fix, [r.rank for r in hits])
 
@@ -79,7 +79,7 @@ def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
     fix = (f"# find why rank {straggler.rank} is slower: compare its section of this report with the others\n"
            "# (DataLoader wait, CPU contention, GPU clocks); uneven inputs: bucket samples by length, e.g.\n"
            "# a length-grouped sampler, so every rank gets the same work per step")
-    return make_finding(by_id("rank-straggler"), cfg, worst, gain,
+    return make_finding(cfg, worst, gain,
                         f"Rank {straggler.rank} is a straggler: other ranks wait {pct:.0f} % of the step for it",
                         evidence, fix, [straggler.rank])
 
@@ -106,7 +106,7 @@ def data_parallel(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ve
     fix = ("# one process per GPU: torchrun --nproc-per-node=NUM_GPUS train.py\n"
            "dist.init_process_group(\"nccl\")\n"
            "model = DDP(model.to(local_rank), device_ids=[local_rank])")
-    return make_finding(by_id("data-parallel"), cfg, hits[0], 0.0,
+    return make_finding(cfg, hits[0], 0.0,
                         "Use DistributedDataParallel instead of DataParallel", evidence, fix, [r.rank for r in hits])
 
 
@@ -132,6 +132,6 @@ def non_nccl_backend(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
     evidence = [f"rank {r.rank}: distributedInfo.backend = {backend[r.rank]} with GPU activity; host time in "
                 f"collective ops {ms(r.comm.cpu_collective_us_per_step)} {per(r)}" for r in hits[:8]]
     fix = "dist.init_process_group(backend=\"nccl\")   # collectives on the GPU, over NVLink/InfiniBand"
-    return make_finding(by_id("non-nccl-backend"), cfg, worst, worst.comm.cpu_collective_us_per_step,
+    return make_finding(cfg, worst, worst.comm.cpu_collective_us_per_step,
                         f"Use the NCCL backend on GPUs (found {backend[worst.rank]})", evidence, fix,
                         [r.rank for r in hits])

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..model import AnalysisResult, RankResult
-from .base import Fired, DOCS_AMP, Verdict, by_id, fine, make_finding, ms, not_checked, pct_of_step, per, rule
+from .base import Fired, DOCS_AMP, Verdict, fine, make_finding, ms, not_checked, pct_of_step, per, rule
 from .config import AdviceConfig
 
 
@@ -49,7 +49,7 @@ def tensor_cores_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
            "# or keep float32 and allow TF32 matmuls on Ampere or newer:\n"
            "torch.set_float32_matmul_precision(\"high\")")
     pct = pct_of_step(non_tensor_core_us(worst), worst)
-    return make_finding(by_id("tensor-cores-unused"), cfg, worst, non_tensor_core_us(worst),
+    return make_finding(cfg, worst, non_tensor_core_us(worst),
                         f"Use Tensor Cores (bf16/fp16 autocast or TF32): {pct:.0f} % of the step is "
                         f"GEMM/convolution without them", evidence, fix, [r.rank for r in hits])
 
@@ -80,5 +80,5 @@ def misaligned_gemm(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> 
                 + "; ".join(r.tensor_cores.misaligned_examples[:2]) for r in hits[:8]]
     fix = ("# pad hidden sizes, vocabulary and batch*sequence to multiples of 8 (64 helps on newer GPUs):\n"
            "vocab_size = (vocab_size + 63) // 64 * 64")
-    return make_finding(by_id("misaligned-gemm"), cfg, worst, worst.tensor_cores.misaligned_us_per_step,
+    return make_finding(cfg, worst, worst.tensor_cores.misaligned_us_per_step,
                         "Pad fp16/bf16 GEMM dimensions to multiples of 8", evidence, fix, [r.rank for r in hits])

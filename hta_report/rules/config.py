@@ -15,7 +15,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Collection, Dict, List, Mapping, Optional
 
 from ..errors import InputError
 
@@ -90,16 +90,21 @@ class AdviceConfig:
     disable: List[str] = field(default_factory=list)
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], source: str = "configuration") -> "AdviceConfig":
+    def from_mapping(cls, values: Mapping[str, Any], source: str = "configuration",
+                     rule_ids: Optional[Collection[str]] = None) -> "AdviceConfig":
         """A config from ``values`` (keys as the attribute names; ``-`` may
         replace ``_``), checked.
+
+        Args:
+            values: the settings.
+            source: where they come from, for error messages.
+            rule_ids: the catalogue's rule ids, which ``disable`` may name
+                (None: not checked).
 
         Raises:
             InputError: an unknown key, a value of the wrong type, or an unknown
                 rule id in ``disable`` (one line naming ``source``).
         """
-        from .engine import RULE_IDS
-
         types = {f.name: f.type for f in dataclasses.fields(cls)}
         kwargs: Dict[str, Any] = {}
         for key, value in values.items():
@@ -110,7 +115,7 @@ class AdviceConfig:
             if name == "disable":
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     raise InputError("disable must be a list of rule ids, e.g. disable = [\"gpu-gaps\"]", source)
-                unknown = [v for v in value if v not in RULE_IDS]
+                unknown = [v for v in value if rule_ids is not None and v not in rule_ids]
                 if unknown:
                     raise InputError(f"unknown rule id {unknown[0]!r} in disable (see `hta-report rules`)", source)
                 kwargs[name] = list(value)
@@ -124,7 +129,8 @@ class AdviceConfig:
         return cls(**kwargs)
 
 
-def load_config(path: Optional[os.PathLike | str] = None, cwd: Optional[os.PathLike | str] = None) -> AdviceConfig:
+def load_config(path: Optional[os.PathLike | str] = None, cwd: Optional[os.PathLike | str] = None,
+                rule_ids: Optional[Collection[str]] = None) -> AdviceConfig:
     """The effective configuration.
 
     Args:
@@ -133,6 +139,8 @@ def load_config(path: Optional[os.PathLike | str] = None, cwd: Optional[os.PathL
         cwd: where to look for ``pyproject.toml`` when ``path`` is None
             (default: the current directory); its ``[tool.hta-report]`` table
             is used when present.
+        rule_ids: the catalogue's rule ids (see :meth:`AdviceConfig.from_mapping`);
+            :func:`hta_report.rules.load_config` passes them.
 
     Returns:
         :class:`AdviceConfig` with the overrides applied (defaults when there are none).
@@ -149,13 +157,13 @@ def load_config(path: Optional[os.PathLike | str] = None, cwd: Optional[os.PathL
             return AdviceConfig()
         data = _read_toml(candidate, tomllib)
         table = data.get("tool", {}).get("hta-report")
-        return AdviceConfig.from_mapping(table, f"{candidate} [tool.hta-report]") if table else AdviceConfig()
+        return AdviceConfig.from_mapping(table, f"{candidate} [tool.hta-report]", rule_ids) if table else AdviceConfig()
     p = Path(path)
     if not p.is_file():
         raise InputError("configuration file not found", p)
     data = _read_toml(p, tomllib)
     table = data.get("tool", {}).get("hta-report") if isinstance(data.get("tool"), dict) else None
-    return AdviceConfig.from_mapping(table if table is not None else data, str(p))
+    return AdviceConfig.from_mapping(table if table is not None else data, str(p), rule_ids)
 
 
 def _read_toml(path: Path, tomllib) -> Dict[str, Any]:

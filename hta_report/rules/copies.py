@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..model import AnalysisResult, RankResult
-from .base import Fired, DOCS_PINNED, Verdict, by_id, fine, make_finding, ms, not_checked, pct_of_step, per, rule
+from .base import Fired, DOCS_PINNED, Verdict, fine, make_finding, ms, not_checked, pct_of_step, per, rule
 from .config import AdviceConfig
 
 
@@ -41,7 +41,7 @@ def pageable_memcpy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> 
     fix = ("loader = DataLoader(ds, ..., pin_memory=True)\n"
            "x = x.to(device, non_blocking=True)\n"
            "# tensors you copy yourself: pin them once (x = x.pin_memory()), then copy with non_blocking=True")
-    return make_finding(by_id("pageable-memcpy"), cfg, worst, pageable_gain_us(worst),
+    return make_finding(cfg, worst, pageable_gain_us(worst),
                         "Pin host memory: copies from pageable memory block the host", evidence, fix,
                         [r.rank for r in hits])
 
@@ -80,7 +80,7 @@ def blocking_copy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ve
     fix = ("x = x.to(device, non_blocking=True)   # source in pinned memory: DataLoader(..., pin_memory=True)\n"
            "# results: copy into a pinned buffer with non_blocking=True and read it after an event,\n"
            "# or read them once every N steps instead of every step")
-    return make_finding(by_id("blocking-copy"), cfg, worst, blocking_gain_us(worst),
+    return make_finding(cfg, worst, blocking_gain_us(worst),
                         "Make copies non-blocking: the host waits for each copy to finish", evidence, fix,
                         [r.rank for r in hits])
 
@@ -111,6 +111,6 @@ def exposed_memcpy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
     fix = ("x = x.to(device, non_blocking=True)   # from pinned memory, so the copy overlaps compute\n"
            "# prefetch the next batch on a side stream (torch.cuda.Stream) while this one computes;\n"
            "# avoid per-step .cpu() of results")
-    return make_finding(by_id("exposed-memcpy"), cfg, worst, worst.memcpy.other_exposed_us_per_step,
+    return make_finding(cfg, worst, worst.memcpy.other_exposed_us_per_step,
                         f"Overlap copies with compute: {val[worst.rank]:.0f} % of the step only copies",
                         evidence, fix, [r.rank for r in hits])

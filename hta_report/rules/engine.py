@@ -1,13 +1,39 @@
-"""Running the catalogue: findings sorted by estimated gain, and a check per rule."""
+"""Running the catalogue: findings sorted by estimated gain, and a check per rule.
+
+Every module of this package other than :data:`INFRASTRUCTURE` is a rule
+module: it is imported here, and its ``@rule`` functions register themselves
+(``tests/test_rules.py`` checks that each registers at least one rule, and
+that the README's rule table is :func:`catalogue_markdown`).
+"""
 from __future__ import annotations
 
+import importlib
+import os
+import pkgutil
+import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from ..model import AnalysisResult, Finding, RuleCheck
-from . import comm, compute, copies, idle, input, launch, optimizer, steps, sync  # noqa: F401  (registers rules)
-from .base import DISABLED, FIRED, REGISTRY, Rule
+from . import config as _config
+from .base import DISABLED, FIRED, REGISTRY, Rule, complete
 from .config import AdviceConfig
+
+#: Modules of this package that hold no rules.
+INFRASTRUCTURE = frozenset({"base", "config", "engine"})
+
+
+def _import_rule_modules() -> List[str]:
+    """Import every rule module of this package (their rules register on import); their names, sorted."""
+    package = sys.modules[__package__]
+    names = sorted(m.name for m in pkgutil.iter_modules(package.__path__) if m.name not in INFRASTRUCTURE)
+    for name in names:
+        importlib.import_module(f"{__package__}.{name}")
+    return names
+
+
+#: The rule modules found in this package.
+RULE_MODULES = _import_rule_modules()
 
 
 def _number(r: Rule) -> int:
@@ -19,6 +45,16 @@ RULES: List[Rule] = sorted(REGISTRY, key=_number)
 RULE_IDS = frozenset(r.id for r in RULES)
 #: Cause rules first, then the symptom rules that subtract what causes explain.
 _RUN_ORDER: List[Rule] = [r for r in RULES if not r.symptom] + [r for r in RULES if r.symptom]
+
+
+def load_config(path: Optional[os.PathLike | str] = None, cwd: Optional[os.PathLike | str] = None) -> AdviceConfig:
+    """:func:`hta_report.rules.config.load_config` checked against this
+    catalogue's rule ids (an unknown id in ``disable`` is an error).
+
+    Raises:
+        hta_report.errors.InputError: as :func:`hta_report.rules.config.load_config`.
+    """
+    return _config.load_config(path, cwd, rule_ids=RULE_IDS)
 
 
 @dataclass
@@ -45,6 +81,8 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
             verdicts[r.id] = None
             continue
         v = r.check(result, cfg, fired)
+        if v.finding is not None:
+            complete(v.finding, r, cfg)
         verdicts[r.id] = v
         if v.status == FIRED and v.finding is not None:
             fired[r.id] = frozenset(v.finding.ranks)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 from ..model import AnalysisResult, RankResult
-from .base import (DOCS_COMPILE, DOCS_CUDA_GRAPHS, DOCS_HTA_IDLE, Fired, Verdict, by_id, fine, make_finding, ms,
+from .base import (DOCS_COMPILE, DOCS_CUDA_GRAPHS, DOCS_HTA_IDLE, Fired, Verdict, fine, make_finding, ms,
                    not_checked, pct_of_step, per, rule)
 from .config import AdviceConfig
 from .launch import outlier_cost_us as launch_outlier_cost_us
@@ -96,7 +96,7 @@ def low_gpu_utilization(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
     fix = ("# give the GPU more work per launch and the host less work per step:\n"
            "model = torch.compile(model)      # fewer, larger kernels; less Python per step\n"
            "# raise the batch size if memory allows; the idle split above shows where the time goes")
-    return make_finding(by_id("low-gpu-utilization"), cfg, worst, unexplained_idle_us(worst, fired, cfg), title,
+    return make_finding(cfg, worst, unexplained_idle_us(worst, fired, cfg), title,
                         evidence, fix, [r.rank for r in hits])
 
 
@@ -150,7 +150,7 @@ def gpu_gaps(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict
     fix = ("# the host ops listed for each gap are what the GPU waited for; typical fixes:\n"
            "# data loading -> DataLoader(num_workers=...), syncs -> drop .item()/.cpu() in the loop,\n"
            "# checkpoint or logging I/O -> move it off the training thread or do it less often")
-    return make_finding(by_id("gpu-gaps"), cfg, worst, unexplained_gap_us(worst, cfg, fired),
+    return make_finding(cfg, worst, unexplained_gap_us(worst, cfg, fired),
                         f"{n} GPU gap(s) longer than {cfg.gap_pct:g} % of the step", evidence, fix,
                         [r.rank for r in hits])
 
@@ -201,6 +201,5 @@ def gpu_idle(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict
         fix = ("# kernels wait on events from other streams (cudaStreamWaitEvent) or on communication:\n"
                "# overlap independent work, avoid torch.cuda.synchronize()/stream.synchronize() between streams,\n"
                "# and give communication its own stream (DDP does)")
-    result_v = make_finding(by_id("gpu-idle"), cfg, worst, gain, title, evidence, fix, [r.rank for r, _, _ in found])
-    result_v.finding.doc_url = DOCS_CUDA_GRAPHS if cat == "kernel wait" else DOCS_HTA_IDLE
-    return result_v
+    return make_finding(cfg, worst, gain, title, evidence, fix, [r.rank for r, _, _ in found],
+                        doc_url=DOCS_CUDA_GRAPHS if cat == "kernel wait" else DOCS_HTA_IDLE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import List
 
 from ..model import AnalysisResult, RankResult
-from .base import (Fired, DOCS_DATALOADER, Verdict, by_id, fine, make_finding, ms, not_checked, pct_of_step, per, rule,
+from .base import (Fired, DOCS_DATALOADER, Verdict, fine, make_finding, ms, not_checked, pct_of_step, per, rule,
                    step_words)
 from .config import AdviceConfig
 
@@ -51,7 +51,7 @@ def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
     if any(r.cpu.dataloader_in_main_process for r in hits):
         evidence.append("batches are loaded in the main process (_SingleProcessDataLoaderIter: num_workers=0)")
     pct = pct_of_step(dataloader_wait_us(worst), worst)
-    return make_finding(by_id("dataloader-bound"), cfg, worst, dataloader_wait_us(worst),
+    return make_finding(cfg, worst, dataloader_wait_us(worst),
                         f"Input-bound: {pct:.0f} % of each step waits for the DataLoader", evidence, WORKERS_FIX,
                         [r.rank for r in hits])
 
@@ -77,6 +77,6 @@ def dataloader_main_process(result: AnalysisResult, cfg: AdviceConfig, fired: Fi
     fix = ("loader = DataLoader(ds, batch_size=...,\n"
            "    num_workers=max(1, os.cpu_count() // torch.cuda.device_count() - 1),\n"
            "    pin_memory=True, persistent_workers=True)")
-    return make_finding(by_id("dataloader-main-process"), cfg, worst, dataloader_wait_us(worst),
+    return make_finding(cfg, worst, dataloader_wait_us(worst),
                         "Load batches in worker processes: the DataLoader runs in the main process (num_workers=0)",
                         evidence, fix, [r.rank for r in hits])

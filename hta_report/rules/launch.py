@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..model import AnalysisResult, RankResult
-from .base import (Fired, DOCS_COMPILE, DOCS_HTA_COUNTERS, DOCS_HTA_LAUNCH, Verdict, by_id, fine, make_finding, ms,
+from .base import (Fired, DOCS_COMPILE, DOCS_HTA_COUNTERS, DOCS_HTA_LAUNCH, Verdict, fine, make_finding, ms,
                    not_checked, pct_of_step, per, rule)
 from .config import AdviceConfig
 
@@ -41,7 +41,7 @@ def launch_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
                 f"{ms(r.idle_attribution.host_ops_us)} {per(r)} ({val[r.rank]:.1f} %)" for r in hits[:8]]
     fix = ("model = torch.compile(model, mode=\"reduce-overhead\")  # fuses kernels, replays them as a CUDA graph\n"
            "# or raise the batch size so each kernel does more work; fused optimizers: AdamW(..., fused=True)")
-    return make_finding(by_id("launch-bound"), cfg, worst, worst.idle_attribution.host_ops_us,
+    return make_finding(cfg, worst, worst.idle_attribution.host_ops_us,
                         f"Launch-bound: the GPU waits for kernel launches {val[worst.rank]:.0f} % of the step",
                         evidence, fix, [r.rank for r in hits])
 
@@ -79,7 +79,7 @@ def launch_outliers(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> 
     fix = ("# slow launch calls usually mean CPU contention: one rank per GPU with its own cores,\n"
            "torch.set_num_threads(cores_per_rank)   # and OMP_NUM_THREADS=cores_per_rank\n"
            "# keep DataLoader workers below the free cores; warm up (first launches load modules) before profiling")
-    return make_finding(by_id("launch-outliers"), cfg, worst, outlier_cost_us(worst),
+    return make_finding(cfg, worst, outlier_cost_us(worst),
                         f"Kernel launch calls take too long: {val[worst.rank]:.1f} % of the step in slow launches",
                         evidence, fix, [r.rank for r in hits])
 
@@ -106,6 +106,6 @@ def full_launch_queue(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -
     fix = ("# the host is ahead of the GPU: make the kernels faster\n"
            "model = torch.compile(model)   # fusion\n"
            "with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16): ...   # Tensor Cores")
-    return make_finding(by_id("full-launch-queue"), cfg, worst, 0.0,
+    return make_finding(cfg, worst, 0.0,
                         f"GPU-bound: the launch queue is full {worst.launch.full_queue_pct:.0f} % of the time",
                         evidence, fix, [r.rank for r in hits])

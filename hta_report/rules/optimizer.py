@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..model import AnalysisResult, RankResult
-from .base import Fired, DOCS_OPTIM, DOCS_ZERO_GRAD, Verdict, by_id, fine, make_finding, ms, not_checked, per, rule
+from .base import Fired, DOCS_OPTIM, DOCS_ZERO_GRAD, Verdict, fine, make_finding, ms, not_checked, per, rule
 from .config import AdviceConfig
 
 
@@ -36,7 +36,7 @@ def unfused_optimizer(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -
                 f"fused op; host time {ms(r.optimizer.step_us_per_step)} {per(r)}, GPU idle during it "
                 f"{ms(r.idle_attribution.optimizer_us)}" for r in hits[:8]]
     fix = "optimizer = torch.optim.AdamW(model.parameters(), lr=..., fused=True)   # or foreach=True"
-    return make_finding(by_id("unfused-optimizer"), cfg, worst, worst.idle_attribution.optimizer_us,
+    return make_finding(cfg, worst, worst.idle_attribution.optimizer_us,
                         f"Use a fused optimizer: the per-parameter step launches "
                         f"{worst.optimizer.kernels_per_step:,.0f} kernels per step", evidence, fix,
                         [r.rank for r in hits])
@@ -75,6 +75,6 @@ def zero_grad_zeros(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> 
                      f"{ms(r.idle_attribution.zero_grad_us)} during it")
         evidence.append(text)
     fix = "optimizer.zero_grad(set_to_none=True)   # the default since PyTorch 2.0"
-    return make_finding(by_id("zero-grad-zeros"), cfg, worst, zero_grad_cost_us(worst),
+    return make_finding(cfg, worst, zero_grad_cost_us(worst),
                         "Set gradients to None: zero_grad writes zeros every step", evidence, fix,
                         [r.rank for r in hits])

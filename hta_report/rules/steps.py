@@ -5,7 +5,7 @@ import statistics
 from typing import List, Tuple
 
 from ..model import AnalysisResult, RankResult
-from .base import Fired, DOCS_PROFILER, Verdict, by_id, fine, make_finding, ms, not_checked, rule
+from .base import Fired, DOCS_PROFILER, Verdict, fine, make_finding, ms, not_checked, rule
 from .config import AdviceConfig
 
 
@@ -62,6 +62,6 @@ def step_time_outliers(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) 
     fix = ("# see what ran in the slow steps (the trace in Perfetto, or this report's steps chart):\n"
            "# periodic evaluation, checkpointing or logging; garbage collection: gc.freeze() after setup;\n"
            "# DataLoader worker restarts: DataLoader(..., persistent_workers=True)")
-    return make_finding(by_id("step-time-outliers"), cfg, worst, outlier_cost_us(worst, cfg.step_outlier_sigma),
+    return make_finding(cfg, worst, outlier_cost_us(worst, cfg.step_outlier_sigma),
                         f"Step-time outliers: {len(step_outliers(worst, cfg.step_outlier_sigma))} step(s) far "
                         f"slower than the rest", evidence, fix, [r.rank for r in hits])

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..model import AnalysisResult, RankResult
-from .base import Fired, DOCS_TUNING, Verdict, by_id, fine, make_finding, ms, not_checked, pct_of_step, per, rule
+from .base import Fired, DOCS_TUNING, Verdict, fine, make_finding, ms, not_checked, pct_of_step, per, rule
 from .config import AdviceConfig
 
 
@@ -44,6 +44,6 @@ def sync_in_step(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
            "running += loss.detach()\n"
            "if step % 100 == 0:\n"
            "    log(running.item() / 100)")
-    return make_finding(by_id("sync-in-step"), cfg, worst, sync_cost_us(worst),
+    return make_finding(cfg, worst, sync_cost_us(worst),
                         f"Remove host-device synchronization from the step ({val[worst.rank]:.0f} % of the step)",
                         evidence, fix, [r.rank for r in hits])

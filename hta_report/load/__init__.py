@@ -1,0 +1,204 @@
+"""The loader: a directory of trace files in, :class:`LoadedTraces` out.
+
+The only package that reads trace files or builds HTA's objects from them;
+analyses and reports receive a :class:`LoadedTraces`.
+
+1. :mod:`.discovery` finds the trace files (and ranks in their names);
+2. :mod:`.validation` checks each before it is parsed (size cap, the first
+   64 KiB of text) and turns every failure into a one-line reason;
+3. :mod:`.parse` parses them with :mod:`.fastparse` (what HTA's
+   ``parse_trace_file`` gives, built from orjson pieces; several files, or
+   the pieces of one large file, in worker processes), through the
+   :mod:`.parse_cache`;
+4. a file the fast parser does not reproduce exactly goes through HTA's own
+   functions behind our validating reader (:mod:`.hta_parser`), which leaves
+   out and counts the events HTA cannot analyze;
+5. :mod:`.traces` gives every file its real rank, merges the parses into
+   HTA's ``Trace`` and aligns and filters the ranks as HTA does.
+
+A file that cannot be read is listed in :attr:`LoadedTraces.unreadable` and
+the others are loaded; only when none can be read is it an error.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from .. import progress
+from ..cache import Cache
+from ..errors import TraceError
+from ..model import UnreadableTrace
+from . import validation
+from .discovery import find_trace_files
+from .parse import LOADERS, parse_files, report_parser_config, resolve_loader
+from .traces import (LoadedTraces, add_parsed_rank, align_and_filter, assign_ranks, file_info, quiet_hta, rekey,
+                     unreadable_error)
+from .validation import DEFAULT_MAX_TRACE_BYTES
+
+__all__ = ["load_traces", "LoadedTraces", "quiet_hta", "unreadable_error", "resolve_loader", "LOADERS",
+           "find_trace_files", "DEFAULT_MAX_TRACE_BYTES"]
+
+
+def load_traces(
+    trace_dir: os.PathLike | str,
+    recursive: bool = False,
+    include_last_step: Optional[bool] = None,
+    max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+    loader: Optional[str] = None,
+    cache: Optional[Cache] = None,
+) -> LoadedTraces:
+    """Find, check and parse every trace in ``trace_dir``.
+
+    A file that cannot be read (see :mod:`hta_report.load.validation`) is left
+    out and listed in :attr:`LoadedTraces.unreadable`; events HTA cannot
+    analyze (no ``ts``, negative ``dur``...) are left out with a warning.
+
+    Args:
+        trace_dir: directory of Kineto traces (``.json`` or ``.json.gz``), one per rank.
+        recursive: descend into subdirectories.
+        include_last_step: keep the last ``ProfilerStep`` (HTA drops it by
+            default). ``None`` (auto) follows HTA's default unless some rank has
+            fewer than two steps, where dropping one would leave nothing.
+        max_trace_bytes: refuse a trace whose decompressed size passes this
+            many bytes (checked before it is loaded).
+        loader: ``"fast"`` (default) or ``"hta"`` (HTA's own functions for
+            every file); see :func:`hta_report.load.parse.resolve_loader`.
+        cache: a :class:`hta_report.cache.Cache` for parsed files (fast loader), or None.
+
+    Returns:
+        A :class:`LoadedTraces` keyed by real ranks.
+
+    Raises:
+        InputError: missing/empty directory, duplicate ranks.
+        TraceError: no file can be read (names the file, or each of them), or
+            HTA fails aligning the ranks.
+    """
+    trace_dir = Path(trace_dir)
+    loader = resolve_loader(loader)
+    with progress.current().stage("find trace files"):
+        paths = find_trace_files(trace_dir, recursive)
+    candidates, unreadable = _checked(paths, max_trace_bytes)
+    with quiet_hta():
+        trace = _new_trace(candidates, trace_dir, loader)
+        good, notes = _parse_into(trace, candidates, loader, cache, unreadable)
+        keys = [k for k, _ in good]
+        paths = [p for _, p in good]
+        metas = [trace.meta_data.get(k, {}) for k in keys]
+        ranks, sources, warns = assign_ranks(paths, metas)
+        warns += [f"{p}: {notes[p]}" for p in paths if notes.get(p)]
+        rekey(trace, keys, ranks, paths)
+        with progress.current().stage("HTA align and filter"):
+            kept = align_and_filter(trace, include_last_step, paths[0] if len(paths) == 1 else trace_dir)
+    files = sorted((file_info(p, r, s, m) for p, r, s, m in zip(paths, ranks, sources, metas)), key=lambda f: f.rank)
+    return LoadedTraces(trace=trace, files=files, meta=dict(trace.meta_data), last_step_included=kept,
+                        warnings=warns, unreadable=unreadable)
+
+
+def _checked(paths: List[Path], max_trace_bytes: int) -> Tuple[List[Path], List[UnreadableTrace]]:
+    """The files that pass the checks before parsing, and the others with their reason.
+
+    Raises:
+        TraceError: none passes.
+    """
+    unreadable: List[UnreadableTrace] = []
+    candidates: List[Path] = []
+    for path in paths:
+        try:
+            if not path.name.endswith((".json", ".gz")):
+                raise TraceError("HTA reads only names ending in .json or .json.gz in lower case; rename it", path)
+            validation.check_file(path, max_trace_bytes)
+        except TraceError as exc:
+            unreadable.append(UnreadableTrace(path=str(path), reason=exc.message))
+            continue
+        candidates.append(path)
+    if not candidates:
+        raise unreadable_error(unreadable)
+    return candidates, unreadable
+
+
+def _parser_config(loader: str):
+    """HTA's parser configuration: the args the report reads (fast loader) or
+    HTA's default args (``hta``), JSON backend."""
+    from hta.configs.parser_config import ParserBackend, ParserConfig
+
+    cfg = report_parser_config() if loader == "fast" else ParserConfig.get_default_cfg()
+    cfg.set_parser_backend(ParserBackend.JSON)
+    return cfg
+
+
+def _new_trace(candidates: List[Path], trace_dir: Path, loader: str):
+    """An empty HTA ``Trace`` over ``candidates`` (keys 0, 1, ... in order).
+
+    Raises:
+        TraceError: HTA cannot open the files (one vanished since it was checked).
+    """
+    from hta.common.trace import Trace
+
+    try:
+        return Trace(trace_files={i: str(p.resolve()) for i, p in enumerate(candidates)},
+                     trace_dir=str(trace_dir), parser_config=_parser_config(loader))
+    except Exception as exc:
+        raise TraceError(f"HTA cannot open the traces ({validation.exception_summary(exc)})", trace_dir) from exc
+
+
+def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cache],
+                unreadable: List[UnreadableTrace]) -> Tuple[List[Tuple[int, Path]], dict]:
+    """Parse every candidate into ``trace`` (under its index): the fast parser
+    first, HTA's path (:mod:`.hta_parser`) for a file it does not reproduce
+    exactly; a file that fails is appended to ``unreadable``.
+
+    Returns:
+        ``(key, path)`` of the files parsed, and path -> a note on events left
+        out (HTA's path only).
+
+    Raises:
+        TraceError: no file could be parsed.
+    """
+    from .hta_parser import parse_with_hta
+
+    stages = progress.current()
+    cfg = trace.parser_config
+    good: List[Tuple[int, Path]] = []
+    notes = {}
+    parsed = parse_files(candidates, cfg, cache, loader, fallback=False) if loader == "fast" else None
+    try:
+        for key, path in enumerate(candidates):
+            try:
+                one = next(parsed) if parsed is not None else None
+                if one is not None and one.error is None and _clean(one.result[1]):
+                    stages.record(f"parse {path.name}" + (" (from cache)" if one.cached else ""), one.seconds)
+                    result = one.result
+                else:
+                    with stages.stage(f"parse {path.name} (HTA's parser)"):
+                        result, report = parse_with_hta(path, cfg)
+                    notes[path] = report.warning()
+                if not add_parsed_rank(trace, key, result):
+                    raise TraceError("holds no trace events HTA can analyze", path)
+            except Exception as exc:  # HTA raises many types; we name the file.
+                trace.traces.pop(key, None)
+                trace.meta_data.pop(key, None)
+                reason = exc.message if isinstance(exc, TraceError) else validation.describe_error(exc)
+                unreadable.append(UnreadableTrace(path=str(path), reason=reason))
+                continue
+            good.append((key, path))
+    finally:
+        if parsed is not None:
+            parsed.close()
+    if not good:
+        raise unreadable_error(unreadable)
+    return good, notes
+
+
+def _clean(df) -> bool:
+    """True when a fast parse has events and every one has a ``ts`` and a
+    non-negative ``dur``; otherwise the file goes through HTA's path behind
+    the validating reader, which leaves such events out (or names what is
+    missing) and says how many."""
+    import pandas as pd
+
+    if df.empty or "ts" not in df.columns or "dur" not in df.columns:
+        return False  # the validating path names what is missing
+    dur = pd.to_numeric(df["dur"], errors="coerce")
+    ts = pd.to_numeric(df["ts"], errors="coerce")
+    return not (dur.isna().any() or (dur < 0).any() or ts.isna().any())
