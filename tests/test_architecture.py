@@ -1,0 +1,170 @@
+"""The structure the code promises (docs/ARCHITECTURE.md), checked from its imports.
+
+- no import cycle among hta_report's modules;
+- layers: nothing under ``render/`` imports the cache, the loader, the
+  analyses or the API; nothing under ``analysis/`` imports the rules, the API,
+  the reporters or the CLI; the rules read only the model;
+- one module (``workers.py``) creates process pools;
+- every module in ``rules/`` (but the engine's own) registers rules, and
+  every rule is found; the README's rule table is the catalogue's;
+- a cached re-run imports neither pandas nor matplotlib.
+"""
+import ast
+import subprocess
+import sys
+
+
+from conftest import REPO, shared
+
+PKG = REPO / "hta_report"
+
+
+def _modules():
+    out = {}
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(REPO).with_suffix("")
+        parts = list(rel.parts)
+        is_init = parts[-1] == "__init__"
+        if is_init:
+            parts = parts[:-1]
+        out[".".join(parts)] = (path, is_init)
+    return out
+
+
+def import_graph():
+    """module -> the hta_report modules it imports (at any depth in the file,
+    functions included); a package's __init__ importing its own children is
+    not an edge."""
+    mods = _modules()
+    graph = {m: set() for m in mods}
+    for name, (path, is_init) in mods.items():
+        here = name if is_init else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    pkg = here
+                    for _ in range(node.level - 1):
+                        pkg = pkg.rpartition(".")[0]
+                    base = f"{pkg}.{base}" if base else pkg
+                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            for t in targets:
+                while t and t not in mods:
+                    t = t.rpartition(".")[0]
+                if t and t != name and not (is_init and t.startswith(name + ".")):
+                    graph[name].add(t)
+    return graph
+
+
+def _cycles(graph):
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_checker_sees_imports_and_cycles():
+    graph = import_graph()
+    assert "hta_report.load" in graph["hta_report.api"] or "hta_report.load" in str(graph["hta_report.api"])
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
+
+
+def test_no_import_cycles():
+    assert _cycles(import_graph()) == []
+
+
+FORBIDDEN = {
+    "hta_report.render": ("hta_report.cache", "hta_report.load", "hta_report.analysis", "hta_report.api",
+                          "hta_report.rules", "hta_report.cli"),
+    "hta_report.analysis": ("hta_report.rules", "hta_report.api", "hta_report.render", "hta_report.cli",
+                            "hta_report.cache"),
+    "hta_report.rules": ("hta_report.load", "hta_report.analysis", "hta_report.api", "hta_report.render",
+                         "hta_report.cli", "hta_report.cache"),
+    "hta_report.load": ("hta_report.analysis", "hta_report.rules", "hta_report.api", "hta_report.render",
+                        "hta_report.cli"),
+    "hta_report.compare": ("hta_report.api", "hta_report.load", "hta_report.analysis", "hta_report.cache"),
+}
+
+
+def _under(module, prefix):
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def test_layers():
+    bad = [f"{m} imports {t}" for m, targets in import_graph().items() for layer, banned in FORBIDDEN.items()
+           if _under(m, layer) for t in targets if any(_under(t, b) for b in banned)]
+    assert bad == []
+
+
+def test_one_module_creates_process_pools():
+    creators = [str(p.relative_to(REPO)) for p in PKG.rglob("*.py")
+                if any(word in p.read_text(encoding="utf-8")
+                       for word in ("ProcessPoolExecutor(", ".Pool(", ".Process("))]
+    assert creators == ["hta_report/workers.py"]
+
+
+def test_every_rule_module_registers_and_every_rule_is_found():
+    from hta_report.rules import RULES, engine
+
+    files = {p.stem for p in (PKG / "rules").glob("*.py")} - {"__init__"} - engine.INFRASTRUCTURE
+    assert set(engine.RULE_MODULES) == files
+    by_module = {}
+    for r in RULES:
+        by_module.setdefault(r.check.__module__.rpartition(".")[2], []).append(r.id)
+    assert set(by_module) == files  # each rule module holds a rule; no rule from elsewhere
+    assert len({r.id for r in RULES}) == len(RULES) and len({r.number for r in RULES}) == len(RULES)
+
+
+def test_readme_rule_table_is_the_catalogue(run_cli):
+    code, table, _ = run_cli("rules", "--format", "markdown")
+    assert code == 0
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    begin, end = "<!-- rules: generated by `hta-report rules --format markdown` -->", "<!-- rules: end -->"
+    assert begin in readme and end in readme
+    section = readme.split(begin, 1)[1].split(end, 1)[0]
+    assert section.strip() == table.strip(), "update README.md with `hta-report rules --format markdown`"
+
+
+def test_cached_rerun_imports_neither_pandas_nor_matplotlib(tmp_path):
+    path = shared("two_ranks")
+    code = (
+        "import sys\n"
+        "from hta_report import api\n"
+        f"r = api.analyze({str(path)!r}, cache={str(tmp_path / 'c')!r})\n"
+        f"api.write_reports(r, [({str(tmp_path / 'r.html')!r}, None)], cache={str(tmp_path / 'c')!r})\n"
+        "print(sorted(m for m in ('pandas', 'matplotlib', 'hta.common.trace') if m in sys.modules))\n"
+    )
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pandas" in first.stdout  # the first run parsed and drew
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert second.stdout.strip() == "[]"
+    assert (tmp_path / "r.html").read_text().count("data:image/svg+xml") >= 3
