@@ -166,12 +166,13 @@ def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cach
         for key, path in enumerate(candidates):
             try:
                 one = next(parsed) if parsed is not None else None
-                if one is not None and one.error is None and _clean(one.result[1]):
+                why = _why_not_fast(one)
+                if why is None:
                     stages.record(f"parse {path.name}" + (" (from cache)" if one.cached else ""), one.seconds)
                     result = one.result
                 else:
-                    with stages.stage(f"parse {path.name} (HTA's parser)"):
-                        result, report = parse_with_hta(path, cfg)
+                    with stages.stage(f"parse {path.name} (HTA's parser: {why})"):
+                        result, report = parse_with_hta(path, cfg, exact_times=True)
                     notes[path] = report.warning()
                 if not add_parsed_rank(trace, key, result):
                     raise TraceError("holds no trace events HTA can analyze", path)
@@ -190,15 +191,41 @@ def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cach
     return good, notes
 
 
-def _clean(df) -> bool:
-    """True when a fast parse has events and every one has a ``ts`` and a
-    non-negative ``dur``; otherwise the file goes through HTA's path behind
-    the validating reader, which leaves such events out (or names what is
-    missing) and says how many."""
+def _why_not_fast(parsed) -> Optional[str]:
+    """Why a file goes through HTA's path instead of its fast parse (a
+    :class:`~hta_report.load.parse.Parsed`, None with the ``hta`` loader),
+    or None when the fast parse is used. Shown on ``-v``."""
+    from .fastparse import Unsupported
+
+    if parsed is None:
+        return "the hta loader was chosen"
+    if parsed.error is not None:
+        if isinstance(parsed.error, Unsupported):
+            return f"the fast parser does not handle {parsed.error}"
+        return f"the fast parser failed: {validation.exception_summary(parsed.error, 120)}"
+    return _unclean(parsed.result[1])
+
+
+def _unclean(df) -> Optional[str]:
+    """None when a fast parse has events and every one has a ``ts`` and a
+    non-negative ``dur`` as written in the file (the exact times, where HTA
+    rounds them: its rounding makes sub-µs events ``dur`` -1, which is HTA's
+    own result, not a fault of the file); otherwise what is wrong, and the
+    file goes through HTA's path behind the validating reader, which leaves
+    such events out (or names what is missing) and says how many."""
     import pandas as pd
 
+    from .fastparse import EXACT_DUR, EXACT_TS
+
     if df.empty or "ts" not in df.columns or "dur" not in df.columns:
-        return False  # the validating path names what is missing
-    dur = pd.to_numeric(df["dur"], errors="coerce")
-    ts = pd.to_numeric(df["ts"], errors="coerce")
-    return not (dur.isna().any() or (dur < 0).any() or ts.isna().any())
+        return "no events with ts and dur"  # the validating path names what is missing
+    exact = EXACT_DUR in df.columns
+    dur = pd.to_numeric(df[EXACT_DUR if exact else "dur"], errors="coerce")
+    ts = pd.to_numeric(df[EXACT_TS if exact else "ts"], errors="coerce")
+    if ts.isna().any():
+        return "events without ts"
+    if dur.isna().any():
+        return "events without dur"
+    if (dur < 0).any():
+        return "events with a negative dur"
+    return None

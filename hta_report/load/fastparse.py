@@ -39,7 +39,11 @@ import pandas as pd
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever the dataframe this module produces may change (a parse-cache key).
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
+#: Columns beside HTA's with the exact ``ts`` and ``dur`` (µs, float64) of
+#: traces whose fractional times HTA rounds to whole µs (``exact_times``).
+EXACT_TS, EXACT_DUR = "exact_ts", "exact_dur"
+EXACT_COLUMNS = (EXACT_TS, EXACT_DUR)
 #: Bytes of decompressed JSON read at a time; one block's events are parsed together.
 BLOCK_BYTES = 8 << 20
 #: Columns HTA drops from the event dataframe.
@@ -60,7 +64,7 @@ class Unsupported(Exception):
 # --------------------------------------------------------------------------- entry point
 
 
-def parse_trace_file(path, cfg=None, fallback: bool = True, workers: int = 1):
+def parse_trace_file(path, cfg=None, fallback: bool = True, workers: int = 1, exact_times: bool = False):
     """Parse one Kineto trace like ``hta.common.trace.parse_trace_file``.
 
     Args:
@@ -72,9 +76,11 @@ def parse_trace_file(path, cfg=None, fallback: bool = True, workers: int = 1):
             or the error instead (for tests).
         workers: processes that parse pieces of a large file side by side
             (forked; 1: all in this process).
+        exact_times: also keep the times HTA rounds (see :func:`add_exact_times`).
 
     Returns:
-        ``(meta, df, symbol_table)`` as HTA returns them.
+        ``(meta, df, symbol_table)`` as HTA returns them (with ``exact_times``,
+        plus the :data:`EXACT_TS` and :data:`EXACT_DUR` columns where HTA rounded).
     """
     from hta.configs.parser_config import ParserConfig
 
@@ -86,23 +92,53 @@ def parse_trace_file(path, cfg=None, fallback: bool = True, workers: int = 1):
         _check_config(cfg)
         with _gc_paused():
             try:
-                return _parse(path, cfg, workers)
+                return _parse(path, cfg, workers, exact_times)
             except _BadCut:  # a cut the parallel reader could not check: read again, in order
-                return _parse(path, cfg, 1)
+                return _parse(path, cfg, 1, exact_times)
     except (MemoryError, KeyboardInterrupt):
         raise
     except Exception as exc:
         if not fallback:
             raise
         logger.debug("fast parser handed %s to HTA's parser: %s: %s", path, type(exc).__name__, exc)
-        return hta_parse_trace_file(path, cfg)
+        return hta_parse_trace_file(path, cfg, exact_times)
 
 
-def hta_parse_trace_file(path, cfg=None):
-    """HTA's own ``parse_trace_file`` (the reference implementation)."""
+def hta_parse_trace_file(path, cfg=None, exact_times: bool = False):
+    """HTA's own ``parse_trace_file`` (the reference implementation); with
+    ``exact_times``, the times it rounds are kept as in :func:`parse_trace_file`
+    (by running HTA's functions as it does, :func:`hta_report.load.hta_parser.hta_parse`)."""
+    if exact_times:
+        from .hta_parser import hta_parse
+
+        return hta_parse(path, cfg, exact_times=True)
     from hta.common.trace import parse_trace_file as _hta
 
     return _hta(str(path), cfg)
+
+
+def add_exact_times(df: pd.DataFrame) -> None:
+    """Before HTA's ``round_down_time_stamps``: when it will round (``ts`` is
+    float64, i.e. fractional µs, and HTA's ns rounding is on), copy the exact
+    ``ts`` and ``dur`` (µs, float64) into :data:`EXACT_TS` and
+    :data:`EXACT_DUR`; the columns then follow every row HTA keeps.
+
+    HTA rounds each event inward to whole µs (``ts`` up, ``ts + dur`` down), so
+    a sub-µs event gets ``dur`` -1 or 0; HTA's own analyses run on those
+    rounded values, ours on these (:class:`hta_report.analysis.events.RankEvents`).
+    """
+    if not will_round(df["ts"].dtype):
+        return
+    df[EXACT_TS] = df["ts"].to_numpy(dtype=np.float64, copy=True)
+    df[EXACT_DUR] = (df["dur"].to_numpy(dtype=np.float64, copy=True) if "dur" in df.columns
+                     else np.full(len(df), np.nan))
+
+
+def will_round(ts_dtype) -> bool:
+    """Whether HTA's ``round_down_time_stamps`` rounds a ``ts`` column of this dtype."""
+    import hta.configs.env_options as hta_options
+
+    return ts_dtype == np.float64 and not hta_options.disable_ns_rounding()
 
 
 def _check_config(cfg) -> None:
@@ -674,8 +710,9 @@ class _Frame:
         for name, col in self.arg_columns.items():
             col.add(*piece["args"][name])
 
-    def frame(self):
-        """HTA's dataframe (``_compress_df`` done) and local symbol table."""
+    def frame(self, exact_times: bool = False):
+        """HTA's dataframe (``_compress_df`` done) and local symbol table; with
+        ``exact_times``, plus the exact times where HTA rounds (:func:`add_exact_times`)."""
         from hta.common.trace_symbol_table import TraceSymbolTable
 
         if "cuda_profiler_range" in self.cats_seen:
@@ -697,9 +734,15 @@ class _Frame:
                 cols[k] = None  # filled after the symbol table
             else:
                 cols[k] = self.columns[k].series()
+        exact: Dict[str, Any] = {}
+        if ts_float and not will_round(np.dtype(np.float64)):
+            raise Unsupported("HTA's ns rounding is disabled")
         if ts_float:  # HTA's round_down_time_stamps (ns-resolution traces)
             ts = cols["ts"].to_numpy(dtype=np.float64)
-            end = ts + cols["dur"].to_numpy(dtype=np.float64)
+            dur = cols["dur"].to_numpy(dtype=np.float64)
+            end = ts + dur
+            if exact_times:  # see add_exact_times
+                exact = {EXACT_TS: ts, EXACT_DUR: dur}
             ts_c, end_f = np.ceil(ts), np.floor(end)
             keep = ~np.isnan(end_f)
             new_ts = pd.Series(ts_c.astype(np.float64) if self.ts_any_null else ts_c.astype(np.int64))
@@ -710,6 +753,7 @@ class _Frame:
                 raise Unsupported("events whose ts is missing")
         for name, _, _ in self.args:
             cols[name] = self.arg_columns[name].series()
+        cols.update(exact)
 
         # the local symbol table, built as _compress_df builds it
         cat_codes, name_codes = self.cat.codes(), self.name.codes()
@@ -750,14 +794,14 @@ def _null_mask(tag: str, vals: Any, n: int) -> np.ndarray:
 # --------------------------------------------------------------------------- HTA's post-processing
 
 
-def _parse(path: str, cfg, workers: int = 1):
+def _parse(path: str, cfg, workers: int = 1, exact_times: bool = False):
     from hta.common.trace import add_fwd_bwd_links, transform_correlation_to_index
     from hta.common.trace_parser import MetaDataKey, infer_gpu_type
 
     sink = _Frame(cfg)
     doc = _read(path, sink, workers)
     meta = {k: v for k, v in doc.items() if k != "traceEvents"}
-    df, table = sink.frame()
+    df, table = sink.frame(exact_times)
     meta[str(MetaDataKey.DEVICE_TYPE)] = infer_gpu_type(meta, table.get_sym_id_map())
     if df.empty:
         return meta, df, table

@@ -59,29 +59,70 @@ def read_document(path: Path, kinds: Optional[Dict[str, str]] = None) -> Tuple[D
     return doc, report
 
 
-def parse_with_hta(path: Path, cfg) -> Tuple[tuple, validation.EventReport]:
+def parse_with_hta(path: Path, cfg, exact_times: bool = False) -> Tuple[tuple, validation.EventReport]:
     """``(meta, df, symbol_table)`` for ``path`` as HTA's ``parse_trace_file``
     returns them with the JSON backend and ``cfg`` (HTA's ``ParserConfig``),
     built from :func:`read_document`'s checked document; and the report of the
-    events left out.
+    events left out. With ``exact_times``, the df also holds the exact times
+    HTA rounds (:func:`~hta_report.load.fastparse.add_exact_times`).
 
     Raises:
         hta_report.errors.TraceError: as :func:`read_document`.
         Exception: whatever HTA raises on a document it cannot handle (the
             caller names the file).
     """
+    doc, report = read_document(path, validation.arg_kinds(cfg.get_args()))
+    return hta_frame(doc, cfg, exact_times), report
+
+
+def hta_parse(path, cfg=None, exact_times: bool = False) -> tuple:
+    """HTA's ``parse_trace_file`` for ``path``: HTA's own reader
+    (``parse_trace_dict``, no validation) and :func:`hta_frame`.
+
+    Raises:
+        Exception: whatever HTA raises.
+    """
+    from hta.common.trace_parser import parse_trace_dict
+    from hta.configs.parser_config import ParserConfig
+
+    path = str(path)
+    if not (path.endswith(".gz") or path.endswith(".json")):
+        raise ValueError(f"expect the value of trace_file ({path}) ends with '.gz' or 'json'")
+    return hta_frame(parse_trace_dict(path), cfg or ParserConfig.get_default_cfg(), exact_times)
+
+
+def hta_frame(doc: Dict[str, Any], cfg, exact_times: bool = False) -> tuple:
+    """``(meta, df, symbol_table)`` from a parsed trace document with HTA's own
+    functions, in the order ``hta.common.trace.parse_trace_file`` calls them
+    for its JSON backend (``doc["traceEvents"]`` is consumed). With
+    ``exact_times``, :func:`~hta_report.load.fastparse.add_exact_times` runs
+    before HTA rounds the times.
+
+    Raises:
+        Exception: whatever HTA raises on a document it cannot handle.
+    """
     import pandas as pd
     from hta.common.trace import add_fwd_bwd_links, add_iteration, transform_correlation_to_index
     from hta.common.trace_parser import MetaDataKey, _compress_df, infer_gpu_type, round_down_time_stamps
 
-    doc, report = read_document(path, validation.arg_kinds(cfg.get_args()))
+    from .fastparse import add_exact_times
+
     meta = {k: v for k, v in doc.items() if k != "traceEvents"}
     # hta.common.trace_parser._parse_trace_dataframe_json, from the document
-    df = pd.DataFrame(doc.pop("traceEvents"))
-    round_down_time_stamps(df)
-    df.reset_index(inplace=True)
-    df["index"] = pd.to_numeric(df["index"], downcast="integer")
-    df, table = _compress_df(df, cfg)
+    df = pd.DataFrame()
+    table = None
+    if "traceEvents" in doc:
+        df = pd.DataFrame(doc.pop("traceEvents"))
+        if exact_times and "ts" in df.columns:
+            add_exact_times(df)
+        round_down_time_stamps(df)
+        df.reset_index(inplace=True)
+        df["index"] = pd.to_numeric(df["index"], downcast="integer")
+        df, table = _compress_df(df, cfg)
+    if table is None:
+        from hta.common.trace_symbol_table import TraceSymbolTable
+
+        table = TraceSymbolTable()
     meta[str(MetaDataKey.DEVICE_TYPE)] = infer_gpu_type(meta, table.get_sym_id_map())
     # hta.common.trace.parse_trace_file's steps after parsing
     if not df.empty:
@@ -89,4 +130,4 @@ def parse_with_hta(path: Path, cfg) -> Tuple[tuple, validation.EventReport]:
         df = transform_correlation_to_index(df, table)
         add_iteration(df, table)
         df["end"] = df["ts"] + df["dur"]
-    return (meta, df, table), report
+    return meta, df, table

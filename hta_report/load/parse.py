@@ -65,7 +65,7 @@ def _parse_one(path: str, cfg, cache_root: Optional[str], key: Optional[str], n_
 
     t0 = time.perf_counter()
     try:
-        result = parse_trace_file(path, cfg, fallback=fallback, workers=n_workers)
+        result = parse_trace_file(path, cfg, fallback=fallback, workers=n_workers, exact_times=True)
     except Exception as exc:  # reported by the caller, naming the file
         return Parsed(Path(path), error=exc, seconds=time.perf_counter() - t0)
     if cache_root is not None and key is not None and not result[1].empty:

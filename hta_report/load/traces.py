@@ -190,7 +190,9 @@ def rekey(trace, keys: List[int], ranks: List[int], paths: List[Path]) -> None:
 
 def align_and_filter(trace, include_last_step: Optional[bool], where: Path) -> bool:
     """HTA's ``align_and_filter_trace`` and re-indexing, as ``Trace.load_traces``
-    does them. ``include_last_step`` None (auto) keeps the last step only when
+    does them; the exact times beside HTA's rounded ones (``exact_ts``, see
+    :func:`hta_report.load.fastparse.add_exact_times`) are moved with them
+    (:func:`_align_exact_times`). ``include_last_step`` None (auto) keeps the last step only when
     some rank has fewer than two steps. Returns whether it was kept.
 
     Raises:
@@ -209,10 +211,27 @@ def align_and_filter(trace, include_last_step: Optional[bool], where: Path) -> b
                 df = df.set_index("index", drop=False)
                 df.index.names = [None]
                 trace.traces[rank] = df
+        _align_exact_times(trace)
     except Exception as exc:
         step = "aligning ranks in time and filtering steps (HTA)"
         raise TraceError(f"analysis failed at {step}: {exception_summary(exc)}", where, step=step) from exc
     return bool(include_last_step)
+
+
+def _align_exact_times(trace) -> None:
+    """Move the exact times (``exact_ts``) as HTA moved ``ts`` (by its
+    ``min_ts``, the earliest rounded start of all ranks), then by the part of
+    a µs that the earliest exact start lies before it (HTA rounds starts up),
+    so that no exact time is negative."""
+    from .fastparse import EXACT_TS
+
+    frames = [df for df in trace.traces.values() if not df.empty and EXACT_TS in df.columns]
+    for df in frames:
+        df[EXACT_TS] = df[EXACT_TS] - trace.min_ts
+    early = min((float(df[EXACT_TS].min()) for df in frames), default=0.0)
+    if early < 0:
+        for df in frames:
+            df[EXACT_TS] = df[EXACT_TS] - early
 
 
 def file_info(path: Path, rank: int, source: str, meta: dict) -> TraceFileInfo:
