@@ -25,13 +25,17 @@ HTA's own parser, so the result, or the error raised, is HTA's.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import gzip
 import logging
+import operator
 import re
 from itertools import repeat
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from operator import attrgetter
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
+import msgspec
 import numpy as np
 import orjson
 import pandas as pd
@@ -230,21 +234,20 @@ class _Buffer:
         finally:
             buf[close + 1] = saved
 
-    def events_until(self, close: int) -> list:
-        """Parse the events from the start of the unread data to ``close`` (a ``}``)."""
+    @contextlib.contextmanager
+    def events_view(self, close: int) -> Iterator[memoryview]:
+        """The events from the start of the unread data to ``close`` (a ``}``)
+        as a JSON array, without a copy (valid inside the ``with`` only)."""
         buf = self.buf
         if self.start != 1:
             raise AssertionError("fill() first")
         saved = buf[close + 1]
         buf[close + 1] = 0x5D
         try:
-            with memoryview(buf) as mv:
-                events = orjson.loads(mv[0:close + 2])
+            with memoryview(buf) as mv, mv[0:close + 2] as view:
+                yield view
         finally:
             buf[close + 1] = saved
-        if set(map(type, events)) != {dict}:
-            raise Unsupported("an element of traceEvents is not an object")
-        return events
 
 
 _CLASS = np.zeros(256, dtype=np.int8)
@@ -296,20 +299,29 @@ def _exact_separator(data: bytes) -> Optional[Tuple[int, int]]:
     return None
 
 
-def _loads_events(piece: bytes) -> list:
-    events = orjson.loads(b"[" + piece + b"]")
-    if set(map(type, events)) != {dict}:
-        raise Unsupported("an element of traceEvents is not an object")
-    return events
-
-
 class _BadCut(Exception):
     """A piece sent to a worker did not parse: maybe a wrong cut, maybe bad JSON."""
 
 
-def _piece_from_bytes(raw: bytes, arg_specs) -> dict:
-    """Worker side: parse one run of events and compute its piece."""
+def _piece_from_bytes(raw, arg_specs) -> dict:
+    """One run of events (the bytes of a JSON array) as a piece (see
+    :func:`_piece`): decoded straight into typed structs (:func:`_typed_piece`)
+    when every event fits them, else into dicts (:func:`_piece`).
+
+    Raises:
+        _BadCut: ``raw`` is not valid JSON (a wrong cut, or bad JSON).
+        Unsupported: an element is not an object, or values the fast path
+            does not reproduce.
+    """
     with _gc_paused():
+        try:
+            events = _typed_decoder(arg_specs)[0].decode(raw)
+        except msgspec.ValidationError:
+            events = None  # a key or a value type the structs do not take: dicts
+        except msgspec.DecodeError as exc:
+            raise _BadCut(str(exc)) from None
+        if events is not None:
+            return _typed_piece(events, arg_specs)
         try:
             events = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -334,18 +346,31 @@ class _Pieces:
             from .. import workers
 
             self.pool = workers.pool(self.workers)
-        self.pending.append(self.pool.submit(_piece_from_bytes, raw, self.sink.args))
+        self.pending.append((self.pool.submit(_piece_from_bytes, raw, self.sink.args), raw))
         while len(self.pending) > 2 * self.workers:
-            self.sink.merge(self.pending.pop(0).result())
+            self._merge_first()
+
+    def _merge_first(self) -> None:
+        future, raw = self.pending.pop(0)
+        self.sink.merge(future.result(), raw)
 
     def drain(self) -> None:
         while self.pending:
-            self.sink.merge(self.pending.pop(0).result())
+            self._merge_first()
 
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
+
+
+def _merge_view(rd: _Buffer, close: int, sink: "_Frame", pieces: _Pieces) -> None:
+    """Parse the events up to ``close`` here and merge them after the pieces
+    still in workers. Raises :class:`_BadCut` when they are not valid JSON."""
+    with rd.events_view(close) as raw:
+        piece = _piece_from_bytes(raw, sink.args)
+        pieces.drain()
+        sink.merge(piece, raw)
 
 
 def _read(path: str, sink: "_Frame", workers: int = 1) -> dict:
@@ -386,16 +411,13 @@ def _read_from(rd: _Buffer, sink: "_Frame", pieces: _Pieces) -> dict:
             pieces.submit_bytes(rd.events_bytes(cut[0]))
         else:
             try:
-                events = rd.events_until(cut[0])
-            except orjson.JSONDecodeError:
+                _merge_view(rd, cut[0], sink, pieces)
+            except _BadCut:
                 exact = _exact_separator(rd.data())
                 if exact is None:
                     continue
                 cut = (exact[0] + rd.start, exact[1] + rd.start)
-                events = rd.events_until(cut[0])
-            pieces.drain()
-            sink.add(events)
-            del events
+                _merge_view(rd, cut[0], sink, pieces)
         rd.start = cut[1]
         after_comma = True
     pieces.drain()
@@ -408,9 +430,12 @@ def _read_from(rd: _Buffer, sink: "_Frame", pieces: _Pieces) -> dict:
     j = int(closing[0])
     tail = data[:j]
     if tail.strip(_WS):
-        events = _loads_events(tail)
-        sink.add(events)
-        del events
+        raw = b"[" + tail + b"]"
+        try:
+            piece = _piece_from_bytes(raw, sink.args)
+        except _BadCut as exc:
+            raise Unsupported(f"invalid JSON in the last events: {exc}") from None
+        sink.merge(piece, raw)
     elif after_comma:
         raise Unsupported("a comma after the last event")
     suffix = data[j + 1:]
@@ -547,6 +572,8 @@ def shared_values(values: list) -> list:
     are never merged. The shared objects must not be mutated in place.
     """
     seen: Dict[Any, Any] = {}
+    if set(map(type, values)) <= {int, str}:  # no two of these types compare equal
+        return list(map(seen.setdefault, values, values))
     out = []
     append, dumps = out.append, orjson.dumps
     for v in values:
@@ -568,6 +595,94 @@ def _codes(values: list) -> Tuple[list, np.ndarray]:
     return uniques, np.fromiter(map(ids.__getitem__, values), dtype=np.int64, count=len(values))
 
 
+#: The top-level keys of Kineto's events, the fields of the typed structs.
+_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id", "bp", "s")
+
+
+@functools.lru_cache(maxsize=8)
+def _typed_decoder(arg_specs: Tuple[Tuple[str, str, Any, bool], ...]):
+    """A msgspec decoder of a JSON array of events into structs, and the args
+    struct with its defaults. Every field defaults to the one NaN object
+    :data:`_NAN` (a missing key, as ``dict.get(key, NaN)`` reads it); args
+    default to HTA's defaults (``arg_specs``: name, raw name, default, whether
+    HTA keeps it as a Python object). Object args (shapes, types) stay JSON
+    text (``msgspec.Raw``), decoded once per distinct text (:func:`_decode_shared`).
+    The types are those of well-formed Kineto traces (``ts`` a number, ``pid``
+    an int or a string...); an unknown top-level key or another type raises
+    ``msgspec.ValidationError`` and the piece is decoded into dicts instead."""
+    args = msgspec.defstruct(
+        "Args", [(f"a{i}", msgspec.Raw, msgspec.Raw(orjson.dumps(default))) if obj else (f"a{i}", Any, default)
+                 for i, (_, _, default, obj) in enumerate(arg_specs)],
+        rename={f"a{i}": spec[1] for i, spec in enumerate(arg_specs)}, gc=False)
+    number, ident = Union[int, float], Union[int, str]
+    types = {"ph": str, "cat": str, "name": str, "pid": ident, "tid": ident, "ts": number, "dur": number,
+             "args": args, "id": Any, "bp": Any, "s": Any}
+    event = msgspec.defstruct("Event", [(k, types[k], _NAN) for k in _FIELDS], forbid_unknown_fields=True, gc=False)
+    return msgspec.json.Decoder(List[event]), args
+
+
+def _typed_piece(events: list, arg_specs) -> dict:
+    """:func:`_piece` for events decoded into the structs of :func:`_typed_decoder`.
+
+    A struct does not keep the order of its keys; ``first`` gives, for each
+    key, the first event holding it, and the merge reads the order of the keys
+    of such an event from the text only when two new keys first appear in it
+    (:func:`_key_order`)."""
+    n = len(events)
+    values: Dict[str, list] = {}
+    first: Dict[str, int] = {}
+    for k in _FIELDS:
+        if k in _DROPPED:
+            continue
+        vals = values[k] = list(map(attrgetter(k), events))
+        absent = vals.count(_NAN)  # identity first: counts the default object only
+        if absent == n:
+            continue
+        first[k] = 0 if not absent else next(i for i, v in enumerate(vals) if v is not _NAN)
+    getter = values.__getitem__
+
+    def kept_args(take: List[int]):
+        args = list(map(values["args"].__getitem__, take))
+        if args.count(_NAN):
+            default = _typed_decoder(arg_specs)[1]()
+            args = [default if a is _NAN else a for a in args]
+
+        def arg(i: int) -> Tuple[list, bool]:
+            vals = list(map(attrgetter(f"a{i}"), args))
+            return (_decode_shared(vals), True) if arg_specs[i][3] else (vals, False)
+        return arg
+
+    piece = _columns(n, set(first), getter, lambda: values.get("ph") or list(map(attrgetter("ph"), events)),
+                     kept_args, arg_specs)
+    piece["keys"] = sorted(first, key=first.__getitem__)
+    piece["first"] = first
+    return piece
+
+
+def _decode_shared(raws: List[msgspec.Raw]) -> list:
+    """The values of JSON texts, decoded once per distinct text: equal texts
+    give one shared object (see :func:`shared_values`)."""
+    texts = list(map(bytes, raws))
+    decoded = {t: msgspec.json.decode(t) for t in dict.fromkeys(texts)}
+    return list(map(decoded.__getitem__, texts))
+
+
+def _key_order(raw, first: Dict[str, int], keys: List[str]) -> List[str]:
+    """``keys`` (of a piece decoded into structs) in order of first appearance
+    in ``raw`` (the piece's JSON array): by first event, then by position in it."""
+    by_event: Dict[int, List[str]] = {}
+    for k in keys:
+        by_event.setdefault(first[k], []).append(k)
+    if all(len(v) == 1 for v in by_event.values()):
+        return sorted(keys, key=first.__getitem__)
+    texts = msgspec.json.decode(raw, type=List[msgspec.Raw])
+    out: List[str] = []
+    for i in sorted(by_event):
+        order = list(orjson.loads(bytes(texts[i])))
+        out += sorted(by_event[i], key=order.index)
+    return out
+
+
 def _piece(events: list, arg_specs: List[Tuple[str, str, Any]]) -> dict:
     """The columns of one run of events (a "piece"), with what merging needs to
     reproduce pandas over the whole array: each column's inferred type over
@@ -579,9 +694,33 @@ def _piece(events: list, arg_specs: List[Tuple[str, str, Any]]) -> dict:
     for k in keys:
         i = next(i for i, e in enumerate(events) if k in e)
         first[k] = (i, list(events[i]).index(k))
-    cats = list(map(dict.get, events, repeat("cat"), repeat(_NAN)))
-    durs = list(map(dict.get, events, repeat("dur"), repeat(_NAN)))
-    tss = list(map(dict.get, events, repeat("ts"), repeat(_NAN)))
+    cache: Dict[str, list] = {}
+
+    def getter(k: str) -> list:
+        if k not in cache:
+            cache[k] = list(map(dict.get, events, repeat(k), repeat(_NAN)))
+        return cache[k]
+
+    def kept_args(take: List[int]):
+        kept = list(map(events.__getitem__, take))
+        args = list(map(dict.get, kept, repeat("args"), repeat(_EMPTY)))
+        if set(map(type, args)) - {dict}:
+            args = [a if type(a) is dict else _EMPTY for a in args]
+        return lambda i: (list(map(dict.get, args, repeat(arg_specs[i][1]), repeat(arg_specs[i][2]))), False)
+
+    piece = _columns(n, keys, getter, lambda: list(map(dict.get, events, repeat("ph"))), kept_args, arg_specs)
+    piece["keys"] = sorted(keys, key=first.__getitem__)
+    piece["first"] = None
+    return piece
+
+
+def _columns(n: int, keys: set, getter, phases, kept_args, arg_specs) -> dict:
+    """The piece of ``n`` events (see :func:`_piece`) from accessors: ``keys``
+    present, ``getter(key)`` the values of a key (NaN where missing),
+    ``phases()`` the ``ph`` values, ``kept_args(rows)(i)`` the values of the
+    ``i``-th arg spec in those rows (HTA's default where missing) and whether
+    equal values are already one object."""
+    cats, durs, tss = getter("cat"), getter("dur"), getter("ts")
     dur_tag, dur_vals = _infer(durs)
     ts_tag, ts_vals = _infer(tss)
     for tag in (dur_tag, ts_tag):
@@ -592,7 +731,7 @@ def _piece(events: list, arg_specs: List[Tuple[str, str, Any]]) -> dict:
     if dur_null.any():
         # HTA drops complete ("X") events without dur silently; hand such a file to
         # the caller's validating path, which says how many were left out
-        phs = np.fromiter((p == "X" for p in map(dict.get, events, repeat("ph"))), dtype=bool, count=n)
+        phs = np.fromiter(map(operator.eq, phases(), repeat("X")), dtype=bool, count=n)
         if (phs & dur_null).any():
             raise Unsupported("complete events without dur")
     ok = {}
@@ -608,7 +747,6 @@ def _piece(events: list, arg_specs: List[Tuple[str, str, Any]]) -> dict:
     keep = np.fromiter(map(ok.__getitem__, cats), dtype=bool, count=n) & ~dur_null
     idx = np.flatnonzero(keep)
     take = idx.tolist()
-    kept_events = list(map(events.__getitem__, take))
     columns = {}
     for k in keys:
         if k in _DROPPED or k in ("args", "cat", "name"):
@@ -617,7 +755,7 @@ def _piece(events: list, arg_specs: List[Tuple[str, str, Any]]) -> dict:
             tag, vals = (ts_tag, ts_vals) if k == "ts" else (dur_tag, dur_vals)
             tag = "f8" if tag == "f8i" else tag
         else:
-            raw = list(map(dict.get, events, repeat(k), repeat(_NAN)))
+            raw = getter(k)
             tag, vals = _infer(raw)
             if tag == "f8i":  # ints and NaN: floats, unless another piece makes the column object
                 columns[k] = (tag, (vals[idx], list(map(raw.__getitem__, take))))
@@ -627,20 +765,20 @@ def _piece(events: list, arg_specs: List[Tuple[str, str, Any]]) -> dict:
         else:
             kept = list(map(vals.__getitem__, take))
             columns[k] = (tag, shared_values(kept) if tag == "obj" else kept)
-    args = list(map(dict.get, kept_events, repeat("args"), repeat(_EMPTY)))
-    if set(map(type, args)) - {dict}:
-        args = [a if type(a) is dict else _EMPTY for a in args]
+    arg_values = kept_args(take)
     arg_columns = {}
-    for name, raw_name, default in arg_specs:
-        raw = list(map(dict.get, args, repeat(raw_name), repeat(default)))
+    for i, spec in enumerate(arg_specs):
+        raw, shared = arg_values(i)
         tag, vals = _infer(raw)
-        arg_columns[name] = (tag, (vals, raw) if tag == "f8i" else shared_values(vals) if tag == "obj" else vals)
+        if tag == "obj" and not shared:
+            vals = shared_values(vals)
+        arg_columns[spec[0]] = (tag, (vals, raw) if tag == "f8i" else vals)
     return {
-        "n": n, "keys": sorted(keys, key=first.__getitem__), "has_args": "args" in keys,
+        "n": n, "has_args": "args" in keys,
         "cats_seen": cats_seen, "ts_any_null": bool(ts_null.any()),
         "end_any_null": bool((ts_null | dur_null).any()), "keep": idx,
         "cat": _codes(list(map(cats.__getitem__, take))),
-        "name": _codes(list(map(dict.get, kept_events, repeat("name"), repeat(_NAN)))),
+        "name": _codes(list(map(getter("name").__getitem__, take))),
         "columns": columns, "args": arg_columns,
     }
 
@@ -665,11 +803,12 @@ class _Frame:
     """Merges pieces of ``traceEvents`` (see :func:`_piece`) into the columns of HTA's dataframe."""
 
     def __init__(self, cfg) -> None:
-        self.args = [(a.name, a.raw_name, a.default_value) for a in cfg.get_args()]
+        self.args = tuple((a.name, a.raw_name, a.default_value, a.value_type.name == "Object")
+                          for a in cfg.get_args())
         self.n_events = 0
         self.keys: Dict[str, None] = {}  # top-level keys in order of first appearance
         self.columns: Dict[str, _Column] = {}
-        self.arg_columns = {name: _Column() for name, _, _ in self.args}
+        self.arg_columns = {spec[0]: _Column() for spec in self.args}
         self.kept_rows = 0
         self.positions: List[np.ndarray] = []
         self.cat = _Codes()
@@ -679,13 +818,16 @@ class _Frame:
         self.end_any_null = False
         self.cats_seen: set = set()
 
-    def add(self, events: list) -> None:
-        self.merge(_piece(events, self.args))
-
-    def merge(self, piece: dict) -> None:
+    def merge(self, piece: dict, raw) -> None:
+        """Append ``piece`` (of the events in ``raw``, a JSON array)."""
         base = self.n_events
         self.n_events += piece["n"]
-        for k in piece["keys"]:
+        keys = piece["keys"]
+        if piece["first"] is not None:  # structs: the order of new keys from the text
+            new = [k for k in keys if k not in self.keys]
+            if len(new) > 1:
+                keys = _key_order(raw, piece["first"], new)
+        for k in keys:
             if k not in self.keys:
                 self.keys[k] = None
                 if k not in _DROPPED and k not in ("args", "cat", "name"):
@@ -751,7 +893,7 @@ class _Frame:
             cols["dur"] = new_end - new_ts
             if not keep.all():
                 raise Unsupported("events whose ts is missing")
-        for name, _, _ in self.args:
+        for name, *_ in self.args:
             cols[name] = self.arg_columns[name].series()
         cols.update(exact)
 
