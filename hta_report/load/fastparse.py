@@ -40,6 +40,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from .whitespace import _IS_WS, Collapser
+
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever the dataframe this module produces may change (a parse-cache key).
@@ -172,12 +174,29 @@ def _gc_paused() -> Iterator[None]:
 # --------------------------------------------------------------------------- reading
 
 
+_WS_RUN = re.compile(rb"[ \t\n\r]*")
+
+
+def _ws_before(buf: bytearray, i: int, lo: int) -> int:
+    """The index of the last byte before ``i`` (not before ``lo``) that is not
+    whitespace, or ``lo - 1``."""
+    j = i - 1
+    for _ in range(16):  # the usual case: none or a few
+        if j < lo or buf[j] not in _WS:
+            return j
+        j -= 1
+    with memoryview(buf) as mv:
+        other = np.flatnonzero(~_IS_WS[np.frombuffer(mv[lo:j + 1], dtype=np.uint8)])
+    return lo + int(other[-1]) if len(other) else lo - 1
+
+
 class _Buffer:
     """Decompressed bytes read block by block into one reusable buffer.
 
     The unread data lives in ``buf[1:end]``; ``buf[0]`` holds ``[`` so that a run
     of events ``buf[1:j+1]`` parses as one JSON array once ``buf[j+1]`` is set to
-    ``]``, without copying it.
+    ``]``, without copying it. Unread data that grows past a block without an
+    event boundary has its runs of whitespace cut short (:meth:`squeeze`).
     """
 
     def __init__(self, path: str) -> None:
@@ -186,6 +205,30 @@ class _Buffer:
         self.buf[0] = 0x5B
         self.start = self.end = 1
         self.eof = False
+        self.collapser: Optional[Collapser] = None
+        self.clean = 1  # the unread data before this index is squeezed
+
+    def advance(self, start: int) -> None:
+        """Mark the data before ``start`` (outside any string) as read."""
+        self.start = self.clean = start
+        self.collapser = None
+
+    def squeeze(self) -> None:
+        """Once the unread data passes a block (no event ends in it: one huge
+        event, or a run of whitespace), cut each run of whitespace outside
+        strings in it to one byte (:class:`~hta_report.load.whitespace.Collapser`),
+        and then each block read until the next cut (:meth:`advance`): a valid
+        trace padded with gigabytes of whitespace is read in the memory of its
+        events."""
+        if self.collapser is None and self.end - self.start <= BLOCK_BYTES:
+            return
+        if self.collapser is None:
+            self.collapser, self.clean = Collapser(), self.start
+        with memoryview(self.buf) as mv:
+            text = bytes(mv[self.clean:self.end])
+        out = self.collapser.feed(text)
+        self.buf[self.clean:self.clean + len(out)] = out
+        self.end = self.clean = self.clean + len(out)
 
     def close(self) -> None:
         self.fh.close()
@@ -195,6 +238,7 @@ class _Buffer:
         buf, r = self.buf, self.end - self.start
         if self.start > 1:
             buf[1:1 + r] = buf[self.start:self.end]
+        self.clean -= self.start - 1
         self.start, self.end = 1, 1 + r
         if len(buf) - self.end < BLOCK_BYTES:
             buf.extend(bytes(BLOCK_BYTES + self.end - len(buf)))
@@ -213,12 +257,8 @@ class _Buffer:
         buf, lo, hi = self.buf, self.start, self.end
         i = buf.rfind(b",", lo, hi)
         while i > lo:
-            j = i - 1
-            while j >= lo and buf[j] in _WS:
-                j -= 1
-            k = i + 1
-            while k < hi and buf[k] in _WS:
-                k += 1
+            j = _ws_before(buf, i, lo)
+            k = _WS_RUN.match(buf, i + 1, hi).end()
             if j >= lo and buf[j] == 0x7D and k < hi and buf[k] == 0x7B:
                 return j, i + 1
             i = buf.rfind(b",", lo, i)
@@ -389,6 +429,7 @@ def _read_from(rd: _Buffer, sink: "_Frame", pieces: _Pieces) -> dict:
     head = None
     while head is None:  # the part before the traceEvents array (metadata, usually small)
         rd.fill()
+        rd.squeeze()
         prefix = rd.data()
         lead = prefix.lstrip(_WS)
         if lead and lead[:1] != b"{":
@@ -397,15 +438,18 @@ def _read_from(rd: _Buffer, sink: "_Frame", pieces: _Pieces) -> dict:
         for p in spos[(skind == 5) & (depth == 2)]:
             if _TRACE_EVENTS_KEY.search(prefix, max(0, int(p) - 64), int(p)):
                 head = prefix[: int(p) + 1]
-                rd.start += int(p) + 1
+                rd.advance(rd.start + int(p) + 1)
                 break
         if head is None and (rd.eof or len(prefix) > 64 * BLOCK_BYTES):
             raise Unsupported("no traceEvents array")
     after_comma = False
     while not rd.eof:
         rd.fill()
+        if rd.collapser is not None:  # squeezing since the last cut: squeeze the new block first
+            rd.squeeze()
         cut = rd.last_separator()
         if cut is None:
+            rd.squeeze()
             continue
         if pieces.workers > 1 and not rd.eof:  # parse in workers (a large file)
             pieces.submit_bytes(rd.events_bytes(cut[0]))
@@ -415,10 +459,11 @@ def _read_from(rd: _Buffer, sink: "_Frame", pieces: _Pieces) -> dict:
             except _BadCut:
                 exact = _exact_separator(rd.data())
                 if exact is None:
+                    rd.squeeze()
                     continue
                 cut = (exact[0] + rd.start, exact[1] + rd.start)
                 _merge_view(rd, cut[0], sink, pieces)
-        rd.start = cut[1]
+        rd.advance(cut[1])
         after_comma = True
     pieces.drain()
     # the rest: the last events, the closing bracket, the metadata after it
