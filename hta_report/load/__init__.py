@@ -81,7 +81,8 @@ def load_traces(
     candidates, unreadable = _checked(paths, max_trace_bytes)
     with quiet_hta():
         trace = _new_trace(candidates, trace_dir, loader)
-        good, notes = _parse_into(trace, candidates, loader, cache, unreadable)
+        with progress.current().stage(f"parse {len(candidates)} file(s) in all"):
+            good, notes = _parse_into(trace, candidates, loader, cache, unreadable)
         keys = [k for k, _ in good]
         paths = [p for _, p in good]
         metas = [trace.meta_data.get(k, {}) for k in keys]
