@@ -108,3 +108,44 @@ def test_collapser_keeps_the_json_value_and_cuts_every_run():
         assert Collapser().feed(out) == out  # no run of two whitespace bytes outside strings is left
     # each run keeps its first byte; the spaces inside the string stay
     assert Collapser().feed(b'{"a":  "  x  " ,  "b":[ 1 ,\n\n 2 ]}') == b'{"a": "  x  " , "b":[ 1 ,\n2 ]}'
+
+
+# --- the size cap, enforced while reading ---------------------------------------------------------
+
+
+def _small_bomb(path, mb: int, negative: bool = False):
+    """The trace of :func:`events` with ``mb`` MB of spaces between its events, gzipped."""
+    evs = [json.dumps(e).encode() for e in events(negative)]
+    with gzip.open(path, "wb") as f:
+        f.write(b'{"traceEvents": [' + evs[0] + b",")
+        for _ in range(mb):
+            f.write(b" " * 1_000_000)
+        f.write(b",".join(evs[1:]) + b"]}")
+    return path
+
+
+@pytest.mark.parametrize("loader", ["fast", "hta"])
+def test_gzip_over_the_cap_is_refused_by_either_reader(tmp_path, loader):
+    """The cap is checked while the file is inflated (not by inflating it once more
+    before parsing), by the fast reader and by HTA's path alike."""
+    from hta_report.api import analyze
+    from hta_report.errors import TraceError
+
+    _small_bomb(tmp_path / "rank-0.json.gz", 30)
+    with pytest.raises(TraceError, match="decompresses to more than the --max-trace-size cap of 20 MB"):
+        analyze(tmp_path, max_trace_bytes=20_000_000, loader=loader)
+    assert analyze(tmp_path, max_trace_bytes=40_000_000, loader=loader).ranks[0].steps.count == 2
+
+
+def test_a_parse_cached_under_a_larger_cap_does_not_pass_a_smaller_one(tmp_path):
+    from hta_report.api import analyze
+    from hta_report.cache import Cache
+    from hta_report.errors import TraceError
+
+    trace_dir = tmp_path / "t"
+    trace_dir.mkdir()
+    _small_bomb(trace_dir / "rank-0.json.gz", 30)
+    cache = Cache(tmp_path / "cache")
+    analyze(trace_dir, max_trace_bytes=40_000_000, cache=cache)
+    with pytest.raises(TraceError, match="cap of 20 MB"):
+        analyze(trace_dir, max_trace_bytes=20_000_000, cache=cache)

@@ -29,7 +29,7 @@ from .. import progress
 from ..cache import Cache
 from ..errors import TraceError
 from ..model import UnreadableTrace
-from . import validation
+from . import sizecap, validation
 from .discovery import find_trace_files
 from .parse import LOADERS, parse_files, report_parser_config, resolve_loader
 from .traces import (LoadedTraces, add_parsed_rank, align_and_filter, assign_ranks, file_info, quiet_hta, rekey,
@@ -82,7 +82,7 @@ def load_traces(
     with quiet_hta():
         trace = _new_trace(candidates, trace_dir, loader)
         with progress.current().stage(f"parse {len(candidates)} file(s) in all"):
-            good, notes = _parse_into(trace, candidates, loader, cache, unreadable)
+            good, notes = _parse_into(trace, candidates, loader, cache, unreadable, max_trace_bytes)
         keys = [k for k, _ in good]
         paths = [p for _, p in good]
         metas = [trace.meta_data.get(k, {}) for k in keys]
@@ -97,7 +97,9 @@ def load_traces(
 
 
 def _checked(paths: List[Path], max_trace_bytes: int) -> Tuple[List[Path], List[UnreadableTrace]]:
-    """The files that pass the checks before parsing, and the others with their reason.
+    """The files that pass the checks before parsing, and the others with their
+    reason. A gzip's decompressed size is checked while it is parsed
+    (:mod:`.sizecap`), not by inflating it once more here.
 
     Raises:
         TraceError: none passes.
@@ -108,7 +110,7 @@ def _checked(paths: List[Path], max_trace_bytes: int) -> Tuple[List[Path], List[
         try:
             if not path.name.endswith((".json", ".gz")):
                 raise TraceError("HTA reads only names ending in .json or .json.gz in lower case; rename it", path)
-            validation.check_file(path, max_trace_bytes)
+            validation.check_file(path, sizecap.precheck_cap(path, max_trace_bytes))
         except TraceError as exc:
             unreadable.append(UnreadableTrace(path=str(path), reason=exc.message))
             continue
@@ -144,7 +146,7 @@ def _new_trace(candidates: List[Path], trace_dir: Path, loader: str):
 
 
 def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cache],
-                unreadable: List[UnreadableTrace]) -> Tuple[List[Tuple[int, Path]], dict]:
+                unreadable: List[UnreadableTrace], max_bytes: int) -> Tuple[List[Tuple[int, Path]], dict]:
     """Parse every candidate into ``trace`` (under its index): the fast parser
     first, HTA's path (:mod:`.hta_parser`) for a file it does not reproduce
     exactly; a file that fails is appended to ``unreadable``.
@@ -162,18 +164,21 @@ def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cach
     cfg = trace.parser_config
     good: List[Tuple[int, Path]] = []
     notes = {}
-    parsed = parse_files(candidates, cfg, cache, loader, fallback=False) if loader == "fast" else None
+    parsed = (parse_files(candidates, cfg, cache, loader, fallback=False, max_bytes=max_bytes)
+              if loader == "fast" else None)
     try:
         for key, path in enumerate(candidates):
             try:
                 one = next(parsed) if parsed is not None else None
+                if one is not None and isinstance(one.error, TraceError):
+                    raise one.error  # over the size cap: not for HTA's parser either
                 why = _why_not_fast(one)
                 if why is None:
                     stages.record(f"parse {path.name}" + (" (from cache)" if one.cached else ""), one.seconds)
                     result = one.result
                 else:
                     with stages.stage(f"parse {path.name} (HTA's parser: {why})"):
-                        result, report = parse_with_hta(path, cfg, exact_times=True)
+                        result, report = parse_with_hta(path, cfg, exact_times=True, max_bytes=max_bytes)
                     notes[path] = report.warning()
                 if not add_parsed_rank(trace, key, result):
                     raise TraceError("holds no trace events HTA can analyze", path)

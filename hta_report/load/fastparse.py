@@ -39,6 +39,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from ..errors import TraceError
+from . import sizecap
 from .whitespace import _IS_WS, Collapser
 
 logger = logging.getLogger(__name__)
@@ -58,7 +60,7 @@ _NAN = float("nan")
 _EMPTY: dict = {}
 STR_DTYPE = pd.Series(["x"]).dtype  # what pandas infers for strings here (``str`` in pandas 3)
 _STEP_NUMBER = re.compile(r"ProfilerStep\s*#\s*(\d+)")
-_TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\Z')
+_TRACE_EVENTS_OPEN = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\[')
 _EXACT_FLOAT_INT = 2**53  # timestamps beyond this lose precision as float64
 
 
@@ -69,7 +71,8 @@ class Unsupported(Exception):
 # --------------------------------------------------------------------------- entry point
 
 
-def parse_trace_file(path, cfg=None, fallback: bool = True, workers: int = 1, exact_times: bool = False):
+def parse_trace_file(path, cfg=None, fallback: bool = True, workers: int = 1, exact_times: bool = False,
+                     max_bytes: Optional[int] = None):
     """Parse one Kineto trace like ``hta.common.trace.parse_trace_file``.
 
     Args:
@@ -82,10 +85,16 @@ def parse_trace_file(path, cfg=None, fallback: bool = True, workers: int = 1, ex
         workers: processes that parse pieces of a large file side by side
             (forked; 1: all in this process).
         exact_times: also keep the times HTA rounds (see :func:`add_exact_times`).
+        max_bytes: the size cap of a gzipped file, enforced while inflating it
+            (:mod:`hta_report.load.sizecap`); None: no cap.
 
     Returns:
         ``(meta, df, symbol_table)`` as HTA returns them (with ``exact_times``,
         plus the :data:`EXACT_TS` and :data:`EXACT_DUR` columns where HTA rounded).
+
+    Raises:
+        hta_report.errors.TraceError: the file inflates past ``max_bytes`` (never
+            handed to HTA's parser).
     """
     from hta.configs.parser_config import ParserConfig
 
@@ -97,10 +106,10 @@ def parse_trace_file(path, cfg=None, fallback: bool = True, workers: int = 1, ex
         _check_config(cfg)
         with _gc_paused():
             try:
-                return _parse(path, cfg, workers, exact_times)
+                return _parse(path, cfg, workers, exact_times, max_bytes)
             except _BadCut:  # a cut the parallel reader could not check: read again, in order
-                return _parse(path, cfg, 1, exact_times)
-    except (MemoryError, KeyboardInterrupt):
+                return _parse(path, cfg, 1, exact_times, max_bytes)
+    except (MemoryError, KeyboardInterrupt, TraceError):
         raise
     except Exception as exc:
         if not fallback:
@@ -203,8 +212,12 @@ class _Buffer:
     event boundary has its runs of whitespace cut short (:meth:`squeeze`).
     """
 
-    def __init__(self, path: str) -> None:
-        self.fh = (gzip_open if path.endswith(".gz") else open)(path, "rb")
+    def __init__(self, path: str, max_bytes: Optional[int] = None) -> None:
+        self.path = path
+        self.gz = path.endswith(".gz")
+        self.fh = (gzip_open if self.gz else open)(path, "rb")
+        self.max_bytes = max_bytes if self.gz else None
+        self.total = 0
         self.buf = bytearray(BLOCK_BYTES + 1)
         self.buf[0] = 0x5B
         self.start = self.end = 1
@@ -250,6 +263,8 @@ class _Buffer:
             n = self.fh.readinto(mv[self.end:self.end + BLOCK_BYTES])
         self.end += n
         self.eof = n == 0
+        self.total += n
+        sizecap.check(self.path, self.total, self.max_bytes)
 
     def data(self) -> bytes:
         return bytes(self.buf[self.start:self.end])
@@ -418,16 +433,28 @@ def _merge_view(rd: _Buffer, close: int, sink: "_Frame", pieces: _Pieces) -> Non
         sink.merge(piece, raw)
 
 
-def _read(path: str, sink: "_Frame", workers: int = 1) -> dict:
+def _read(path: str, sink: "_Frame", workers: int = 1, max_bytes: Optional[int] = None) -> dict:
     """Stream ``path``'s events into ``sink`` a block at a time; returns the
     parsed document with an empty ``traceEvents``."""
-    rd = _Buffer(path)
+    rd = _Buffer(path, max_bytes)
     pieces = _Pieces(sink, workers)
     try:
         return _read_from(rd, sink, pieces)
     finally:
         pieces.close()
         rd.close()
+
+
+def _events_array(prefix: bytes) -> Optional[int]:
+    """The index of the ``[`` opening the top-level ``traceEvents`` array in
+    ``prefix`` (the start of the document), or None. The bracket structure is
+    computed only up to each candidate, not over the whole block."""
+    for m in _TRACE_EVENTS_OPEN.finditer(prefix):
+        p = m.end() - 1
+        spos, skind, depth = _structure(prefix[: p + 1])
+        if len(spos) and spos[-1] == p and depth[-1] == 2:  # not inside a string or a nested value
+            return p
+    return None
 
 
 def _read_from(rd: _Buffer, sink: "_Frame", pieces: _Pieces) -> dict:
@@ -439,12 +466,10 @@ def _read_from(rd: _Buffer, sink: "_Frame", pieces: _Pieces) -> dict:
         lead = prefix.lstrip(_WS)
         if lead and lead[:1] != b"{":
             raise Unsupported("the document is not a JSON object")
-        spos, skind, depth = _structure(prefix)
-        for p in spos[(skind == 5) & (depth == 2)]:
-            if _TRACE_EVENTS_KEY.search(prefix, max(0, int(p) - 64), int(p)):
-                head = prefix[: int(p) + 1]
-                rd.advance(rd.start + int(p) + 1)
-                break
+        p = _events_array(prefix)
+        if p is not None:
+            head = prefix[: p + 1]
+            rd.advance(rd.start + p + 1)
         if head is None and (rd.eof or len(prefix) > 64 * BLOCK_BYTES):
             raise Unsupported("no traceEvents array")
     after_comma = False
@@ -801,14 +826,18 @@ def _columns(n: int, keys: set, getter, types, kept_args, arg_specs) -> dict:
             raise Unsupported("complete events without dur")
     cat_uniques, cat_codes = _codes(cats, check=False)
     cats_seen = set()
-    ok = np.zeros(len(cat_uniques), dtype=bool)
+    present = np.zeros(len(cat_uniques), dtype=bool)
     for i, c in enumerate(cat_uniques):
         if type(c) is str:
-            ok[i] = c != "Trace"
+            present[i] = True
             cats_seen.add(c)
         elif not (c is None or (type(c) is float and c != c)):
             raise Unsupported("a category that is not a string")
-    keep = ok[cat_codes] & ~dur_null if n else np.zeros(0, dtype=bool)
+    trace = np.array([c == "Trace" for c in cat_uniques], dtype=bool)
+    # HTA drops the rows without dur or cat, then the "Trace" rows (see _htas_index)
+    kept_first = present[cat_codes] & ~dur_null if n else np.zeros(0, dtype=bool)
+    is_trace = trace[cat_codes] if n else kept_first
+    keep = kept_first & ~is_trace
     idx = np.flatnonzero(keep)
     take = idx.tolist()
     columns = {}
@@ -841,6 +870,7 @@ def _columns(n: int, keys: set, getter, types, kept_args, arg_specs) -> dict:
         "n": n, "has_args": "args" in keys,
         "cats_seen": cats_seen, "ts_any_null": bool(ts_null.any()),
         "end_any_null": bool((ts_null | dur_null).any()), "keep": idx,
+        "trace_rows": np.flatnonzero(kept_first & is_trace),
         "cat": _kept_codes(cat_uniques, cat_codes, idx),
         "name": _kept_codes(*_codes(getter("name"), check=False), idx),
         "columns": columns, "args": arg_columns,
@@ -895,6 +925,7 @@ class _Frame:
         self.arg_columns = {spec[0]: _Column() for spec in self.args}
         self.kept_rows = 0
         self.positions: List[np.ndarray] = []
+        self.trace_rows: List[np.ndarray] = []  # rows HTA drops only for their category "Trace"
         self.cat = _Codes()
         self.name = _Codes()
         self.has_args = False
@@ -926,6 +957,8 @@ class _Frame:
         nk = len(keep)
         self.kept_rows += nk
         self.positions.append(keep + base)
+        if len(piece["trace_rows"]):
+            self.trace_rows.append(piece["trace_rows"] + base)
         self.cat.add(*piece["cat"])
         self.name.add(*piece["name"])
         for k, col in self.columns.items():
@@ -994,10 +1027,7 @@ class _Frame:
         cols["cat"] = pd.Series(cat_lut[cat_codes] if nrows else np.array([], dtype=np.int64))
         cols["name"] = pd.Series(name_lut[name_codes] if nrows else np.array([], dtype=np.int64))
 
-        if nrows == self.n_events:
-            index = pd.RangeIndex(nrows)
-        else:
-            index = pd.Index(positions, dtype=np.int64)
+        index = _htas_index(self.n_events, positions, np.concatenate(self.trace_rows) if self.trace_rows else None)
         df = pd.DataFrame({k: (v.to_numpy() if isinstance(v, pd.Series) and not isinstance(v.dtype, pd.StringDtype)
                                else v.array if isinstance(v, pd.Series) else v)
                            for k, v in cols.items()}, index=index, copy=False)
@@ -1007,6 +1037,28 @@ class _Frame:
             if df[col].dtype.kind == "i":
                 df[col] = pd.to_numeric(df[col], errors="coerce", downcast="integer")
         return df, table
+
+
+def _htas_index(n_events: int, kept: np.ndarray, trace_rows: Optional[np.ndarray]) -> pd.Index:
+    """The index of HTA's frame: the positions ``kept`` of ``n_events``, as a
+    ``RangeIndex`` or an ``Index`` as pandas makes it. ``_compress_df`` first
+    drops the rows without ``dur`` or ``cat`` (``dropna``), then the rows of
+    category ``Trace`` (``trace_rows``, None: none), and pandas keeps a range
+    where the labels left are equally spaced, depending on the version. Both
+    steps are done here by pandas on a two-column stand-in."""
+    if trace_rows is None and len(kept) == n_events:
+        return pd.RangeIndex(n_events)
+    first = np.zeros(n_events, dtype=bool)
+    first[kept] = True
+    trace = np.zeros(n_events, dtype=bool)
+    if trace_rows is not None:
+        first[trace_rows] = True
+        trace[trace_rows] = True
+    probe = pd.DataFrame({"dur": np.where(first, 1.0, np.nan), "trace": trace})
+    probe = probe.dropna(axis=0, subset=["dur"])
+    if trace_rows is not None:
+        probe = probe.drop(probe[probe["trace"]].index)
+    return probe.index
 
 
 def _null_mask(tag: str, vals: Any, n: int) -> np.ndarray:
@@ -1020,12 +1072,12 @@ def _null_mask(tag: str, vals: Any, n: int) -> np.ndarray:
 # --------------------------------------------------------------------------- HTA's post-processing
 
 
-def _parse(path: str, cfg, workers: int = 1, exact_times: bool = False):
+def _parse(path: str, cfg, workers: int = 1, exact_times: bool = False, max_bytes: Optional[int] = None):
     from hta.common.trace import add_fwd_bwd_links, transform_correlation_to_index
     from hta.common.trace_parser import MetaDataKey, infer_gpu_type
 
     sink = _Frame(cfg)
-    doc = _read(path, sink, workers)
+    doc = _read(path, sink, workers, max_bytes)
     meta = {k: v for k, v in doc.items() if k != "traceEvents"}
     df, table = sink.frame(exact_times)
     meta[str(MetaDataKey.DEVICE_TYPE)] = infer_gpu_type(meta, table.get_sym_id_map())

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 from ..errors import TraceError
-from . import validation
+from . import sizecap, validation
 from .whitespace import Collapser
 
 
-def read_document(path: Path, kinds: Optional[Dict[str, str]] = None) -> Tuple[Dict[str, Any],
-                                                                            validation.EventReport]:
+def read_document(path: Path, kinds: Optional[Dict[str, str]] = None,
+                  max_bytes: Optional[int] = None) -> Tuple[Dict[str, Any], validation.EventReport]:
     """The trace document of ``path`` (UTF-8 JSON, gzipped or not), checked,
     with the events HTA cannot analyze left out, and the report of what was
     left out.
@@ -32,6 +32,7 @@ def read_document(path: Path, kinds: Optional[Dict[str, str]] = None) -> Tuple[D
         path: a ``.json`` or ``.json.gz`` file.
         kinds: arg name -> value kind of the args that become columns
             (:func:`~hta_report.load.validation.arg_kinds`).
+        max_bytes: the size cap of a gzipped file (see :func:`read_squeezed`).
 
     Raises:
         hta_report.errors.TraceError: the file cannot be read or decoded, is
@@ -39,7 +40,7 @@ def read_document(path: Path, kinds: Optional[Dict[str, str]] = None) -> Tuple[D
             reason naming ``path``).
     """
     try:
-        raw = read_squeezed(path)
+        raw = read_squeezed(path, max_bytes)
         text = validation.decode_text(raw, path)
         del raw
         doc = json.loads(text)
@@ -61,25 +62,33 @@ SQUEEZE_AFTER = 64 << 20
 _CHUNK = 16 << 20
 
 
-def read_squeezed(path: Path) -> bytes:
+def read_squeezed(path: Path, max_bytes: Optional[int] = None) -> bytes:
     """The decompressed bytes of ``path``; past :data:`SQUEEZE_AFTER`, each
     run of whitespace outside strings is cut to its first byte
     (:class:`~hta_report.load.whitespace.Collapser`), so that the memory
     follows the content of the file, not its bytes (a 3.4 MB gzip can hold
     3.5 GB of spaces). The JSON value is the same; line and column numbers in
-    a JSON error then count the squeezed text.
+    a JSON error then count the squeezed text. A gzip that inflates past
+    ``max_bytes`` (None: no cap) is refused as soon as it does
+    (:mod:`~hta_report.load.sizecap`).
 
     Raises:
+        hta_report.errors.TraceError: over ``max_bytes``.
         OSError, EOFError, zlib.error: the file cannot be read or decompressed.
     """
+    gz = validation.is_gzip_name(path)
+    inflated = 0
     chunks = []
     total = 0
     collapser = None
-    with (gzip.open(path, "rb") if validation.is_gzip_name(path) else open(path, "rb")) as fh:
+    with (gzip.open(path, "rb") if gz else open(path, "rb")) as fh:
         while True:
             chunk = fh.read(_CHUNK)
             if not chunk:
                 break
+            inflated += len(chunk)
+            if gz:
+                sizecap.check(path, inflated, max_bytes)
             if collapser is not None:
                 chunks.append(collapser.feed(chunk))
                 continue
@@ -91,19 +100,21 @@ def read_squeezed(path: Path) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def parse_with_hta(path: Path, cfg, exact_times: bool = False) -> Tuple[tuple, validation.EventReport]:
+def parse_with_hta(path: Path, cfg, exact_times: bool = False,
+                   max_bytes: Optional[int] = None) -> Tuple[tuple, validation.EventReport]:
     """``(meta, df, symbol_table)`` for ``path`` as HTA's ``parse_trace_file``
     returns them with the JSON backend and ``cfg`` (HTA's ``ParserConfig``),
     built from :func:`read_document`'s checked document; and the report of the
     events left out. With ``exact_times``, the df also holds the exact times
-    HTA rounds (:func:`~hta_report.load.fastparse.add_exact_times`).
+    HTA rounds (:func:`~hta_report.load.fastparse.add_exact_times`);
+    ``max_bytes``: the size cap of a gzipped file.
 
     Raises:
         hta_report.errors.TraceError: as :func:`read_document`.
         Exception: whatever HTA raises on a document it cannot handle (the
             caller names the file).
     """
-    doc, report = read_document(path, validation.arg_kinds(cfg.get_args()))
+    doc, report = read_document(path, validation.arg_kinds(cfg.get_args()), max_bytes)
     return hta_frame(doc, cfg, exact_times), report
 
 
