@@ -97,9 +97,15 @@ class LoadedTraces:
     def analysis_for(self, ranks: List[int]):
         """An HTA ``TraceAnalysis`` restricted to ``ranks`` (sharing the parsed
         data). HTA's whole-trace analyses (temporal and kernel breakdowns) fail
-        on ranks without GPU events, so callers pass only the ranks that have them."""
+        on ranks without GPU events, so callers pass only the ranks that have them.
+        The frames it sees hold only what the analyses the report takes from
+        HTA read (:func:`hta_rows`): HTA copies whole frames (its launch
+        statistics copy every CPU and every GPU row), and the rows and columns
+        it never reads were most of the memory and time of those copies. HTA's
+        figures are the same: ``tests/test_hta_parity.py`` and the
+        benchmark's parity check compare them with HTA's own run."""
         sub = copy.copy(self.trace)
-        sub.traces = {r: self.trace.traces[r] for r in ranks}
+        sub.traces = {r: hta_rows(self.trace.traces[r], self.symbols) for r in ranks}
         sub.meta_data = {r: self.trace.meta_data[r] for r in ranks if r in self.trace.meta_data}
         return hta_view(sub)
 
@@ -107,6 +113,35 @@ class LoadedTraces:
     def symbols(self) -> List[str]:
         """HTA's symbol table: id -> string for the ``name`` and ``cat`` columns."""
         return self.trace.symbol_table.get_sym_table()
+
+
+#: Columns of the loaded frames that HTA's analyses do not read: the shapes and
+#: types of ops (the misaligned-GEMM rule) and the exact times of fractional-µs
+#: traces (``hta_report.load.fastparse.EXACT_COLUMNS``).
+OURS_ONLY = ("input_dims", "input_type", "exact_ts", "exact_dur")
+
+
+#: Host-side categories HTA's analyses read: the calls that launch GPU work
+#: (launch statistics, queue length, the host wait of the idle breakdown).
+RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")
+
+
+def hta_rows(df, symbols: List[str]) -> "pd.DataFrame":
+    """The part of a rank's frame that HTA's analyses of the report read
+    (temporal, idle-time and kernel breakdowns, communication overlap, launch
+    statistics, queue length): the GPU rows (``stream`` not -1) and the runtime
+    calls (:data:`RUNTIME_CATEGORIES`), which GPU rows point to through
+    ``index_correlation``, without the columns only our analyses read
+    (:data:`OURS_ONLY`). CPU ops and annotations, most of a trace, are not
+    read: their steps are already in the ``iteration`` column."""
+    import numpy as np
+
+    runtime = [i for i, s in enumerate(symbols) if s in RUNTIME_CATEGORIES]
+    keep = df["stream"].to_numpy() != -1
+    if runtime:
+        keep |= np.isin(df["cat"].to_numpy(), runtime)
+    columns = [c for c in df.columns if c not in OURS_ONLY]
+    return df.loc[keep, columns]
 
 
 def add_parsed_rank(trace, key: int, parsed: tuple) -> bool:
