@@ -7,6 +7,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from ..load.exact import EXACT_DUR, EXACT_TS
 from . import intervals
 
 #: HTA's kernel type names (``hta.utils.utils.KernelType``).
@@ -37,9 +38,6 @@ def thread_codes(df: pd.DataFrame) -> np.ndarray:
     return pid.astype(np.int64) * (int(tid.max()) + 1 if len(tid) else 1) + tid
 
 
-#: The loader's exact times beside HTA's rounded ``ts``/``dur`` (fractional-µs traces;
-#: ``hta_report.load.fastparse.EXACT_COLUMNS``), already aligned like ``ts``.
-EXACT_TS, EXACT_DUR = "exact_ts", "exact_dur"
 #: HTA's columns no analysis of ours reads (``name``/``cat`` are decoded into
 #: ``s_name``/``s_cat``; the exact times replace ``ts``/``dur``).
 UNUSED_COLUMNS = ("index", "name", "cat", "index_correlation", "iteration", "end", EXACT_TS, EXACT_DUR)

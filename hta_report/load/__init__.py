@@ -221,7 +221,7 @@ def _unclean(df) -> Optional[str]:
     such events out (or names what is missing) and says how many."""
     import pandas as pd
 
-    from .fastparse import EXACT_DUR, EXACT_TS
+    from .exact import EXACT_DUR, EXACT_TS
 
     if df.empty or "ts" not in df.columns or "dur" not in df.columns:
         return "no events with ts and dur"  # the validating path names what is missing

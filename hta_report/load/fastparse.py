@@ -41,16 +41,13 @@ import pandas as pd
 
 from ..errors import TraceError
 from . import sizecap
-from .whitespace import _IS_WS, Collapser
+from .exact import EXACT_COLUMNS, EXACT_DUR, EXACT_TS, will_round  # noqa: F401 (the columns, re-exported)
+from .whitespace import IS_WHITESPACE, Collapser
 
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever the dataframe this module produces may change (a parse-cache key).
 PARSER_VERSION = "2"
-#: Columns beside HTA's with the exact ``ts`` and ``dur`` (µs, float64) of
-#: traces whose fractional times HTA rounds to whole µs (``exact_times``).
-EXACT_TS, EXACT_DUR = "exact_ts", "exact_dur"
-EXACT_COLUMNS = (EXACT_TS, EXACT_DUR)
 #: Bytes of decompressed JSON read at a time; one block's events are parsed together.
 BLOCK_BYTES = 8 << 20
 #: Columns HTA drops from the event dataframe.
@@ -58,6 +55,7 @@ _DROPPED = frozenset(("ph", "id", "bp", "s"))
 _WS = b" \t\n\r"
 _NAN = float("nan")
 _EMPTY: dict = {}
+_ABSENT = object()
 STR_DTYPE = pd.Series(["x"]).dtype  # what pandas infers for strings here (``str`` in pandas 3)
 _STEP_NUMBER = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 _TRACE_EVENTS_OPEN = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\[')
@@ -84,7 +82,7 @@ def parse_trace_file(path, cfg=None, fallback: bool = True, workers: int = 1, ex
             or the error instead (for tests).
         workers: processes that parse pieces of a large file side by side
             (forked; 1: all in this process).
-        exact_times: also keep the times HTA rounds (see :func:`add_exact_times`).
+        exact_times: also keep the times HTA rounds (see :func:`hta_report.load.exact.add_exact_times`).
         max_bytes: the size cap of a gzipped file, enforced while inflating it
             (:mod:`hta_report.load.sizecap`); None: no cap.
 
@@ -131,30 +129,6 @@ def hta_parse_trace_file(path, cfg=None, exact_times: bool = False):
     return _hta(str(path), cfg)
 
 
-def add_exact_times(df: pd.DataFrame) -> None:
-    """Before HTA's ``round_down_time_stamps``: when it will round (``ts`` is
-    float64, i.e. fractional µs, and HTA's ns rounding is on), copy the exact
-    ``ts`` and ``dur`` (µs, float64) into :data:`EXACT_TS` and
-    :data:`EXACT_DUR`; the columns then follow every row HTA keeps.
-
-    HTA rounds each event inward to whole µs (``ts`` up, ``ts + dur`` down), so
-    a sub-µs event gets ``dur`` -1 or 0; HTA's own analyses run on those
-    rounded values, ours on these (:class:`hta_report.analysis.events.RankEvents`).
-    """
-    if not will_round(df["ts"].dtype):
-        return
-    df[EXACT_TS] = df["ts"].to_numpy(dtype=np.float64, copy=True)
-    df[EXACT_DUR] = (df["dur"].to_numpy(dtype=np.float64, copy=True) if "dur" in df.columns
-                     else np.full(len(df), np.nan))
-
-
-def will_round(ts_dtype) -> bool:
-    """Whether HTA's ``round_down_time_stamps`` rounds a ``ts`` column of this dtype."""
-    import hta.configs.env_options as hta_options
-
-    return ts_dtype == np.float64 and not hta_options.disable_ns_rounding()
-
-
 def _check_config(cfg) -> None:
     from hta.common.trace_parser import get_default_trace_parsing_backend
     from hta.configs.parser_config import ParserBackend
@@ -199,7 +173,7 @@ def _ws_before(buf: bytearray, i: int, lo: int) -> int:
             return j
         j -= 1
     with memoryview(buf) as mv:
-        other = np.flatnonzero(~_IS_WS[np.frombuffer(mv[lo:j + 1], dtype=np.uint8)])
+        other = np.flatnonzero(~IS_WHITESPACE[np.frombuffer(mv[lo:j + 1], dtype=np.uint8)])
     return lo + int(other[-1]) if len(other) else lo - 1
 
 
@@ -597,6 +571,7 @@ class _Column:
         """The column's tag and its values (numpy array or list) for the kept rows."""
         tag = self.tag()
         parts = []
+        decoded: Dict[bytes, Any] = {}  # JSON text -> its value, shared by the pieces
         for t, vals in self.pieces:
             if t == "empty":
                 continue
@@ -616,6 +591,8 @@ class _Column:
                     parts.append([_NAN] * vals)
                 elif isinstance(vals, np.ndarray):  # a numeric piece of an object column
                     parts.append(shared_values(vals.tolist()))
+                elif isinstance(vals, _Texts):
+                    parts.append(_decoded(vals, decoded))
                 else:
                     parts.append(vals)
         if tag in ("i8", "f8", "bool"):
@@ -634,6 +611,18 @@ class _Column:
         if tag == "obj":
             return pd.Series(values, dtype=object)
         return pd.Series(values)
+
+
+def _decoded(piece: "_Texts", decoded: Dict[bytes, Any]) -> list:
+    """The values of a :class:`_Texts` piece, each distinct text decoded once
+    across pieces (``decoded``: text -> value)."""
+    values = np.empty(len(piece.texts), dtype=object)
+    for i, text in enumerate(piece.texts):
+        value = decoded.get(text, _ABSENT)
+        if value is _ABSENT:
+            value = decoded[text] = msgspec.json.decode(text)
+        values[i] = value
+    return values[piece.codes].tolist() if len(piece.codes) else []
 
 
 def shared_values(values: list) -> list:
@@ -708,8 +697,8 @@ def _typed_piece(events: list, arg_specs) -> dict:
     of such an event from the text only when two new keys first appear in it
     (:func:`_key_order`)."""
     n = len(events)
-    fields = [k for k in _FIELDS if k not in _DROPPED] + ["ph"]
-    values = dict(zip(fields, zip(*map(attrgetter(*fields), events)))) if n else {k: () for k in fields}
+    values = _struct_fields(events)
+    fields = list(values)
     types = {k: set(map(type, values[k])) for k in fields}
     first: Dict[str, int] = {}
     for k in fields[:-1]:  # present where not the NaN default; a float only there, but in ts and dur
@@ -742,6 +731,15 @@ def _typed_piece(events: list, arg_specs) -> dict:
     return piece
 
 
+def _struct_fields(events: list) -> Dict[str, list]:
+    """The values of the fields the columns are built from (not ``id``, ``bp``,
+    ``s``), one list per field, ``ph`` last. A comprehension per field reads
+    attributes about twice as fast as ``zip(*map(attrgetter(...)))``."""
+    return {"cat": [e.cat for e in events], "name": [e.name for e in events], "pid": [e.pid for e in events],
+            "tid": [e.tid for e in events], "ts": [e.ts for e in events], "dur": [e.dur for e in events],
+            "args": [e.args for e in events], "ph": [e.ph for e in events]}
+
+
 def _first_present(values) -> int:
     """Index of the first value that is not the missing-key default."""
     for i, v in enumerate(values):
@@ -750,12 +748,32 @@ def _first_present(values) -> int:
     return len(values)
 
 
-def _decode_shared(raws: List[msgspec.Raw]) -> list:
-    """The values of JSON texts, decoded once per distinct text: equal texts
-    give one shared object (see :func:`shared_values`)."""
+class _Texts:
+    """An object column of a piece as its distinct JSON texts and, per row, the
+    index of its text: what a worker sends back instead of the objects. The
+    frame decodes each distinct text of all pieces once (:meth:`_Column.build`),
+    so that the objects it keeps (shapes, types) are few, shared and made
+    together, not one set per piece left scattered through the heap."""
+
+    __slots__ = ("texts", "codes")
+
+    def __init__(self, texts: List[bytes], codes: np.ndarray) -> None:
+        self.texts, self.codes = texts, codes
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+
+def _decode_shared(raws: List[msgspec.Raw]) -> Tuple[list, Optional[_Texts]]:
+    """The values of JSON texts, decoded once per distinct text (equal texts
+    give one shared object, see :func:`shared_values`), and the same as
+    :class:`_Texts`."""
     texts = list(map(bytes, raws))
-    decoded = {t: msgspec.json.decode(t) for t in dict.fromkeys(texts)}
-    return list(map(decoded.__getitem__, texts))
+    uniques = list(dict.fromkeys(texts))
+    decoded = {t: msgspec.json.decode(t) for t in uniques}
+    ids = {t: i for i, t in enumerate(uniques)}
+    codes = np.fromiter(map(ids.__getitem__, texts), dtype=np.int32, count=len(texts))
+    return list(map(decoded.__getitem__, texts)), _Texts(uniques, codes)
 
 
 def _key_order(raw, first: Dict[str, int], keys: List[str]) -> List[str]:
@@ -862,9 +880,12 @@ def _columns(n: int, keys: set, getter, types, kept_args, arg_specs) -> dict:
     arg_columns = {}
     for i, spec in enumerate(arg_specs):
         raw, shared = arg_values(i)
+        texts = None
+        if shared:
+            raw, texts = raw
         tag, vals = _infer(raw)
-        if tag == "obj" and not shared:
-            vals = shared_values(vals)
+        if tag == "obj":
+            vals = texts if texts is not None else shared_values(vals)
         arg_columns[spec[0]] = (tag, (vals, raw) if tag == "f8i" else vals)
     return {
         "n": n, "has_args": "args" in keys,
@@ -971,7 +992,7 @@ class _Frame:
 
     def frame(self, exact_times: bool = False):
         """HTA's dataframe (``_compress_df`` done) and local symbol table; with
-        ``exact_times``, plus the exact times where HTA rounds (:func:`add_exact_times`)."""
+        ``exact_times``, plus the exact times where HTA rounds (:mod:`hta_report.load.exact`)."""
         from hta.common.trace_symbol_table import TraceSymbolTable
 
         if "cuda_profiler_range" in self.cats_seen:
@@ -1000,7 +1021,7 @@ class _Frame:
             ts = cols["ts"].to_numpy(dtype=np.float64)
             dur = cols["dur"].to_numpy(dtype=np.float64)
             end = ts + dur
-            if exact_times:  # see add_exact_times
+            if exact_times:  # see exact.add_exact_times
                 exact = {EXACT_TS: ts, EXACT_DUR: dur}
             ts_c, end_f = np.ceil(ts), np.floor(end)
             keep = ~np.isnan(end_f)

@@ -106,7 +106,7 @@ def parse_with_hta(path: Path, cfg, exact_times: bool = False,
     returns them with the JSON backend and ``cfg`` (HTA's ``ParserConfig``),
     built from :func:`read_document`'s checked document; and the report of the
     events left out. With ``exact_times``, the df also holds the exact times
-    HTA rounds (:func:`~hta_report.load.fastparse.add_exact_times`);
+    HTA rounds (:func:`~hta_report.load.exact.add_exact_times`);
     ``max_bytes``: the size cap of a gzipped file.
 
     Raises:
@@ -138,7 +138,7 @@ def hta_frame(doc: Dict[str, Any], cfg, exact_times: bool = False) -> tuple:
     """``(meta, df, symbol_table)`` from a parsed trace document with HTA's own
     functions, in the order ``hta.common.trace.parse_trace_file`` calls them
     for its JSON backend (``doc["traceEvents"]`` is consumed). With
-    ``exact_times``, :func:`~hta_report.load.fastparse.add_exact_times` runs
+    ``exact_times``, :func:`~hta_report.load.exact.add_exact_times` runs
     before HTA rounds the times.
 
     Raises:
@@ -148,7 +148,7 @@ def hta_frame(doc: Dict[str, Any], cfg, exact_times: bool = False) -> tuple:
     from hta.common.trace import add_fwd_bwd_links, add_iteration, transform_correlation_to_index
     from hta.common.trace_parser import MetaDataKey, _compress_df, infer_gpu_type, round_down_time_stamps
 
-    from .fastparse import add_exact_times
+    from .exact import add_exact_times
 
     meta = {k: v for k, v in doc.items() if k != "traceEvents"}
     # hta.common.trace_parser._parse_trace_dataframe_json, from the document

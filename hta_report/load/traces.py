@@ -117,7 +117,7 @@ class LoadedTraces:
 
 #: Columns of the loaded frames that HTA's analyses do not read: the shapes and
 #: types of ops (the misaligned-GEMM rule) and the exact times of fractional-µs
-#: traces (``hta_report.load.fastparse.EXACT_COLUMNS``).
+#: traces (``hta_report.load.exact.EXACT_COLUMNS``).
 OURS_ONLY = ("input_dims", "input_type", "exact_ts", "exact_dur")
 
 
@@ -226,7 +226,7 @@ def rekey(trace, keys: List[int], ranks: List[int], paths: List[Path]) -> None:
 def align_and_filter(trace, include_last_step: Optional[bool], where: Path) -> bool:
     """HTA's ``align_and_filter_trace`` and re-indexing, as ``Trace.load_traces``
     does them; the exact times beside HTA's rounded ones (``exact_ts``, see
-    :func:`hta_report.load.fastparse.add_exact_times`) are moved with them
+    :mod:`hta_report.load.exact`) are moved with them
     (:func:`_align_exact_times`). ``include_last_step`` None (auto) keeps the last step only when
     some rank has fewer than two steps. Returns whether it was kept.
 
@@ -258,7 +258,7 @@ def _align_exact_times(trace) -> None:
     ``min_ts``, the earliest rounded start of all ranks), then by the part of
     a µs that the earliest exact start lies before it (HTA rounds starts up),
     so that no exact time is negative."""
-    from .fastparse import EXACT_TS
+    from .exact import EXACT_TS
 
     frames = [df for df in trace.traces.values() if not df.empty and EXACT_TS in df.columns]
     for df in frames:

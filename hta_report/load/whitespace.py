@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-_IS_WS = np.zeros(256, dtype=bool)
-_IS_WS[list(b" \t\r\n")] = True
+#: byte -> whether it is JSON whitespace (space, tab, CR, LF)
+IS_WHITESPACE = np.zeros(256, dtype=bool)
+IS_WHITESPACE[list(b" \t\r\n")] = True
 _WS = b" \t\r\n"
 _QUOTE, _BACKSLASH = 0x22, 0x5C
 
@@ -64,7 +65,7 @@ class Collapser:
         inside = np.bitwise_xor.accumulate(toggles).view(bool)
         if self.in_string:
             inside = ~inside
-        ws = _IS_WS[a] & ~inside
+        ws = IS_WHITESPACE[a] & ~inside
         drop = ws.copy()
         drop[1:] &= ws[:-1]
         drop[0] &= self.after_ws
