@@ -57,9 +57,11 @@ def self_times(cpu: pd.DataFrame) -> np.ndarray:
 def _named(rows: pd.DataFrame, self_col: np.ndarray = None, limit: int = 0) -> List[NamedTime]:
     if rows.empty:
         return []
-    df = pd.DataFrame({"name": rows["s_name"].to_numpy(), "dur": rows["dur"].to_numpy(dtype=float),
+    # grouped by the categorical's codes (its categories are sorted: the groups come in the
+    # order plain strings would give), not by an object array of one string per row
+    df = pd.DataFrame({"name": rows["s_name"].array, "dur": rows["dur"].to_numpy(dtype=float),
                        "selft": self_col if self_col is not None else rows["dur"].to_numpy(dtype=float)})
-    g = df.groupby("name").agg(count=("dur", "size"), total=("dur", "sum"), selft=("selft", "sum"))
+    g = df.groupby("name", observed=True).agg(count=("dur", "size"), total=("dur", "sum"), selft=("selft", "sum"))
     g = g.sort_values("selft" if self_col is not None else "total", ascending=False)
     if limit:
         g = g.head(limit)
@@ -110,5 +112,5 @@ def cpu_side(ev: RankEvents, top: int = 15) -> CpuSide:
         sync_us_per_step=sync_per_step,
         sync_pct=100 * sync_per_step / step_us if step_us else 0.0,
         sync_events=_named(sync),
-        top_ops=_named(ops[is_op], self_t[is_op], limit=top),
+        top_ops=_named(ops.loc[is_op, ["s_name", "dur"]], self_t[is_op], limit=top),
     )
