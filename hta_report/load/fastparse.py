@@ -776,6 +776,21 @@ def _decode_shared(raws: List[msgspec.Raw]) -> Tuple[list, Optional[_Texts]]:
     return list(map(decoded.__getitem__, texts)), _Texts(uniques, codes)
 
 
+def _first_texts(raw, count: int, prefix: int = 1 << 16) -> List[msgspec.Raw]:
+    """The texts of the first ``count`` (or more) events of ``raw`` (a JSON
+    array of events): from its first ``prefix`` bytes cut after an event
+    when they hold enough (the usual case: new keys appear in the first
+    events), else from all of it."""
+    with memoryview(raw) as mv:
+        head = bytes(mv[1:prefix])
+    cut = _exact_separator(head) if len(raw) > prefix else None
+    if cut is not None:
+        texts = msgspec.json.decode(b"[" + head[:cut[0] + 1] + b"]", type=List[msgspec.Raw])
+        if len(texts) >= count:
+            return texts
+    return msgspec.json.decode(raw, type=List[msgspec.Raw])
+
+
 def _key_order(raw, first: Dict[str, int], keys: List[str]) -> List[str]:
     """``keys`` (of a piece decoded into structs) in order of first appearance
     in ``raw`` (the piece's JSON array): by first event, then by position in it."""
@@ -784,7 +799,7 @@ def _key_order(raw, first: Dict[str, int], keys: List[str]) -> List[str]:
         by_event.setdefault(first[k], []).append(k)
     if all(len(v) == 1 for v in by_event.values()):
         return sorted(keys, key=first.__getitem__)
-    texts = msgspec.json.decode(raw, type=List[msgspec.Raw])
+    texts = _first_texts(raw, max(by_event) + 1)
     out: List[str] = []
     for i in sorted(by_event):
         order = list(orjson.loads(bytes(texts[i])))
