@@ -20,6 +20,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from . import progress
 from .cache import Cache, ResultCache, as_cache
 from .errors import InputError, PartialInputError
+from .files import location
 from .model import AnalysisResult, Comparison
 from .output import write_all_atomic
 from .render import format_for_path, reporter
@@ -32,7 +33,8 @@ Outputs = Sequence[Tuple[os.PathLike | str, Optional[str]]]
 
 def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_step: Optional[bool] = None,
             max_trace_bytes: Optional[int] = None, config=None, loader: Optional[str] = None,
-            cache: Optional[Cache | os.PathLike | str] = None) -> AnalysisResult:
+            cache: Optional[Cache | os.PathLike | str] = None, engine: str = "local",
+            ray_address: Optional[str] = None) -> AnalysisResult:
     """Analyze a directory of Kineto traces (one per rank): metrics and advice.
 
     Traces that cannot be read or analyzed are left out and listed in
@@ -41,7 +43,9 @@ def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_
     returns before pandas, HTA or the analyses are even imported.
 
     Args:
-        trace_dir: directory holding ``.json``/``.json.gz`` traces.
+        trace_dir: directory holding ``.json``/``.json.gz`` traces: a local
+            path, or a URL fsspec reads (``file://``, ``s3://``...; see
+            :mod:`hta_report.files`).
         recursive: descend into subdirectories.
         include_last_step: see :func:`hta_report.load.load_traces`.
         max_trace_bytes: cap on a trace's decompressed size (bytes); larger
@@ -52,19 +56,24 @@ def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_
         cache: a :class:`hta_report.cache.Cache` (or a directory for one) for
             parsed files and whole results, keyed by the files' contents, the
             options and the rule configuration; None (default): no cache.
+        engine: where the per-rank work runs: ``"local"`` (this machine's
+            processes) or ``"ray"`` (a Ray cluster; see :mod:`hta_report.engines`).
+            The result does not depend on it.
+        ray_address: with ``engine="ray"``, the cluster (default ``RAY_ADDRESS``,
+            else a Ray instance started here).
 
     Returns:
         The full result model, findings and rule checks included.
 
     Raises:
         hta_report.errors.InputError: missing or empty directory, two files
-            claiming one rank.
+            claiming one rank, an unknown engine or Ray not installed.
         hta_report.errors.TraceError: no trace can be read or analyzed (names
             the file, or each file), or a step over all ranks failed.
     """
     from .load import DEFAULT_MAX_TRACE_BYTES, find_trace_files, resolve_loader
 
-    trace_dir = Path(trace_dir)
+    trace_dir = location(trace_dir)
     loader = resolve_loader(loader)
     max_trace_bytes = max_trace_bytes or DEFAULT_MAX_TRACE_BYTES
     cache = as_cache(cache)
@@ -77,22 +86,22 @@ def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_
         if hit is not None:
             progress.current().record("analysis result (from cache)", 0.0)
             return hit
-    result = _analyze_uncached(trace_dir, recursive, include_last_step, max_trace_bytes, config, loader, cache)
+    result = _analyze_uncached(trace_dir, recursive, include_last_step, max_trace_bytes, config, loader, cache,
+                               engine, ray_address)
     if results is not None and key is not None and not result.inventory.unreadable:
         results.put(key, result)
     return result
 
 
-def _analyze_uncached(trace_dir: Path, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int,
-                      config, loader: str, cache: Optional[Cache]) -> AnalysisResult:
-    """Load, measure, advise (see :func:`analyze`)."""
-    from .analysis import analysis_step, analyze_loaded, where
-    from .load import load_traces
+def _analyze_uncached(trace_dir, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int,
+                      config, loader: str, cache: Optional[Cache], engine: str,
+                      ray_address: Optional[str]) -> AnalysisResult:
+    """Load and measure (on ``engine``), advise (see :func:`analyze`)."""
+    from .analysis import analysis_step, where
+    from .engines import measure
     from .rules import advise
 
-    loaded = load_traces(trace_dir, recursive=recursive, include_last_step=include_last_step,
-                         max_trace_bytes=max_trace_bytes, loader=loader, cache=cache)
-    result = analyze_loaded(loaded, trace_dir)
+    result = measure(engine, trace_dir, recursive, include_last_step, max_trace_bytes, loader, cache, ray_address)
     with analysis_step("advice", where(result.ranks, trace_dir)), progress.current().stage("advice"):
         advice = advise(result, config)
     result.findings, result.checks = advice.findings, advice.checks
@@ -175,7 +184,7 @@ def load_result(path: os.PathLike | str) -> AnalysisResult:
         hta_report.errors.InputError: unreadable file or not an hta-report result.
     """
     try:
-        return AnalysisResult.from_json(Path(path).read_text(encoding="utf-8"))
+        return AnalysisResult.from_json(location(path).read_text(encoding="utf-8"))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"not a readable hta-report result: {exc}", path) from exc
 
@@ -188,7 +197,7 @@ def load_side(path: os.PathLike | str, **analyze_kwargs) -> AnalysisResult:
         hta_report.errors.InputError, hta_report.errors.TraceError: as
             :func:`load_result` and :func:`analyze`.
     """
-    p = Path(path)
+    p = location(path)
     if p.is_file():
         return load_result(p)
     if not p.exists():

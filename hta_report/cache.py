@@ -48,8 +48,10 @@ def file_digest(path: os.PathLike | str) -> str:
     Raises:
         OSError: the file cannot be read.
     """
+    from .files import open_bytes
+
     h = hashlib.blake2b(digest_size=20)
-    with open(path, "rb", buffering=0) as f:
+    with open_bytes(path) as f:
         buf = bytearray(_HASH_CHUNK)
         view = memoryview(buf)
         while True:
@@ -128,8 +130,10 @@ class Cache:
         Raises:
             OSError: the file cannot be read.
         """
-        st = os.stat(path)
-        memo = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+        from .files import identity, location
+
+        st = location(path).stat()
+        memo = (identity(path), st.st_size, getattr(st, "st_mtime_ns", None) or getattr(st, "st_mtime", None))
         if memo not in self._digests:
             self._digests[memo] = file_digest(path)
         return self._digests[memo]
@@ -162,7 +166,6 @@ class ResultCache:
 
         from . import __version__
 
-        trace_dir = Path(trace_dir)
         manifest = trace_dir / "manifest.json"
         try:
             files = [[str(p), self.cache.digest(p)] for p in paths]

@@ -11,6 +11,7 @@ import click
 from . import __version__
 from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError, one_line
 from .gates import metrics_help, parse_gate, tripped
+from .engines import ENGINES
 from .render import FORMATS, REPORTERS
 
 #: The extensions that select each format, for --help: ".html, .htm, .md, ...".
@@ -68,6 +69,16 @@ def cache_options(command):
                              "[default: $XDG_CACHE_HOME/hta-report or ~/.cache/hta-report].")(command)
 
 
+def engine_options(command):
+    """``--engine`` and ``--ray-address``: where the per-rank work runs."""
+    command = click.option("--ray-address", default=None, metavar="ADDRESS",
+                           help="With --engine ray: the cluster to connect to "
+                                "[default: $RAY_ADDRESS, else a Ray instance started here].")(command)
+    return click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+                        help="Where each rank is parsed and analyzed: this machine's processes, or a Ray "
+                             "cluster (pip install \"hta-report[ray]\").")(command)
+
+
 def _cache_dir(cache_dir: Optional[str], no_cache: bool) -> Optional[str]:
     """The cache directory a command uses: None with ``--no-cache``."""
     from .cache import default_cache_dir
@@ -105,9 +116,11 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--config", "config_path", default=None, metavar="FILE.toml",
               help="Rule thresholds and disabled rules [default: [tool.hta-report] in ./pyproject.toml].")
 @cache_options
+@engine_options
 def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional[str], recursive: bool,
             include_last_step: Optional[bool], fail_on: tuple, max_trace_size: int, quiet: bool,
-            config_path: Optional[str], cache_dir: Optional[str], no_cache: bool, verbose: bool) -> None:
+            config_path: Optional[str], cache_dir: Optional[str], no_cache: bool, verbose: bool, engine: str,
+            ray_address: Optional[str]) -> None:
     """Analyze TRACE_DIR (Kineto traces, one per rank, .json or .json.gz) and
     write a report.
 
@@ -132,7 +145,8 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     cache = _cache_dir(cache_dir, no_cache)
     with progress.using(progress.Progress(verbose=verbose)):
         result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step,
-                              max_trace_bytes=max_trace_size, config=config, cache=cache)
+                              max_trace_bytes=max_trace_size, config=config, cache=cache, engine=engine,
+                              ray_address=ray_address)
         outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
         written = write_reports(result, outputs, cache=cache)
     if not quiet:
@@ -162,9 +176,10 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
               help="Rule thresholds and disabled rules for trace directories "
                    "[default: [tool.hta-report] in ./pyproject.toml].")
 @cache_options
+@engine_options
 def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: bool, fail_on: tuple,
             quiet: bool, config_path: Optional[str], cache_dir: Optional[str], no_cache: bool,
-            verbose: bool) -> None:
+            verbose: bool, engine: str, ray_address: Optional[str]) -> None:
     """Compare BASE and NEW (each a trace directory or a result saved by
     `analyze --json`): did the change make training faster or slower, and why?
 
@@ -182,7 +197,8 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
     gates = [parse_gate(g, comparison=True) for g in fail_on]
     config = load_config(config_path)
     with progress.using(progress.Progress(verbose=verbose)):
-        comparison = compare_paths(base, new, recursive=recursive, config=config,
+        comparison = compare_paths(base, new, recursive=recursive, config=config, engine=engine,
+                                   ray_address=ray_address,
                                    cache=_cache_dir(cache_dir, no_cache))
         written = write_comparison(comparison, [(output, fmt)])
     if not quiet:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Union
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from .gpu_time import combine_kernel_type_shares
 from .parallel import analyze_ranks
 from .rank import analysis_step
 
-__all__ = ["analyze_loaded", "analysis_step", "where"]
+__all__ = ["analyze_loaded", "assemble", "analysis_step", "where"]
 
 
 def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
@@ -37,30 +37,52 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
         hta_report.errors.TraceError: every rank failed, or a step over all
             ranks (kernel breakdown) failed.
     """
-    unreadable: List[UnreadableTrace] = list(loaded.unreadable)
-    ranks: List[RankResult] = []
     with quiet_hta():
-        for info, outcome in zip(loaded.files, analyze_ranks(loaded)):
-            if isinstance(outcome, TraceError):
-                unreadable.append(UnreadableTrace(path=info.path, reason=outcome.message))
-                failure = outcome
-            else:
-                ranks.append(outcome)
-        if not ranks:
-            if len(unreadable) == 1:
-                raise failure
-            raise unreadable_error(unreadable)
-        _sync_wait(ranks)
-        gpu = [r for r in ranks if r.has_gpu]
-        with analysis_step("kernel breakdown of all ranks (HTA)", where(ranks, trace_dir)):
-            types_all = combine_kernel_type_shares([r.kernel_types for r in gpu])
+        outcomes = analyze_ranks(loaded)
+    return assemble(loaded.files, outcomes, trace_dir, loaded.warnings, loaded.unreadable,
+                    loaded.last_step_included)
 
+
+def assemble(files: List[TraceFileInfo], outcomes: List[Union[RankResult, TraceError]], trace_dir,
+             warnings: List[str], unreadable: List[UnreadableTrace], last_step_included: bool) -> AnalysisResult:
+    """The result from each rank's analysis: the cross-rank figures
+    (synchronization wait, kernel types of all ranks), the aggregate and the
+    inventory. Every engine ends here (:mod:`hta_report.engines`).
+
+    Args:
+        files: the ranks' files, sorted by rank.
+        outcomes: per file, its :class:`~hta_report.model.RankResult` or the
+            :class:`~hta_report.errors.TraceError` of the step that failed
+            (that rank is then listed as unreadable).
+        trace_dir: the directory (inventory, ``manifest.json``).
+        warnings: the loader's warnings.
+        unreadable: files left out before the analyses.
+        last_step_included: whether the last ProfilerStep was kept.
+
+    Raises:
+        hta_report.errors.TraceError: every rank failed, or a step over all
+            ranks (kernel breakdown) failed.
+    """
+    unreadable = list(unreadable)
+    ranks: List[RankResult] = []
+    for info, outcome in zip(files, outcomes):
+        if isinstance(outcome, TraceError):
+            unreadable.append(UnreadableTrace(path=info.path, reason=outcome.message))
+            failure = outcome
+        else:
+            ranks.append(outcome)
+    if not ranks:
+        if len(unreadable) == 1:
+            raise failure
+        raise unreadable_error(unreadable)
+    _sync_wait(ranks)
+    gpu = [r for r in ranks if r.has_gpu]
+    with quiet_hta(), analysis_step("kernel breakdown of all ranks (HTA)", where(ranks, trace_dir)):
+        types_all = combine_kernel_type_shares([r.kernel_types for r in gpu])
     analyzed = {r.rank for r in ranks}
-    return AnalysisResult(
-        inventory=_inventory(loaded, trace_dir, ranks, [f for f in loaded.files if f.rank in analyzed], unreadable),
-        ranks=ranks,
-        aggregate=_aggregate(ranks, types_all),
-    )
+    inventory = _inventory(trace_dir, ranks, [f for f in files if f.rank in analyzed], unreadable, warnings,
+                           last_step_included)
+    return AnalysisResult(inventory=inventory, ranks=ranks, aggregate=_aggregate(ranks, types_all))
 
 
 def where(ranks: List[RankResult], trace_dir: Path):
@@ -109,13 +131,13 @@ def _aggregate(ranks: List[RankResult], kernel_types) -> Aggregate:
     return agg
 
 
-def _inventory(loaded: LoadedTraces, trace_dir: Path, ranks: List[RankResult], files: List[TraceFileInfo],
-               unreadable: List[UnreadableTrace]) -> Inventory:
+def _inventory(trace_dir, ranks: List[RankResult], files: List[TraceFileInfo], unreadable: List[UnreadableTrace],
+               loader_warnings: List[str], last_step_included: bool) -> Inventory:
     import hta.version
 
     devices = sorted({d for r in ranks for d in r.device_names})
     manifest = _read_manifest(trace_dir)
-    warnings = list(loaded.warnings)
+    warnings = list(loader_warnings)
     for r in ranks:
         if not r.has_gpu:
             warnings.append(f"rank {r.rank}: the trace holds no GPU activity (no kernel, memcpy or memset events)")
@@ -126,7 +148,7 @@ def _inventory(loaded: LoadedTraces, trace_dir: Path, ranks: List[RankResult], f
         pytorch_version=str(manifest.get("torch_version")) if manifest.get("torch_version") else None,
         kineto_schema_versions=sorted({f.schema_version for f in files if f.schema_version is not None}),
         steps_found=max((r.steps.count for r in ranks), default=0),
-        last_step_included=loaded.last_step_included,
+        last_step_included=last_step_included,
         hta_version=str(getattr(hta.version, "__version__", "")),
         tool_version=__version__,
         analyzed_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -28,6 +28,7 @@ from typing import List, Optional, Tuple
 from .. import progress
 from ..cache import Cache
 from ..errors import TraceError
+from ..files import location
 from ..model import UnreadableTrace
 from . import validation
 from .discovery import find_trace_files
@@ -74,13 +75,13 @@ def load_traces(
         TraceError: no file can be read (names the file, or each of them), or
             HTA fails aligning the ranks.
     """
-    trace_dir = Path(trace_dir)
+    trace_dir = location(trace_dir)
     loader = resolve_loader(loader)
     with progress.current().stage("find trace files"):
         paths = find_trace_files(trace_dir, recursive)
     candidates, unreadable = _checked(paths, max_trace_bytes)
     with quiet_hta():
-        trace = _new_trace(candidates, trace_dir, loader)
+        trace = new_trace(loader)
         good, notes = _parse_into(trace, candidates, loader, cache, unreadable)
         keys = [k for k, _ in good]
         paths = [p for _, p in good]
@@ -127,19 +128,12 @@ def _parser_config(loader: str):
     return cfg
 
 
-def _new_trace(candidates: List[Path], trace_dir: Path, loader: str):
-    """An empty HTA ``Trace`` over ``candidates`` (keys 0, 1, ... in order).
-
-    Raises:
-        TraceError: HTA cannot open the files (one vanished since it was checked).
-    """
+def new_trace(loader: str):
+    """An empty HTA ``Trace`` (no files: we parse them and add each rank,
+    :func:`~.traces.add_parsed_rank`) with the parser configuration of ``loader``."""
     from hta.common.trace import Trace
 
-    try:
-        return Trace(trace_files={i: str(p.resolve()) for i, p in enumerate(candidates)},
-                     trace_dir=str(trace_dir), parser_config=_parser_config(loader))
-    except Exception as exc:
-        raise TraceError(f"HTA cannot open the traces ({validation.exception_summary(exc)})", trace_dir) from exc
+    return Trace(trace_files={}, trace_dir=".", parser_config=_parser_config(loader))
 
 
 def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cache],

@@ -25,7 +25,7 @@ def is_hta_report_output(path: Path) -> bool:
     if not path.name.lower().endswith(".json"):
         return False
     try:
-        with open(path, "rb") as fh:
+        with path.open("rb") as fh:
             head = fh.read(64)
     except OSError:
         return False
@@ -44,7 +44,9 @@ def find_trace_files(trace_dir: Path, recursive: bool = False) -> List[Path]:
         InputError: the directory does not exist, is not a directory, or holds
             no ``.json``/``.json.gz`` file.
     """
-    trace_dir = Path(trace_dir)
+    from ..files import location
+
+    trace_dir = location(trace_dir)
     if not trace_dir.exists():
         raise InputError("no such directory", trace_dir)
     if not trace_dir.is_dir():

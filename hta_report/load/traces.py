@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 from ..errors import InputError, TraceError
 from ..model import TraceFileInfo, UnreadableTrace
 from .discovery import rank_from_file_name
+from ..files import identity
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -184,14 +185,25 @@ def rekey(trace, keys: List[int], ranks: List[int], paths: List[Path]) -> None:
     (before alignment and filtering, which HTA does per rank)."""
     trace.traces = {ranks[i]: trace.traces[k] for i, k in enumerate(keys)}
     trace.meta_data = {ranks[i]: trace.meta_data.get(k, {}) for i, k in enumerate(keys)}
-    trace.trace_files = {ranks[i]: str(paths[i].resolve()) for i in range(len(keys))}
+    trace.trace_files = {ranks[i]: identity(paths[i]) for i in range(len(keys))}
     trace.is_parsed = True
 
 
-def align_and_filter(trace, include_last_step: Optional[bool], where: Path) -> bool:
+def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: bool = False,
+                     device_type: Optional[str] = None) -> bool:
     """HTA's ``align_and_filter_trace`` and re-indexing, as ``Trace.load_traces``
     does them. ``include_last_step`` None (auto) keeps the last step only when
     some rank has fewer than two steps. Returns whether it was kept.
+
+    Args:
+        trace: HTA's ``Trace`` with the parsed ranks.
+        include_last_step: see above.
+        where: what an error names (a file or the directory).
+        aligned: the ranks' ``ts`` are aligned already (one rank of a
+            directory, see :func:`hta_report.load.rank_file.loaded_rank`):
+            only HTA's filter runs.
+        device_type: the device type HTA's filter reads (default: the first
+            rank's, as HTA does).
 
     Raises:
         TraceError: HTA fails aligning or filtering (names ``where``).
@@ -203,7 +215,15 @@ def align_and_filter(trace, include_last_step: Optional[bool], where: Path) -> b
             step_ids = set(trace.symbol_table.get_profiler_step_ids())
             fewest = min(int(df["name"].isin(step_ids).sum()) for df in trace.traces.values())
             include_last_step = fewest < 2
-        trace.align_and_filter_trace(include_last_step)
+        if device_type is not None:  # the directory's first rank decides, not this trace's
+            trace.get_device_type = lambda: device_type
+        try:
+            if aligned:
+                trace._filter_irrelevant_gpu_kernels(include_last_step)  # align_and_filter_trace's second half
+            else:
+                trace.align_and_filter_trace(include_last_step)
+        finally:
+            trace.__dict__.pop("get_device_type", None)
         for rank, df in trace.traces.items():
             if not df.empty:
                 df = df.set_index("index", drop=False)
@@ -215,11 +235,13 @@ def align_and_filter(trace, include_last_step: Optional[bool], where: Path) -> b
     return bool(include_last_step)
 
 
-def file_info(path: Path, rank: int, source: str, meta: dict) -> TraceFileInfo:
-    """What the inventory says of one trace file."""
+def file_info(path: Path, rank: int, source: str, meta: dict, size_bytes: Optional[int] = None) -> TraceFileInfo:
+    """What the inventory says of one trace file (``size_bytes``: as stored,
+    read from the file when not given)."""
     info = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
     return TraceFileInfo(
-        path=str(path), rank=rank, rank_source=source, size_bytes=path.stat().st_size,
+        path=str(path), rank=rank, rank_source=source,
+        size_bytes=path.stat().st_size if size_bytes is None else size_bytes,
         schema_version=_small_int(meta.get("schemaVersion")), host_name=None,
         world_size=_small_int(info.get("world_size")),
         backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
