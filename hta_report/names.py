@@ -55,6 +55,8 @@ _IDENT = re.compile(r"[A-Za-z_$~][\w$]*")
 _OPEN = {"<": ">", "(": ")", "[": "]", "{": "}"}
 _CLOSE = {v: k for k, v in _OPEN.items()}
 _MAX_DEPTH = 6
+#: Names nested deeper than this are no C++ signature anyone demangled: kept as they are.
+_MAX_NESTING = 40
 
 
 @dataclass
@@ -174,9 +176,22 @@ def _function_part(text: str) -> str:
     return pieces[-1] if pieces else text
 
 
+def _nesting(text: str) -> int:
+    """The deepest bracket nesting in ``text``."""
+    depth = deepest = 0
+    for c in text:
+        if c in _OPEN:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in _CLOSE and depth > 0:
+            depth -= 1
+    return deepest
+
+
 def _parse(name: str) -> _Node:
     name = " ".join(str(name).split())
-    if name.startswith(_VERBATIM_PREFIXES) or not any(c in name for c in "<(:"):
+    if (name.startswith(_VERBATIM_PREFIXES) or not any(c in name for c in "<(:")
+            or _nesting(name) > _MAX_NESTING):
         return _Node(name=name, value=True)
     node = _qualified(_function_part(name.replace("->", "")))  # operator->, as HTA's shorten_name
     return node if node is not None else _Node(name=name, value=True)
