@@ -104,13 +104,16 @@ def context(c: Comparison) -> Dict[str, Any]:
         "not comparable": "no ProfilerStep annotations on one side: step times cannot be compared",
     }[c.verdict]
     kernels = kernel_rows(c.kernels)
+    biggest = biggest_changes(c)
     return {
         "base_label": c.base_label, "new_label": c.new_label,
         "base_name": fmt.run_name(c.base_label), "new_name": fmt.run_name(c.new_label),
         "verdict": c.verdict, "verdict_text": verdict_text,
         "noise_band": fmt.pct(c.noise_band_pct),
-        "biggest": biggest_changes(c),
+        "biggest": biggest,
         "min_change": f"{MIN_CHANGE_PP:g} pp",
+        "nothing_else": (f"No {'other ' if biggest else ''}metric moved by {MIN_CHANGE_PP:g} pp or more."
+                         if len(biggest) <= (1 if c.verdict != "not comparable" else 0) else ""),
         "biggest_kernels": kernels[:BIGGEST_KERNELS],
         "overall": metric_rows(c.overall),
         "ranks": [{"label": _rank_label(r.rank, r.new_rank), "rows": metric_rows(r.metrics)} for r in c.ranks],

@@ -98,8 +98,8 @@ def render_comparison(c: Comparison) -> str:
         lines += ["| metric | base | new | change |", "|---|---:|---:|---:|"]
         lines += [f"| {_cell(m['name'])}{' (' + _cell(m['where']) + ')' if m['where'] else ''} | {m['base']} | "
                   f"{m['new']} | **{m['change']}** |" for m in v["biggest"]]
-    else:
-        lines.append(f"No metric moved by {v['min_change']} or more.")
+    if v["nothing_else"]:
+        lines += ["", v["nothing_else"]] if v["biggest"] else [v["nothing_else"]]
     if v["biggest_kernels"]:
         lines += ["", "Kernels that changed most: " + "; ".join(
             f"{k['change']} `{_cell(k['name'])}` ({k['base']} → {k['new']}{', ' + k['note'] if k['note'] else ''})"
