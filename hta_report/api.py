@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import progress
 from .cache import Cache, ResultCache, as_cache
-from .errors import InputError, PartialInputError
+from .errors import InputError, OutputError, PartialInputError
 from .files import location
 from .model import AnalysisResult, Comparison
 from .output import write_all_atomic
 from .render import format_for_path, reporter
+
+if TYPE_CHECKING:
+    from .load.discovery import Inputs
 
 __all__ = ["analyze", "write_reports", "load_result", "compare_paths", "write_comparison", "rule_catalogue",
            "partial_input_error"]
@@ -31,11 +34,11 @@ __all__ = ["analyze", "write_reports", "load_result", "compare_paths", "write_co
 Outputs = Sequence[Tuple[os.PathLike | str, Optional[str]]]
 
 
-def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_step: Optional[bool] = None,
+def analyze(trace_dir: "Inputs", recursive: bool = False, include_last_step: Optional[bool] = None,
             max_trace_bytes: Optional[int] = None, config=None, loader: Optional[str] = None,
             cache: Optional[Cache | os.PathLike | str] = None, engine: str = "local",
             ray_address: Optional[str] = None) -> AnalysisResult:
-    """Analyze a directory of Kineto traces (one per rank): metrics and advice.
+    """Analyze the Kineto traces of one run (one file per rank): metrics and advice.
 
     Traces that cannot be read or analyzed are left out and listed in
     ``result.inventory.unreadable``; the result covers the others (the CLI
@@ -43,9 +46,12 @@ def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_
     returns before pandas, HTA or the analyses are even imported.
 
     Args:
-        trace_dir: directory holding ``.json``/``.json.gz`` traces: a local
-            path, or a URL fsspec reads (``file://``, ``s3://``...; see
-            :mod:`hta_report.files`).
+        trace_dir: a directory holding ``.json``/``.json.gz`` traces, one
+            trace file, or a list of directories and files (the ranks of one
+            run); each a local path or a URL fsspec reads (``file://``,
+            ``s3://``...; see :mod:`hta_report.files`). ``inventory.input_dir``
+            says it as given, and ``manifest.json`` is read from the run's
+            folder (:func:`hta_report.load.discovery.input_dir`).
         recursive: descend into subdirectories.
         include_last_step: see :func:`hta_report.load.load_traces`.
         max_trace_bytes: cap on a trace's decompressed size (bytes); larger
@@ -66,14 +72,16 @@ def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_
         The full result model, findings and rule checks included.
 
     Raises:
-        hta_report.errors.InputError: missing or empty directory, two files
-            claiming one rank, an unknown engine or Ray not installed.
+        hta_report.errors.InputError: a missing path, an empty directory, a
+            file that is no trace, a folder of several runs (named, with the
+            commands to analyze or compare them), two files claiming one rank,
+            an unknown engine or Ray not installed.
         hta_report.errors.TraceError: no trace can be read or analyzed (names
             the file, or each file), or a step over all ranks failed.
     """
-    from .load import DEFAULT_MAX_TRACE_BYTES, find_trace_files, resolve_loader
+    from .load import DEFAULT_MAX_TRACE_BYTES, find_trace_files, input_dir, input_label, resolve_loader
 
-    trace_dir = location(trace_dir)
+    label, folder = input_label(trace_dir), input_dir(trace_dir)
     loader = resolve_loader(loader)
     max_trace_bytes = max_trace_bytes or DEFAULT_MAX_TRACE_BYTES
     cache = as_cache(cache)
@@ -81,28 +89,31 @@ def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_
     key = None
     if results is not None:
         paths = find_trace_files(trace_dir, recursive)
-        key = results.key(paths, trace_dir, recursive, include_last_step, loader, max_trace_bytes, config)
+        key = results.key(paths, folder, recursive, include_last_step, loader, max_trace_bytes, config)
         hit = results.get(key) if key is not None else None
         if hit is not None:
             progress.current().record("analysis result (from cache)", 0.0)
+            hit.inventory.input_dir = label
             return hit
-    result = _analyze_uncached(trace_dir, recursive, include_last_step, max_trace_bytes, config, loader, cache,
-                               engine, ray_address)
+    result = _analyze_uncached(trace_dir, folder, recursive, include_last_step, max_trace_bytes, config, loader,
+                               cache, engine, ray_address)
+    result.inventory.input_dir = label
     if results is not None and key is not None and not result.inventory.unreadable:
         results.put(key, result)
     return result
 
 
-def _analyze_uncached(trace_dir, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int,
-                      config, loader: str, cache: Optional[Cache], engine: str,
+def _analyze_uncached(trace_dir: "Inputs", folder, recursive: bool, include_last_step: Optional[bool],
+                      max_trace_bytes: int, config, loader: str, cache: Optional[Cache], engine: str,
                       ray_address: Optional[str]) -> AnalysisResult:
-    """Load and measure (on ``engine``), advise (see :func:`analyze`)."""
+    """Load and measure (on ``engine``), advise (see :func:`analyze`); ``folder`` is the run's folder."""
     from .analysis import analysis_step, where
     from .engines import measure
     from .rules import advise
 
-    result = measure(engine, trace_dir, recursive, include_last_step, max_trace_bytes, loader, cache, ray_address)
-    with analysis_step("advice", where(result.ranks, trace_dir)), progress.current().stage("advice"):
+    result = measure(engine, trace_dir, folder, recursive, include_last_step, max_trace_bytes, loader, cache,
+                     ray_address)
+    with analysis_step("advice", where(result.ranks, folder)), progress.current().stage("advice"):
         advice = advise(result, config)
     result.findings, result.checks = advice.findings, advice.checks
     return result
@@ -131,7 +142,7 @@ def write_reports(result: AnalysisResult, outputs: Outputs,
 
     Args:
         result: the analysis.
-        outputs: ``(path, format)`` pairs; ``format`` None guesses from the
+        outputs: ``(path, format)`` pairs; ``format`` None takes it from the
             extension (see :func:`hta_report.render.format_for_path`).
         cache: where chart images drawn for this result before are read from
             (and new ones stored); None draws them.
@@ -140,7 +151,8 @@ def write_reports(result: AnalysisResult, outputs: Outputs,
         The paths written.
 
     Raises:
-        hta_report.errors.OutputError: a directory is missing or not writable.
+        hta_report.errors.OutputError: a path's extension names no format
+            (and none is given), a directory is missing or not writable.
     """
     charts: List[Dict[str, str]] = []
 
@@ -160,7 +172,12 @@ def _render_and_write(render_as: Callable[[str], str], outputs: Outputs) -> List
     stage = progress.current().stage
     rendered = []
     for p, f in outputs:
-        fmt = format_for_path(str(p), f)
+        try:
+            fmt = format_for_path(str(p), f)
+        except ValueError as exc:
+            if not Path(p).is_dir():
+                raise OutputError(str(exc), p) from None
+            fmt = "html"  # a directory: the writer refuses it and says so
         with stage(f"render {fmt}"):
             rendered.append((Path(p), render_as(fmt)))
     with stage("write reports"):
@@ -191,17 +208,20 @@ def load_result(path: os.PathLike | str) -> AnalysisResult:
 
 def load_side(path: os.PathLike | str, **analyze_kwargs) -> AnalysisResult:
     """One side of a comparison: a result saved by ``analyze --json``, or a
-    trace directory analyzed now (``analyze_kwargs`` go to :func:`analyze`).
+    trace directory or trace file analyzed now (``analyze_kwargs`` go to
+    :func:`analyze`).
 
     Raises:
         hta_report.errors.InputError, hta_report.errors.TraceError: as
             :func:`load_result` and :func:`analyze`.
     """
+    from .load.discovery import is_hta_report_output
+
     p = location(path)
-    if p.is_file():
+    if p.is_file() and is_hta_report_output(p):
         return load_result(p)
     if not p.exists():
-        raise InputError("no such trace directory or result file", p)
+        raise InputError("no such trace directory, trace file or result file", p)
     return analyze(p, **analyze_kwargs)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from typing import Optional
@@ -96,8 +97,27 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
+def _check_outputs(outputs) -> None:
+    """Refuse an output whose format is unknown before any analysis runs.
+
+    Raises:
+        OutputError: the extension names no format and none is given (the
+            message lists the extensions, see :data:`hta_report.render.REPORTERS`).
+    """
+    from .errors import OutputError
+    from .render import format_for_path
+
+    for path, fmt in outputs:
+        if os.path.isdir(path):
+            continue  # the writer names it ("it is a directory")
+        try:
+            format_for_path(path, fmt)
+        except ValueError as exc:
+            raise OutputError(str(exc), path) from None
+
+
 @cli.command(epilog=ANALYZE_EPILOG)
-@click.argument("trace_dir", type=click.Path(path_type=str))
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("-o", "--output", default="report.html", show_default=True,
               help=f"Report file; the format follows the extension ({EXTENSIONS}).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
@@ -117,12 +137,16 @@ def cli(ctx: click.Context, debug: bool) -> None:
               help="Rule thresholds and disabled rules [default: [tool.hta-report] in ./pyproject.toml].")
 @cache_options
 @engine_options
-def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional[str], recursive: bool,
+def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[str], recursive: bool,
             include_last_step: Optional[bool], fail_on: tuple, max_trace_size: int, quiet: bool,
             config_path: Optional[str], cache_dir: Optional[str], no_cache: bool, verbose: bool, engine: str,
             ray_address: Optional[str]) -> None:
-    """Analyze TRACE_DIR (Kineto traces, one per rank, .json or .json.gz) and
-    write a report.
+    """Analyze the Kineto traces of one run and write a report. TRACES is a
+    directory of traces (one file per rank, .json or .json.gz), a single
+    trace file, or several of either (the ranks of one run); each a local
+    path or a URL (file://, s3://... through fsspec). A folder that holds
+    several runs in subfolders is named as such: analyze one of them, or
+    compare two.
 
     A trace that cannot be read (truncated, not a Kineto trace, over
     --max-trace-size...) is left out: the report covers the other ranks and
@@ -131,8 +155,9 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     only ever replaced by a complete one.
 
     \b
-    Example:
+    Examples:
       hta-report analyze traces/ -o report.html --json result.json
+      hta-report analyze rank-0.pt.trace.json.gz -o report.md
     """
     from .api import analyze as run_analysis, partial_input_error, write_reports
     from .render.terminal import render as summary
@@ -143,11 +168,12 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     gates = [parse_gate(g) for g in fail_on]
     config = load_config(config_path)
     cache = _cache_dir(cache_dir, no_cache)
+    outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
+    _check_outputs(outputs)
     with progress.using(progress.Progress(verbose=verbose)):
-        result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step,
+        result = run_analysis(list(traces), recursive=recursive, include_last_step=include_last_step,
                               max_trace_bytes=max_trace_size, config=config, cache=cache, engine=engine,
                               ray_address=ray_address)
-        outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
         written = write_reports(result, outputs, cache=cache)
     if not quiet:
         click.echo(summary(result, [str(p) for p in written]))
@@ -180,8 +206,9 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
 def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: bool, fail_on: tuple,
             quiet: bool, config_path: Optional[str], cache_dir: Optional[str], no_cache: bool,
             verbose: bool, engine: str, ray_address: Optional[str]) -> None:
-    """Compare BASE and NEW (each a trace directory or a result saved by
-    `analyze --json`): did the change make training faster or slower, and why?
+    """Compare BASE and NEW (each a trace directory, a trace file or a result
+    saved by `analyze --json`): did the change make training faster or
+    slower, and why?
 
     A trace directory analyzed before (by `analyze` or `compare`, with the
     same options) is read from the cache instead of being parsed again.
@@ -196,6 +223,7 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
 
     gates = [parse_gate(g, comparison=True) for g in fail_on]
     config = load_config(config_path)
+    _check_outputs([(output, fmt)])
     with progress.using(progress.Progress(verbose=verbose)):
         comparison = compare_paths(base, new, recursive=recursive, config=config, engine=engine,
                                    ray_address=ray_address,

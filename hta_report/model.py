@@ -723,14 +723,34 @@ class MetricDelta:
 
 
 @dataclass
+class KernelVariant:
+    """One full kernel name in a :class:`KernelDelta` of template variants,
+    with its total time (µs, summed over ranks) on each side."""
+
+    name: str
+    base_us: float
+    new_us: float
+
+
+@dataclass
 class KernelDelta:
-    """A kernel's total time (µs, summed over ranks) on both sides."""
+    """A kernel's total time (µs, summed over ranks) on both sides.
+
+    Template-argument variants of one kernel (names that differ only in
+    values and scalar types, :func:`hta_report.names.family`, e.g.
+    ``…_cta_per_row_1<float, float, float, 2ul>`` and ``<…, 5ul>``) are one
+    delta: ``name`` is then the name they share (namespaces and template
+    values dropped) and ``variants`` lists each full name with its own
+    totals, largest change first. A kernel without variants has its full
+    ``name`` and no ``variants``.
+    """
 
     name: str
     kernel_type: str
     base_us: float
     new_us: float
     delta_us: float
+    variants: List[KernelVariant] = field(default_factory=list)
 
 
 @dataclass

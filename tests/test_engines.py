@@ -148,4 +148,4 @@ def test_url_cache_and_errors(tmp_path, run_cli):
         outs.append(_scrub(json.loads((tmp_path / f"r{i}.json").read_text())))
     assert "analysis result (from cache)" in err and outs[0] == outs[1]
     code, _, err = run_cli("analyze", "memory:///no/such/dir", "-o", tmp_path / "x.html", "--no-cache")
-    assert code == 1 and err.strip().splitlines() == ["hta-report: error: memory://no/such/dir: no such directory"]
+    assert code == 1 and err.strip().splitlines() == ["hta-report: error: memory://no/such/dir: no such directory or file"]

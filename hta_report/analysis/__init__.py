@@ -138,9 +138,10 @@ def _inventory(trace_dir, ranks: List[RankResult], files: List[TraceFileInfo], u
     devices = sorted({d for r in ranks for d in r.device_names})
     manifest = _read_manifest(trace_dir)
     warnings = list(loader_warnings)
-    for r in ranks:
-        if not r.has_gpu:
-            warnings.append(f"rank {r.rank}: the trace holds no GPU activity (no kernel, memcpy or memset events)")
+    if any(r.has_gpu for r in ranks):  # all CPU-only: the report says so once, at the top
+        for r in ranks:
+            if not r.has_gpu:
+                warnings.append(f"rank {r.rank}: the trace holds no GPU activity (no kernel, memcpy or memset events)")
     return Inventory(
         input_dir=str(trace_dir),
         files=files,

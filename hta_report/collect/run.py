@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List
 
-from ..errors import CollectError
+from ..errors import CollectError, plural
 from . import environment as env
 from .session import prepare_output_dir, profile
 
@@ -103,7 +103,7 @@ def collect_script(command: List[str], opts: Dict[str, Any], options: Dict[str, 
         raise CollectError(f"script {spec.display} failed: {outcome.error_line}")
     if not prof.trace_files and outcome.exit_code == 0:
         raise CollectError(
-            f"no trace written: {spec.display} took {prof.steps_run} profiler step(s) "
+            f"no trace written: {spec.display} took {plural(prof.steps_run, 'profiler step')} "
             f"(--step-on {opts['step_on']}) but one cycle needs {prof.cycle_length} "
             "(wait+warmup+active); lower --wait/--warmup/--active or change --step-on")
     if outcome.exit_code:

@@ -25,13 +25,17 @@ from ..model import AnalysisResult
 ENGINES = ("local", "ray")
 
 
-def measure(engine: str, trace_dir, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int,
-            loader: str, cache: Optional[Cache], ray_address: Optional[str] = None) -> AnalysisResult:
-    """The metrics of ``trace_dir`` computed by ``engine`` (see the module doc).
+def measure(engine: str, trace_dir, folder, recursive: bool, include_last_step: Optional[bool],
+            max_trace_bytes: int, loader: str, cache: Optional[Cache],
+            ray_address: Optional[str] = None) -> AnalysisResult:
+    """The metrics of the traces ``trace_dir`` names, computed by ``engine`` (see the module doc).
 
     Args:
         engine: ``"local"`` or ``"ray"``.
-        trace_dir: a local directory or a URL (see :mod:`hta_report.files`).
+        trace_dir: a directory, a trace file or a list of either, each a
+            local path or a URL (see :func:`hta_report.load.discovery.find_trace_files`).
+        folder: the run's folder (:func:`hta_report.load.discovery.input_dir`):
+            the inventory's, where ``manifest.json`` is read.
         recursive, include_last_step, max_trace_bytes, loader: as
             :func:`hta_report.api.analyze`.
         cache: the parse cache's directory (``ray``: on storage every worker reads).
@@ -51,7 +55,7 @@ def measure(engine: str, trace_dir, recursive: bool, include_last_step: Optional
 
         loaded = load_traces(trace_dir, recursive=recursive, include_last_step=include_last_step,
                              max_trace_bytes=max_trace_bytes, loader=loader, cache=cache)
-        return analyze_loaded(loaded, trace_dir)
+        return analyze_loaded(loaded, folder)
     if engine == "ray":
         import importlib.util
 
@@ -59,6 +63,6 @@ def measure(engine: str, trace_dir, recursive: bool, include_last_step: Optional
             raise InputError("--engine ray needs Ray, which is not installed: pip install \"hta-report[ray]\"")
         from . import ray_engine
 
-        return ray_engine.measure(trace_dir, recursive, include_last_step, max_trace_bytes, loader, cache,
+        return ray_engine.measure(trace_dir, folder, recursive, include_last_step, max_trace_bytes, loader, cache,
                                   ray_address)
     raise InputError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")

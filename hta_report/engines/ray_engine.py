@@ -114,9 +114,11 @@ def _gather(refs: List, label: str, unit: str) -> List:
     return out
 
 
-def measure(trace_dir, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int, loader: str,
-            cache, address: Optional[str]):
-    """The metrics of ``trace_dir`` computed on a Ray cluster (see the module doc).
+def measure(trace_dir, folder, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int,
+            loader: str, cache, address: Optional[str]):
+    """The metrics of the traces ``trace_dir`` names (a directory, a file or a
+    list of either) computed on a Ray cluster (see the module doc); ``folder``
+    is the run's folder (inventory, ``manifest.json``).
 
     Raises:
         hta_report.errors.InputError: no files, two files claiming one rank,
@@ -124,13 +126,11 @@ def measure(trace_dir, recursive: bool, include_last_step: Optional[bool], max_t
         hta_report.errors.TraceError: no file can be read or analyzed.
     """
     from ..analysis import assemble
-    from ..files import location
     from ..load import find_trace_files
     from ..load.rank_file import file_infos, plan
     from ..load.traces import unreadable_error
 
     stages = progress.current()
-    trace_dir = location(trace_dir)
     with stages.stage("find trace files"):
         paths = find_trace_files(trace_dir, recursive)
     with stages.stage("ray: connect"):
@@ -171,7 +171,7 @@ def measure(trace_dir, recursive: bool, include_last_step: Optional[bool], max_t
                 stages.record(f"analyze rank {info.rank} (ray worker)", got[2])
                 results.append(got[1])
         with stages.stage("cross-rank analyses"):
-            return assemble([infos[i] for i in order], results, trace_dir, decided.warnings, unreadable,
+            return assemble([infos[i] for i in order], results, folder, decided.warnings, unreadable,
                             decided.include_last_step)
     finally:
         if connected:

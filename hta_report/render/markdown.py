@@ -37,18 +37,24 @@ def _md_text(text: str) -> str:
 
 
 def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
-    """Headline, findings and the per-rank table as GitHub-flavoured markdown
-    (no charts: ``charts`` is unused)."""
+    """Headline (under a heading naming the run), findings and the per-rank
+    table as GitHub-flavoured markdown (no charts: ``charts`` is unused)."""
     h = view.headline(result)
-    lines = ["## hta-report", ""]
+    run = view.run(result)
+    step = f"mean step {h['mean_step']}" if not h["steps_note"] else h["steps_note"]
+    lines = [f"## hta-report: {_md_text(run['name'])}", ""]
     if h["has_gpu"]:
         lines.append(
             f"**GPU busy {h['busy']}**, idle {h['idle']} (host wait {h['idle_host']}, kernel wait "
-            f"{h['idle_kernel']}, other {h['idle_other']}) · mean step {h['mean_step']} · "
-            f"{h['ranks']} rank(s) · {_md_text(h['devices'])}"
+            f"{h['idle_kernel']}, other {h['idle_other']}) · {step} · "
+            f"{run['ranks']} · {_md_text(run['devices'])}"
         )
     else:
-        lines.append(f"No GPU activity in the traces · mean step {h['mean_step']} · {h['ranks']} rank(s)")
+        lines.append(f"No GPU activity in the traces (CPU-side metrics only) · {step} · {run['ranks']} · "
+                     f"{_md_text(run['devices'])}")
+    lines += ["", f"`{_cell(run['input'])}`" + (f" · {_md_text(run['workload'])}" if run["workload"] else "")]
+    if run["world_note"]:
+        lines += ["", f"> {_md_text(run['world_note'])}"]
     bad = view.unreadable(result)
     if bad["count"]:
         lines += ["", f"**{bad['summary']}:**", ""]
@@ -78,15 +84,26 @@ def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
 
 
 def render_comparison(c: Comparison) -> str:
-    """Verdict, overall table, findings that appeared or went away, kernels
-    that changed most and per-rank tables, as GitHub-flavoured markdown."""
+    """Verdict, the biggest changes (ranked), findings that appeared or went
+    away, kernels that changed most (short names, template variants
+    grouped), all metrics and per-rank tables, as GitHub-flavoured markdown."""
     from .compare_view import context
 
     v = context(c)
-    lines = ["## hta-report compare", "", f"**Verdict: {v['verdict']}** — {v['verdict_text']}", "",
+    lines = [f"## hta-report compare: {_md_text(v['base_name'])} → {_md_text(v['new_name'])}", "",
+             f"**Verdict: {v['verdict']}** — {v['verdict_text']}", "",
              f"base: `{_cell(v['base_label'])}` · new: `{_cell(v['new_label'])}`", "",
-             "| metric | base | new | change |", "|---|---:|---:|---:|"]
-    lines += [f"| {_cell(m['name'])} | {m['base']} | {m['new']} | {m['change']} |" for m in v["overall"]]
+             "### Biggest changes", ""]
+    if v["biggest"]:
+        lines += ["| metric | base | new | change |", "|---|---:|---:|---:|"]
+        lines += [f"| {_cell(m['name'])}{' (' + _cell(m['where']) + ')' if m['where'] else ''} | {m['base']} | "
+                  f"{m['new']} | **{m['change']}** |" for m in v["biggest"]]
+    if v["nothing_else"]:
+        lines += ["", v["nothing_else"]] if v["biggest"] else [v["nothing_else"]]
+    if v["biggest_kernels"]:
+        lines += ["", "Kernels that changed most: " + "; ".join(
+            f"{k['change']} `{_cell(k['name'])}` ({k['base']} → {k['new']}{', ' + k['note'] if k['note'] else ''})"
+            for k in v["biggest_kernels"])]
     lines += ["", "### Findings", ""]
     lines += [f"- appeared: **[{f['severity']}] {_cell(f['title'])}** (`{f['id']}`)" for f in v["appeared"]]
     lines += [f"- went away: [{f['severity']}] {_cell(f['title'])} (`{f['id']}`)" for f in v["gone"]]
@@ -94,10 +111,23 @@ def render_comparison(c: Comparison) -> str:
         lines.append(f"- on both sides: {', '.join(v['kept'])}")
     if not (v["appeared"] or v["gone"] or v["kept"]):
         lines.append("No findings on either side.")
-    if v["kernels"]:
-        lines += ["", "### Kernels whose total time changed most", "", "| kernel | base | new | change |",
-                  "|---|---:|---:|---:|"]
-        lines += [f"| `{_cell(k['name'][:120])}` | {k['base']} | {k['new']} | {k['change']} |" for k in v["kernels"]]
+    lines += ["", "### Kernels whose total time changed most", ""]
+    if not v["kernels"]:
+        lines.append(v["no_kernels"])
+    else:
+        lines += ["| kernel | base | new | change |", "|---|---:|---:|---:|"]
+        for k in v["kernels"]:
+            name = f"`{_cell(k['name'])}`"
+            if k["variants"]:
+                name += f" ({k['note']}: " + ", ".join(
+                    f"`{_cell(x['name'])}` {x['change']}" for x in k["variants"]) + ")"
+            elif k["note"]:
+                name += f" ({k['note']})"
+            lines.append(f"| {name} | {k['base']} | {k['new']} | {k['change']} |")
+    lines += ["", "<details><summary>All metrics</summary>", "", "| metric | base | new | change |",
+              "|---|---:|---:|---:|"]
+    lines += [f"| {_cell(m['name'])} | {m['base']} | {m['new']} | {m['change']} |" for m in v["overall"]]
+    lines += ["", "</details>"]
     for r in v["ranks"]:
         lines += ["", f"<details><summary>{_cell(r['label'])}</summary>", "", "| metric | base | new | change |",
                   "|---|---:|---:|---:|"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ..model import AnalysisResult
-from . import view
+from . import fmt, view
 
 
 def _plain(text: str) -> str:
@@ -17,19 +17,23 @@ def _plain(text: str) -> str:
 def render(result: AnalysisResult, written: List[str]) -> str:
     """A few lines: headline figures, top findings, files written."""
     h = view.headline(result)
+    run = view.run(result)
     lines = []
     if h["has_gpu"]:
         lines.append(f"GPU busy {h['busy']}, idle {h['idle']} (host wait {h['idle_host']}, "
                      f"kernel wait {h['idle_kernel']}, other {h['idle_other']})")
     else:
         lines.append("No GPU activity in the traces (CPU-side metrics only)")
-    lines.append(f"{h['ranks']} rank(s), mean step {h['mean_step']}, devices: {_plain(h['devices'])}")
+    step = f"mean step {h['mean_step']}" if not h["steps_note"] else h["steps_note"]
+    lines.append(f"{_plain(run['name'])}: {run['ranks']}, {step}, devices: {_plain(run['devices'])}")
+    if run["world_note"]:
+        lines.append(_plain(run["world_note"]))
     bad = view.unreadable(result)
     if bad["count"]:
         lines.append(f"{bad['summary']} (listed in the report)")
     findings = view.findings(result)
     if findings:
-        lines.append(f"{len(findings)} finding(s):")
+        lines.append(f"{fmt.plural(len(findings), 'finding')}:")
         lines += [f"  [{f['severity']}] {_plain(f['title'])} ({f['gain']})" for f in findings[:5]]
     else:
         lines.append("No rule fired: the run looks healthy on what was checked.")
