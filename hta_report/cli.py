@@ -9,7 +9,8 @@ from typing import Optional
 import click
 
 from . import __version__
-from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError, one_line
+from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError
+from .escape import terminal
 from .gates import metrics_help, parse_gate, tripped
 from .render import FORMATS, REPORTERS
 
@@ -33,7 +34,7 @@ def _report_gates(gates, result=None, comparison=None) -> list:
     """Print each tripped gate on stderr; return them."""
     hits = tripped(gates, result=result, comparison=comparison)
     for h in hits:
-        click.echo(f"hta-report: gate tripped: {h}", err=True)
+        click.echo(f"hta-report: gate tripped: {terminal(h)}", err=True)
     return hits
 
 
@@ -141,7 +142,7 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     partial = partial_input_error(result)
     if partial is not None:  # incomplete input wins over a tripped gate
         for bad in result.inventory.unreadable:
-            click.echo(f"hta-report: unreadable: {one_line(bad.path)}: {bad.reason}", err=True)
+            click.echo(f"hta-report: unreadable: {terminal(bad.path)}: {terminal(bad.reason)}", err=True)
         raise partial
     if hits:
         raise click.exceptions.Exit(EXIT_GATE)
@@ -190,7 +191,7 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
                    f"(noise band ±{comparison.noise_band_pct:.1f} %)")
         click.echo(f"findings appeared: {len(comparison.findings_appeared)}, went away: {len(comparison.findings_gone)}")
         for p in written:
-            click.echo(f"wrote {p}")
+            click.echo(f"wrote {terminal(p)}")
     _check_gates(gates, comparison=comparison)
 
 
@@ -240,13 +241,13 @@ def main(argv: Optional[list] = None) -> int:
     except HtaReportError as exc:
         if debug:
             traceback.print_exc()
-        click.echo(f"hta-report: {exc.label}: {exc}", err=True)
+        click.echo(f"hta-report: {exc.label}: {terminal(exc)}", err=True)
         return exc.exit_code
     except Exception as exc:  # an unexpected failure: one line, traceback with --debug
         if debug:
             traceback.print_exc()
-        click.echo(f"hta-report: unexpected error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
-                   err=True)
+        click.echo(f"hta-report: unexpected error: {type(exc).__name__}: {terminal(exc)} "
+                   "(run with --debug for the traceback)", err=True)
         return EXIT_ERROR
 
 

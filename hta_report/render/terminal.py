@@ -3,15 +3,9 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from ..escape import terminal
 from ..model import AnalysisResult
 from . import view
-
-
-def _plain(text: str) -> str:
-    """Trace-derived text for a terminal: control characters (escape sequences
-    could restyle or clear the terminal) and line breaks shown escaped."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
-                   for c in str(text))
 
 
 def render(result: AnalysisResult, written: List[str]) -> str:
@@ -23,17 +17,17 @@ def render(result: AnalysisResult, written: List[str]) -> str:
                      f"kernel wait {h['idle_kernel']}, other {h['idle_other']})")
     else:
         lines.append("No GPU activity in the traces (CPU-side metrics only)")
-    lines.append(f"{h['ranks']} rank(s), mean step {h['mean_step']}, devices: {_plain(h['devices'])}")
+    lines.append(f"{h['ranks']} rank(s), mean step {h['mean_step']}, devices: {terminal(h['devices'])}")
     bad = view.unreadable(result)
     if bad["count"]:
         lines.append(f"{bad['summary']} (listed in the report)")
     findings = view.findings(result)
     if findings:
         lines.append(f"{len(findings)} finding(s):")
-        lines += [f"  [{f['severity']}] {_plain(f['title'])} ({f['gain']})" for f in findings[:5]]
+        lines += [f"  [{terminal(f['severity'])}] {terminal(f['title'])} ({f['gain']})" for f in findings[:5]]
     else:
         lines.append("No rule fired: the run looks healthy on what was checked.")
-    lines += [f"wrote {p}" for p in written]
+    lines += [f"wrote {terminal(p)}" for p in written]
     return "\n".join(lines)
 
 
