@@ -13,6 +13,7 @@ from the cache) here, so that the reporters stay pure functions of the model.
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -169,15 +170,33 @@ def partial_input_error(result: AnalysisResult) -> Optional[PartialInputError]:
 
 
 def load_result(path: os.PathLike | str) -> AnalysisResult:
-    """Read a result saved by ``analyze --json``.
+    """Read a result saved by ``analyze --json``, checked against the result
+    model first (:func:`hta_report.model_check.check_result`: types, finite
+    numbers, ranges, known severities and statuses, required sections).
 
     Raises:
-        hta_report.errors.InputError: unreadable file or not an hta-report result.
+        hta_report.errors.InputError: unreadable file, not JSON, or not a valid
+            hta-report result (one line naming the file and the first problem,
+            e.g. ``aggregate.idle_pct: NaN, expected a finite number``).
     """
+    from .model_check import ResultError, check_result
+
     try:
-        return AnalysisResult.from_json(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"not a readable hta-report result: {exc}", path) from exc
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise InputError(f"cannot read the result: {reason}", path) from exc
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"not a readable hta-report result: not JSON ({exc})", path) from exc
+    if isinstance(data, dict) and data.get("kind") == "comparison":
+        raise InputError("a comparison, not a result: compare results saved by `analyze --json`", path)
+    try:
+        check_result(data)
+        return AnalysisResult.from_dict(data)
+    except (ResultError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise InputError(f"not a valid hta-report result: {exc}", path) from exc
 
 
 def load_side(path: os.PathLike | str, **analyze_kwargs) -> AnalysisResult:

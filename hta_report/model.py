@@ -668,11 +668,9 @@ class AnalysisResult:
         """
         if not isinstance(data, dict) or "schema_version" not in data:
             raise ValueError("not an hta-report result (no schema_version)")
-        if data["schema_version"] != SCHEMA_VERSION:
-            raise ValueError(
-                f"result has schema_version {data['schema_version']}, "
-                f"this hta-report reads {SCHEMA_VERSION}"
-            )
+        version = data["schema_version"]
+        if isinstance(version, bool) or not isinstance(version, int) or version != SCHEMA_VERSION:
+            raise ValueError(f"result has schema_version {version!r}, this hta-report reads {SCHEMA_VERSION}")
         return _build(cls, data)
 
     @classmethod

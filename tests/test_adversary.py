@@ -87,3 +87,152 @@ def test_unreadable_file_name_cannot_drive_the_terminal(tmp_path, run_cli):
     assert markup.terminal_problems(err, lines=2) == []
     assert markup.terminal_problems(out, lines=out.count("\n") + 1 - out.endswith("\n")) == []
     assert "rank-1\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202e.json" in err
+
+
+# --- items 3, 8, 9: results read from JSON are checked; gates fail closed ---------------------------
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A result saved by ``analyze --json`` (GPU trace, 3 steps) as a dict, and a directory to write variants to."""
+    d = tmp_path_factory.mktemp("saved")
+    simple_gpu_trace(rank=0).write(d / "t.json")
+    analyze_dir = d
+    result = analyze(analyze_dir)
+    return json.loads(result.to_json()), d
+
+
+def _variant(saved, name, edit, raw=None):
+    data, d = saved
+    doc = json.loads(json.dumps(data))
+    edit(doc)
+    path = d / name
+    path.write_text(raw(json.dumps(doc)) if raw else json.dumps(doc))
+    return path
+
+
+def _set(path, value):
+    def edit(doc):
+        *parents, last = path
+        target = doc
+        for p in parents:
+            target = target[p]
+        if value is KeyError:
+            del target[last]
+        else:
+            target[last] = value
+    return edit
+
+
+@pytest.mark.parametrize("name, edit, needle", [
+    # item 3: these passed every --fail-on with exit 0
+    ("nan.json", _set(["aggregate", "idle_pct"], float("nan")), "aggregate.idle_pct: NaN, expected a finite number"),
+    ("inf.json", _set(["aggregate", "busy_pct"], float("inf")), "aggregate.busy_pct: infinity, expected a finite"),
+    ("noagg.json", _set(["aggregate"], KeyError), "aggregate: missing"),
+    ("nofield.json", _set(["aggregate", "idle_pct"], KeyError), "aggregate.idle_pct: missing"),
+    ("critical.json", _set(["findings", 0, "severity"], "critical"),
+     "findings[0].severity: 'critical' (a string), expected one of high, low, medium"),
+    ("share.json", _set(["aggregate", "idle_pct"], 250.0), "aggregate.idle_pct: 250.0, expected a share within 0"),
+    ("status.json", _set(["checks", 0, "status"], "ok"), "checks[0].status: 'ok' (a string), expected one of"),
+    # item 8: wrong types gave "unexpected error: TypeError" without the file name
+    ("strpct.json", _set(["aggregate", "idle_pct"], "40"), "aggregate.idle_pct: '40' (a string), expected a number"),
+    ("strrank.json", _set(["ranks", 0, "rank"], "0 <img src=x>"), "ranks[0].rank: '0 <img src=x>' (a string), expected an integer"),
+    ("boolcount.json", _set(["ranks", 0, "kernel_count"], True), "ranks[0].kernel_count: true (a boolean), expected an integer"),
+    ("listranks.json", _set(["ranks"], {"0": {}}), "ranks: an object, expected a list"),
+    ("negcount.json", _set(["aggregate", "ranks"], -1), "aggregate.ranks: -1, expected a count"),
+    ("dupe.json", lambda doc: doc["ranks"].append(doc["ranks"][0]), "ranks[1].rank: rank 0 appears twice"),
+    # item 9: schema_version "1" said "has 1, reads 1"
+    ("schema.json", _set(["schema_version"], "1"), "schema_version is '1' (a string); this hta-report reads 1"),
+])
+def test_invalid_saved_result_is_a_one_line_error_naming_the_file(saved, tmp_path, run_cli, name, edit, needle):
+    bad = _variant(saved, name, edit)
+    good = _variant(saved, "good.json", lambda doc: None)
+    code, out, err = run_cli("compare", good, bad, "-o", tmp_path / "c.md", "--fail-on", "idle_pct>30",
+                             "--fail-on", "severity>=high", "--fail-on", "step_time_regression>5")
+    assert code == 1, err
+    assert err.count("\n") == 1 and err.startswith(f"hta-report: error: {bad}: not a valid hta-report result: ")
+    assert needle in err
+    assert not (tmp_path / "c.md").exists()
+    with pytest.raises(InputError, match="not a valid hta-report result"):
+        load_result(bad)
+
+
+def test_nan_token_in_saved_result(saved, tmp_path, run_cli):
+    """Python's json writes and reads NaN and Infinity: a result edited to hold them is refused."""
+    bad = _variant(saved, "token.json", lambda doc: None,
+                   raw=lambda text: text.replace('"idle_pct": 40.0', '"idle_pct": NaN', 1))
+    assert '"idle_pct": NaN' in bad.read_text()
+    code, _, err = run_cli("compare", bad, bad, "-o", tmp_path / "c.md")
+    assert code == 1 and "ranks[0].temporal.idle_pct: NaN, expected a finite number" in err
+
+
+def test_a_comparison_is_not_a_result(saved, tmp_path, run_cli):
+    good = _variant(saved, "good.json", lambda doc: None)
+    code, _, err = run_cli("compare", good, good, "-o", tmp_path / "c.json")
+    assert code == 0, err
+    code, _, err = run_cli("compare", tmp_path / "c.json", good, "-o", tmp_path / "d.json")
+    assert code == 1 and "a comparison, not a result" in err
+
+
+@pytest.mark.parametrize("expr", ["idle_pct>nan", "idle_pct<NaN", "busy_pct>inf", "step_time_ms<-inf"])
+def test_gate_against_nan_or_inf_is_a_usage_error(saved, tmp_path, run_cli, expr):
+    """Repro: ``--fail-on 'idle_pct>nan'`` was accepted and could never trip."""
+    good = _variant(saved, "good.json", lambda doc: None)
+    code, _, err = run_cli("compare", good, good, "-o", tmp_path / "c.md", "--fail-on", expr)
+    assert code == 1 and ("is not a number" in err or "expected METRIC OP VALUE" in err)
+    assert not (tmp_path / "c.md").exists()
+
+
+def test_gate_on_a_metric_the_traces_do_not_measure_fails(tmp_path, run_cli):
+    """A GPU gate on traces without GPU activity used to compare against a 0
+    that was never measured, and pass; it now fails and says why."""
+    b = TraceBuilder(rank=0, gpu_name=None)
+    for i in range(4):
+        b.step(i + 1, i * 1000.0, 1000)
+        b.cpu_op("aten::mm", i * 1000.0 + 100, 500)
+    b.write(tmp_path / "cpu.json")
+    code, _, err = run_cli("analyze", tmp_path, "-o", tmp_path / "r.md", "--fail-on", "idle_pct>30",
+                           "--fail-on", "step_time_ms>100")
+    assert code == 2, err
+    assert "gate tripped: idle_pct>30 (idle_pct not measured: no rank has GPU activity; the gate fails)" in err
+    assert "step_time_ms>100" not in err  # measured (1 ms), does not trip
+    assert (tmp_path / "r.md").exists()
+
+
+def test_gate_regression_between_runs_that_cannot_be_compared_fails(saved, tmp_path, run_cli):
+    nosteps = _variant(saved, "nosteps.json", _set(["aggregate", "mean_step_us"], 0.0))
+    good = _variant(saved, "good.json", lambda doc: None)
+    code, _, err = run_cli("compare", good, nosteps, "-o", tmp_path / "c.md", "--fail-on", "step_time_regression>5")
+    assert code == 2, err
+    assert "step_time_regression not measured: the runs cannot be compared" in err
+
+
+# --- item 12: result-cache entries are checked like results -----------------------------------------
+
+
+@pytest.mark.parametrize("edit", [
+    lambda r: r["aggregate"].update(idle_pct=float("nan")),
+    lambda r: r["aggregate"].update(idle_pct="40"),
+    lambda r: r["findings"][0].update(severity="critical"),
+    lambda r: r.pop("ranks"),
+])
+def test_hand_edited_cache_entry_is_not_served(tmp_path, run_cli, edit):
+    simple_gpu_trace(rank=0).write(tmp_path / "t.json")
+    cache = tmp_path / "cache"
+    code, _, err = run_cli("analyze", tmp_path, "-o", tmp_path / "a.json", "--cache-dir", cache, "-q")
+    assert code == 0, err
+    [entry] = (cache / "result-v1").glob("*[0-9a-f].json")
+    stored = json.loads(entry.read_text())
+    doc = json.loads(stored["result"])
+    edit(doc)
+    stored["result"] = json.dumps(doc)
+    entry.write_text(json.dumps(stored))
+    code, _, err = run_cli("analyze", tmp_path, "-o", tmp_path / "b.json", "--cache-dir", cache, "-q", "-v",
+                           "--fail-on", "severity>=high")
+    assert code == 2, err  # the real result: a high finding, from the traces, not from the edited entry
+    assert "from cache)" in err and "analysis result (from cache)" not in err
+    a, b = (json.loads((tmp_path / n).read_text()) for n in ("a.json", "b.json"))
+    for d in (a, b):
+        d["inventory"].pop("analyzed_at")
+    assert a == b
+    assert json.loads(json.loads(entry.read_text())["result"])["aggregate"]["idle_pct"] == a["aggregate"]["idle_pct"]
