@@ -26,7 +26,7 @@ from .output import write_all_atomic
 from .render import format_for_path, reporter
 
 __all__ = ["analyze", "write_reports", "load_result", "compare_paths", "write_comparison", "rule_catalogue",
-           "partial_input_error"]
+           "partial_input_error", "check_outputs", "input_files"]
 
 Outputs = Sequence[Tuple[os.PathLike | str, Optional[str]]]
 
@@ -133,7 +133,11 @@ def write_reports(result: AnalysisResult, outputs: Outputs,
 
     Raises:
         hta_report.errors.OutputError: a directory is missing or not writable.
+        hta_report.errors.InputError: two outputs are one file, or an output is
+            one of the result's input files (a trace, the manifest): nothing
+            is written (see :func:`check_outputs`).
     """
+    check_outputs(outputs, _inputs(result))
     charts: List[Dict[str, str]] = []
 
     def render_as(fmt: str) -> str:
@@ -144,6 +148,57 @@ def write_reports(result: AnalysisResult, outputs: Outputs,
         return rep.render(result, charts[0] if rep.charts else None)
 
     return _render_and_write(render_as, outputs)
+
+
+def _inputs(result: AnalysisResult) -> List[str]:
+    """The files ``result`` was read from: its traces (unreadable ones too) and the manifest."""
+    inv = result.inventory
+    return [f.path for f in inv.files] + [u.path for u in inv.unreadable] + [
+        os.path.join(inv.input_dir, "manifest.json")]
+
+
+def input_files(path: os.PathLike | str, recursive: bool = False) -> List[Path]:
+    """The files a run will read from ``path``: the file itself (a saved
+    result), or a directory's trace files and ``manifest.json``; nothing for
+    a path that does not exist (the run reports it)."""
+    from .load import find_trace_files
+
+    p = Path(path)
+    if p.is_file():
+        return [p]
+    if not p.is_dir():
+        return []
+    try:
+        return list(find_trace_files(p, recursive)) + [p / "manifest.json"]
+    except InputError:  # no traces: the run says so
+        return [p / "manifest.json"]
+
+
+def _same_file(a: os.PathLike | str, b: os.PathLike | str) -> bool:
+    try:
+        return os.path.samefile(a, b)  # hard links and symbolic links included
+    except OSError:  # one does not exist (yet): compare the paths
+        return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+
+
+def check_outputs(outputs: Outputs, inputs: Sequence[os.PathLike | str]) -> None:
+    """Refuse outputs that would destroy an input or each other.
+
+    Raises:
+        hta_report.errors.InputError: an output is one of ``inputs`` (the same
+            file, through any path or link), or two outputs are one file
+            (e.g. ``-o r.json --json r.json``); names the file.
+    """
+    seen: List[os.PathLike | str] = []
+    for path, _ in outputs:
+        for other in seen:
+            if _same_file(path, other):
+                raise InputError("given as two outputs; each report needs its own file", path)
+        for source in inputs:
+            if _same_file(path, source):
+                raise InputError("is an input of this run; writing a report there would destroy it: "
+                                 "choose another output file", path)
+        seen.append(path)
 
 
 def _render_and_write(render_as: Callable[[str], str], outputs: Outputs) -> List[Path]:
@@ -236,7 +291,15 @@ def compare_paths(base: os.PathLike | str, new: os.PathLike | str, **analyze_kwa
 
 def write_comparison(comparison: Comparison, outputs: Outputs) -> List[Path]:
     """Render a comparison once per ``(path, format)`` and write each atomically
-    (all rendered before any is written)."""
+    (all rendered before any is written).
+
+    Raises:
+        hta_report.errors.InputError: as :func:`check_outputs`, against both
+            sides' inputs (a saved result, or the traces).
+    """
+    sides = [comparison.base_label, comparison.new_label]
+    check_outputs(outputs, [p for p in sides if os.path.isfile(p)]
+                  + [p for r in (comparison.base, comparison.new) if r is not None for p in _inputs(r)])
     return _render_and_write(lambda fmt: reporter(fmt).render_comparison(comparison), outputs)
 
 

@@ -122,7 +122,7 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     Example:
       hta-report analyze traces/ -o report.html --json result.json
     """
-    from .api import analyze as run_analysis, partial_input_error, write_reports
+    from .api import analyze as run_analysis, check_outputs, input_files, partial_input_error, write_reports
     from .render.terminal import render as summary
     from .rules import load_config
 
@@ -131,10 +131,11 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     gates = [parse_gate(g) for g in fail_on]
     config = load_config(config_path)
     cache = _cache_dir(cache_dir, no_cache)
+    outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
+    check_outputs(outputs, input_files(trace_dir, recursive))  # before any work
     with progress.using(progress.Progress(verbose=verbose)):
         result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step,
                               max_trace_bytes=max_trace_size, config=config, cache=cache)
-        outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
         written = write_reports(result, outputs, cache=cache)
     if not quiet:
         click.echo(summary(result, [str(p) for p in written]))
@@ -177,11 +178,12 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
       hta-report compare before/ after/ -o diff.html --fail-on 'step_time_regression>5%'
     """
     from . import progress
-    from .api import compare_paths, write_comparison
+    from .api import check_outputs, compare_paths, input_files, write_comparison
     from .rules import load_config
 
     gates = [parse_gate(g, comparison=True) for g in fail_on]
     config = load_config(config_path)
+    check_outputs([(output, fmt)], input_files(base, recursive) + input_files(new, recursive))  # before any work
     with progress.using(progress.Progress(verbose=verbose)):
         comparison = compare_paths(base, new, recursive=recursive, config=config,
                                    cache=_cache_dir(cache_dir, no_cache))

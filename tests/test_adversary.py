@@ -236,3 +236,59 @@ def test_hand_edited_cache_entry_is_not_served(tmp_path, run_cli, edit):
         d["inventory"].pop("analyzed_at")
     assert a == b
     assert json.loads(json.loads(entry.read_text())["result"])["aggregate"]["idle_pct"] == a["aggregate"]["idle_pct"]
+
+
+# --- item 6: outputs that are inputs, or each other ----------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["-o", "--json"])
+def test_output_naming_an_input_trace_is_refused(tmp_path, run_cli, target):
+    """Repro: ``-o`` or ``--json`` naming one of the input traces overwrote its only copy."""
+    trace = simple_gpu_trace(rank=0).write(tmp_path / "rank0.json")
+    (tmp_path / "rank1.json").write_text("{")  # an unreadable trace is an input too
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for victim in (trace, tmp_path / "rank1.json", tmp_path / "sub" / ".." / "rank0.json"):
+        args = ["-o", tmp_path / "r.html", "--json", victim] if target == "--json" else ["-o", victim]
+        code, _, err = run_cli("analyze", tmp_path, *args)
+        assert code == 1 and "is an input of this run" in err, err
+        assert err.count("\n") == 1
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_output_through_a_link_to_an_input_is_refused(tmp_path, run_cli):
+    trace = simple_gpu_trace(rank=0).write(tmp_path / "rank0.json")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.symlink(trace, out / "report.json")
+    os.link(trace, out / "hard.json")
+    for victim in (out / "report.json", out / "hard.json"):
+        code, _, err = run_cli("analyze", tmp_path, "-o", victim)
+        assert code == 1 and "is an input of this run" in err
+    assert json.loads(trace.read_text())["traceEvents"]
+
+
+def test_two_outputs_in_one_file_are_refused(tmp_path, run_cli):
+    """Repro: ``-o x.md --json x.md`` silently kept only the JSON."""
+    (tmp_path / "t").mkdir()
+    simple_gpu_trace(rank=0).write(tmp_path / "t" / "rank0.json")
+    code, _, err = run_cli("analyze", tmp_path / "t", "-o", tmp_path / "x.md", "--json", tmp_path / "x.md")
+    assert code == 1 and "given as two outputs" in err
+    assert not (tmp_path / "x.md").exists()
+
+
+def test_compare_output_naming_a_side_is_refused(saved, tmp_path, run_cli):
+    good = _variant(saved, "good.json", lambda doc: None)
+    before = good.read_bytes()
+    code, _, err = run_cli("compare", good, good, "-o", good)
+    assert code == 1 and "is an input of this run" in err
+    assert good.read_bytes() == before
+
+
+def test_write_reports_refuses_an_input(tmp_path):
+    """The Python API refuses it too (the result names its traces)."""
+    from hta_report.api import write_reports
+
+    trace = simple_gpu_trace(rank=0).write(tmp_path / "rank0.json")
+    result = analyze(tmp_path)
+    with pytest.raises(InputError, match="is an input of this run"):
+        write_reports(result, [(trace, "json")])
