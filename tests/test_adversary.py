@@ -292,3 +292,44 @@ def test_write_reports_refuses_an_input(tmp_path):
     result = analyze(tmp_path)
     with pytest.raises(InputError, match="is an input of this run"):
         write_reports(result, [(trace, "json")])
+
+
+# --- item 10: report file modes -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def umask():
+    old = os.umask(0o022)
+    os.umask(old)
+
+    def set_(mask):
+        os.umask(mask)
+    yield set_
+    os.umask(old)
+
+
+def _mode(path):
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_new_reports_honour_the_umask(tmp_path, run_cli, umask):
+    """Repro: reports were written 0644 whatever the umask."""
+    simple_gpu_trace(rank=0).write(tmp_path / "rank0.json")
+    for mask, mode in ((0o077, 0o600), (0o002, 0o664), (0o027, 0o640)):
+        umask(mask)
+        out = tmp_path / f"r{mask:o}.md"
+        code, _, err = run_cli("analyze", tmp_path, "-o", out, "--json", tmp_path / f"r{mask:o}.json", "-q")
+        assert code == 0, err
+        assert _mode(out) == mode and _mode(tmp_path / f"r{mask:o}.json") == mode
+
+
+def test_replaced_reports_keep_their_mode(tmp_path, run_cli, umask):
+    simple_gpu_trace(rank=0).write(tmp_path / "rank0.json")
+    umask(0o022)
+    for mode in (0o600, 0o640, 0o664):
+        out = tmp_path / "r.md"
+        out.write_text("yesterday's report")
+        out.chmod(mode | stat.S_ISUID)
+        code, _, err = run_cli("analyze", tmp_path, "-o", out, "-q")
+        assert code == 0, err
+        assert _mode(out) == mode and out.read_text() != "yesterday's report"
