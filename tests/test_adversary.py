@@ -333,3 +333,26 @@ def test_replaced_reports_keep_their_mode(tmp_path, run_cli, umask):
         code, _, err = run_cli("analyze", tmp_path, "-o", out, "-q")
         assert code == 0, err
         assert _mode(out) == mode and out.read_text() != "yesterday's report"
+
+
+# --- item 11: absurd memcpy byte counts ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("nbytes", [1e308, 2.0 ** 63, 10 ** 30, -5])
+def test_absurd_memcpy_bytes_do_not_drop_the_rank(tmp_path, nbytes):
+    """Repro: a memcpy ``bytes`` of 1e308 dropped the whole rank (OverflowError
+    in the memcpy summary); such counts are now unknown (0)."""
+    b = simple_gpu_trace(rank=0)
+    b.memcpy("HtoD", "Pageable", 100, 10, 4096)
+    doc = b.document()
+    copy = [e for e in doc["traceEvents"] if e.get("cat") == "gpu_memcpy"][-1]
+    copy["args"]["bytes"] = 0
+    (tmp_path / "zero").mkdir()
+    (tmp_path / "zero" / "rank0.json").write_text(json.dumps(doc))
+    copy["args"]["bytes"] = nbytes
+    (tmp_path / "absurd").mkdir()
+    (tmp_path / "absurd" / "rank0.json").write_text(json.dumps(doc))
+    result, unknown = analyze(tmp_path / "absurd"), analyze(tmp_path / "zero")
+    assert not result.inventory.unreadable and len(result.ranks) == 1
+    assert result.ranks[0].memcpy == unknown.ranks[0].memcpy
+    assert result.ranks[0].memcpy.directions[0].count >= 1
