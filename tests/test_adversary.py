@@ -356,3 +356,34 @@ def test_absurd_memcpy_bytes_do_not_drop_the_rank(tmp_path, nbytes):
     assert not result.inventory.unreadable and len(result.ranks) == 1
     assert result.ranks[0].memcpy == unknown.ranks[0].memcpy
     assert result.ranks[0].memcpy.directions[0].count >= 1
+
+
+# --- item 13: malformed distributedInfo.rank ---------------------------------------------------------
+
+
+def _with_rank(tmp_path, file, rank):
+    doc = simple_gpu_trace(rank=0).document()
+    doc["distributedInfo"]["rank"] = rank
+    (tmp_path / file).write_text(json.dumps(doc))
+
+
+def test_rank_as_a_string_of_digits_is_accepted(tmp_path):
+    _with_rank(tmp_path, "trace.json", "3")
+    result = analyze(tmp_path)
+    [info] = result.inventory.files
+    assert (info.rank, info.rank_source) == (3, "distributedInfo")
+    assert [r.rank for r in result.ranks] == [3]
+    assert not any("rank" in w for w in result.inventory.warnings)
+
+
+@pytest.mark.parametrize("rank", [-1, 1.5, True, "three", "-2", [1], 2 ** 40])
+def test_malformed_rank_falls_back_with_a_warning(tmp_path, rank):
+    """Repro: such a rank silently fell back to the file name."""
+    _with_rank(tmp_path, "rank-5.json", rank)
+    _with_rank(tmp_path, "other.json", rank)
+    result = analyze(tmp_path)
+    by_file = {Path(f.path).name: (f.rank, f.rank_source) for f in result.inventory.files}
+    assert by_file == {"rank-5.json": (5, "file name"), "other.json": (0, "sequential")}
+    warnings = " | ".join(result.inventory.warnings)
+    assert "rank-5.json: distributedInfo.rank " in warnings and "is not a rank; analyzed as rank 5" in warnings
+    assert "other.json: distributedInfo.rank " in warnings and "analyzed as rank 0" in warnings
