@@ -79,7 +79,8 @@ def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_
             progress.current().record("analysis result (from cache)", 0.0)
             return hit
     result = _analyze_uncached(trace_dir, recursive, include_last_step, max_trace_bytes, config, loader, cache)
-    if results is not None and key is not None and not result.inventory.unreadable:
+    if results is not None and key is not None and not result.inventory.unreadable \
+            and not any(r.failures for r in result.ranks):
         results.put(key, result)
     return result
 
@@ -95,9 +96,36 @@ def _analyze_uncached(trace_dir: Path, recursive: bool, include_last_step: Optio
                          max_trace_bytes=max_trace_bytes, loader=loader, cache=cache)
     result = analyze_loaded(loaded, trace_dir)
     with analysis_step("advice", where(result.ranks, trace_dir)), progress.current().stage("advice"):
-        advice = advise(result, config)
-    result.findings, result.checks = advice.findings, advice.checks
+        result.findings, result.checks = _advise_complete_ranks(result, config, advise)
     return result
+
+
+def _advise_complete_ranks(result: AnalysisResult, config, advise) -> Tuple[list, list]:
+    """Findings and checks of the ranks analyzed in full. A rank where an
+    analysis step failed (``RankResult.failures``) is left out of the advice,
+    so that no rule reads the defaults of a section that was not computed
+    (a rule would call them fine, or fire on them): each check says which
+    ranks it did not check and why; with no rank analyzed in full, every
+    rule is "not checked"."""
+    import dataclasses
+
+    partial = [r for r in result.ranks if r.failures]
+    if not partial:
+        advice = advise(result, config)
+        return advice.findings, advice.checks
+    note = "; ".join(f"rank {r.rank} not checked ({', '.join(f.step for f in r.failures)} failed)" for r in partial)
+    complete = [r for r in result.ranks if not r.failures]
+    if not complete:
+        from .model import RuleCheck
+        from .rules import catalogue
+
+        return [], [RuleCheck(id=e["id"], rule=e["rule"], title=e["title"],
+                              status="not checked" if e["enabled"] else "disabled",
+                              detail=note if e["enabled"] else "disabled by configuration")
+                    for e in catalogue(config)]
+    advice = advise(dataclasses.replace(result, ranks=complete), config)
+    return advice.findings, [dataclasses.replace(c, detail=f"{c.detail}; {note}" if c.detail else note)
+                             for c in advice.checks]
 
 
 def report_charts(result: AnalysisResult, cache: Optional[Cache | os.PathLike | str] = None) -> Dict[str, str]:
@@ -216,12 +244,18 @@ def _render_and_write(render_as: Callable[[str], str], outputs: Outputs) -> List
 
 def partial_input_error(result: AnalysisResult) -> Optional[PartialInputError]:
     """The error to report after writing ``result`` when some traces were
-    unreadable (``N of M traces unreadable; the report covers the rest``), else None."""
+    unreadable (``N of M traces unreadable; the report covers the rest``) or
+    analyzed only in part (``N of M traces analyzed in part; the report says
+    which sections are missing``), else None."""
     bad = result.inventory.unreadable
-    if not bad:
-        return None
+    partial = [r for r in result.ranks if r.failures]
     total = len(bad) + len(result.inventory.files)
-    return PartialInputError(f"{len(bad)} of {total} traces unreadable; the report covers the rest")
+    parts = []
+    if bad:
+        parts.append(f"{len(bad)} of {total} traces unreadable; the report covers the rest")
+    if partial:
+        parts.append(f"{len(partial)} of {total} traces analyzed in part; the report says which sections are missing")
+    return PartialInputError("; ".join(parts)) if parts else None
 
 
 def load_result(path: os.PathLike | str) -> AnalysisResult:

@@ -21,8 +21,9 @@ EPILOG = """\b
 Exit codes:
   0  success
   1  usage error, or input that cannot be analyzed (the message names the file);
-     also when some traces are unreadable: the report covering the others is
-     written first and lists them (this wins over a tripped gate)
+     also when some traces are unreadable, or analyzed only in part: the report
+     covering the rest is written first and lists them (this wins over a
+     tripped gate)
   2  a quality gate (--fail-on) tripped; the report is written first
 """
 
@@ -144,6 +145,10 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     if partial is not None:  # incomplete input wins over a tripped gate
         for bad in result.inventory.unreadable:
             click.echo(f"hta-report: unreadable: {terminal(bad.path)}: {terminal(bad.reason)}", err=True)
+        for r in result.ranks:
+            for f in r.failures:
+                click.echo(f"hta-report: not computed: {terminal(r.file)}: {terminal(f.step)}: {terminal(f.reason)}",
+                           err=True)
         raise partial
     if hits:
         raise click.exceptions.Exit(EXIT_GATE)

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 from .errors import InputError
-from .model import AnalysisResult, Comparison
+from .model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, MEMCPY_STEP, TEMPORAL_STEP, AnalysisResult,
+                    Comparison)
 
 _OPS: Dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt, "<": operator.lt,
@@ -34,12 +35,25 @@ def _gpu(a: AnalysisResult) -> Optional[str]:
     return None if a.aggregate.gpu_ranks > 0 else "no rank has GPU activity"
 
 
+def _gpu_step(*steps: str) -> Callable[[AnalysisResult], Optional[str]]:
+    """A GPU figure from ``steps``: measured when some GPU rank has them (not failed)."""
+    def missing(a: AnalysisResult) -> Optional[str]:
+        if _gpu(a):
+            return _gpu(a)
+        if not any(r.has_gpu and not r.failed(*steps) for r in a.ranks):
+            return f"{' and '.join(steps)} failed on every GPU rank"
+        return None
+    return missing
+
+
 def _steps(a: AnalysisResult) -> Optional[str]:
     return None if a.aggregate.mean_step_us > 0 else "no ProfilerStep annotations"
 
 
 def _host_steps(a: AnalysisResult) -> Optional[str]:
-    return None if any(r.cpu.steps_used for r in a.ranks) else "no rank has an analyzed step window"
+    if any(r.cpu.steps_used and not r.failed(CPU_SIDE_STEP) for r in a.ranks):
+        return None
+    return "no rank has an analyzed step window"
 
 
 def _advice(a: AnalysisResult) -> Optional[str]:
@@ -55,13 +69,17 @@ def _severity(a: AnalysisResult) -> float:
 #: Metrics of one analysis: name -> (description, getter, why it is not
 #: measured or None). Percentages in %, times in ms.
 RESULT_METRICS: Dict[str, tuple] = {
-    "idle_pct": ("GPU idle, % of GPU time (mean over ranks)", lambda a: a.aggregate.idle_pct, _gpu),
-    "busy_pct": ("GPU busy, % of GPU time", lambda a: a.aggregate.busy_pct, _gpu),
-    "compute_pct": ("GPU compute, % of GPU time", lambda a: a.aggregate.compute_pct, _gpu),
-    "host_wait_pct": ("GPU idle waiting for the host, % of GPU time", lambda a: a.aggregate.idle_host_wait_pct, _gpu),
+    "idle_pct": ("GPU idle, % of GPU time (mean over ranks)", lambda a: a.aggregate.idle_pct,
+                 _gpu_step(TEMPORAL_STEP)),
+    "busy_pct": ("GPU busy, % of GPU time", lambda a: a.aggregate.busy_pct, _gpu_step(TEMPORAL_STEP)),
+    "compute_pct": ("GPU compute, % of GPU time", lambda a: a.aggregate.compute_pct, _gpu_step(TEMPORAL_STEP)),
+    "host_wait_pct": ("GPU idle waiting for the host, % of GPU time", lambda a: a.aggregate.idle_host_wait_pct,
+                      _gpu_step(TEMPORAL_STEP, IDLE_STEP)),
     "dataloader_pct": ("DataLoader, % of step", lambda a: a.aggregate.dataloader_pct, _host_steps),
-    "exposed_comm_pct": ("exposed communication, % of GPU time", lambda a: a.aggregate.exposed_comm_pct, _gpu),
-    "exposed_memcpy_pct": ("exposed memcpy, % of GPU time", lambda a: a.aggregate.exposed_memcpy_pct, _gpu),
+    "exposed_comm_pct": ("exposed communication, % of GPU time", lambda a: a.aggregate.exposed_comm_pct,
+                         _gpu_step(COMMUNICATION_STEP)),
+    "exposed_memcpy_pct": ("exposed memcpy, % of GPU time", lambda a: a.aggregate.exposed_memcpy_pct,
+                           _gpu_step(MEMCPY_STEP)),
     "step_time_ms": ("mean step time, ms", lambda a: a.aggregate.mean_step_us / 1e3, _steps),
     "findings": ("number of findings", lambda a: float(len(a.findings)), _advice),
     "severity": ("highest finding severity (low < medium < high; none = 0)",
@@ -89,7 +107,8 @@ COMPARISON_METRICS: Dict[str, tuple] = {
     "step_time_regression": ("mean step time change new vs base, % (positive = slower)",
                              lambda c: c.step_time_change_pct, _comparable),
     "idle_pct_increase": ("GPU idle change, percentage points",
-                          lambda c: c.new.aggregate.idle_pct - c.base.aggregate.idle_pct, _both(_gpu)),
+                          lambda c: c.new.aggregate.idle_pct - c.base.aggregate.idle_pct,
+                          _both(_gpu_step(TEMPORAL_STEP))),
     "regressed": ("1 when the verdict is 'regressed' (beyond the noise band), else 0",
                   lambda c: 1.0 if c.verdict == "regressed" else 0.0, _comparable),
     "new_findings": ("findings that appeared", lambda c: float(len(c.findings_appeared)), _both(_advice)),

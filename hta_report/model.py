@@ -448,6 +448,29 @@ class TensorCoreUse:
     misaligned_examples: List[str] = field(default_factory=list)
 
 
+#: Names of per-rank analysis steps (``analysis/rank.py``) that reporters,
+#: gates and comparisons ask about when a step failed (:attr:`RankResult.failures`).
+TEMPORAL_STEP = "temporal breakdown (HTA)"
+IDLE_STEP = "idle time breakdown (HTA)"
+KERNEL_TYPES_STEP = "kernel breakdown (HTA)"
+STEP_TIMES_STEP = "step times"
+CPU_SIDE_STEP = "CPU side"
+MEMCPY_STEP = "memcpy summary"
+COMMUNICATION_STEP = "communication"
+
+
+@dataclass
+class SectionFailure:
+    """One analysis step that failed on a rank whose other steps were
+    reported: ``step`` names it (e.g. ``temporal breakdown (HTA)``) and
+    ``reason`` says why, in one line (the exception, or the step it needed
+    that failed). The fields that step fills keep their defaults and are
+    shown as not computed."""
+
+    step: str
+    reason: str
+
+
 @dataclass
 class RankResult:
     """Everything measured on one rank (one trace file).
@@ -464,6 +487,11 @@ class RankResult:
     ``ProfilerStep`` mean when the host runs ahead). Without ``ProfilerStep``
     annotations the whole trace is one window (``steps_used`` 1). ``has_runtime`` is True when the trace holds
     ``cuda_runtime`` (or HIP runtime) calls.
+
+    ``failures`` lists the analysis steps that failed on this rank (e.g. an
+    assertion inside one of HTA's analyses): everything else is reported,
+    and the fields of a failed step keep their defaults (:meth:`failed`
+    tells which); empty when the whole rank was analyzed.
     """
 
     rank: int
@@ -487,6 +515,11 @@ class RankResult:
     idle_attribution: IdleAttribution = field(default_factory=IdleAttribution)
     optimizer: OptimizerProfile = field(default_factory=OptimizerProfile)
     tensor_cores: TensorCoreUse = field(default_factory=TensorCoreUse)
+    failures: List[SectionFailure] = field(default_factory=list)
+
+    def failed(self, *steps: str) -> bool:
+        """Whether any of ``steps`` (names such as :data:`TEMPORAL_STEP`) failed on this rank."""
+        return any(f.step in steps for f in self.failures)
 
     @property
     def busy_pct(self) -> float:

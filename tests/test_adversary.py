@@ -387,3 +387,59 @@ def test_malformed_rank_falls_back_with_a_warning(tmp_path, rank):
     warnings = " | ".join(result.inventory.warnings)
     assert "rank-5.json: distributedInfo.rank " in warnings and "is not a rank; analyzed as rank 5" in warnings
     assert "other.json: distributedInfo.rank " in warnings and "analyzed as rank 0" in warnings
+
+
+# --- item 14: a rank where one of HTA's analyses fails -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_jobs(tmp_path_factory):
+    """Repro: two real traces of different jobs in one directory (an AMD MI250
+    rank 0 and an A100 rank 3): HTA's temporal breakdown asserts on rank 3
+    (``compute_time <= kernel_time``), and rank 3 used to disappear from the report."""
+    control = shared("trace_diff/control") / "control.json.gz"
+    amd = next(shared("amd_trace").glob("*.json.gz"))
+    d = tmp_path_factory.mktemp("two_jobs")
+    (d / "both").mkdir()
+    (d / "alone").mkdir()
+    for src in (control, amd):
+        os.symlink(src, d / "both" / src.name)
+    os.symlink(control, d / "alone" / control.name)
+    cache = d / "cache"  # each trace parsed once for the whole module
+    return d, analyze(d / "both", cache=cache), analyze(d / "alone", cache=cache)
+
+
+def test_rank_with_a_failing_hta_analysis_keeps_its_other_sections(two_jobs):
+    d, both, alone = two_jobs
+    assert [r.rank for r in both.ranks] == [0, 3] and not both.inventory.unreadable
+    r3, a3 = both.ranks[1], alone.ranks[0]
+    assert [(f.step, f.reason) for f in r3.failures] == [
+        ("temporal breakdown (HTA)", "AssertionError: a consistency check failed")]
+    assert not a3.failures  # on its own, rank 3 is analyzed in full
+    # every other section of rank 3 is the same as when analyzed alone
+    for section in ("idle", "kernel_types", "top_kernels", "steps", "cpu", "memcpy", "launch", "optimizer"):
+        assert getattr(r3, section) == getattr(a3, section), section
+    # the failed section is not passed off as a measured 0 %: the aggregate uses rank 0's alone
+    assert both.aggregate.idle_pct == pytest.approx(both.ranks[0].temporal.idle_pct)
+    assert both.aggregate.gpu_ranks == 2
+    # no rule reads rank 3's missing figures: each check says rank 3 was not checked
+    assert all("rank 3 not checked (temporal breakdown (HTA) failed)" in c.detail for c in both.checks
+               if c.status != "disabled")
+    assert all(3 not in f.ranks for f in both.findings)
+
+
+def test_report_says_which_section_is_missing(two_jobs, tmp_path, run_cli):
+    d, _, _ = two_jobs
+    code, out, err = run_cli("analyze", d / "both", "-o", tmp_path / "r.html", "--json", tmp_path / "r.json",
+                             "--fail-on", "idle_pct>99", "--cache-dir", d / "cache")
+    assert code == 1, err  # incomplete input, as an unreadable trace: the report is written first
+    assert "hta-report: not computed: " in err and "control.json.gz: temporal breakdown (HTA): AssertionError" in err
+    assert "1 of 2 traces analyzed in part; the report says which sections are missing" in err
+    html = (tmp_path / "r.html").read_text()
+    assert "Not computed for this rank: temporal breakdown (HTA) (AssertionError: a consistency check failed)" in html
+    assert "not computed</td>" in html
+    code, _, _ = run_cli("analyze", d / "both", "-o", tmp_path / "r.md", "--cache-dir", d / "cache")
+    md = (tmp_path / "r.md").read_text()
+    assert "rank 3 (" in md and "temporal breakdown (HTA): AssertionError: a consistency check failed" in md
+    saved = load_result(tmp_path / "r.json")  # the failure survives the JSON round trip (and its check)
+    assert saved.ranks[1].failures == two_jobs[1].ranks[1].failures

@@ -44,6 +44,12 @@ def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
     if bad["count"]:
         lines += ["", f"**{bad['summary']}:**", ""]
         lines += [f"- {md_text(u['path'])}: {md_text(u['reason'])}" for u in bad["files"]]
+    part = view.incomplete(result)
+    if part["count"]:
+        lines += ["", f"**{part['summary']}:**", ""]
+        lines += [f"- rank {md_text(r['rank'])} ({md_text(r['file'])}): "
+                  + "; ".join(f"{md_text(f['step'])}: {md_text(f['reason'])}" for f in r["failures"])
+                  for r in part["ranks"]]
     lines += ["", "### Findings", ""]
     findings = view.findings(result)
     if not findings:

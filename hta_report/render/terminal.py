@@ -21,6 +21,9 @@ def render(result: AnalysisResult, written: List[str]) -> str:
     bad = view.unreadable(result)
     if bad["count"]:
         lines.append(f"{bad['summary']} (listed in the report)")
+    part = view.incomplete(result)
+    if part["count"]:
+        lines.append(f"{part['summary']} (listed in the report)")
     findings = view.findings(result)
     if findings:
         lines.append(f"{len(findings)} finding(s):")
