@@ -124,7 +124,7 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
       hta-report analyze traces/ -o report.html --json result.json
     """
     from .api import analyze as run_analysis, check_outputs, input_files, partial_input_error, write_reports
-    from .render.terminal import render as summary
+    from .render.terminal import incomplete_lines, render as summary
     from .rules import load_config
 
     from . import progress
@@ -143,12 +143,8 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     hits = _report_gates(gates, result=result)
     partial = partial_input_error(result)
     if partial is not None:  # incomplete input wins over a tripped gate
-        for bad in result.inventory.unreadable:
-            click.echo(f"hta-report: unreadable: {terminal(bad.path)}: {terminal(bad.reason)}", err=True)
-        for r in result.ranks:
-            for f in r.failures:
-                click.echo(f"hta-report: not computed: {terminal(r.file)}: {terminal(f.step)}: {terminal(f.reason)}",
-                           err=True)
+        for line in incomplete_lines(result):
+            click.echo(line, err=True)
         raise partial
     if hits:
         raise click.exceptions.Exit(EXIT_GATE)
@@ -184,6 +180,7 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
     """
     from . import progress
     from .api import check_outputs, compare_paths, input_files, write_comparison
+    from .render.terminal import comparison_summary
     from .rules import load_config
 
     gates = [parse_gate(g, comparison=True) for g in fail_on]
@@ -194,11 +191,7 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
                                    cache=_cache_dir(cache_dir, no_cache))
         written = write_comparison(comparison, [(output, fmt)])
     if not quiet:
-        click.echo(f"{comparison.verdict}: mean step time {comparison.step_time_change_pct:+.1f} % "
-                   f"(noise band ±{comparison.noise_band_pct:.1f} %)")
-        click.echo(f"findings appeared: {len(comparison.findings_appeared)}, went away: {len(comparison.findings_gone)}")
-        for p in written:
-            click.echo(f"wrote {terminal(p)}")
+        click.echo(comparison_summary(comparison, [str(p) for p in written]))
     _check_gates(gates, comparison=comparison)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ..escape import terminal
-from ..model import AnalysisResult
+from ..model import AnalysisResult, Comparison
 from . import view
 
 
@@ -30,6 +30,25 @@ def render(result: AnalysisResult, written: List[str]) -> str:
         lines += [f"  [{terminal(f['severity'])}] {terminal(f['title'])} ({f['gain']})" for f in findings[:5]]
     else:
         lines.append("No rule fired: the run looks healthy on what was checked.")
+    lines += [f"wrote {terminal(p)}" for p in written]
+    return "\n".join(lines)
+
+
+def incomplete_lines(result: AnalysisResult) -> List[str]:
+    """The stderr lines naming each trace left out (``hta-report: unreadable:
+    FILE: REASON``) and each analysis step that failed on a rank
+    (``hta-report: not computed: FILE: STEP: REASON``)."""
+    lines = [f"hta-report: unreadable: {terminal(u.path)}: {terminal(u.reason)}" for u in result.inventory.unreadable]
+    lines += [f"hta-report: not computed: {terminal(r.file)}: {terminal(f.step)}: {terminal(f.reason)}"
+              for r in result.ranks for f in r.failures]
+    return lines
+
+
+def comparison_summary(c: Comparison, written: List[str]) -> str:
+    """A few lines after ``compare``: the verdict, findings that appeared or went away, files written."""
+    lines = [f"{terminal(c.verdict)}: mean step time {c.step_time_change_pct:+.1f} % "
+             f"(noise band ±{c.noise_band_pct:.1f} %)",
+             f"findings appeared: {len(c.findings_appeared)}, went away: {len(c.findings_gone)}"]
     lines += [f"wrote {terminal(p)}" for p in written]
     return "\n".join(lines)
 
