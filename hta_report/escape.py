@@ -38,7 +38,8 @@ _MD_LEADING = re.compile(r"^(?:[-+=]|[0-9]{1,9}[.)])")
 #: Where GitHub's text filters would still act on the rendered (unescaped)
 #: text: ``@user``, ``#12``, ``http://``, ``mailto:x``, ``:emoji:``, ``www.``,
 #: ``GH-12``. A word joiner goes after the trigger.
-_TRIGGERS = re.compile(r"(?:[@#:](?=[A-Za-z0-9/])|(?i:www)(?=\.)|(?i:(?<![A-Za-z0-9])gh-)(?=[0-9]))")
+_TRIGGERS = re.compile(r"(?:[@#](?=[A-Za-z0-9/])|:(?=[A-Za-z0-9_+/-])|(?i:www)(?=\.)"
+                       r"|(?i:(?<![A-Za-z0-9])gh-)(?=[0-9]))")
 
 
 def visible(text: object, keep_newlines: bool = False) -> str:

@@ -16,6 +16,7 @@ Units, everywhere in this module:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -712,11 +713,18 @@ class AnalysisResult:
         return cls.from_dict(json.loads(text))
 
 
+@functools.lru_cache(maxsize=None)
+def type_hints(tp: type) -> Dict[str, Any]:
+    """``typing.get_type_hints(tp)`` for a dataclass of this module, computed
+    once per class (it evaluates every annotation string each call)."""
+    return typing.get_type_hints(tp)
+
+
 def _build(tp: Any, value: Any) -> Any:
     """Recursively turn plain JSON values into instances of the annotated type."""
     origin = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp)
+        hints = type_hints(tp)
         kwargs = {
             f.name: _build(hints[f.name], value[f.name])
             for f in dataclasses.fields(tp)

@@ -23,7 +23,7 @@ import types
 import typing
 from typing import Any, Dict, FrozenSet, List, Tuple
 
-from .model import SCHEMA_VERSION, Aggregate, AnalysisResult
+from .model import SCHEMA_VERSION, Aggregate, AnalysisResult, type_hints
 
 __all__ = ["ResultError", "check_result", "ENUMS", "SHARES"]
 
@@ -107,7 +107,7 @@ def _check(tp: Any, value: Any, path: str, owner: str = "", name: str = "") -> N
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             _fail(path, value, "an object")
-        hints = typing.get_type_hints(tp)
+        hints = type_hints(tp)
         for f in dataclasses.fields(tp):
             sub = f"{path}.{f.name}" if path else f.name
             if f.name not in value:
