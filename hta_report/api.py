@@ -13,6 +13,7 @@ from the cache) here, so that the reporters stay pure functions of the model.
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from .load.discovery import Inputs
 
 __all__ = ["analyze", "write_reports", "load_result", "compare_paths", "write_comparison", "rule_catalogue",
-           "partial_input_error"]
+           "partial_input_error", "check_outputs", "input_files"]
 
 Outputs = Sequence[Tuple[os.PathLike | str, Optional[str]]]
 
@@ -98,7 +99,8 @@ def analyze(trace_dir: "Inputs", recursive: bool = False, include_last_step: Opt
     result = _analyze_uncached(trace_dir, folder, recursive, include_last_step, max_trace_bytes, config, loader,
                                cache, engine, ray_address)
     result.inventory.input_dir = label
-    if results is not None and key is not None and not result.inventory.unreadable:
+    if results is not None and key is not None and not result.inventory.unreadable \
+            and not any(r.failures for r in result.ranks):
         results.put(key, result)
     return result
 
@@ -114,9 +116,36 @@ def _analyze_uncached(trace_dir: "Inputs", folder, recursive: bool, include_last
     result = measure(engine, trace_dir, folder, recursive, include_last_step, max_trace_bytes, loader, cache,
                      ray_address)
     with analysis_step("advice", where(result.ranks, folder)), progress.current().stage("advice"):
-        advice = advise(result, config)
-    result.findings, result.checks = advice.findings, advice.checks
+        result.findings, result.checks = _advise_complete_ranks(result, config, advise)
     return result
+
+
+def _advise_complete_ranks(result: AnalysisResult, config, advise) -> Tuple[list, list]:
+    """Findings and checks of the ranks analyzed in full. A rank where an
+    analysis step failed (``RankResult.failures``) is left out of the advice,
+    so that no rule reads the defaults of a section that was not computed
+    (a rule would call them fine, or fire on them): each check says which
+    ranks it did not check and why; with no rank analyzed in full, every
+    rule is "not checked"."""
+    import dataclasses
+
+    partial = [r for r in result.ranks if r.failures]
+    if not partial:
+        advice = advise(result, config)
+        return advice.findings, advice.checks
+    note = "; ".join(f"rank {r.rank} not checked ({', '.join(f.step for f in r.failures)} failed)" for r in partial)
+    complete = [r for r in result.ranks if not r.failures]
+    if not complete:
+        from .model import RuleCheck
+        from .rules import catalogue
+
+        return [], [RuleCheck(id=e["id"], rule=e["rule"], title=e["title"],
+                              status="not checked" if e["enabled"] else "disabled",
+                              detail=note if e["enabled"] else "disabled by configuration")
+                    for e in catalogue(config)]
+    advice = advise(dataclasses.replace(result, ranks=complete), config)
+    return advice.findings, [dataclasses.replace(c, detail=f"{c.detail}; {note}" if c.detail else note)
+                             for c in advice.checks]
 
 
 def report_charts(result: AnalysisResult, cache: Optional[Cache | os.PathLike | str] = None) -> Dict[str, str]:
@@ -153,7 +182,11 @@ def write_reports(result: AnalysisResult, outputs: Outputs,
     Raises:
         hta_report.errors.OutputError: a path's extension names no format
             (and none is given), a directory is missing or not writable.
+        hta_report.errors.InputError: two outputs are one file, or an output is
+            one of the result's input files (a trace, the manifest): nothing
+            is written (see :func:`check_outputs`).
     """
+    check_outputs(outputs, _inputs(result))
     charts: List[Dict[str, str]] = []
 
     def render_as(fmt: str) -> str:
@@ -164,6 +197,57 @@ def write_reports(result: AnalysisResult, outputs: Outputs,
         return rep.render(result, charts[0] if rep.charts else None)
 
     return _render_and_write(render_as, outputs)
+
+
+def _inputs(result: AnalysisResult) -> List[str]:
+    """The files ``result`` was read from: its traces (unreadable ones too) and the manifest."""
+    inv = result.inventory
+    return [f.path for f in inv.files] + [u.path for u in inv.unreadable] + [
+        os.path.join(inv.input_dir, "manifest.json")]
+
+
+def input_files(path: os.PathLike | str, recursive: bool = False) -> List[Path]:
+    """The files a run will read from ``path``: the file itself (a saved
+    result), or a directory's trace files and ``manifest.json``; nothing for
+    a path that does not exist (the run reports it)."""
+    from .load import find_trace_files
+
+    p = Path(path)
+    if p.is_file():
+        return [p]
+    if not p.is_dir():
+        return []
+    try:
+        return list(find_trace_files(p, recursive)) + [p / "manifest.json"]
+    except InputError:  # no traces: the run says so
+        return [p / "manifest.json"]
+
+
+def _same_file(a: os.PathLike | str, b: os.PathLike | str) -> bool:
+    try:
+        return os.path.samefile(a, b)  # hard links and symbolic links included
+    except OSError:  # one does not exist (yet): compare the paths
+        return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+
+
+def check_outputs(outputs: Outputs, inputs: Sequence[os.PathLike | str]) -> None:
+    """Refuse outputs that would destroy an input or each other.
+
+    Raises:
+        hta_report.errors.InputError: an output is one of ``inputs`` (the same
+            file, through any path or link), or two outputs are one file
+            (e.g. ``-o r.json --json r.json``); names the file.
+    """
+    seen: List[os.PathLike | str] = []
+    for path, _ in outputs:
+        for other in seen:
+            if _same_file(path, other):
+                raise InputError("given as two outputs; each report needs its own file", path)
+        for source in inputs:
+            if _same_file(path, source):
+                raise InputError("is an input of this run; writing a report there would destroy it: "
+                                 "choose another output file", path)
+        seen.append(path)
 
 
 def _render_and_write(render_as: Callable[[str], str], outputs: Outputs) -> List[Path]:
@@ -186,24 +270,48 @@ def _render_and_write(render_as: Callable[[str], str], outputs: Outputs) -> List
 
 def partial_input_error(result: AnalysisResult) -> Optional[PartialInputError]:
     """The error to report after writing ``result`` when some traces were
-    unreadable (``N of M traces unreadable; the report covers the rest``), else None."""
+    unreadable (``N of M traces unreadable; the report covers the rest``) or
+    analyzed only in part (``N of M traces analyzed in part; the report says
+    which sections are missing``), else None."""
     bad = result.inventory.unreadable
-    if not bad:
-        return None
+    partial = [r for r in result.ranks if r.failures]
     total = len(bad) + len(result.inventory.files)
-    return PartialInputError(f"{len(bad)} of {total} traces unreadable; the report covers the rest")
+    parts = []
+    if bad:
+        parts.append(f"{len(bad)} of {total} traces unreadable; the report covers the rest")
+    if partial:
+        parts.append(f"{len(partial)} of {total} traces analyzed in part; the report says which sections are missing")
+    return PartialInputError("; ".join(parts)) if parts else None
 
 
 def load_result(path: os.PathLike | str) -> AnalysisResult:
-    """Read a result saved by ``analyze --json``.
+    """Read a result saved by ``analyze --json``, checked against the result
+    model first (:func:`hta_report.model_check.check_result`: types, finite
+    numbers, ranges, known severities and statuses, required sections).
 
     Raises:
-        hta_report.errors.InputError: unreadable file or not an hta-report result.
+        hta_report.errors.InputError: unreadable file, not JSON, or not a valid
+            hta-report result (one line naming the file and the first problem,
+            e.g. ``aggregate.idle_pct: NaN, expected a finite number``).
     """
+    from .model_check import ResultError, check_result
+
     try:
-        return AnalysisResult.from_json(location(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"not a readable hta-report result: {exc}", path) from exc
+        text = location(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise InputError(f"cannot read the result: {reason}", path) from exc
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"not a readable hta-report result: not JSON ({exc})", path) from exc
+    if isinstance(data, dict) and data.get("kind") == "comparison":
+        raise InputError("a comparison, not a result: compare results saved by `analyze --json`", path)
+    try:
+        check_result(data)
+        return AnalysisResult.from_dict(data)
+    except (ResultError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise InputError(f"not a valid hta-report result: {exc}", path) from exc
 
 
 def load_side(path: os.PathLike | str, **analyze_kwargs) -> AnalysisResult:
@@ -246,7 +354,15 @@ def compare_paths(base: os.PathLike | str, new: os.PathLike | str, **analyze_kwa
 
 def write_comparison(comparison: Comparison, outputs: Outputs) -> List[Path]:
     """Render a comparison once per ``(path, format)`` and write each atomically
-    (all rendered before any is written)."""
+    (all rendered before any is written).
+
+    Raises:
+        hta_report.errors.InputError: as :func:`check_outputs`, against both
+            sides' inputs (a saved result, or the traces).
+    """
+    sides = [comparison.base_label, comparison.new_label]
+    check_outputs(outputs, [p for p in sides if os.path.isfile(p)]
+                  + [p for r in (comparison.base, comparison.new) if r is not None for p in _inputs(r)])
     return _render_and_write(lambda fmt: reporter(fmt).render_comparison(comparison), outputs)
 
 

@@ -184,17 +184,24 @@ class ResultCache:
 
     def get(self, key: str):
         """The :class:`~hta_report.model.AnalysisResult` stored under ``key``
-        (its ``analyzed_at`` set to now), or None."""
+        (its ``analyzed_at`` set to now), or None. The entry is checked like a
+        saved result (:func:`hta_report.model_check.check_result`): one that
+        fails (edited by hand, damaged) is a miss, logged at debug level, and
+        rewritten by the run."""
         import datetime as dt
 
         from .model import AnalysisResult
+        from .model_check import check_result
 
         data = self._read(f"{key}.json", key)
         if data is None or not isinstance(data.get("result"), str):
             return None
         try:
-            result = AnalysisResult.from_json(data["result"])
-        except (ValueError, KeyError, TypeError, AttributeError):
+            doc = json.loads(data["result"])
+            check_result(doc)
+            result = AnalysisResult.from_dict(doc)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            logger.debug("ignoring result cache entry %s: %s", key, exc)
             return None
         result.inventory.analyzed_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         return result

@@ -10,7 +10,8 @@ from typing import Optional
 import click
 
 from . import __version__
-from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError, one_line
+from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError
+from .escape import terminal
 from .gates import metrics_help, parse_gate, tripped
 from .engines import ENGINES
 from .render import FORMATS, REPORTERS
@@ -22,8 +23,9 @@ EPILOG = """\b
 Exit codes:
   0  success
   1  usage error, or input that cannot be analyzed (the message names the file);
-     also when some traces are unreadable: the report covering the others is
-     written first and lists them (this wins over a tripped gate)
+     also when some traces are unreadable, or analyzed only in part: the report
+     covering the rest is written first and lists them (this wins over a
+     tripped gate)
   2  a quality gate (--fail-on) tripped; the report is written first
 """
 
@@ -35,7 +37,7 @@ def _report_gates(gates, result=None, comparison=None) -> list:
     """Print each tripped gate on stderr; return them."""
     hits = tripped(gates, result=result, comparison=comparison)
     for h in hits:
-        click.echo(f"hta-report: gate tripped: {h}", err=True)
+        click.echo(f"hta-report: gate tripped: {terminal(h)}", err=True)
     return hits
 
 
@@ -159,8 +161,8 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
       hta-report analyze traces/ -o report.html --json result.json
       hta-report analyze rank-0.pt.trace.json.gz -o report.md
     """
-    from .api import analyze as run_analysis, partial_input_error, write_reports
-    from .render.terminal import render as summary
+    from .api import analyze as run_analysis, check_outputs, input_files, partial_input_error, write_reports
+    from .render.terminal import incomplete_lines, render as summary
     from .rules import load_config
 
     from . import progress
@@ -170,6 +172,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
     cache = _cache_dir(cache_dir, no_cache)
     outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
     _check_outputs(outputs)
+    check_outputs(outputs, [f for t in traces for f in input_files(t, recursive)])  # before any work
     with progress.using(progress.Progress(verbose=verbose)):
         result = run_analysis(list(traces), recursive=recursive, include_last_step=include_last_step,
                               max_trace_bytes=max_trace_size, config=config, cache=cache, engine=engine,
@@ -180,8 +183,8 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
     hits = _report_gates(gates, result=result)
     partial = partial_input_error(result)
     if partial is not None:  # incomplete input wins over a tripped gate
-        for bad in result.inventory.unreadable:
-            click.echo(f"hta-report: unreadable: {one_line(bad.path)}: {bad.reason}", err=True)
+        for line in incomplete_lines(result):
+            click.echo(line, err=True)
         raise partial
     if hits:
         raise click.exceptions.Exit(EXIT_GATE)
@@ -218,23 +221,21 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
       hta-report compare before/ after/ -o diff.html --fail-on 'step_time_regression>5%'
     """
     from . import progress
-    from .api import compare_paths, write_comparison
+    from .api import check_outputs, compare_paths, input_files, write_comparison
+    from .render.terminal import comparison_summary
     from .rules import load_config
 
     gates = [parse_gate(g, comparison=True) for g in fail_on]
     config = load_config(config_path)
     _check_outputs([(output, fmt)])
+    check_outputs([(output, fmt)], input_files(base, recursive) + input_files(new, recursive))  # before any work
     with progress.using(progress.Progress(verbose=verbose)):
         comparison = compare_paths(base, new, recursive=recursive, config=config, engine=engine,
                                    ray_address=ray_address,
                                    cache=_cache_dir(cache_dir, no_cache))
         written = write_comparison(comparison, [(output, fmt)])
     if not quiet:
-        click.echo(f"{comparison.verdict}: mean step time {comparison.step_time_change_pct:+.1f} % "
-                   f"(noise band ±{comparison.noise_band_pct:.1f} %)")
-        click.echo(f"findings appeared: {len(comparison.findings_appeared)}, went away: {len(comparison.findings_gone)}")
-        for p in written:
-            click.echo(f"wrote {p}")
+        click.echo(comparison_summary(comparison, [str(p) for p in written]))
     _check_gates(gates, comparison=comparison)
 
 
@@ -284,13 +285,13 @@ def main(argv: Optional[list] = None) -> int:
     except HtaReportError as exc:
         if debug:
             traceback.print_exc()
-        click.echo(f"hta-report: {exc.label}: {exc}", err=True)
+        click.echo(f"hta-report: {exc.label}: {terminal(exc)}", err=True)
         return exc.exit_code
     except Exception as exc:  # an unexpected failure: one line, traceback with --debug
         if debug:
             traceback.print_exc()
-        click.echo(f"hta-report: unexpected error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
-                   err=True)
+        click.echo(f"hta-report: unexpected error: {type(exc).__name__}: {terminal(exc)} "
+                   "(run with --debug for the traceback)", err=True)
         return EXIT_ERROR
 
 

@@ -9,8 +9,8 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from .model import (AnalysisResult, Comparison, KernelDelta, KernelVariant, MetricDelta, RankComparison,
-                    RankResult)
+from .model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, MEMCPY_STEP, STEP_TIMES_STEP, TEMPORAL_STEP,
+                    AnalysisResult, Comparison, KernelDelta, KernelVariant, MetricDelta, RankComparison, RankResult)
 from .names import family
 
 #: Smallest noise band (%) a verdict uses, however steady the steps are.
@@ -24,18 +24,24 @@ def _delta(name: str, unit: str, base: float, new: float) -> MetricDelta:
 
 
 def _rank_metrics(r: RankResult) -> List[Tuple[str, str, float]]:
-    out = [("mean step time", "ms", r.steps.mean_us / 1e3), ("DataLoader share of step", "%", r.cpu.dataloader_pct),
-           ("sync share of step", "%", r.cpu.sync_pct)]
+    """The rank's compared metrics; those whose analysis step failed on the
+    rank (:attr:`RankResult.failures`) are left out rather than compared as 0."""
+    out = []
+    if not r.failed(STEP_TIMES_STEP):
+        out.append(("mean step time", "ms", r.steps.mean_us / 1e3))
+    if not r.failed(CPU_SIDE_STEP):
+        out += [("DataLoader share of step", "%", r.cpu.dataloader_pct), ("sync share of step", "%", r.cpu.sync_pct)]
     if r.has_gpu:
-        out += [
-            ("GPU busy", "%", r.busy_pct),
-            ("GPU idle", "%", r.temporal.idle_pct),
-            ("idle: host wait", "%", r.idle_split.host_wait_pct),
-            ("idle: kernel wait", "%", r.idle_split.kernel_wait_pct),
-            ("idle: other", "%", r.idle_split.other_pct),
-            ("exposed communication", "%", r.comm.exposed_pct),
-            ("exposed memcpy", "%", r.memcpy.exposed_pct),
-        ]
+        if not r.failed(TEMPORAL_STEP):
+            out += [("GPU busy", "%", r.busy_pct), ("GPU idle", "%", r.temporal.idle_pct)]
+        if not r.failed(TEMPORAL_STEP, IDLE_STEP):
+            out += [("idle: host wait", "%", r.idle_split.host_wait_pct),
+                    ("idle: kernel wait", "%", r.idle_split.kernel_wait_pct),
+                    ("idle: other", "%", r.idle_split.other_pct)]
+        if not r.failed(COMMUNICATION_STEP):
+            out.append(("exposed communication", "%", r.comm.exposed_pct))
+        if not r.failed(MEMCPY_STEP):
+            out.append(("exposed memcpy", "%", r.memcpy.exposed_pct))
     return out
 
 

@@ -11,7 +11,8 @@ import numpy as np
 from .. import __version__
 from ..errors import TraceError
 from ..load import LoadedTraces, quiet_hta, unreadable_error
-from ..model import Aggregate, AnalysisResult, Inventory, RankResult, TraceFileInfo, UnreadableTrace
+from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, STEP_TIMES_STEP,
+                     TEMPORAL_STEP, Aggregate, AnalysisResult, Inventory, RankResult, TraceFileInfo, UnreadableTrace)
 from .gpu_time import combine_kernel_type_shares
 from .parallel import analyze_ranks
 from .rank import analysis_step
@@ -26,8 +27,10 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
     advice: ``findings`` and ``checks`` are left empty for the rules
     (:func:`hta_report.rules.advise`).
 
-    A rank whose analysis fails is moved to ``inventory.unreadable`` with the
-    failing step; the others are reported.
+    A rank whose events cannot be decoded is moved to ``inventory.unreadable``
+    with the failing step; a rank where another step fails is reported with
+    that step in its ``failures``, and left out of the aggregate figures that
+    step gives (see :func:`_aggregate`).
 
     Args:
         loaded: the parsed traces (:func:`hta_report.load.load_traces`).
@@ -76,7 +79,7 @@ def assemble(files: List[TraceFileInfo], outcomes: List[Union[RankResult, TraceE
             raise failure
         raise unreadable_error(unreadable)
     _sync_wait(ranks)
-    gpu = [r for r in ranks if r.has_gpu]
+    gpu = [r for r in ranks if r.has_gpu and not r.failed(KERNEL_TYPES_STEP)]
     with quiet_hta(), analysis_step("kernel breakdown of all ranks (HTA)", where(ranks, trace_dir)):
         types_all = combine_kernel_type_shares([r.kernel_types for r in gpu])
     analyzed = {r.rank for r in ranks}
@@ -97,7 +100,8 @@ def _sync_wait(ranks: List[RankResult]) -> None:
     communication kernels. Ranks without GPU activity get none: host-side
     collectives (gloo) include the reduction's CPU work, which varies with
     scheduling, so their minimum is not a transfer time."""
-    basis = {r.rank: r.comm.us_per_step for r in ranks if r.has_gpu and r.comm.us_per_step > 0}
+    basis = {r.rank: r.comm.us_per_step for r in ranks
+             if r.has_gpu and r.comm.us_per_step > 0 and not r.failed(COMMUNICATION_STEP)}
     if len(basis) < 2:
         return
     floor = min(basis.values())
@@ -111,23 +115,30 @@ def _mean(values: List[float]) -> float:
 
 
 def _aggregate(ranks: List[RankResult], kernel_types) -> Aggregate:
+    """Means over ranks; a rank where the step giving a figure failed
+    (:attr:`RankResult.failures`) is left out of that figure's mean."""
+    def having(*steps: str, gpu: bool = False) -> List[RankResult]:
+        return [r for r in ranks if (r.has_gpu or not gpu) and not r.failed(*steps)]
+
     gpu = [r for r in ranks if r.has_gpu]
-    stepped = [r for r in ranks if r.steps.count]
+    stepped = [r for r in having(STEP_TIMES_STEP) if r.steps.count]
     agg = Aggregate(ranks=len(ranks), gpu_ranks=len(gpu), kernel_types=kernel_types)
-    if gpu:
-        agg.idle_pct = _mean([r.temporal.idle_pct for r in gpu])
-        agg.compute_pct = _mean([r.temporal.compute_pct for r in gpu])
-        agg.non_compute_pct = _mean([r.temporal.non_compute_pct for r in gpu])
+    temporal, split = having(TEMPORAL_STEP, gpu=True), having(TEMPORAL_STEP, IDLE_STEP, gpu=True)
+    if temporal:
+        agg.idle_pct = _mean([r.temporal.idle_pct for r in temporal])
+        agg.compute_pct = _mean([r.temporal.compute_pct for r in temporal])
+        agg.non_compute_pct = _mean([r.temporal.non_compute_pct for r in temporal])
         agg.busy_pct = agg.compute_pct + agg.non_compute_pct
-        agg.idle_host_wait_pct = _mean([r.idle_split.host_wait_pct for r in gpu])
-        agg.idle_kernel_wait_pct = _mean([r.idle_split.kernel_wait_pct for r in gpu])
-        agg.idle_other_pct = _mean([r.idle_split.other_pct for r in gpu])
-        agg.exposed_comm_pct = _mean([r.comm.exposed_pct for r in gpu])
-        agg.exposed_memcpy_pct = _mean([r.memcpy.exposed_pct for r in gpu])
+    if split:
+        agg.idle_host_wait_pct = _mean([r.idle_split.host_wait_pct for r in split])
+        agg.idle_kernel_wait_pct = _mean([r.idle_split.kernel_wait_pct for r in split])
+        agg.idle_other_pct = _mean([r.idle_split.other_pct for r in split])
+    agg.exposed_comm_pct = _mean([r.comm.exposed_pct for r in having(COMMUNICATION_STEP, gpu=True)])
+    agg.exposed_memcpy_pct = _mean([r.memcpy.exposed_pct for r in having(MEMCPY_STEP, gpu=True)])
     if stepped:
         agg.mean_step_us = _mean([r.steps.mean_us for r in stepped])
         agg.max_rank_step_us = max(r.steps.mean_us for r in stepped)
-    agg.dataloader_pct = _mean([r.cpu.dataloader_pct for r in ranks if r.cpu.steps_used])
+    agg.dataloader_pct = _mean([r.cpu.dataloader_pct for r in having(CPU_SIDE_STEP) if r.cpu.steps_used])
     return agg
 
 

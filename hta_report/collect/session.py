@@ -104,7 +104,7 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
                  profile_memory: bool = False, device: str = "auto", quiet: bool = False,
                  run: Optional[Dict[str, Any]] = None, manifest: bool = True) -> None:
         check_schedule(wait, warmup, active, repeat)
-        self.out_dir = Path(out_dir)
+        self.out_dir = Path(os.path.abspath(out_dir))  # a script may change directory before traces are written
         self.schedule = {"wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
         self.options = {"record_shapes": record_shapes, "with_stack": with_stack,
                         "profile_memory": profile_memory}
@@ -215,10 +215,13 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
         Args:
             raise_errors: raise CollectError if a trace could not be written.
 
+        Does nothing in a process forked from the one that started profiling:
+        a child never writes traces or the manifest.
+
         Raises:
             CollectError: a trace or the manifest could not be written.
         """
-        if self._prof is None or self._stopping:
+        if self._prof is None or self._stopping or os.getpid() != self._pid:
             return
         self._stopping = True
         try:

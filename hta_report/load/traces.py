@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
-from ..errors import InputError, TraceError
+from ..errors import InputError, TraceError, one_line
 from ..model import TraceFileInfo, UnreadableTrace
 from .discovery import rank_from_file_name
 from ..files import identity
@@ -129,24 +129,45 @@ def add_parsed_rank(trace, key: int, parsed: tuple) -> bool:
     return True
 
 
+def _distributed_rank(meta: dict) -> Tuple[Optional[int], Optional[str]]:
+    """``distributedInfo.rank`` as a rank: ``(rank, None)``; ``(None, None)``
+    when absent; ``(None, what is wrong)`` when present but not a rank. An
+    integer in [0, 2**31) is a rank, and so is a string of decimal digits
+    (``"3"``: some tools write the rank as text); a bool, a negative or
+    fractional number, or any other value is not."""
+    info = meta.get("distributedInfo") if isinstance(meta, dict) else None
+    rank = info.get("rank") if isinstance(info, dict) else None
+    if rank is None:
+        return None, None
+    if isinstance(rank, str) and rank.isascii() and rank.isdigit() and int(rank) < MAX_RANK:
+        return int(rank), None
+    if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < MAX_RANK:
+        return rank, None
+    shown = repr(rank) if not isinstance(rank, (dict, list)) else type(rank).__name__
+    return None, f"distributedInfo.rank {one_line(shown)[:40]} is not a rank"
+
+
 def assign_ranks(paths: List[Path], metas: List[dict]) -> Tuple[List[int], List[str], List[str]]:
-    """Rank of each file: ``distributedInfo.rank``, else the file name, else
-    the lowest unused rank in path order (with a warning).
+    """Rank of each file: ``distributedInfo.rank`` (an integer, or a string of
+    digits), else the file name, else the lowest unused rank in path order
+    (with a warning). A ``distributedInfo.rank`` that is present but not a
+    rank (``-1``, ``1.5``, ``true``...) is named in a warning.
 
     Returns:
         ``(ranks, sources, warnings)``: a rank and how it was decided
         (``distributedInfo``, ``file name``, ``sequential``) per file, and
-        the warnings for files ranked by order.
+        the warnings.
 
     Raises:
         InputError: two files claim one rank (both are named).
     """
     ranks: List[Optional[int]] = []
     sources: List[str] = []
+    problems: List[Optional[str]] = []
     for path, meta in zip(paths, metas):
-        info = meta.get("distributedInfo") if isinstance(meta, dict) else None
-        rank = info.get("rank") if isinstance(info, dict) else None
-        if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < MAX_RANK:
+        rank, problem = _distributed_rank(meta)
+        problems.append(problem)
+        if rank is not None:
             ranks.append(rank)
             sources.append("distributedInfo")
             continue
@@ -173,10 +194,10 @@ def assign_ranks(paths: List[Path], metas: List[dict]) -> Tuple[List[int], List[
                 next_free += 1
             ranks[i] = next_free
             seen[next_free] = paths[i]
-            warns.append(
-                f"{paths[i]}: no distributedInfo.rank and no rank in the file name; "
-                f"analyzed as rank {next_free}"
-            )
+            why = problems[i] or "no distributedInfo.rank"
+            warns.append(f"{paths[i]}: {why} and no rank in the file name; analyzed as rank {next_free}")
+        elif problems[i] is not None:
+            warns.append(f"{paths[i]}: {problems[i]}; analyzed as rank {rank}, from the file name")
     return ranks, sources, warns  # type: ignore[return-value]
 
 

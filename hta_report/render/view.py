@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List
 
-from ..model import AnalysisResult, RankResult
+from ..model import TEMPORAL_STEP, AnalysisResult, RankResult
 from ..names import short_names
 from . import fmt
+
+#: What a cell shows for a figure whose analysis step failed on the rank.
+NOT_COMPUTED = "not computed"
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 
@@ -141,7 +144,7 @@ def rank_rows(result: AnalysisResult) -> List[Dict[str, str]]:
     rows = []
     for r in result.ranks:
         gpu = r.has_gpu
-        rows.append({
+        row = {
             "rank": str(r.rank),
             "device": ", ".join(sorted(set(r.device_names))) or ("not recorded" if gpu else "CPU"),
             "steps": str(r.steps.count),
@@ -155,7 +158,10 @@ def rank_rows(result: AnalysisResult) -> List[Dict[str, str]]:
             "sync": fmt.pct(r.cpu.sync_pct),
             "exposed_comm": fmt.pct(r.comm.exposed_pct) if gpu else "–",
             "exposed_memcpy": fmt.pct(r.memcpy.exposed_pct) if gpu else "–",
-        })
+        }
+        if gpu and r.failed(TEMPORAL_STEP):
+            row.update(busy=NOT_COMPUTED, idle=NOT_COMPUTED, compute=NOT_COMPUTED, non_compute=NOT_COMPUTED)
+        rows.append(row)
     return rows
 
 
@@ -163,7 +169,8 @@ def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
     """Per-rank tables: steps, idle per stream, kernels, memcpy, comm, launch, CPU side."""
     out = []
     for r in result.ranks:
-        d: Dict[str, Any] = {"rank": str(r.rank), "file": r.file, "has_gpu": r.has_gpu}
+        d: Dict[str, Any] = {"rank": str(r.rank), "file": r.file, "has_gpu": r.has_gpu,
+                             "failures": [{"step": f.step, "reason": f.reason} for f in r.failures]}
         d["steps"] = [
             {"number": str(s.number), "duration": fmt.ms(s.duration_us), "warmup": s.warmup} for s in r.steps.steps
         ]
@@ -244,6 +251,7 @@ def inventory(result: AnalysisResult) -> Dict[str, Any]:
         "warnings": list(inv.warnings),
         "manifest": [{"key": str(k), "value": str(v)} for k, v in inv.manifest.items()],
         "unreadable": unreadable(result),
+        "incomplete": incomplete(result),
     }
 
 
@@ -258,6 +266,20 @@ def unreadable(result: AnalysisResult) -> Dict[str, Any]:
         "total": total,
         "summary": (f"{len(bad)} of {total} traces could not be read; this report covers the rest" if bad else ""),
         "files": [{"path": u.path, "reason": u.reason} for u in bad],
+    }
+
+
+def incomplete(result: AnalysisResult) -> Dict[str, Any]:
+    """Ranks analyzed in part (an analysis step failed; the rest is
+    reported): ``count``, ``summary`` (one line) and ``ranks`` (rank, file,
+    and each failed step with its reason)."""
+    partial = [r for r in result.ranks if r.failures]
+    return {
+        "count": len(partial),
+        "summary": (f"{fmt.plural(len(partial), 'rank')} analyzed in part; these sections are missing, and their advice "
+                    "was not checked" if partial else ""),
+        "ranks": [{"rank": str(r.rank), "file": r.file,
+                   "failures": [{"step": f.step, "reason": f.reason} for f in r.failures]} for r in partial],
     }
 
 
