@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, SHARED_TRACES, shared
+from conftest import REPO, shared
 from hta_report.api import analyze
 from hta_report.load import fastparse
 from hta_report.load.hta_parser import parse_with_hta

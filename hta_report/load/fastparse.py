@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import gzip
 import logging
 import re
 from itertools import repeat
@@ -156,11 +155,6 @@ def _gc_paused() -> Iterator[None]:
 # --------------------------------------------------------------------------- reading
 
 
-try:  # ISA-L's inflate: about 3 times zlib's speed (the reader's share of the parse)
-    from isal.igzip import open as gzip_open
-except ImportError:  # pragma: no cover - a platform without isal's wheels
-    gzip_open = gzip.open
-
 _WS_RUN = re.compile(rb"[ \t\n\r]*")
 
 
@@ -187,9 +181,11 @@ class _Buffer:
     """
 
     def __init__(self, path: str, max_bytes: Optional[int] = None) -> None:
+        from ..files import open_text_stream
+
         self.path = path
         self.gz = path.endswith(".gz")
-        self.fh = (gzip_open if self.gz else open)(path, "rb")
+        self.fh = open_text_stream(path)  # a local path or a URL (fsspec); ISA-L inflate when installed
         self.max_bytes = max_bytes if self.gz else None
         self.total = 0
         self.buf = bytearray(BLOCK_BYTES + 1)

@@ -12,12 +12,12 @@ equals HTA's ``parse_trace_file`` on clean traces.
 """
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 from ..errors import TraceError
+from ..files import open_text_stream
 from . import sizecap, validation
 from .whitespace import Collapser
 
@@ -81,7 +81,7 @@ def read_squeezed(path: Path, max_bytes: Optional[int] = None) -> bytes:
     chunks = []
     total = 0
     collapser = None
-    with (gzip.open(path, "rb") if gz else open(path, "rb")) as fh:
+    with open_text_stream(path) as fh:
         while True:
             chunk = fh.read(_CHUNK)
             if not chunk:

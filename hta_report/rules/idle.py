@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
+from ..errors import plural
 from ..model import AnalysisResult, RankResult
 from .base import (DOCS_COMPILE, DOCS_CUDA_GRAPHS, DOCS_HTA_IDLE, Fired, Verdict, fine, make_finding, ms,
                    not_checked, pct_of_step, per, rule)
@@ -151,7 +152,7 @@ def gpu_gaps(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict
            "# data loading -> DataLoader(num_workers=...), syncs -> drop .item()/.cpu() in the loop,\n"
            "# checkpoint or logging I/O -> move it off the training thread or do it less often")
     return make_finding(cfg, worst, unexplained_gap_us(worst, cfg, fired),
-                        f"{n} GPU gap(s) longer than {cfg.gap_pct:g} % of the step", evidence, fix,
+                        f"{plural(n, 'GPU gap')} longer than {cfg.gap_pct:g} % of the step", evidence, fix,
                         [r.rank for r in hits])
 
 
