@@ -449,6 +449,145 @@ class TensorCoreUse:
     misaligned_examples: List[str] = field(default_factory=list)
 
 
+@dataclass
+class SmallKernel:
+    """One compute kernel name whose launches leave SMs idle (``blocks per
+    SM`` < 1), totals over the analyzed steps.
+
+    ``blocks_per_sm`` and ``occupancy_pct`` are duration-weighted means of
+    Kineto's ``blocks per SM`` and ``est. achieved occupancy %`` over its
+    launches; ``idle_sm_us`` is Σ dur × (1 − blocks per SM): the SM time its
+    launches left idle (µs); ``pct`` is its time as % of compute kernel time.
+    """
+
+    name: str
+    count: int
+    total_us: float
+    blocks_per_sm: float
+    occupancy_pct: float
+    idle_sm_us: float
+    pct: float
+
+
+@dataclass
+class OccupancySummary:
+    """How well the compute kernels of a rank fill the GPU, from the args
+    Kineto writes on every CUDA kernel (``blocks per SM``, ``warps per SM``,
+    ``est. achieved occupancy %``; AMD traces have none).
+
+    Over the compute kernels (HTA's COMPUTATION type: NCCL kernels use few
+    blocks by design and are left out) that start inside the analyzed steps
+    and carry the args, weighted by kernel duration ``d`` (µs):
+
+    * ``sm_efficiency_pct`` = 100 × Σ d·min(blocks per SM, 1) / Σ d (the
+      TensorBoard profiler's "Est. SM Efficiency", here of kernel time);
+    * ``achieved_occupancy_pct`` = Σ d·occupancy / Σ d (TensorBoard's "Est.
+      Achieved Occupancy");
+    * ``small_grid_us_per_step``: time per step of kernels with blocks per
+      SM < 1 (some SMs have no block at all); ``small_grid_pct`` is it as %
+      of ``kernel_us_per_step`` (the compute kernels with the args);
+    * ``idle_sm_us_per_step``: Σ d·(1 − blocks per SM) of those kernels per
+      step: SM time they leave idle (µs), the upper bound of what filling
+      the SMs (larger batch, fused kernels) could save.
+
+    ``kernels_with_data`` counts the kernels that carry the args;
+    ``missing_reason`` says why nothing was measured (empty when measured).
+    """
+
+    kernels_with_data: int = 0
+    kernel_us_per_step: float = 0.0
+    sm_efficiency_pct: float = 0.0
+    achieved_occupancy_pct: float = 0.0
+    small_grid_us_per_step: float = 0.0
+    small_grid_pct: float = 0.0
+    idle_sm_us_per_step: float = 0.0
+    top_small: List[SmallKernel] = field(default_factory=list)
+    missing_reason: str = ""
+
+
+@dataclass
+class MemoryPoint:
+    """One point of a memory timeline: ``ts_us`` on the report's timeline
+    (µs from the earliest event of the directory, as every other time) and
+    the allocator's totals after an allocation or free (bytes)."""
+
+    ts_us: float
+    allocated_bytes: int
+    reserved_bytes: int
+
+
+@dataclass
+class DeviceMemory:
+    """Memory of one device of a rank, from the ``[memory]`` instant events
+    that ``torch.profiler.profile(profile_memory=True)`` writes (``Total
+    Allocated``, ``Total Reserved``: the caching allocator's totals after
+    each allocation or free, bytes).
+
+    ``device`` is ``cuda:0``, ``cpu``...; ``capacity_bytes`` is the device's
+    ``deviceProperties[].totalGlobalMem`` (0 when the trace has none, e.g.
+    the CPU); the ``_pct`` figures are of it (0 without it). ``timeline``
+    holds at most a few hundred points (each the largest values of its
+    stretch of time, so peaks survive) for the memory chart;
+    ``step_starts_us`` marks the ``ProfilerStep`` starts on it.
+    """
+
+    device: str
+    events: int = 0
+    peak_allocated_bytes: int = 0
+    peak_reserved_bytes: int = 0
+    capacity_bytes: int = 0
+    peak_allocated_pct: float = 0.0
+    peak_reserved_pct: float = 0.0
+    timeline: List[MemoryPoint] = field(default_factory=list)
+
+
+@dataclass
+class MemorySummary:
+    """Memory use of a rank from its ``[memory]`` events.
+
+    ``recorded`` is False when the trace has none (profile with
+    ``profile_memory=True``, or ``hta-report collect --profile-memory``).
+    ``device`` names the rank's main device: its GPU with the most events,
+    else the CPU; ``peak_allocated_bytes``, ``peak_reserved_bytes``,
+    ``capacity_bytes`` and the ``_pct`` figures are that device's (see
+    :class:`DeviceMemory`). ``devices`` lists every device seen;
+    ``step_starts_us`` the ``ProfilerStep`` starts (µs, for the chart).
+    """
+
+    recorded: bool = False
+    device: str = ""
+    peak_allocated_bytes: int = 0
+    peak_reserved_bytes: int = 0
+    capacity_bytes: int = 0
+    peak_allocated_pct: float = 0.0
+    peak_reserved_pct: float = 0.0
+    devices: List[DeviceMemory] = field(default_factory=list)
+    step_starts_us: List[float] = field(default_factory=list)
+
+
+@dataclass
+class StepBreakdown:
+    """Where one ``ProfilerStep``'s time goes, as the TensorBoard profiler's
+    overview splits it (µs; the parts add up to ``duration_us``). Each
+    instant of the (device re-based) step goes to the first category active
+    then, in TensorBoard's priority order: ``kernel`` (a kernel on any
+    stream), ``memcpy``, ``memset``, ``runtime`` (a ``cuda_runtime`` call on
+    the host), ``dataloader`` (inside ``enumerate(DataLoader)#...``),
+    ``cpu_exec`` (a CPU op or annotation other than the step's own), ``other``.
+    ``warmup`` marks the first step, which the statistics leave out."""
+
+    number: int
+    duration_us: float
+    kernel_us: float = 0.0
+    memcpy_us: float = 0.0
+    memset_us: float = 0.0
+    runtime_us: float = 0.0
+    dataloader_us: float = 0.0
+    cpu_exec_us: float = 0.0
+    other_us: float = 0.0
+    warmup: bool = False
+
+
 #: Names of per-rank analysis steps (``analysis/rank.py``) that reporters,
 #: gates and comparisons ask about when a step failed (:attr:`RankResult.failures`).
 TEMPORAL_STEP = "temporal breakdown (HTA)"
@@ -458,6 +597,9 @@ STEP_TIMES_STEP = "step times"
 CPU_SIDE_STEP = "CPU side"
 MEMCPY_STEP = "memcpy summary"
 COMMUNICATION_STEP = "communication"
+OCCUPANCY_STEP = "SM occupancy"
+MEMORY_STEP = "memory"
+STEP_BREAKDOWN_STEP = "step breakdown"
 
 
 @dataclass
@@ -516,6 +658,9 @@ class RankResult:
     idle_attribution: IdleAttribution = field(default_factory=IdleAttribution)
     optimizer: OptimizerProfile = field(default_factory=OptimizerProfile)
     tensor_cores: TensorCoreUse = field(default_factory=TensorCoreUse)
+    occupancy: OccupancySummary = field(default_factory=OccupancySummary)
+    memory: MemorySummary = field(default_factory=MemorySummary)
+    step_breakdown: List[StepBreakdown] = field(default_factory=list)
     failures: List[SectionFailure] = field(default_factory=list)
 
     def failed(self, *steps: str) -> bool:

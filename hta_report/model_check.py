@@ -45,6 +45,8 @@ SHARES: Dict[str, FrozenSet[str]] = {
     "MemcpySummary": frozenset({"exposed_pct"}),
     "TensorCoreUse": frozenset({"tensor_core_pct"}),
     "LaunchSummary": frozenset({"full_queue_pct"}),
+    "OccupancySummary": frozenset({"sm_efficiency_pct", "achieved_occupancy_pct", "small_grid_pct"}),
+    "SmallKernel": frozenset({"occupancy_pct", "pct"}),
     "Aggregate": frozenset({"busy_pct", "idle_pct", "compute_pct", "non_compute_pct", "exposed_comm_pct",
                             "exposed_memcpy_pct"}),
 }

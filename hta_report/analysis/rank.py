@@ -32,7 +32,8 @@ import pandas as pd
 
 from ..errors import HtaReportError, TraceError
 from ..load.validation import exception_summary
-from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, STEP_TIMES_STEP,
+from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, MEMORY_STEP,
+                     OCCUPANCY_STEP, STEP_BREAKDOWN_STEP, STEP_TIMES_STEP,
                      TEMPORAL_STEP, CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult,
                      SectionFailure, TemporalBreakdown, TraceFileInfo)
 from .attribution import idle_attribution
@@ -43,8 +44,11 @@ from .events import COMMUNICATION, GPU_CATEGORIES, RankEvents, kernel_type
 from .gpu_time import idle_breakdown, kernel_type_shares, temporal_breakdown, top_kernels
 from .kernels import add_misaligned_gemms, compute_major, tensor_core_use
 from .launch import LaunchContext, add_launch_metrics, launch_context, launch_summary
+from .memory import memory_summary
+from .occupancy import occupancy
 from .optimizer import optimizer_profile
 from .regions import host_windows, windows
+from .step_breakdown import step_breakdown
 from .steps import step_stats
 from .transfers import add_comm_metrics, comm_overlap, comm_summary, memcpy_summary
 
@@ -85,6 +89,7 @@ NEEDS = {
     MEMCPY_STEP: ("step windows and optimizer",),
     COMMUNICATION_STEP: ("step windows and optimizer",),
     "Tensor Core use": ("step windows and optimizer",),
+    OCCUPANCY_STEP: ("step windows and optimizer",),
     "idle attribution": ("step windows and optimizer", MEMCPY_STEP),
     "launch statistics": ("step windows and optimizer",),
 }
@@ -211,6 +216,18 @@ def _idle_attribution(c: RankContext) -> None:
     c.result.idle_attribution = idle_attribution(c.ev, c.w, c.result.optimizer, c.blocking, c.pageable)
 
 
+def _occupancy(c: RankContext) -> None:
+    c.result.occupancy = occupancy(c.ev, c.w)
+
+
+def _memory(c: RankContext) -> None:
+    c.result.memory = memory_summary(c.loaded.memory_events(c.info.rank), c.meta, c.ev)
+
+
+def _step_breakdown(c: RankContext) -> None:
+    c.result.step_breakdown = step_breakdown(c.ev)
+
+
 def _launch_context(c: RankContext) -> None:
     c.launch = launch_context(c.ev, c.w, c.hw)
 
@@ -221,6 +238,8 @@ OWN_STEPS: List[Step] = [
     (STEP_TIMES_STEP, _step_times),
     (CPU_SIDE_STEP, _cpu_side),
     ("step windows and optimizer", _windows_and_optimizer),
+    (MEMORY_STEP, _memory),
+    (STEP_BREAKDOWN_STEP, _step_breakdown),
 ]
 #: Then, on ranks with GPU activity.
 GPU_STEPS: List[Step] = [
@@ -229,6 +248,7 @@ GPU_STEPS: List[Step] = [
     (MEMCPY_STEP, _memcpy),
     (COMMUNICATION_STEP, _gpu_communication),
     ("Tensor Core use", _tensor_cores),
+    (OCCUPANCY_STEP, _occupancy),
     ("idle attribution", _idle_attribution),
     ("launch statistics", _launch_context),
 ]
