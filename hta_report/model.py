@@ -588,6 +588,36 @@ class StepBreakdown:
     warmup: bool = False
 
 
+@dataclass
+class CodePatterns:
+    """Code patterns found in a rank's host ops (``analysis/patterns.py``), per analyzed step.
+
+    * C23: ``cpu_tensor_copies_per_step``: ``aten::to`` ops that copy to the
+      GPU a tensor just filled on the CPU (``aten::fill_``/``zero_``/
+      ``normal_``/``uniform_``: PyTorch's ``ExtraCUDACopyPattern``);
+      ``cpu_tensor_copy_us_per_step`` the wall time of those ops and their
+      HtoD copies (µs, their union); ``cpu_tensor_examples`` a few;
+    * C25: ``conv_bias_bn_per_step``: convolutions given a bias whose next op
+      on the thread is ``aten::batch_norm``; ``shapes_recorded`` is True when
+      convolutions carry ``Input Dims`` (``record_shapes=True``), which the
+      check needs; ``conv_bias_examples`` a few;
+    * C28: ``micro_steps_per_step``: ``DistributedDataParallel.forward`` calls
+      (micro-steps); ``synced_micro_steps_per_step``: those followed by an
+      all-reduce before the next; ``extra_sync_us_per_step``: all-reduce time
+      of every synchronized micro-step but the last of each step (µs).
+    """
+
+    cpu_tensor_copies_per_step: float = 0.0
+    cpu_tensor_copy_us_per_step: float = 0.0
+    cpu_tensor_examples: List[str] = field(default_factory=list)
+    shapes_recorded: bool = False
+    conv_bias_bn_per_step: float = 0.0
+    conv_bias_examples: List[str] = field(default_factory=list)
+    micro_steps_per_step: float = 0.0
+    synced_micro_steps_per_step: float = 0.0
+    extra_sync_us_per_step: float = 0.0
+
+
 #: Names of per-rank analysis steps (``analysis/rank.py``) that reporters,
 #: gates and comparisons ask about when a step failed (:attr:`RankResult.failures`).
 TEMPORAL_STEP = "temporal breakdown (HTA)"
@@ -600,6 +630,7 @@ COMMUNICATION_STEP = "communication"
 OCCUPANCY_STEP = "SM occupancy"
 MEMORY_STEP = "memory"
 STEP_BREAKDOWN_STEP = "step breakdown"
+PATTERNS_STEP = "code patterns"
 
 
 @dataclass
@@ -661,6 +692,7 @@ class RankResult:
     occupancy: OccupancySummary = field(default_factory=OccupancySummary)
     memory: MemorySummary = field(default_factory=MemorySummary)
     step_breakdown: List[StepBreakdown] = field(default_factory=list)
+    patterns: CodePatterns = field(default_factory=CodePatterns)
     failures: List[SectionFailure] = field(default_factory=list)
 
     def failed(self, *steps: str) -> bool:

@@ -33,7 +33,7 @@ import pandas as pd
 from ..errors import HtaReportError, TraceError
 from ..load.validation import exception_summary
 from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, MEMORY_STEP,
-                     OCCUPANCY_STEP, STEP_BREAKDOWN_STEP, STEP_TIMES_STEP,
+                     OCCUPANCY_STEP, PATTERNS_STEP, STEP_BREAKDOWN_STEP, STEP_TIMES_STEP,
                      TEMPORAL_STEP, CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult,
                      SectionFailure, TemporalBreakdown, TraceFileInfo)
 from .attribution import idle_attribution
@@ -47,6 +47,7 @@ from .launch import LaunchContext, add_launch_metrics, launch_context, launch_su
 from .memory import memory_summary
 from .occupancy import occupancy
 from .optimizer import optimizer_profile
+from .patterns import code_patterns
 from .regions import host_windows, windows
 from .step_breakdown import step_breakdown
 from .steps import step_stats
@@ -90,6 +91,7 @@ NEEDS = {
     COMMUNICATION_STEP: ("step windows and optimizer",),
     "Tensor Core use": ("step windows and optimizer",),
     OCCUPANCY_STEP: ("step windows and optimizer",),
+    PATTERNS_STEP: ("step windows and optimizer",),
     "idle attribution": ("step windows and optimizer", MEMCPY_STEP),
     "launch statistics": ("step windows and optimizer",),
 }
@@ -224,6 +226,10 @@ def _memory(c: RankContext) -> None:
     c.result.memory = memory_summary(c.loaded.memory_events(c.info.rank), c.meta, c.ev)
 
 
+def _patterns(c: RankContext) -> None:
+    c.result.patterns = code_patterns(c.ev, c.w, c.hw)
+
+
 def _step_breakdown(c: RankContext) -> None:
     c.result.step_breakdown = step_breakdown(c.ev)
 
@@ -240,6 +246,7 @@ OWN_STEPS: List[Step] = [
     ("step windows and optimizer", _windows_and_optimizer),
     (MEMORY_STEP, _memory),
     (STEP_BREAKDOWN_STEP, _step_breakdown),
+    (PATTERNS_STEP, _patterns),
 ]
 #: Then, on ranks with GPU activity.
 GPU_STEPS: List[Step] = [
