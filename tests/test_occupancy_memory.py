@@ -262,3 +262,24 @@ def test_plain_profiler_memory_events_are_read(plain_memory_trace):
     assert m.recorded and m.device == "cpu" and m.devices[0].events == len(raw) > 0
     assert m.peak_allocated_bytes == max(max(e["args"]["Total Allocated"] for e in raw), 0) > 0
     assert check(result, "memory-near-capacity").status == "not checked"
+
+
+def test_collect_profile_memory_gives_the_memory_section(tmp_path):
+    """``collect --workload cnn --profile-memory`` then ``analyze`` (default
+    schedule: 5 analyzed steps): peak allocated > 0 in the JSON, a memory chart."""
+    pytest.importorskip("torch")
+    from click.testing import CliRunner
+
+    from hta_report.cli import cli
+
+    out = tmp_path / "run"
+    res = CliRunner().invoke(cli, ["collect", "--workload", "cnn", "--profile-memory", "--width", "4", "-q",
+                                    "-o", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["analyze", str(out), "-o", str(tmp_path / "r.html"), "--json",
+                                    str(tmp_path / "r.json"), "-q"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rank = json.loads((tmp_path / "r.json").read_text())["ranks"][0]
+    assert rank["steps_used"] == 5
+    assert rank["memory"]["recorded"] and rank["memory"]["peak_allocated_bytes"] > 0
+    assert "Chart: rank 0, allocated and reserved memory on cpu" in (tmp_path / "r.html").read_text()

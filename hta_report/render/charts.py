@@ -191,10 +191,10 @@ STEP_COLORS = {"kernel": "#2b7bba", "memcpy": "#f0a030", "memset": "#bcbd22", "r
 MAX_RANK_CHARTS = 8
 
 
-def step_columns(numbers: Sequence[int], parts: Dict[str, Sequence[float]], title: str,
+def step_columns(numbers: Sequence[str], parts: Dict[str, Sequence[float]], title: str,
                  width: float = WIDE_IN) -> str:
-    """One stacked column per step (ms), parts stacked in ``parts``' order
-    (the TensorBoard profiler's step time breakdown)."""
+    """One stacked column per step (ms; ``numbers``: the tick labels), parts
+    stacked in ``parts``' order (the TensorBoard profiler's step time breakdown)."""
     fig = Figure(figsize=(width, 3.0 if width >= 6 else 2.8))
     ax = fig.add_subplot()
     x = list(range(len(numbers)))
@@ -203,7 +203,7 @@ def step_columns(numbers: Sequence[int], parts: Dict[str, Sequence[float]], titl
         ax.bar(x, values, bottom=bottom, label=name, color=STEP_COLORS.get(name, _SERIES[0]), width=0.7)
         bottom = [a + b for a, b in zip(bottom, values)]
     step = max(1, len(numbers) // (8 if width < 6 else 20))
-    ax.set_xticks(x[::step], [str(n) for n in numbers][::step])
+    ax.set_xticks(x[::step], list(numbers)[::step])
     ax.set_xlabel("ProfilerStep #")
     ax.set_ylabel("time (ms)")
     ax.set_title(title, loc="left", fontsize=11)
@@ -245,10 +245,12 @@ def rank_charts(r, width: float) -> Dict[str, str]:
     if r.step_breakdown:
         from .view import STEP_PARTS
 
+        warm = any(b.warmup for b in r.step_breakdown)
         out[f"step_breakdown/{r.rank}"] = step_columns(
-            [b.number for b in r.step_breakdown],
+            [f"{b.number}*" if b.warmup else str(b.number) for b in r.step_breakdown],
             {head: [getattr(b, f"{k}_us") / 1e3 for b in r.step_breakdown] for k, head in STEP_PARTS.items()},
-            f"Rank {r.rank}: step time breakdown (TensorBoard's categories)", width=width)
+            f"Rank {r.rank}: step time breakdown (TensorBoard's categories)" + ("; * warm-up" if warm else ""),
+            width=width)
     main = next((d for d in r.memory.devices if d.device == r.memory.device), None)
     if r.memory.recorded and main is not None and main.timeline:
         peak = max(main.peak_reserved_bytes, main.peak_allocated_bytes)
