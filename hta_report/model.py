@@ -595,8 +595,8 @@ class CodePatterns:
     * C23: ``cpu_tensor_copies_per_step``: ``aten::to`` ops that copy to the
       GPU a tensor just filled on the CPU (``aten::fill_``/``zero_``/
       ``normal_``/``uniform_``: PyTorch's ``ExtraCUDACopyPattern``);
-      ``cpu_tensor_copy_us_per_step`` the wall time of those ops and their
-      HtoD copies (µs, their union); ``cpu_tensor_examples`` a few;
+      ``cpu_tensor_copy_us_per_step`` the GPU time of their HtoD copies
+      (µs, their union); ``cpu_tensor_examples`` a few;
     * C25: ``conv_bias_bn_per_step``: convolutions given a bias whose next op
       on the thread is ``aten::batch_norm``; ``shapes_recorded`` is True when
       convolutions carry ``Input Dims`` (``record_shapes=True``), which the

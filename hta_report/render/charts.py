@@ -208,8 +208,8 @@ def step_columns(numbers: Sequence[str], parts: Dict[str, Sequence[float]], titl
     ax.set_ylabel("time (ms)")
     ax.set_title(title, loc="left", fontsize=11)
     narrow = width < 6
-    ax.legend(ncols=4 if narrow else 7, loc="upper left", bbox_to_anchor=(0.0, -0.28), frameon=False,
-              fontsize=8 if narrow else 9)
+    ax.legend(ncols=3 if narrow else 7, loc="upper left", bbox_to_anchor=(0.0, -0.28), frameon=False,
+              fontsize=7 if narrow else 9)
     ax.spines[["top", "right"]].set_visible(False)
     return _to_uri(fig)
 
@@ -249,7 +249,8 @@ def rank_charts(r, width: float) -> Dict[str, str]:
         out[f"step_breakdown/{r.rank}"] = step_columns(
             [f"{b.number}*" if b.warmup else str(b.number) for b in r.step_breakdown],
             {head: [getattr(b, f"{k}_us") / 1e3 for b in r.step_breakdown] for k, head in STEP_PARTS.items()},
-            f"Rank {r.rank}: step time breakdown (TensorBoard's categories)" + ("; * warm-up" if warm else ""),
+            (f"Rank {r.rank}: step time breakdown" if width < 6 else
+             f"Rank {r.rank}: step time breakdown (TensorBoard's categories)") + ("; * warm-up" if warm else ""),
             width=width)
     main = next((d for d in r.memory.devices if d.device == r.memory.device), None)
     if r.memory.recorded and main is not None and main.timeline:

@@ -19,8 +19,9 @@ DOCS_CONV_BIAS = ("https://pytorch.org/tutorials/recipes/recipes/tuning_guide.ht
       DOCS_TARGET_DEVICE)
 def cpu_tensor_copied(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C23: ``torch.zeros(...).to("cuda")``: the tensor is filled by the CPU
-    and copied to the GPU instead of made there. The gain bound is the wall
-    time of those ``aten::to`` ops and their copies (their union per step)."""
+    and copied to the GPU instead of made there. The gain bound is the GPU
+    time of those copies per step (made on the GPU, the tensor needs no copy;
+    the fill becomes a kernel)."""
     gpu = [r for r in result.ranks if r.has_gpu]
     if not gpu:
         return not_checked("no GPU activity in the traces")
@@ -30,7 +31,7 @@ def cpu_tensor_copied(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -
         return fine("no tensor filled on the CPU and then copied to the GPU in the analyzed steps")
     worst = hits[0]
     evidence = [f"rank {r.rank}: {r.patterns.cpu_tensor_copies_per_step:.1f} such copies {per(r)}, "
-                f"{ms(r.patterns.cpu_tensor_copy_us_per_step)} {per(r)} in the copy ops and their copies; e.g. "
+                f"their HtoD copies take {ms(r.patterns.cpu_tensor_copy_us_per_step)} {per(r)} on the GPU; e.g. "
                 + "; ".join(r.patterns.cpu_tensor_examples) for r in hits[:8]]
     fix = ("# make the tensor where it is used, instead of torch.zeros(n).to(\"cuda\"):\n"
            "mask = torch.zeros(n, device=\"cuda\")   # likewise torch.randn(..., device=x.device)")
