@@ -597,7 +597,8 @@ class CodePatterns:
       ``normal_``/``uniform_``: PyTorch's ``ExtraCUDACopyPattern``);
       ``cpu_tensor_copy_us_per_step`` the GPU time of their HtoD copies
       (µs, their union); ``cpu_tensor_examples`` a few;
-    * C25: ``conv_bias_bn_per_step``: convolutions given a bias whose next op
+    * C25: ``conv_ops_per_step``: convolution ops (``aten::conv1d/2d/3d``);
+      ``conv_bias_bn_per_step``: convolutions given a bias whose next op
       on the thread is ``aten::batch_norm``; ``shapes_recorded`` is True when
       convolutions carry ``Input Dims`` (``record_shapes=True``), which the
       check needs; ``conv_bias_examples`` a few;
@@ -611,6 +612,7 @@ class CodePatterns:
     cpu_tensor_copy_us_per_step: float = 0.0
     cpu_tensor_examples: List[str] = field(default_factory=list)
     shapes_recorded: bool = False
+    conv_ops_per_step: float = 0.0
     conv_bias_bn_per_step: float = 0.0
     conv_bias_examples: List[str] = field(default_factory=list)
     micro_steps_per_step: float = 0.0

@@ -97,7 +97,8 @@ def test_conv_bias_before_bn(tmp_path):
     b = conv_trace(bias=True)
     for e in b.events:
         e.get("args", {}).pop("Input Dims", None)
-    assert check(run(tmp_path / "noshapes", b), "conv-bias-before-bn").status == "not checked"
+    c = check(run(tmp_path / "noshapes", b), "conv-bias-before-bn")
+    assert c.status == "not checked" and "record_shapes=True" in c.detail
 
 
 def accumulation_trace(syncs) -> TraceBuilder:

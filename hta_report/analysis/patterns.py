@@ -141,16 +141,17 @@ def conv_bias_before_bn(ev: RankEvents, w: np.ndarray) -> Tuple[int, bool, List[
     BatchNorm subtracts the mean, so the bias does nothing.
 
     Returns:
-        (count, whether input shapes were recorded, examples ``"aten::conv2d
-        [16, 3, 32, 32] weight [8, 3, 3, 3] bias [8] -> aten::batch_norm"``).
+        (convolutions, those with a bias before BatchNorm, whether input
+        shapes were recorded, examples ``"aten::conv2d input [16, 3, 32, 32]
+        weight [8, 3, 3, 3] bias [8] -> aten::batch_norm"``).
     """
     ops = _ops(ev)
-    if "input_dims" not in ops.columns:
-        return 0, False, []
     convs = in_windows(ops[ops["s_name"].isin(CONV_OPS)], w)
-    recorded = any(map(_has_shapes, convs["input_dims"].to_numpy())) if len(convs) else False
+    if "input_dims" not in ops.columns or convs.empty:
+        return len(convs), 0, False, []
+    recorded = any(map(_has_shapes, convs["input_dims"].to_numpy()))
     if not recorded:
-        return 0, False, []
+        return len(convs), 0, False, []
     count, examples = 0, []
     for thread, t_ops in ops.groupby("thread", sort=False):
         t_conv = convs[convs["thread"].eq(thread)]
@@ -169,7 +170,7 @@ def conv_bias_before_bn(ev: RankEvents, w: np.ndarray) -> Tuple[int, bool, List[
             count += 1
             if len(examples) < EXAMPLES:
                 examples.append(f"{name} input {dims[0]} weight {dims[1]} bias {dims[2]} -> {names[nxt]}")
-    return count, True, examples
+    return len(convs), count, True, examples
 
 
 def _next_op(after: np.ndarray, all_dims: np.ndarray):
@@ -240,7 +241,7 @@ def code_patterns(ev: RankEvents, w: np.ndarray, hw: np.ndarray) -> CodePatterns
     count, us, examples = cpu_tensor_copies(ev, w)
     out.cpu_tensor_copies_per_step, out.cpu_tensor_copy_us_per_step = per_step(count, n), per_step(us, n)
     out.cpu_tensor_examples = examples
-    count, out.shapes_recorded, out.conv_bias_examples = conv_bias_before_bn(ev, w)
-    out.conv_bias_bn_per_step = per_step(count, n)
+    convs, count, out.shapes_recorded, out.conv_bias_examples = conv_bias_before_bn(ev, w)
+    out.conv_ops_per_step, out.conv_bias_bn_per_step = per_step(convs, n), per_step(count, n)
     out.micro_steps_per_step, out.synced_micro_steps_per_step, out.extra_sync_us_per_step = accumulation_sync(ev, hw)
     return out

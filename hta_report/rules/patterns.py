@@ -13,6 +13,11 @@ DOCS_CONV_BIAS = ("https://pytorch.org/tutorials/recipes/recipes/tuning_guide.ht
                   "#disable-bias-for-convolutions-directly-followed-by-a-batch-norm")
 
 
+def _analyzed(result: AnalysisResult):
+    """Ranks whose code-pattern step ran (a failed step leaves its figures at 0, not "none found")."""
+    return [r for r in result.ranks if not r.failed(PATTERNS_STEP)]
+
+
 @rule("cpu-tensor-copied", "C23", "Tensor filled on the CPU, then copied to the GPU",
       "PyTorch profiler pattern matcher (ExtraCUDACopyPattern), performance tuning guide",
       lambda c: "any aten::to with an HtoD copy right after aten::fill_/zero_/normal_/uniform_ on the CPU",
@@ -22,9 +27,9 @@ def cpu_tensor_copied(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -
     and copied to the GPU instead of made there. The gain bound is the GPU
     time of those copies per step (made on the GPU, the tensor needs no copy;
     the fill becomes a kernel)."""
-    gpu = [r for r in result.ranks if r.has_gpu]
+    gpu = [r for r in _analyzed(result) if r.has_gpu]
     if not gpu:
-        return not_checked("no GPU activity in the traces")
+        return not_checked("no GPU activity in the traces (or the code-pattern analysis failed)")
     hits = sorted([r for r in gpu if r.patterns.cpu_tensor_copies_per_step > 0],
                   key=lambda r: -r.patterns.cpu_tensor_copy_us_per_step)
     if not hits:
@@ -49,10 +54,11 @@ def conv_bias_before_bn(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
     convolution before it does nothing but cost a bias add and its gradient.
     No step time is measured for it (the bias add is often fused into the
     convolution): gain 0."""
-    ranks = [r for r in result.ranks if r.patterns.shapes_recorded]
+    ranks = [r for r in _analyzed(result) if r.patterns.shapes_recorded]
     if not ranks:
-        return not_checked("no convolution ops with recorded input shapes in the analyzed steps "
-                           "(profile with record_shapes=True)")
+        if not any(r.patterns.conv_ops_per_step for r in _analyzed(result)):
+            return not_checked("no convolution ops (aten::conv1d/2d/3d) in the analyzed steps")
+        return not_checked("the convolutions carry no input shapes (profile with record_shapes=True)")
     hits = sorted([r for r in ranks if r.patterns.conv_bias_bn_per_step > 0],
                   key=lambda r: -r.patterns.conv_bias_bn_per_step)
     if not hits:
@@ -80,7 +86,7 @@ def no_sync_accumulation(result: AnalysisResult, cfg: AdviceConfig, fired: Fired
     ``model.no_sync()``; here more than one all-reduces. The gain bound is
     the all-reduce time of the synchronized micro-steps but the last (their
     communication kernels on GPU ranks, host collective time otherwise)."""
-    ranks = [r for r in result.ranks if r.patterns.micro_steps_per_step > 0]
+    ranks = [r for r in _analyzed(result) if r.patterns.micro_steps_per_step > 0]
     if not ranks:
         return not_checked("no DistributedDataParallel.forward in the analyzed steps (no DDP, or no ProfilerStep)")
     accumulating = [r for r in ranks if r.patterns.micro_steps_per_step > 1]
