@@ -113,7 +113,8 @@ class LoadedTraces:
     def memory_events(self, rank: int):
         """The ``[memory]`` events of ``rank``'s file (which HTA's parser
         drops), on the same aligned timeline as :meth:`frame` (the
-        directory's time origin, HTA's ``min_ts``, subtracted): a
+        directory's time origin, HTA's ``min_ts``, subtracted; our exact
+        times use an origin at most 1 µs earlier, see :func:`exact_origin`): a
         :class:`~.memory_events.MemoryEvents`, empty for an unknown rank.
 
         Raises:
