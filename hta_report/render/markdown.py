@@ -43,8 +43,8 @@ def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
     lines = ["## hta-report", ""]
     if h["has_gpu"]:
         lines.append(
-            f"**GPU busy {h['busy']}**, idle {h['idle']} (host wait {h['idle_host']}, kernel wait "
-            f"{h['idle_kernel']}, other {h['idle_other']}) · mean step {h['mean_step']} · "
+            f"**GPU busy {h['busy']}**, idle {h['idle']} of GPU time (all streams together: host wait "
+            f"{h['idle_host']}, kernel wait {h['idle_kernel']}, other {h['idle_other']}) · mean step {h['mean_step']} · "
             f"{h['ranks']} rank(s) · {_md_text(h['devices'])}"
         )
     else:

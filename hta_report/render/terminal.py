@@ -19,8 +19,8 @@ def render(result: AnalysisResult, written: List[str]) -> str:
     h = view.headline(result)
     lines = []
     if h["has_gpu"]:
-        lines.append(f"GPU busy {h['busy']}, idle {h['idle']} (host wait {h['idle_host']}, "
-                     f"kernel wait {h['idle_kernel']}, other {h['idle_other']})")
+        lines.append(f"GPU busy {h['busy']}, idle {h['idle']} of GPU time (all streams together: host wait "
+                     f"{h['idle_host']}, kernel wait {h['idle_kernel']}, other {h['idle_other']})")
     else:
         lines.append("No GPU activity in the traces (CPU-side metrics only)")
     lines.append(f"{h['ranks']} rank(s), mean step {h['mean_step']}, devices: {_plain(h['devices'])}")
