@@ -59,7 +59,7 @@ def test_findings_show_gain_and_the_checks_table(evil_report):
     assert "Estimated gain:</strong> up to" in html and 'id="checks"' in html
     for c in result.checks:
         assert f'<td class="name">{c.id}</td>' in html
-    assert "What was checked (21 rules:" in md and "| C12 | `tensor-cores-unused` |" in md
+    assert "What was checked (23 rules:" in md and "| C12 | `tensor-cores-unused` |" in md
     assert "```python" in md
 
 
@@ -67,7 +67,7 @@ def test_healthy_run_says_so_and_lists_what_was_checked(tmp_path):
     from kineto import TC_GEMM, TraceBuilder
 
     b = TraceBuilder(rank=0)
-    for i in range(4):
+    for i in range(5):
         b.step(i + 1, i * 1000, 1000)
         for j in range(10):
             b.kernel(TC_GEMM, i * 1000 + j * 100, 100, launch_ts=i * 1000 + j * 100 - 50)
