@@ -106,7 +106,7 @@ def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
         hits = [slowest]
     fix = (f"# find why rank {straggler.rank} is slower: compare its section of this report with the others\n"
            "# (DataLoader wait, CPU contention, GPU clocks); uneven inputs: bucket samples by length, e.g.\n"
-           "# a length-grouped sampler, so every rank gets the same work per step")
+           "# a length-grouped sampler, so every rank gets the same work per iteration")
     return make_finding(cfg, hits, claims,
                         f"Rank {straggler.rank} is a straggler: other ranks wait {pct:.0f} % {of_step(worst)} for it",
                         evidence, fix, ranks=[straggler.rank])

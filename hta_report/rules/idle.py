@@ -78,8 +78,8 @@ def low_gpu_utilization(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
     rest = pct_of_step(left[worst.rank], worst)
     title = (f"GPU kernels busy only {utilization_pct(worst):.0f} % {of_step(worst)}; {rest:.0f} % {of_step(worst)} "
              "idle without a specific cause")
-    fix = ("# give the GPU more work per launch and the host less work per step:\n"
-           "model = torch.compile(model)      # fewer, larger kernels; less Python per step\n"
+    fix = ("# give the GPU more work per launch and the host less work per iteration:\n"
+           "model = torch.compile(model)      # fewer, larger kernels; less Python per iteration\n"
            "# raise the batch size if memory allows; the idle split above shows where the time goes")
     claims = {r.rank: fired.take(r, IDLE, left[r.rank]) for r in hits}
     return make_finding(cfg, hits, claims, title, evidence, fix)
