@@ -44,10 +44,11 @@ def _burn(torch, ms: float) -> None:
 
 
 def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, steps: int = 7,
-        layers: int = 0) -> None:
+        layers: int = 0, clean: bool = False) -> None:
     """Train ``steps`` iterations under the profiler (wait 1, warm-up 1,
     active ``steps - 2``) and write the trace of this rank into ``out``
-    (``layers``: hidden layers of the model, 0 for the case's default)."""
+    (``layers``: hidden layers of the model, 0 for the case's default;
+    ``clean``: the same script with the case's cause switched off, a baseline)."""
     import torch
     from torch.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler
 
@@ -79,7 +80,7 @@ def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, ste
     slow_batch_ms = 0.0
     sampler = BatchSampler(SequentialSampler(range(len(data_x))), batch, drop_last=True)
     loader = DataLoader(Batches(), sampler=sampler, batch_size=None, num_workers=0)
-    if case == "unfused-optimizer":
+    if case == "unfused-optimizer" and not clean:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
@@ -100,7 +101,7 @@ def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, ste
     for _ in range(3):
         step(*next(it))
     step_ms = (time.perf_counter() - t0) / 3 * 1e3
-    extra_ms = strength / (1 - strength) * step_ms
+    extra_ms = 0.0 if clean else strength / (1 - strength) * step_ms
     if case == "slow-data":
         slow_batch_ms = extra_ms
     straggle_ms = extra_ms if case == "ddp-straggler" else 0.0
@@ -116,21 +117,23 @@ def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, ste
         dist.destroy_process_group()
 
 
-def _worker(rank: int, out: str, case: str, strength: float, world: int, port: int, layers: int) -> None:
+def _worker(rank: int, out: str, case: str, strength: float, world: int, port: int, layers: int,
+            clean: bool) -> None:
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    run(out, case, strength, rank=rank, world=world, layers=layers)
+    run(out, case, strength, rank=rank, world=world, layers=layers, clean=clean)
 
 
-def record(out: str, case: str, strength: float = 0.4, port: int = 29531, layers: int = 0) -> None:
+def record(out: str, case: str, strength: float = 0.4, port: int = 29531, layers: int = 0,
+           clean: bool = False) -> None:
     """Record ``case`` into ``out`` (one trace per rank)."""
     ranks = CASES[case][0]
     os.makedirs(out, exist_ok=True)
     if ranks == 1:
-        run(out, case, strength, layers=layers)
+        run(out, case, strength, layers=layers, clean=clean)
         return
     import torch.multiprocessing as mp
-    mp.spawn(_worker, args=(out, case, strength, ranks, port, layers), nprocs=ranks, join=True)
+    mp.spawn(_worker, args=(out, case, strength, ranks, port, layers, clean), nprocs=ranks, join=True)
 
 
 def main(argv=None) -> int:
@@ -140,8 +143,9 @@ def main(argv=None) -> int:
     ap.add_argument("--strength", type=float, default=0.4, help="share of the step the injected cause takes")
     ap.add_argument("--port", type=int, default=29531)
     ap.add_argument("--layers", type=int, default=0, help="hidden layers of the model (0: the case's default)")
+    ap.add_argument("--clean", action="store_true", help="the same script with the cause switched off (a baseline)")
     args = ap.parse_args(argv)
-    record(args.out, args.case, args.strength, args.port, args.layers)
+    record(args.out, args.case, args.strength, args.port, args.layers, args.clean)
     return 0
 
 

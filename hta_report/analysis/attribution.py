@@ -46,10 +46,12 @@ def _u(df: pd.DataFrame) -> np.ndarray:
     return intervals.union(df["ts"].to_numpy(dtype=float), df["end"].to_numpy(dtype=float))
 
 
-def gaps_beginning_in(idle: np.ndarray, calls) -> np.ndarray:
-    """The rows of the idle union ``idle`` whose start lies inside one of
+def gaps_beginning_in(idle: np.ndarray, calls, busy: np.ndarray = None) -> np.ndarray:
+    """The rows of the idle union ``idle`` whose gap begins inside one of
     ``calls`` (a dataframe with ``ts``/``end``, or a union; extended by
-    :data:`GAP_START_TOLERANCE_US`)."""
+    :data:`GAP_START_TOLERANCE_US`). A gap begins where the GPU activity
+    ``busy`` before it ends (a row cut by a window edge keeps its gap's
+    start); without ``busy``, at the row's start."""
     if len(idle) == 0 or calls is None or len(calls) == 0:
         return np.empty((0, 2))
     if isinstance(calls, pd.DataFrame):
@@ -57,7 +59,8 @@ def gaps_beginning_in(idle: np.ndarray, calls) -> np.ndarray:
     else:
         starts, ends = calls[:, 0], calls[:, 1]
     cu = intervals.union(starts, ends + GAP_START_TOLERANCE_US)
-    return idle[containing_index(cu, idle[:, 0]) >= 0]
+    begin = idle[:, 0] if busy is None else full_gap_bounds(idle, busy)[0]
+    return idle[containing_index(cu, begin) >= 0]
 
 
 def _named(df: pd.DataFrame, name: str) -> pd.DataFrame:
@@ -73,17 +76,29 @@ def host_activity(ev: RankEvents) -> np.ndarray:
     return _u(cpu[cpu["s_cat"].isin(HOST_OP_CATEGORIES) | code])
 
 
+def full_gap_bounds(idle: np.ndarray, busy: np.ndarray):
+    """For each row of ``idle`` (clipped to the analyzed windows), the whole
+    GPU gap it belongs to, ``(begin, end)`` arrays: from the end of the GPU
+    activity (union ``busy``) before it to the start of the activity after it
+    (µs; the row's own start or end where there is none)."""
+    if len(idle) == 0 or len(busy) == 0:
+        return idle[:, 0].copy(), idle[:, 1].copy()
+    j = np.searchsorted(busy[:, 1], idle[:, 0], side="right") - 1  # last activity ending at or before the row
+    k = np.searchsorted(busy[:, 0], idle[:, 1], side="left")  # first activity starting at or after its end
+    before = np.where(j >= 0, busy[np.maximum(j, 0), 1], idle[:, 0])
+    after = np.where(k < len(busy), busy[np.minimum(k, len(busy) - 1), 0], idle[:, 1])
+    return before, after
+
+
 def full_gap_length(idle: np.ndarray, busy: np.ndarray) -> np.ndarray:
-    """For each row of ``idle`` (clipped to the analyzed windows), the length
-    of the whole GPU gap it belongs to: from the end of the GPU activity
-    (union ``busy``) before it to the start of the activity after it (µs;
-    inf before the first or after the last activity)."""
+    """For each row of ``idle``, the length of the whole GPU gap it belongs to
+    (:func:`full_gap_bounds`; inf before the first or after the last activity)."""
     if len(idle) == 0:
         return np.empty(0)
     if len(busy) == 0:
         return np.full(len(idle), np.inf)
-    j = np.searchsorted(busy[:, 1], idle[:, 0], side="right") - 1  # last activity ending at or before the row
-    k = np.searchsorted(busy[:, 0], idle[:, 1], side="left")  # first activity starting at or after its end
+    j = np.searchsorted(busy[:, 1], idle[:, 0], side="right") - 1
+    k = np.searchsorted(busy[:, 0], idle[:, 1], side="left")
     before = np.where(j >= 0, busy[np.maximum(j, 0), 1], -np.inf)
     after = np.where(k < len(busy), busy[np.minimum(k, len(busy) - 1), 0], np.inf)
     return after - before
@@ -144,16 +159,17 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
 
     cpu = ev.cpu
     host = host_activity(ev)
-    short = idle[full_gap_length(idle, _u(gpu)) < SHORT_GAP_US]
+    all_busy = _u(gpu)
+    short = idle[full_gap_length(idle, all_busy) < SHORT_GAP_US]
     queued = queued_gaps(ev, idle)
     q_short = queued[(queued[:, 1] - queued[:, 0]) < KERNEL_WAIT_US]
     regions: Dict[str, np.ndarray] = {
         "warmup": _u(warmup),
         "stream_wait": queued,
         "dataloader": _u(cpu[cpu["s_name"].str.startswith(DATALOADER_PREFIXES)]),
-        "pageable_copy": gaps_beginning_in(idle, pageable),
-        "blocking_copy": gaps_beginning_in(idle, blocking),
-        "sync": gaps_beginning_in(idle, sync),
+        "pageable_copy": gaps_beginning_in(idle, pageable, all_busy),
+        "blocking_copy": gaps_beginning_in(idle, blocking, all_busy),
+        "sync": gaps_beginning_in(idle, sync, all_busy),
         "zero_grad": _u(zero_grad_regions(ev, None)) if opt.zero_ops_per_step > 0 else np.empty((0, 2)),
         "optimizer": (_u(_named(step_regions(ev, None), opt.step_name)) if opt.step_calls and not opt.multi_tensor
                       else np.empty((0, 2))),

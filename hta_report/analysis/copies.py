@@ -14,7 +14,7 @@ from ..model import MemcpySummary, NamedTime
 from . import intervals
 from .cpu_side import SYNC_NAMES
 from .events import COMMUNICATION, COMPUTATION, MEMORY, RankEvents
-from .regions import containing_index, launched_from, per_step, thread_ids
+from .regions import LAUNCH_APIS, containing_index, launched_from, per_step, thread_ids
 
 #: CPU ops that copy tensors (``x.to(device)``, ``x.cpu()``, ``copy_``).
 COPY_OPS = ("aten::copy_", "aten::_to_copy", "aten::to", "aten::_copy_from", "aten::_copy_from_and_resize")
@@ -180,9 +180,12 @@ def sync_contexts(ev: RankEvents, reads: pd.DataFrame, extra_names=()) -> np.nda
     (µs): every synchronizing call (stream/device/event synchronization,
     ``aten::item``, ``aten::_local_scalar_dense`` and ``extra_names``), every
     device-to-host read the host waits for (``reads``, :func:`dtoh_reads`),
-    and the outermost ``aten::`` op on the same thread that holds one of
-    them (the GPU may drain a moment before the host reaches the call itself
-    inside ``aten::item`` or ``aten::nonzero``)."""
+    the outermost ``aten::`` op on the same thread that holds one of them
+    (the GPU may drain a moment before the host reaches the call itself
+    inside ``aten::item`` or ``aten::nonzero``), and the time from each of
+    them to the thread's next launch call (the host has no work queued
+    ahead then; another stream may still run when the call returns, so the
+    GPU can go idle after it)."""
     cpu = ev.cpu
     points = cpu[cpu["s_name"].isin(SYNC_NAMES + tuple(extra_names))]
     if len(reads):
@@ -194,6 +197,20 @@ def sync_contexts(ev: RankEvents, reads: pd.DataFrame, extra_names=()) -> np.nda
     if len(blocks):
         b = _block_of(blocks, thr, points)
         parts.append(blocks[np.unique(b[b >= 0])])
+    # after a synchronization the host has no work queued ahead: until its next launch on that
+    # thread, the GPU idles because of it (other streams may still run when the call returns)
+    launches = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver")) & cpu["s_name"].isin(LAUNCH_APIS)]
+    if len(launches):
+        p_end, p_thr = points["end"].to_numpy(dtype=float), thread_ids(points)
+        l_ts, l_thr = launches["ts"].to_numpy(dtype=float), thread_ids(launches)
+        for thread in np.unique(p_thr).tolist():
+            sel = p_thr == thread
+            nxt = np.sort(l_ts[l_thr == thread])
+            if not len(nxt):
+                continue
+            j = np.searchsorted(nxt, p_end[sel], side="left")
+            ok = j < len(nxt)
+            parts.append(np.column_stack([p_end[sel][ok], nxt[j[ok]]]))
     both = np.concatenate(parts)
     return intervals.union(both[:, 0], both[:, 1])
 

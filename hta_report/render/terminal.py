@@ -29,8 +29,12 @@ def render(result: AnalysisResult, written: List[str]) -> str:
         lines.append(f"{bad['summary']} (listed in the report)")
     findings = view.findings(result)
     if findings:
-        lines.append(f"{len(findings)} finding(s):")
-        lines += [f"  [{f['severity']}] {_plain(f['title'])} ({f['gain']})" for f in findings[:5]]
+        top = [f for f in findings if f["gain_pct"] >= view.TOP_MIN_GAIN_PCT]
+        small = len(findings) - len(top)
+        top = top[:5]
+        lines.append(f"{len(findings)} finding(s)" + (f", {small} below 1 % of the step or without a gain" if small
+                                                      else "") + ":")
+        lines += [f"  [{f['severity']}] {_plain(f['title'])} ({f['gain']})" for f in top]
     else:
         lines.append("No rule fired: the run looks healthy on what was checked.")
     lines += [f"wrote {p}" for p in written]
