@@ -127,16 +127,21 @@ class Trace:
         return end
 
     def top_level_gap(self, lo: float, hi: float) -> float:
-        """The latest time in ``[lo, hi]`` at which the main thread is inside no
-        ``cpu_op`` (between two top-level ops), else ``hi``."""
+        """A time in ``[lo, hi]`` at which the main thread is inside no
+        ``cpu_op`` (between two top-level ops) and the compute stream has the
+        most work queued (where a script reads ``loss.item()``: after
+        launching the step's work), else ``hi``."""
         ops = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in self.ev if e.get("ph") == "X"
                      and e.get("cat") == "cpu_op" and (e["pid"], e["tid"]) == self.main and e["ts"] < hi)
-        best, run_end = None, None
+        cands, run_end = [], None
         for ts, end in ops:
             if run_end is not None and ts > run_end and lo <= run_end <= hi:
-                best = run_end  # a gap between top-level ops begins at run_end
+                cands.append(run_end + 0.5)  # a gap between top-level ops begins at run_end
             run_end = end if run_end is None else max(run_end, end)
-        return (best + 0.5) if best is not None else hi
+        if not cands:
+            return hi
+        cands = cands[:: max(1, len(cands) // 40)]
+        return max(cands, key=lambda x: (self.stream_end(x) - x, x))
 
     # ------------------------------------------------------------------ edits
     def _id(self) -> int:
@@ -194,6 +199,31 @@ class Trace:
                 e["dur"] = e.get("dur", 0) + shift_at(end)
         self._replay(gpu, launch, shift_at, apply=True)
         self._fix_flows()
+
+    def deoverlap(self) -> None:
+        """No two operations of one stream overlap: one that starts before the
+        previous ends (an added operation and replayed work) waits for it."""
+        streams: Dict[tuple, List[dict]] = defaultdict(list)
+        for e in self.gpu_ops():
+            streams[(e["pid"], e["tid"])].append(e)
+        for ops in streams.values():
+            ops.sort(key=lambda e: float(e["ts"]))
+            end = float("-inf")
+            for e in ops:
+                e["ts"] = max(float(e["ts"]), end)
+                end = e["ts"] + float(e.get("dur", 0))
+
+    def shift_from(self, t: float, d: float, skip: Optional[dict] = None) -> None:
+        """Everything (host and GPU) from ``t`` on moves ``d`` later; events on
+        the main thread that enclose ``t`` (and the whole-trace event) grow."""
+        for e in self.ev:
+            if e.get("ph") == "M" or "ts" not in e or e is skip:
+                continue
+            if e["ts"] >= t:
+                e["ts"] += d
+            elif e.get("ph") == "X" and e["ts"] + e.get("dur", 0) > t and (
+                    e.get("cat") == "Trace" or (e.get("pid"), e.get("tid")) == self.main):
+                e["dur"] = e.get("dur", 0) + d
 
     def _blocking_after(self, t: float, thread: tuple, gpu: List[dict], rt: Dict[int, dict]):
         """Blocking calls on ``thread`` starting at or after ``t``, in time
@@ -336,7 +366,7 @@ def inject(doc: dict, cause: str, strength: float) -> dict:
             t.stall(at, stall)
             t.cpu("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", at, stall, cat="user_annotation")
         elif cause == "item":
-            at = t.top_level_gap(s0 + 0.5 * dur, s0 + 0.9 * dur)
+            at = t.top_level_gap(s0 + 0.3 * dur, s0 + 0.95 * dur)
             copy_start = max(at + 10, t.stream_end(at) + 1)
             ret = copy_start + 2 + 3
             total = (ret + 5 - at) + want
@@ -362,7 +392,8 @@ def inject(doc: dict, cause: str, strength: float) -> dict:
             opt = [e for e in t.ev if e.get("ph") == "X" and str(e.get("name", "")).startswith("Optimizer.step#")
                    and s0 <= e["ts"] < s0 + dur and (e["pid"], e["tid"]) == t.main]
             at = (max(e["ts"] + e["dur"] for e in opt) if opt else s0 + dur - 2) + 0.5
-            n_ops = max(10, int(want / (OPT_OP_US - OPT_KERNEL_US)))
+            queued = max(0.0, t.drain_time(at) - at)  # work the GPU still runs while the host steps
+            n_ops = max(10, int((want + queued) / (OPT_OP_US - OPT_KERNEL_US)))
             host = n_ops * OPT_OP_US + 2
             t.stall(at, host)
             present = {str(e.get("name")) for e in opt}
@@ -378,6 +409,7 @@ def inject(doc: dict, cause: str, strength: float) -> dict:
                 ready = start + OPT_KERNEL_US
         else:
             raise ValueError(f"unknown cause {cause!r} (one of {', '.join(CAUSES)})")
+    t.deoverlap()
     t._fix_flows()
     return t.doc
 
@@ -395,12 +427,12 @@ def _work_kernel(t: Trace) -> str:
 
 
 def inject_straggler(slow: dict, waiting: dict, strength: float) -> Tuple[dict, dict]:
-    """Two ranks of one job. ``slow`` gets more GPU work at the start of every
-    step (one kernel of the trace's own kind, ``strength`` of the resulting
-    step: uneven inputs such as longer sequences), so everything after it
-    runs later; in ``waiting``, the first collective (``nccl*``) kernel that
-    starts in each step lasts that much longer, waiting for the slow rank,
-    and everything after it moves later.
+    """Two ranks of one job. ``slow`` gets more GPU work in every step (one
+    kernel of the trace's own kind, ``strength`` of the resulting step, just
+    before the first kernel launched in the step: uneven inputs such as longer
+    sequences); in ``waiting``, the first collective (``nccl*``) kernel
+    launched in each step lasts that much longer, waiting for the slow rank.
+    On both, everything from that point on moves later by as much.
 
     Raises:
         ValueError: a trace without ``ProfilerStep`` or ``waiting`` without
@@ -409,34 +441,35 @@ def inject_straggler(slow: dict, waiting: dict, strength: float) -> Tuple[dict, 
     s, w = Trace(slow), Trace(waiting)
     name = _work_kernel(s)
     for step in reversed(s.steps()):
-        at = float(step["ts"]) + 1
-        extra = extra_us(float(step["dur"]), strength)
-        start = max(at + 10, s.stream_end(at) + 1)
-        s.stall(at, start + extra + 2 - at)
-        s.launch("cudaLaunchKernel", at + 1, 5.0, "kernel", name, start, extra)
+        s0, dur = float(step["ts"]), float(step["dur"])
+        extra = extra_us(dur, strength)
+        first = _first_launched(s, s0, dur, lambda e: (e["pid"], e["tid"]) == (s.device_pid, s.stream))
+        if first is None:
+            raise ValueError("no kernel launched in a step of the slow rank")
+        at, call_ts = float(first["ts"]), float(s._runtime_by_corr()[int(first["args"]["correlation"])]["ts"])
+        s.shift_from(at, extra)
+        s.launch("cudaLaunchKernel", call_ts - 1.0, 0.5, "kernel", name, at, extra)
     for step in reversed(w.steps()):
         s0, dur = float(step["ts"]), float(step["dur"])
         extra = extra_us(dur, strength)
-        rt = w._runtime_by_corr()
-        launched = {c for c, call in rt.items() if s0 <= call["ts"] < s0 + dur}  # launched in this step
-        comm = sorted((e for e in w.gpu_ops() if e["cat"] == "kernel" and str(e["name"]).lower().startswith("nccl")
-                       and int(e.get("args", {}).get("correlation", -1) or -1) in launched), key=lambda e: e["ts"])
-        if not comm:
+        k = _first_launched(w, s0, dur, lambda e: str(e["name"]).lower().startswith("nccl"))
+        if k is None:
             raise ValueError("no communication kernel in a step of the waiting rank")
-        k = comm[0]
         end = float(k["ts"]) + float(k["dur"])
-        for e in w.ev:  # everything after the collective's end moves later
-            if e.get("ph") == "M" or "ts" not in e or e is k:
-                continue
-            if e["ts"] >= end:
-                e["ts"] += extra
-            elif e.get("ph") == "X" and e["ts"] + e.get("dur", 0) > end and (
-                    e.get("cat") == "Trace" or (e.get("pid"), e.get("tid")) == w.main):
-                e["dur"] = e.get("dur", 0) + extra
+        w.shift_from(end, extra, skip=k)
         k["dur"] = float(k["dur"]) + extra
     s._fix_flows()
     w._fix_flows()
     return s.doc, w.doc
+
+
+def _first_launched(t: Trace, s0: float, dur: float, which) -> Optional[dict]:
+    """The first kernel (by start) launched in the step ``[s0, s0 + dur]`` for which ``which`` holds."""
+    rt = t._runtime_by_corr()
+    launched = {c for c, call in rt.items() if s0 <= call["ts"] < s0 + dur}
+    ks = sorted((e for e in t.gpu_ops() if e["cat"] == "kernel" and which(e)
+                 and int(e.get("args", {}).get("correlation", -1) or -1) in launched), key=lambda e: e["ts"])
+    return ks[0] if ks else None
 
 
 def as_rank(doc: dict, rank: int, world: int) -> dict:

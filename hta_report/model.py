@@ -250,9 +250,9 @@ class CommSummary:
     ``collective_basis`` says which: ``kernels``, ``host`` or ``""`` (no
     collective seen). ``kernel_us_by_step`` and ``host_collective_us_by_step``
     give those two times in each analyzed step (by ``ProfilerStep`` number);
-    with two or more steps in common across ranks, the wait is the smallest
-    per-step wait of the rank (the wait it shows in every step), so ranks
-    that take turns being late through noise do not look like stragglers.
+    with steps in common across ranks the wait is taken per step: a rank
+    that waits in every step gets the mean of its waits, any other none, so
+    ranks that take turns being late through noise do not look like stragglers.
     """
 
     kernel_count: int = 0

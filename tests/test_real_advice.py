@@ -213,3 +213,22 @@ def test_step_counts_agree(results):
     (row,) = rank_rows(r)
     assert row["steps"] == "5 (4 analyzed)" and r.ranks[0].steps_used == 4
     assert all(f["gain_pct"] >= 1 for f in headline(r)["top"])
+
+
+def test_permissive_thresholds_still_claim_each_time_once():
+    """Every rule at its most permissive threshold (what bench/diagnosis.py uses to
+    compare costs before and after an injection): no crash, gains still fit the step."""
+    import dataclasses
+
+    from hta_report.rules import AdviceConfig
+    from hta_report.rules.engine import advise
+
+    loose = {"gpu_utilization_pct": 100.0, "tensor_core_pct": 100.0}
+    cfg = AdviceConfig(**{f.name: loose.get(f.name, 0.0) for f in dataclasses.fields(AdviceConfig)
+                          if f.name.endswith("_pct")})
+    for d in (FIXTURES / "gloo_healthy", FIXTURES / "gloo_straggler", HERE.parent / "sample_traces" / "cpu_ddp_2ranks"):
+        result = analyze(d)
+        advice = advise(result, cfg)
+        for rank in result.ranks:
+            total = sum(g.gain_pct for f in advice.findings for g in f.rank_gains if g.rank == rank.rank)
+            assert total <= 100 + 1e-6, (d.name, rank.rank, total)

@@ -77,11 +77,12 @@ def _sync_wait(ranks: List[RankResult]) -> None:
     rank inside its collective ops. Each needs two or more ranks; sets
     ``collective_basis`` on every rank with collectives.
 
-    With two or more analyzed steps common to those ranks, the wait is taken
-    per step (each step's collective time minus that step's smallest) and a
-    rank's wait is the smallest of its per-step waits: the wait it shows in
-    every step. Ranks that take turns being late (scheduling noise) then show
-    none, a rank that is always late makes the others wait in every step."""
+    With analyzed steps common to those ranks, the wait is taken per step
+    (each step's collective time minus that step's smallest): a rank that
+    waits in every step gets the mean of its per-step waits, any other rank
+    the smallest of them (0: it was the slowest once). Ranks that take turns
+    being late (scheduling noise) then show no wait, while a rank that is
+    always late makes the others wait in every step."""
     kernels = {r.rank: r for r in ranks if r.has_gpu and r.comm.kernel_count and r.comm.us_per_step > 0}
     host = {r.rank: r for r in ranks if r.rank not in kernels and r.comm.cpu_collective_us_per_step > 0}
     for basis, group in (("kernels", kernels), ("host", host)):
@@ -96,7 +97,8 @@ def _sync_wait(ranks: List[RankResult]) -> None:
         common = sorted(set.intersection(*(set(v) for v in by_step.values())))
         for k, r in group.items():
             if common:
-                r.comm.sync_wait_us_per_step = min(by_step[k][n] - min(v[n] for v in by_step.values()) for n in common)
+                waits = [by_step[k][n] - min(v[n] for v in by_step.values()) for n in common]
+                r.comm.sync_wait_us_per_step = (sum(waits) / len(waits)) if min(waits) > 0 else 0.0
             else:
                 r.comm.sync_wait_us_per_step = total[k] - min(total.values())
 

@@ -97,7 +97,7 @@ def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
         evidence.append(f"time in collectives {per(worst)} beyond the fastest rank's ({_basis(with_coll)}; waiting "
                         f"for a slower rank): {waits}")
         evidence.append(f"rank {straggler.rank} waits least: the others wait for it")
-        waiting = [r for r in with_coll if pct_of_step(r.comm.sync_wait_us_per_step, r) >= 1.0]
+        waiting = [r for r in with_coll if pct_of_step(r.comm.sync_wait_us_per_step, r) >= 1.0] or [waiter]
         claims = {r.rank: fired.take(r, wait_pools(r), r.comm.sync_wait_us_per_step) for r in waiting}
         hits = waiting
     else:

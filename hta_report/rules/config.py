@@ -68,8 +68,10 @@ class AdviceConfig:
         exposed_comm_pct: C16, exposed communication above this % of the step
             (TensorBoard profiler 10 %).
         straggler_pct: C17, synchronization wait or step-time spread across
-            ranks at or above this % of the median step (proposal; SageMaker
-            Debugger uses a histogram distance of 0.2).
+            ranks at or above this % of the median step (proposal, XProf's 5 %
+            "moderate" band; SageMaker Debugger uses a histogram distance of 0.2).
+            The wait is the one a rank shows in every analyzed step, so
+            scheduling noise that moves from rank to rank does not count.
         optimizer_kernels_per_step: C21, a non-foreach, non-fused optimizer
             step launching at least this many kernels per step (proposal).
         step_outlier_sigma: C24, a step longer than the mean + this many
@@ -97,7 +99,7 @@ class AdviceConfig:
     tensor_core_min_major: int = 7
     exposed_memcpy_pct: float = 5.0
     exposed_comm_pct: float = 10.0
-    straggler_pct: float = 10.0
+    straggler_pct: float = 5.0
     optimizer_kernels_per_step: float = 10.0
     step_outlier_sigma: float = 3.0
     step_outlier_min_steps: int = 5
