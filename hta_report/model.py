@@ -433,6 +433,14 @@ class IdleAttribution:
         work (Python, framework, CPU ops) longer than the GPU's queued work;
     11. ``unattributed_us``: the rest (no profiled host activity at all).
 
+    ``sync_lead_us`` is not a category: it is the part of the launch, host
+    ops and unattributed idle that follows a blocking synchronization (before
+    the next one on that thread), up to the GPU work done while the host
+    waited in it. While the host waits, the GPU works off the queue the host
+    had built up; after it the host has nothing queued ahead, so host work
+    that the queue would have covered shows as GPU idle: a synchronization
+    costs up to that too.
+
     ``gaps`` lists the longest idle gaps (up to 10).
     """
 
@@ -450,6 +458,7 @@ class IdleAttribution:
     launch_us: float = 0.0
     host_ops_us: float = 0.0
     unattributed_us: float = 0.0
+    sync_lead_us: float = 0.0
     gaps: List[GpuGap] = field(default_factory=list)
 
 

@@ -33,6 +33,8 @@ HOST_CODE_CATEGORIES = ("user_annotation", "python_function")
 #: between back-to-back kernels (HTA's launch-delay cutoff, 100 µs); longer
 #: ones mean the host was busy with other work.
 SHORT_GAP_US = 100.0
+#: Blocking waits closer than this (µs) count as one (a read's copy, then its stream sync).
+MERGE_WAITS_US = 50.0
 #: HTA's ``consecutive_kernel_delay`` (µs): a queued operation starting after
 #: a shorter gap is kernel wait (launch latency between back-to-back kernels).
 KERNEL_WAIT_US = 30.0
@@ -127,9 +129,38 @@ def queued_gaps(ev: RankEvents, idle: np.ndarray) -> np.ndarray:
     return idle[queued]
 
 
+def lead_lost_us(host_idle: np.ndarray, waits: pd.DataFrame, busy: np.ndarray) -> float:
+    """GPU idle (µs, in ``host_idle``: a union) that follows a blocking wait
+    of ``waits`` (rows with ``ts``, ``end``, ``thread``), before the next wait
+    on that thread, up to the GPU work done during the wait (``busy``: the
+    GPU's activity). While the host waits, the GPU works off the queue the
+    host had built up; afterwards the host has nothing queued ahead, so host
+    work that queue would have covered shows as GPU idle, up to its length.
+    A wait on an idle GPU gives up no lead."""
+    if waits is None or waits.empty or len(host_idle) == 0:
+        return 0.0
+    ts, end, thr = waits["ts"].to_numpy(dtype=float), waits["end"].to_numpy(dtype=float), waits["thread"].to_numpy()
+    order = np.lexsort((ts, thr))
+    ts, end, thr = ts[order], end[order], thr[order]
+    wait = intervals.overlap_each(np.column_stack([ts, end]), busy)
+    # waits less than MERGE_WAITS_US apart (a copy, then its stream sync) are one wait
+    new = np.ones(len(ts), dtype=bool)
+    new[1:] = (thr[1:] != thr[:-1]) | (ts[1:] - end[:-1] >= MERGE_WAITS_US)
+    block = np.cumsum(new) - 1
+    b_wait = np.bincount(block, weights=wait)
+    b_end = np.zeros(len(b_wait))
+    np.maximum.at(b_end, block, end)
+    b_ts, b_thr = ts[new], thr[new]
+    nxt = np.append(b_ts[1:], np.inf)
+    nxt[:-1][b_thr[1:] != b_thr[:-1]] = np.inf  # the last wait of a thread runs to the end
+    nxt = np.maximum(nxt, b_end)
+    avail = intervals.overlap_each(np.column_stack([b_end, nxt]), host_idle)
+    return float(np.minimum(b_wait, avail).sum())
+
+
 def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, blocking: pd.DataFrame,
                      pageable: pd.DataFrame, sync: np.ndarray, warmup: pd.DataFrame,
-                     top_gaps: int = 10) -> IdleAttribution:
+                     waits: pd.DataFrame = None, top_gaps: int = 10) -> IdleAttribution:
     """Split the GPU idle time of one rank inside the analyzed windows ``w``
     by host activity (µs per step; see :class:`~hta_report.model.IdleAttribution`).
 
@@ -142,6 +173,8 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
         pageable: runtime calls of pageable copies (:func:`~hta_report.analysis.copies.pageable_calls`).
         sync: synchronization contexts, a union (:func:`~hta_report.analysis.copies.sync_contexts`).
         warmup: one-off warm-up calls (:func:`~hta_report.analysis.warmup.warmup_calls`).
+        waits: blocking synchronizations (:func:`~hta_report.analysis.copies.sync_waits`),
+            for ``sync_lead_us`` (:func:`lead_lost_us`).
         top_gaps: how many of the longest gaps to list.
     """
     n = len(w)
@@ -191,6 +224,9 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
         remaining = intervals.subtract(remaining, part)
     parts["unattributed"] = remaining
     out.unattributed_us = per_step(intervals.total(remaining), n)
+    host_idle = intervals.union(*(np.concatenate([parts[c][:, i] for c in ("launch", "host_ops", "unattributed")])
+                                  for i in (0, 1)))
+    out.sync_lead_us = per_step(lead_lost_us(host_idle, waits, all_busy), n)
     out.gaps = _longest_gaps(ev, idle, parts, top_gaps)
     return out
 

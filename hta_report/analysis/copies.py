@@ -132,6 +132,21 @@ def dtoh_reads(ev: RankEvents) -> pd.DataFrame:
     return out.assign(bytes=out["correlation"].map(size).fillna(0).astype("int64"))
 
 
+#: Calls that block the host until GPU work is done.
+WAIT_APIS = STREAM_SYNC_APIS + ("cudaEventSynchronize", "hipEventSynchronize")
+
+
+def sync_waits(ev: RankEvents, reads: pd.DataFrame) -> pd.DataFrame:
+    """The host's blocking waits for the GPU: synchronizing runtime calls and
+    device-to-host reads (``reads``, :func:`dtoh_reads`), with ``ts``, ``end``, ``thread``."""
+    cpu = ev.cpu
+    calls = cpu[cpu["s_cat"].eq("cuda_runtime") & cpu["s_name"].isin(WAIT_APIS)]
+    parts = [calls[["ts", "end", "thread"]]]
+    if len(reads):
+        parts.append(reads[["ts", "end", "thread"]])
+    return pd.concat(parts).drop_duplicates()
+
+
 def outermost_blocks(ops: pd.DataFrame):
     """The outermost of ``ops`` per host thread: ``(blocks, threads)`` where
     ``blocks`` is ``(n, 2)`` ``[start, end]`` (µs) of ops not nested in

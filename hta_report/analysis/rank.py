@@ -29,7 +29,7 @@ from ..load.validation import exception_summary
 from ..model import (CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult, TemporalBreakdown,
                      TraceFileInfo)
 from .attribution import idle_attribution
-from .copies import add_copy_metrics, blocking_copies, dtoh_reads, pageable_calls, sync_contexts
+from .copies import add_copy_metrics, blocking_copies, dtoh_reads, pageable_calls, sync_contexts, sync_waits
 from .cpu_side import cpu_side
 from .distributed import add_data_parallel
 from .events import COMMUNICATION, GPU_CATEGORIES, RankEvents, kernel_type
@@ -177,7 +177,7 @@ def _tensor_cores(c: RankContext) -> None:
 
 def _idle_attribution(c: RankContext) -> None:
     c.result.idle_attribution = idle_attribution(c.ev, c.w, c.result.optimizer, c.blocking, c.pageable,
-                                                 sync_contexts(c.ev, c.reads), c.warmup)
+                                                 sync_contexts(c.ev, c.reads), c.warmup, sync_waits(c.ev, c.reads))
 
 
 def _gpu_idle_split(c: RankContext) -> None:

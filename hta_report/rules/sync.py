@@ -12,8 +12,26 @@ def sync_cost_us(r: RankResult) -> float:
     gaps that begin inside a synchronization (a synchronizing call, a
     device-to-host read such as ``.item()``, or the op holding one: the GPU
     ran dry while the host waited, and stays idle until the host launches
-    again); without GPU activity, host time in the synchronizing calls."""
-    return r.idle_attribution.sync_us if r.has_gpu else r.cpu.sync_us_per_step
+    again), plus the idle after it that the host's lost lead exposes, up to
+    the time it waited (``sync_lead_us``); without GPU activity, host time in
+    the synchronizing calls."""
+    a = r.idle_attribution
+    return a.sync_us + a.sync_lead_us if r.has_gpu else r.cpu.sync_us_per_step
+
+
+#: Where synchronization's cost is claimed on a GPU rank: the gaps it opens, then the
+#: host-caused idle after it (within the lead it threw away, ``sync_lead_us``).
+GPU_POOLS = ["idle:sync", "idle:host_ops", "idle:launch", "idle:unattributed"]
+
+
+def _claim(r: RankResult, fired: Fired):
+    if not r.has_gpu:
+        return fired.take(r, ["host:sync"], r.cpu.sync_us_per_step)
+    a = r.idle_attribution
+    out = fired.take(r, ["idle:sync"], a.sync_us)
+    for pool, us in fired.take(r, GPU_POOLS[1:], a.sync_lead_us).items():
+        out[pool] = out.get(pool, 0.0) + us
+    return out
 
 
 def _reads(r: RankResult) -> str:
@@ -50,14 +68,18 @@ def sync_in_step(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
         text = (f"rank {r.rank}: {r.cpu.sync_calls_per_step:.1f} sync points {per(r)} ({names or 'none named'}), "
                 f"host waits {ms(r.cpu.sync_us_per_step)} {per(r)}")
         if r.has_gpu:
-            text += f"; the GPU then idles {ms(r.idle_attribution.sync_us)} {per(r)} until the next launch"
+            a = r.idle_attribution
+            text += f"; the GPU then idles {ms(a.sync_us)} {per(r)} until the next launch"
+            if a.sync_lead_us >= 1.0:
+                text += (f", and {ms(a.sync_lead_us)} more while the host, its queued lead spent in the wait, runs "
+                         "its next work")
         evidence.append(text + _reads(r))
     fix = ("# avoid loss.item(), print(tensor), tensor.cpu() and data-dependent Python control flow in the loop;\n"
            "# accumulate on the GPU and read once every N steps:\n"
            "running += loss.detach()\n"
            "if step % 100 == 0:\n"
            "    log(running.item() / 100)")
-    claims = {r.rank: fired.take(r, ["idle:sync"] if r.has_gpu else ["host:sync"], sync_cost_us(r)) for r in hits}
+    claims = {r.rank: _claim(r, fired) for r in hits}
     return make_finding(cfg, hits, claims,
                         f"Remove host-device synchronization from the step ({val[worst.rank]:.0f} % {of_step(worst)})",
                         evidence, fix)
