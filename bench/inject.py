@@ -264,7 +264,6 @@ class Trace:
         ``apply``, moves the operations."""
         neg = float("-inf")
         prev: Dict[tuple, Tuple[float, float]] = {}
-        last_end, last_delay = neg, 0.0
         ends: List[Tuple[float, float]] = []  # (original end, delay), sorted
         new_ts: Dict[int, float] = {}
         for e in sorted(gpu, key=lambda e: float(e["ts"])):

@@ -13,27 +13,33 @@ from the cache) here, so that the reporters stay pure functions of the model.
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import progress
 from .cache import Cache, ResultCache, as_cache
-from .errors import InputError, PartialInputError
+from .errors import InputError, OutputError, PartialInputError
+from .files import location
 from .model import AnalysisResult, Comparison
 from .output import write_all_atomic
 from .render import format_for_path, reporter
 
+if TYPE_CHECKING:
+    from .load.discovery import Inputs
+
 __all__ = ["analyze", "write_reports", "load_result", "compare_paths", "write_comparison", "rule_catalogue",
-           "partial_input_error"]
+           "partial_input_error", "check_outputs", "input_files"]
 
 Outputs = Sequence[Tuple[os.PathLike | str, Optional[str]]]
 
 
-def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_step: Optional[bool] = None,
+def analyze(trace_dir: "Inputs", recursive: bool = False, include_last_step: Optional[bool] = None,
             max_trace_bytes: Optional[int] = None, config=None, loader: Optional[str] = None,
-            cache: Optional[Cache | os.PathLike | str] = None) -> AnalysisResult:
-    """Analyze a directory of Kineto traces (one per rank): metrics and advice.
+            cache: Optional[Cache | os.PathLike | str] = None, engine: str = "local",
+            ray_address: Optional[str] = None) -> AnalysisResult:
+    """Analyze the Kineto traces of one run (one file per rank): metrics and advice.
 
     Traces that cannot be read or analyzed are left out and listed in
     ``result.inventory.unreadable``; the result covers the others (the CLI
@@ -41,7 +47,12 @@ def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_
     returns before pandas, HTA or the analyses are even imported.
 
     Args:
-        trace_dir: directory holding ``.json``/``.json.gz`` traces.
+        trace_dir: a directory holding ``.json``/``.json.gz`` traces, one
+            trace file, or a list of directories and files (the ranks of one
+            run); each a local path or a URL fsspec reads (``file://``,
+            ``s3://``...; see :mod:`hta_report.files`). ``inventory.input_dir``
+            says it as given, and ``manifest.json`` is read from the run's
+            folder (:func:`hta_report.load.discovery.input_dir`).
         recursive: descend into subdirectories.
         include_last_step: see :func:`hta_report.load.load_traces`.
         max_trace_bytes: cap on a trace's decompressed size (bytes); larger
@@ -52,19 +63,26 @@ def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_
         cache: a :class:`hta_report.cache.Cache` (or a directory for one) for
             parsed files and whole results, keyed by the files' contents, the
             options and the rule configuration; None (default): no cache.
+        engine: where the per-rank work runs: ``"local"`` (this machine's
+            processes) or ``"ray"`` (a Ray cluster; see :mod:`hta_report.engines`).
+            The result does not depend on it.
+        ray_address: with ``engine="ray"``, the cluster (default ``RAY_ADDRESS``,
+            else a Ray instance started here).
 
     Returns:
         The full result model, findings and rule checks included.
 
     Raises:
-        hta_report.errors.InputError: missing or empty directory, two files
-            claiming one rank.
+        hta_report.errors.InputError: a missing path, an empty directory, a
+            file that is no trace, a folder of several runs (named, with the
+            commands to analyze or compare them), two files claiming one rank,
+            an unknown engine or Ray not installed.
         hta_report.errors.TraceError: no trace can be read or analyzed (names
             the file, or each file), or a step over all ranks failed.
     """
-    from .load import DEFAULT_MAX_TRACE_BYTES, find_trace_files, resolve_loader
+    from .load import DEFAULT_MAX_TRACE_BYTES, find_trace_files, input_dir, input_label, resolve_loader
 
-    trace_dir = Path(trace_dir)
+    label, folder = input_label(trace_dir), input_dir(trace_dir)
     loader = resolve_loader(loader)
     max_trace_bytes = max_trace_bytes or DEFAULT_MAX_TRACE_BYTES
     cache = as_cache(cache)
@@ -72,31 +90,62 @@ def analyze(trace_dir: os.PathLike | str, recursive: bool = False, include_last_
     key = None
     if results is not None:
         paths = find_trace_files(trace_dir, recursive)
-        key = results.key(paths, trace_dir, recursive, include_last_step, loader, max_trace_bytes, config)
+        key = results.key(paths, folder, recursive, include_last_step, loader, max_trace_bytes, config)
         hit = results.get(key) if key is not None else None
         if hit is not None:
             progress.current().record("analysis result (from cache)", 0.0)
+            hit.inventory.input_dir = label
             return hit
-    result = _analyze_uncached(trace_dir, recursive, include_last_step, max_trace_bytes, config, loader, cache)
-    if results is not None and key is not None and not result.inventory.unreadable:
+    result = _analyze_uncached(trace_dir, folder, recursive, include_last_step, max_trace_bytes, config, loader,
+                               cache, engine, ray_address)
+    result.inventory.input_dir = label
+    if results is not None and key is not None and not result.inventory.unreadable \
+            and not any(r.failures for r in result.ranks):
         results.put(key, result)
     return result
 
 
-def _analyze_uncached(trace_dir: Path, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int,
-                      config, loader: str, cache: Optional[Cache]) -> AnalysisResult:
-    """Load, measure, advise (see :func:`analyze`)."""
-    from .analysis import analysis_step, analyze_loaded, where
-    from .load import load_traces
+def _analyze_uncached(trace_dir: "Inputs", folder, recursive: bool, include_last_step: Optional[bool],
+                      max_trace_bytes: int, config, loader: str, cache: Optional[Cache], engine: str,
+                      ray_address: Optional[str]) -> AnalysisResult:
+    """Load and measure (on ``engine``), advise (see :func:`analyze`); ``folder`` is the run's folder."""
+    from .analysis import analysis_step, where
+    from .engines import measure
     from .rules import advise
 
-    loaded = load_traces(trace_dir, recursive=recursive, include_last_step=include_last_step,
-                         max_trace_bytes=max_trace_bytes, loader=loader, cache=cache)
-    result = analyze_loaded(loaded, trace_dir)
-    with analysis_step("advice", where(result.ranks, trace_dir)), progress.current().stage("advice"):
-        advice = advise(result, config)
-    result.findings, result.checks = advice.findings, advice.checks
+    result = measure(engine, trace_dir, folder, recursive, include_last_step, max_trace_bytes, loader, cache,
+                     ray_address)
+    with analysis_step("advice", where(result.ranks, folder)), progress.current().stage("advice"):
+        result.findings, result.checks = _advise_complete_ranks(result, config, advise)
     return result
+
+
+def _advise_complete_ranks(result: AnalysisResult, config, advise) -> Tuple[list, list]:
+    """Findings and checks of the ranks analyzed in full. A rank where an
+    analysis step failed (``RankResult.failures``) is left out of the advice,
+    so that no rule reads the defaults of a section that was not computed
+    (a rule would call them fine, or fire on them): each check says which
+    ranks it did not check and why; with no rank analyzed in full, every
+    rule is "not checked"."""
+    import dataclasses
+
+    partial = [r for r in result.ranks if r.failures]
+    if not partial:
+        advice = advise(result, config)
+        return advice.findings, advice.checks
+    note = "; ".join(f"rank {r.rank} not checked ({', '.join(f.step for f in r.failures)} failed)" for r in partial)
+    complete = [r for r in result.ranks if not r.failures]
+    if not complete:
+        from .model import RuleCheck
+        from .rules import catalogue
+
+        return [], [RuleCheck(id=e["id"], rule=e["rule"], title=e["title"],
+                              status="not checked" if e["enabled"] else "disabled",
+                              detail=note if e["enabled"] else "disabled by configuration")
+                    for e in catalogue(config)]
+    advice = advise(dataclasses.replace(result, ranks=complete), config)
+    return advice.findings, [dataclasses.replace(c, detail=f"{c.detail}; {note}" if c.detail else note)
+                             for c in advice.checks]
 
 
 def report_charts(result: AnalysisResult, cache: Optional[Cache | os.PathLike | str] = None) -> Dict[str, str]:
@@ -122,7 +171,7 @@ def write_reports(result: AnalysisResult, outputs: Outputs,
 
     Args:
         result: the analysis.
-        outputs: ``(path, format)`` pairs; ``format`` None guesses from the
+        outputs: ``(path, format)`` pairs; ``format`` None takes it from the
             extension (see :func:`hta_report.render.format_for_path`).
         cache: where chart images drawn for this result before are read from
             (and new ones stored); None draws them.
@@ -131,8 +180,13 @@ def write_reports(result: AnalysisResult, outputs: Outputs,
         The paths written.
 
     Raises:
-        hta_report.errors.OutputError: a directory is missing or not writable.
+        hta_report.errors.OutputError: a path's extension names no format
+            (and none is given), a directory is missing or not writable.
+        hta_report.errors.InputError: two outputs are one file, or an output is
+            one of the result's input files (a trace, the manifest): nothing
+            is written (see :func:`check_outputs`).
     """
+    check_outputs(outputs, _inputs(result))
     charts: List[Dict[str, str]] = []
 
     def render_as(fmt: str) -> str:
@@ -145,13 +199,69 @@ def write_reports(result: AnalysisResult, outputs: Outputs,
     return _render_and_write(render_as, outputs)
 
 
+def _inputs(result: AnalysisResult) -> List[str]:
+    """The files ``result`` was read from: its traces (unreadable ones too) and the manifest."""
+    inv = result.inventory
+    return [f.path for f in inv.files] + [u.path for u in inv.unreadable] + [
+        os.path.join(inv.input_dir, "manifest.json")]
+
+
+def input_files(path: os.PathLike | str, recursive: bool = False) -> List[Path]:
+    """The files a run will read from ``path``: the file itself (a saved
+    result), or a directory's trace files and ``manifest.json``; nothing for
+    a path that does not exist (the run reports it)."""
+    from .load import find_trace_files
+
+    p = Path(path)
+    if p.is_file():
+        return [p]
+    if not p.is_dir():
+        return []
+    try:
+        return list(find_trace_files(p, recursive)) + [p / "manifest.json"]
+    except InputError:  # no traces: the run says so
+        return [p / "manifest.json"]
+
+
+def _same_file(a: os.PathLike | str, b: os.PathLike | str) -> bool:
+    try:
+        return os.path.samefile(a, b)  # hard links and symbolic links included
+    except OSError:  # one does not exist (yet): compare the paths
+        return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+
+
+def check_outputs(outputs: Outputs, inputs: Sequence[os.PathLike | str]) -> None:
+    """Refuse outputs that would destroy an input or each other.
+
+    Raises:
+        hta_report.errors.InputError: an output is one of ``inputs`` (the same
+            file, through any path or link), or two outputs are one file
+            (e.g. ``-o r.json --json r.json``); names the file.
+    """
+    seen: List[os.PathLike | str] = []
+    for path, _ in outputs:
+        for other in seen:
+            if _same_file(path, other):
+                raise InputError("given as two outputs; each report needs its own file", path)
+        for source in inputs:
+            if _same_file(path, source):
+                raise InputError("is an input of this run; writing a report there would destroy it: "
+                                 "choose another output file", path)
+        seen.append(path)
+
+
 def _render_and_write(render_as: Callable[[str], str], outputs: Outputs) -> List[Path]:
     """Render with ``render_as(format)`` once per output, timed as stages, then
     write them all atomically (see :func:`write_reports`)."""
     stage = progress.current().stage
     rendered = []
     for p, f in outputs:
-        fmt = format_for_path(str(p), f)
+        try:
+            fmt = format_for_path(str(p), f)
+        except ValueError as exc:
+            if not Path(p).is_dir():
+                raise OutputError(str(exc), p) from None
+            fmt = "html"  # a directory: the writer refuses it and says so
         with stage(f"render {fmt}"):
             rendered.append((Path(p), render_as(fmt)))
     with stage("write reports"):
@@ -160,39 +270,66 @@ def _render_and_write(render_as: Callable[[str], str], outputs: Outputs) -> List
 
 def partial_input_error(result: AnalysisResult) -> Optional[PartialInputError]:
     """The error to report after writing ``result`` when some traces were
-    unreadable (``N of M traces unreadable; the report covers the rest``), else None."""
+    unreadable (``N of M traces unreadable; the report covers the rest``) or
+    analyzed only in part (``N of M traces analyzed in part; the report says
+    which sections are missing``), else None."""
     bad = result.inventory.unreadable
-    if not bad:
-        return None
+    partial = [r for r in result.ranks if r.failures]
     total = len(bad) + len(result.inventory.files)
-    return PartialInputError(f"{len(bad)} of {total} traces unreadable; the report covers the rest")
+    parts = []
+    if bad:
+        parts.append(f"{len(bad)} of {total} traces unreadable; the report covers the rest")
+    if partial:
+        parts.append(f"{len(partial)} of {total} traces analyzed in part; the report says which sections are missing")
+    return PartialInputError("; ".join(parts)) if parts else None
 
 
 def load_result(path: os.PathLike | str) -> AnalysisResult:
-    """Read a result saved by ``analyze --json``.
+    """Read a result saved by ``analyze --json``, checked against the result
+    model first (:func:`hta_report.model_check.check_result`: types, finite
+    numbers, ranges, known severities and statuses, required sections).
 
     Raises:
-        hta_report.errors.InputError: unreadable file or not an hta-report result.
+        hta_report.errors.InputError: unreadable file, not JSON, or not a valid
+            hta-report result (one line naming the file and the first problem,
+            e.g. ``aggregate.idle_pct: NaN, expected a finite number``).
     """
+    from .model_check import ResultError, check_result
+
     try:
-        return AnalysisResult.from_json(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"not a readable hta-report result: {exc}", path) from exc
+        text = location(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise InputError(f"cannot read the result: {reason}", path) from exc
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"not a readable hta-report result: not JSON ({exc})", path) from exc
+    if isinstance(data, dict) and data.get("kind") == "comparison":
+        raise InputError("a comparison, not a result: compare results saved by `analyze --json`", path)
+    try:
+        check_result(data)
+        return AnalysisResult.from_dict(data)
+    except (ResultError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise InputError(f"not a valid hta-report result: {exc}", path) from exc
 
 
 def load_side(path: os.PathLike | str, **analyze_kwargs) -> AnalysisResult:
     """One side of a comparison: a result saved by ``analyze --json``, or a
-    trace directory analyzed now (``analyze_kwargs`` go to :func:`analyze`).
+    trace directory or trace file analyzed now (``analyze_kwargs`` go to
+    :func:`analyze`).
 
     Raises:
         hta_report.errors.InputError, hta_report.errors.TraceError: as
             :func:`load_result` and :func:`analyze`.
     """
-    p = Path(path)
-    if p.is_file():
+    from .load.discovery import is_hta_report_output
+
+    p = location(path)
+    if p.is_file() and is_hta_report_output(p):
         return load_result(p)
     if not p.exists():
-        raise InputError("no such trace directory or result file", p)
+        raise InputError("no such trace directory, trace file or result file", p)
     return analyze(p, **analyze_kwargs)
 
 
@@ -217,7 +354,15 @@ def compare_paths(base: os.PathLike | str, new: os.PathLike | str, **analyze_kwa
 
 def write_comparison(comparison: Comparison, outputs: Outputs) -> List[Path]:
     """Render a comparison once per ``(path, format)`` and write each atomically
-    (all rendered before any is written)."""
+    (all rendered before any is written).
+
+    Raises:
+        hta_report.errors.InputError: as :func:`check_outputs`, against both
+            sides' inputs (a saved result, or the traces).
+    """
+    sides = [comparison.base_label, comparison.new_label]
+    check_outputs(outputs, [p for p in sides if os.path.isfile(p)]
+                  + [p for r in (comparison.base, comparison.new) if r is not None for p in _inputs(r)])
     return _render_and_write(lambda fmt: reporter(fmt).render_comparison(comparison), outputs)
 
 

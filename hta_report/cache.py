@@ -48,8 +48,10 @@ def file_digest(path: os.PathLike | str) -> str:
     Raises:
         OSError: the file cannot be read.
     """
+    from .files import open_bytes
+
     h = hashlib.blake2b(digest_size=20)
-    with open(path, "rb", buffering=0) as f:
+    with open_bytes(path) as f:
         buf = bytearray(_HASH_CHUNK)
         view = memoryview(buf)
         while True:
@@ -128,8 +130,10 @@ class Cache:
         Raises:
             OSError: the file cannot be read.
         """
-        st = os.stat(path)
-        memo = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+        from .files import identity, location
+
+        st = location(path).stat()
+        memo = (identity(path), st.st_size, getattr(st, "st_mtime_ns", None) or getattr(st, "st_mtime", None))
         if memo not in self._digests:
             self._digests[memo] = file_digest(path)
         return self._digests[memo]
@@ -162,7 +166,6 @@ class ResultCache:
 
         from . import __version__
 
-        trace_dir = Path(trace_dir)
         manifest = trace_dir / "manifest.json"
         try:
             files = [[str(p), self.cache.digest(p)] for p in paths]
@@ -181,17 +184,24 @@ class ResultCache:
 
     def get(self, key: str):
         """The :class:`~hta_report.model.AnalysisResult` stored under ``key``
-        (its ``analyzed_at`` set to now), or None."""
+        (its ``analyzed_at`` set to now), or None. The entry is checked like a
+        saved result (:func:`hta_report.model_check.check_result`): one that
+        fails (edited by hand, damaged) is a miss, logged at debug level, and
+        rewritten by the run."""
         import datetime as dt
 
         from .model import AnalysisResult
+        from .model_check import check_result
 
         data = self._read(f"{key}.json", key)
         if data is None or not isinstance(data.get("result"), str):
             return None
         try:
-            result = AnalysisResult.from_json(data["result"])
-        except (ValueError, KeyError, TypeError, AttributeError):
+            doc = json.loads(data["result"])
+            check_result(doc)
+            result = AnalysisResult.from_dict(doc)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            logger.debug("ignoring result cache entry %s: %s", key, exc)
             return None
         result.inventory.analyzed_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         return result

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from typing import Optional
@@ -9,8 +10,10 @@ from typing import Optional
 import click
 
 from . import __version__
-from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError, one_line
+from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError
+from .escape import terminal
 from .gates import metrics_help, parse_gate, tripped
+from .engines import ENGINES
 from .render import FORMATS, REPORTERS
 
 #: The extensions that select each format, for --help: ".html, .htm, .md, ...".
@@ -20,8 +23,9 @@ EPILOG = """\b
 Exit codes:
   0  success
   1  usage error, or input that cannot be analyzed (the message names the file);
-     also when some traces are unreadable: the report covering the others is
-     written first and lists them (this wins over a tripped gate)
+     also when some traces are unreadable, or analyzed only in part: the report
+     covering the rest is written first and lists them (this wins over a
+     tripped gate)
   2  a quality gate (--fail-on) tripped; the report is written first
 """
 
@@ -33,7 +37,7 @@ def _report_gates(gates, result=None, comparison=None) -> list:
     """Print each tripped gate on stderr; return them."""
     hits = tripped(gates, result=result, comparison=comparison)
     for h in hits:
-        click.echo(f"hta-report: gate tripped: {h}", err=True)
+        click.echo(f"hta-report: gate tripped: {terminal(h)}", err=True)
     return hits
 
 
@@ -68,6 +72,16 @@ def cache_options(command):
                              "[default: $XDG_CACHE_HOME/hta-report or ~/.cache/hta-report].")(command)
 
 
+def engine_options(command):
+    """``--engine`` and ``--ray-address``: where the per-rank work runs."""
+    command = click.option("--ray-address", default=None, metavar="ADDRESS",
+                           help="With --engine ray: the cluster to connect to "
+                                "[default: $RAY_ADDRESS, else a Ray instance started here].")(command)
+    return click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+                        help="Where each rank is parsed and analyzed: this machine's processes, or a Ray "
+                             "cluster (pip install \"hta-report[ray]\").")(command)
+
+
 def _cache_dir(cache_dir: Optional[str], no_cache: bool) -> Optional[str]:
     """The cache directory a command uses: None with ``--no-cache``."""
     from .cache import default_cache_dir
@@ -85,8 +99,27 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
+def _check_outputs(outputs) -> None:
+    """Refuse an output whose format is unknown before any analysis runs.
+
+    Raises:
+        OutputError: the extension names no format and none is given (the
+            message lists the extensions, see :data:`hta_report.render.REPORTERS`).
+    """
+    from .errors import OutputError
+    from .render import format_for_path
+
+    for path, fmt in outputs:
+        if os.path.isdir(path):
+            continue  # the writer names it ("it is a directory")
+        try:
+            format_for_path(path, fmt)
+        except ValueError as exc:
+            raise OutputError(str(exc), path) from None
+
+
 @cli.command(epilog=ANALYZE_EPILOG)
-@click.argument("trace_dir", type=click.Path(path_type=str))
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("-o", "--output", default="report.html", show_default=True,
               help=f"Report file; the format follows the extension ({EXTENSIONS}).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
@@ -105,11 +138,17 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--config", "config_path", default=None, metavar="FILE.toml",
               help="Rule thresholds and disabled rules [default: [tool.hta-report] in ./pyproject.toml].")
 @cache_options
-def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional[str], recursive: bool,
+@engine_options
+def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[str], recursive: bool,
             include_last_step: Optional[bool], fail_on: tuple, max_trace_size: int, quiet: bool,
-            config_path: Optional[str], cache_dir: Optional[str], no_cache: bool, verbose: bool) -> None:
-    """Analyze TRACE_DIR (Kineto traces, one per rank, .json or .json.gz) and
-    write a report.
+            config_path: Optional[str], cache_dir: Optional[str], no_cache: bool, verbose: bool, engine: str,
+            ray_address: Optional[str]) -> None:
+    """Analyze the Kineto traces of one run and write a report. TRACES is a
+    directory of traces (one file per rank, .json or .json.gz), a single
+    trace file, or several of either (the ranks of one run); each a local
+    path or a URL (file://, s3://... through fsspec). A folder that holds
+    several runs in subfolders is named as such: analyze one of them, or
+    compare two.
 
     A trace that cannot be read (truncated, not a Kineto trace, over
     --max-trace-size...) is left out: the report covers the other ranks and
@@ -118,11 +157,12 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     only ever replaced by a complete one.
 
     \b
-    Example:
+    Examples:
       hta-report analyze traces/ -o report.html --json result.json
+      hta-report analyze rank-0.pt.trace.json.gz -o report.md
     """
-    from .api import analyze as run_analysis, partial_input_error, write_reports
-    from .render.terminal import render as summary
+    from .api import analyze as run_analysis, check_outputs, input_files, partial_input_error, write_reports
+    from .render.terminal import incomplete_lines, render as summary
     from .rules import load_config
 
     from . import progress
@@ -130,18 +170,21 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
     gates = [parse_gate(g) for g in fail_on]
     config = load_config(config_path)
     cache = _cache_dir(cache_dir, no_cache)
+    outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
+    _check_outputs(outputs)
+    check_outputs(outputs, [f for t in traces for f in input_files(t, recursive)])  # before any work
     with progress.using(progress.Progress(verbose=verbose)):
-        result = run_analysis(trace_dir, recursive=recursive, include_last_step=include_last_step,
-                              max_trace_bytes=max_trace_size, config=config, cache=cache)
-        outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
+        result = run_analysis(list(traces), recursive=recursive, include_last_step=include_last_step,
+                              max_trace_bytes=max_trace_size, config=config, cache=cache, engine=engine,
+                              ray_address=ray_address)
         written = write_reports(result, outputs, cache=cache)
     if not quiet:
         click.echo(summary(result, [str(p) for p in written]))
     hits = _report_gates(gates, result=result)
     partial = partial_input_error(result)
     if partial is not None:  # incomplete input wins over a tripped gate
-        for bad in result.inventory.unreadable:
-            click.echo(f"hta-report: unreadable: {one_line(bad.path)}: {bad.reason}", err=True)
+        for line in incomplete_lines(result):
+            click.echo(line, err=True)
         raise partial
     if hits:
         raise click.exceptions.Exit(EXIT_GATE)
@@ -162,11 +205,13 @@ def analyze(trace_dir: str, output: str, fmt: Optional[str], json_path: Optional
               help="Rule thresholds and disabled rules for trace directories "
                    "[default: [tool.hta-report] in ./pyproject.toml].")
 @cache_options
+@engine_options
 def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: bool, fail_on: tuple,
             quiet: bool, config_path: Optional[str], cache_dir: Optional[str], no_cache: bool,
-            verbose: bool) -> None:
-    """Compare BASE and NEW (each a trace directory or a result saved by
-    `analyze --json`): did the change make training faster or slower, and why?
+            verbose: bool, engine: str, ray_address: Optional[str]) -> None:
+    """Compare BASE and NEW (each a trace directory, a trace file or a result
+    saved by `analyze --json`): did the change make training faster or
+    slower, and why?
 
     A trace directory analyzed before (by `analyze` or `compare`, with the
     same options) is read from the cache instead of being parsed again.
@@ -176,21 +221,21 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
       hta-report compare before/ after/ -o diff.html --fail-on 'step_time_regression>5%'
     """
     from . import progress
-    from .api import compare_paths, write_comparison
+    from .api import check_outputs, compare_paths, input_files, write_comparison
+    from .render.terminal import comparison_summary
     from .rules import load_config
 
     gates = [parse_gate(g, comparison=True) for g in fail_on]
     config = load_config(config_path)
+    _check_outputs([(output, fmt)])
+    check_outputs([(output, fmt)], input_files(base, recursive) + input_files(new, recursive))  # before any work
     with progress.using(progress.Progress(verbose=verbose)):
-        comparison = compare_paths(base, new, recursive=recursive, config=config,
+        comparison = compare_paths(base, new, recursive=recursive, config=config, engine=engine,
+                                   ray_address=ray_address,
                                    cache=_cache_dir(cache_dir, no_cache))
         written = write_comparison(comparison, [(output, fmt)])
     if not quiet:
-        click.echo(f"{comparison.verdict}: mean step time {comparison.step_time_change_pct:+.1f} % "
-                   f"(noise band ±{comparison.noise_band_pct:.1f} %)")
-        click.echo(f"findings appeared: {len(comparison.findings_appeared)}, went away: {len(comparison.findings_gone)}")
-        for p in written:
-            click.echo(f"wrote {p}")
+        click.echo(comparison_summary(comparison, [str(p) for p in written]))
     _check_gates(gates, comparison=comparison)
 
 
@@ -240,13 +285,13 @@ def main(argv: Optional[list] = None) -> int:
     except HtaReportError as exc:
         if debug:
             traceback.print_exc()
-        click.echo(f"hta-report: {exc.label}: {exc}", err=True)
+        click.echo(f"hta-report: {exc.label}: {terminal(exc)}", err=True)
         return exc.exit_code
     except Exception as exc:  # an unexpected failure: one line, traceback with --debug
         if debug:
             traceback.print_exc()
-        click.echo(f"hta-report: unexpected error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
-                   err=True)
+        click.echo(f"hta-report: unexpected error: {type(exc).__name__}: {terminal(exc)} "
+                   "(run with --debug for the traceback)", err=True)
         return EXIT_ERROR
 
 

@@ -9,7 +9,9 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from .model import AnalysisResult, Comparison, KernelDelta, MetricDelta, RankComparison, RankResult
+from .model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, MEMCPY_STEP, STEP_TIMES_STEP, TEMPORAL_STEP,
+                    AnalysisResult, Comparison, KernelDelta, KernelVariant, MetricDelta, RankComparison, RankResult)
+from .names import family
 
 #: Smallest noise band (%) a verdict uses, however steady the steps are.
 MIN_NOISE_BAND_PCT = 1.0
@@ -22,18 +24,24 @@ def _delta(name: str, unit: str, base: float, new: float) -> MetricDelta:
 
 
 def _rank_metrics(r: RankResult) -> List[Tuple[str, str, float]]:
-    out = [("mean step time", "ms", r.steps.mean_us / 1e3), ("DataLoader share of step", "%", r.cpu.dataloader_pct),
-           ("sync share of step", "%", r.cpu.sync_pct)]
+    """The rank's compared metrics; those whose analysis step failed on the
+    rank (:attr:`RankResult.failures`) are left out rather than compared as 0."""
+    out = []
+    if not r.failed(STEP_TIMES_STEP):
+        out.append(("mean step time", "ms", r.steps.mean_us / 1e3))
+    if not r.failed(CPU_SIDE_STEP):
+        out += [("DataLoader share of step", "%", r.cpu.dataloader_pct), ("sync share of step", "%", r.cpu.sync_pct)]
     if r.has_gpu:
-        out += [
-            ("GPU busy", "%", r.busy_pct),
-            ("GPU idle", "%", r.temporal.idle_pct),
-            ("idle: host wait", "%", r.idle_split.host_wait_pct),
-            ("idle: kernel wait", "%", r.idle_split.kernel_wait_pct),
-            ("idle: other", "%", r.idle_split.other_pct),
-            ("exposed communication", "%", r.comm.exposed_pct),
-            ("exposed memcpy", "%", r.memcpy.exposed_pct),
-        ]
+        if not r.failed(TEMPORAL_STEP):
+            out += [("GPU busy", "%", r.busy_pct), ("GPU idle", "%", r.temporal.idle_pct)]
+        if not r.failed(TEMPORAL_STEP, IDLE_STEP):
+            out += [("idle: host wait", "%", r.idle_split.host_wait_pct),
+                    ("idle: kernel wait", "%", r.idle_split.kernel_wait_pct),
+                    ("idle: other", "%", r.idle_split.other_pct)]
+        if not r.failed(COMMUNICATION_STEP):
+            out.append(("exposed communication", "%", r.comm.exposed_pct))
+        if not r.failed(MEMCPY_STEP):
+            out.append(("exposed memcpy", "%", r.memcpy.exposed_pct))
     return out
 
 
@@ -70,12 +78,33 @@ def _kernel_totals(a: AnalysisResult) -> Dict[str, Tuple[str, float]]:
     return totals
 
 
+def _kernel_deltas(kb: Dict[str, Tuple[str, float]], kn: Dict[str, Tuple[str, float]]) -> List[KernelDelta]:
+    """One delta per kernel, template-argument variants grouped (see :class:`KernelDelta`)."""
+    groups: Dict[str, List[str]] = {}
+    for n in sorted(set(kb) | set(kn)):
+        groups.setdefault(family(n), []).append(n)
+    out = []
+    for key, members in groups.items():
+        variants = sorted((KernelVariant(name=n, base_us=kb.get(n, ("", 0.0))[1], new_us=kn.get(n, ("", 0.0))[1])
+                           for n in members), key=lambda v: (-abs(v.new_us - v.base_us), v.name))
+        b, n = sum(v.base_us for v in variants), sum(v.new_us for v in variants)
+        kind = (kb.get(members[0]) or kn.get(members[0]))[0]
+        if len(variants) == 1:
+            out.append(KernelDelta(name=members[0], kernel_type=kind, base_us=b, new_us=n, delta_us=n - b))
+        else:
+            out.append(KernelDelta(name=key, kernel_type=kind, base_us=b, new_us=n, delta_us=n - b,
+                                   variants=variants))
+    return out
+
+
 def compare(base: AnalysisResult, new: AnalysisResult, base_label: str = "base", new_label: str = "new",
             top_kernels: int = 15) -> Comparison:
     """Compare two results (see :class:`hta_report.model.Comparison` for the verdict rule).
 
     Kernel deltas use each side's top 50 kernels per rank by total time (what
-    the result model keeps), summed over ranks, ordered by |delta|.
+    the result model keeps), summed over ranks, template-argument variants of
+    one kernel grouped (:func:`hta_report.names.family`), ordered by |delta|;
+    kernels whose total did not change are left out.
     """
     ob, on = _overall(base), _overall(new)
     overall = [_delta(name, ob[name][0] if ob[name][0] == "ms" else "pp", ob[name][1], on[name][1])
@@ -93,11 +122,8 @@ def compare(base: AnalysisResult, new: AnalysisResult, base_label: str = "base",
         ranks.append(RankComparison(rank=rank, new_rank=new_rank, metrics=[
             _delta(n, mb[n][0] if mb[n][0] == "ms" else "pp", mb[n][1], mn[n][1]) for n in mb if n in mn]))
 
-    kb, kn = _kernel_totals(base), _kernel_totals(new)
-    kernels = [KernelDelta(name=n, kernel_type=(kb.get(n) or kn.get(n))[0], base_us=kb.get(n, ("", 0.0))[1],
-                           new_us=kn.get(n, ("", 0.0))[1], delta_us=kn.get(n, ("", 0.0))[1] - kb.get(n, ("", 0.0))[1])
-               for n in set(kb) | set(kn)]
-    kernels = sorted(kernels, key=lambda k: (-abs(k.delta_us), k.name))[:top_kernels]
+    kernels = sorted((k for k in _kernel_deltas(_kernel_totals(base), _kernel_totals(new)) if k.delta_us != 0),
+                     key=lambda k: (-abs(k.delta_us), k.name))[:top_kernels]
 
     ids_b = {f.id: f for f in base.findings}
     ids_n = {f.id: f for f in new.findings}

@@ -29,6 +29,12 @@ def one_line(text: str) -> str:
     return _LINE_BREAKS.sub(" / ", str(text))
 
 
+def plural(n: int, noun: str, nouns: str = "") -> str:
+    """``"1 rank"``, ``"2 ranks"``, ``"0 traces"``: ``n`` and ``noun``, with
+    ``nouns`` (default ``noun + "s"``) unless ``n`` is 1."""
+    return f"{n} {noun if n == 1 else (nouns or noun + 's')}"
+
+
 class HtaReportError(Exception):
     """Base class of every error hta-report raises on purpose.
 

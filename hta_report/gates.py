@@ -3,46 +3,115 @@
 An expression is ``METRIC OP VALUE`` with OP one of ``> >= < <= == !=`` and an
 optional ``%`` after VALUE (ignored: percentages are already in %). Pure
 functions; the CLI maps a tripped gate to exit code 2.
+
+Gates fail closed: a gate whose metric the result does not measure (a GPU
+figure of traces without GPU activity, a step time without ``ProfilerStep``
+annotations, a regression between runs that cannot be compared, advice when
+no rule could check the traces) or whose value is not a finite number trips,
+and says why. Results read from JSON are checked before they get here
+(:mod:`hta_report.model_check`).
 """
 from __future__ import annotations
 
+import math
 import operator
 import re
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 from .errors import InputError
-from .model import AnalysisResult, Comparison
+from .model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, MEMCPY_STEP, TEMPORAL_STEP, AnalysisResult,
+                    Comparison)
 
 _OPS: Dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt, "<": operator.lt,
 }
 _EXPR = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|==|!=|>|<)\s*([A-Za-z]+|[-+]?\d+(?:\.\d+)?)\s*%?\s*$")
+_NUMBER = re.compile(r"^[-+]?\d+(?:\.\d+)?$")
 SEVERITY_RANK = {"low": 1, "medium": 2, "high": 3}
 
-#: Metrics of one analysis: name -> (description, getter). Percentages in %, times in ms.
+
+def _gpu(a: AnalysisResult) -> Optional[str]:
+    return None if a.aggregate.gpu_ranks > 0 else "no rank has GPU activity"
+
+
+def _gpu_step(*steps: str) -> Callable[[AnalysisResult], Optional[str]]:
+    """A GPU figure from ``steps``: measured when some GPU rank has them (not failed)."""
+    def missing(a: AnalysisResult) -> Optional[str]:
+        if _gpu(a):
+            return _gpu(a)
+        if not any(r.has_gpu and not r.failed(*steps) for r in a.ranks):
+            return f"{' and '.join(steps)} failed on every GPU rank"
+        return None
+    return missing
+
+
+def _steps(a: AnalysisResult) -> Optional[str]:
+    return None if a.aggregate.mean_step_us > 0 else "no ProfilerStep annotations"
+
+
+def _host_steps(a: AnalysisResult) -> Optional[str]:
+    if any(r.cpu.steps_used and not r.failed(CPU_SIDE_STEP) for r in a.ranks):
+        return None
+    return "no rank has an analyzed step window"
+
+
+def _advice(a: AnalysisResult) -> Optional[str]:
+    return None if any(c.status in ("fired", "fine") for c in a.checks) else "no rule could check these traces"
+
+
+def _severity(a: AnalysisResult) -> float:
+    """The highest severity as 1-3 (0 without findings); NaN for an unknown one."""
+    ranks = [SEVERITY_RANK.get(f.severity) for f in a.findings]
+    return math.nan if None in ranks else float(max(ranks, default=0))
+
+
+#: Metrics of one analysis: name -> (description, getter, why it is not
+#: measured or None). Percentages in %, times in ms.
 RESULT_METRICS: Dict[str, tuple] = {
-    "idle_pct": ("GPU idle, % of GPU time (mean over ranks)", lambda a: a.aggregate.idle_pct),
-    "busy_pct": ("GPU busy, % of GPU time", lambda a: a.aggregate.busy_pct),
-    "compute_pct": ("GPU compute, % of GPU time", lambda a: a.aggregate.compute_pct),
-    "host_wait_pct": ("GPU idle waiting for the host, % of GPU time", lambda a: a.aggregate.idle_host_wait_pct),
-    "dataloader_pct": ("DataLoader, % of step", lambda a: a.aggregate.dataloader_pct),
-    "exposed_comm_pct": ("exposed communication, % of GPU time", lambda a: a.aggregate.exposed_comm_pct),
-    "exposed_memcpy_pct": ("exposed memcpy, % of GPU time", lambda a: a.aggregate.exposed_memcpy_pct),
-    "step_time_ms": ("mean step time, ms", lambda a: a.aggregate.mean_step_us / 1e3),
-    "findings": ("number of findings", lambda a: float(len(a.findings))),
+    "idle_pct": ("GPU idle, % of GPU time (mean over ranks)", lambda a: a.aggregate.idle_pct,
+                 _gpu_step(TEMPORAL_STEP)),
+    "busy_pct": ("GPU busy, % of GPU time", lambda a: a.aggregate.busy_pct, _gpu_step(TEMPORAL_STEP)),
+    "compute_pct": ("GPU compute, % of GPU time", lambda a: a.aggregate.compute_pct, _gpu_step(TEMPORAL_STEP)),
+    "host_wait_pct": ("GPU idle waiting for the host, % of GPU time", lambda a: a.aggregate.idle_host_wait_pct,
+                      _gpu_step(TEMPORAL_STEP, IDLE_STEP)),
+    "dataloader_pct": ("DataLoader, % of step", lambda a: a.aggregate.dataloader_pct, _host_steps),
+    "exposed_comm_pct": ("exposed communication, % of GPU time", lambda a: a.aggregate.exposed_comm_pct,
+                         _gpu_step(COMMUNICATION_STEP)),
+    "exposed_memcpy_pct": ("exposed memcpy, % of GPU time", lambda a: a.aggregate.exposed_memcpy_pct,
+                           _gpu_step(MEMCPY_STEP)),
+    "step_time_ms": ("mean step time, ms", lambda a: a.aggregate.mean_step_us / 1e3, _steps),
+    "findings": ("number of findings", lambda a: float(len(a.findings)), _advice),
     "severity": ("highest finding severity (low < medium < high; none = 0)",
-                 lambda a: float(max((SEVERITY_RANK.get(f.severity, 0) for f in a.findings), default=0))),
+                 _severity, _advice),
 }
+
+
+def _comparable(c: Comparison) -> Optional[str]:
+    return None if c.verdict != "not comparable" else "the runs cannot be compared (no ProfilerStep on a side)"
+
+
+def _both(check: Callable[[AnalysisResult], Optional[str]]) -> Callable[[Comparison], Optional[str]]:
+    """A comparison metric needing ``check`` to pass on both sides."""
+    def missing(c: Comparison) -> Optional[str]:
+        for side, a in (("base", c.base), ("new", c.new)):
+            why = check(a)
+            if why is not None:
+                return f"{side}: {why}"
+        return None
+    return missing
+
 
 #: Metrics of a comparison (the new side's result metrics apply too).
 COMPARISON_METRICS: Dict[str, tuple] = {
     "step_time_regression": ("mean step time change new vs base, % (positive = slower)",
-                             lambda c: c.step_time_change_pct),
-    "idle_pct_increase": ("GPU idle change, percentage points", lambda c: c.new.aggregate.idle_pct - c.base.aggregate.idle_pct),
+                             lambda c: c.step_time_change_pct, _comparable),
+    "idle_pct_increase": ("GPU idle change, percentage points",
+                          lambda c: c.new.aggregate.idle_pct - c.base.aggregate.idle_pct,
+                          _both(_gpu_step(TEMPORAL_STEP))),
     "regressed": ("1 when the verdict is 'regressed' (beyond the noise band), else 0",
-                  lambda c: 1.0 if c.verdict == "regressed" else 0.0),
-    "new_findings": ("findings that appeared", lambda c: float(len(c.findings_appeared))),
+                  lambda c: 1.0 if c.verdict == "regressed" else 0.0, _comparable),
+    "new_findings": ("findings that appeared", lambda c: float(len(c.findings_appeared)), _both(_advice)),
 }
 
 
@@ -74,25 +143,34 @@ def parse_gate(text: str, comparison: bool = False) -> Gate:
             raise InputError(f"--fail-on {text!r}: severity takes low, medium or high")
         value = float(SEVERITY_RANK[raw.lower()])
     else:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise InputError(f"--fail-on {text!r}: {raw!r} is not a number") from None
+        if not _NUMBER.match(raw):  # also refuses nan and inf, against which no gate can trip
+            raise InputError(f"--fail-on {text!r}: {raw!r} is not a number")
+        value = float(raw)
     return Gate(text=text.strip(), metric=metric, op=op, value=value)
 
 
 def tripped(gates: List[Gate], result: Optional[AnalysisResult] = None,
             comparison: Optional[Comparison] = None) -> List[str]:
     """The gates that trip, each as ``"EXPR (metric = value)"``. Result metrics
-    are read from ``result``, or from the comparison's new side."""
+    are read from ``result``, or from the comparison's new side. A gate whose
+    metric is not measured, or not a finite number, trips as
+    ``"EXPR (metric not measured: why; the gate fails)"``."""
     target = comparison.new if comparison is not None else result
     out = []
     for g in gates:
         if g.metric in COMPARISON_METRICS:
-            actual = COMPARISON_METRICS[g.metric][1](comparison)
+            _, get, missing = COMPARISON_METRICS[g.metric]
+            subject = comparison
         else:
-            actual = RESULT_METRICS[g.metric][1](target)
-        if _OPS[g.op](actual, g.value):
+            _, get, missing = RESULT_METRICS[g.metric]
+            subject = target
+        why = missing(subject)
+        actual = get(subject) if why is None else math.nan
+        if why is None and not math.isfinite(actual):
+            why = f"its value is {actual}"
+        if why is not None:
+            out.append(f"{g.text} ({g.metric} not measured: {why}; the gate fails)")
+        elif _OPS[g.op](actual, g.value):
             out.append(f"{g.text} ({g.metric} = {actual:.2f})")
     return out
 
@@ -100,4 +178,4 @@ def tripped(gates: List[Gate], result: Optional[AnalysisResult] = None,
 def metrics_help(comparison: bool = False) -> str:
     """The metric names and meanings, for ``--help``."""
     items = {**RESULT_METRICS, **(COMPARISON_METRICS if comparison else {})}
-    return "\n".join(f"  {name:22s} {desc}" for name, (desc, _) in sorted(items.items()))
+    return "\n".join(f"  {name:22s} {entry[0]}" for name, entry in sorted(items.items()))

@@ -16,6 +16,7 @@ Units, everywhere in this module:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -556,6 +557,29 @@ class TensorCoreUse:
     misaligned_examples: List[str] = field(default_factory=list)
 
 
+#: Names of per-rank analysis steps (``analysis/rank.py``) that reporters,
+#: gates and comparisons ask about when a step failed (:attr:`RankResult.failures`).
+TEMPORAL_STEP = "temporal breakdown (HTA)"
+IDLE_STEP = "idle time breakdown (HTA)"
+KERNEL_TYPES_STEP = "kernel breakdown (HTA)"
+STEP_TIMES_STEP = "step times"
+CPU_SIDE_STEP = "CPU side"
+MEMCPY_STEP = "memcpy summary"
+COMMUNICATION_STEP = "communication"
+
+
+@dataclass
+class SectionFailure:
+    """One analysis step that failed on a rank whose other steps were
+    reported: ``step`` names it (e.g. ``temporal breakdown (HTA)``) and
+    ``reason`` says why, in one line (the exception, or the step it needed
+    that failed). The fields that step fills keep their defaults and are
+    shown as not computed."""
+
+    step: str
+    reason: str
+
+
 @dataclass
 class RankResult:
     """Everything measured on one rank (one trace file).
@@ -572,6 +596,11 @@ class RankResult:
     ``ProfilerStep`` mean when the host runs ahead). Without ``ProfilerStep``
     annotations the whole trace is one window (``steps_used`` 1). ``has_runtime`` is True when the trace holds
     ``cuda_runtime`` (or HIP runtime) calls.
+
+    ``failures`` lists the analysis steps that failed on this rank (e.g. an
+    assertion inside one of HTA's analyses): everything else is reported,
+    and the fields of a failed step keep their defaults (:meth:`failed`
+    tells which); empty when the whole rank was analyzed.
     """
 
     rank: int
@@ -596,6 +625,11 @@ class RankResult:
     optimizer: OptimizerProfile = field(default_factory=OptimizerProfile)
     tensor_cores: TensorCoreUse = field(default_factory=TensorCoreUse)
     warmup: Warmup = field(default_factory=Warmup)
+    failures: List[SectionFailure] = field(default_factory=list)
+
+    def failed(self, *steps: str) -> bool:
+        """Whether any of ``steps`` (names such as :data:`TEMPORAL_STEP`) failed on this rank."""
+        return any(f.step in steps for f in self.failures)
 
     @property
     def busy_pct(self) -> float:
@@ -799,11 +833,9 @@ class AnalysisResult:
         """
         if not isinstance(data, dict) or "schema_version" not in data:
             raise ValueError("not an hta-report result (no schema_version)")
-        if data["schema_version"] != SCHEMA_VERSION:
-            raise ValueError(
-                f"result has schema_version {data['schema_version']}, "
-                f"this hta-report reads {SCHEMA_VERSION}"
-            )
+        version = data["schema_version"]
+        if isinstance(version, bool) or not isinstance(version, int) or version != SCHEMA_VERSION:
+            raise ValueError(f"result has schema_version {version!r}, this hta-report reads {SCHEMA_VERSION}")
         return _build(cls, data)
 
     @classmethod
@@ -812,11 +844,18 @@ class AnalysisResult:
         return cls.from_dict(json.loads(text))
 
 
+@functools.lru_cache(maxsize=None)
+def type_hints(tp: type) -> Dict[str, Any]:
+    """``typing.get_type_hints(tp)`` for a dataclass of this module, computed
+    once per class (it evaluates every annotation string each call)."""
+    return typing.get_type_hints(tp)
+
+
 def _build(tp: Any, value: Any) -> Any:
     """Recursively turn plain JSON values into instances of the annotated type."""
     origin = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp)
+        hints = type_hints(tp)
         kwargs = {
             f.name: _build(hints[f.name], value[f.name])
             for f in dataclasses.fields(tp)
@@ -854,14 +893,34 @@ class MetricDelta:
 
 
 @dataclass
+class KernelVariant:
+    """One full kernel name in a :class:`KernelDelta` of template variants,
+    with its total time (µs, summed over ranks) on each side."""
+
+    name: str
+    base_us: float
+    new_us: float
+
+
+@dataclass
 class KernelDelta:
-    """A kernel's total time (µs, summed over ranks) on both sides."""
+    """A kernel's total time (µs, summed over ranks) on both sides.
+
+    Template-argument variants of one kernel (names that differ only in
+    values and scalar types, :func:`hta_report.names.family`, e.g.
+    ``…_cta_per_row_1<float, float, float, 2ul>`` and ``<…, 5ul>``) are one
+    delta: ``name`` is then the name they share (namespaces and template
+    values dropped) and ``variants`` lists each full name with its own
+    totals, largest change first. A kernel without variants has its full
+    ``name`` and no ``variants``.
+    """
 
     name: str
     kernel_type: str
     base_us: float
     new_us: float
     delta_us: float
+    variants: List[KernelVariant] = field(default_factory=list)
 
 
 @dataclass

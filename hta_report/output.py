@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import List, Sequence, Tuple
@@ -26,7 +27,9 @@ def write_all_atomic(files: Sequence[Tuple[os.PathLike | str, str]]) -> List[Pat
     Each text goes to a temporary file beside its target first; only when all
     are written are they renamed into place. On any failure (a missing or
     unwritable directory, a full disk, an interrupt) the temporary files are
-    removed and no target is touched. Characters that UTF-8 cannot encode
+    removed and no target is touched. A report keeps the permissions of the
+    file it replaces; a new one gets 0666 less the umask, as ``open()`` would
+    give it. Characters that UTF-8 cannot encode
     (lone surrogates from odd file names or trace strings) are written as
     backslash escapes.
 
@@ -59,9 +62,27 @@ def write_all_atomic(files: Sequence[Tuple[os.PathLike | str, str]]) -> List[Pat
     return [path for _, path in staged]
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits a report written to ``path`` gets: those of the
+    file it replaces, else what ``open()`` would give a new file (0666 less the
+    umask)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode) & 0o777  # no set-id or sticky bit on a report
+    except OSError:
+        return 0o666 & ~_umask()
+
+
 def _stage(path: Path, text: str) -> str:
-    """Write ``text`` to a new temporary file beside ``path``; returns its name
-    (removed again if writing fails)."""
+    """Write ``text`` to a new temporary file beside ``path`` with the mode the
+    report should have (:func:`_mode_for`); returns its name (removed again
+    if writing fails)."""
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         what = "its parent is not a directory" if parent.exists() else "the directory does not exist"
@@ -75,7 +96,7 @@ def _stage(path: Path, text: str) -> str:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, _mode_for(path))
     except BaseException as exc:
         try:
             os.unlink(tmp)

@@ -15,6 +15,8 @@ import sys
 import time
 from typing import Iterator, List, Optional, TextIO, Tuple
 
+from .escape import terminal
+
 
 class Progress:
     """Stage timer and status line.
@@ -39,7 +41,7 @@ class Progress:
         """Replace the status line (terminal only)."""
         if not self.live:
             return
-        text = message[:100]
+        text = terminal(message)[:100]
         self.stream.write("\r" + text + " " * max(0, self._line - len(text)))
         self.stream.flush()
         self._line = len(text)
@@ -55,7 +57,7 @@ class Progress:
         self.times.append((name, seconds))
         if self.verbose:
             self.clear()
-            self.stream.write(f"hta-report: {seconds:8.2f} s  {name}\n")
+            self.stream.write(f"hta-report: {seconds:8.2f} s  {terminal(name)}\n")
             self.stream.flush()
 
     @contextlib.contextmanager

@@ -223,6 +223,8 @@ def run_case(files: Dict[str, bytes], html: bool = False,
     """
     from hta_report.api import analyze as default_analyze
     from hta_report.errors import HtaReportError, TraceError
+    from hta_report.model import UnreadableTrace
+    from hta_report.model_check import check_result
     from hta_report.render import render
 
     analyze = analyze or default_analyze
@@ -235,10 +237,12 @@ def run_case(files: Dict[str, bytes], html: bool = False,
         except HtaReportError as exc:
             return ("converted" if is_converted(exc) else "error"), exc
         render(result, "md")
-        render(result, "json")
+        check_result(json.loads(render(result, "json")))  # what analyze writes, compare reads back
         if html:
             render(result, "html")
         converted = [u for u in result.inventory.unreadable if is_converted_reason(u.reason)]
+        converted += [UnreadableTrace(path=r.file, reason=f"analysis failed at {f.step}: {f.reason}")
+                      for r in result.ranks for f in r.failures]  # a step failed, the rest of the rank reported
         return ("converted", TraceError(converted[0].reason, converted[0].path)) if converted else ("ok", None)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

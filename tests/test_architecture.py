@@ -104,13 +104,14 @@ def test_no_import_cycles():
 
 FORBIDDEN = {
     "hta_report.render": ("hta_report.cache", "hta_report.load", "hta_report.analysis", "hta_report.api",
-                          "hta_report.rules", "hta_report.cli"),
+                          "hta_report.rules", "hta_report.cli", "hta_report.engines"),
     "hta_report.analysis": ("hta_report.rules", "hta_report.api", "hta_report.render", "hta_report.cli",
-                            "hta_report.cache"),
+                            "hta_report.cache", "hta_report.engines"),
     "hta_report.rules": ("hta_report.load", "hta_report.analysis", "hta_report.api", "hta_report.render",
-                         "hta_report.cli", "hta_report.cache"),
+                         "hta_report.cli", "hta_report.cache", "hta_report.engines"),
     "hta_report.load": ("hta_report.analysis", "hta_report.rules", "hta_report.api", "hta_report.render",
-                        "hta_report.cli"),
+                        "hta_report.cli", "hta_report.engines"),
+    "hta_report.engines": ("hta_report.rules", "hta_report.api", "hta_report.render", "hta_report.cli"),
     "hta_report.compare": ("hta_report.api", "hta_report.load", "hta_report.analysis", "hta_report.cache"),
 }
 

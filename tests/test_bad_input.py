@@ -213,9 +213,11 @@ def test_unreadable_rank_does_not_change_the_others(partial_dir):
 
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_failing_analysis_step_names_file_and_step(tmp_path, monkeypatch, workers):
-    """An unexpected exception inside an analysis becomes a TraceError naming the
-    file and the step; with other ranks fine, that rank is listed as unreadable.
-    The same whether the ranks are analyzed here or in forked workers."""
+    """An unexpected exception inside an analysis step is recorded on the rank
+    with the step's name; the rank's other sections are reported (issue 18
+    item 14). When decoding the rank's events fails (every step needs them),
+    the rank is unreadable, named with the step. The same whether the ranks
+    are analyzed here or in forked workers."""
     from hta_report.analysis import parallel
     from hta_report.analysis import rank as analysis
 
@@ -223,6 +225,7 @@ def test_failing_analysis_step_names_file_and_step(tmp_path, monkeypatch, worker
     monkeypatch.setattr(parallel, "PARALLEL_MIN_EVENTS", 0)
     for rank in (0, 1):
         simple_gpu_trace(rank=rank).write(tmp_path / f"rank{rank}.json")
+    alone = analyze(tmp_path)
     real = analysis.idle_breakdown
 
     def broken(view, rank):
@@ -232,14 +235,29 @@ def test_failing_analysis_step_names_file_and_step(tmp_path, monkeypatch, worker
 
     monkeypatch.setattr(analysis, "idle_breakdown", broken)
     result = analyze(tmp_path)
+    assert [r.rank for r in result.ranks] == [0, 1] and not result.inventory.unreadable
+    assert [(f.step, f.reason) for f in result.ranks[1].failures] == [("idle time breakdown (HTA)", "KeyError: 'stream'")]
+    assert result.ranks[1].temporal == alone.ranks[1].temporal  # the other sections are there
+    assert result.ranks[1].idle == type(alone.ranks[1].idle)()  # the failed one keeps its defaults
+    assert result.ranks[0] == alone.ranks[0]
+
+    real_decode = analysis.RankEvents.from_loaded
+
+    def undecodable(loaded, rank):
+        if rank == 1:
+            raise KeyError("ts")
+        return real_decode(loaded, rank)
+
+    monkeypatch.setattr(analysis.RankEvents, "from_loaded", staticmethod(undecodable))
+    result = analyze(tmp_path)
     assert [r.rank for r in result.ranks] == [0]
     (bad,) = result.inventory.unreadable
     assert bad.path == str(tmp_path / "rank1.json")
-    assert bad.reason.startswith("analysis failed at idle time breakdown (HTA): KeyError: 'stream'")
+    assert bad.reason.startswith("analysis failed at decoding events: KeyError: 'ts'")
     os.unlink(tmp_path / "rank0.json")
     with pytest.raises(TraceError) as info:
         analyze(tmp_path)
-    assert info.value.step == "idle time breakdown (HTA)" and info.value.path == str(tmp_path / "rank1.json")
+    assert info.value.step == "decoding events" and info.value.path == str(tmp_path / "rank1.json")
 
 
 # --- events HTA cannot use: left out with a warning ----------------------------------------------

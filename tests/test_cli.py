@@ -131,3 +131,92 @@ def test_recursive_and_last_step_flags(tmp_path, run_cli):
     assert code == 0, err
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["ranks"][0]["steps"]["count"] == 4 and data["inventory"]["last_step_included"]
+
+
+# --- inputs: files as well as directories, folders of runs, output formats -------------------
+
+
+@pytest.fixture
+def two_ranks(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    simple_gpu_trace(rank=0).write(d / "rank-0.json")
+    simple_gpu_trace(rank=1).write(d / "rank-1.json")
+    return d
+
+
+def test_one_trace_file_is_analyzed(two_ranks, tmp_path, run_cli):
+    one = two_ranks / "rank-1.json"
+    code, out, err = run_cli("analyze", one, "-o", tmp_path / "r.json")
+    assert code == 0, err
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert [r["rank"] for r in data["ranks"]] == [1]
+    assert data["inventory"]["input_dir"] == str(one)
+    assert [f["path"] for f in data["inventory"]["files"]] == [str(one)]
+
+
+def test_several_files_and_directories_make_one_run(two_ranks, tmp_path, run_cli):
+    files = [two_ranks / "rank-0.json", two_ranks / "rank-1.json"]
+    code, _, err = run_cli("analyze", *files, "-o", tmp_path / "r.json")
+    assert code == 0, err
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert [r["rank"] for r in data["ranks"]] == [0, 1]
+    assert data["inventory"]["input_dir"] == f"{files[0]}, {files[1]}"
+    other = tmp_path / "other"
+    other.mkdir()
+    simple_gpu_trace(rank=2).write(other / "rank-2.json")
+    code, _, err = run_cli("analyze", two_ranks, other / "rank-2.json", "-o", tmp_path / "r.json")
+    assert code == 0, err
+    assert [r["rank"] for r in json.loads((tmp_path / "r.json").read_text())["ranks"]] == [0, 1, 2]
+
+
+def test_a_file_that_is_no_trace_is_named(two_ranks, tmp_path, run_cli):
+    (tmp_path / "notes.txt").write_text("hello")
+    code, _, err = run_cli("analyze", tmp_path / "notes.txt", "-o", tmp_path / "r.html")
+    assert code == 1
+    _one_line_error(err, tmp_path / "notes.txt", "not a trace file")
+    code, _, _ = run_cli("analyze", two_ranks, "-o", tmp_path / "r.json")
+    code, _, err = run_cli("analyze", tmp_path / "r.json", "-o", tmp_path / "r2.html")
+    assert code == 1
+    _one_line_error(err, tmp_path / "r.json", "a result saved by hta-report", "compare")
+
+
+@pytest.mark.parametrize("name", ["x.pdf", "report", "x.HTML.bak"])
+def test_unknown_report_extension_is_refused_before_analysis(good_dir, tmp_path, run_cli, name):
+    code, _, err = run_cli("analyze", good_dir, "-o", tmp_path / name)
+    assert code == 1
+    _one_line_error(err, tmp_path / name, ".html", ".md", ".json", "--format")
+    assert not (tmp_path / name).exists()
+    code, _, err = run_cli("compare", good_dir, good_dir, "-o", tmp_path / name)
+    assert code == 1 and not (tmp_path / name).exists()
+    _one_line_error(err, tmp_path / name, ".html")
+    code, _, err = run_cli("analyze", good_dir, "-o", tmp_path / name, "--format", "md", "-q")
+    assert code == 0, err
+    assert (tmp_path / name).read_text().startswith("## hta-report")
+
+
+def test_folder_of_runs_is_named_with_analyze_and_compare(tmp_path, run_cli):
+    runs = tmp_path / "runs"
+    for name in ("baseline", "tuned"):
+        (runs / name).mkdir(parents=True)
+        simple_gpu_trace(rank=0).write(runs / name / "rank-0.json")
+        (runs / name / "manifest.json").write_text("{}")
+    code, _, err = run_cli("analyze", runs, "-o", tmp_path / "r.html")
+    assert code == 1
+    _one_line_error(err, runs, "2 separate runs", "baseline, tuned",
+                    f"hta-report compare {runs / 'baseline'} {runs / 'tuned'}")
+    code, _, err = run_cli("analyze", runs, "--recursive", "-o", tmp_path / "r.html")
+    assert code == 1  # --recursive would merge two runs
+    _one_line_error(err, runs, "2 separate runs", "--recursive would merge them")
+    assert not (tmp_path / "r.html").exists()
+    (runs / "tuned").rename(tmp_path / "tuned")  # one run left, one level down
+    code, _, err = run_cli("analyze", runs, "-o", tmp_path / "r.html")
+    assert code == 1
+    _one_line_error(err, runs, f"they are in {runs / 'baseline'}")
+
+
+def test_compare_reads_trace_files(two_ranks, tmp_path, run_cli):
+    code, out, err = run_cli("compare", two_ranks / "rank-0.json", two_ranks / "rank-1.json",
+                             "-o", tmp_path / "c.md")
+    assert code == 0, err
+    assert "rank 0 → rank 1" in (tmp_path / "c.md").read_text()

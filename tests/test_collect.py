@@ -126,9 +126,24 @@ def test_cnn_workload_writes_trace_and_manifest(tmp_path):
     datetime.fromisoformat(m["start_time"].replace("Z", "+00:00"))
     assert m["device_names"][0].startswith("cpu")
     assert no_leftovers(out)
-    # progress goes to stderr
+    # progress goes to stderr, ending with what to run next
     assert "step 1/8" in result.stderr and "wrote" in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == f"[collect] next: hta-report analyze {out} -o report.html"
     assert "[collect]" not in result.stdout
+
+
+def test_quiet_collect_prints_nothing_not_even_kinetos_lines(tmp_path):
+    """libkineto writes ``USDT:... profiler_start`` straight to file descriptor 2
+    (not through Python): only a fresh process shows whether -q keeps it out."""
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "hta_report.collect", "--workload", "cnn", "--steps", "3", "--wait", "0",
+           "--warmup", "1", "--active", "2", "--width", "4"]
+    quiet = subprocess.run(cmd + ["-o", str(tmp_path / "q"), "-q"], capture_output=True, text=True, env=env,
+                           timeout=120)
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert quiet.stderr == "" and quiet.stdout == ""
+    assert len(traces(tmp_path / "q")) == 1
 
 
 @pytest.mark.parametrize("workload, op", [("rnn", "aten::lstm"),
@@ -332,7 +347,7 @@ def test_script_too_short_for_one_cycle_is_an_error(tmp_path):
         """)
     result = collect("-o", str(tmp_path / "s"), "-q", "--", "python", str(script))
     assert result.exit_code == 1
-    assert "took 2 profiler step(s)" in str(result.exception)
+    assert "took 2 profiler steps" in str(result.exception)
 
 
 # ------------------------------------------------------------------ errors

@@ -3,11 +3,10 @@ with plain torch.profiler (tests/fixtures/plain_profiler, see its README).
 
 Each test names the issue it guards: what the report said wrong on these traces before.
 """
-from pathlib import Path
 
 import pytest
 
-from conftest import HERE, SHARED_TRACES, shared
+from conftest import HERE, SHARED_TRACES
 from hta_report.api import analyze
 from hta_report.render import render
 from hta_report.render.view import headline, rank_rows

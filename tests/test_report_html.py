@@ -45,7 +45,8 @@ def test_report_sections_present(evil_report):
     for section in ("headline", "findings", "ranks", "charts", "rank-0", "inventory"):
         assert f'id="{section}"' in html
     assert "Input-bound" in html
-    assert html.count("<img") == 5  # temporal, idle, kernel types, top kernels, steps (>= 2 steps)
+    # GPU time per rank, top kernels, steps (>= 2 steps); each also drawn for narrow screens
+    assert html.count("<img") == 3 and html.count('<source media="(max-width: 640px)"') == 3
 
 
 def test_markdown_report(evil_report):
@@ -78,3 +79,136 @@ def test_healthy_run_says_so_and_lists_what_was_checked(tmp_path):
     assert "No rule fired: the run looks healthy on what was checked" in html
     assert '<details id="checks" open>' in html and "not checked" in html
     assert "No rule fired" in md and "| C1 | `dataloader-bound` | not checked |" in md
+
+
+# --- what a reviewer reads first: the run's name, words, kernel names --------------------------
+
+from html.parser import HTMLParser  # noqa: E402
+
+from conftest import REPO  # noqa: E402
+from hta_report.render.terminal import render as terminal  # noqa: E402
+
+FILL = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >"
+        "(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)")
+ADD = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+       "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)")
+
+
+class VisibleText(HTMLParser):
+    """The text a reader sees without hovering or opening anything: outside
+    <style>, <title>, attributes, and the bodies of closed <details> (their
+    <summary> is seen)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lines, self._hidden, self._stack, self._glue = [], 0, [], False
+
+    def handle_starttag(self, tag, attrs):
+        self._glue = tag == "wbr"
+        if tag in ("style", "title", "head"):
+            self._hidden += 1
+        if tag == "details":
+            self._stack.append("open" in dict(attrs))
+            if not self._stack[-1]:
+                self._hidden += 1
+        if tag == "summary" and self._stack and not self._stack[-1]:
+            self._hidden -= 1
+
+    def handle_endtag(self, tag):
+        if tag in ("style", "title", "head"):
+            self._hidden -= 1
+        if tag == "summary" and self._stack and not self._stack[-1]:
+            self._hidden += 1
+        if tag == "details" and self._stack:
+            if not self._stack.pop():
+                self._hidden -= 1
+
+    def handle_data(self, data):
+        glue, self._glue = self._glue, False
+        if self._hidden or not data.strip():
+            return
+        if glue and self.lines:
+            self.lines[-1] += data.strip()  # <wbr> breaks no word
+        else:
+            self.lines.append(data.strip())
+
+
+def visible_text(html: str):
+    parser = VisibleText()
+    parser.feed(html)
+    return parser.lines
+
+
+def test_markdown_heading_and_html_title_name_the_run(evil_report):
+    result, html, md = evil_report
+    assert md.splitlines()[0] == "## hta-report: evil0"
+    assert "<h1>evil0</h1>" in html and "<title>hta-report: evil0</title>" in html
+    assert "why is the GPU idle?" in html
+
+
+def test_collected_cpu_run_reads_right(tmp_path):
+    result = analyze(REPO / "sample_traces" / "cpu_dataloader_bound")
+    html, md = render(result, "html"), render(result, "md")
+    text = terminal(result, [])
+    assert md.splitlines()[0] == "## hta-report: cpu\\_dataloader\\_bound"
+    assert "<h1>cpu_dataloader_bound</h1>" in html and "why is the GPU idle" not in html.lower()
+    # devices from the collector's manifest, not "none recorded"
+    for out in (html, md, text):
+        assert "cpu: Intel" in out or "cpu: " in out
+        assert "none recorded" not in out
+        assert "(s)" not in out
+    assert "workload cnn" in html and "workload cnn" in md
+    assert "of the step. Synchronization:" in html  # was "of the step.Synchronization:"
+    assert ">GPU busy<" not in html  # no empty GPU columns in the per-rank table
+
+
+def test_kernel_names_are_short_with_the_full_name_on_hover(tmp_path):
+    from kineto import TraceBuilder
+
+    b = TraceBuilder(rank=0)
+    for i in range(4):
+        b.step(i + 1, i * 1000, 1000)
+        b.kernel(FILL, i * 1000 + 100, 300)
+        b.kernel(ADD, i * 1000 + 500, 200)
+    b.write(tmp_path / "t.json")
+    html = render(analyze(tmp_path), "html")
+    for name, short in ((FILL, "FillFunctor"), (ADD, "CUDAFunctor_add")):
+        full = name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        # the short name in the table (a line break allowed after each "_"), the full one on hover and on click
+        assert (f'<summary title="{full}">vectorized_<wbr>elementwise_<wbr>kernel&lt;{short.replace("_", "_<wbr>")}&gt;'
+                f'</summary><code class="full">{full}</code>') in html
+    shown = re.sub(r'title="[^"]*"|<code class="full">.*?</code>', "", html)
+    assert "at::native" not in shown  # the full signature nowhere else
+    assert max(len(line) for line in visible_text(html)) < 300
+
+
+def test_world_size_larger_than_the_ranks_found_is_said(tmp_path):
+    from kineto import simple_gpu_trace
+
+    b = simple_gpu_trace(rank=3)
+    b.world_size = 8
+    b.write(tmp_path / "t.json")
+    result = analyze(tmp_path)
+    html, md = render(result, "html"), render(result, "md")
+    note = "only 1 of its 8 traces is here (rank 3)"
+    assert note in html and note in md and note in terminal(result, [])
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    for r in (0, 1):
+        b = simple_gpu_trace(rank=r)
+        b.world_size = 2
+        b.write(whole / f"r{r}.json")
+    assert "traces is here" not in render(analyze(whole), "html")
+
+
+def test_no_profiler_steps_is_small_print_not_a_headline_figure(tmp_path):
+    from kineto import TraceBuilder
+
+    b = TraceBuilder(rank=0)
+    for i in range(4):
+        b.kernel(FILL, i * 1000 + 100, 300)
+    b.write(tmp_path / "t.json")
+    result = analyze(tmp_path)
+    html, md = render(result, "html"), render(result, "md")
+    assert '<div class="v">–</div><div class="k">mean step time: no ProfilerStep annotations</div>' in html
+    assert "mean step no ProfilerStep" not in md and "no ProfilerStep annotations" in md

@@ -1,5 +1,6 @@
 """Every real trace under ../shared/traces/hta analyzes through the CLI without a traceback."""
 import json
+import re
 
 import pytest
 
@@ -37,7 +38,11 @@ def test_cpu_only_says_no_gpu_activity(tmp_path, run_cli):
     path = shared("cpu_only")
     code, out, err = run_cli("analyze", path, "-o", tmp_path / "r.html", "--json", tmp_path / "r.json")
     assert code == 0, err
-    assert "holds no GPU activity" in (tmp_path / "r.html").read_text()
+    html = (tmp_path / "r.html").read_text()
+    assert "The traces hold no GPU activity" in html
+    prose = re.sub(r'<details id="checks".*?</details>', "", html, flags=re.S)  # rules say "not checked: ..."
+    assert prose.count("no GPU activity") == 1  # said once, not again per rank and in the warnings
+    assert "why is the GPU idle" not in html.lower() and "CPU-only traces" in html
     assert "No GPU activity" in out
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["ranks"][0]["rank"] == 34  # distributedInfo

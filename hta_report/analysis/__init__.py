@@ -4,19 +4,20 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Union
 
 import numpy as np
 
 from .. import __version__
 from ..errors import TraceError
 from ..load import LoadedTraces, quiet_hta, unreadable_error
-from ..model import Aggregate, AnalysisResult, Inventory, RankResult, TraceFileInfo, UnreadableTrace
+from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, STEP_TIMES_STEP,
+                     TEMPORAL_STEP, Aggregate, AnalysisResult, Inventory, RankResult, TraceFileInfo, UnreadableTrace)
 from .gpu_time import combine_kernel_type_shares
 from .parallel import analyze_ranks
 from .rank import analysis_step
 
-__all__ = ["analyze_loaded", "analysis_step", "where"]
+__all__ = ["analyze_loaded", "assemble", "analysis_step", "where"]
 
 
 def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
@@ -26,8 +27,10 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
     advice: ``findings`` and ``checks`` are left empty for the rules
     (:func:`hta_report.rules.advise`).
 
-    A rank whose analysis fails is moved to ``inventory.unreadable`` with the
-    failing step; the others are reported.
+    A rank whose events cannot be decoded is moved to ``inventory.unreadable``
+    with the failing step; a rank where another step fails is reported with
+    that step in its ``failures``, and left out of the aggregate figures that
+    step gives (see :func:`_aggregate`).
 
     Args:
         loaded: the parsed traces (:func:`hta_report.load.load_traces`).
@@ -37,30 +40,52 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
         hta_report.errors.TraceError: every rank failed, or a step over all
             ranks (kernel breakdown) failed.
     """
-    unreadable: List[UnreadableTrace] = list(loaded.unreadable)
-    ranks: List[RankResult] = []
     with quiet_hta():
-        for info, outcome in zip(loaded.files, analyze_ranks(loaded)):
-            if isinstance(outcome, TraceError):
-                unreadable.append(UnreadableTrace(path=info.path, reason=outcome.message))
-                failure = outcome
-            else:
-                ranks.append(outcome)
-        if not ranks:
-            if len(unreadable) == 1:
-                raise failure
-            raise unreadable_error(unreadable)
-        _sync_wait(ranks)
-        gpu = [r for r in ranks if r.has_gpu]
-        with analysis_step("kernel breakdown of all ranks (HTA)", where(ranks, trace_dir)):
-            types_all = combine_kernel_type_shares([r.kernel_types for r in gpu])
+        outcomes = analyze_ranks(loaded)
+    return assemble(loaded.files, outcomes, trace_dir, loaded.warnings, loaded.unreadable,
+                    loaded.last_step_included)
 
+
+def assemble(files: List[TraceFileInfo], outcomes: List[Union[RankResult, TraceError]], trace_dir,
+             warnings: List[str], unreadable: List[UnreadableTrace], last_step_included: bool) -> AnalysisResult:
+    """The result from each rank's analysis: the cross-rank figures
+    (synchronization wait, kernel types of all ranks), the aggregate and the
+    inventory. Every engine ends here (:mod:`hta_report.engines`).
+
+    Args:
+        files: the ranks' files, sorted by rank.
+        outcomes: per file, its :class:`~hta_report.model.RankResult` or the
+            :class:`~hta_report.errors.TraceError` of the step that failed
+            (that rank is then listed as unreadable).
+        trace_dir: the directory (inventory, ``manifest.json``).
+        warnings: the loader's warnings.
+        unreadable: files left out before the analyses.
+        last_step_included: whether the last ProfilerStep was kept.
+
+    Raises:
+        hta_report.errors.TraceError: every rank failed, or a step over all
+            ranks (kernel breakdown) failed.
+    """
+    unreadable = list(unreadable)
+    ranks: List[RankResult] = []
+    for info, outcome in zip(files, outcomes):
+        if isinstance(outcome, TraceError):
+            unreadable.append(UnreadableTrace(path=info.path, reason=outcome.message))
+            failure = outcome
+        else:
+            ranks.append(outcome)
+    if not ranks:
+        if len(unreadable) == 1:
+            raise failure
+        raise unreadable_error(unreadable)
+    _sync_wait(ranks)
+    gpu = [r for r in ranks if r.has_gpu and not r.failed(KERNEL_TYPES_STEP)]
+    with quiet_hta(), analysis_step("kernel breakdown of all ranks (HTA)", where(ranks, trace_dir)):
+        types_all = combine_kernel_type_shares([r.kernel_types for r in gpu])
     analyzed = {r.rank for r in ranks}
-    return AnalysisResult(
-        inventory=_inventory(loaded, trace_dir, ranks, [f for f in loaded.files if f.rank in analyzed], unreadable),
-        ranks=ranks,
-        aggregate=_aggregate(ranks, types_all),
-    )
+    inventory = _inventory(trace_dir, ranks, [f for f in files if f.rank in analyzed], unreadable, warnings,
+                           last_step_included)
+    return AnalysisResult(inventory=inventory, ranks=ranks, aggregate=_aggregate(ranks, types_all))
 
 
 def where(ranks: List[RankResult], trace_dir: Path):
@@ -83,8 +108,10 @@ def _sync_wait(ranks: List[RankResult]) -> None:
     the smallest of them (0: it was the slowest once). Ranks that take turns
     being late (scheduling noise) then show no wait, while a rank that is
     always late makes the others wait in every step."""
-    kernels = {r.rank: r for r in ranks if r.has_gpu and r.comm.kernel_count and r.comm.us_per_step > 0}
-    host = {r.rank: r for r in ranks if r.rank not in kernels and r.comm.cpu_collective_us_per_step > 0}
+    kernels = {r.rank: r for r in ranks if r.has_gpu and r.comm.kernel_count and r.comm.us_per_step > 0
+               and not r.failed(COMMUNICATION_STEP)}
+    host = {r.rank: r for r in ranks if r.rank not in kernels and r.comm.cpu_collective_us_per_step > 0
+            and not r.failed(COMMUNICATION_STEP)}
     for basis, group in (("kernels", kernels), ("host", host)):
         for r in group.values():
             r.comm.collective_basis = basis
@@ -108,36 +135,44 @@ def _mean(values: List[float]) -> float:
 
 
 def _aggregate(ranks: List[RankResult], kernel_types) -> Aggregate:
+    """Means over ranks; a rank where the step giving a figure failed
+    (:attr:`RankResult.failures`) is left out of that figure's mean."""
+    def having(*steps: str, gpu: bool = False) -> List[RankResult]:
+        return [r for r in ranks if (r.has_gpu or not gpu) and not r.failed(*steps)]
+
     gpu = [r for r in ranks if r.has_gpu]
-    stepped = [r for r in ranks if r.steps.count]
+    stepped = [r for r in having(STEP_TIMES_STEP) if r.steps.count]
     agg = Aggregate(ranks=len(ranks), gpu_ranks=len(gpu), kernel_types=kernel_types)
-    if gpu:
-        agg.idle_pct = _mean([r.temporal.idle_pct for r in gpu])
-        agg.compute_pct = _mean([r.temporal.compute_pct for r in gpu])
-        agg.non_compute_pct = _mean([r.temporal.non_compute_pct for r in gpu])
+    temporal, split = having(TEMPORAL_STEP, gpu=True), having(TEMPORAL_STEP, IDLE_STEP, gpu=True)
+    if temporal:
+        agg.idle_pct = _mean([r.temporal.idle_pct for r in temporal])
+        agg.compute_pct = _mean([r.temporal.compute_pct for r in temporal])
+        agg.non_compute_pct = _mean([r.temporal.non_compute_pct for r in temporal])
         agg.busy_pct = agg.compute_pct + agg.non_compute_pct
-        agg.idle_host_wait_pct = _mean([r.idle_split.host_wait_pct for r in gpu])
-        agg.idle_kernel_wait_pct = _mean([r.idle_split.kernel_wait_pct for r in gpu])
-        agg.idle_other_pct = _mean([r.idle_split.other_pct for r in gpu])
-        agg.exposed_comm_pct = _mean([r.comm.exposed_pct for r in gpu])
-        agg.exposed_memcpy_pct = _mean([r.memcpy.exposed_pct for r in gpu])
+    if split:
+        agg.idle_host_wait_pct = _mean([r.idle_split.host_wait_pct for r in split])
+        agg.idle_kernel_wait_pct = _mean([r.idle_split.kernel_wait_pct for r in split])
+        agg.idle_other_pct = _mean([r.idle_split.other_pct for r in split])
+    agg.exposed_comm_pct = _mean([r.comm.exposed_pct for r in having(COMMUNICATION_STEP, gpu=True)])
+    agg.exposed_memcpy_pct = _mean([r.memcpy.exposed_pct for r in having(MEMCPY_STEP, gpu=True)])
     if stepped:
         agg.mean_step_us = _mean([r.steps.mean_us for r in stepped])
         agg.max_rank_step_us = max(r.steps.mean_us for r in stepped)
-    agg.dataloader_pct = _mean([r.cpu.dataloader_pct for r in ranks if r.cpu.steps_used])
+    agg.dataloader_pct = _mean([r.cpu.dataloader_pct for r in having(CPU_SIDE_STEP) if r.cpu.steps_used])
     return agg
 
 
-def _inventory(loaded: LoadedTraces, trace_dir: Path, ranks: List[RankResult], files: List[TraceFileInfo],
-               unreadable: List[UnreadableTrace]) -> Inventory:
+def _inventory(trace_dir, ranks: List[RankResult], files: List[TraceFileInfo], unreadable: List[UnreadableTrace],
+               loader_warnings: List[str], last_step_included: bool) -> Inventory:
     import hta.version
 
     devices = sorted({d for r in ranks for d in r.device_names})
     manifest = _read_manifest(trace_dir)
-    warnings = list(loaded.warnings)
-    for r in ranks:
-        if not r.has_gpu:
-            warnings.append(f"rank {r.rank}: the trace holds no GPU activity (no kernel, memcpy or memset events)")
+    warnings = list(loader_warnings)
+    if any(r.has_gpu for r in ranks):  # all CPU-only: the report says so once, at the top
+        for r in ranks:
+            if not r.has_gpu:
+                warnings.append(f"rank {r.rank}: the trace holds no GPU activity (no kernel, memcpy or memset events)")
     return Inventory(
         input_dir=str(trace_dir),
         files=files,
@@ -145,7 +180,7 @@ def _inventory(loaded: LoadedTraces, trace_dir: Path, ranks: List[RankResult], f
         pytorch_version=str(manifest.get("torch_version")) if manifest.get("torch_version") else None,
         kineto_schema_versions=sorted({f.schema_version for f in files if f.schema_version is not None}),
         steps_found=max((r.steps.count for r in ranks), default=0),
-        last_step_included=loaded.last_step_included,
+        last_step_included=last_step_included,
         hta_version=str(getattr(hta.version, "__version__", "")),
         tool_version=__version__,
         analyzed_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -15,7 +15,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Dict, List, Optional, Tuple, Union
 
 from .. import progress, workers
-from ..errors import TraceError
+from ..errors import TraceError, plural
 from ..model import RankResult, TraceFileInfo
 from .rank import analyze_rank, hta_part, join_parts, own_part
 
@@ -81,7 +81,7 @@ def _in_workers(loaded, infos: List[TraceFileInfo], n: int) -> List[Union[RankRe
     outcomes: Dict[Tuple[str, int], Outcome] = {}
     size = min(n, len(jobs))
     stages = progress.current()
-    with stages.stage(f"analyze {len(infos)} rank(s) in {size} processes"), \
+    with stages.stage(f"analyze {plural(len(infos), 'rank')} in {size} processes"), \
             workers.fork_friendly(), workers.pool(size, state=loaded) as pool:
         # the pool takes jobs in this order: a worker's last job is among the last ``size``
         futures = {job: pool.submit(_run_part, job[0], loaded.files.index(infos[job[1]]), i >= len(jobs) - size)
@@ -93,7 +93,7 @@ def _in_workers(loaded, infos: List[TraceFileInfo], n: int) -> List[Union[RankRe
                 break
             what = "our analyses" if job[0] == "own" else "HTA's analyses"
             stages.record(f"analyze rank {infos[job[1]].rank}: {what} (worker)", outcomes[job][2])
-            stages.update(f"analyzed {done}/{len(jobs)} parts of {len(infos)} rank(s)")
+            stages.update(f"analyzed {done}/{len(jobs)} parts of {plural(len(infos), 'rank')}")
     results: List[Union[RankResult, TraceError]] = []
     for k, info in enumerate(infos):
         own, hta = outcomes.get(("own", k)), outcomes.get(("hta", k))

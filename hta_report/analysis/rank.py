@@ -10,9 +10,15 @@ Core use, idle attribution). :func:`join_parts` puts them together.
 
 Each step is a ``(name, function)`` pair; the function reads and writes one
 context object (:class:`RankContext` or :class:`HtaContext`). Adding a metric
-is adding its function and one line to a list; a step that fails names
-itself in the :class:`~hta_report.errors.TraceError` it becomes
-(:func:`analysis_step`).
+is adding its function and one line to a list (and to :data:`NEEDS` when it
+reads what an earlier step wrote).
+
+A step that fails does not cost the rank: it is recorded in the rank's
+``failures`` (:class:`~hta_report.model.SectionFailure`, with its reason),
+the steps that need it (:data:`NEEDS`) are skipped and recorded too, and
+every other step is reported. Only a failure of :data:`FATAL` (decoding the
+events, which every step reads) makes the rank unreadable, as a
+:class:`~hta_report.errors.TraceError` naming the step (:func:`analysis_step`).
 """
 from __future__ import annotations
 
@@ -26,8 +32,9 @@ import pandas as pd
 
 from ..errors import HtaReportError, TraceError
 from ..load.validation import exception_summary
-from ..model import (CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult, TemporalBreakdown,
-                     TraceFileInfo)
+from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, STEP_TIMES_STEP,
+                     TEMPORAL_STEP, CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult,
+                     SectionFailure, TemporalBreakdown, TraceFileInfo)
 from .attribution import idle_attribution
 from .copies import add_copy_metrics, blocking_copies, dtoh_reads, pageable_calls, sync_contexts, sync_waits
 from .cpu_side import cpu_side
@@ -71,15 +78,47 @@ C = TypeVar("C")
 Step = Tuple[str, Callable[[C], None]]
 
 
-def run_steps(ctx: C, steps: Sequence[Step], path: Union[str, Path]) -> C:
+#: The step every other step of a rank reads: when it fails, the rank is unreadable.
+FATAL = frozenset({"decoding events"})
+#: Steps that read what earlier steps wrote: name -> the steps it needs.
+#: When one of those failed, the step is skipped and recorded as failed too.
+NEEDS = {
+    MEMCPY_STEP: ("step windows and optimizer",),
+    COMMUNICATION_STEP: ("step windows and optimizer",),
+    "Tensor Core use": ("step windows and optimizer",),
+    "idle attribution": ("step windows and optimizer", MEMCPY_STEP),
+    "launch statistics": ("step windows and optimizer",),
+}
+
+
+def run_steps(ctx: C, steps: Sequence[Step], path: Union[str, Path],
+              failures: Optional[List[SectionFailure]] = None) -> C:
     """Run ``steps`` in order on ``ctx``; returns ``ctx``.
 
+    With ``failures`` (a list), a step that fails, other than one in
+    :data:`FATAL`, is appended to it with its reason and the run goes on;
+    a step that needs a failed one (:data:`NEEDS`) is skipped and appended
+    too. Without it, the first failure is raised.
+
     Raises:
-        hta_report.errors.TraceError: a step failed (named, see :func:`analysis_step`).
+        hta_report.errors.TraceError: a step failed (named, see :func:`analysis_step`)
+            and ``failures`` is None or the step is in :data:`FATAL`.
     """
     for name, fn in steps:
-        with analysis_step(name, path):
-            fn(ctx)
+        if failures is not None:
+            failed = {f.step for f in failures}
+            missing = [n for n in NEEDS.get(name, ()) if n in failed]
+            if missing:
+                failures.append(SectionFailure(step=name, reason=f"needs {missing[0]}, which failed"))
+                continue
+        try:
+            with analysis_step(name, path):
+                fn(ctx)
+        except TraceError as exc:
+            if failures is None or name in FATAL or exc.step != name:
+                raise
+            cause = exc.__cause__
+            failures.append(SectionFailure(step=name, reason=exception_summary(cause) if cause else exc.message))
     return ctx
 
 
@@ -191,16 +230,16 @@ def _launch_context(c: RankContext) -> None:
 #: Every rank, in order.
 OWN_STEPS: List[Step] = [
     ("decoding events", _decode),
-    ("step times", _step_times),
-    ("CPU side", _cpu_side),
+    (STEP_TIMES_STEP, _step_times),
+    (CPU_SIDE_STEP, _cpu_side),
     ("step windows and optimizer", _windows_and_optimizer),
 ]
 #: Then, on ranks with GPU activity.
 GPU_STEPS: List[Step] = [
     ("GPU time span", _gpu_span),
     ("kernel breakdown", _kernels),
-    ("memcpy summary", _memcpy),
-    ("communication", _gpu_communication),
+    (MEMCPY_STEP, _memcpy),
+    (COMMUNICATION_STEP, _gpu_communication),
     ("Tensor Core use", _tensor_cores),
     ("idle attribution", _idle_attribution),
     ("GPU idle split", _gpu_idle_split),
@@ -208,7 +247,7 @@ GPU_STEPS: List[Step] = [
 ]
 #: Or, on ranks without GPU activity.
 HOST_ONLY_STEPS: List[Step] = [
-    ("communication", _host_communication),
+    (COMMUNICATION_STEP, _host_communication),
 ]
 
 
@@ -223,14 +262,15 @@ class OwnPart:
 
 def own_part(loaded, info: TraceFileInfo) -> OwnPart:
     """Our per-rank analyses of one rank (:data:`OWN_STEPS`, then
-    :data:`GPU_STEPS` or :data:`HOST_ONLY_STEPS`).
+    :data:`GPU_STEPS` or :data:`HOST_ONLY_STEPS`); a failing step is recorded
+    in the result's ``failures`` (see :func:`run_steps`).
 
     Raises:
-        hta_report.errors.TraceError: a step failed (see :func:`analysis_step`).
+        hta_report.errors.TraceError: decoding the events failed (see :func:`analysis_step`).
     """
     rr = RankResult(rank=info.rank, file=info.path, device_names=_device_names(loaded.meta.get(info.rank, {})))
-    ctx = run_steps(RankContext(loaded=loaded, info=info, result=rr), OWN_STEPS, info.path)
-    run_steps(ctx, GPU_STEPS if rr.has_gpu else HOST_ONLY_STEPS, info.path)
+    ctx = run_steps(RankContext(loaded=loaded, info=info, result=rr), OWN_STEPS, info.path, rr.failures)
+    run_steps(ctx, GPU_STEPS if rr.has_gpu else HOST_ONLY_STEPS, info.path, rr.failures)
     return OwnPart(result=rr, launch=ctx.launch)
 
 
@@ -248,6 +288,8 @@ class HtaPart:
     launch: LaunchSummary = field(default_factory=LaunchSummary)
     #: launch calls over the runtime cutoff: ``correlation``, ``cpu_duration`` (µs)
     slow_launches: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: the steps of :data:`HTA_STEPS` that failed
+    failures: List[SectionFailure] = field(default_factory=list)
 
 
 @dataclass
@@ -284,9 +326,9 @@ def _launch_stats(c: HtaContext) -> None:
 
 #: HTA's analyses of a rank with GPU activity, in order.
 HTA_STEPS: List[Step] = [
-    ("temporal breakdown (HTA)", _temporal),
-    ("idle time breakdown (HTA)", _idle),
-    ("kernel breakdown (HTA)", _kernel_types),
+    (TEMPORAL_STEP, _temporal),
+    (IDLE_STEP, _idle),
+    (KERNEL_TYPES_STEP, _kernel_types),
     ("communication overlap (HTA)", _comm_overlap),
     ("launch statistics (HTA)", _launch_stats),
 ]
@@ -311,28 +353,27 @@ def gpu_presence(loaded, rank: int) -> Tuple[bool, bool]:
 
 def hta_part(loaded, info: TraceFileInfo) -> Optional[HtaPart]:
     """HTA's per-rank analyses of one rank (:data:`HTA_STEPS`), None for a
-    rank without GPU events.
+    rank without GPU events; a failing step is recorded in the part's
+    ``failures`` (see :func:`run_steps`).
 
     Raises:
-        hta_report.errors.TraceError: a step failed (see :func:`analysis_step`).
+        hta_report.errors.TraceError: finding the rank's GPU events failed.
     """
     with analysis_step("decoding events", info.path):
         has_gpu, has_comm = gpu_presence(loaded, info.rank)
     if not has_gpu:
         return None
     ctx = HtaContext(rank=info.rank, view=loaded.analysis_for([info.rank]), has_comm=has_comm)
-    return run_steps(ctx, HTA_STEPS, info.path).part
+    return run_steps(ctx, HTA_STEPS, info.path, ctx.part.failures).part
 
 
 # ---------------------------------------------------------------- joined
 
 
 def join_parts(own: OwnPart, hta: Optional[HtaPart], info: TraceFileInfo) -> RankResult:
-    """The rank's result: :func:`own_part`'s with HTA's fields added.
-
-    Raises:
-        hta_report.errors.TraceError: the launch metrics failed.
-    """
+    """The rank's result: :func:`own_part`'s with HTA's fields added, and
+    HTA's failed steps with ours in ``failures`` (the launch metrics, which
+    need both halves, are recorded as failed when either half's failed)."""
     rr = own.result
     if not rr.has_gpu or hta is None:
         return rr
@@ -340,16 +381,25 @@ def join_parts(own: OwnPart, hta: Optional[HtaPart], info: TraceFileInfo) -> Ran
     rr.idle.streams = hta.idle.streams  # the rank-level split is ours (gpu_idle_split)
     if rr.comm.kernel_count:
         rr.comm.overlap_pct = float(hta.comm_overlap_pct)
-    with analysis_step("launch statistics", info.path):
-        rr.launch = add_launch_metrics(hta.launch, hta.slow_launches, own.launch)
+    rr.failures.extend(hta.failures)
+    failed = [f.step for f in rr.failures if f.step in ("launch statistics (HTA)", "launch statistics")]
+    if failed:
+        rr.failures.append(SectionFailure(step="launch metrics", reason=f"needs {failed[0]}, which failed"))
+        return rr
+
+    def launch_metrics(r: RankResult) -> None:
+        r.launch = add_launch_metrics(hta.launch, hta.slow_launches, own.launch)
+
+    run_steps(rr, [("launch metrics", launch_metrics)], info.path, rr.failures)
     return rr
 
 
 def analyze_rank(loaded, info: TraceFileInfo) -> RankResult:
-    """Every per-rank analysis of one rank, in this process.
+    """Every per-rank analysis of one rank, in this process (failed steps in
+    the result's ``failures``).
 
     Raises:
-        hta_report.errors.TraceError: a step failed (see :func:`analysis_step`).
+        hta_report.errors.TraceError: decoding the events failed (see :func:`analysis_step`).
     """
     own = own_part(loaded, info)
     hta = hta_part(loaded, info) if own.result.has_gpu else None

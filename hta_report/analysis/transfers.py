@@ -12,6 +12,11 @@ from .events import COMMUNICATION, COMPUTATION, MEMORY, RankEvents
 from .regions import rebased_steps
 from .steps import analyzed_windows, step_windows
 
+#: Byte counts above this are not believed (2**53, the largest integer a
+#: float64 holds exactly: 9 PB, beyond any device's memory); such a copy's
+#: bytes count as unknown (0), as a negative or non-finite count does.
+MAX_COPY_BYTES = 2 ** 53
+
 _DIRECTION = re.compile(r"^(?:hip)?Memcpy\s*(HtoD|DtoH|DtoD|HtoH|PtoP)", re.IGNORECASE)
 
 
@@ -27,7 +32,9 @@ def memcpy_direction(name: str) -> str:
 def memcpy_summary(ev: RankEvents) -> MemcpySummary:
     """Memcpy and memset time, bytes and bandwidth by direction, pageable and
     pinned counts, and how much memcpy time overlaps compute kernels or is
-    exposed (no compute or communication kernel running), in µs."""
+    exposed (no compute or communication kernel running), in µs. A copy's
+    ``bytes`` that is negative, not finite or above :data:`MAX_COPY_BYTES`
+    counts as 0 (unknown)."""
     mem = ev.gpu[ev.gpu["kernel_type"].eq(MEMORY)]
     if mem.empty:
         return MemcpySummary()
@@ -37,7 +44,7 @@ def memcpy_summary(ev: RankEvents) -> MemcpySummary:
         d = directions.setdefault(memcpy_direction(name), MemcpyDirection(direction=memcpy_direction(name)))
         d.count += 1
         d.total_us += float(dur)
-        d.total_bytes += int(nbytes) if nbytes > 0 else 0
+        d.total_bytes += int(nbytes) if 0 < nbytes <= MAX_COPY_BYTES else 0  # NaN fails both tests
         d.pageable_count += "Pageable" in name
         d.pinned_count += "Pinned" in name
     for d in directions.values():

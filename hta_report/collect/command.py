@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional
 import click
 
 from ..errors import CollectError
-from .environment import require_torch
+from .environment import quiet_kineto, require_torch
 from .script import STEP_EVENTS  # no torch import there
 
 WORKLOAD_NAMES = ("cnn", "rnn", "transformer")
@@ -51,7 +51,8 @@ A script's exit code and exceptions propagate.
 @click.option("--profile-memory", is_flag=True, help="Record tensor allocations.")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda",
               help="Device to train on and profile (cuda adds GPU activity).")
-@click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="No progress lines on stderr, and none of libkineto's (KINETO_LOG_LEVEL=6 unless set).")
 @click.option("--step-on", default="optimizer", show_default=True, metavar="|".join(STEP_EVENTS),
               help="Script only: what ends a profiler step: every optimizer.step(), every "
                    "outermost nn.Module call (inference scripts), or every backward().")
@@ -101,6 +102,8 @@ def collect_command(ctx: click.Context, command: List[str], **opts: Any) -> None
     elif "step_on" in given:
         raise CollectError("--step-on only applies to a script, not to --workload")
 
+    if opts["quiet"]:
+        quiet_kineto()  # before torch is imported: a CUDA build may start libkineto early
     require_torch()
     from .session import check_schedule
 

@@ -14,6 +14,18 @@ from ..errors import CollectError
 
 TORCH_MISSING = "PyTorch is not installed: pip install torch"
 
+#: ``KINETO_LOG_LEVEL`` above libkineto's highest level (``USDT`` = 5 in
+#: libkineto/include/ILoggerObserver.h): libkineto prints nothing on stderr.
+KINETO_SILENT = "6"
+
+
+def quiet_kineto() -> None:
+    """Keep libkineto's own stderr lines (``USDT:... profiler_start``) out of a
+    quiet run: set ``KINETO_LOG_LEVEL`` above its highest level, unless the
+    user set it. libkineto reads it once, when the profiler first starts in
+    the process (libkineto/src/init.cpp), so call this before that."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_SILENT)
+
 
 def require_torch() -> Any:
     """Import and return the ``torch`` module.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List
 
-from ..errors import CollectError
+from ..errors import CollectError, plural
 from . import environment as env
 from .session import prepare_output_dir, profile
 
@@ -79,14 +79,17 @@ def collect_script(command: List[str], opts: Dict[str, Any], options: Dict[str, 
         options: the same, JSON-ready, for the manifest.
 
     Returns:
-        the script's exit code (``sys.exit`` code, else 0).
+        the script's exit code (``sys.exit`` code, else 0; 130 after SIGINT,
+        143 after SIGTERM: traces of completed cycles are kept). A script
+        calling ``os._exit`` ends the process there, after the profiler is
+        stopped and the manifest written.
 
     Raises:
         CollectError: missing script or module, unavailable device, non-empty
             output directory; the script raised (its traceback is printed
             first); the script succeeded but ran fewer steps than one cycle.
     """
-    from .script import install_step_hook, parse_command, run_script
+    from .script import exit_hook, install_step_hook, parse_command, run_script, terminate_raises
 
     spec = parse_command(command)
     device = env.resolve_device(opts["device"])
@@ -94,16 +97,28 @@ def collect_script(command: List[str], opts: Dict[str, Any], options: Dict[str, 
            "collect_options": options}
     with _profile(opts, device, run) as prof:
         remove_hook = install_step_hook(opts["step_on"], prof.step)
+
+        def before_exit(code: int) -> None:  # the script calls os._exit(code)
+            remove_hook()
+            prof.run.update(exit_code=code, error=None)
+            prof.stop(raise_errors=False)
+
         try:
-            outcome = run_script(spec)
+            with terminate_raises(), exit_hook(before_exit):
+                outcome = run_script(spec)
         finally:
             remove_hook()
-        prof.run.update(exit_code=outcome.exit_code, error=outcome.error_line)
+        prof.run.update(exit_code=outcome.exit_code,
+                        error=outcome.error_line or (f"ended by {outcome.signal}" if outcome.signal else None))
+    if outcome.signal:
+        prof.progress.message(f"script {spec.display} ended by {outcome.signal}; "
+                              f"{len(prof.trace_files)} trace(s) of completed cycles kept")
+        return outcome.exit_code
     if outcome.error is not None:
         raise CollectError(f"script {spec.display} failed: {outcome.error_line}")
     if not prof.trace_files and outcome.exit_code == 0:
         raise CollectError(
-            f"no trace written: {spec.display} took {prof.steps_run} profiler step(s) "
+            f"no trace written: {spec.display} took {plural(prof.steps_run, 'profiler step')} "
             f"(--step-on {opts['step_on']}) but one cycle needs {prof.cycle_length} "
             "(wait+warmup+active); lower --wait/--warmup/--active or change --step-on")
     if outcome.exit_code:

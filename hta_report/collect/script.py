@@ -18,19 +18,38 @@ Python would.  The profiler advances at every *step event* (``--step-on``):
 * ``backward``: after every ``torch.autograd.backward`` call (``loss.backward()``).
 
 Steps from forked child processes (DataLoader workers) are ignored.
+
+The script runs as it would under ``python``, and the collector's own work
+(stopping the profiler, the manifest, the exit code) happens only in the
+process that started it, after the script:
+
+* a process the script forks and that returns from the script exits there
+  with the script's exit code, as it would under ``python``; it never runs
+  the collector's epilogue;
+* ``os.chdir``, ``sys.argv`` and ``sys.path`` changes are undone after the
+  script (``-o`` is an absolute path before it starts);
+* non-daemon threads the script started are waited for before the profiler
+  stops, as Python waits for them before exiting;
+* ``os._exit(code)`` in the script's process stops the profiler and writes
+  the manifest first (:func:`exit_hook`);
+* SIGINT (``KeyboardInterrupt``) and SIGTERM end the script: the profiler
+  stops, traces of completed cycles are kept, the exit code is 130 or 143
+  (:func:`terminate_raises`).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
 import runpy
+import signal
 import sys
 import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 from ..errors import CollectError
 
@@ -238,17 +257,32 @@ class _OptimizerSteps:
                 cls.step = inner
 
 
+#: Exit codes of a script ended by a signal, as a shell reports them (128 + the signal number).
+EXIT_SIGINT = 128 + signal.SIGINT
+EXIT_SIGTERM = 128 + signal.SIGTERM
+
+
+class ScriptTerminated(BaseException):
+    """Raised in the script's main thread when the process gets SIGTERM (see
+    :func:`terminate_raises`); a BaseException, like KeyboardInterrupt, so
+    that ``except Exception`` in the script does not swallow it."""
+
+
 @dataclass
 class Outcome:
     """How the script ended.
 
     Attributes:
-        exit_code: what Python would have exited with (0, a ``sys.exit`` code, or 1).
-        error: the exception that escaped the script, if any (not ``SystemExit``).
+        exit_code: what Python would have exited with (0, a ``sys.exit`` code,
+            1 after an exception, 130 after SIGINT, 143 after SIGTERM).
+        error: the exception that escaped the script, if any (not
+            ``SystemExit``, ``KeyboardInterrupt`` or SIGTERM).
+        signal: ``"SIGINT"`` or ``"SIGTERM"`` when a signal ended the script.
     """
 
     exit_code: int = 0
     error: Optional[BaseException] = None
+    signal: Optional[str] = None
 
     @property
     def error_line(self) -> Optional[str]:
@@ -274,26 +308,96 @@ def print_script_traceback(exc: BaseException) -> None:
     sys.stderr.flush()
 
 
-def run_script(spec: ScriptSpec) -> Outcome:
-    """Run the script as ``__main__``; never raises what the script raises.
+@contextlib.contextmanager
+def terminate_raises() -> Iterator[None]:
+    """While the block runs, SIGTERM raises :class:`ScriptTerminated` in the
+    main thread of this process, so that the script unwinds and the profiler
+    stops (Python's default would kill the process at once, without the
+    manifest). Only when SIGTERM has its default handler and this is the
+    main thread; a handler the script installs replaces this one. A forked
+    child that gets SIGTERM dies of it, as it would by default."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    owner = os.getpid()
 
-    ``sys.argv`` and ``sys.path`` are set as ``python script.py`` / ``python -m``
-    would set them and restored afterwards.  An escaping exception's traceback
-    is printed to stderr at once; ``sys.exit("text")`` prints ``text``.
+    def handler(signum, frame):
+        if os.getpid() != owner:  # a forked child: the default action
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise ScriptTerminated()
 
-    Returns:
-        the :class:`Outcome`.
-    """
-    saved_argv, saved_path = sys.argv[:], sys.path[:]
-    sys.argv = spec.argv
+    signal.signal(signal.SIGTERM, handler)
     try:
-        if spec.module:
-            sys.path.insert(0, os.getcwd())
-            runpy.run_module(spec.module, run_name="__main__", alter_sys=True)
-        else:
-            sys.path.insert(0, str(spec.path.resolve().parent if spec.path.is_file()
-                                   else spec.path.resolve()))
-            runpy.run_path(str(spec.path), run_name="__main__")
+        yield
+    finally:
+        if signal.getsignal(signal.SIGTERM) is handler:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def exit_hook(before_exit: Callable[[int], None]) -> Iterator[None]:
+    """While the block runs, ``os._exit(code)`` called by the script in this
+    process's main thread calls ``before_exit(code)`` first (the collector
+    stops the profiler and writes the manifest), then exits. Calls from
+    forked children or other threads exit at once, as always."""
+    real_exit = os._exit
+    owner = os.getpid()
+
+    def _exit(code: int = 0) -> None:
+        if os.getpid() == owner and threading.current_thread() is threading.main_thread():
+            os._exit = real_exit
+            try:
+                before_exit(code)
+            except BaseException:  # noqa: BLE001 - exiting anyway
+                pass
+            _flush()
+        real_exit(code)
+
+    os._exit = _exit
+    try:
+        yield
+    finally:
+        if os._exit is _exit:
+            os._exit = real_exit
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - closed or replaced by the script
+            pass
+
+
+def _argv0_restore_failed(exc: IndexError) -> bool:
+    """Whether ``exc`` is runpy failing to put back ``sys.argv[0]`` after the
+    script emptied or replaced ``sys.argv`` (legal under ``python``, where
+    nothing is put back): the script itself ended before that."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    modified = getattr(runpy, "_ModifiedArgv0", None)
+    return (tb is not None and modified is not None and tb.tb_frame.f_code.co_name == "__exit__"
+            and isinstance(tb.tb_frame.f_locals.get("self"), modified))
+
+
+def _join_threads(before: set) -> None:
+    """Wait for the non-daemon threads the script started, as Python waits for
+    them before it exits: their steps are profiled like the main thread's
+    (a script may train in a thread and return at once). Daemon threads are
+    not waited for; they end with the process."""
+    for t in threading.enumerate():
+        if t not in before and not t.daemon and t is not threading.current_thread():
+            t.join()
+
+
+def _outcome(run: Callable[[], None]) -> Outcome:
+    """Run the script (``run``) and say how it ended; never raises what it raises."""
+    try:
+        run()
         return Outcome(0)
     except SystemExit as exc:
         code = exc.code
@@ -303,9 +407,70 @@ def run_script(spec: ScriptSpec) -> Outcome:
             return Outcome(code)
         print(code, file=sys.stderr)
         return Outcome(1)
+    except KeyboardInterrupt as exc:  # SIGINT: Python prints the traceback too
+        sys.stdout.flush()
+        print_script_traceback(exc)
+        return Outcome(EXIT_SIGINT, signal="SIGINT")
+    except ScriptTerminated:  # SIGTERM: Python would print nothing
+        return Outcome(EXIT_SIGTERM, signal="SIGTERM")
     except BaseException as exc:  # noqa: BLE001 - the script's error, reported by the caller
         sys.stdout.flush()
         print_script_traceback(exc)
         return Outcome(1, exc)
-    finally:
-        sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def run_script(spec: ScriptSpec) -> Outcome:
+    """Run the script as ``__main__``; never raises what the script raises.
+
+    ``sys.argv`` and ``sys.path`` are set as ``python script.py`` / ``python -m``
+    would set them; they and the working directory are restored afterwards,
+    whatever the script did to them. An escaping exception's traceback is
+    printed to stderr at once; ``sys.exit("text")`` prints ``text``. A process
+    forked by the script that returns from it exits here with the script's
+    exit code (after flushing stdout and stderr), as under ``python``: only
+    the process that started the script returns. Non-daemon threads the
+    script started are waited for before it returns, as Python waits for
+    them before exiting.
+
+    Returns:
+        the :class:`Outcome`.
+    """
+    owner = os.getpid()
+    argv_list, path_list = sys.argv, sys.path
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    try:
+        saved_cwd: Optional[str] = os.getcwd()
+    except OSError:
+        saved_cwd = None
+    sys.argv = spec.argv
+    threads_before = set(threading.enumerate())
+
+    def run() -> None:
+        try:
+            if spec.module:
+                sys.path.insert(0, os.getcwd())
+                runpy.run_module(spec.module, run_name="__main__", alter_sys=True)
+            else:
+                sys.path.insert(0, str(spec.path.resolve().parent if spec.path.is_file()
+                                       else spec.path.resolve()))
+                runpy.run_path(str(spec.path), run_name="__main__")
+        except IndexError as exc:
+            if not _argv0_restore_failed(exc):
+                raise
+            if exc.__context__ is not None:  # how the script itself ended
+                raise exc.__context__ from None
+        finally:
+            _join_threads(threads_before)
+
+    outcome = _outcome(run)
+    if os.getpid() != owner:  # a forked child returned from the script: it ends here
+        _flush()
+        os._exit(outcome.exit_code & 0xFF)  # what the system makes of sys.exit(code) too
+    argv_list[:], path_list[:] = saved_argv, saved_path
+    sys.argv, sys.path = argv_list, path_list
+    if saved_cwd is not None:
+        try:
+            os.chdir(saved_cwd)
+        except OSError:
+            pass
+    return outcome

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ..load.discovery import is_trace_name
-from ..errors import CollectError
+from ..errors import CollectError, plural
 from . import environment as env
 from .manifest import MANIFEST_NAME, build_manifest, utc_now_iso, write_manifest
 from .progress import Progress
@@ -57,7 +58,7 @@ def prepare_output_dir(out_dir: Path) -> Path:
     old = [p.name for p in out_dir.iterdir() if p.is_file()
            and (is_trace_name(p) or p.name == MANIFEST_NAME)]
     if old:
-        raise CollectError(f"output directory already holds {len(old)} trace/manifest file(s) "
+        raise CollectError(f"output directory already holds {plural(len(old), 'trace or manifest file')} "
                            f"(e.g. {sorted(old)[0]}); use a new directory or remove them", out_dir)
     return out_dir
 
@@ -103,7 +104,7 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
                  profile_memory: bool = False, device: str = "auto", quiet: bool = False,
                  run: Optional[Dict[str, Any]] = None, manifest: bool = True) -> None:
         check_schedule(wait, warmup, active, repeat)
-        self.out_dir = Path(out_dir)
+        self.out_dir = Path(os.path.abspath(out_dir))  # a script may change directory before traces are written
         self.schedule = {"wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
         self.options = {"record_shapes": record_shapes, "with_stack": with_stack,
                         "profile_memory": profile_memory}
@@ -169,6 +170,8 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
         Raises:
             CollectError: see the class docstring.
         """
+        if self.quiet:
+            env.quiet_kineto()
         torch = env.require_torch()
         self.device = env.resolve_device(self.requested_device)
         prepare_output_dir(self.out_dir)
@@ -212,10 +215,13 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
         Args:
             raise_errors: raise CollectError if a trace could not be written.
 
+        Does nothing in a process forked from the one that started profiling:
+        a child never writes traces or the manifest.
+
         Raises:
             CollectError: a trace or the manifest could not be written.
         """
-        if self._prof is None or self._stopping:
+        if self._prof is None or self._stopping or os.getpid() != self._pid:
             return
         self._stopping = True
         try:
@@ -305,4 +311,6 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
             if self._write_error is None:
                 self._write_error = exc
             return
-        self.progress.message(f"wrote {self.manifest_path} ({len(names)} trace file(s))")
+        self.progress.message(f"wrote {self.manifest_path} ({plural(len(names), 'trace file')})")
+        if names:
+            self.progress.message(f"next: hta-report analyze {shlex.quote(str(self.out_dir))} -o report.html")

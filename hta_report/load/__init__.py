@@ -21,7 +21,6 @@ the others are loaded; only when none can be read is it an error.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -30,18 +29,18 @@ from ..cache import Cache
 from ..errors import TraceError
 from ..model import UnreadableTrace
 from . import validation
-from .discovery import find_trace_files
+from .discovery import Inputs, find_trace_files, input_dir, input_label
 from .parse import LOADERS, parse_files, report_parser_config, resolve_loader
 from .traces import (LoadedTraces, add_parsed_rank, align_and_filter, assign_ranks, file_info, quiet_hta, rekey,
                      unreadable_error)
 from .validation import DEFAULT_MAX_TRACE_BYTES
 
 __all__ = ["load_traces", "LoadedTraces", "quiet_hta", "unreadable_error", "resolve_loader", "LOADERS",
-           "find_trace_files", "DEFAULT_MAX_TRACE_BYTES"]
+           "find_trace_files", "input_dir", "input_label", "Inputs", "DEFAULT_MAX_TRACE_BYTES"]
 
 
 def load_traces(
-    trace_dir: os.PathLike | str,
+    trace_dir: Inputs,
     recursive: bool = False,
     include_last_step: Optional[bool] = None,
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
@@ -55,7 +54,9 @@ def load_traces(
     analyze (no ``ts``, negative ``dur``...) are left out with a warning.
 
     Args:
-        trace_dir: directory of Kineto traces (``.json`` or ``.json.gz``), one per rank.
+        trace_dir: directory of Kineto traces (``.json`` or ``.json.gz``), one
+            per rank; or a trace file; or a list of either (see
+            :func:`hta_report.load.discovery.find_trace_files`).
         recursive: descend into subdirectories.
         include_last_step: keep the last ``ProfilerStep`` (HTA drops it by
             default). ``None`` (auto) follows HTA's default unless some rank has
@@ -70,17 +71,18 @@ def load_traces(
         A :class:`LoadedTraces` keyed by real ranks.
 
     Raises:
-        InputError: missing/empty directory, duplicate ranks.
+        InputError: missing/empty directory, a file that is no trace, a
+            folder of several runs, duplicate ranks.
         TraceError: no file can be read (names the file, or each of them), or
             HTA fails aligning the ranks.
     """
-    trace_dir = Path(trace_dir)
     loader = resolve_loader(loader)
     with progress.current().stage("find trace files"):
         paths = find_trace_files(trace_dir, recursive)
+    trace_dir = input_dir(trace_dir)
     candidates, unreadable = _checked(paths, max_trace_bytes)
     with quiet_hta():
-        trace = _new_trace(candidates, trace_dir, loader)
+        trace = new_trace(loader)
         good, notes = _parse_into(trace, candidates, loader, cache, unreadable)
         keys = [k for k, _ in good]
         paths = [p for _, p in good]
@@ -127,19 +129,12 @@ def _parser_config(loader: str):
     return cfg
 
 
-def _new_trace(candidates: List[Path], trace_dir: Path, loader: str):
-    """An empty HTA ``Trace`` over ``candidates`` (keys 0, 1, ... in order).
-
-    Raises:
-        TraceError: HTA cannot open the files (one vanished since it was checked).
-    """
+def new_trace(loader: str):
+    """An empty HTA ``Trace`` (no files: we parse them and add each rank,
+    :func:`~.traces.add_parsed_rank`) with the parser configuration of ``loader``."""
     from hta.common.trace import Trace
 
-    try:
-        return Trace(trace_files={i: str(p.resolve()) for i, p in enumerate(candidates)},
-                     trace_dir=str(trace_dir), parser_config=_parser_config(loader))
-    except Exception as exc:
-        raise TraceError(f"HTA cannot open the traces ({validation.exception_summary(exc)})", trace_dir) from exc
+    return Trace(trace_files={}, trace_dir=".", parser_config=_parser_config(loader))
 
 
 def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cache],

@@ -1,11 +1,15 @@
-"""Finding trace files in a directory and the rank each one belongs to."""
+"""Finding trace files (in directories, or named one by one) and the rank each one belongs to."""
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence, Union
 
 from ..errors import InputError
+
+#: What ``analyze`` reads: a directory or a trace file, or a list of either.
+Inputs = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 
 #: File names that sit beside traces but are not traces.
 NOT_TRACES = {"manifest.json"}
@@ -25,37 +29,117 @@ def is_hta_report_output(path: Path) -> bool:
     if not path.name.lower().endswith(".json"):
         return False
     try:
-        with open(path, "rb") as fh:
+        with path.open("rb") as fh:
             head = fh.read(64)
     except OSError:
         return False
     return head.lstrip().startswith(b'{') and b'"schema_version"' in head
 
 
-def find_trace_files(trace_dir: Path, recursive: bool = False) -> List[Path]:
-    """Every trace file in ``trace_dir``, sorted by path.
+def input_paths(inputs: Inputs) -> List[Path]:
+    """``inputs`` as a list of paths, in the order given (duplicates dropped).
+
+    Raises:
+        InputError: an empty list.
+    """
+    from ..files import location
+
+    single = isinstance(inputs, (str, os.PathLike)) or hasattr(inputs, "iterdir")  # a path, or a UPath of a URL
+    items = [inputs] if single else list(inputs)
+    if not items:
+        raise InputError("no trace directory or file given")
+    return list(dict.fromkeys(location(p) for p in items))
+
+
+def input_dir(inputs: Inputs) -> Path:
+    """The folder of the run: the directory given, else the folder of the
+    given files and directories (their deepest common folder); where
+    ``manifest.json`` is looked for."""
+    paths = input_paths(inputs)
+    if len(paths) == 1:
+        return paths[0] if not paths[0].is_file() else paths[0].parent
+    folders = [p if p.is_dir() else p.parent for p in paths]
+    if not all(isinstance(f, Path) for f in folders):  # URLs: the first one's folder
+        return folders[0]
+    try:
+        return Path(os.path.commonpath([str(f.resolve()) for f in folders]))
+    except ValueError:  # different drives
+        return folders[0]
+
+
+def input_label(inputs: Inputs) -> str:
+    """The input as the user named it: one path, or several joined by ``", "``."""
+    return ", ".join(str(p) for p in input_paths(inputs))
+
+
+def find_trace_files(trace_dir: Inputs, recursive: bool = False) -> List[Path]:
+    """Every trace file named by ``trace_dir``, sorted by path.
 
     Args:
         trace_dir: a directory as written by ``tensorboard_trace_handler`` or
-            ``export_chrome_trace`` (one file per rank).
+            ``export_chrome_trace`` (one file per rank), a trace file
+            (``.json``/``.json.gz``), or a list of either (the ranks of one run).
         recursive: also descend into subdirectories.
 
     Raises:
-        InputError: the directory does not exist, is not a directory, or holds
-            no ``.json``/``.json.gz`` file.
+        InputError: a path does not exist; a file is no trace (or is a result
+            saved by hta-report); a directory holds no ``.json``/``.json.gz``
+            file (naming the runs in its subfolders when it is a folder of
+            runs); ``recursive`` found several runs (folders with their own
+            ``manifest.json``).
     """
-    trace_dir = Path(trace_dir)
-    if not trace_dir.exists():
-        raise InputError("no such directory", trace_dir)
-    if not trace_dir.is_dir():
-        raise InputError("not a directory (pass the folder that holds the traces)", trace_dir)
+    files: List[Path] = []
+    for path in input_paths(trace_dir):
+        if not path.exists():
+            raise InputError("no such directory or file", path)
+        if path.is_dir():
+            files += _files_in(path, recursive)
+        elif is_hta_report_output(path):
+            raise InputError("a result saved by hta-report, not a trace (compare reads it: "
+                             "hta-report compare BASE NEW)", path)
+        elif not is_trace_name(path):
+            raise InputError("not a trace file (Kineto traces end in .json or .json.gz)", path)
+        else:
+            files.append(path)
+    return sorted(dict.fromkeys(files))
+
+
+def _files_in(trace_dir: Path, recursive: bool) -> List[Path]:
+    """The trace files of one directory (see :func:`find_trace_files`)."""
     pattern = "**/*" if recursive else "*"
     files = sorted(p for p in trace_dir.glob(pattern)
                    if p.is_file() and is_trace_name(p) and not is_hta_report_output(p))
     if not files:
+        runs = find_runs(trace_dir)
+        if len(runs) > 1 and not recursive:
+            raise InputError(_runs_message(trace_dir, runs, "holds no trace files itself, but"), trace_dir)
+        if len(runs) == 1 and not recursive:
+            raise InputError(f"no trace files (*.json, *.json.gz) here; they are in {runs[0]}: "
+                             "pass that folder (or use --recursive)", trace_dir)
         hint = "" if recursive else " (use --recursive to search subdirectories)"
         raise InputError(f"no trace files (*.json, *.json.gz) found{hint}", trace_dir)
+    if recursive:
+        runs = sorted({p.parent for p in files if (p.parent / "manifest.json").is_file()})
+        if len(runs) > 1:
+            raise InputError(_runs_message(trace_dir, runs, "holds", " (each with its manifest.json; "
+                                                                     "--recursive would merge them)"), trace_dir)
     return files
+
+
+def find_runs(folder: Path) -> List[Path]:
+    """The subfolders of ``folder`` (at any depth) that directly hold trace
+    files: each is one run. Sorted."""
+    return sorted({p.parent for p in folder.glob("*/**/*")
+                   if p.is_file() and is_trace_name(p) and not is_hta_report_output(p)})
+
+
+def _runs_message(folder: Path, runs: List[Path], verb: str, why: str = "") -> str:
+    """``holds 3 separate runs in subfolders (a, b, c): analyze one ... or compare two ...``."""
+    names = [str(r.relative_to(folder)) for r in runs]
+    shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    return (f"{verb} {len(runs)} separate runs in subfolders ({shown}){why}: analyze one "
+            f"(hta-report analyze {runs[0]}) or compare two "
+            f"(hta-report compare {runs[0]} {runs[1]})")
 
 
 def rank_from_file_name(path: Path) -> Optional[int]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import gzip
 import logging
 import re
 from itertools import repeat
@@ -141,7 +140,9 @@ class _Buffer:
     """
 
     def __init__(self, path: str) -> None:
-        self.fh = (gzip.open if path.endswith(".gz") else open)(path, "rb")
+        from ..files import open_text_stream
+
+        self.fh = open_text_stream(path)  # a local path or a URL (fsspec)
         self.buf = bytearray(BLOCK_BYTES + 1)
         self.buf[0] = 0x5B
         self.start = self.end = 1

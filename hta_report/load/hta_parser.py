@@ -12,13 +12,13 @@ equals HTA's ``parse_trace_file`` on clean traces.
 """
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 from ..errors import TraceError
 from . import validation
+from ..files import open_text_stream
 
 
 def read_document(path: Path, kinds: Optional[Dict[str, str]] = None) -> Tuple[Dict[str, Any],
@@ -38,11 +38,8 @@ def read_document(path: Path, kinds: Optional[Dict[str, str]] = None) -> Tuple[D
             reason naming ``path``).
     """
     try:
-        if validation.is_gzip_name(path):
-            with gzip.open(path, "rb") as fh:
-                raw = fh.read()
-        else:
-            raw = path.read_bytes()
+        with open_text_stream(path) as fh:
+            raw = fh.read()
         text = validation.decode_text(raw, path)
         del raw
         doc = json.loads(text)

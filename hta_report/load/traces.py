@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
-from ..errors import InputError, TraceError
+from ..errors import InputError, TraceError, one_line
 from ..model import TraceFileInfo, UnreadableTrace
 from .discovery import rank_from_file_name
+from ..files import identity
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -128,24 +129,45 @@ def add_parsed_rank(trace, key: int, parsed: tuple) -> bool:
     return True
 
 
+def _distributed_rank(meta: dict) -> Tuple[Optional[int], Optional[str]]:
+    """``distributedInfo.rank`` as a rank: ``(rank, None)``; ``(None, None)``
+    when absent; ``(None, what is wrong)`` when present but not a rank. An
+    integer in [0, 2**31) is a rank, and so is a string of decimal digits
+    (``"3"``: some tools write the rank as text); a bool, a negative or
+    fractional number, or any other value is not."""
+    info = meta.get("distributedInfo") if isinstance(meta, dict) else None
+    rank = info.get("rank") if isinstance(info, dict) else None
+    if rank is None:
+        return None, None
+    if isinstance(rank, str) and rank.isascii() and rank.isdigit() and int(rank) < MAX_RANK:
+        return int(rank), None
+    if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < MAX_RANK:
+        return rank, None
+    shown = repr(rank) if not isinstance(rank, (dict, list)) else type(rank).__name__
+    return None, f"distributedInfo.rank {one_line(shown)[:40]} is not a rank"
+
+
 def assign_ranks(paths: List[Path], metas: List[dict]) -> Tuple[List[int], List[str], List[str]]:
-    """Rank of each file: ``distributedInfo.rank``, else the file name, else
-    the lowest unused rank in path order (with a warning).
+    """Rank of each file: ``distributedInfo.rank`` (an integer, or a string of
+    digits), else the file name, else the lowest unused rank in path order
+    (with a warning). A ``distributedInfo.rank`` that is present but not a
+    rank (``-1``, ``1.5``, ``true``...) is named in a warning.
 
     Returns:
         ``(ranks, sources, warnings)``: a rank and how it was decided
         (``distributedInfo``, ``file name``, ``sequential``) per file, and
-        the warnings for files ranked by order.
+        the warnings.
 
     Raises:
         InputError: two files claim one rank (both are named).
     """
     ranks: List[Optional[int]] = []
     sources: List[str] = []
+    problems: List[Optional[str]] = []
     for path, meta in zip(paths, metas):
-        info = meta.get("distributedInfo") if isinstance(meta, dict) else None
-        rank = info.get("rank") if isinstance(info, dict) else None
-        if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < MAX_RANK:
+        rank, problem = _distributed_rank(meta)
+        problems.append(problem)
+        if rank is not None:
             ranks.append(rank)
             sources.append("distributedInfo")
             continue
@@ -172,10 +194,10 @@ def assign_ranks(paths: List[Path], metas: List[dict]) -> Tuple[List[int], List[
                 next_free += 1
             ranks[i] = next_free
             seen[next_free] = paths[i]
-            warns.append(
-                f"{paths[i]}: no distributedInfo.rank and no rank in the file name; "
-                f"analyzed as rank {next_free}"
-            )
+            why = problems[i] or "no distributedInfo.rank"
+            warns.append(f"{paths[i]}: {why} and no rank in the file name; analyzed as rank {next_free}")
+        elif problems[i] is not None:
+            warns.append(f"{paths[i]}: {problems[i]}; analyzed as rank {rank}, from the file name")
     return ranks, sources, warns  # type: ignore[return-value]
 
 
@@ -184,14 +206,25 @@ def rekey(trace, keys: List[int], ranks: List[int], paths: List[Path]) -> None:
     (before alignment and filtering, which HTA does per rank)."""
     trace.traces = {ranks[i]: trace.traces[k] for i, k in enumerate(keys)}
     trace.meta_data = {ranks[i]: trace.meta_data.get(k, {}) for i, k in enumerate(keys)}
-    trace.trace_files = {ranks[i]: str(paths[i].resolve()) for i in range(len(keys))}
+    trace.trace_files = {ranks[i]: identity(paths[i]) for i in range(len(keys))}
     trace.is_parsed = True
 
 
-def align_and_filter(trace, include_last_step: Optional[bool], where: Path) -> bool:
+def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: bool = False,
+                     device_type: Optional[str] = None) -> bool:
     """HTA's ``align_and_filter_trace`` and re-indexing, as ``Trace.load_traces``
     does them. ``include_last_step`` None (auto) keeps the last step only when
     some rank has fewer than two steps. Returns whether it was kept.
+
+    Args:
+        trace: HTA's ``Trace`` with the parsed ranks.
+        include_last_step: see above.
+        where: what an error names (a file or the directory).
+        aligned: the ranks' ``ts`` are aligned already (one rank of a
+            directory, see :func:`hta_report.load.rank_file.loaded_rank`):
+            only HTA's filter runs.
+        device_type: the device type HTA's filter reads (default: the first
+            rank's, as HTA does).
 
     Raises:
         TraceError: HTA fails aligning or filtering (names ``where``).
@@ -203,7 +236,15 @@ def align_and_filter(trace, include_last_step: Optional[bool], where: Path) -> b
             step_ids = set(trace.symbol_table.get_profiler_step_ids())
             fewest = min(int(df["name"].isin(step_ids).sum()) for df in trace.traces.values())
             include_last_step = fewest < 2
-        trace.align_and_filter_trace(include_last_step)
+        if device_type is not None:  # the directory's first rank decides, not this trace's
+            trace.get_device_type = lambda: device_type
+        try:
+            if aligned:
+                trace._filter_irrelevant_gpu_kernels(include_last_step)  # align_and_filter_trace's second half
+            else:
+                trace.align_and_filter_trace(include_last_step)
+        finally:
+            trace.__dict__.pop("get_device_type", None)
         for rank, df in trace.traces.items():
             if not df.empty:
                 df = df.set_index("index", drop=False)
@@ -215,11 +256,13 @@ def align_and_filter(trace, include_last_step: Optional[bool], where: Path) -> b
     return bool(include_last_step)
 
 
-def file_info(path: Path, rank: int, source: str, meta: dict) -> TraceFileInfo:
-    """What the inventory says of one trace file."""
+def file_info(path: Path, rank: int, source: str, meta: dict, size_bytes: Optional[int] = None) -> TraceFileInfo:
+    """What the inventory says of one trace file (``size_bytes``: as stored,
+    read from the file when not given)."""
     info = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
     return TraceFileInfo(
-        path=str(path), rank=rank, rank_source=source, size_bytes=path.stat().st_size,
+        path=str(path), rank=rank, rank_source=source,
+        size_bytes=path.stat().st_size if size_bytes is None else size_bytes,
         schema_version=_small_int(meta.get("schemaVersion")), host_name=None,
         world_size=_small_int(info.get("world_size")),
         backend=info.get("backend") if isinstance(info.get("backend"), str) else None,

@@ -129,7 +129,7 @@ def check_file(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> FileHead
     """
     try:
         on_disk = path.stat().st_size
-        with open(path, "rb") as fh:
+        with path.open("rb") as fh:
             head = fh.read(HEAD_BYTES)
         gz = is_gzip_name(path)
         if gz and head and head[:2] != _GZIP_MAGIC:
@@ -163,7 +163,9 @@ def _gzip_head_and_size(path: Path, compressed: int, max_bytes: int) -> Tuple[by
     count_all = compressed * MAX_DEFLATE_RATIO > max_bytes
     head = b""
     total = 0
-    with gzip.open(path, "rb") as fh:
+    from ..files import open_text_stream
+
+    with open_text_stream(path) as fh:
         while True:
             chunk = fh.read(_CHUNK)  # at most 1 MiB of output, whatever the compression ratio
             if not chunk:

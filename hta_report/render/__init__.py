@@ -53,7 +53,8 @@ class Reporter:
         return self._module().render_comparison(comparison)
 
 
-#: Every output format, the default (for an unknown extension) first.
+#: Every output format. An output path's extension picks one (an unknown
+#: extension is an error listing them, see :func:`format_for_path`).
 REPORTERS: Dict[str, Reporter] = {r.format: r for r in (
     Reporter("html", (".html", ".htm"), "one self-contained HTML page", "html", charts=True),
     Reporter("md", (".md", ".markdown"), "GitHub-flavoured markdown (pull-request comments)", "markdown"),
@@ -76,11 +77,21 @@ def reporter(fmt: str) -> Reporter:
 
 def format_for_path(path: str, explicit: Optional[str] = None) -> str:
     """The output format: ``explicit`` if given, else the reporter whose
-    extension ``path`` has, else the first (``html``)."""
+    extension ``path`` has.
+
+    Raises:
+        ValueError: no reporter has ``path``'s extension (the message lists
+            the extensions and ``--format``; ``x.pdf`` is no HTML page).
+    """
     if explicit:
-        return explicit
+        return reporter(explicit).format
     suffix = Path(path).suffix.lower()
-    return next((r.format for r in REPORTERS.values() if suffix in r.extensions), FORMATS[0])
+    for r in REPORTERS.values():
+        if suffix in r.extensions:
+            return r.format
+    known = ", ".join(e for r in REPORTERS.values() for e in r.extensions)
+    what = f"unknown report extension {suffix!r}" if suffix else "no report extension"
+    raise ValueError(f"{what}: name the report {known} (or pick the format with --format {'|'.join(FORMATS)})")
 
 
 def render(result: AnalysisResult, fmt: str, charts: Optional[Mapping[str, str]] = None) -> str:

@@ -5,6 +5,11 @@ state). Each function takes plain lists of numbers and labels (already
 picked by the renderer from the model) and returns a URI, so the HTML embeds
 the chart in an ``<img>``: no network, and no trace-derived text can become
 markup.
+
+Every chart is drawn twice: for the page's full width (about 1,000 px) and,
+under the name ``<name>@narrow``, for a phone-wide column (about 380 px),
+which the page shows below 640 px (``<picture>``) so that its text stays
+readable instead of being scaled down to a third.
 """
 from __future__ import annotations
 
@@ -18,15 +23,27 @@ import matplotlib
 
 matplotlib.use("Agg", force=False)
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from ..names import short_names  # noqa: E402
 
 if TYPE_CHECKING:
     from ..model import AnalysisResult
 
 PALETTE = {
-    "compute": "#2b7bba", "non-compute": "#f0a030", "idle": "#c8ccd2",
-    "host wait": "#d9534f", "kernel wait": "#8e6bbf", "other": "#9aa3ad",
+    "compute": "#2b7bba", "non-compute": "#f0a030",
+    "idle: host wait": "#d9534f", "idle: kernel wait": "#8e6bbf", "idle: other": "#c8ccd2",
 }
 _SERIES = ["#2b7bba", "#f0a030", "#3aa76d", "#d9534f", "#8e6bbf", "#6c7a89", "#17becf", "#bcbd22"]
+
+#: Figure widths (inches; 1 in = 96 CSS px) of the two drawings of each chart.
+WIDE_IN, NARROW_IN = 10.0, 3.6
+#: Characters per line of a wrapped kernel label, and the longest label, per drawing.
+_LABEL_WRAP = {"wide": (48, 96), "narrow": (22, 44)}
+#: Segments narrower than this (% of the axis) get no value written in them.
+_MIN_LABELLED_PCT = 6.0
+#: Ranks shown in the step-time chart (one line each).
+MAX_STEP_LINES = 16
 
 
 def label(text: str, limit: int = 0) -> str:
@@ -49,6 +66,30 @@ def label(text: str, limit: int = 0) -> str:
     return "".join(out)
 
 
+def wrap(text: str, width: int) -> str:
+    """``text`` broken into lines of at most about ``width`` characters, after
+    ``_``, ``,``, ``::``, ``<`` or a space (a token longer than a line is
+    cut); a kernel label that stays readable in a narrow chart."""
+    lines: List[str] = []
+    line = ""
+    token = ""
+    for i, ch in enumerate(text):
+        token += ch
+        boundary = ch in "_, <" or (ch == ":" and text[i - 1:i] == ":")
+        if boundary or i == len(text) - 1:
+            if line and len(line) + len(token) > width:
+                lines.append(line.rstrip())
+                line = ""
+            while len(token) > width:
+                lines.append(token[:width])
+                token = token[width:]
+            line += token
+            token = ""
+    if line:
+        lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
 def _to_uri(fig: Figure) -> str:
     buf = io.BytesIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "hta-report"}), warnings.catch_warnings():
@@ -57,59 +98,85 @@ def _to_uri(fig: Figure) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _figure(n_rows: int, width: float = 7.5) -> Figure:
-    fig = Figure(figsize=(width, max(1.6, 0.42 * n_rows + 1.0)))
-    return fig
+def _bar_figure(n_rows: int, width: float, row_in: float = 0.42, extra_in: float = 1.0) -> Figure:
+    return Figure(figsize=(width, max(1.4, row_in * n_rows + extra_in)))
 
 
-def stacked_bars(labels: Sequence[str], series: Dict[str, Sequence[float]], xlabel: str, title: str) -> str:
-    """Horizontal stacked bars, one row per label (e.g. per rank).
+def stacked_bars(labels: Sequence[str], series: Dict[str, Sequence[float]], xlabel: str, title: str,
+                 width: float = WIDE_IN, limit: float = 100.0) -> str:
+    """Horizontal stacked bars, one row per label (e.g. per rank), on an axis
+    from 0 to ``limit`` (100 for shares of a whole: a 99.5 %-idle rank shows
+    as nearly full, not as a full axis); segments of at least
+    :data:`_MIN_LABELLED_PCT` % carry their value.
 
     Args:
         labels: row labels, top to bottom.
         series: legend name -> one value per label, stacked in dict order.
         xlabel: axis label with unit, e.g. ``"% of GPU time"``.
         title: chart title.
+        width: figure width (inches).
+        limit: the axis' upper end.
     """
-    fig = _figure(len(labels))
+    fig = _bar_figure(len(labels), width, row_in=0.36, extra_in=0.9)
     ax = fig.add_subplot()
     y = list(range(len(labels)))[::-1]
     left = [0.0] * len(labels)
     for i, (name, values) in enumerate(series.items()):
-        ax.barh(y, values, left=left, label=name, color=PALETTE.get(name, _SERIES[i % len(_SERIES)]), height=0.6)
+        color = PALETTE.get(name, _SERIES[i % len(_SERIES)])
+        bars = ax.barh(y, values, left=left, label=name, color=color, height=0.6)
+        dark = name not in ("idle: other", "non-compute")
+        for bar, v in zip(bars, values):
+            if v >= _MIN_LABELLED_PCT * limit / 100:
+                ax.text(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2, f"{v:.1f}",
+                        ha="center", va="center", fontsize=8, color="white" if dark else "#1d232a")
         left = [a + b for a, b in zip(left, values)]
+    ax.set_xlim(0, limit)
     ax.set_yticks(y, [label(l) for l in labels])
     ax.set_xlabel(xlabel)
     ax.set_title(title, loc="left", fontsize=11)
-    ax.legend(ncols=min(4, len(series)), loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(labels) < 4 else -0.12),
-              frameon=False, fontsize=9)
+    narrow = width < 6
+    ax.legend(ncols=2 if narrow else min(5, len(series)), loc="upper left", bbox_to_anchor=(0.0, -0.5 if len(labels) < 3 else -0.15),
+              frameon=False, fontsize=8 if narrow else 9)
     ax.spines[["top", "right"]].set_visible(False)
     return _to_uri(fig)
 
 
-def bars(labels: Sequence[str], values: Sequence[float], xlabel: str, title: str) -> str:
-    """Horizontal bars, largest first as given; long labels are shortened."""
-    short = [label(l, 60) for l in labels]
-    fig = _figure(len(labels), width=8.5)
+def bars(labels: Sequence[str], values: Sequence[float], xlabel: str, title: str, width: float = WIDE_IN,
+         unit: str = "") -> str:
+    """Horizontal bars, largest first as given, each with its value written
+    at its end (``unit`` appended); labels as given (shortened and wrapped
+    by the caller)."""
+    lines = max((l.count("\n") + 1 for l in labels), default=1)  # every row as tall as the tallest label
+    fig = _bar_figure(len(labels), width, row_in=0.12 + 0.15 * lines)
     ax = fig.add_subplot()
     y = list(range(len(labels)))[::-1]
-    ax.barh(y, values, color=_SERIES[0], height=0.6)
-    ax.set_yticks(y, short, fontsize=8)
+    drawn = ax.barh(y, values, color=_SERIES[0], height=0.65)
+    top = max(values, default=0.0) or 1.0
+    narrow = width < 6
+    for bar, v in zip(drawn, values):
+        ax.text(bar.get_width() + top * 0.01, bar.get_y() + bar.get_height() / 2, f"{v:,.1f}{unit}",
+                va="center", fontsize=8, color="#1d232a")
+    ax.set_xlim(0, top * (1.3 if narrow else 1.12))
+    # wrapped labels: each line made safe on its own (label() would show the break as \n)
+    ax.set_yticks(y, ["\n".join(label(part) for part in l.split("\n")) for l in labels], fontsize=8 if narrow else 9)
+    ax.set_ylim(-0.6, len(labels) - 0.4)
     ax.set_xlabel(xlabel)
     ax.set_title(title, loc="left", fontsize=11)
     ax.spines[["top", "right"]].set_visible(False)
     return _to_uri(fig)
 
 
-def step_lines(series: Dict[str, List[float]], steps: Dict[str, List[int]], title: str) -> str:
-    """Step time (ms) per ``ProfilerStep`` number, one line per rank."""
-    fig = Figure(figsize=(7.5, 2.8))
+def step_lines(series: Dict[str, List[float]], steps: Dict[str, List[int]], title: str,
+               width: float = WIDE_IN) -> str:
+    """Step time (ms) per ``ProfilerStep`` number (integer ticks), one line per rank."""
+    fig = Figure(figsize=(width, 2.8 if width >= 6 else 2.6))
     ax = fig.add_subplot()
     for i, (name, values) in enumerate(series.items()):
         ax.plot(steps[name], values, marker="o", label=label(name), color=_SERIES[i % len(_SERIES)])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("ProfilerStep #")
     ax.set_ylabel("step time (ms)")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, max((max(v, default=0.0) for v in series.values()), default=0.0) * 1.12 or 1.0)
     ax.set_title(title, loc="left", fontsize=11)
     if len(series) > 1:
         ax.legend(frameon=False, fontsize=8, ncols=min(4, len(series)))
@@ -117,41 +184,45 @@ def step_lines(series: Dict[str, List[float]], steps: Dict[str, List[int]], titl
     return _to_uri(fig)
 
 
+def kernel_labels(names: Sequence[str], drawing: str = "wide") -> Dict[str, str]:
+    """Chart labels of kernels: short and distinct among ``names``
+    (:func:`hta_report.names.short_names`), wrapped to the drawing's width."""
+    per_line, limit = _LABEL_WRAP[drawing]
+    return {n: wrap(s, per_line) for n, s in short_names(names, limit=limit).items()}
+
+
 def report_charts(result: "AnalysisResult") -> Dict[str, str]:
-    """The analyze report's charts, name -> data URI (``temporal``, ``idle``,
-    ``kernel_types``, ``top_kernels``, ``steps``); charts without data are left out."""
+    """The analyze report's charts, name -> data URI: ``gpu_time`` (compute,
+    non-compute and idle by cause per rank, % of GPU time), ``top_kernels``
+    (total time, all ranks) and ``steps`` (time per step); each also as
+    ``<name>@narrow``. Charts without data are left out."""
     out: Dict[str, str] = {}
     gpu = [r for r in result.ranks if r.has_gpu]
-    if gpu:
-        labels = [f"rank {r.rank}" for r in gpu]
-        out["temporal"] = stacked_bars(
-            labels,
-            {"compute": [r.temporal.compute_pct for r in gpu],
-             "non-compute": [r.temporal.non_compute_pct for r in gpu],
-             "idle": [r.temporal.idle_pct for r in gpu]},
-            "% of GPU time", "Temporal breakdown per rank (HTA)")
-        out["idle"] = stacked_bars(
-            labels,
-            {"host wait": [r.idle_split.host_wait_pct for r in gpu],
-             "kernel wait": [r.idle_split.kernel_wait_pct for r in gpu],
-             "other": [r.idle_split.other_pct for r in gpu]},
-            "% of GPU time", "GPU idle time by cause per rank (HTA)")
-    if result.aggregate.kernel_types:
-        kt = result.aggregate.kernel_types
-        out["kernel_types"] = bars([k.kernel_type for k in kt], [k.pct for k in kt],
-                                   "% of kernel time", "Kernel time by type, all ranks (HTA)")
-    totals: Dict[str, float] = {}
-    for r in gpu:
-        for k in r.top_kernels:
-            totals[k.name] = totals.get(k.name, 0.0) + k.total_us
-    if totals:
-        top = sorted(totals.items(), key=lambda kv: -kv[1])[:12]
-        out["top_kernels"] = bars([n for n, _ in top], [t / 1e3 for _, t in top],
-                                  "total time (ms), all ranks", "Top kernels by total time")
-    stepped = [r for r in result.ranks if r.steps.count]
-    if any(r.steps.count >= 2 for r in stepped):
-        out["steps"] = step_lines(
-            {f"rank {r.rank}": [s.duration_us / 1e3 for s in r.steps.steps] for r in stepped[:16]},
-            {f"rank {r.rank}": [s.number for s in r.steps.steps] for r in stepped[:16]},
-            "Time per step")
+    for drawing, width in (("wide", WIDE_IN), ("narrow", NARROW_IN)):
+        suffix = "" if drawing == "wide" else "@narrow"
+        if gpu:
+            out["gpu_time" + suffix] = stacked_bars(
+                [f"rank {r.rank}" for r in gpu],
+                {"compute": [r.temporal.compute_pct for r in gpu],
+                 "non-compute": [r.temporal.non_compute_pct for r in gpu],
+                 "idle: host wait": [r.idle_split.host_wait_pct for r in gpu],
+                 "idle: kernel wait": [r.idle_split.kernel_wait_pct for r in gpu],
+                 "idle: other": [r.idle_split.other_pct for r in gpu]},
+                "% of GPU time", "GPU time per rank: busy, and idle by cause (HTA)", width=width)
+        totals: Dict[str, float] = {}
+        for r in gpu:
+            for k in r.top_kernels:
+                totals[k.name] = totals.get(k.name, 0.0) + k.total_us
+        if totals:
+            top = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:12]
+            names = kernel_labels([n for n, _ in top], drawing)
+            out["top_kernels" + suffix] = bars([names[n] for n, _ in top], [t / 1e3 for _, t in top],
+                                               "total time (ms), all ranks", "Top kernels by total time",
+                                               width=width, unit=" ms")
+        stepped = [r for r in result.ranks if r.steps.count][:MAX_STEP_LINES]
+        if any(r.steps.count >= 2 for r in stepped):
+            out["steps" + suffix] = step_lines(
+                {f"rank {r.rank}": [s.duration_us / 1e3 for s in r.steps.steps] for r in stepped},
+                {f"rank {r.rank}": [s.number for s in r.steps.steps] for r in stepped},
+                "Time per step", width=width)
     return out

@@ -3,8 +3,16 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ..model import Comparison, MetricDelta
+from ..model import Comparison, KernelDelta, MetricDelta
+from ..names import short_name, short_names
 from . import fmt
+
+#: Percentage-point moves smaller than this are left out of "biggest changes".
+MIN_CHANGE_PP = 1.0
+#: Rows of "biggest changes" (the mean step time comes first, on top of these).
+BIGGEST_CHANGES = 6
+#: Kernels named under "biggest changes".
+BIGGEST_KERNELS = 3
 
 
 def _value(unit: str, v: float) -> str:
@@ -12,15 +20,79 @@ def _value(unit: str, v: float) -> str:
 
 
 def _change(m: MetricDelta) -> str:
+    """``+42.35 ms (+54.9 %)`` or ``+18.5 pp``; a no-break space ties each
+    number to its unit, so a narrow column wraps only between the two."""
     if m.unit == "ms":
-        return f"{round(m.delta, 2) + 0.0:+,.2f} ms ({round(m.delta_pct, 1) + 0.0:+.1f} %)"
-    return f"{round(m.delta, 1) + 0.0:+.1f} pp"  # + 0.0 turns -0.0 into 0.0
+        return f"{round(m.delta, 2) + 0.0:+,.2f}\u00a0ms ({round(m.delta_pct, 1) + 0.0:+.1f}\u00a0%)"
+    return f"{round(m.delta, 1) + 0.0:+.1f}\u00a0pp"  # + 0.0 turns -0.0 into 0.0
 
 
 def metric_rows(metrics: List[MetricDelta]) -> List[Dict[str, str]]:
     """Rows of metric, base, new, change."""
     return [{"name": m.name, "base": _value(m.unit, m.base), "new": _value(m.unit, m.new), "change": _change(m)}
             for m in metrics]
+
+
+def _rank_label(rank: int, new_rank: int) -> str:
+    return f"rank {rank}" if rank == new_rank else f"rank {rank} → rank {new_rank}"
+
+
+def biggest_changes(c: Comparison) -> List[Dict[str, str]]:
+    """The metrics that moved most, ranked, for the top of the page: the mean
+    step time first (the verdict's figure), then up to
+    :data:`BIGGEST_CHANGES` percentage metrics by the size of their move
+    (at least :data:`MIN_CHANGE_PP` percentage points). Each metric is shown
+    once, where it moved most: over all ranks, or on one rank (``where``),
+    so a move only one rank shows (sync share 8.2 → 26.7 %) is not hidden
+    in a per-rank table."""
+    best: Dict[str, tuple] = {}
+    many = len(c.ranks) > 1
+    for m in c.overall:
+        best[m.name] = (m, "mean over ranks" if many else "")
+    for r in c.ranks:
+        for m in r.metrics:
+            if m.unit == "ms":
+                continue
+            held = best.get(m.name)
+            if held is None or abs(m.delta) > abs(held[0].delta) + 1e-9:
+                best[m.name] = (m, _rank_label(r.rank, r.new_rank) if (many or held is None) else "")
+    rows = []
+    step = best.pop("mean step time", None)
+    if step is not None and c.verdict != "not comparable":
+        rows.append(step)
+    moved = sorted((v for v in best.values() if v[0].unit != "ms" and abs(v[0].delta) >= MIN_CHANGE_PP),
+                   key=lambda v: (-abs(v[0].delta), v[0].name))
+    rows += moved[:BIGGEST_CHANGES]
+    return [{"name": m.name, "where": where, "base": _value(m.unit, m.base), "new": _value(m.unit, m.new),
+             "change": _change(m)} for m, where in rows]
+
+
+def _kernel_change(k_delta_us: float) -> str:
+    return ("+" if k_delta_us >= 0 else "−") + fmt.ms(abs(k_delta_us))
+
+
+def kernel_rows(kernels: List[KernelDelta]) -> List[Dict[str, Any]]:
+    """The kernels whose total time changed most, with short names distinct
+    among the rows (:func:`hta_report.names.short_names`; ``full`` for hover)
+    and, for a group of template variants, each variant with its own totals,
+    named by what sets it apart (``…<5ul>``)."""
+    labels = short_names([k.name for k in kernels])
+    rows = []
+    for k in kernels:
+        base = short_name(k.name)
+        variant_labels = {n: "…" + label[len(base):] if label.startswith(base + "<") else label
+                          for n, label in short_names([v.name for v in k.variants]).items()}
+        rows.append({
+            "name": labels[k.name], "full": (f"template variants of {k.name}" if k.variants else k.name),
+            "shortened": labels[k.name] != k.name, "type": k.kernel_type,
+            "base": fmt.ms(k.base_us), "new": fmt.ms(k.new_us), "change": _kernel_change(k.delta_us),
+            "variants": [{"name": variant_labels[v.name], "full": v.name, "base": fmt.ms(v.base_us),
+                          "new": fmt.ms(v.new_us), "change": _kernel_change(v.new_us - v.base_us)}
+                         for v in k.variants],
+            "note": (f"{len(k.variants)} template variants" if k.variants else
+                     "new" if k.base_us == 0 else "gone" if k.new_us == 0 else ""),
+        })
+    return rows
 
 
 def context(c: Comparison) -> Dict[str, Any]:
@@ -31,17 +103,26 @@ def context(c: Comparison) -> Dict[str, Any]:
         "unchanged": f"mean step time {c.step_time_change_pct:+.1f} %, within the ±{c.noise_band_pct:.1f} % noise band",
         "not comparable": "no ProfilerStep annotations on one side: step times cannot be compared",
     }[c.verdict]
+    kernels = kernel_rows(c.kernels)
+    biggest = biggest_changes(c)
     return {
         "base_label": c.base_label, "new_label": c.new_label,
+        "base_name": fmt.run_name(c.base_label), "new_name": fmt.run_name(c.new_label),
         "verdict": c.verdict, "verdict_text": verdict_text,
         "noise_band": fmt.pct(c.noise_band_pct),
+        "biggest": biggest,
+        "min_change": f"{MIN_CHANGE_PP:g} pp",
+        "nothing_else": (f"No {'other ' if biggest else ''}metric moved by {MIN_CHANGE_PP:g} pp or more."
+                         if len(biggest) <= (1 if c.verdict != "not comparable" else 0) else ""),
+        "biggest_kernels": kernels[:BIGGEST_KERNELS],
         "overall": metric_rows(c.overall),
-        "ranks": [{"label": f"rank {r.rank}" if r.rank == r.new_rank else f"rank {r.rank} → rank {r.new_rank}",
-                   "rows": metric_rows(r.metrics)} for r in c.ranks],
+        "ranks": [{"label": _rank_label(r.rank, r.new_rank), "rows": metric_rows(r.metrics)} for r in c.ranks],
         "only_base": ", ".join(str(r) for r in c.ranks_only_base),
         "only_new": ", ".join(str(r) for r in c.ranks_only_new),
-        "kernels": [{"name": k.name, "type": k.kernel_type, "base": fmt.ms(k.base_us), "new": fmt.ms(k.new_us),
-                     "change": ("+" if k.delta_us >= 0 else "−") + fmt.ms(abs(k.delta_us))} for k in c.kernels],
+        "kernels": kernels,
+        "no_kernels": ("No GPU kernels on either side." if not any(
+            r.top_kernels for side in (c.base, c.new) if side is not None for r in side.ranks)
+            else "No kernel's total time changed."),
         "appeared": [{"id": f.id, "title": f.title, "severity": f.severity} for f in c.findings_appeared],
         "gone": [{"id": f.id, "title": f.title, "severity": f.severity} for f in c.findings_gone],
         "kept": list(c.findings_kept),

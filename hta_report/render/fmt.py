@@ -1,6 +1,10 @@
 """Display formatting: every number a reporter shows is formatted here."""
 from __future__ import annotations
 
+from ..errors import plural
+
+__all__ = ["ms", "pct", "num", "size", "gbps", "plural", "run_name"]
+
 
 def ms(us: float) -> str:
     """µs -> ``"12.34 ms"`` (or ``"850 µs"`` below 1 ms)."""
@@ -31,3 +35,25 @@ def size(nbytes: int) -> str:
 def gbps(value: float) -> str:
     """GB/s with two decimals."""
     return f"{value:,.2f} GB/s"
+
+
+def run_name(label: str) -> str:
+    """The short name of a run from its input as given (``inventory.input_dir``
+    or a comparison side): the folder's or file's name without ``.json.gz``
+    (``/traces/control`` -> ``control``); for several inputs their shared
+    folder's name, else ``"rank-0 and 1 more"``."""
+    parts = [p.replace("\\", "/").rstrip("/") for p in str(label).split(", ") if p.strip()]
+    names = []
+    for p in parts:
+        name = p.rsplit("/", 1)[-1]
+        for suffix in (".json.gz", ".json"):
+            if name.lower().endswith(suffix):
+                name = name[: -len(suffix)]
+        names.append(name or p)
+    if not names:
+        return str(label)
+    if len(names) == 1:
+        return names[0] or str(label)
+    folders = {p.rsplit("/", 2)[-2] if p.count("/") >= 1 else "" for p in parts}
+    folder = folders.pop() if len(folders) == 1 else ""
+    return folder or f"{names[0]} and {len(names) - 1} more"

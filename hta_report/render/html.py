@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping
 
 import jinja2
+from markupsafe import Markup, escape
 
 from ..model import AnalysisResult
 from . import view
@@ -25,22 +26,48 @@ def _template_text(name: str) -> str:
     return resources.files("hta_report.templates").joinpath(name).read_text(encoding="utf-8")
 
 
+#: The report's charts in page order: chart name (:func:`hta_report.render.charts.report_charts`), alt text.
+CHARTS = (
+    ("gpu_time", "Chart: GPU time per rank, busy (compute, non-compute) and idle by cause, % of GPU time"),
+    ("top_kernels", "Chart: top kernels by total time over all ranks, ms"),
+    ("steps", "Chart: time per ProfilerStep, ms, per rank"),
+)
+
+_BREAK_AFTER = ("_", ",", "::")
+
+
+def breakable(text: str) -> Markup:
+    """``text`` escaped, with ``<wbr>`` (a line-break opportunity that is not
+    copied with the text) after ``_``, ``,`` and ``::``: a long kernel name
+    wraps between its tokens in a narrow column."""
+    out = escape(str(text))
+    for token in _BREAK_AFTER:
+        escaped = escape(token)
+        out = Markup(out.replace(escaped, escaped + Markup("<wbr>")))
+    return out
+
+
 def environment() -> jinja2.Environment:
-    """The jinja2 environment for our templates (autoescape on, strict undefined)."""
-    return jinja2.Environment(
+    """The jinja2 environment for our templates (autoescape on, strict
+    undefined, the :func:`breakable` filter)."""
+    env = jinja2.Environment(
         loader=jinja2.FunctionLoader(_template_text),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["breakable"] = breakable
+    return env
 
 
 def context(result: AnalysisResult, charts: Mapping[str, str]) -> Dict[str, Any]:
     """Everything the template shows, formatted; ``charts`` are the chart
     images (name -> data URI, :func:`hta_report.render.charts.report_charts`)."""
     ctx: Dict[str, Any] = {name: section(result) for name, section in view.SECTIONS.items()}
-    ctx.update(charts=dict(charts), css=_template_text("report.css"))
+    shown = [{"alt": alt, "src": charts[name], "narrow": charts.get(f"{name}@narrow", "")}
+             for name, alt in CHARTS if name in charts]
+    ctx.update(charts=shown, css=_template_text("report.css"))
     return ctx
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping
 
-from ..errors import one_line
+from ..escape import md_code, md_code_block, md_html, md_text
 from ..model import AnalysisResult, Comparison
 from . import view
 
@@ -22,51 +22,56 @@ def fit(text: str, limit: int = GITHUB_COMMENT_LIMIT) -> str:
 
 
 def _cell(text: str) -> str:
+    """Our own text (the rule catalogue) in a table cell: ``|`` escaped, one line.
+    Trace-derived text goes through :mod:`hta_report.escape` instead."""
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-#: Characters that could start markup in GitHub-flavoured markdown.
-_MD_SPECIAL = {c: "\\" + c for c in "\\`*_[]<>&|~#"}
-
-
-def _md_text(text: str) -> str:
-    """Trace-derived or free text made inert in markdown prose and table cells:
-    markup characters backslash-escaped (``<script>`` shows as text, never as
-    HTML), line breaks turned into spaces."""
-    return "".join(_MD_SPECIAL.get(c, c) for c in one_line(str(text)))
-
-
 def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
-    """Headline, findings and the per-rank table as GitHub-flavoured markdown
-    (no charts: ``charts`` is unused)."""
+    """Headline (under a heading naming the run), findings and the per-rank
+    table as GitHub-flavoured markdown (no charts: ``charts`` is unused)."""
     h = view.headline(result)
-    lines = ["## hta-report", ""]
+    run = view.run(result)
+    step = f"mean step {h['mean_step']}" if not h["steps_note"] else h["steps_note"]
+    lines = [f"## hta-report: {md_text(run['name'])}", ""]
     if h["has_gpu"]:
         lines.append(
             f"**GPU busy {h['busy']}**, idle {h['idle']} of GPU time (all streams together: host wait "
-            f"{h['idle_host']}, kernel wait {h['idle_kernel']}, other {h['idle_other']}) · mean step {h['mean_step']} · "
-            f"{h['ranks']} rank(s) · {_md_text(h['devices'])}"
+            f"{h['idle_host']}, kernel wait {h['idle_kernel']}, other {h['idle_other']}) · {step} · "
+            f"{run['ranks']} · {md_text(run['devices'])}"
         )
     else:
-        lines.append(f"No GPU activity in the traces · mean step {h['mean_step']} · {h['ranks']} rank(s)")
+        lines.append(f"No GPU activity in the traces (CPU-side metrics only) · {step} · {run['ranks']} · "
+                     f"{md_text(run['devices'])}")
+    lines += ["", md_code(run["input"]) + (f" · {md_text(run['workload'])}" if run["workload"] else "")]
+    if run["world_note"]:
+        lines += ["", f"> {md_text(run['world_note'])}"]
     bad = view.unreadable(result)
     if bad["count"]:
         lines += ["", f"**{bad['summary']}:**", ""]
-        lines += [f"- {_md_text(u['path'])}: {_md_text(u['reason'])}" for u in bad["files"]]
+        lines += [f"- {md_text(u['path'])}: {md_text(u['reason'])}" for u in bad["files"]]
+    part = view.incomplete(result)
+    if part["count"]:
+        lines += ["", f"**{part['summary']}:**", ""]
+        lines += [f"- rank {md_text(r['rank'])} ({md_text(r['file'])}): "
+                  + "; ".join(f"{md_text(f['step'])}: {md_text(f['reason'])}" for f in r["failures"])
+                  for r in part["ranks"]]
     lines += ["", "### Findings", ""]
     findings = view.findings(result)
     if not findings:
         lines.append("No rule fired: the run looks healthy on what was checked (below).")
     for f in findings:
-        lines.append(f"- **[{f['severity']}] {_md_text(f['title'])}** (`{f['id']}`, {f['rule']}): {f['gain']}")
+        lines.append(f"- **[{md_text(f['severity'])}] {md_text(f['title'])}** ({md_code(f['id'])}, "
+                     f"{md_text(f['rule'])}): {f['gain']}")
         for e in f["evidence"]:
-            lines.append(f"  - {_md_text(e)}")
+            lines.append(f"  - {md_text(e)}")
         if f["fix"]:
-            lines += ["", "  ```python"] + [f"  {line}" for line in f["fix"].splitlines()] + ["  ```", ""]
-    lines += ["", f"<details><summary>What was checked ({view.check_counts(result)})</summary>", "",
+            lines += ["", md_code_block(f["fix"], "python", indent="  "), ""]
+    lines += ["", f"<details><summary>What was checked ({md_html(view.check_counts(result))})</summary>", "",
               "| rule | id | status | detail |", "|---|---|---|---|"]
     for c in view.checks(result):
-        lines.append(f"| {c['rule']} | `{c['id']}` | {c['status']} | {_cell(c['detail'])} |")
+        lines.append(f"| {md_text(c['rule'])} | {md_code(c['id'], table=True)} | {md_text(c['status'])} | "
+                     f"{md_text(c['detail'])} |")
     lines += ["", "</details>"]
     lines += ["", "### Per rank", "",
               "| rank | steps | mean step | GPU busy | idle | DataLoader | sync | exposed comm |",
@@ -78,30 +83,55 @@ def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
 
 
 def render_comparison(c: Comparison) -> str:
-    """Verdict, overall table, findings that appeared or went away, kernels
-    that changed most and per-rank tables, as GitHub-flavoured markdown."""
+    """Verdict, the biggest changes (ranked), findings that appeared or went
+    away, kernels that changed most (short names, template variants
+    grouped), all metrics and per-rank tables, as GitHub-flavoured markdown."""
     from .compare_view import context
 
     v = context(c)
-    lines = ["## hta-report compare", "", f"**Verdict: {v['verdict']}** — {v['verdict_text']}", "",
-             f"base: `{_cell(v['base_label'])}` · new: `{_cell(v['new_label'])}`", "",
-             "| metric | base | new | change |", "|---|---:|---:|---:|"]
-    lines += [f"| {_cell(m['name'])} | {m['base']} | {m['new']} | {m['change']} |" for m in v["overall"]]
+    lines = [f"## hta-report compare: {md_text(v['base_name'])} → {md_text(v['new_name'])}", "",
+             f"**Verdict: {v['verdict']}** — {v['verdict_text']}", "",
+             f"base: {md_code(v['base_label'])} · new: {md_code(v['new_label'])}", "",
+             "### Biggest changes", ""]
+    if v["biggest"]:
+        lines += ["| metric | base | new | change |", "|---|---:|---:|---:|"]
+        lines += [f"| {md_text(m['name'])}{' (' + md_text(m['where']) + ')' if m['where'] else ''} | {m['base']} | "
+                  f"{m['new']} | **{m['change']}** |" for m in v["biggest"]]
+    if v["nothing_else"]:
+        lines += ["", v["nothing_else"]] if v["biggest"] else [v["nothing_else"]]
+    if v["biggest_kernels"]:
+        lines += ["", "Kernels that changed most: " + "; ".join(
+            f"{k['change']} {md_code(k['name'])} ({k['base']} → {k['new']}{', ' + md_text(k['note']) if k['note'] else ''})"
+            for k in v["biggest_kernels"])]
     lines += ["", "### Findings", ""]
-    lines += [f"- appeared: **[{f['severity']}] {_cell(f['title'])}** (`{f['id']}`)" for f in v["appeared"]]
-    lines += [f"- went away: [{f['severity']}] {_cell(f['title'])} (`{f['id']}`)" for f in v["gone"]]
+    lines += [f"- appeared: **[{md_text(f['severity'])}] {md_text(f['title'])}** ({md_code(f['id'])})"
+              for f in v["appeared"]]
+    lines += [f"- went away: [{md_text(f['severity'])}] {md_text(f['title'])} ({md_code(f['id'])})" for f in v["gone"]]
     if v["kept"]:
-        lines.append(f"- on both sides: {', '.join(v['kept'])}")
+        lines.append(f"- on both sides: {', '.join(md_code(k) for k in v['kept'])}")
     if not (v["appeared"] or v["gone"] or v["kept"]):
         lines.append("No findings on either side.")
-    if v["kernels"]:
-        lines += ["", "### Kernels whose total time changed most", "", "| kernel | base | new | change |",
-                  "|---|---:|---:|---:|"]
-        lines += [f"| `{_cell(k['name'][:120])}` | {k['base']} | {k['new']} | {k['change']} |" for k in v["kernels"]]
+    lines += ["", "### Kernels whose total time changed most", ""]
+    if not v["kernels"]:
+        lines.append(v["no_kernels"])
+    else:
+        lines += ["| kernel | base | new | change |", "|---|---:|---:|---:|"]
+        for k in v["kernels"]:
+            name = md_code(k["name"], table=True)
+            if k["variants"]:
+                name += f" ({md_text(k['note'])}: " + ", ".join(
+                    f"{md_code(x['name'], table=True)} {x['change']}" for x in k["variants"]) + ")"
+            elif k["note"]:
+                name += f" ({md_text(k['note'])})"
+            lines.append(f"| {name} | {k['base']} | {k['new']} | {k['change']} |")
+    lines += ["", "<details><summary>All metrics</summary>", "", "| metric | base | new | change |",
+              "|---|---:|---:|---:|"]
+    lines += [f"| {md_text(m['name'])} | {m['base']} | {m['new']} | {m['change']} |" for m in v["overall"]]
+    lines += ["", "</details>"]
     for r in v["ranks"]:
-        lines += ["", f"<details><summary>{_cell(r['label'])}</summary>", "", "| metric | base | new | change |",
+        lines += ["", f"<details><summary>{md_html(r['label'])}</summary>", "", "| metric | base | new | change |",
                   "|---|---:|---:|---:|"]
-        lines += [f"| {_cell(m['name'])} | {m['base']} | {m['new']} | {m['change']} |" for m in r["rows"]]
+        lines += [f"| {md_text(m['name'])} | {m['base']} | {m['new']} | {m['change']} |" for m in r["rows"]]
         lines += ["", "</details>"]
     return fit("\n".join(lines) + "\n")
 

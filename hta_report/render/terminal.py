@@ -3,41 +3,61 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from ..model import AnalysisResult
-from . import view
-
-
-def _plain(text: str) -> str:
-    """Trace-derived text for a terminal: control characters (escape sequences
-    could restyle or clear the terminal) and line breaks shown escaped."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
-                   for c in str(text))
+from ..escape import terminal
+from ..model import AnalysisResult, Comparison
+from . import fmt, view
 
 
 def render(result: AnalysisResult, written: List[str]) -> str:
     """A few lines: headline figures, top findings, files written."""
     h = view.headline(result)
+    run = view.run(result)
     lines = []
     if h["has_gpu"]:
         lines.append(f"GPU busy {h['busy']}, idle {h['idle']} of GPU time (all streams together: host wait "
                      f"{h['idle_host']}, kernel wait {h['idle_kernel']}, other {h['idle_other']})")
     else:
         lines.append("No GPU activity in the traces (CPU-side metrics only)")
-    lines.append(f"{h['ranks']} rank(s), mean step {h['mean_step']}, devices: {_plain(h['devices'])}")
+    step = f"mean step {h['mean_step']}" if not h["steps_note"] else h["steps_note"]
+    lines.append(f"{terminal(run['name'])}: {run['ranks']}, {step}, devices: {terminal(run['devices'])}")
+    if run["world_note"]:
+        lines.append(terminal(run["world_note"]))
     bad = view.unreadable(result)
     if bad["count"]:
         lines.append(f"{bad['summary']} (listed in the report)")
+    part = view.incomplete(result)
+    if part["count"]:
+        lines.append(f"{part['summary']} (listed in the report)")
     findings = view.findings(result)
     if findings:
         top = [f for f in findings if f["gain_pct"] >= view.TOP_MIN_GAIN_PCT]
         small = len(findings) - len(top)
         top = top[:5]
-        lines.append(f"{len(findings)} finding(s)" + (f", {small} below 1 % of the step or without a gain" if small
-                                                      else "") + ":")
-        lines += [f"  [{f['severity']}] {_plain(f['title'])} ({f['gain']})" for f in top]
+        lines.append(f"{fmt.plural(len(findings), 'finding')}" + (f", {small} below 1 % of the step or without a gain"
+                                                                   if small else "") + ":")
+        lines += [f"  [{terminal(f['severity'])}] {terminal(f['title'])} ({f['gain']})" for f in top]
     else:
         lines.append("No rule fired: the run looks healthy on what was checked.")
-    lines += [f"wrote {p}" for p in written]
+    lines += [f"wrote {terminal(p)}" for p in written]
+    return "\n".join(lines)
+
+
+def incomplete_lines(result: AnalysisResult) -> List[str]:
+    """The stderr lines naming each trace left out (``hta-report: unreadable:
+    FILE: REASON``) and each analysis step that failed on a rank
+    (``hta-report: not computed: FILE: STEP: REASON``)."""
+    lines = [f"hta-report: unreadable: {terminal(u.path)}: {terminal(u.reason)}" for u in result.inventory.unreadable]
+    lines += [f"hta-report: not computed: {terminal(r.file)}: {terminal(f.step)}: {terminal(f.reason)}"
+              for r in result.ranks for f in r.failures]
+    return lines
+
+
+def comparison_summary(c: Comparison, written: List[str]) -> str:
+    """A few lines after ``compare``: the verdict, findings that appeared or went away, files written."""
+    lines = [f"{terminal(c.verdict)}: mean step time {c.step_time_change_pct:+.1f} % "
+             f"(noise band ±{c.noise_band_pct:.1f} %)",
+             f"findings appeared: {len(c.findings_appeared)}, went away: {len(c.findings_gone)}"]
+    lines += [f"wrote {terminal(p)}" for p in written]
     return "\n".join(lines)
 
 

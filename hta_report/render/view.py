@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List
 
-from ..model import AnalysisResult, RankResult
+from ..model import TEMPORAL_STEP, AnalysisResult, RankResult
+from ..names import short_names
 from . import fmt
+
+#: What a cell shows for a figure whose analysis step failed on the rank.
+NOT_COMPUTED = "not computed"
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 #: Findings below this % of the step are not in the headline's top list.
@@ -21,10 +25,71 @@ def _rank_label(r: RankResult) -> str:
     return f"rank {r.rank}"
 
 
+def devices(result: AnalysisResult) -> str:
+    """The devices of the run: from the traces (``deviceProperties``), else
+    from the collector's ``manifest.json`` (``device_names``, said so), else
+    what is known (``"GPU model not recorded in the traces"`` or ``"CPU only"``)."""
+    inv = result.inventory
+    if inv.devices:
+        return ", ".join(inv.devices)
+    listed = inv.manifest.get("device_names") if isinstance(inv.manifest, dict) else None
+    if isinstance(listed, list) and listed:
+        return ", ".join(str(d) for d in listed) + " (from manifest.json)"
+    return "GPU model not recorded in the traces" if result.aggregate.gpu_ranks else "CPU only"
+
+
+def _workload(manifest: Dict[str, Any]) -> str:
+    """What ``hta-report collect`` ran, from its manifest: ``workload cnn`` or
+    ``script train.py --lr 3``; empty for traces from elsewhere."""
+    run = manifest.get("run") if isinstance(manifest, dict) else None
+    if not isinstance(run, dict):
+        return ""
+    if run.get("mode") == "workload" and run.get("workload"):
+        return f"workload {run['workload']}"
+    if run.get("mode") == "script" and isinstance(run.get("command"), list):
+        command = " ".join(str(a) for a in run["command"])
+        return "script " + (command if len(command) <= 80 else command[:79] + "…")
+    return ""
+
+
+def _world_note(result: AnalysisResult) -> str:
+    """A remark when the traces name a larger world than the ranks found
+    (``distributedInfo.world_size`` 8, one trace): the report covers only those."""
+    inv = result.inventory
+    world = max((f.world_size for f in inv.files if f.world_size), default=0)
+    present = len(inv.files) + len(inv.unreadable)
+    if world <= present:
+        return ""
+    ranks = ", ".join(str(f.rank) for f in inv.files)
+    which = "that rank" if len(inv.files) == 1 else "those ranks"
+    return (f"The traces come from a job of {world} ranks (world size {world}), but only "
+            f"{present} of its {world} traces {'is' if present == 1 else 'are'} here "
+            f"({'rank' if len(inv.files) == 1 else 'ranks'} {ranks}): the figures cover {which} only, "
+            "and cross-rank checks (stragglers, waiting for other ranks) need every rank's trace.")
+
+
+def run(result: AnalysisResult) -> Dict[str, str]:
+    """What the report is about, for its title: the run's ``name`` (folder or
+    file, :func:`hta_report.render.fmt.run_name`), the question it answers
+    (``kicker``: CPU-only traces get no GPU question), the ``input`` as given,
+    ``ranks`` (``"1 rank"``), ``devices``, the collector's ``workload`` and a
+    ``world_note`` when ranks of the job are missing."""
+    inv = result.inventory
+    return {
+        "name": fmt.run_name(inv.input_dir),
+        "kicker": ("hta-report · why is the GPU idle?" if result.aggregate.gpu_ranks
+                   else "hta-report · CPU-only traces: where does the step time go?"),
+        "input": inv.input_dir,
+        "ranks": fmt.plural(result.aggregate.ranks, "rank"),
+        "devices": devices(result),
+        "workload": _workload(inv.manifest),
+        "world_note": _world_note(result),
+    }
+
+
 def headline(result: AnalysisResult) -> Dict[str, Any]:
     """Headline figures of the whole directory."""
     a = result.aggregate
-    inv = result.inventory
     return {
         "has_gpu": a.gpu_ranks > 0,
         "busy": fmt.pct(a.busy_pct),
@@ -32,10 +97,12 @@ def headline(result: AnalysisResult) -> Dict[str, Any]:
         "idle_host": fmt.pct(a.idle_host_wait_pct),
         "idle_kernel": fmt.pct(a.idle_kernel_wait_pct),
         "idle_other": fmt.pct(a.idle_other_pct),
-        "mean_step": fmt.ms(a.mean_step_us) if a.mean_step_us else "no ProfilerStep annotations",
+        "mean_step": fmt.ms(a.mean_step_us) if a.mean_step_us else "–",
+        "steps_note": "" if a.mean_step_us else "no ProfilerStep annotations",
         "ranks": str(a.ranks),
+        "ranks_text": fmt.plural(a.ranks, "rank"),
         "gpu_ranks": str(a.gpu_ranks),
-        "devices": ", ".join(inv.devices) or "none recorded",
+        "devices": devices(result),
         "dataloader": fmt.pct(a.dataloader_pct),
         "exposed_comm": fmt.pct(a.exposed_comm_pct),
         "exposed_memcpy": fmt.pct(a.exposed_memcpy_pct),
@@ -95,9 +162,9 @@ def rank_rows(result: AnalysisResult) -> List[Dict[str, str]]:
     rows = []
     for r in result.ranks:
         gpu = r.has_gpu
-        rows.append({
+        row = {
             "rank": str(r.rank),
-            "device": ", ".join(sorted(set(r.device_names))) or "–",
+            "device": ", ".join(sorted(set(r.device_names))) or ("not recorded" if gpu else "CPU"),
             "steps": (f"{r.steps.count} ({r.steps_used} analyzed)" if r.steps.count and r.steps_used != r.steps.count
                       else str(r.steps.count)),
             "mean_step": fmt.ms(r.steps.mean_us) if r.steps.count else "–",
@@ -110,7 +177,10 @@ def rank_rows(result: AnalysisResult) -> List[Dict[str, str]]:
             "sync": fmt.pct(r.cpu.sync_pct),
             "exposed_comm": fmt.pct(r.comm.exposed_pct) if gpu else "–",
             "exposed_memcpy": fmt.pct(r.memcpy.exposed_pct) if gpu else "–",
-        })
+        }
+        if gpu and r.failed(TEMPORAL_STEP):
+            row.update(busy=NOT_COMPUTED, idle=NOT_COMPUTED, compute=NOT_COMPUTED, non_compute=NOT_COMPUTED)
+        rows.append(row)
     return rows
 
 
@@ -118,12 +188,13 @@ def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
     """Per-rank tables: steps, idle per stream, kernels, memcpy, comm, launch, CPU side."""
     out = []
     for r in result.ranks:
-        d: Dict[str, Any] = {"rank": str(r.rank), "file": r.file, "has_gpu": r.has_gpu}
+        d: Dict[str, Any] = {"rank": str(r.rank), "file": r.file, "has_gpu": r.has_gpu,
+                             "failures": [{"step": f.step, "reason": f.reason} for f in r.failures]}
         d["steps"] = [
             {"number": str(s.number), "duration": fmt.ms(s.duration_us), "warmup": s.warmup} for s in r.steps.steps
         ]
         d["step_stats"] = {
-            "count": str(r.steps.count), "mean": fmt.ms(r.steps.mean_us), "p50": fmt.ms(r.steps.p50_us),
+            "count": fmt.plural(r.steps.count, "step"), "mean": fmt.ms(r.steps.mean_us), "p50": fmt.ms(r.steps.p50_us),
             "p90": fmt.ms(r.steps.p90_us), "max": fmt.ms(r.steps.max_us),
             "note": "first step (warm-up) excluded" if r.steps.warmup_excluded else "single step, used as is",
         }
@@ -135,8 +206,10 @@ def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
         d["kernel_types"] = [
             {"type": k.kernel_type, "total": fmt.ms(k.total_us), "pct": fmt.pct(k.pct)} for k in r.kernel_types
         ]
+        labels = short_names([k.name for k in r.top_kernels])
         d["kernels"] = [
-            {"name": k.name, "type": k.kernel_type, "count": fmt.num(k.count), "total": fmt.ms(k.total_us),
+            {"name": labels[k.name], "full": k.name, "shortened": labels[k.name] != k.name,
+             "type": k.kernel_type, "count": fmt.num(k.count), "total": fmt.ms(k.total_us),
              "mean": fmt.ms(k.mean_us), "max": fmt.ms(k.max_us), "pct": fmt.pct(k.pct)}
             for k in r.top_kernels
         ]
@@ -167,7 +240,7 @@ def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
         d["cpu"] = {
             "per": "per step" if r.steps.count else "over the trace",
             "of": "of the step" if r.steps.count else "of the traced window",
-            "steps_used": str(cpu.steps_used),
+            "steps_used": fmt.plural(cpu.steps_used, "step"),
             "dataloader": fmt.ms(cpu.dataloader_us_per_step), "dataloader_pct": fmt.pct(cpu.dataloader_pct),
             "dataloader_seen": cpu.dataloader_seen,
             "dataloader_mode": "main process (num_workers=0)" if cpu.dataloader_in_main_process else "worker processes",
@@ -189,7 +262,7 @@ def inventory(result: AnalysisResult) -> Dict[str, Any]:
         "files": [{"path": f.path, "rank": str(f.rank), "source": f.rank_source, "size": fmt.size(f.size_bytes),
                    "world": str(f.world_size) if f.world_size is not None else "–", "backend": f.backend or "–"}
                   for f in inv.files],
-        "devices": ", ".join(inv.devices) or "none recorded",
+        "devices": devices(result),
         "pytorch": inv.pytorch_version or "not recorded in the traces",
         "schema": ", ".join(str(v) for v in inv.kineto_schema_versions) or "not recorded",
         "steps_found": str(inv.steps_found),
@@ -199,6 +272,7 @@ def inventory(result: AnalysisResult) -> Dict[str, Any]:
         "warnings": list(inv.warnings),
         "manifest": [{"key": str(k), "value": str(v)} for k, v in inv.manifest.items()],
         "unreadable": unreadable(result),
+        "incomplete": incomplete(result),
     }
 
 
@@ -216,8 +290,23 @@ def unreadable(result: AnalysisResult) -> Dict[str, Any]:
     }
 
 
+def incomplete(result: AnalysisResult) -> Dict[str, Any]:
+    """Ranks analyzed in part (an analysis step failed; the rest is
+    reported): ``count``, ``summary`` (one line) and ``ranks`` (rank, file,
+    and each failed step with its reason)."""
+    partial = [r for r in result.ranks if r.failures]
+    return {
+        "count": len(partial),
+        "summary": (f"{fmt.plural(len(partial), 'rank')} analyzed in part; these sections are missing, and their advice "
+                    "was not checked" if partial else ""),
+        "ranks": [{"rank": str(r.rank), "file": r.file,
+                   "failures": [{"step": f.step, "reason": f.reason} for f in r.failures]} for r in partial],
+    }
+
+
 #: The HTML report's sections: template variable -> the function that builds it from the result.
 SECTIONS: Dict[str, Callable[[AnalysisResult], Any]] = {
+    "run": run,
     "headline": headline,
     "findings": findings,
     "checks": checks,

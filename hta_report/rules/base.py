@@ -10,7 +10,7 @@ already claimed by another finding, or "not checked" with what the traces lack.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from ..model import AnalysisResult, Finding, RankGain, RankResult
 from .claims import Claims, Ledger

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..model import AnalysisResult, RankResult
+from ..names import short_names
 from .base import (DOCS_AMP, GENERAL, Fired, Verdict, covered_by, fine, make_finding, ms, not_checked, of_step,
                    pct_of_step, per, rule)
 from .config import AdviceConfig
@@ -44,7 +45,9 @@ def tensor_cores_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
     evidence = []
     for r in hits[:8]:
         tc = r.tensor_cores
-        top = "; ".join(f"{k.name[:90]} ({ms(k.total_us)} in the trace)" for k in tc.top_non_tensor_core[:2])
+        shown = tc.top_non_tensor_core[:2]
+        labels = short_names([k.name for k in shown])
+        top = "; ".join(f"{labels[k.name]} ({ms(k.total_us)} in the trace)" for k in shown)
         evidence.append(f"rank {r.rank} (computeMajor {tc.compute_major}): GEMM/convolution kernels "
                         f"{ms(tc.eligible_us_per_step)} {per(r)}, {tc.tensor_core_pct:.1f} % on Tensor Cores; "
                         f"largest: {top}")
@@ -78,7 +81,6 @@ def misaligned_gemm(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> 
                   key=lambda r: -r.tensor_cores.misaligned_us_per_step)
     if not hits:
         return fine("every fp16/bf16 GEMM has dimensions that are multiples of 8")
-    worst = hits[0]
     evidence = [f"rank {r.rank}: {r.tensor_cores.misaligned_ops_per_step:.0f} of "
                 f"{r.tensor_cores.half_gemm_ops_per_step:.0f} fp16/bf16 GEMM ops {per(r)} are misaligned, their kernels "
                 f"{ms(r.tensor_cores.misaligned_us_per_step)} {per(r)}; e.g. "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from ..errors import plural
 from ..model import AnalysisResult, RankResult
 from .base import (DOCS_COMPILE, DOCS_HTA_IDLE, SYMPTOM, Fired, Verdict, covered_by, fine, make_finding, ms,
                    not_checked, of_step, pct_of_step, per, rule)
@@ -145,7 +146,7 @@ def gpu_gaps(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict
            "# data loading -> DataLoader(num_workers=...), syncs -> drop .item()/.cpu() in the loop,\n"
            "# checkpoint or logging I/O -> move it off the training thread or do it less often")
     return make_finding(cfg, [r for r in hits if gain[r.rank] > 0] or hits, claims,
-                        f"{n} GPU gap(s) longer than {cfg.gap_pct:g} % {of_step(worst)}", evidence, fix)
+                        f"{plural(n, 'GPU gap')} longer than {cfg.gap_pct:g} % {of_step(worst)}", evidence, fix)
 
 
 @rule("gpu-idle", "C8", "GPU idle with work queued: streams wait on each other or on other ranks",

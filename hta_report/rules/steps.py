@@ -4,6 +4,7 @@ from __future__ import annotations
 import statistics
 from typing import List, Tuple
 
+from ..errors import plural
 from ..model import AnalysisResult, RankResult
 from .base import DOCS_PROFILER, GENERAL, Fired, Verdict, covered_by, fine, make_finding, ms, not_checked, rule
 from .claims import HOST, IDLE
@@ -70,5 +71,5 @@ def step_time_outliers(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) 
            "# periodic evaluation, checkpointing or logging; garbage collection: gc.freeze() after setup;\n"
            "# DataLoader worker restarts: DataLoader(..., persistent_workers=True)")
     return make_finding(cfg, hits, claims,
-                        f"Step-time outliers: {len(step_outliers(worst, cfg.step_outlier_sigma))} step(s) far "
+                        f"Step-time outliers: {plural(len(step_outliers(worst, cfg.step_outlier_sigma)), 'step')} far "
                         f"slower than the rest", evidence, fix)

@@ -1,0 +1,183 @@
+"""The ``ray`` engine: one Ray task per rank, summaries to the driver.
+
+Phase 1, one task per file (:func:`hta_report.load.rank_file.parse_file`):
+check and parse the trace where the task runs, through the parse cache when
+its directory is given (put it on storage every node reads). The task has
+two returns: a small :class:`~hta_report.load.rank_file.FileParse`, which the
+driver fetches, and the parse, which stays in Ray's object store.
+
+The driver decides what depends on all ranks from the summaries alone
+(:func:`hta_report.load.rank_file.plan`: ranks, time origin, last step).
+
+Phase 2, one task per rank: align and filter the rank as HTA does for the
+whole directory and run every per-rank analysis
+(:func:`hta_report.analysis.rank.analyze_rank`); only the rank's
+:class:`~hta_report.model.RankResult` returns. The cross-rank part runs on the
+driver (:func:`hta_report.analysis.assemble`), whose memory grows with the
+number of ranks, not with their events.
+
+A rank whose file or analysis fails is an unreadable rank with its reason, as
+with the local engine; a task whose worker dies is retried by Ray
+(``max_retries``) and, if it keeps failing, reported as unreadable.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+import ray
+
+from .. import progress
+from ..errors import InputError, TraceError
+from ..model import TraceFileInfo, UnreadableTrace
+
+#: Ray retries a task whose worker process died this many times.
+MAX_RETRIES = 3
+
+
+def _one_process() -> None:
+    """Inside a task: no process pools of our own (Ray schedules the cores)."""
+    os.environ["HTA_REPORT_WORKERS"] = "1"
+
+
+@ray.remote(num_returns=2, max_retries=MAX_RETRIES)
+def _parse_task(read_path: str, shown_path: str, max_trace_bytes: int, loader: str, cache_dir: Optional[str]):
+    """Phase 1 on a worker: ``(("ok", FileParse) or ("error", reason), parse or None)``."""
+    from ..load.rank_file import parse_file
+
+    _one_process()
+    try:
+        summary, parsed = parse_file(read_path, max_trace_bytes, loader, cache_dir)
+    except TraceError as exc:
+        return ("error", exc.message), None
+    summary.path = shown_path
+    return ("ok", summary), parsed
+
+
+@ray.remote(max_retries=MAX_RETRIES)
+def _analyze_task(parsed, info: TraceFileInfo, plan, loader: str):
+    """Phase 2 on a worker: ``("ok", RankResult, seconds)`` or ``("error", (message, step), seconds)``."""
+    from ..analysis.rank import analyze_rank
+    from ..load.rank_file import loaded_rank
+
+    _one_process()
+    t0 = time.perf_counter()
+    try:
+        result = analyze_rank(loaded_rank(parsed, info, plan, loader), info)
+    except TraceError as exc:
+        return "error", (exc.message, exc.step), time.perf_counter() - t0
+    return "ok", result, time.perf_counter() - t0
+
+
+def _read_path(p) -> str:
+    """What a worker opens: a local path made absolute (workers run elsewhere), or the URL."""
+    return str(p.absolute()) if isinstance(p, Path) else str(p)
+
+
+def _connect(address: Optional[str]) -> bool:
+    """Connect to the cluster at ``address`` (else ``RAY_ADDRESS``, else start
+    a Ray instance here) unless connected already; True when this call connected."""
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    kwargs = dict(logging_level=logging.ERROR, log_to_driver=False, configure_logging=True)
+    if address is None:
+        kwargs["include_dashboard"] = False
+    try:
+        ray.init(address=address, **kwargs)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise InputError(f"cannot connect to the Ray cluster at {address or 'a new local instance'}: {exc}") \
+            from exc
+    return True
+
+
+def _gather(refs: List, label: str, unit: str) -> List:
+    """``ray.get`` of ``refs`` in their order, with progress as they finish;
+    a task that failed for good (its worker died on every try, or a bug
+    raised) comes back as the exception."""
+    stages = progress.current()
+    pending = list(refs)
+    done = 0
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=min(len(pending), max(1, len(refs) // 20)))
+        done += len(ready)
+        stages.update(f"{label}: {done}/{len(refs)} {unit}")
+    out = []
+    for ref in refs:
+        try:
+            out.append(ray.get(ref))
+        except (ray.exceptions.RayError, ray.exceptions.RayTaskError) as exc:
+            out.append(exc)
+    return out
+
+
+def measure(trace_dir, folder, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int,
+            loader: str, cache, address: Optional[str]):
+    """The metrics of the traces ``trace_dir`` names (a directory, a file or a
+    list of either) computed on a Ray cluster (see the module doc); ``folder``
+    is the run's folder (inventory, ``manifest.json``).
+
+    Raises:
+        hta_report.errors.InputError: no files, two files claiming one rank,
+            the cluster cannot be reached.
+        hta_report.errors.TraceError: no file can be read or analyzed.
+    """
+    from ..analysis import assemble
+    from ..load import find_trace_files
+    from ..load.rank_file import file_infos, plan
+    from ..load.traces import unreadable_error
+
+    stages = progress.current()
+    with stages.stage("find trace files"):
+        paths = find_trace_files(trace_dir, recursive)
+    with stages.stage("ray: connect"):
+        connected = _connect(address)
+    try:
+        cache_dir = str(Path(cache.root).absolute()) if cache is not None else None
+        with stages.stage(f"ray: parse {len(paths)} files"):
+            pairs = [_parse_task.remote(_read_path(p), str(p), max_trace_bytes, loader, cache_dir) for p in paths]
+            summaries = _gather([s for s, _ in pairs], "ray: parsed", "files")
+        unreadable: List[UnreadableTrace] = []
+        good: List[Tuple[object, object]] = []
+        for p, (_, parsed_ref), got in zip(paths, pairs, summaries):
+            if isinstance(got, Exception) or got[0] == "error":
+                reason = got[1] if not isinstance(got, Exception) else f"the Ray task failed: {_first_line(got)}"
+                unreadable.append(UnreadableTrace(path=str(p), reason=reason))
+                continue
+            for name, seconds in got[1].stages:
+                stages.record(f"{name} (ray worker)", seconds)
+            good.append((got[1], parsed_ref))
+        if not good:
+            raise unreadable_error(unreadable)
+        decided = plan([g for g, _ in good], include_last_step)
+        infos = file_infos([g for g, _ in good], decided)
+        order = sorted(range(len(infos)), key=lambda i: infos[i].rank)
+        with stages.stage(f"ray: analyze {len(order)} ranks"):
+            refs = [_analyze_task.remote(good[i][1], infos[i], decided, loader) for i in order]
+            outcomes = _gather(refs, "ray: analyzed", "ranks")
+        del refs, pairs, good  # the parses in the object store can go
+        results = []
+        for i, got in zip(order, outcomes):
+            info = infos[i]
+            if isinstance(got, Exception):
+                results.append(TraceError(f"the Ray task failed: {_first_line(got)}", info.path))
+            elif got[0] == "error":
+                message, step = got[1]
+                results.append(TraceError(message, info.path, step=step))
+            else:
+                stages.record(f"analyze rank {info.rank} (ray worker)", got[2])
+                results.append(got[1])
+        with stages.stage("cross-rank analyses"):
+            return assemble([infos[i] for i in order], results, folder, decided.warnings, unreadable,
+                            decided.include_last_step)
+    finally:
+        if connected:
+            ray.shutdown()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[-1] if text else ''}"[:300]
