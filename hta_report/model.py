@@ -736,6 +736,10 @@ class Finding:
     rank_gains: List[RankGain] = field(default_factory=list)
 
 
+#: The values of :attr:`RuleCheck.status`.
+CHECK_STATUSES = ("fired", "fine", "covered", "not checked", "disabled")
+
+
 @dataclass
 class RuleCheck:
     """What one rule of the catalogue concluded on this result.

@@ -133,7 +133,7 @@ def gpu_gaps(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict
     worst = hits[0]
     n = sum(len(long_gaps(r, cfg)) for r in hits)
     if pct_of_step(gain[worst.rank], worst) < MIN_SYMPTOM_PCT:
-        return covered_by(fired, hits, IDLE, f"{n} GPU gap(s) longer than {cfg.gap_pct:g} % {of_step(worst)}")
+        return covered_by(fired, hits, IDLE, f"{plural(n, 'GPU gap')} longer than {cfg.gap_pct:g} % {of_step(worst)}")
     evidence = []
     for r in hits[:4]:
         for g in long_gaps(r, cfg)[:3]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import List
 
+from ..errors import plural
 from ..model import AnalysisResult, RankResult
 from .base import (DOCS_DATALOADER, Fired, Verdict, covered_by, fine, make_finding, ms, not_checked, of_step,
                    pct_of_step, per, rule, step_words)
@@ -83,7 +84,7 @@ def dataloader_main_process(result: AnalysisResult, cfg: AdviceConfig, fired: Fi
     claims = _claims(hits, fired)
     if not any(claims.values()) and any(fired.free_in(r, pools(r)) < dataloader_wait_us(r) for r in hits):
         return covered_by(fired, hits, ["idle:dataloader", "host:dataloader"],
-                          f"the DataLoader runs in the main process on {len(hits)} rank(s)")
+                          f"the DataLoader runs in the main process on {plural(len(hits), 'rank')}")
     evidence = [f"rank {r.rank}: enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__, "
                 f"{ms(r.cpu.dataloader_us_per_step)} {per(r)} on the training thread" for r in hits[:8]]
     evidence.append(_evidence(worst))

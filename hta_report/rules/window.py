@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import List
 
+from ..errors import plural
 from ..model import AnalysisResult, RankResult
 from .base import DOCS_PROFILER, WINDOW, Fired, Verdict, fine, make_finding, ms, not_checked, pct_of_step, rule
 from .config import AdviceConfig
@@ -50,12 +51,13 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
                        "memory, or first launches that load a kernel's module)")
     no_steps = [r.rank for r in result.ranks if not r.steps.count]
     if no_steps:
-        out.append(f"rank(s) {', '.join(map(str, no_steps[:8]))}: no ProfilerStep annotations: there is no step to "
+        out.append(f"{'rank' if len(no_steps) == 1 else 'ranks'} {', '.join(map(str, no_steps[:8]))}: no ProfilerStep annotations: there is no step to "
                    "measure, so every figure covers the whole trace as one window")
     few = [r for r in result.ranks if r.steps.count and r.steps_used < cfg.window_min_steps]
     if few:
-        out.append(f"rank(s) {', '.join(str(r.rank) for r in few[:8])}: only {min(r.steps_used for r in few)} "
-                   f"analyzed step(s) (found {max(r.steps.count for r in few)}; the first is warm-up"
+        out.append(f"{'rank' if len(few) == 1 else 'ranks'} {', '.join(str(r.rank) for r in few[:8])}: only "
+                   f"{plural(min(r.steps_used for r in few), 'analyzed step')} "
+                   f"(found {max(r.steps.count for r in few)}; the first is warm-up"
                    + ("" if result.inventory.last_step_included else " and the last is dropped, as HTA does")
                    + f"): fewer than {cfg.window_min_steps} steps cannot tell a pattern from noise")
     world = _world(result)
@@ -83,7 +85,7 @@ def trace_window(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
     found = problems(result, cfg)
     if not found:
         return fine(f"{min(r.steps_used for r in ranks)} or more analyzed steps per rank, no one-off warm-up, "
-                    f"{len(result.ranks)} rank(s)" + (f" of {_world(result)}" if _world(result) else ""))
+                    f"{plural(len(result.ranks), 'rank')}" + (f" of {_world(result)}" if _world(result) else ""))
     warm = [r for r in ranks if r.warmup.us_per_step > 0 and warmup_pct(r) >= cfg.window_warmup_pct]
     claims = {r.rank: fired.take(r, ["idle:warmup"] if r.has_gpu else ["host:warmup"], r.warmup.us_per_step) for r in warm}
     if warm:
