@@ -186,7 +186,10 @@ def test_headline_idle_split_adds_up_to_htas_idle(results):
     for folder in ("trace_diff/control", "trace_diff/test", "two_ranks", "alexnet", "amd_trace"):
         for rank in _get(results, folder).ranks:
             i = rank.idle
-            assert i.host_wait_us + i.kernel_wait_us + i.other_us == pytest.approx(rank.temporal.idle_us, abs=1e-3)
+            # our gaps use the exact times; HTA rounds each operation of a fractional-µs trace inward to whole
+            # µs (up to 2 µs less busy per operation), so its idle is a little larger there (AMD: 0.2 %)
+            assert i.host_wait_us + i.kernel_wait_us + i.other_us == pytest.approx(rank.temporal.idle_us, rel=0.01)
+            assert i.host_wait_us + i.kernel_wait_us + i.other_us <= rank.temporal.idle_us + 1e-3
             split = rank.idle_split
             assert split.host_wait_pct + split.kernel_wait_pct + split.other_pct == pytest.approx(rank.temporal.idle_pct)
     control = _get(results, "trace_diff/control").ranks[0]
