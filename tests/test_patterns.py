@@ -12,15 +12,16 @@ import textwrap
 import pytest
 
 from hta_report.api import analyze
+from hta_report.rules import AdviceConfig
 from kineto import TC_GEMM, TraceBuilder
 
 STEP = 1000.0
 
 
-def run(tmp_path, b: TraceBuilder):
+def run(tmp_path, b: TraceBuilder, **config):
     tmp_path.mkdir(parents=True, exist_ok=True)
     b.write(tmp_path / "rank-0.json")
-    return analyze(tmp_path, include_last_step=True)
+    return analyze(tmp_path, include_last_step=True, config=AdviceConfig(**config) if config else None)
 
 
 def check(result, rule_id):
@@ -31,7 +32,7 @@ def finding(result, rule_id):
     return next(f for f in result.findings if f.id == rule_id)
 
 
-def copy_trace(fill: bool = True, between: bool = False, types=None) -> TraceBuilder:
+def copy_trace(fill: bool = True, between: bool = False, types=None, memory: str = "Pinned") -> TraceBuilder:
     """2 steps; in each, torch.zeros(...) (aten::zeros > aten::zero_ > aten::fill_;
     ``fill`` False: torch.empty(...), aten::empty alone) then aten::to >
     aten::_to_copy > aten::copy_ launching a 100 µs HtoD copy."""
@@ -50,20 +51,26 @@ def copy_trace(fill: bool = True, between: bool = False, types=None) -> TraceBui
         b.cpu_op("aten::to", t + 60, 60)
         b.cpu_op("aten::_to_copy", t + 61, 58)
         b.cpu_op("aten::copy_", t + 62, 56, types=types)
-        b.memcpy("HtoD", "Pageable", t + 100, 100, 4_000_000, launch_ts=t + 70, launch_dur=45)
+        b.memcpy("HtoD", memory, t + 100, 100, 4_000_000, launch_ts=t + 70, launch_dur=45)
         b.kernel(TC_GEMM, t + 300, 500, launch_ts=t + 290)
     return b
 
 
 def test_cpu_tensor_copied_fires_with_the_copy_time(tmp_path):
-    r = run(tmp_path, copy_trace())
+    # the exposed copy is exposed-memcpy's (C15 claims it first) unless that rule is off
+    c = check(run(tmp_path / "c15", copy_trace()), "cpu-tensor-copied")
+    assert c.status == "covered" and "exposed-memcpy" in c.detail
+    r = run(tmp_path / "alone", copy_trace(), disable=["exposed-memcpy"])
     p = r.ranks[0].patterns
     assert p.cpu_tensor_copies_per_step == 1
     # the copy's GPU time [100, 200] (not the host time of aten::to [60, 120])
     assert p.cpu_tensor_copy_us_per_step == pytest.approx(100)
     assert p.cpu_tensor_examples == ["aten::zero_ -> aten::to (HtoD 4.0 MB)"]
     f = finding(r, "cpu-tensor-copied")
-    assert f.rule == "C23" and f.gain_ms_per_step == pytest.approx(0.1)
+    assert f.rule == "C23" and f.gain_ms_per_step == pytest.approx(0.1)  # the exposed copy: no kernel runs then
+    # a pageable copy's time is pageable-memcpy's (C3 claims it first): no second claim on it
+    c = check(run(tmp_path / "pageable", copy_trace(memory="Pageable")), "cpu-tensor-copied")
+    assert c.status == "covered" and "pageable-memcpy" in c.detail
 
 
 @pytest.mark.parametrize("kwargs", [{"fill": False}, {"between": True}, {"types": ["float", "double"]}])

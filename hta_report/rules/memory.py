@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import List
 
 from ..model import MEMORY_STEP, AnalysisResult, RankResult
-from .base import DOCS_AMP, DOCS_TUNING, Fired, Verdict, fine, make_finding, not_checked, rule
+from .base import DOCS_TUNING, GENERAL, Fired, Verdict, fine, make_finding, not_checked, rule
 from .config import AdviceConfig
 
 DOCS_CHECKPOINT = "https://pytorch.org/docs/stable/checkpoint.html"
@@ -46,7 +46,7 @@ def _evidence(r: RankResult) -> str:
 @rule("memory-near-capacity", "C20", "Device memory near capacity",
       "TensorBoard profiler memory view (> 90 %)",
       lambda c: f"peak reserved or allocated memory > {c.memory_high_pct:g} % of the device's totalGlobalMem",
-      DOCS_CHECKPOINT)
+      DOCS_CHECKPOINT, phase=GENERAL)
 def memory_near_capacity(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C20: the caching allocator's peak (reserved, or allocated when larger)
     passes ``memory_high_pct`` of the device memory: out-of-memory errors and
@@ -64,10 +64,10 @@ def memory_near_capacity(result: AnalysisResult, cfg: AdviceConfig, fired: Fired
            "    out = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)\n"
            "# keep the global batch with gradient accumulation (under DDP, inside model.no_sync())")
     worst = hits[0]
-    return make_finding(cfg, worst, 0.0,
+    return make_finding(cfg, hits, {},
                         f"Memory near capacity: {peak_pct(worst):.0f} % of {gib(worst.memory.capacity_bytes)} at peak "
                         "(no step time measured at stake)",
-                        [_evidence(r) for r in hits[:8]], fix, [r.rank for r in hits])
+                        [_evidence(r) for r in hits[:8]], fix)
 
 
 def batch_headroom(r: RankResult, cfg: AdviceConfig) -> float:
@@ -84,7 +84,7 @@ def batch_headroom(r: RankResult, cfg: AdviceConfig) -> float:
 @rule("memory-under-used", "C27", "Device memory under-used while kernels are too small: raise the batch size",
       "SageMaker Debugger BatchSize rule (GPU memory p95 < 70 %); DLProf; with C14",
       lambda c: (f"peak reserved and allocated memory < {c.memory_low_pct:g} % of the device's totalGlobalMem "
-                 "and low-sm-occupancy fired on the rank"), DOCS_TUNING)
+                 "and low-sm-occupancy fired on the rank"), DOCS_TUNING, phase=GENERAL)
 def memory_under_used(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C27 (C20's other half): the peak stays under ``memory_low_pct`` of the
     device memory while low-sm-occupancy fired on the same rank: a larger
@@ -97,7 +97,7 @@ def memory_under_used(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -
     if not low:
         w = min(ranks, key=peak_pct)
         return fine(f"peak memory at least {peak_pct(w):.0f} % of the device (rank {w.rank})")
-    small = fired.get("low-sm-occupancy", frozenset())
+    small = fired.fired("low-sm-occupancy")
     hits: List[RankResult] = sorted([r for r in low if r.rank in small], key=peak_pct)
     if not hits:
         w = min(low, key=peak_pct)
@@ -110,7 +110,7 @@ def memory_under_used(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -
     fix = (f"# the peak leaves room for a batch at least {k:.1f}x larger (to {cfg.memory_high_pct:g} % of the device):\n"
            f"loader = DataLoader(dataset, batch_size={max(2, int(k))} * batch_size, ...)\n"
            "# scale the learning rate with it (linear or square-root rule) and re-check convergence")
-    return make_finding(cfg, worst, 0.0,
+    return make_finding(cfg, hits, {},
                         f"Raise the batch size: memory peaks at {peak_pct(worst):.0f} % of the device while kernels "
                         f"leave SMs idle (room for at least {k:.1f}× the batch)",
-                        evidence, fix, [r.rank for r in hits])
+                        evidence, fix)

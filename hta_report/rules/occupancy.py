@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from ..model import OCCUPANCY_STEP, AnalysisResult, RankResult
 from ..names import short_names
-from .base import DOCS_COMPILE, Fired, Verdict, fine, make_finding, ms, not_checked, pct_of_step, per, rule
+from .base import (DOCS_COMPILE, GENERAL, Fired, Verdict, covered_by, fine, make_finding, ms, not_checked,
+                   pct_of_step, per, rule)
 from .config import AdviceConfig
 
 
@@ -16,13 +17,14 @@ def idle_sm_us(r: RankResult) -> float:
 @rule("low-sm-occupancy", "C14", "Kernels too small to fill the GPU (fewer blocks than SMs)",
       "TensorBoard profiler Est. SM Efficiency / Achieved Occupancy (no published threshold: proposal)",
       lambda c: (f"SM time left idle by compute kernels with < 1 block per SM >= {c.idle_sm_pct:g} % "
-                 "of the step"), DOCS_COMPILE)
+                 "of the step"), DOCS_COMPILE, phase=GENERAL)
 def low_sm_occupancy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C14: compute kernels launched with fewer blocks than the GPU has SMs
     (Kineto's ``blocks per SM`` < 1) leave SMs idle while they run. The gain
     bound is that idle SM time, Σ dur × (1 − blocks per SM) per step: what
     the same work would save if it filled every SM (a larger batch, fused
-    kernels); kernel latency makes the real gain smaller."""
+    kernels); kernel latency makes the real gain smaller. It is claimed from
+    the step's kernel time (the ``compute`` pool), after C12/C13's claims."""
     gpu = [r for r in result.ranks if r.has_gpu]
     if not gpu:
         return not_checked("no GPU activity in the traces")
@@ -41,6 +43,9 @@ def low_sm_occupancy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
         return fine(f"rank {w.rank}: SM efficiency {o.sm_efficiency_pct:.0f} %, achieved occupancy "
                     f"{o.achieved_occupancy_pct:.0f} % of compute kernel time; kernels with < 1 block per SM leave "
                     f"{val[w.rank]:.1f} % of the step's SM time idle")
+    claims = {r.rank: fired.take(r, ["compute"], idle_sm_us(r)) for r in hits}
+    if not any(claims.values()):
+        return covered_by(fired, hits, ["compute"], "kernels with fewer blocks than SMs")
     worst = hits[0]
     evidence = []
     for r in hits[:8]:
@@ -57,6 +62,6 @@ def low_sm_occupancy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
     fix = ("# give each kernel more work: a larger batch (see memory-under-used for the headroom),\n"
            "# or fuse the small kernels:\n"
            "model = torch.compile(model)")
-    return make_finding(cfg, worst, idle_sm_us(worst),
+    return make_finding(cfg, hits, claims,
                         f"Kernels too small for the GPU: {val[worst.rank]:.0f} % of the step's SM time idle "
-                        f"inside kernels with fewer blocks than SMs", evidence, fix, [r.rank for r in hits])
+                        f"inside kernels with fewer blocks than SMs", evidence, fix)
