@@ -91,7 +91,7 @@ def _occupancy_and_memory(result: AnalysisResult) -> List[str]:
         o, m = r["occupancy"], r["memory"]
         if o.get("state") != "shown" and m.get("state") != "shown":
             continue
-        occ = ((o["sm_efficiency"], o["occupancy"], f"{o['small_pct']} ({o['idle_sm']} SM time idle per step)")
+        occ = ((o["sm_efficiency"], o["occupancy"], f"{o['small_pct']} ({o['idle_sm']} SM time idle {o['per']})")
                if o.get("state") == "shown" else ("–", "–", md_text(o.get("reason", "–"))))
         main = next((d for d in m.get("devices", []) if d["device"] == m.get("device")), None)
         mem = ((md_text(main["device"]), main["allocated"], main["reserved"], main["capacity"]) if main

@@ -260,7 +260,8 @@ def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
 def occupancy(r: RankResult) -> Dict[str, Any]:
     """How well the rank's compute kernels fill the GPU: ``state`` is
     ``shown``, ``not computed`` (the step failed, ``reason``) or ``missing``
-    (``reason``: no occupancy args); the figures (``sm_efficiency``,
+    (``reason``: no occupancy args); ``per`` (``per step``, or over the
+    trace without steps); the figures (``sm_efficiency``,
     ``occupancy``, ``small`` time per step and its ``small_pct``,
     ``idle_sm``) and the ``kernels`` with fewer blocks than SMs (shortened names)."""
     if r.failed(OCCUPANCY_STEP):
@@ -270,7 +271,8 @@ def occupancy(r: RankResult) -> Dict[str, Any]:
         return {"state": "missing", "reason": o.missing_reason or "no compute kernels in the analyzed steps"}
     labels = short_names([k.name for k in o.top_small])
     return {
-        "state": "shown", "kernels_with_data": fmt.num(o.kernels_with_data),
+        "state": "shown", "per": "per step" if r.steps.count else "over the trace (no ProfilerStep)",
+        "kernels_with_data": fmt.num(o.kernels_with_data),
         "kernel_time": fmt.ms(o.kernel_us_per_step), "sm_efficiency": fmt.pct(o.sm_efficiency_pct),
         "occupancy": fmt.pct(o.achieved_occupancy_pct), "small": fmt.ms(o.small_grid_us_per_step),
         "small_pct": fmt.pct(o.small_grid_pct), "idle_sm": fmt.ms(o.idle_sm_us_per_step),
