@@ -25,7 +25,12 @@ from typing import Any, Dict, List, Optional
 
 #: Version of the JSON layout written by :meth:`AnalysisResult.to_json`.
 #: Bump it on any incompatible change of the dataclasses below.
-SCHEMA_VERSION = 1
+#: 2: findings carry ``locations`` (:class:`SourceLocation`) and ranks
+#: ``code`` (:class:`CodeAttribution`, from ``with_stack=True`` traces).
+SCHEMA_VERSION = 2
+#: Versions :meth:`AnalysisResult.from_dict` reads: a version-1 result has
+#: no locations and no code attribution (their defaults: empty, "no stacks").
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 
 @dataclass
@@ -190,7 +195,7 @@ class MemcpySummary:
     pageable_calls_per_step: float = 0.0
     blocking_copies_per_step: float = 0.0
     blocking_copy_us_per_step: float = 0.0
-    blocking_ops: List["NamedTime"] = field(default_factory=list)
+    blocking_ops: List[NamedTime] = field(default_factory=list)
 
 
 @dataclass
@@ -441,7 +446,7 @@ class TensorCoreUse:
     eligible_us_per_step: float = 0.0
     tensor_core_us_per_step: float = 0.0
     tensor_core_pct: float = 0.0
-    top_non_tensor_core: List["NamedTime"] = field(default_factory=list)
+    top_non_tensor_core: List[NamedTime] = field(default_factory=list)
     shapes_recorded: bool = False
     half_gemm_ops_per_step: float = 0.0
     misaligned_ops_per_step: float = 0.0
@@ -458,6 +463,93 @@ STEP_TIMES_STEP = "step times"
 CPU_SIDE_STEP = "CPU side"
 MEMCPY_STEP = "memcpy summary"
 COMMUNICATION_STEP = "communication"
+
+
+@dataclass
+class CodeTime:
+    """Time of one attributed cause spent under one frame of the user's code
+    (``with_stack=True`` traces; see :mod:`hta_report.analysis.code`).
+
+    Attributes:
+        category: the cause: ``dataloader`` (inside ``enumerate(DataLoader)#``
+            annotations), ``sync`` (the host blocked on the device: ``aten::item``,
+            ``cudaStreamSynchronize``...), ``pageable_copy`` (``cudaMemcpyAsync`` of
+            pageable memory), ``optimizer`` (inside ``Optimizer.step#`` annotations).
+        frame: the innermost user frame, as the trace's ``python_function``
+            event names it: ``"train.py(7): __getitem__"`` (file as the
+            profiler trimmed it, line, function).
+        callee: the ``python_function`` that frame called on the way to the
+            time (``"<built-in method item of Tensor object at 0x..>"``,
+            ``"torch/utils/data/dataloader.py(720): __next__"``); empty when
+            the time is in the frame itself.
+        entered: True when the frame was entered inside the trace (the
+            event's line is the function's first line); False when it was
+            already running when tracing started (the line is the one it was
+            executing then).
+        time_us: µs per analyzed step.
+    """
+
+    category: str
+    frame: str
+    callee: str = ""
+    entered: bool = True
+    time_us: float = 0.0
+
+
+@dataclass
+class CodeAttribution:
+    """One rank's time by the user's code and GPU time by operator and module.
+
+    Attributes:
+        has_stacks: the trace holds ``python_function`` events (recorded
+            with ``with_stack=True``); without them ``times`` is empty and the
+            report says what ``--with-stack`` would add.
+        times: per cause, time under each innermost user frame, largest first.
+        gpu_by_op: GPU time (kernels, memcpy, memset; µs per step in
+            ``total_us``, launches per step rounded in ``count``) by the
+            outermost CPU op (``aten::linear``...) whose runtime call launched
+            it, joined by ``correlation``: the TensorBoard profiler's operator view.
+        gpu_by_module: the same by innermost ``nn.Module: Name_i``
+            ``python_function`` event around the launch (``with_stack`` traces).
+    """
+
+    has_stacks: bool = False
+    times: List[CodeTime] = field(default_factory=list)
+    gpu_by_op: List[NamedTime] = field(default_factory=list)
+    gpu_by_module: List[NamedTime] = field(default_factory=list)
+
+
+@dataclass
+class SourceLocation:
+    """One line of the user's code a finding points at.
+
+    Attributes:
+        path: the file: relative to the source root (the git work tree that
+            holds it, or ``--source-root``) with ``/`` separators when found
+            there, else as the trace names it.
+        line: 1-based line.
+        function: the function holding the line.
+        how: ``call`` (the line of the call that spent the time, found in
+            the source), ``def`` (the function's first line: the time is spent
+            inside it), ``frame`` (the line the function was executing when
+            tracing started: the source could not be read to find the call).
+        time_us: µs per step attributed to this line on the rank where it is largest.
+        share_pct: that time as % of the finding's attributed time on that rank.
+        excerpt: source lines around ``line`` as read at analyze time (empty
+            when the file was not readable), the first being ``excerpt_start``.
+        excerpt_start: line number of ``excerpt[0]``.
+        found: True when the file was found on disk at analyze time.
+    """
+
+    path: str
+    line: int
+    function: str = ""
+    how: str = "def"
+    time_us: float = 0.0
+    share_pct: float = 0.0
+    excerpt: List[str] = field(default_factory=list)
+    excerpt_start: int = 0
+    found: bool = False
 
 
 @dataclass
@@ -517,6 +609,7 @@ class RankResult:
     optimizer: OptimizerProfile = field(default_factory=OptimizerProfile)
     tensor_cores: TensorCoreUse = field(default_factory=TensorCoreUse)
     failures: List[SectionFailure] = field(default_factory=list)
+    code: CodeAttribution = field(default_factory=CodeAttribution)
 
     def failed(self, *steps: str) -> bool:
         """Whether any of ``steps`` (names such as :data:`TEMPORAL_STEP`) failed on this rank."""
@@ -591,6 +684,8 @@ class Finding:
         gain_pct: the same as % of that rank's step; findings are sorted by it
             and the severity follows it (high >= 20 %, medium >= 5 %).
         rule: the rule's number in the catalogue (e.g. ``C1``).
+        locations: the user's source lines that cause it, largest share
+            first (``with_stack=True`` traces; see :mod:`hta_report.locate`).
     """
 
     id: str
@@ -605,6 +700,7 @@ class Finding:
     gain_ms_per_step: float = 0.0
     gain_pct: float = 0.0
     rule: str = ""
+    locations: List[SourceLocation] = field(default_factory=list)
 
 
 @dataclass
@@ -698,14 +794,19 @@ class AnalysisResult:
 
         Raises:
             ValueError: the document is not an hta-report result or its
-                ``schema_version`` is not :data:`SCHEMA_VERSION`.
+                ``schema_version`` is not one of :data:`READABLE_SCHEMA_VERSIONS`
+                (an older result is read with the defaults of the fields it
+                lacks, and comes back as :data:`SCHEMA_VERSION`).
         """
         if not isinstance(data, dict) or "schema_version" not in data:
             raise ValueError("not an hta-report result (no schema_version)")
         version = data["schema_version"]
-        if isinstance(version, bool) or not isinstance(version, int) or version != SCHEMA_VERSION:
-            raise ValueError(f"result has schema_version {version!r}, this hta-report reads {SCHEMA_VERSION}")
-        return _build(cls, data)
+        if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_SCHEMA_VERSIONS:
+            raise ValueError(f"result has schema_version {version!r}, this hta-report reads "
+                             f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}")
+        result = _build(cls, data)
+        result.schema_version = SCHEMA_VERSION
+        return result
 
     @classmethod
     def from_json(cls, text: str) -> "AnalysisResult":
