@@ -1,11 +1,14 @@
 """Findings that point at the user's lines: locations in the model and JSON,
 SARIF 2.1.0 output, attribution from ``with_stack=True`` traces (issue 16)."""
 import json
+from pathlib import Path
 
 import pytest
 
+from conftest import shared
 from hta_report.api import analyze, compare_paths, load_result
 from hta_report.model import SCHEMA_VERSION, AnalysisResult, Finding, SourceLocation
+from hta_report.render import render
 from kineto import simple_gpu_trace
 
 
@@ -48,3 +51,69 @@ def test_unknown_schema_version_is_refused_naming_both_readable(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps(doc))
     with pytest.raises(Exception, match="reads 1, 2"):
         load_result(tmp_path / "r.json")
+
+
+# ---------------------------------------------------------------- SARIF 2.1.0
+
+SCHEMA = Path(__file__).parent / "fixtures" / "sarif" / "sarif-schema-2.1.0.json"
+
+
+def sarif_errors(doc) -> list:
+    """Every violation of the official SARIF 2.1.0 schema (draft-04) in ``doc``."""
+    import jsonschema
+
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    validator = jsonschema.Draft4Validator(schema, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER)
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+def test_schema_check_can_fail():
+    # the check itself: a log the schema forbids is reported
+    assert sarif_errors({"version": "2.1.0", "runs": [{"tool": {}}]})
+    assert sarif_errors({"version": "9", "runs": []})
+
+
+def _with_location(result, path="train.py", line=12):
+    loc = SourceLocation(path=path, line=line, function="main", how="call", time_us=5000.0, share_pct=80.0)
+    result.findings.insert(0, Finding(id=result.checks[0].id, title="Slow [x](1) @team", severity="high",
+                                      evidence=["a ` b \x1b[31m"], fix="do x", doc_url="https://e.x/doc",
+                                      ranks=[0], gain_ms_per_step=5.0, gain_pct=25.0, rule=result.checks[0].rule,
+                                      locations=[loc]))
+    return result
+
+
+def test_sarif_is_valid_and_puts_each_finding_on_its_lines(tmp_path, run_cli):
+    simple_gpu_trace().write(tmp_path / "t.json")
+    result = _with_location(analyze(tmp_path))
+    doc = json.loads(render(result, "sarif"))
+    assert sarif_errors(doc) == []
+    run = doc["runs"][0]
+    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == [c.id for c in result.checks]  # one per rule
+    (res,) = run["results"]  # only the finding with a line: GitHub rejects results without one
+    assert res["ruleId"] == result.checks[0].id and res["level"] == "error"
+    assert run["tool"]["driver"]["rules"][res["ruleIndex"]]["id"] == res["ruleId"]
+    loc = res["locations"][0]["physicalLocation"]
+    assert loc == {"artifactLocation": {"uri": "train.py"}, "region": {"startLine": 12}}
+    text = res["message"]["text"]
+    assert "5.00 ms per step (25.0 % of the step)" in text and "Fix: do x" in text
+    # trace-derived text cannot open an embedded link, a mention or a terminal sequence
+    assert "\\[x\\](1)" in text and "@\u2060team" in text and "\x1b" not in text
+    unlocated = [f for f in result.findings if not f.locations]
+    notes = run["invocations"][0]["toolExecutionNotifications"]
+    assert len(notes) == len(unlocated)
+
+
+def test_sarif_from_the_cli_by_extension_and_format(tmp_path, run_cli):
+    simple_gpu_trace().write(tmp_path / "t.json")
+    code, _, err = run_cli("analyze", tmp_path / "t.json", "-o", tmp_path / "r.sarif")
+    assert code == 0, err
+    assert sarif_errors(json.loads((tmp_path / "r.sarif").read_text())) == []
+    code, _, err = run_cli("analyze", tmp_path / "t.json", "-o", tmp_path / "x.txt", "--format", "sarif")
+    assert code == 0, err
+    assert json.loads((tmp_path / "x.txt").read_text())["version"] == "2.1.0"
+
+
+def test_sarif_of_real_traces_is_valid(tmp_path):
+    path = shared("trace_diff/control")
+    doc = json.loads(render(analyze(path), "sarif"))
+    assert sarif_errors(doc) == []
