@@ -467,32 +467,35 @@ COMMUNICATION_STEP = "communication"
 
 @dataclass
 class CodeTime:
-    """Time of one attributed cause spent under one frame of the user's code
-    (``with_stack=True`` traces; see :mod:`hta_report.analysis.code`).
+    """Time of one attributed cause spent under one chain of the user's
+    frames (``with_stack=True`` traces; see :mod:`hta_report.analysis.code`).
 
     Attributes:
         category: the cause: ``dataloader`` (inside ``enumerate(DataLoader)#``
             annotations), ``sync`` (the host blocked on the device: ``aten::item``,
             ``cudaStreamSynchronize``...), ``pageable_copy`` (``cudaMemcpyAsync`` of
             pageable memory), ``optimizer`` (inside ``Optimizer.step#`` annotations).
-        frame: the innermost user frame, as the trace's ``python_function``
-            event names it: ``"train.py(7): __getitem__"`` (file as the
-            profiler trimmed it, line, function).
-        callee: the ``python_function`` that frame called on the way to the
-            time (``"<built-in method item of Tensor object at 0x..>"``,
-            ``"torch/utils/data/dataloader.py(720): __next__"``); empty when
-            the time is in the frame itself.
-        entered: True when the frame was entered inside the trace (the
-            event's line is the function's first line); False when it was
-            already running when tracing started (the line is the one it was
+        frames: the innermost frames outside torch, the standard library and
+            site-packages (:func:`hta_report.analysis.code.is_user_frame`),
+            innermost first, at most :data:`~hta_report.analysis.code.CHAIN_DEPTH`,
+            as the trace's ``python_function`` events name them:
+            ``"train.py(7): __getitem__"`` (file as the profiler trimmed it,
+            line, function). Empty: the time ran under no such frame.
+        callees: for each frame, the ``python_function`` it called on the way
+            to the time (``"<built-in method item of Tensor object>"``,
+            ``"torch/utils/data/dataloader.py(720): __next__"``); empty string
+            when the time is in the frame itself.
+        entered: for each frame, True when it was entered inside the trace
+            (its line is the function's first line), False when it was
+            already running when tracing started (its line is the one it was
             executing then).
         time_us: µs per analyzed step.
     """
 
     category: str
-    frame: str
-    callee: str = ""
-    entered: bool = True
+    frames: List[str] = field(default_factory=list)
+    callees: List[str] = field(default_factory=list)
+    entered: List[bool] = field(default_factory=list)
     time_us: float = 0.0
 
 
@@ -504,7 +507,8 @@ class CodeAttribution:
         has_stacks: the trace holds ``python_function`` events (recorded
             with ``with_stack=True``); without them ``times`` is empty and the
             report says what ``--with-stack`` would add.
-        times: per cause, time under each innermost user frame, largest first.
+        times: per cause, time under each chain of user frames, largest
+            first (a chain with no frame: time under none).
         gpu_by_op: GPU time (kernels, memcpy, memset; µs per step in
             ``total_us``, launches per step rounded in ``count``) by the
             outermost CPU op (``aten::linear``...) whose runtime call launched

@@ -36,6 +36,7 @@ from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_
                      TEMPORAL_STEP, CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult,
                      SectionFailure, TemporalBreakdown, TraceFileInfo)
 from .attribution import idle_attribution
+from .code import code_attribution
 from .copies import add_copy_metrics, blocking_copies, pageable_calls
 from .cpu_side import cpu_side
 from .distributed import add_data_parallel
@@ -77,6 +78,8 @@ C = TypeVar("C")
 Step = Tuple[str, Callable[[C], None]]
 
 
+#: Time by the user's code (``with_stack`` traces).
+CODE_STEP = "time by source line"
 #: The step every other step of a rank reads: when it fails, the rank is unreadable.
 FATAL = frozenset({"decoding events"})
 #: Steps that read what earlier steps wrote: name -> the steps it needs.
@@ -87,6 +90,7 @@ NEEDS = {
     "Tensor Core use": ("step windows and optimizer",),
     "idle attribution": ("step windows and optimizer", MEMCPY_STEP),
     "launch statistics": ("step windows and optimizer",),
+    CODE_STEP: ("step windows and optimizer",),
 }
 
 
@@ -211,6 +215,10 @@ def _idle_attribution(c: RankContext) -> None:
     c.result.idle_attribution = idle_attribution(c.ev, c.w, c.result.optimizer, c.blocking, c.pageable)
 
 
+def _code(c: RankContext) -> None:
+    c.result.code = code_attribution(c.ev, c.hw, c.pageable if c.result.has_gpu else None)
+
+
 def _launch_context(c: RankContext) -> None:
     c.launch = launch_context(c.ev, c.w, c.hw)
 
@@ -231,10 +239,12 @@ GPU_STEPS: List[Step] = [
     ("Tensor Core use", _tensor_cores),
     ("idle attribution", _idle_attribution),
     ("launch statistics", _launch_context),
+    (CODE_STEP, _code),
 ]
 #: Or, on ranks without GPU activity.
 HOST_ONLY_STEPS: List[Step] = [
     (COMMUNICATION_STEP, _host_communication),
+    (CODE_STEP, _code),
 ]
 
 
