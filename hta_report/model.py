@@ -476,7 +476,7 @@ class CodeTime:
             ``cudaStreamSynchronize``...), ``pageable_copy`` (``cudaMemcpyAsync`` of
             pageable memory), ``optimizer`` (inside ``Optimizer.step#`` annotations).
         frames: the innermost frames outside torch, the standard library and
-            site-packages (:func:`hta_report.analysis.code.is_user_frame`),
+            site-packages (:func:`hta_report.frames.is_user_frame`),
             innermost first, at most :data:`~hta_report.analysis.code.CHAIN_DEPTH`,
             as the trace's ``python_function`` events name them:
             ``"train.py(7): __getitem__"`` (file as the profiler trimmed it,
@@ -543,6 +543,9 @@ class SourceLocation:
             when the file was not readable), the first being ``excerpt_start``.
         excerpt_start: line number of ``excerpt[0]``.
         found: True when the file was found on disk at analyze time.
+        calls: how many lines of the function make the call that spent
+            ``time_us`` (the trace does not say which of them did); each is
+            listed with the whole time. 1 when the line is unambiguous.
     """
 
     path: str
@@ -554,6 +557,7 @@ class SourceLocation:
     excerpt: List[str] = field(default_factory=list)
     excerpt_start: int = 0
     found: bool = False
+    calls: int = 1
 
 
 @dataclass

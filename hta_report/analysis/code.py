@@ -21,14 +21,13 @@ and the source files at hand (:mod:`hta_report.locate`).
 """
 from __future__ import annotations
 
-import re
-import sys
 from collections import defaultdict
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
 
+from ..frames import callee_name, is_user_frame, parse_frame
 from ..model import CodeAttribution, CodeTime
 from . import intervals
 from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES
@@ -40,75 +39,12 @@ CATEGORIES = ("dataloader", "sync", "pageable_copy", "optimizer")
 #: How many user frames of a chain are kept (innermost first): enough for
 #: :mod:`hta_report.locate` to skip frames a configuration calls library code.
 CHAIN_DEPTH = 4
-#: Chains kept per cause, largest time first; the rest are summed into one
-#: chain with no frame.
-TOP_CHAINS = 20
-#: Top-level modules (first path component as the profiler trims it) that are
-#: library code, besides the standard library (``sys.stdlib_module_names``).
-LIBRARY_MODULES = frozenset({
-    "torch", "torchvision", "torchaudio", "torchtext", "torchdata", "torchrec", "functorch", "triton", "numpy",
-    "pandas", "scipy", "transformers", "accelerate", "datasets", "tokenizers", "safetensors", "huggingface_hub",
-    "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "apex", "timm", "einops", "tqdm", "wandb",
-    "tensorboard", "hta", "hta_report", "fsspec", "PIL", "typing_extensions", "_pytest", "pytest", "pluggy",
-    "runpy", "click",
-})
-#: A ``python_function`` name of a Python frame: ``path(line): function``.
-FRAME_NAME = re.compile(r"^(?P<path>.+)\((?P<line>\d+)\): (?P<function>.*)$")
 #: Two frames of the stack the tracer found when it started are at most this
 #: far apart (µs): it stamps them one after another (about 1 µs each).
 INITIAL_GAP_US = 2.0
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
-def parse_frame(name: str) -> Optional[Tuple[str, int, str]]:
-    """``(path, line, function)`` of a ``python_function`` event name
-    ``"path(line): function"``; None for calls into C (``<built-in ...>``),
-    ``nn.Module: ...`` markers and other names."""
-    m = FRAME_NAME.match(name)
-    if not m:
-        return None
-    return m.group("path"), int(m.group("line")), m.group("function")
-
-
-def module_of(path: str) -> str:
-    """The top-level module of a path as the profiler names it: ``torch`` for
-    ``torch/nn/modules/linear.py``, ``typing`` for ``typing.py``; for an
-    absolute path, the file's name without ``.py``."""
-    p = path.replace("\\", "/")
-    first = p.rsplit("/", 1)[-1] if p.startswith("/") or re.match(r"^[A-Za-z]:/", p) else p.split("/", 1)[0]
-    return first[:-3] if first.endswith(".py") else first
-
-
-def is_user_frame(path: str, library: Sequence[str] = ()) -> bool:
-    """Whether a frame's file (as the profiler names it) is the user's code:
-    not ``<frozen ...>``/``<string>``, not under ``site-packages`` or
-    ``dist-packages``, not in the standard library (an absolute path under
-    ``lib/pythonX.Y``, or a top-level module in ``sys.stdlib_module_names``),
-    and not one of :data:`LIBRARY_MODULES` or ``library`` (top-level module
-    names, or path prefixes with a ``/``)."""
-    p = path.replace("\\", "/")
-    if not p or p.startswith("<") or "/site-packages/" in p or "/dist-packages/" in p:
-        return False
-    if re.search(r"/lib/python3\.\d+/", p) or re.search(r"/lib/pypy3", p):
-        return False
-    top = module_of(p)
-    if not p.startswith("/") and (top in sys.stdlib_module_names or top in LIBRARY_MODULES):
-        return False
-    for entry in library:
-        if "/" in entry.strip("/"):
-            if p.startswith(entry) or f"/{entry.strip('/')}/" in f"/{p}":
-                return False
-        elif top == entry or p.split("/", 1)[0] == entry:
-            return False
-    return True
-
-
-def callee_name(name: str) -> str:
-    """A ``python_function`` name without the object address
-    (``<built-in method item of Tensor object>``), so that calls aggregate."""
-    return _ADDRESS.sub("", name)
-
-
+#: Chains kept per cause, largest time first; the rest are summed into one
+#: chain with no frame.
+TOP_CHAINS = 20
 def _targets(ev: RankEvents, pageable: Optional[pd.DataFrame]) -> Dict[str, pd.DataFrame]:
     cpu = ev.cpu
     names = cpu["s_name"].astype(str)

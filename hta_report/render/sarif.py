@@ -35,9 +35,11 @@ LEVELS = {"high": "error", "medium": "warning", "low": "note"}
 
 
 def _location(loc: SourceLocation) -> Dict[str, Any]:
-    how = {"call": "the call", "def": "inside this function", "frame": "the function (its line when tracing started)"}
+    how = {"call": "this call", "def": "inside this function",
+           "frame": "in this function (the line it ran when tracing started)"}
+    calls = f", one of {loc.calls} such calls in {loc.function}" if loc.calls > 1 else ""
     text = f"{loc.function or 'this line'}: {loc.time_us / 1e3:,.2f} ms per step ({loc.share_pct:.0f} % of the " \
-           f"attributed time), {how.get(loc.how, loc.how)}"
+           f"finding's time) spent in {how.get(loc.how, loc.how)}{calls}"
     return {"physicalLocation": {"artifactLocation": {"uri": _uri(loc.path)},
                                  "region": {"startLine": max(int(loc.line), 1)}},
             "message": {"text": sarif_text(text)}}
