@@ -100,28 +100,34 @@ class SourceFinder:
 
     root: Optional[Path] = None
     bases: List[Path] = field(default_factory=list)
-    _found: Dict[str, Optional[Path]] = field(default_factory=dict)
+    _found: Dict[tuple, Optional[Path]] = field(default_factory=dict)
     _trees: Dict[Path, Optional[Tuple[List[str], ast.AST]]] = field(default_factory=dict)
     _index: Optional[Dict[str, List[Path]]] = None
 
-    def find(self, name: str) -> Optional[Path]:
-        """The file a frame's path names, or None."""
-        if name not in self._found:
-            self._found[name] = self._find(name)
-        return self._found[name]
+    def find(self, name: str, line: int, function: str, entered: bool) -> Optional[Path]:
+        """The file a frame's path ``name`` names: the first candidate (the
+        path itself when absolute; under each base; else files of the source
+        tree whose path ends with ``name``) that defines ``function`` where
+        the frame says (:func:`_scope`), so that a ``train.py`` of another
+        project is not taken for the traced one. None when none does."""
+        key = (name, line, function, entered)
+        if key not in self._found:
+            self._found[key] = next((c for c in self._candidates(name)
+                                     if self._defines(c, line, function, entered)), None)
+        return self._found[key]
 
-    def _find(self, name: str) -> Optional[Path]:
+    def _defines(self, file: Path, line: int, function: str, entered: bool) -> bool:
+        src = self.source(file)
+        return src is not None and line <= len(src[0]) and _scope(src[1], line, function, entered) is not None
+
+    def _candidates(self, name: str) -> List[Path]:
         p = Path(name)
         if p.is_absolute():
-            return p.resolve() if p.is_file() else None
-        for base in self.bases:
-            c = base / p
-            if c.is_file():
-                return c.resolve()
-        hits = self._search().get(p.name, [])
+            return [p.resolve()] if p.is_file() else []
+        out = [(base / p).resolve() for base in self.bases if (base / p).is_file()]
         want = p.as_posix()
-        hits = [h for h in hits if h.as_posix().endswith("/" + want)]
-        return hits[0].resolve() if len(hits) == 1 else None
+        out += [h.resolve() for h in self._search().get(p.name, []) if h.as_posix().endswith("/" + want)]
+        return list(dict.fromkeys(out))
 
     def _search(self) -> Dict[str, List[Path]]:
         """Files of the source tree (the root, else the first base's git work tree) by name."""
@@ -271,7 +277,7 @@ def finding_locations(result: AnalysisResult, f: Finding, finder: SourceFinder,
         path, line, function = parse_frame(t.frames[i])
         entered = t.entered[i] if i < len(t.entered) else True
         callee = t.callees[i] if i < len(t.callees) else ""
-        file = finder.find(path)
+        file = finder.find(path, line, function, entered)
         src = finder.source(file) if file is not None else None
         how, lines = _lines_for(src[1], line, function, entered, callee, cause) if src else \
             ("def" if entered else "frame", [line])

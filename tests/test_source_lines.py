@@ -117,3 +117,129 @@ def test_sarif_of_real_traces_is_valid(tmp_path):
     path = shared("trace_diff/control")
     doc = json.loads(render(analyze(path), "sarif"))
     assert sarif_errors(doc) == []
+
+
+# ---------------------------------------------------------------- attribution
+
+#: A training script whose lines match the frames of ``training_trace(with_stack="train.py")``
+#: (kineto.STACK_LINES: <module> runs line 20, main runs line 15 when tracing
+#: starts, __getitem__ is defined on line 6).
+TRAIN_PY = """import time
+import torch
+
+
+class Slow(torch.utils.data.Dataset):
+    def __getitem__(self, i):
+        time.sleep(0.01)
+        return torch.randn(8)
+
+    def __len__(self):
+        return 64
+
+def main(model, opt):
+    for x in torch.utils.data.DataLoader(Slow(), batch_size=8):
+        opt.step()
+        print(model(x).item())
+        x = x.to("cuda")
+
+
+main(*build())
+"""
+LINES = {"getitem": 6, "for": 14, "item": 16, "to": 17}
+
+
+def _stack_trace(tmp_path, **kw):
+    from kineto import STACK_LINES, training_trace
+
+    assert TRAIN_PY.splitlines()[STACK_LINES["getitem"] - 1].strip().startswith("def __getitem__")
+    assert TRAIN_PY.splitlines()[STACK_LINES["module"] - 1].startswith("main(")
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    training_trace(rank=0, steps=6, item_per_layer=True, pinned=False, workers=False, dataloader_us=3000,
+                   with_stack="train.py", **kw).write(traces / "rank0.json")
+    return traces
+
+
+def _lines(result, finding_id):
+    (f,) = [f for f in result.findings if f.id == finding_id]
+    return [(loc.path, loc.line, loc.how) for loc in f.locations], f
+
+
+def test_sync_and_data_loading_point_at_the_users_lines(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)  # a git work tree: URIs are relative to it
+    (repo / "jobs").mkdir()
+    (repo / "jobs" / "train.py").write_text(TRAIN_PY)
+    # a train.py of another project, where the frames do not fit, is never taken for it
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "train.py").write_text("print('hello')\n")
+    result = analyze(_stack_trace(tmp_path), source_root=repo)
+    sync, f = _lines(result, "sync-in-step")
+    # the .item() in the loop: main() was running when tracing started, so the trace only has the
+    # line it ran then (15); the call is found in main's body from the python_function it made
+    assert sync == [("jobs/train.py", LINES["item"], "call")]
+    assert f.locations[0].share_pct == pytest.approx(100.0) and f.locations[0].function == "main"
+    assert f.locations[0].excerpt[LINES["item"] - f.locations[0].excerpt_start].strip() == "print(model(x).item())"
+    data, f = _lines(result, "dataloader-bound")
+    # 90 % of the DataLoader's time runs in __getitem__ (entered in the trace: its def line), 10 % in
+    # the DataLoader's own code called from the for loop
+    assert data == [("jobs/train.py", LINES["getitem"], "def"), ("jobs/train.py", LINES["for"], "call")]
+    assert [round(loc.share_pct) for loc in f.locations] == [90, 10]
+    copy, _ = _lines(result, "pageable-memcpy")
+    # the batch's .to() first; .item() copies its 4 bytes from pageable memory too
+    assert copy == [("jobs/train.py", LINES["to"], "call"), ("jobs/train.py", LINES["item"], "call")]
+    # the time per step on a line is the cause's time under that frame
+    assert sum(loc.time_us for loc in f.locations) == pytest.approx(
+        sum(t.time_us for t in result.ranks[0].code.times if t.category == "dataloader"))
+
+
+def test_without_the_source_the_frames_own_lines_are_given(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = analyze(_stack_trace(tmp_path))
+    sync, f = _lines(result, "sync-in-step")
+    assert sync == [("train.py", 15, "frame")] and not f.locations[0].found and not f.locations[0].excerpt
+    data, _ = _lines(result, "dataloader-bound")
+    assert data[0] == ("train.py", LINES["getitem"], "def")
+
+
+def test_library_modules_move_the_line_outwards(tmp_path):
+    from hta_report.rules import AdviceConfig
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text(TRAIN_PY)
+    result = analyze(_stack_trace(tmp_path), source_root=repo, config=AdviceConfig(library_modules=["train"]))
+    assert all(not f.locations for f in result.findings)  # every user frame is now library code
+
+
+def test_traces_without_stacks_say_what_with_stack_adds(tmp_path):
+    from hta_report.locate import stack_note
+    from kineto import training_trace
+
+    training_trace(rank=0, steps=4, item_per_layer=True).write(tmp_path / "t.json")
+    result = analyze(tmp_path)
+    assert not result.ranks[0].code.has_stacks and all(not f.locations for f in result.findings)
+    assert "--with-stack" in stack_note(result)
+    assert stack_note(analyze(_stack_trace(tmp_path))) == ""
+
+
+def test_both_loaders_give_the_same_attribution(tmp_path):
+    traces = _stack_trace(tmp_path)
+    fast = analyze(traces, loader="fast").ranks[0].code
+    hta = analyze(traces, loader="hta").ranks[0].code
+    assert fast.has_stacks and fast == hta
+
+
+def test_sarif_of_a_stack_trace_points_at_the_item_line(tmp_path, run_cli):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text(TRAIN_PY)
+    traces = _stack_trace(tmp_path)
+    code, _, err = run_cli("analyze", traces, "-o", tmp_path / "r.sarif", "--source-root", repo, "--no-cache")
+    assert code == 0, err
+    doc = json.loads((tmp_path / "r.sarif").read_text())
+    assert sarif_errors(doc) == []
+    by_rule = {r["ruleId"]: r for r in doc["runs"][0]["results"]}
+    loc = by_rule["sync-in-step"]["locations"][0]["physicalLocation"]
+    assert loc == {"artifactLocation": {"uri": "train.py"}, "region": {"startLine": LINES["item"]}}
+    assert by_rule["sync-in-step"]["level"] in ("error", "warning", "note")
