@@ -33,15 +33,17 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from urllib.parse import quote
 
 from .frames import called_name, is_user_frame, parse_frame
 from .model import AnalysisResult, CodeTime, Finding, RankResult, SourceLocation
 
-__all__ = ["CAUSES", "MAX_LOCATIONS", "MIN_SHARE_PCT", "SourceFinder", "locate", "stack_note"]
+__all__ = ["CAUSES", "MAX_LOCATIONS", "MIN_SHARE_PCT", "SourceFinder", "locate", "github_url"]
 
 #: Finding id -> the cause (:class:`~hta_report.model.CodeTime` category) whose lines it points at.
 CAUSES = {
@@ -71,14 +73,20 @@ CAUSE_CALLS = {
 }
 
 
-def stack_note(result: AnalysisResult) -> str:
-    """What the report says about source lines: empty when some rank has
-    Python stacks; else what ``--with-stack`` would add."""
-    if any(r.code.has_stacks for r in result.ranks):
+def github_url(uri: str, line: int, env: Optional[Dict[str, str]] = None) -> str:
+    """The GitHub link of ``uri`` (relative to the repository root) at
+    ``line``: ``$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/blob/$GITHUB_SHA/uri#Lline``
+    when ``GITHUB_REPOSITORY`` and ``GITHUB_SHA`` are set (GitHub Actions
+    sets them) and well formed; empty otherwise, and for an absolute ``uri``."""
+    env = os.environ if env is None else env
+    repo, sha = env.get("GITHUB_REPOSITORY", ""), env.get("GITHUB_SHA", "")
+    server = env.get("GITHUB_SERVER_URL", "") or "https://github.com"
+    if not (re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo) and re.fullmatch(r"[0-9a-fA-F]{7,64}", sha)
+            and re.fullmatch(r"https?://[A-Za-z0-9.:-]+", server)):
         return ""
-    return ("The traces hold no Python stacks: record with `hta-report collect --with-stack` (or "
-            "torch.profiler.profile(with_stack=True)) to get the lines of your code behind each finding "
-            "(the .item() call, the Dataset's __getitem__, the optimizer step).")
+    if uri.startswith("/") or uri.startswith("file:") or ".." in uri.split("/"):
+        return ""
+    return f"{server}/{repo}/blob/{sha}/{quote(uri, safe='/')}#L{int(line)}"
 
 
 def _git_root(path: Path) -> Optional[Path]:
@@ -299,7 +307,8 @@ def finding_locations(result: AnalysisResult, f: Finding, finder: SourceFinder,
             lo = max(loc["line"] - 1 - EXCERPT_CONTEXT, 0)
             hi = min(loc["line"] + EXCERPT_CONTEXT, len(lines))
             excerpt, start = lines[lo:hi], lo + 1
-        out.append(SourceLocation(path=finder.uri(file) if file is not None else loc["path"], line=int(loc["line"]),
+        uri = finder.uri(file) if file is not None else loc["path"]
+        out.append(SourceLocation(path=uri, line=int(loc["line"]), url=github_url(uri, loc["line"]) if file else "",
                                   function=loc["function"], how=loc["how"], time_us=float(loc["time"]),
                                   share_pct=min(share, 100.0), excerpt=excerpt, excerpt_start=start,
                                   found=file is not None, calls=loc["calls"]))

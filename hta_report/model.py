@@ -543,6 +543,9 @@ class SourceLocation:
             when the file was not readable), the first being ``excerpt_start``.
         excerpt_start: line number of ``excerpt[0]``.
         found: True when the file was found on disk at analyze time.
+        url: the line on GitHub (``GITHUB_SERVER_URL``/``GITHUB_REPOSITORY``
+            at ``GITHUB_SHA``, read at analyze time) when those are set and
+            the file lies in the source root; else empty.
         calls: how many lines of the function make the call that spent
             ``time_us`` (the trace does not say which of them did); each is
             listed with the whole time. 1 when the line is unambiguous.
@@ -558,6 +561,7 @@ class SourceLocation:
     excerpt_start: int = 0
     found: bool = False
     calls: int = 1
+    url: str = ""
 
 
 @dataclass

@@ -213,7 +213,7 @@ def test_library_modules_move_the_line_outwards(tmp_path):
 
 
 def test_traces_without_stacks_say_what_with_stack_adds(tmp_path):
-    from hta_report.locate import stack_note
+    from hta_report.render.view import stack_note
     from kineto import training_trace
 
     training_trace(rank=0, steps=4, item_per_layer=True).write(tmp_path / "t.json")
@@ -243,3 +243,42 @@ def test_sarif_of_a_stack_trace_points_at_the_item_line(tmp_path, run_cli):
     loc = by_rule["sync-in-step"]["locations"][0]["physicalLocation"]
     assert loc == {"artifactLocation": {"uri": "train.py"}, "region": {"startLine": LINES["item"]}}
     assert by_rule["sync-in-step"]["level"] in ("error", "warning", "note")
+
+
+# ---------------------------------------------------------------- HTML and markdown
+
+def test_html_and_markdown_show_the_lines_and_link_them_on_github(tmp_path, monkeypatch):
+    import html as htmllib
+
+    from hta_report.render import render as render_as
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "train.py").write_text(TRAIN_PY)
+    monkeypatch.setenv("GITHUB_REPOSITORY", "acme/trainer")
+    monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")
+    monkeypatch.delenv("GITHUB_SERVER_URL", raising=False)
+    result = analyze(_stack_trace(tmp_path), source_root=repo)
+    page = render_as(result, "html")
+    assert f"train.py:{LINES['item']}" in page
+    assert htmllib.escape("print(model(x).item())", quote=False) in page  # the excerpt, read at analyze time
+    assert f'<span class="hit">{LINES["item"]}  ' in page
+    md = render_as(result, "md")
+    url = f"https://github.com/acme/trainer/blob/0123456789abcdef0123456789abcdef01234567/train.py#L{LINES['item']}"
+    assert f"[`train.py:{LINES['item']}`]({url})" in md
+    monkeypatch.delenv("GITHUB_SHA")
+    again = tmp_path / "again"
+    again.mkdir()
+    md = render_as(analyze(_stack_trace(again), source_root=repo), "md")
+    assert f"`train.py:{LINES['item']}`" in md and "github.com" not in md
+
+
+def test_github_url_refuses_what_it_cannot_vouch_for():
+    from hta_report.locate import github_url
+
+    env = {"GITHUB_REPOSITORY": "acme/trainer", "GITHUB_SHA": "abcdef1"}
+    assert github_url("src/a b.py", 3, env) == "https://github.com/acme/trainer/blob/abcdef1/src/a%20b.py#L3"
+    assert github_url("/abs/train.py", 3, env) == ""
+    assert github_url("../x.py", 3, env) == ""
+    assert github_url("a.py", 3, {**env, "GITHUB_REPOSITORY": "acme/x)[y]"}) == ""
+    assert github_url("a.py", 3, {"GITHUB_SHA": "abcdef1"}) == ""
