@@ -509,10 +509,11 @@ class CodeAttribution:
             report says what ``--with-stack`` would add.
         times: per cause, time under each chain of user frames, largest
             first (a chain with no frame: time under none).
-        gpu_by_op: GPU time (kernels, memcpy, memset; µs per step in
-            ``total_us``, launches per step rounded in ``count``) by the
-            outermost CPU op (``aten::linear``...) whose runtime call launched
-            it, joined by ``correlation``: the TensorBoard profiler's operator view.
+        gpu_by_op: GPU time (kernels, memcpy, memset starting in the
+            analyzed steps; µs per step in ``total_us``, GPU events over
+            those steps in ``count``) by the outermost CPU op
+            (``aten::linear``...) around the runtime call that launched it,
+            joined by ``correlation``: the TensorBoard profiler's operator view.
         gpu_by_module: the same by innermost ``nn.Module: Name_i``
             ``python_function`` event around the launch (``with_stack`` traces).
     """

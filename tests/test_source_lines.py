@@ -382,3 +382,31 @@ def test_the_item_line_on_a_real_cpu_trace(collected):
     locs = finding_locations(result, f, SourceFinder(bases=[collected]))
     assert [(loc.path, loc.line, loc.how) for loc in locs][0] == (
         "train.py", _line_of(PLAIN_SCRIPT, "loss.item()"), "call")
+
+
+# ---------------------------------------------------------------- GPU time by operator and module
+
+def test_gpu_time_by_operator_and_module(tmp_path):
+    from hta_report.render import render as render_as
+    from kineto import TraceBuilder
+
+    b = TraceBuilder(rank=0)
+    b.step(1, 0, 1000)
+    b.python("nn.Module: Sequential_0", 10, 600, 1, None)
+    b.python("nn.Module: Linear_0", 20, 200, 2, 1)
+    b.cpu_op("aten::linear", 30, 150)
+    b.cpu_op("aten::addmm", 40, 100)  # nested: the outermost op, aten::linear, gets the time
+    b.kernel("gemm_a", 300, 100, launch_ts=50)
+    b.kernel("gemm_b", 400, 50, launch_ts=60)
+    b.python("nn.Module: ReLU_0", 300, 200, 3, 1)
+    b.cpu_op("aten::relu", 310, 50)
+    b.kernel("relu_k", 500, 30, launch_ts=320)
+    b.kernel("orphan", 600, 70, launch_ts=700)  # launched outside any op or module: not counted
+    b.write(tmp_path / "t.json")
+    code = analyze(tmp_path, include_last_step=True).ranks[0].code
+    assert [(x.name, x.count, x.total_us) for x in code.gpu_by_op] == [("aten::linear", 2, 150.0),
+                                                                       ("aten::relu", 1, 30.0)]
+    assert [(x.name, x.count, x.total_us) for x in code.gpu_by_module] == [("Linear_0", 2, 150.0),
+                                                                           ("ReLU_0", 1, 30.0)]
+    page = render_as(analyze(tmp_path, include_last_step=True), "html")
+    assert "GPU time by nn.Module" in page and "Linear_<wbr>0" in page

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..frames import callee_name, is_user_frame, parse_frame
-from ..model import CodeAttribution, CodeTime
+from ..model import CodeAttribution, CodeTime, NamedTime
 from . import intervals
 from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES
 from .events import RankEvents
@@ -192,4 +192,83 @@ def code_attribution(ev: RankEvents, hw: np.ndarray, pageable: Optional[pd.DataF
                                       entered=list(entered), time_us=t / n))
         if rest > 0:
             out.times.append(CodeTime(category=category, time_us=rest / n))
+    return out
+
+
+#: Rows kept in the operator and module views, largest GPU time first.
+TOP_LAUNCHERS = 15
+
+
+def _innermost(ts: np.ndarray, end: np.ndarray, names: List[str], at: np.ndarray, outermost: bool) -> List[str]:
+    """For each time in ``at``, the name of the innermost (or outermost) of
+    the nested intervals ``ts``/``end`` (one thread) holding it; "" for none."""
+    if not len(ts):
+        return [""] * len(at)
+    if outermost:
+        order = np.lexsort((-end, ts))
+        top_s, top_e, top_n = [], [], []
+        for i in order.tolist():
+            if top_e and ts[i] < top_e[-1]:
+                continue  # nested in the current top-level interval
+            top_s.append(ts[i])
+            top_e.append(end[i])
+            top_n.append(names[i])
+        idx = np.searchsorted(np.array(top_s), at, side="right") - 1
+        return [top_n[j] if j >= 0 and t < top_e[j] else "" for j, t in zip(idx.tolist(), at.tolist())]
+    th = _Thread(ts, end, names)
+    idx = np.searchsorted(th.seg_a, at, side="right") - 1
+    return [th.names[th.seg_e[j]] if j >= 0 and t < th.seg_b[j] and th.seg_e[j] >= 0 else ""
+            for j, t in zip(idx.tolist(), at.tolist())]
+
+
+def gpu_time_by_launcher(ev: RankEvents, w: np.ndarray, out: CodeAttribution) -> CodeAttribution:
+    """Fill ``out.gpu_by_op`` and ``out.gpu_by_module``: the GPU time (kernels,
+    copies, memsets starting in the analyzed windows ``w``, ``(n, 2)`` µs on
+    the device timeline; µs per step in ``total_us``, events in ``count``) by
+    the outermost ``cpu_op`` around the runtime call that launched each (joined
+    by ``correlation``), and by the innermost ``nn.Module: Name_i``
+    ``python_function`` around it (``with_stack`` traces; empty without).
+    GPU work whose launch is not found is left out."""
+    gpu = ev.gpu
+    if gpu.empty or "correlation" not in gpu.columns or not len(w):
+        return out
+    start = gpu["ts"].to_numpy(dtype=float)
+    wu = intervals.union(w[:, 0], w[:, 1])
+    j = np.searchsorted(wu[:, 0], start, side="right") - 1
+    inside = (j >= 0) & (start < wu[np.maximum(j, 0), 1])
+    gpu = gpu[inside]
+    cpu = ev.cpu
+    launches = cpu[cpu["s_cat"].astype(str).isin(("cuda_runtime", "cuda_driver")) & cpu["correlation"].notna()]
+    launches = launches[launches["correlation"].isin(gpu["correlation"].unique())]
+    if gpu.empty or launches.empty:
+        return out
+    names_op: Dict[float, str] = {}
+    names_mod: Dict[float, str] = {}
+    ops = cpu[cpu["s_cat"].astype(str).eq("cpu_op")]
+    mods = cpu[cpu["s_cat"].astype(str).eq("python_function") & cpu["s_name"].astype(str).str.startswith("nn.Module: ")]
+    for th in np.unique(launches["thread"].to_numpy()).tolist():
+        la = launches[launches["thread"].to_numpy() == th]
+        at = la["ts"].to_numpy(dtype=float)
+        corr = la["correlation"].tolist()
+        o = ops[ops["thread"].to_numpy() == th]
+        m = mods[mods["thread"].to_numpy() == th]
+        for c, name in zip(corr, _innermost(o["ts"].to_numpy(dtype=float), o["end"].to_numpy(dtype=float),
+                                            o["s_name"].astype(str).tolist(), at, outermost=True)):
+            names_op[c] = name
+        for c, name in zip(corr, _innermost(m["ts"].to_numpy(dtype=float), m["end"].to_numpy(dtype=float),
+                                            m["s_name"].astype(str).tolist(), at, outermost=False)):
+            names_mod[c] = name[len("nn.Module: "):] if name else ""
+    n = len(w)
+    dur = gpu["dur"].to_numpy(dtype=float)
+    corr = gpu["correlation"].tolist()
+    for names, into in ((names_op, out.gpu_by_op), (names_mod, out.gpu_by_module)):
+        total: Dict[str, float] = defaultdict(float)
+        count: Dict[str, int] = defaultdict(int)
+        for c, d in zip(corr, dur.tolist()):
+            name = names.get(c, "")
+            if name:
+                total[name] += max(d, 0.0)
+                count[name] += 1
+        for name in sorted(total, key=lambda k: -total[k])[:TOP_LAUNCHERS]:
+            into.append(NamedTime(name=name, count=count[name], total_us=total[name] / n, self_us=0.0))
     return out

@@ -36,7 +36,7 @@ from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_
                      TEMPORAL_STEP, CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult,
                      SectionFailure, TemporalBreakdown, TraceFileInfo)
 from .attribution import idle_attribution
-from .code import code_attribution
+from .code import code_attribution, gpu_time_by_launcher
 from .copies import add_copy_metrics, blocking_copies, pageable_calls
 from .cpu_side import cpu_side
 from .distributed import add_data_parallel
@@ -217,6 +217,8 @@ def _idle_attribution(c: RankContext) -> None:
 
 def _code(c: RankContext) -> None:
     c.result.code = code_attribution(c.ev, c.hw, c.pageable if c.result.has_gpu else None)
+    if c.result.has_gpu:
+        gpu_time_by_launcher(c.ev, c.w, c.result.code)
 
 
 def _launch_context(c: RankContext) -> None:

@@ -204,6 +204,10 @@ def rank_rows(result: AnalysisResult) -> List[Dict[str, str]]:
     return rows
 
 
+def _named_rows(rows) -> List[Dict[str, str]]:
+    return [{"name": x.name, "count": fmt.num(x.count), "total": fmt.ms(x.total_us)} for x in rows]
+
+
 def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
     """Per-rank tables: steps, idle per stream, kernels, memcpy, comm, launch, CPU side."""
     out = []
@@ -234,6 +238,12 @@ def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
             for k in r.top_kernels
         ]
         d["kernel_count"] = fmt.num(r.kernel_count)
+        d["gpu_by"] = [
+            {"what": "operator", "note": "the outermost CPU op around each launch, as the TensorBoard profiler's "
+                                          "operator view", "rows": _named_rows(r.code.gpu_by_op)},
+            {"what": "nn.Module", "note": "the innermost module around each launch; with_stack traces",
+             "rows": _named_rows(r.code.gpu_by_module)},
+        ]
         m = r.memcpy
         d["memcpy"] = [
             {"direction": x.direction, "count": fmt.num(x.count), "time": fmt.ms(x.total_us),
