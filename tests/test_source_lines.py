@@ -1,5 +1,6 @@
 """Findings that point at the user's lines: locations in the model and JSON,
 SARIF 2.1.0 output, attribution from ``with_stack=True`` traces (issue 16)."""
+import copy
 import json
 import os
 from pathlib import Path
@@ -410,3 +411,61 @@ def test_gpu_time_by_operator_and_module(tmp_path):
                                                                            ("ReLU_0", 1, 30.0)]
     page = render_as(analyze(tmp_path, include_last_step=True), "html")
     assert "GPU time by nn.Module" in page and "Linear_<wbr>0" in page
+
+
+# ---------------------------------------------------------------- hostile names from the trace
+
+HOSTILE = ["<img src=x>", "[x](https://evil.example)", "@octocat", "`", "\x1b[2J", "a|b", "#12", "*em*"]
+
+
+def test_hostile_paths_and_functions_stay_inert_in_markdown_html_and_sarif(tmp_path):
+    import markup
+    from hta_report.render import render as render_as
+
+    simple_gpu_trace().write(tmp_path / "t.json")
+    base = analyze(tmp_path)
+    for i, text in enumerate(HOSTILE):
+        hostile, benign = copy.deepcopy(base), copy.deepcopy(base)
+        for result, path, fn, url in ((hostile, f"{text}/train.py", text, f"javascript:{text}"),
+                                      (benign, "t0/train.py", "t1", "")):
+            result.findings.insert(0, Finding(
+                id="sync-in-step", title="t", severity="high", evidence=[], fix="", doc_url="", ranks=[0],
+                rule="C5", locations=[SourceLocation(path=path, line=3, function=fn, how="call", time_us=1.0,
+                                                     share_pct=50.0, excerpt=[text, text], excerpt_start=2,
+                                                     url=url)]))
+        problems = markup.markdown_problems(render_as(hostile, "md"), render_as(benign, "md"))
+        assert problems == [], (text, problems)
+        page = render_as(hostile, "html")
+        assert "<img src=x>" not in page and "javascript:" not in page
+        doc = json.loads(render_as(hostile, "sarif"))
+        assert sarif_errors(doc) == []
+        res = doc["runs"][0]["results"][0]
+        assert "\x1b" not in json.dumps(res, ensure_ascii=False)
+        if "[" in text:
+            assert "\\[" in res["locations"][0]["message"]["text"]
+
+
+def test_compare_writes_the_new_sides_findings_as_sarif(tmp_path, run_cli):
+    from kineto import training_trace
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    training_trace(rank=0, steps=4).write(tmp_path / "a" / "t.json")
+    training_trace(rank=0, steps=4, item_per_layer=True).write(tmp_path / "b" / "t.json")
+    code, _, err = run_cli("compare", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "c.sarif", "--no-cache")
+    assert code in (0, 2), err
+    doc = json.loads((tmp_path / "c.sarif").read_text())
+    assert sarif_errors(doc) == []
+    notes = doc["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+    assert any("sync-in-step" in n["message"]["text"] for n in notes)  # no stacks: a note, not a result
+
+
+def test_library_modules_configuration_is_checked(tmp_path):
+    from hta_report.errors import InputError
+    from hta_report.rules import load_config
+
+    (tmp_path / "ok.toml").write_text('library_modules = ["mylib", "src/vendor/"]\n')
+    assert load_config(tmp_path / "ok.toml").library_modules == ["mylib", "src/vendor/"]
+    (tmp_path / "bad.toml").write_text('library_modules = "mylib"\n')
+    with pytest.raises(InputError, match="library_modules must be a list"):
+        load_config(tmp_path / "bad.toml")
