@@ -12,9 +12,12 @@ Runs one small training loop (an MLP on CPU, a DataLoader with
 * the ``user_annotation`` ranges (``ProfilerStep#``, ``enumerate(DataLoader)#``,
   ``Optimizer.step#``, ``my_range``): how many per step, their mean
   duration, and whether every one still nests inside its ``ProfilerStep``;
-* then whether analyze locates the DataLoader finding's line.
+* then whether analyze locates the DataLoader finding's line;
+* and what the attribution's timeline costs on ``--events`` synthetic
+  ``python_function`` events (nests of four: user, torch, C call, user),
+  split by one cause interval per nest.
 
-Usage: ``python bench/with_stack.py [--rounds 3] [--steps 8]``. Prints the
+Usage: ``python bench/with_stack.py [--rounds 3] [--steps 8] [--events 1000000]``. Prints the
 machine's ``uptime`` load: timings are noisy on a shared machine, the ratio
 (measured in the same run, rounds interleaved) is the figure to read.
 """
@@ -99,6 +102,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--events", type=int, default=1_000_000)
     args = ap.parse_args()
     import torch
 
@@ -135,7 +139,30 @@ def main() -> int:
             if f.locations:
                 print(f"finding {f.id}: " + ", ".join(f"{loc.path}:{loc.line} ({loc.how}, {loc.share_pct:.0f} %)"
                                                       for loc in f.locations))
+    timeline_cost(args.events)
     return 0
+
+
+def timeline_cost(events: int) -> None:
+    """Time :class:`hta_report.analysis.code._Thread` and its ``split`` on synthetic nests."""
+    import numpy as np
+
+    from hta_report.analysis.code import _Thread
+
+    reps = max(events // 4, 1)
+    base = np.arange(reps, dtype=float) * 10
+    ts = np.stack([base, base + 1, base + 2, base + 3], 1).ravel()
+    end = np.stack([base + 9, base + 8, base + 7, base + 4], 1).ravel()
+    names = ["train.py(10): step", "torch/nn/modules/module.py(1782): _call_impl",
+             "<built-in method linear of type object at 0x1>", "model.py(5): forward"] * reps
+    t0 = time.perf_counter()
+    th = _Thread(ts, end, names)
+    t1 = time.perf_counter()
+    acc = defaultdict(float)
+    th.split(np.stack([base + 2.5, base + 6.5], 1), acc)
+    t2 = time.perf_counter()
+    print(f"\nattribution timeline: {len(ts):,} python_function events in {t1 - t0:.2f} s "
+          f"({(t1 - t0) / len(ts) * 1e6:.2f} us per event); {reps:,} cause intervals split in {t2 - t1:.2f} s")
 
 
 if __name__ == "__main__":
