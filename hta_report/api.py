@@ -111,11 +111,21 @@ def analyze(trace_dir: "Inputs", recursive: bool = False, include_last_step: Opt
 
 
 def _locate(result: AnalysisResult, config, source_root: Optional[os.PathLike | str]) -> AnalysisResult:
-    """``result`` with its findings' source lines (:func:`hta_report.locate.locate`)."""
+    """``result`` with its findings' source lines (:func:`hta_report.locate.locate`).
+    Locating reads the user's files: if that fails unexpectedly, the report
+    is written without lines and a warning says why (one line)."""
+    from .errors import one_line
     from .locate import locate
 
     with progress.current().stage("source lines"):
-        return locate(result, source_root, library=getattr(config, "library_modules", ()) or ())
+        try:
+            return locate(result, source_root, library=getattr(config, "library_modules", ()) or ())
+        except Exception as exc:  # never lose a report to a source file
+            for f in result.findings:
+                f.locations = []
+            result.inventory.warnings.append(f"source lines not located: {type(exc).__name__}: "
+                                             f"{one_line(str(exc))[:200]}")
+            return result
 
 
 def _analyze_uncached(trace_dir: "Inputs", folder, recursive: bool, include_last_step: Optional[bool],

@@ -59,6 +59,8 @@ MAX_LOCATIONS = 5
 MIN_SHARE_PCT = 1.0
 #: Source lines shown before and after the line.
 EXCERPT_CONTEXT = 2
+#: Characters kept of each excerpt line.
+EXCERPT_WIDTH = 160
 #: Files looked at when searching the source tree for a trimmed path.
 SEARCH_LIMIT = 50_000
 _SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "env", "node_modules", "__pycache__", "site-packages",
@@ -306,7 +308,7 @@ def finding_locations(result: AnalysisResult, f: Finding, finder: SourceFinder,
             lines = src[0]
             lo = max(loc["line"] - 1 - EXCERPT_CONTEXT, 0)
             hi = min(loc["line"] + EXCERPT_CONTEXT, len(lines))
-            excerpt, start = lines[lo:hi], lo + 1
+            excerpt, start = [x if len(x) <= EXCERPT_WIDTH else x[:EXCERPT_WIDTH - 1] + "…" for x in lines[lo:hi]], lo + 1
         uri = finder.uri(file) if file is not None else loc["path"]
         out.append(SourceLocation(path=uri, line=int(loc["line"]), url=github_url(uri, loc["line"]) if file else "",
                                   function=loc["function"], how=loc["how"], time_us=float(loc["time"]),
@@ -332,7 +334,10 @@ def locate(result: AnalysisResult, source_root: Optional[os.PathLike | str] = No
     run = result.inventory.manifest.get("run") if isinstance(result.inventory.manifest, dict) else None
     if isinstance(run, dict) and isinstance(run.get("cwd"), str):
         bases.append(Path(run["cwd"]))
-    bases.append(Path(cwd) if cwd else Path.cwd())
+    try:
+        bases.append(Path(cwd) if cwd else Path.cwd())
+    except OSError:  # the current directory was removed
+        pass
     finder = SourceFinder(root=root, bases=bases)
     for f in result.findings:
         f.locations = finding_locations(result, f, finder, library)

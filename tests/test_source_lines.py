@@ -469,3 +469,15 @@ def test_library_modules_configuration_is_checked(tmp_path):
     (tmp_path / "bad.toml").write_text('library_modules = "mylib"\n')
     with pytest.raises(InputError, match="library_modules must be a list"):
         load_config(tmp_path / "bad.toml")
+
+
+def test_a_failure_to_locate_lines_never_costs_the_report(tmp_path, monkeypatch):
+    import hta_report.locate
+
+    def broken(*a, **k):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(hta_report.locate, "finding_locations", broken)
+    result = analyze(_stack_trace(tmp_path))
+    assert result.findings and all(not f.locations for f in result.findings)
+    assert any("source lines not located: RuntimeError: disk on fire" in w for w in result.inventory.warnings)
