@@ -127,9 +127,11 @@ def main() -> int:
             for k, (per_step, mean, outside) in f["ranges"].items():
                 print(f"  {k:<24} {per_step:.2f} per step, mean {mean:.1f} us, {outside} outside their step")
         p, s = statistics.median(step_times[False]), statistics.median(step_times[True])
-        print(f"\nratio with/without: host time per step x{s / p:.2f}, trace size x{facts[True]['bytes'] / facts[False]['bytes']:.1f}, "
+        size = facts[True]["bytes"] / facts[False]["bytes"]
+        print(f"\nratio with/without: host time per step x{s / p:.2f}, trace size x{size:.1f}, "
               f"events x{facts[True]['events'] / facts[False]['events']:.1f}")
-        same = {k: v[0] for k, v in facts[True]["ranges"].items()} == {k: v[0] for k, v in facts[False]["ranges"].items()}
+        per_step = {ws: {k: v[0] for k, v in facts[ws]["ranges"].items()} for ws in (False, True)}
+        same = per_step[True] == per_step[False]
         print(f"record_function ranges per step identical with and without: {same}")
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from hta_report.api import analyze

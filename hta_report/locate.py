@@ -308,9 +308,11 @@ def finding_locations(result: AnalysisResult, f: Finding, finder: SourceFinder,
             lines = src[0]
             lo = max(loc["line"] - 1 - EXCERPT_CONTEXT, 0)
             hi = min(loc["line"] + EXCERPT_CONTEXT, len(lines))
-            excerpt, start = [x if len(x) <= EXCERPT_WIDTH else x[:EXCERPT_WIDTH - 1] + "…" for x in lines[lo:hi]], lo + 1
+            excerpt = [x if len(x) <= EXCERPT_WIDTH else x[:EXCERPT_WIDTH - 1] + "…" for x in lines[lo:hi]]
+            start = lo + 1
         uri = finder.uri(file) if file is not None else loc["path"]
-        out.append(SourceLocation(path=uri, line=int(loc["line"]), url=github_url(uri, loc["line"]) if file else "",
+        out.append(SourceLocation(path=uri, line=int(loc["line"]),
+                                  url=github_url(uri, loc["line"]) if file is not None else "",
                                   function=loc["function"], how=loc["how"], time_us=float(loc["time"]),
                                   share_pct=min(share, 100.0), excerpt=excerpt, excerpt_start=start,
                                   found=file is not None, calls=loc["calls"]))

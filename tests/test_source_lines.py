@@ -481,3 +481,13 @@ def test_a_failure_to_locate_lines_never_costs_the_report(tmp_path, monkeypatch)
     result = analyze(_stack_trace(tmp_path))
     assert result.findings and all(not f.locations for f in result.findings)
     assert any("source lines not located: RuntimeError: disk on fire" in w for w in result.inventory.warnings)
+
+
+def test_terminal_summary_names_the_top_line(tmp_path):
+    from hta_report.render.terminal import render as summary
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text(TRAIN_PY)
+    text = summary(analyze(_stack_trace(tmp_path), source_root=repo), [])
+    assert f"at train.py:{LINES['item']} in main (100.0 % of its time)" in text

@@ -244,8 +244,9 @@ def gpu_time_by_launcher(ev: RankEvents, w: np.ndarray, out: CodeAttribution) ->
         return out
     names_op: Dict[float, str] = {}
     names_mod: Dict[float, str] = {}
-    ops = cpu[cpu["s_cat"].astype(str).eq("cpu_op")]
-    mods = cpu[cpu["s_cat"].astype(str).eq("python_function") & cpu["s_name"].astype(str).str.startswith("nn.Module: ")]
+    cats = cpu["s_cat"].astype(str)
+    ops = cpu[cats.eq("cpu_op")]
+    mods = cpu[cats.eq("python_function") & cpu["s_name"].astype(str).str.startswith("nn.Module: ")]
     for th in np.unique(launches["thread"].to_numpy()).tolist():
         la = launches[launches["thread"].to_numpy() == th]
         at = la["ts"].to_numpy(dtype=float)

@@ -31,7 +31,12 @@ def render(result: AnalysisResult, written: List[str]) -> str:
     findings = view.findings(result)
     if findings:
         lines.append(f"{fmt.plural(len(findings), 'finding')}:")
-        lines += [f"  [{terminal(f['severity'])}] {terminal(f['title'])} ({f['gain']})" for f in findings[:5]]
+        for f in findings[:5]:
+            lines.append(f"  [{terminal(f['severity'])}] {terminal(f['title'])} ({f['gain']})")
+            if f["lines"]:  # the line with the largest share of its time
+                top = f["lines"][0]
+                lines.append(f"      at {terminal(top['label'])} in {terminal(top['function'])} "
+                             f"({top['share']} of its time)")
     else:
         lines.append("No rule fired: the run looks healthy on what was checked.")
     lines += [f"wrote {terminal(p)}" for p in written]
