@@ -56,7 +56,8 @@ def analyze(trace_dir: "Inputs", recursive: bool = False, include_last_step: Opt
         recursive: descend into subdirectories.
         include_last_step: see :func:`hta_report.load.load_traces`.
         max_trace_bytes: cap on a trace's decompressed size (bytes); larger
-            traces are refused before loading (default 4 GiB).
+            traces are refused (a plain ``.json`` before loading, a gzip as
+            soon as it inflates past the cap; default 4 GiB).
         config: rule thresholds and disabled rules
             (:class:`hta_report.rules.AdviceConfig`); defaults when None.
         loader: ``"fast"`` (default) or ``"hta"`` (HTA's own parser).

@@ -13,6 +13,7 @@ process that listed the files.
 from __future__ import annotations
 
 import gzip
+import zlib
 import os
 from pathlib import Path
 from typing import IO, Union
@@ -74,8 +75,30 @@ def open_text_stream(p: Union[str, os.PathLike]) -> IO[bytes]:
     return _Gunzip(raw) if str(p).endswith(".gz") else raw
 
 
-class _Gunzip(gzip.GzipFile):
-    """A gzip reader over an open file object that closes that file too."""
+try:  # ISA-L inflates at about 3x zlib's speed (the fast parser's gzip traces)
+    from isal.igzip import IGzipFile as _GzipFile
+    from isal.isal_zlib import error as _InflateError
+except ImportError:  # pragma: no cover - a platform without isal's wheels
+    _GzipFile = gzip.GzipFile
+    _InflateError = zlib.error
+
+
+class _Gunzip(_GzipFile):
+    """A gzip reader over an open file object that closes that file too.
+    A corrupt stream raises ``zlib.error`` (ISA-L's own error type is
+    translated), as the gzip module does."""
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return super().read(size)
+        except _InflateError as exc:
+            raise zlib.error(str(exc)) from exc
+
+    def readinto(self, b) -> int:
+        try:
+            return super().readinto(b)
+        except _InflateError as exc:
+            raise zlib.error(str(exc)) from exc
 
     def __init__(self, raw: IO[bytes]) -> None:
         super().__init__(fileobj=raw, mode="rb")

@@ -17,6 +17,7 @@ import logging
 import random
 import warnings
 
+import msgspec
 import numpy as np
 import pandas as pd
 import pytest
@@ -177,6 +178,60 @@ def test_synthetic_corners_match_hta(tmp_path, monkeypatch, variant, indent):
     monkeypatch.setattr(fastparse, "BLOCK_BYTES", 4096)  # cuts near the '}, {' inside names
     assert_same_parse(theirs, fastparse.parse_trace_file(path, default_cfg(), fallback=False))
     assert_same_parse(theirs, fastparse.parse_trace_file(path, default_cfg(), fallback=False, workers=2))
+
+
+def _count_paths(monkeypatch):
+    """Count the pieces decoded into structs and into dicts."""
+    counts = {"structs": 0, "dicts": 0}
+    typed, dicts = fastparse._typed_piece, fastparse._piece
+
+    def count_typed(*a):
+        counts["structs"] += 1
+        return typed(*a)
+
+    def count_dicts(*a):
+        counts["dicts"] += 1
+        return dicts(*a)
+
+    monkeypatch.setattr(fastparse, "_typed_piece", count_typed)
+    monkeypatch.setattr(fastparse, "_piece", count_dicts)
+    return counts
+
+
+@pytest.mark.parametrize("path", shared_files(), ids=lambda p: p.parent.name if p else "none")
+def test_real_traces_decode_into_structs_and_dicts_give_the_same(path, monkeypatch):
+    """Every shared trace takes the struct path (no piece falls back to dicts),
+    and the dict path gives the same frame (both equal HTA's, above)."""
+    counts = _count_paths(monkeypatch)
+    typed = fastparse.parse_trace_file(path, report_parser_config(), fallback=False, exact_times=True)
+    assert counts["structs"] and not counts["dicts"]
+
+    def refuse(*a):
+        raise msgspec.ValidationError("forced")
+
+    monkeypatch.setattr(fastparse, "_typed_decoder", lambda specs: (type("D", (), {"decode": refuse}), None))
+    dicts = fastparse.parse_trace_file(path, report_parser_config(), fallback=False, exact_times=True)
+    assert counts["dicts"]
+    assert_same_parse(typed, dicts)
+
+
+def test_keys_first_seen_in_a_later_piece_keep_htas_column_order(tmp_path, monkeypatch):
+    """Kineto starts with metadata events (no cat, no dur): with tiny blocks the
+    first pieces hold only those, and cat and dur first appear together in a
+    later piece, in one event, in the order that event writes them."""
+    meta = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": t, "ts": 5.5, "args": {"name": f"thread {t}"}}
+            for t in range(300)]
+    spans = [{"ph": "X", "name": "aten::mm", "dur": 3.25, "pid": 1, "cat": "cpu_op", "tid": 2, "ts": 10.5 + i,
+              "args": {"External id": i}} for i in range(300)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": meta + spans}))
+    theirs = fastparse.hta_parse_trace_file(path, default_cfg())
+    monkeypatch.setattr(fastparse, "BLOCK_BYTES", 2048)
+    counts = _count_paths(monkeypatch)
+    ours = fastparse.parse_trace_file(path, default_cfg(), fallback=False)
+    assert counts["structs"] > 5 and not counts["dicts"]
+    assert_same_parse(theirs, ours)
+    assert list(ours[1].columns).index("dur") < list(ours[1].columns).index("cat")
 
 
 def test_unsupported_inputs_go_to_hta(tmp_path):

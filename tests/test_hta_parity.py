@@ -96,3 +96,41 @@ def test_kernel_types_of_all_ranks_equal_hta_on_simulated_ranks(tmp_path):
     assert ours == theirs
     assert {s.kernel_type for s in theirs} >= {"COMPUTATION", "COMMUNICATION"}
     assert sum(s.pct for s in theirs) == pytest.approx(100, abs=0.3)
+
+
+GPU_FOLDERS = ["trace_diff/control", "trace_diff/test", "two_ranks", "alexnet", "amd_trace", "triton_example"]
+
+
+@pytest.mark.parametrize("folder", GPU_FOLDERS)
+def test_every_figure_from_hta_equals_htas_own_run(folder):
+    """Each figure the report takes from HTA (temporal, idle per stream and cause,
+    kernel-type shares, communication overlap, launch counts and medians, queue
+    lengths) equals HTA's own ``TraceAnalysis`` on the same files, as the
+    benchmark's parity check compares them (bench/load.py): HTA's analyses here
+    see only the rows and columns they read (``load.traces.hta_rows``)."""
+    import json
+    import logging
+    import sys
+    import warnings
+
+    from conftest import REPO
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from load import compare_metrics, hta_metrics, report_metrics
+    from hta.trace_analysis import TraceAnalysis
+
+    path = shared(folder)
+    logging.getLogger("hta").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = TraceAnalysis(trace_dir=str(path))
+        ranks = t.t.get_ranks()
+        idle, _ = t.get_idle_time_breakdown(ranks=ranks, visualize=False)
+        kernel_types, _ = t.get_gpu_kernel_breakdown(visualize=False)
+        theirs = hta_metrics(t.get_temporal_breakdown(visualize=False), idle, kernel_types,
+                             t.get_comm_comp_overlap(visualize=False),
+                             t.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False),
+                             t.get_queue_length_summary(ranks=ranks))
+        ours = report_metrics(json.loads(analyze(path).to_json()), theirs)
+    parity = compare_metrics(theirs, ours)
+    assert parity["compared"] > 5 and parity["ok"], parity

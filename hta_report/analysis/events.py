@@ -7,6 +7,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from ..load.exact import EXACT_DUR, EXACT_TS
 from . import intervals
 
 #: HTA's kernel type names (``hta.utils.utils.KernelType``).
@@ -37,8 +38,9 @@ def thread_codes(df: pd.DataFrame) -> np.ndarray:
     return pid.astype(np.int64) * (int(tid.max()) + 1 if len(tid) else 1) + tid
 
 
-#: HTA's columns no analysis of ours reads (``name``/``cat`` are decoded into ``s_name``/``s_cat``).
-UNUSED_COLUMNS = ("index", "name", "cat", "index_correlation", "iteration", "end")
+#: HTA's columns no analysis of ours reads (``name``/``cat`` are decoded into
+#: ``s_name``/``s_cat``; the exact times replace ``ts``/``dur``).
+UNUSED_COLUMNS = ("index", "name", "cat", "index_correlation", "iteration", "end", EXACT_TS, EXACT_DUR)
 
 
 def decoded(ids: np.ndarray, symbols: np.ndarray) -> pd.Categorical:
@@ -61,7 +63,10 @@ class RankEvents:
         rank: the rank.
         df: HTA's dataframe for the rank (times in µs, aligned so the earliest
             event of the directory is at 0), with a decoded ``s_name`` and ``s_cat``
-            ``end = ts + dur`` and ``thread`` (:func:`thread_codes`).
+            ``end = ts + dur`` and ``thread`` (:func:`thread_codes`). Where HTA
+            rounded fractional-µs times to whole µs (a sub-µs event gets ``dur``
+            -1 or 0), ``ts`` and ``dur`` are the exact times of the trace instead
+            (float64), so our metrics never see a negative duration.
     """
 
     rank: int
@@ -75,11 +80,16 @@ class RankEvents:
         if df.empty:
             return cls(rank=rank, df=pd.DataFrame(columns=["ts", "dur", "end", "stream", "s_name", "s_cat", "thread"]))
         keep = [c for c in df.columns if c not in UNUSED_COLUMNS]
+        times = {}
+        if EXACT_TS in df.columns:
+            times = {"ts": df[EXACT_TS], "dur": df[EXACT_DUR]}
+        ts, dur = times.get("ts", df["ts"]), times.get("dur", df["dur"])
         # HTA aligns ``ts`` across ranks but leaves its ``end`` column unaligned: recompute it.
         out = df[keep].assign(
+            **times,
             s_name=decoded(df["name"].to_numpy(), symbols),
             s_cat=decoded(df["cat"].to_numpy(), symbols),
-            end=df["ts"] + df["dur"],
+            end=ts + dur,
             thread=thread_codes(df),
         )
         return cls(rank=rank, df=out)

@@ -28,7 +28,7 @@ from .. import progress
 from ..cache import Cache
 from ..errors import TraceError
 from ..model import UnreadableTrace
-from . import validation
+from . import sizecap, validation
 from .discovery import Inputs, find_trace_files, input_dir, input_label
 from .parse import LOADERS, parse_files, report_parser_config, resolve_loader
 from .traces import (LoadedTraces, add_parsed_rank, align_and_filter, assign_ranks, file_info, quiet_hta, rekey,
@@ -83,7 +83,8 @@ def load_traces(
     candidates, unreadable = _checked(paths, max_trace_bytes)
     with quiet_hta():
         trace = new_trace(loader)
-        good, notes = _parse_into(trace, candidates, loader, cache, unreadable)
+        with progress.current().stage(f"parse {len(candidates)} file(s) in all"):
+            good, notes = _parse_into(trace, candidates, loader, cache, unreadable, max_trace_bytes)
         keys = [k for k, _ in good]
         paths = [p for _, p in good]
         metas = [trace.meta_data.get(k, {}) for k in keys]
@@ -98,7 +99,9 @@ def load_traces(
 
 
 def _checked(paths: List[Path], max_trace_bytes: int) -> Tuple[List[Path], List[UnreadableTrace]]:
-    """The files that pass the checks before parsing, and the others with their reason.
+    """The files that pass the checks before parsing, and the others with their
+    reason. A gzip's decompressed size is checked while it is parsed
+    (:mod:`.sizecap`), not by inflating it once more here.
 
     Raises:
         TraceError: none passes.
@@ -109,7 +112,7 @@ def _checked(paths: List[Path], max_trace_bytes: int) -> Tuple[List[Path], List[
         try:
             if not path.name.endswith((".json", ".gz")):
                 raise TraceError("HTA reads only names ending in .json or .json.gz in lower case; rename it", path)
-            validation.check_file(path, max_trace_bytes)
+            validation.check_file(path, sizecap.precheck_cap(path, max_trace_bytes))
         except TraceError as exc:
             unreadable.append(UnreadableTrace(path=str(path), reason=exc.message))
             continue
@@ -138,7 +141,7 @@ def new_trace(loader: str):
 
 
 def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cache],
-                unreadable: List[UnreadableTrace]) -> Tuple[List[Tuple[int, Path]], dict]:
+                unreadable: List[UnreadableTrace], max_bytes: int) -> Tuple[List[Tuple[int, Path]], dict]:
     """Parse every candidate into ``trace`` (under its index): the fast parser
     first, HTA's path (:mod:`.hta_parser`) for a file it does not reproduce
     exactly; a file that fails is appended to ``unreadable``.
@@ -156,17 +159,21 @@ def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cach
     cfg = trace.parser_config
     good: List[Tuple[int, Path]] = []
     notes = {}
-    parsed = parse_files(candidates, cfg, cache, loader, fallback=False) if loader == "fast" else None
+    parsed = (parse_files(candidates, cfg, cache, loader, fallback=False, max_bytes=max_bytes)
+              if loader == "fast" else None)
     try:
         for key, path in enumerate(candidates):
             try:
                 one = next(parsed) if parsed is not None else None
-                if one is not None and one.error is None and _clean(one.result[1]):
+                if one is not None and isinstance(one.error, TraceError):
+                    raise one.error  # over the size cap: not for HTA's parser either
+                why = _why_not_fast(one)
+                if why is None:
                     stages.record(f"parse {path.name}" + (" (from cache)" if one.cached else ""), one.seconds)
                     result = one.result
                 else:
-                    with stages.stage(f"parse {path.name} (HTA's parser)"):
-                        result, report = parse_with_hta(path, cfg)
+                    with stages.stage(f"parse {path.name} (HTA's parser: {why})"):
+                        result, report = parse_with_hta(path, cfg, exact_times=True, max_bytes=max_bytes)
                     notes[path] = report.warning()
                 if not add_parsed_rank(trace, key, result):
                     raise TraceError("holds no trace events HTA can analyze", path)
@@ -185,15 +192,41 @@ def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cach
     return good, notes
 
 
-def _clean(df) -> bool:
-    """True when a fast parse has events and every one has a ``ts`` and a
-    non-negative ``dur``; otherwise the file goes through HTA's path behind
-    the validating reader, which leaves such events out (or names what is
-    missing) and says how many."""
+def _why_not_fast(parsed) -> Optional[str]:
+    """Why a file goes through HTA's path instead of its fast parse (a
+    :class:`~hta_report.load.parse.Parsed`, None with the ``hta`` loader),
+    or None when the fast parse is used. Shown on ``-v``."""
+    from .fastparse import Unsupported
+
+    if parsed is None:
+        return "the hta loader was chosen"
+    if parsed.error is not None:
+        if isinstance(parsed.error, Unsupported):
+            return f"the fast parser does not handle {parsed.error}"
+        return f"the fast parser failed: {validation.exception_summary(parsed.error, 120)}"
+    return _unclean(parsed.result[1])
+
+
+def _unclean(df) -> Optional[str]:
+    """None when a fast parse has events and every one has a ``ts`` and a
+    non-negative ``dur`` as written in the file (the exact times, where HTA
+    rounds them: its rounding makes sub-µs events ``dur`` -1, which is HTA's
+    own result, not a fault of the file); otherwise what is wrong, and the
+    file goes through HTA's path behind the validating reader, which leaves
+    such events out (or names what is missing) and says how many."""
     import pandas as pd
 
+    from .exact import EXACT_DUR, EXACT_TS
+
     if df.empty or "ts" not in df.columns or "dur" not in df.columns:
-        return False  # the validating path names what is missing
-    dur = pd.to_numeric(df["dur"], errors="coerce")
-    ts = pd.to_numeric(df["ts"], errors="coerce")
-    return not (dur.isna().any() or (dur < 0).any() or ts.isna().any())
+        return "no events with ts and dur"  # the validating path names what is missing
+    exact = EXACT_DUR in df.columns
+    dur = pd.to_numeric(df[EXACT_DUR if exact else "dur"], errors="coerce")
+    ts = pd.to_numeric(df[EXACT_TS if exact else "ts"], errors="coerce")
+    if ts.isna().any():
+        return "events without ts"
+    if dur.isna().any():
+        return "events without dur"
+    if (dur < 0).any():
+        return "events with a negative dur"
+    return None

@@ -25,20 +25,28 @@ HTA's own parser, so the result, or the error raised, is HTA's.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import re
 from itertools import repeat
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from operator import attrgetter
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
+import msgspec
 import numpy as np
 import orjson
 import pandas as pd
 
+from ..errors import TraceError
+from . import sizecap
+from .exact import EXACT_COLUMNS, EXACT_DUR, EXACT_TS, will_round  # noqa: F401 (the columns, re-exported)
+from .whitespace import IS_WHITESPACE, Collapser
+
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever the dataframe this module produces may change (a parse-cache key).
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
 #: Bytes of decompressed JSON read at a time; one block's events are parsed together.
 BLOCK_BYTES = 8 << 20
 #: Columns HTA drops from the event dataframe.
@@ -46,9 +54,10 @@ _DROPPED = frozenset(("ph", "id", "bp", "s"))
 _WS = b" \t\n\r"
 _NAN = float("nan")
 _EMPTY: dict = {}
+_ABSENT = object()
 STR_DTYPE = pd.Series(["x"]).dtype  # what pandas infers for strings here (``str`` in pandas 3)
 _STEP_NUMBER = re.compile(r"ProfilerStep\s*#\s*(\d+)")
-_TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\Z')
+_TRACE_EVENTS_OPEN = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\[')
 _EXACT_FLOAT_INT = 2**53  # timestamps beyond this lose precision as float64
 
 
@@ -59,7 +68,8 @@ class Unsupported(Exception):
 # --------------------------------------------------------------------------- entry point
 
 
-def parse_trace_file(path, cfg=None, fallback: bool = True, workers: int = 1):
+def parse_trace_file(path, cfg=None, fallback: bool = True, workers: int = 1, exact_times: bool = False,
+                     max_bytes: Optional[int] = None):
     """Parse one Kineto trace like ``hta.common.trace.parse_trace_file``.
 
     Args:
@@ -71,9 +81,17 @@ def parse_trace_file(path, cfg=None, fallback: bool = True, workers: int = 1):
             or the error instead (for tests).
         workers: processes that parse pieces of a large file side by side
             (forked; 1: all in this process).
+        exact_times: also keep the times HTA rounds (see :func:`hta_report.load.exact.add_exact_times`).
+        max_bytes: the size cap of a gzipped file, enforced while inflating it
+            (:mod:`hta_report.load.sizecap`); None: no cap.
 
     Returns:
-        ``(meta, df, symbol_table)`` as HTA returns them.
+        ``(meta, df, symbol_table)`` as HTA returns them (with ``exact_times``,
+        plus the :data:`EXACT_TS` and :data:`EXACT_DUR` columns where HTA rounded).
+
+    Raises:
+        hta_report.errors.TraceError: the file inflates past ``max_bytes`` (never
+            handed to HTA's parser).
     """
     from hta.configs.parser_config import ParserConfig
 
@@ -85,20 +103,26 @@ def parse_trace_file(path, cfg=None, fallback: bool = True, workers: int = 1):
         _check_config(cfg)
         with _gc_paused():
             try:
-                return _parse(path, cfg, workers)
+                return _parse(path, cfg, workers, exact_times, max_bytes)
             except _BadCut:  # a cut the parallel reader could not check: read again, in order
-                return _parse(path, cfg, 1)
-    except (MemoryError, KeyboardInterrupt):
+                return _parse(path, cfg, 1, exact_times, max_bytes)
+    except (MemoryError, KeyboardInterrupt, TraceError):
         raise
     except Exception as exc:
         if not fallback:
             raise
         logger.debug("fast parser handed %s to HTA's parser: %s: %s", path, type(exc).__name__, exc)
-        return hta_parse_trace_file(path, cfg)
+        return hta_parse_trace_file(path, cfg, exact_times)
 
 
-def hta_parse_trace_file(path, cfg=None):
-    """HTA's own ``parse_trace_file`` (the reference implementation)."""
+def hta_parse_trace_file(path, cfg=None, exact_times: bool = False):
+    """HTA's own ``parse_trace_file`` (the reference implementation); with
+    ``exact_times``, the times it rounds are kept as in :func:`parse_trace_file`
+    (by running HTA's functions as it does, :func:`hta_report.load.hta_parser.hta_parse`)."""
+    if exact_times:
+        from .hta_parser import hta_parse
+
+        return hta_parse(path, cfg, exact_times=True)
     from hta.common.trace import parse_trace_file as _hta
 
     return _hta(str(path), cfg)
@@ -131,22 +155,67 @@ def _gc_paused() -> Iterator[None]:
 # --------------------------------------------------------------------------- reading
 
 
+_WS_RUN = re.compile(rb"[ \t\n\r]*")
+
+
+def _ws_before(buf: bytearray, i: int, lo: int) -> int:
+    """The index of the last byte before ``i`` (not before ``lo``) that is not
+    whitespace, or ``lo - 1``."""
+    j = i - 1
+    for _ in range(16):  # the usual case: none or a few
+        if j < lo or buf[j] not in _WS:
+            return j
+        j -= 1
+    with memoryview(buf) as mv:
+        other = np.flatnonzero(~IS_WHITESPACE[np.frombuffer(mv[lo:j + 1], dtype=np.uint8)])
+    return lo + int(other[-1]) if len(other) else lo - 1
+
+
 class _Buffer:
     """Decompressed bytes read block by block into one reusable buffer.
 
     The unread data lives in ``buf[1:end]``; ``buf[0]`` holds ``[`` so that a run
     of events ``buf[1:j+1]`` parses as one JSON array once ``buf[j+1]`` is set to
-    ``]``, without copying it.
+    ``]``, without copying it. Unread data that grows past a block without an
+    event boundary has its runs of whitespace cut short (:meth:`squeeze`).
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, max_bytes: Optional[int] = None) -> None:
         from ..files import open_text_stream
 
-        self.fh = open_text_stream(path)  # a local path or a URL (fsspec)
+        self.path = path
+        self.gz = path.endswith(".gz")
+        self.fh = open_text_stream(path)  # a local path or a URL (fsspec); ISA-L inflate when installed
+        self.max_bytes = max_bytes if self.gz else None
+        self.total = 0
         self.buf = bytearray(BLOCK_BYTES + 1)
         self.buf[0] = 0x5B
         self.start = self.end = 1
         self.eof = False
+        self.collapser: Optional[Collapser] = None
+        self.clean = 1  # the unread data before this index is squeezed
+
+    def advance(self, start: int) -> None:
+        """Mark the data before ``start`` (outside any string) as read."""
+        self.start = self.clean = start
+        self.collapser = None
+
+    def squeeze(self) -> None:
+        """Once the unread data passes a block (no event ends in it: one huge
+        event, or a run of whitespace), cut each run of whitespace outside
+        strings in it to one byte (:class:`~hta_report.load.whitespace.Collapser`),
+        and then each block read until the next cut (:meth:`advance`): a valid
+        trace padded with gigabytes of whitespace is read in the memory of its
+        events."""
+        if self.collapser is None and self.end - self.start <= BLOCK_BYTES:
+            return
+        if self.collapser is None:
+            self.collapser, self.clean = Collapser(), self.start
+        with memoryview(self.buf) as mv:
+            text = bytes(mv[self.clean:self.end])
+        out = self.collapser.feed(text)
+        self.buf[self.clean:self.clean + len(out)] = out
+        self.end = self.clean = self.clean + len(out)
 
     def close(self) -> None:
         self.fh.close()
@@ -156,6 +225,7 @@ class _Buffer:
         buf, r = self.buf, self.end - self.start
         if self.start > 1:
             buf[1:1 + r] = buf[self.start:self.end]
+        self.clean -= self.start - 1
         self.start, self.end = 1, 1 + r
         if len(buf) - self.end < BLOCK_BYTES:
             buf.extend(bytes(BLOCK_BYTES + self.end - len(buf)))
@@ -163,6 +233,8 @@ class _Buffer:
             n = self.fh.readinto(mv[self.end:self.end + BLOCK_BYTES])
         self.end += n
         self.eof = n == 0
+        self.total += n
+        sizecap.check(self.path, self.total, self.max_bytes)
 
     def data(self) -> bytes:
         return bytes(self.buf[self.start:self.end])
@@ -174,12 +246,8 @@ class _Buffer:
         buf, lo, hi = self.buf, self.start, self.end
         i = buf.rfind(b",", lo, hi)
         while i > lo:
-            j = i - 1
-            while j >= lo and buf[j] in _WS:
-                j -= 1
-            k = i + 1
-            while k < hi and buf[k] in _WS:
-                k += 1
+            j = _ws_before(buf, i, lo)
+            k = _WS_RUN.match(buf, i + 1, hi).end()
             if j >= lo and buf[j] == 0x7D and k < hi and buf[k] == 0x7B:
                 return j, i + 1
             i = buf.rfind(b",", lo, i)
@@ -191,25 +259,25 @@ class _Buffer:
         saved = buf[close + 1]
         buf[close + 1] = 0x5D
         try:
-            return bytes(buf[0:close + 2])
+            with memoryview(buf) as mv:
+                return bytes(mv[0:close + 2])
         finally:
             buf[close + 1] = saved
 
-    def events_until(self, close: int) -> list:
-        """Parse the events from the start of the unread data to ``close`` (a ``}``)."""
+    @contextlib.contextmanager
+    def events_view(self, close: int) -> Iterator[memoryview]:
+        """The events from the start of the unread data to ``close`` (a ``}``)
+        as a JSON array, without a copy (valid inside the ``with`` only)."""
         buf = self.buf
         if self.start != 1:
             raise AssertionError("fill() first")
         saved = buf[close + 1]
         buf[close + 1] = 0x5D
         try:
-            with memoryview(buf) as mv:
-                events = orjson.loads(mv[0:close + 2])
+            with memoryview(buf) as mv, mv[0:close + 2] as view:
+                yield view
         finally:
             buf[close + 1] = saved
-        if set(map(type, events)) != {dict}:
-            raise Unsupported("an element of traceEvents is not an object")
-        return events
 
 
 _CLASS = np.zeros(256, dtype=np.int8)
@@ -261,20 +329,29 @@ def _exact_separator(data: bytes) -> Optional[Tuple[int, int]]:
     return None
 
 
-def _loads_events(piece: bytes) -> list:
-    events = orjson.loads(b"[" + piece + b"]")
-    if set(map(type, events)) != {dict}:
-        raise Unsupported("an element of traceEvents is not an object")
-    return events
-
-
 class _BadCut(Exception):
     """A piece sent to a worker did not parse: maybe a wrong cut, maybe bad JSON."""
 
 
-def _piece_from_bytes(raw: bytes, arg_specs) -> dict:
-    """Worker side: parse one run of events and compute its piece."""
+def _piece_from_bytes(raw, arg_specs) -> dict:
+    """One run of events (the bytes of a JSON array) as a piece (see
+    :func:`_piece`): decoded straight into typed structs (:func:`_typed_piece`)
+    when every event fits them, else into dicts (:func:`_piece`).
+
+    Raises:
+        _BadCut: ``raw`` is not valid JSON (a wrong cut, or bad JSON).
+        Unsupported: an element is not an object, or values the fast path
+            does not reproduce.
+    """
     with _gc_paused():
+        try:
+            events = _typed_decoder(arg_specs)[0].decode(raw)
+        except msgspec.ValidationError:
+            events = None  # a key or a value type the structs do not take: dicts
+        except msgspec.DecodeError as exc:
+            raise _BadCut(str(exc)) from None
+        if events is not None:
+            return _typed_piece(events, arg_specs)
         try:
             events = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -299,13 +376,17 @@ class _Pieces:
             from .. import workers
 
             self.pool = workers.pool(self.workers)
-        self.pending.append(self.pool.submit(_piece_from_bytes, raw, self.sink.args))
+        self.pending.append((self.pool.submit(_piece_from_bytes, raw, self.sink.args), raw))
         while len(self.pending) > 2 * self.workers:
-            self.sink.merge(self.pending.pop(0).result())
+            self._merge_first()
+
+    def _merge_first(self) -> None:
+        future, raw = self.pending.pop(0)
+        self.sink.merge(future.result(), raw)
 
     def drain(self) -> None:
         while self.pending:
-            self.sink.merge(self.pending.pop(0).result())
+            self._merge_first()
 
     def close(self) -> None:
         if self.pool is not None:
@@ -313,10 +394,19 @@ class _Pieces:
             self.pool = None
 
 
-def _read(path: str, sink: "_Frame", workers: int = 1) -> dict:
+def _merge_view(rd: _Buffer, close: int, sink: "_Frame", pieces: _Pieces) -> None:
+    """Parse the events up to ``close`` here and merge them after the pieces
+    still in workers. Raises :class:`_BadCut` when they are not valid JSON."""
+    with rd.events_view(close) as raw:
+        piece = _piece_from_bytes(raw, sink.args)
+        pieces.drain()
+        sink.merge(piece, raw)
+
+
+def _read(path: str, sink: "_Frame", workers: int = 1, max_bytes: Optional[int] = None) -> dict:
     """Stream ``path``'s events into ``sink`` a block at a time; returns the
     parsed document with an empty ``traceEvents``."""
-    rd = _Buffer(path)
+    rd = _Buffer(path, max_bytes)
     pieces = _Pieces(sink, workers)
     try:
         return _read_from(rd, sink, pieces)
@@ -325,43 +415,55 @@ def _read(path: str, sink: "_Frame", workers: int = 1) -> dict:
         rd.close()
 
 
+def _events_array(prefix: bytes) -> Optional[int]:
+    """The index of the ``[`` opening the top-level ``traceEvents`` array in
+    ``prefix`` (the start of the document), or None. The bracket structure is
+    computed only up to each candidate, not over the whole block."""
+    for m in _TRACE_EVENTS_OPEN.finditer(prefix):
+        p = m.end() - 1
+        spos, skind, depth = _structure(prefix[: p + 1])
+        if len(spos) and spos[-1] == p and depth[-1] == 2:  # not inside a string or a nested value
+            return p
+    return None
+
+
 def _read_from(rd: _Buffer, sink: "_Frame", pieces: _Pieces) -> dict:
     head = None
     while head is None:  # the part before the traceEvents array (metadata, usually small)
         rd.fill()
+        rd.squeeze()
         prefix = rd.data()
         lead = prefix.lstrip(_WS)
         if lead and lead[:1] != b"{":
             raise Unsupported("the document is not a JSON object")
-        spos, skind, depth = _structure(prefix)
-        for p in spos[(skind == 5) & (depth == 2)]:
-            if _TRACE_EVENTS_KEY.search(prefix, max(0, int(p) - 64), int(p)):
-                head = prefix[: int(p) + 1]
-                rd.start += int(p) + 1
-                break
+        p = _events_array(prefix)
+        if p is not None:
+            head = prefix[: p + 1]
+            rd.advance(rd.start + p + 1)
         if head is None and (rd.eof or len(prefix) > 64 * BLOCK_BYTES):
             raise Unsupported("no traceEvents array")
     after_comma = False
     while not rd.eof:
         rd.fill()
+        if rd.collapser is not None:  # squeezing since the last cut: squeeze the new block first
+            rd.squeeze()
         cut = rd.last_separator()
         if cut is None:
+            rd.squeeze()
             continue
         if pieces.workers > 1 and not rd.eof:  # parse in workers (a large file)
             pieces.submit_bytes(rd.events_bytes(cut[0]))
         else:
             try:
-                events = rd.events_until(cut[0])
-            except orjson.JSONDecodeError:
+                _merge_view(rd, cut[0], sink, pieces)
+            except _BadCut:
                 exact = _exact_separator(rd.data())
                 if exact is None:
+                    rd.squeeze()
                     continue
                 cut = (exact[0] + rd.start, exact[1] + rd.start)
-                events = rd.events_until(cut[0])
-            pieces.drain()
-            sink.add(events)
-            del events
-        rd.start = cut[1]
+                _merge_view(rd, cut[0], sink, pieces)
+        rd.advance(cut[1])
         after_comma = True
     pieces.drain()
     # the rest: the last events, the closing bracket, the metadata after it
@@ -373,9 +475,12 @@ def _read_from(rd: _Buffer, sink: "_Frame", pieces: _Pieces) -> dict:
     j = int(closing[0])
     tail = data[:j]
     if tail.strip(_WS):
-        events = _loads_events(tail)
-        sink.add(events)
-        del events
+        raw = b"[" + tail + b"]"
+        try:
+            piece = _piece_from_bytes(raw, sink.args)
+        except _BadCut as exc:
+            raise Unsupported(f"invalid JSON in the last events: {exc}") from None
+        sink.merge(piece, raw)
     elif after_comma:
         raise Unsupported("a comma after the last event")
     suffix = data[j + 1:]
@@ -390,15 +495,17 @@ def _read_from(rd: _Buffer, sink: "_Frame", pieces: _Pieces) -> dict:
 # --------------------------------------------------------------------------- columns
 
 
-def _infer(values: list) -> Tuple[str, Any]:
-    """pandas' dtype for ``values`` as a tag and the values converted to it.
+def _infer(values: list, types: Optional[set] = None) -> Tuple[str, Any]:
+    """pandas' dtype for ``values`` as a tag and the values converted to it
+    (``types``: the set of their types, when known).
 
     Tags: ``i8``, ``f8``, ``bool``, ``str`` (values stay a list), ``obj`` (the
     Python objects, a list), ``null`` (only NaN/None: a list).
     """
     if not values:
         return "empty", values
-    types = set(map(type, values))
+    if types is None:
+        types = set(map(type, values))
     if types == {int}:
         try:
             return "i8", np.array(values, dtype=np.int64)
@@ -460,6 +567,7 @@ class _Column:
         """The column's tag and its values (numpy array or list) for the kept rows."""
         tag = self.tag()
         parts = []
+        decoded: Dict[bytes, Any] = {}  # JSON text -> its value, shared by the pieces
         for t, vals in self.pieces:
             if t == "empty":
                 continue
@@ -479,6 +587,8 @@ class _Column:
                     parts.append([_NAN] * vals)
                 elif isinstance(vals, np.ndarray):  # a numeric piece of an object column
                     parts.append(shared_values(vals.tolist()))
+                elif isinstance(vals, _Texts):
+                    parts.append(_decoded(vals, decoded))
                 else:
                     parts.append(vals)
         if tag in ("i8", "f8", "bool"):
@@ -499,6 +609,18 @@ class _Column:
         return pd.Series(values)
 
 
+def _decoded(piece: "_Texts", decoded: Dict[bytes, Any]) -> list:
+    """The values of a :class:`_Texts` piece, each distinct text decoded once
+    across pieces (``decoded``: text -> value)."""
+    values = np.empty(len(piece.texts), dtype=object)
+    for i, text in enumerate(piece.texts):
+        value = decoded.get(text, _ABSENT)
+        if value is _ABSENT:
+            value = decoded[text] = msgspec.json.decode(text)
+        values[i] = value
+    return values[piece.codes].tolist() if len(piece.codes) else []
+
+
 def shared_values(values: list) -> list:
     """``values`` with equal values of one type made one shared object.
 
@@ -512,6 +634,8 @@ def shared_values(values: list) -> list:
     are never merged. The shared objects must not be mutated in place.
     """
     seen: Dict[Any, Any] = {}
+    if set(map(type, values)) <= {int, str}:  # no two of these types compare equal
+        return list(map(seen.setdefault, values, values))
     out = []
     append, dumps = out.append, orjson.dumps
     for v in values:
@@ -524,13 +648,159 @@ def shared_values(values: list) -> list:
     return out
 
 
-def _codes(values: list) -> Tuple[list, np.ndarray]:
-    """Distinct strings of ``values`` in order of first appearance and each value's index among them."""
+def _codes(values: list, check: bool = True) -> Tuple[list, np.ndarray]:
+    """Distinct strings of ``values`` in order of first appearance and each
+    value's index among them (``check``: raise :class:`Unsupported` for a value
+    that is not a string)."""
     uniques = list(dict.fromkeys(values))
-    if set(map(type, uniques)) - {str}:
+    if check and set(map(type, uniques)) - {str}:
         raise Unsupported("a name or category that is not a string")
     ids = {u: i for i, u in enumerate(uniques)}
     return uniques, np.fromiter(map(ids.__getitem__, values), dtype=np.int64, count=len(values))
+
+
+#: The top-level keys of Kineto's events, the fields of the typed structs.
+_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id", "bp", "s")
+
+
+@functools.lru_cache(maxsize=8)
+def _typed_decoder(arg_specs: Tuple[Tuple[str, str, Any, bool], ...]):
+    """A msgspec decoder of a JSON array of events into structs, and the args
+    struct with its defaults. Every field defaults to the one NaN object
+    :data:`_NAN` (a missing key, as ``dict.get(key, NaN)`` reads it); args
+    default to HTA's defaults (``arg_specs``: name, raw name, default, whether
+    HTA keeps it as a Python object). Object args (shapes, types) stay JSON
+    text (``msgspec.Raw``), decoded once per distinct text (:func:`_decode_shared`).
+    The types are those of well-formed Kineto traces (``ts`` a number, ``pid``
+    an int or a string...); an unknown top-level key or another type raises
+    ``msgspec.ValidationError`` and the piece is decoded into dicts instead."""
+    args = msgspec.defstruct(
+        "Args", [(f"a{i}", msgspec.Raw, msgspec.Raw(orjson.dumps(default))) if obj else (f"a{i}", Any, default)
+                 for i, (_, _, default, obj) in enumerate(arg_specs)],
+        rename={f"a{i}": spec[1] for i, spec in enumerate(arg_specs)}, gc=False)
+    number, ident = Union[int, float], Union[int, str]
+    types = {"ph": str, "cat": str, "name": str, "pid": ident, "tid": ident, "ts": number, "dur": number,
+             "args": args, "id": Any, "bp": Any, "s": Any}
+    event = msgspec.defstruct("Event", [(k, types[k], _NAN) for k in _FIELDS], forbid_unknown_fields=True, gc=False)
+    return msgspec.json.Decoder(List[event]), args
+
+
+def _typed_piece(events: list, arg_specs) -> dict:
+    """:func:`_piece` for events decoded into the structs of :func:`_typed_decoder`.
+
+    A struct does not keep the order of its keys; ``first`` gives, for each
+    key, the first event holding it, and the merge reads the order of the keys
+    of such an event from the text only when two new keys first appear in it
+    (:func:`_key_order`)."""
+    n = len(events)
+    values = _struct_fields(events)
+    fields = list(values)
+    types = {k: set(map(type, values[k])) for k in fields}
+    first: Dict[str, int] = {}
+    for k in fields[:-1]:  # present where not the NaN default; a float only there, but in ts and dur
+        t = types[k]
+        if t and float not in t:
+            first[k] = 0
+        elif t and (k in ("ts", "dur") or len(t) > 1):
+            i = _first_present(values[k])
+            if i < n:
+                first[k] = i
+
+    def kept_args(take: List[int]):
+        args = list(map(values["args"].__getitem__, take))
+        if args.count(_NAN):
+            default = _typed_decoder(arg_specs)[1]()
+            args = [default if a is _NAN else a for a in args]
+        names = [f"a{i}" for i in range(len(arg_specs))]
+        if len(names) > 1 and args:
+            columns = list(zip(*map(attrgetter(*names), args)))
+        else:
+            columns = [tuple(map(attrgetter(a), args)) for a in names]
+
+        def arg(i: int) -> Tuple[list, bool]:
+            return (_decode_shared(columns[i]), True) if arg_specs[i][3] else (columns[i], False)
+        return arg
+
+    piece = _columns(n, set(first), values.__getitem__, types.__getitem__, kept_args, arg_specs)
+    piece["keys"] = sorted(first, key=first.__getitem__)
+    piece["first"] = first
+    return piece
+
+
+def _struct_fields(events: list) -> Dict[str, list]:
+    """The values of the fields the columns are built from (not ``id``, ``bp``,
+    ``s``), one list per field, ``ph`` last. A comprehension per field reads
+    attributes about twice as fast as ``zip(*map(attrgetter(...)))``."""
+    return {"cat": [e.cat for e in events], "name": [e.name for e in events], "pid": [e.pid for e in events],
+            "tid": [e.tid for e in events], "ts": [e.ts for e in events], "dur": [e.dur for e in events],
+            "args": [e.args for e in events], "ph": [e.ph for e in events]}
+
+
+def _first_present(values) -> int:
+    """Index of the first value that is not the missing-key default."""
+    for i, v in enumerate(values):
+        if v is not _NAN:
+            return i
+    return len(values)
+
+
+class _Texts:
+    """An object column of a piece as its distinct JSON texts and, per row, the
+    index of its text: what a worker sends back instead of the objects. The
+    frame decodes each distinct text of all pieces once (:meth:`_Column.build`),
+    so that the objects it keeps (shapes, types) are few, shared and made
+    together, not one set per piece left scattered through the heap."""
+
+    __slots__ = ("texts", "codes")
+
+    def __init__(self, texts: List[bytes], codes: np.ndarray) -> None:
+        self.texts, self.codes = texts, codes
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+
+def _decode_shared(raws: List[msgspec.Raw]) -> Tuple[list, Optional[_Texts]]:
+    """The values of JSON texts, decoded once per distinct text (equal texts
+    give one shared object, see :func:`shared_values`), and the same as
+    :class:`_Texts`."""
+    texts = list(map(bytes, raws))
+    uniques = list(dict.fromkeys(texts))
+    decoded = {t: msgspec.json.decode(t) for t in uniques}
+    ids = {t: i for i, t in enumerate(uniques)}
+    codes = np.fromiter(map(ids.__getitem__, texts), dtype=np.int32, count=len(texts))
+    return list(map(decoded.__getitem__, texts)), _Texts(uniques, codes)
+
+
+def _first_texts(raw, count: int, prefix: int = 1 << 16) -> List[msgspec.Raw]:
+    """The texts of the first ``count`` (or more) events of ``raw`` (a JSON
+    array of events): from its first ``prefix`` bytes cut after an event
+    when they hold enough (the usual case: new keys appear in the first
+    events), else from all of it."""
+    with memoryview(raw) as mv:
+        head = bytes(mv[1:prefix])
+    cut = _exact_separator(head) if len(raw) > prefix else None
+    if cut is not None:
+        texts = msgspec.json.decode(b"[" + head[:cut[0] + 1] + b"]", type=List[msgspec.Raw])
+        if len(texts) >= count:
+            return texts
+    return msgspec.json.decode(raw, type=List[msgspec.Raw])
+
+
+def _key_order(raw, first: Dict[str, int], keys: List[str]) -> List[str]:
+    """``keys`` (of a piece decoded into structs) in order of first appearance
+    in ``raw`` (the piece's JSON array): by first event, then by position in it."""
+    by_event: Dict[int, List[str]] = {}
+    for k in keys:
+        by_event.setdefault(first[k], []).append(k)
+    if all(len(v) == 1 for v in by_event.values()):
+        return sorted(keys, key=first.__getitem__)
+    texts = _first_texts(raw, max(by_event) + 1)
+    out: List[str] = []
+    for i in sorted(by_event):
+        order = list(orjson.loads(bytes(texts[i])))
+        out += sorted(by_event[i], key=order.index)
+    return out
 
 
 def _piece(events: list, arg_specs: List[Tuple[str, str, Any]]) -> dict:
@@ -544,11 +814,35 @@ def _piece(events: list, arg_specs: List[Tuple[str, str, Any]]) -> dict:
     for k in keys:
         i = next(i for i, e in enumerate(events) if k in e)
         first[k] = (i, list(events[i]).index(k))
-    cats = list(map(dict.get, events, repeat("cat"), repeat(_NAN)))
-    durs = list(map(dict.get, events, repeat("dur"), repeat(_NAN)))
-    tss = list(map(dict.get, events, repeat("ts"), repeat(_NAN)))
-    dur_tag, dur_vals = _infer(durs)
-    ts_tag, ts_vals = _infer(tss)
+    cache: Dict[str, list] = {}
+
+    def getter(k: str) -> list:
+        if k not in cache:
+            cache[k] = list(map(dict.get, events, repeat(k), repeat(_NAN)))
+        return cache[k]
+
+    def kept_args(take: List[int]):
+        kept = list(map(events.__getitem__, take))
+        args = list(map(dict.get, kept, repeat("args"), repeat(_EMPTY)))
+        if set(map(type, args)) - {dict}:
+            args = [a if type(a) is dict else _EMPTY for a in args]
+        return lambda i: (list(map(dict.get, args, repeat(arg_specs[i][1]), repeat(arg_specs[i][2]))), False)
+
+    piece = _columns(n, keys, getter, lambda k: set(map(type, getter(k))), kept_args, arg_specs)
+    piece["keys"] = sorted(keys, key=first.__getitem__)
+    piece["first"] = None
+    return piece
+
+
+def _columns(n: int, keys: set, getter, types, kept_args, arg_specs) -> dict:
+    """The piece of ``n`` events (see :func:`_piece`) from accessors: ``keys``
+    present, ``getter(key)`` the values of a key (NaN where missing) and
+    ``types(key)`` the set of their types, ``kept_args(rows)(i)`` the values
+    of the ``i``-th arg spec in those rows (HTA's default where missing) and
+    whether equal values are already one object."""
+    cats, durs, tss = getter("cat"), getter("dur"), getter("ts")
+    dur_tag, dur_vals = _infer(durs, types("dur"))
+    ts_tag, ts_vals = _infer(tss, types("ts"))
     for tag in (dur_tag, ts_tag):
         if tag not in ("i8", "f8", "f8i", "null"):
             raise Unsupported("non-numeric ts or dur")
@@ -557,23 +851,24 @@ def _piece(events: list, arg_specs: List[Tuple[str, str, Any]]) -> dict:
     if dur_null.any():
         # HTA drops complete ("X") events without dur silently; hand such a file to
         # the caller's validating path, which says how many were left out
-        phs = np.fromiter((p == "X" for p in map(dict.get, events, repeat("ph"))), dtype=bool, count=n)
-        if (phs & dur_null).any():
+        if "X" in set(map(getter("ph").__getitem__, np.flatnonzero(dur_null).tolist())):
             raise Unsupported("complete events without dur")
-    ok = {}
+    cat_uniques, cat_codes = _codes(cats, check=False)
     cats_seen = set()
-    for c in set(cats):
+    present = np.zeros(len(cat_uniques), dtype=bool)
+    for i, c in enumerate(cat_uniques):
         if type(c) is str:
-            ok[c] = c != "Trace"
+            present[i] = True
             cats_seen.add(c)
-        elif c is None or (type(c) is float and c != c):
-            ok[c] = False
-        else:
+        elif not (c is None or (type(c) is float and c != c)):
             raise Unsupported("a category that is not a string")
-    keep = np.fromiter(map(ok.__getitem__, cats), dtype=bool, count=n) & ~dur_null
+    trace = np.array([c == "Trace" for c in cat_uniques], dtype=bool)
+    # HTA drops the rows without dur or cat, then the "Trace" rows (see _htas_index)
+    kept_first = present[cat_codes] & ~dur_null if n else np.zeros(0, dtype=bool)
+    is_trace = trace[cat_codes] if n else kept_first
+    keep = kept_first & ~is_trace
     idx = np.flatnonzero(keep)
     take = idx.tolist()
-    kept_events = list(map(events.__getitem__, take))
     columns = {}
     for k in keys:
         if k in _DROPPED or k in ("args", "cat", "name"):
@@ -582,8 +877,8 @@ def _piece(events: list, arg_specs: List[Tuple[str, str, Any]]) -> dict:
             tag, vals = (ts_tag, ts_vals) if k == "ts" else (dur_tag, dur_vals)
             tag = "f8" if tag == "f8i" else tag
         else:
-            raw = list(map(dict.get, events, repeat(k), repeat(_NAN)))
-            tag, vals = _infer(raw)
+            raw = getter(k)
+            tag, vals = _infer(raw, types(k))
             if tag == "f8i":  # ints and NaN: floats, unless another piece makes the column object
                 columns[k] = (tag, (vals[idx], list(map(raw.__getitem__, take))))
                 continue
@@ -592,22 +887,46 @@ def _piece(events: list, arg_specs: List[Tuple[str, str, Any]]) -> dict:
         else:
             kept = list(map(vals.__getitem__, take))
             columns[k] = (tag, shared_values(kept) if tag == "obj" else kept)
-    args = list(map(dict.get, kept_events, repeat("args"), repeat(_EMPTY)))
-    if set(map(type, args)) - {dict}:
-        args = [a if type(a) is dict else _EMPTY for a in args]
+    arg_values = kept_args(take)
     arg_columns = {}
-    for name, raw_name, default in arg_specs:
-        raw = list(map(dict.get, args, repeat(raw_name), repeat(default)))
+    for i, spec in enumerate(arg_specs):
+        raw, shared = arg_values(i)
+        texts = None
+        if shared:
+            raw, texts = raw
         tag, vals = _infer(raw)
-        arg_columns[name] = (tag, (vals, raw) if tag == "f8i" else shared_values(vals) if tag == "obj" else vals)
+        if tag == "obj":
+            vals = texts if texts is not None else shared_values(vals)
+        arg_columns[spec[0]] = (tag, (vals, raw) if tag == "f8i" else vals)
     return {
-        "n": n, "keys": sorted(keys, key=first.__getitem__), "has_args": "args" in keys,
+        "n": n, "has_args": "args" in keys,
         "cats_seen": cats_seen, "ts_any_null": bool(ts_null.any()),
         "end_any_null": bool((ts_null | dur_null).any()), "keep": idx,
-        "cat": _codes(list(map(cats.__getitem__, take))),
-        "name": _codes(list(map(dict.get, kept_events, repeat("name"), repeat(_NAN)))),
+        "trace_rows": np.flatnonzero(kept_first & is_trace),
+        "cat": _kept_codes(cat_uniques, cat_codes, idx),
+        "name": _kept_codes(*_codes(getter("name"), check=False), idx),
         "columns": columns, "args": arg_columns,
     }
+
+
+def _kept_codes(uniques: list, codes: np.ndarray, rows: np.ndarray) -> Tuple[list, np.ndarray]:
+    """The strings of ``rows`` as :func:`_codes` gives them for those rows
+    alone: distinct values in order of first appearance, and codes.
+
+    Raises:
+        Unsupported: one of them is not a string.
+    """
+    kept = codes[rows]
+    if not len(kept):
+        return [], kept
+    used, at = np.unique(kept, return_index=True)
+    order = used[np.argsort(at, kind="stable")]
+    lut = np.empty(len(uniques), dtype=np.int64)
+    lut[order] = np.arange(len(order))
+    out = [uniques[i] for i in order.tolist()]
+    if set(map(type, out)) - {str}:
+        raise Unsupported("a name or category that is not a string")
+    return out, lut[kept]
 
 
 class _Codes:
@@ -630,13 +949,15 @@ class _Frame:
     """Merges pieces of ``traceEvents`` (see :func:`_piece`) into the columns of HTA's dataframe."""
 
     def __init__(self, cfg) -> None:
-        self.args = [(a.name, a.raw_name, a.default_value) for a in cfg.get_args()]
+        self.args = tuple((a.name, a.raw_name, a.default_value, a.value_type.name == "Object")
+                          for a in cfg.get_args())
         self.n_events = 0
         self.keys: Dict[str, None] = {}  # top-level keys in order of first appearance
         self.columns: Dict[str, _Column] = {}
-        self.arg_columns = {name: _Column() for name, _, _ in self.args}
+        self.arg_columns = {spec[0]: _Column() for spec in self.args}
         self.kept_rows = 0
         self.positions: List[np.ndarray] = []
+        self.trace_rows: List[np.ndarray] = []  # rows HTA drops only for their category "Trace"
         self.cat = _Codes()
         self.name = _Codes()
         self.has_args = False
@@ -644,13 +965,16 @@ class _Frame:
         self.end_any_null = False
         self.cats_seen: set = set()
 
-    def add(self, events: list) -> None:
-        self.merge(_piece(events, self.args))
-
-    def merge(self, piece: dict) -> None:
+    def merge(self, piece: dict, raw) -> None:
+        """Append ``piece`` (of the events in ``raw``, a JSON array)."""
         base = self.n_events
         self.n_events += piece["n"]
-        for k in piece["keys"]:
+        keys = piece["keys"]
+        if piece["first"] is not None:  # structs: the order of new keys from the text
+            new = [k for k in keys if k not in self.keys]
+            if len(new) > 1:
+                keys = _key_order(raw, piece["first"], new)
+        for k in keys:
             if k not in self.keys:
                 self.keys[k] = None
                 if k not in _DROPPED and k not in ("args", "cat", "name"):
@@ -665,6 +989,8 @@ class _Frame:
         nk = len(keep)
         self.kept_rows += nk
         self.positions.append(keep + base)
+        if len(piece["trace_rows"]):
+            self.trace_rows.append(piece["trace_rows"] + base)
         self.cat.add(*piece["cat"])
         self.name.add(*piece["name"])
         for k, col in self.columns.items():
@@ -675,8 +1001,9 @@ class _Frame:
         for name, col in self.arg_columns.items():
             col.add(*piece["args"][name])
 
-    def frame(self):
-        """HTA's dataframe (``_compress_df`` done) and local symbol table."""
+    def frame(self, exact_times: bool = False):
+        """HTA's dataframe (``_compress_df`` done) and local symbol table; with
+        ``exact_times``, plus the exact times where HTA rounds (:mod:`hta_report.load.exact`)."""
         from hta.common.trace_symbol_table import TraceSymbolTable
 
         if "cuda_profiler_range" in self.cats_seen:
@@ -698,9 +1025,15 @@ class _Frame:
                 cols[k] = None  # filled after the symbol table
             else:
                 cols[k] = self.columns[k].series()
+        exact: Dict[str, Any] = {}
+        if ts_float and not will_round(np.dtype(np.float64)):
+            raise Unsupported("HTA's ns rounding is disabled")
         if ts_float:  # HTA's round_down_time_stamps (ns-resolution traces)
             ts = cols["ts"].to_numpy(dtype=np.float64)
-            end = ts + cols["dur"].to_numpy(dtype=np.float64)
+            dur = cols["dur"].to_numpy(dtype=np.float64)
+            end = ts + dur
+            if exact_times:  # see exact.add_exact_times
+                exact = {EXACT_TS: ts, EXACT_DUR: dur}
             ts_c, end_f = np.ceil(ts), np.floor(end)
             keep = ~np.isnan(end_f)
             new_ts = pd.Series(ts_c.astype(np.float64) if self.ts_any_null else ts_c.astype(np.int64))
@@ -709,8 +1042,9 @@ class _Frame:
             cols["dur"] = new_end - new_ts
             if not keep.all():
                 raise Unsupported("events whose ts is missing")
-        for name, _, _ in self.args:
+        for name, *_ in self.args:
             cols[name] = self.arg_columns[name].series()
+        cols.update(exact)
 
         # the local symbol table, built as _compress_df builds it
         cat_codes, name_codes = self.cat.codes(), self.name.codes()
@@ -725,10 +1059,7 @@ class _Frame:
         cols["cat"] = pd.Series(cat_lut[cat_codes] if nrows else np.array([], dtype=np.int64))
         cols["name"] = pd.Series(name_lut[name_codes] if nrows else np.array([], dtype=np.int64))
 
-        if nrows == self.n_events:
-            index = pd.RangeIndex(nrows)
-        else:
-            index = pd.Index(positions, dtype=np.int64)
+        index = _htas_index(self.n_events, positions, np.concatenate(self.trace_rows) if self.trace_rows else None)
         df = pd.DataFrame({k: (v.to_numpy() if isinstance(v, pd.Series) and not isinstance(v.dtype, pd.StringDtype)
                                else v.array if isinstance(v, pd.Series) else v)
                            for k, v in cols.items()}, index=index, copy=False)
@@ -738,6 +1069,28 @@ class _Frame:
             if df[col].dtype.kind == "i":
                 df[col] = pd.to_numeric(df[col], errors="coerce", downcast="integer")
         return df, table
+
+
+def _htas_index(n_events: int, kept: np.ndarray, trace_rows: Optional[np.ndarray]) -> pd.Index:
+    """The index of HTA's frame: the positions ``kept`` of ``n_events``, as a
+    ``RangeIndex`` or an ``Index`` as pandas makes it. ``_compress_df`` first
+    drops the rows without ``dur`` or ``cat`` (``dropna``), then the rows of
+    category ``Trace`` (``trace_rows``, None: none), and pandas keeps a range
+    where the labels left are equally spaced, depending on the version. Both
+    steps are done here by pandas on a two-column stand-in."""
+    if trace_rows is None and len(kept) == n_events:
+        return pd.RangeIndex(n_events)
+    first = np.zeros(n_events, dtype=bool)
+    first[kept] = True
+    trace = np.zeros(n_events, dtype=bool)
+    if trace_rows is not None:
+        first[trace_rows] = True
+        trace[trace_rows] = True
+    probe = pd.DataFrame({"dur": np.where(first, 1.0, np.nan), "trace": trace})
+    probe = probe.dropna(axis=0, subset=["dur"])
+    if trace_rows is not None:
+        probe = probe.drop(probe[probe["trace"]].index)
+    return probe.index
 
 
 def _null_mask(tag: str, vals: Any, n: int) -> np.ndarray:
@@ -751,14 +1104,14 @@ def _null_mask(tag: str, vals: Any, n: int) -> np.ndarray:
 # --------------------------------------------------------------------------- HTA's post-processing
 
 
-def _parse(path: str, cfg, workers: int = 1):
+def _parse(path: str, cfg, workers: int = 1, exact_times: bool = False, max_bytes: Optional[int] = None):
     from hta.common.trace import add_fwd_bwd_links, transform_correlation_to_index
     from hta.common.trace_parser import MetaDataKey, infer_gpu_type
 
     sink = _Frame(cfg)
-    doc = _read(path, sink, workers)
+    doc = _read(path, sink, workers, max_bytes)
     meta = {k: v for k, v in doc.items() if k != "traceEvents"}
-    df, table = sink.frame()
+    df, table = sink.frame(exact_times)
     meta[str(MetaDataKey.DEVICE_TYPE)] = infer_gpu_type(meta, table.get_sym_id_map())
     if df.empty:
         return meta, df, table

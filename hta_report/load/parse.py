@@ -59,13 +59,14 @@ class Parsed:
 
 
 def _parse_one(path: str, cfg, cache_root: Optional[str], key: Optional[str], n_workers: int = 1,
-               fallback: bool = True) -> Parsed:
+               fallback: bool = True, max_bytes: Optional[int] = None) -> Parsed:
     from .fastparse import parse_trace_file
     from .parse_cache import ParseCache
 
     t0 = time.perf_counter()
     try:
-        result = parse_trace_file(path, cfg, fallback=fallback, workers=n_workers)
+        result = parse_trace_file(path, cfg, fallback=fallback, workers=n_workers, exact_times=True,
+                                  max_bytes=max_bytes)
     except Exception as exc:  # reported by the caller, naming the file
         return Parsed(Path(path), error=exc, seconds=time.perf_counter() - t0)
     if cache_root is not None and key is not None and not result[1].empty:
@@ -74,20 +75,22 @@ def _parse_one(path: str, cfg, cache_root: Optional[str], key: Optional[str], n_
 
 
 def parse_files(paths: List[Path], cfg, cache: Optional[Cache] = None, loader: str = "fast",
-                fallback: bool = True) -> Iterator[Parsed]:
+                fallback: bool = True, max_bytes: Optional[int] = None) -> Iterator[Parsed]:
     """Parse ``paths`` (in that order): cache hits are read, misses parsed with
     :func:`hta_report.load.fastparse.parse_trace_file`, several at once in worker
     processes (one per CPU core) when there are several (a lone large file
     is cut into pieces parsed side by side), and stored in ``cache``. With
     ``fallback`` False a file the fast parser does not reproduce exactly comes
-    back as a :class:`Parsed` with its ``error`` (the caller parses it another way)."""
+    back as a :class:`Parsed` with its ``error`` (the caller parses it another way).
+    ``max_bytes``: the size cap of gzipped files, enforced while reading them
+    (:mod:`hta_report.load.sizecap`; part of the parse-cache key)."""
     from .parse_cache import ParseCache
 
     store = ParseCache(cache) if cache is not None else None
     keys: List[Optional[str]] = []
     hits: dict = {}
     for i, p in enumerate(paths):
-        key = store.key(p, cfg, loader) if store is not None else None
+        key = store.key(p, cfg, loader, max_bytes) if store is not None else None
         keys.append(key)
         if key is not None:
             t0 = time.perf_counter()
@@ -105,13 +108,14 @@ def parse_files(paths: List[Path], cfg, cache: Optional[Cache] = None, loader: s
             else:
                 progress.current().update(f"parsing {paths[i].name} ({done + 1}/{total})")
                 parsed = _parse_one(str(paths[i]), cfg, root, keys[i], workers.count() if workers.can_fork() else 1,
-                                    fallback)
+                                    fallback, max_bytes)
                 done += 1
             yield parsed
         return
     n = max(1, min(len(misses), workers.count()))
     with workers.pool(n) as pool:
-        futures = {i: pool.submit(_parse_one, str(paths[i]), cfg, root, keys[i], 1, fallback) for i in misses}
+        futures = {i: pool.submit(_parse_one, str(paths[i]), cfg, root, keys[i], 1, fallback, max_bytes)
+                   for i in misses}
         progress.current().update(f"parsing {len(misses)} files in {n} processes")
         try:
             for i in range(total):

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import Optional
 
 from ..cache import CACHE_FORMAT, Cache, atomic_write, code_fingerprint, make_key
 
@@ -31,8 +32,10 @@ class ParseCache:
     def __init__(self, cache: Cache) -> None:
         self.cache = cache
 
-    def key(self, path: os.PathLike | str, cfg, loader: str) -> str:
-        """The entry key of ``path`` parsed with HTA's ``ParserConfig`` ``cfg`` by ``loader``.
+    def key(self, path: os.PathLike | str, cfg, loader: str, max_bytes: Optional[int] = None) -> str:
+        """The entry key of ``path`` parsed with HTA's ``ParserConfig`` ``cfg`` by
+        ``loader`` under the size cap ``max_bytes`` (enforced while reading: an
+        entry made under a larger cap must not let a file past a smaller one).
 
         Raises:
             OSError: the file cannot be read.
@@ -48,6 +51,7 @@ class ParseCache:
             "code": code_fingerprint("parser"),
             "hta": getattr(hta.version, "__version__", ""), "pandas": pandas.__version__, "args": args,
             "backend": str(cfg.parser_backend), "parse_all_args": bool(cfg.parse_all_args),
+            "max_bytes": max_bytes,
         })
 
     def _path(self, key: str) -> Path:

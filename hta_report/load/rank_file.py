@@ -25,7 +25,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 from .. import progress
 from ..files import location, size
 from ..model import TraceFileInfo
-from .traces import LoadedTraces, assign_ranks, file_info, quiet_hta
+from .traces import LoadedTraces, assign_ranks, exact_origin, file_info, quiet_hta, shift_exact_times
 
 
 @dataclass
@@ -38,6 +38,8 @@ class FileParse:
         size_bytes: the file's size as stored.
         min_ts: the earliest event's ``ts`` (µs, HTA's value before alignment,
             an int or a float as the column holds it).
+        min_exact_ts: the origin its exact times would have alone
+            (:func:`~.traces.exact_origin`, µs; ``min_ts`` when HTA rounds none).
         step_rows: ``ProfilerStep`` events in the file.
         step_names: the distinct ``ProfilerStep#N`` names.
         note: what the validating reader left out, or None.
@@ -48,6 +50,7 @@ class FileParse:
     meta: dict
     size_bytes: int
     min_ts: Any
+    min_exact_ts: float
     step_rows: int
     step_names: List[str]
     note: Optional[str] = None
@@ -80,12 +83,14 @@ def parse_file(path: str, max_trace_bytes: int, loader: str, cache_dir: Optional
     with progress.using(recorder), quiet_hta():
         candidates, unreadable = _checked([location(path)], max_trace_bytes)
         trace = new_trace(loader)
-        _, notes = _parse_into(trace, candidates, loader, Cache(cache_dir) if cache_dir else None, unreadable)
+        _, notes = _parse_into(trace, candidates, loader, Cache(cache_dir) if cache_dir else None, unreadable,
+                               max_trace_bytes)
         df, meta = trace.traces[0], trace.meta_data[0]
         step_ids = trace.symbol_table.get_profiler_step_ids()
         symbols = trace.symbol_table.get_sym_table()
         summary = FileParse(
             path=path, meta=meta, size_bytes=size(path), min_ts=df["ts"].min().item(),
+            min_exact_ts=exact_origin([df], df["ts"].min().item()),
             step_rows=int(df["name"].isin(step_ids).sum()),
             step_names=sorted({symbols[i] for i in step_ids}),
             note=notes.get(candidates[0]), stages=list(recorder.times))
@@ -101,6 +106,8 @@ class Plan:
         sources: per file, how the rank was decided.
         warnings: for the inventory (ranks by order, events left out).
         min_ts: the directory's time origin: the earliest ``ts`` of all files (µs).
+        exact_origin: the origin of the exact times (:func:`~.traces.exact_origin`
+            over all files, µs).
         include_last_step: whether the last ProfilerStep is kept.
         step_names: every ProfilerStep name of the directory (HTA's filter
             counts them over all ranks).
@@ -111,6 +118,7 @@ class Plan:
     sources: List[str]
     warnings: List[str]
     min_ts: Any
+    exact_origin: float
     include_last_step: bool
     step_names: List[str]
     device_type: str
@@ -133,6 +141,7 @@ def plan(parses: Sequence[FileParse], include_last_step: Optional[bool]) -> Plan
     names = sorted({n for p in parses for n in p.step_names})
     device = parses[0].meta.get(str(MetaDataKey.DEVICE_TYPE), "UNKNOWN")
     return Plan(ranks=ranks, sources=sources, warnings=warns, min_ts=min(p.min_ts for p in parses),
+                exact_origin=min(p.min_exact_ts for p in parses),
                 include_last_step=bool(keep), step_names=names, device_type=str(device))
 
 
@@ -167,4 +176,5 @@ def loaded_rank(parsed: ParsedRank, info: TraceFileInfo, p: Plan, loader: str) -
         trace.trace_files = {rank: info.path}
         trace.is_parsed = True
         align_and_filter(trace, p.include_last_step, info.path, aligned=True, device_type=p.device_type)
+        shift_exact_times(trace, p.exact_origin)
     return LoadedTraces(trace=trace, files=[info], meta=dict(trace.meta_data), last_step_included=p.include_last_step)

@@ -98,9 +98,15 @@ class LoadedTraces:
     def analysis_for(self, ranks: List[int]):
         """An HTA ``TraceAnalysis`` restricted to ``ranks`` (sharing the parsed
         data). HTA's whole-trace analyses (temporal and kernel breakdowns) fail
-        on ranks without GPU events, so callers pass only the ranks that have them."""
+        on ranks without GPU events, so callers pass only the ranks that have them.
+        The frames it sees hold only what the analyses the report takes from
+        HTA read (:func:`hta_rows`): HTA copies whole frames (its launch
+        statistics copy every CPU and every GPU row), and the rows and columns
+        it never reads were most of the memory and time of those copies. HTA's
+        figures are the same: ``tests/test_hta_parity.py`` and the
+        benchmark's parity check compare them with HTA's own run."""
         sub = copy.copy(self.trace)
-        sub.traces = {r: self.trace.traces[r] for r in ranks}
+        sub.traces = {r: hta_rows(self.trace.traces[r], self.symbols) for r in ranks}
         sub.meta_data = {r: self.trace.meta_data[r] for r in ranks if r in self.trace.meta_data}
         return hta_view(sub)
 
@@ -108,6 +114,35 @@ class LoadedTraces:
     def symbols(self) -> List[str]:
         """HTA's symbol table: id -> string for the ``name`` and ``cat`` columns."""
         return self.trace.symbol_table.get_sym_table()
+
+
+#: Columns of the loaded frames that HTA's analyses do not read: the shapes and
+#: types of ops (the misaligned-GEMM rule) and the exact times of fractional-µs
+#: traces (``hta_report.load.exact.EXACT_COLUMNS``).
+OURS_ONLY = ("input_dims", "input_type", "exact_ts", "exact_dur")
+
+
+#: Host-side categories HTA's analyses read: the calls that launch GPU work
+#: (launch statistics, queue length, the host wait of the idle breakdown).
+RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")
+
+
+def hta_rows(df, symbols: List[str]) -> "pd.DataFrame":
+    """The part of a rank's frame that HTA's analyses of the report read
+    (temporal, idle-time and kernel breakdowns, communication overlap, launch
+    statistics, queue length): the GPU rows (``stream`` not -1) and the runtime
+    calls (:data:`RUNTIME_CATEGORIES`), which GPU rows point to through
+    ``index_correlation``, without the columns only our analyses read
+    (:data:`OURS_ONLY`). CPU ops and annotations, most of a trace, are not
+    read: their steps are already in the ``iteration`` column."""
+    import numpy as np
+
+    runtime = [i for i, s in enumerate(symbols) if s in RUNTIME_CATEGORIES]
+    keep = df["stream"].to_numpy() != -1
+    if runtime:
+        keep |= np.isin(df["cat"].to_numpy(), runtime)
+    columns = [c for c in df.columns if c not in OURS_ONLY]
+    return df.loc[keep, columns]
 
 
 def add_parsed_rank(trace, key: int, parsed: tuple) -> bool:
@@ -213,7 +248,9 @@ def rekey(trace, keys: List[int], ranks: List[int], paths: List[Path]) -> None:
 def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: bool = False,
                      device_type: Optional[str] = None) -> bool:
     """HTA's ``align_and_filter_trace`` and re-indexing, as ``Trace.load_traces``
-    does them. ``include_last_step`` None (auto) keeps the last step only when
+    does them; the exact times beside HTA's rounded ones (``exact_ts``, see
+    :mod:`hta_report.load.exact`) are moved with them
+    (:func:`_align_exact_times`). ``include_last_step`` None (auto) keeps the last step only when
     some rank has fewer than two steps. Returns whether it was kept.
 
     Args:
@@ -238,6 +275,10 @@ def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: b
             include_last_step = fewest < 2
         if device_type is not None:  # the directory's first rank decides, not this trace's
             trace.get_device_type = lambda: device_type
+        origin = None
+        if not aligned:  # one rank of a directory is moved by the caller (loaded_rank)
+            origin = exact_origin(trace.traces.values(),
+                                  min(df["ts"].min() for df in trace.traces.values() if not df.empty))
         try:
             if aligned:
                 trace._filter_irrelevant_gpu_kernels(include_last_step)  # align_and_filter_trace's second half
@@ -250,10 +291,35 @@ def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: b
                 df = df.set_index("index", drop=False)
                 df.index.names = [None]
                 trace.traces[rank] = df
+        if origin is not None:
+            shift_exact_times(trace, origin)
     except Exception as exc:
         step = "aligning ranks in time and filtering steps (HTA)"
         raise TraceError(f"analysis failed at {step}: {exception_summary(exc)}", where, step=step) from exc
     return bool(include_last_step)
+
+
+def exact_origin(frames, rounded_min_ts) -> float:
+    """The origin of the exact times (µs): the earliest of HTA's ``min_ts``
+    (``rounded_min_ts``, the earliest rounded start of all ranks) and the
+    earliest exact start (``exact_ts``) of ``frames`` (event frames, before
+    HTA's filter), so that no exact time is negative once moved by it (HTA
+    rounds starts up, so the exact earliest start may lie up to 1 µs before
+    ``min_ts``). The directory's origin when ``frames`` are all its ranks."""
+    from .exact import EXACT_TS
+
+    mins = [float(df[EXACT_TS].min()) for df in frames if not df.empty and EXACT_TS in df.columns]
+    return float(min([float(rounded_min_ts)] + [m for m in mins if m == m]))
+
+
+def shift_exact_times(trace, origin: float) -> None:
+    """Move the exact times (``exact_ts``) of every rank of ``trace`` by
+    ``origin`` (:func:`exact_origin`), as HTA moved ``ts`` by ``min_ts``."""
+    from .exact import EXACT_TS
+
+    for df in trace.traces.values():
+        if not df.empty and EXACT_TS in df.columns:
+            df[EXACT_TS] = df[EXACT_TS] - origin
 
 
 def file_info(path: Path, rank: int, source: str, meta: dict, size_bytes: Optional[int] = None) -> TraceFileInfo:
