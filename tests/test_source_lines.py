@@ -491,3 +491,53 @@ def test_terminal_summary_names_the_top_line(tmp_path):
     (repo / "train.py").write_text(TRAIN_PY)
     text = summary(analyze(_stack_trace(tmp_path), source_root=repo), [])
     assert f"at train.py:{LINES['item']} in main (100.0 % of its time)" in text
+
+
+PLAIN_PROFILER = """import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Slow(Dataset):
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        time.sleep(0.003)
+        return torch.randn(32), torch.randn(4)
+
+
+def main():
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(Slow(), batch_size=4, num_workers=0)
+    sched = torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1)
+    with torch.profiler.profile(with_stack=True, schedule=sched,
+                                on_trace_ready=torch.profiler.tensorboard_trace_handler("traces")) as p:
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            p.step()
+
+
+main()
+"""
+
+
+def test_a_trace_from_plain_torch_profiler_points_at_the_getitem_line(tmp_path):
+    # not our collector: the script profiles itself with torch.profiler.profile(with_stack=True)
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text(PLAIN_PROFILER)
+    proc = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = analyze(tmp_path / "traces", source_root=tmp_path)
+    (f,) = [f for f in result.findings if f.id == "dataloader-bound"]
+    sleep = next(i for i, line in enumerate(PLAIN_PROFILER.splitlines(), 1) if "time.sleep" in line)
+    assert (f.locations[0].path, f.locations[0].line, f.locations[0].function) == ("train.py", sleep, "__getitem__")
+    assert f.locations[0].how == "call" and f.locations[0].share_pct > 50
