@@ -27,7 +27,12 @@ in the main process is both ``dataloader-bound`` and
 medium or high severity (low findings are notes under 5 % of the step);
 "false high on healthy" counts high-severity findings on healthy cases.
 
-Usage: ``python bench/diagnosis.py [--skip-collect] [--only TEXT] [--keep DIR]``.
+The **real-derived tier** (``bench/diagnosis_real.py``: real GPU traces with one
+injected cause, CPU runs recorded with plain ``torch.profiler``) is printed
+separately, scored by top-1, top-3 and attribution against its targets.
+
+Usage: ``python bench/diagnosis.py [--tier own|real|all] [--skip-collect] [--skip-cpu] [--quick]
+[--only TEXT] [--keep DIR]``.
 """
 from __future__ import annotations
 
@@ -219,10 +224,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--skip-collect", action="store_true", help="leave out the cases recorded by hta-report collect")
     ap.add_argument("--keep", metavar="DIR", help="write the cases' traces here instead of a temporary directory")
     ap.add_argument("--only", default="", metavar="TEXT", help="run only the cases whose name contains TEXT")
+    ap.add_argument("--tier", choices=("own", "real", "all"), default="all",
+                    help="own: simulator and collector cases; real: the real-derived tier (bench/diagnosis_real.py)")
+    ap.add_argument("--skip-cpu", action="store_true", help="real tier: leave out the CPU runs recorded now")
+    ap.add_argument("--quick", action="store_true", help="real tier: only the 40 %% strength")
     args = ap.parse_args(argv)
 
     import logging
     logging.getLogger("hta").setLevel(logging.ERROR)
+    print(f"load average at start: {os.getloadavg()[0]:.1f} (1 min) on {os.cpu_count()} cores")
+    if args.tier in ("real", "all"):
+        import diagnosis_real
+        print("== real-derived tier: real traces with one injected cause, CPU runs recorded with plain torch.profiler")
+        diagnosis_real.run(SHARED, args.only, args.quick, args.skip_cpu, args.keep)
+        if args.tier == "real":
+            print(f"load average at end: {os.getloadavg()[0]:.1f}")
+            return 0
+        print("\n== own tier: simulator (tests/kineto.py) and collector cases")
     with tempfile.TemporaryDirectory(prefix="hta-report-bench-") as tmp:
         root = Path(args.keep) if args.keep else Path(tmp)
         outcomes = []
@@ -245,6 +263,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     right = sum(o.correct for o in outcomes)
     false_high = sum(o.highs for o in outcomes if HEALTHY in o.case.expected)
     print(f"top-1 accuracy: {right}/{scored} ({100 * right / scored:.0f} %), false high on healthy: {false_high}")
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
     return 0
 
 

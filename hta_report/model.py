@@ -105,16 +105,29 @@ class StreamIdle:
 class IdleBreakdown:
     """Idle time of a rank by cause.
 
-    ``host_wait_pct``, ``kernel_wait_pct`` and ``other_pct`` are shares of the
-    idle time (they add up to 100), summed over all streams of the rank.
-    HTA measures idleness per stream only; the rank-level shares weight each
-    stream's idle time equally.
+    ``streams`` are HTA's per-stream figures (``get_idle_time_breakdown``),
+    unchanged. HTA measures idleness per stream, and side streams
+    (communication, copies) are idle most of the time by nature, so adding
+    the streams up does not describe the GPU. The rank-level split describes
+    the GPU as one device: the time with no GPU operation (kernel, memcpy,
+    memset) on any stream over the rank's GPU span (the idle of HTA's
+    temporal breakdown), each gap classified by HTA's rules for the GPU
+    operation that ends it: *host wait* when its launch call started after
+    the GPU went idle, else *kernel wait* when the gap is shorter than HTA's
+    ``consecutive_kernel_delay`` (30 µs), else *other*.
+
+    ``host_wait_us``, ``kernel_wait_us`` and ``other_us`` are those times
+    (µs, whole trace); ``host_wait_pct``, ``kernel_wait_pct`` and
+    ``other_pct`` their shares of the GPU idle time (they add up to 100).
     """
 
     streams: List[StreamIdle] = field(default_factory=list)
     host_wait_pct: float = 0.0
     kernel_wait_pct: float = 0.0
     other_pct: float = 0.0
+    host_wait_us: float = 0.0
+    kernel_wait_us: float = 0.0
+    other_us: float = 0.0
 
 
 @dataclass
@@ -173,15 +186,26 @@ class MemcpySummary:
 
     Per analyzed step (µs, inside the analyzed step windows):
 
-    * ``pageable_exposed_us_per_step``: exposed time of copies from/to
-      pageable host memory; ``blocking_exposed_us_per_step``: of the other
+    * ``pageable_exposed_us_per_step``: exposed time of copies from
+      pageable host memory to the device (pinning the source makes them
+      asynchronous); ``blocking_exposed_us_per_step``: of the other
       copies issued by blocking copy ops (below); ``other_exposed_us_per_step``:
-      of all remaining copies (asynchronous pinned, device-to-device);
-    * ``pageable_calls_per_step``: ``cudaMemcpyAsync`` calls whose copy is pageable;
+      of all remaining copies (asynchronous pinned, device-to-device, and
+      device-to-host reads, whose wait is synchronization);
+    * ``pageable_calls_per_step``: ``cudaMemcpyAsync`` calls of those pageable copies;
     * blocking copies: ``aten::copy_``/``aten::_to_copy``/``aten::to`` ops that
-      call a memcpy and then ``cudaStreamSynchronize`` (or a synchronous
-      ``cudaMemcpy``): ``blocking_copies_per_step``, host time inside them
-      (``blocking_copy_us_per_step``) and the ops by name (``blocking_ops``).
+      copy to the device (not device-to-host reads), call a memcpy and then
+      ``cudaStreamSynchronize`` (or a synchronous ``cudaMemcpy``):
+      ``blocking_copies_per_step``, host time inside them
+      (``blocking_copy_us_per_step``) and the ops by name (``blocking_ops``);
+    * device-to-host reads: ``Memcpy DtoH`` copies the host waits for (to
+      pageable memory, whose ``cudaMemcpyAsync`` returns only when the copy
+      is done, a synchronous ``cudaMemcpy``, or followed by a stream
+      synchronization in the same op), as ``.item()``, ``.cpu()`` and
+      ``.tolist()`` do: ``dtoh_reads_per_step`` and their smallest and
+      largest size (``dtoh_read_min_bytes``, ``dtoh_read_max_bytes``).
+      Pinning the destination does not remove the wait: the host needs the
+      value, so the GPU must first finish the work queued before the copy.
     """
 
     directions: List[MemcpyDirection] = field(default_factory=list)
@@ -195,7 +219,18 @@ class MemcpySummary:
     pageable_calls_per_step: float = 0.0
     blocking_copies_per_step: float = 0.0
     blocking_copy_us_per_step: float = 0.0
-    blocking_ops: List[NamedTime] = field(default_factory=list)
+    blocking_ops: List["NamedTime"] = field(default_factory=list)
+    dtoh_reads_per_step: float = 0.0
+    dtoh_read_min_bytes: int = 0
+    dtoh_read_max_bytes: int = 0
+
+
+@dataclass
+class StepValue:
+    """A time (µs) in one ``ProfilerStep#number``."""
+
+    number: int
+    us: float
 
 
 @dataclass
@@ -209,12 +244,21 @@ class CommSummary:
 
     Per analyzed step (µs): ``us_per_step`` communication kernel time,
     ``exposed_us_per_step`` its exposed part; ``cpu_collective_us_per_step``
-    host time in collective ops (``gloo:*``, ``nccl:*``, ``c10d::*``), used on
-    ranks without GPU activity. ``sync_wait_us_per_step`` is this rank's
-    communication time beyond the smallest of all ranks in the directory
+    host time in collective ops (``gloo:*``, ``nccl:*``, ``c10d::*``,
+    ``record_param_comms``, on any host thread), used on ranks without
+    communication kernels. ``sync_wait_us_per_step`` is this rank's
+    collective time beyond the smallest of all ranks in the directory
     (HTA's straggler analysis splits collective time into data transfer, the
-    minimum across ranks, and synchronization wait, the rest); 0 with one
-    rank and on ranks without GPU activity.
+    minimum across ranks, and synchronization wait, the rest): communication
+    kernel time on ranks that have communication kernels, host time in
+    collective ops on the others (a CPU backend such as gloo waits for the
+    slowest rank inside its collective ops); 0 with one rank.
+    ``collective_basis`` says which: ``kernels``, ``host`` or ``""`` (no
+    collective seen). ``kernel_us_by_step`` and ``host_collective_us_by_step``
+    give those two times in each analyzed step (by ``ProfilerStep`` number);
+    with steps in common across ranks the wait is taken per step: a rank
+    that waits in every step gets the mean of its waits, any other none, so
+    ranks that take turns being late through noise do not look like stragglers.
     """
 
     kernel_count: int = 0
@@ -226,6 +270,9 @@ class CommSummary:
     exposed_us_per_step: float = 0.0
     sync_wait_us_per_step: float = 0.0
     cpu_collective_us_per_step: float = 0.0
+    collective_basis: str = ""
+    kernel_us_by_step: List[StepValue] = field(default_factory=list)
+    host_collective_us_by_step: List[StepValue] = field(default_factory=list)
 
 
 @dataclass
@@ -256,7 +303,11 @@ class LaunchSummary:
     * ``full_queue_us``: time (µs) some stream had ``queue_limit`` (1024, HTA's
       ``CUDA_MAX_LAUNCH_QUEUE_PER_STREAM``) or more outstanding operations, from
       HTA's ``get_queue_length_time_series``; ``full_queue_pct`` is of the
-      rank's trace span.
+      rank's trace span;
+    * ``launch_call_us_per_step``: host time inside kernel launch calls per
+      analyzed step (µs), to compare with the GPU idle while the host runs ops.
+
+    One-off warm-up launches (:class:`Warmup`) are left out of the outliers.
     """
 
     launches: int = 0
@@ -276,6 +327,7 @@ class LaunchSummary:
     queue_limit: int = 1024
     full_queue_us: float = 0.0
     full_queue_pct: float = 0.0
+    launch_call_us_per_step: float = 0.0
 
 
 @dataclass
@@ -327,8 +379,9 @@ class GpuGap:
         duration_us: length (µs).
         step: the ``ProfilerStep`` number it starts in (0 without steps).
         cause: the :class:`IdleAttribution` category holding most of it
-            (``dataloader``, ``blocking_copy``, ``pageable_copy``, ``sync``,
-            ``zero_grad``, ``optimizer``, ``host_ops``, ``unattributed``).
+            (``warmup``, ``stream_wait``, ``dataloader``, ``pageable_copy``, ``blocking_copy``,
+            ``sync``, ``zero_grad``, ``optimizer``, ``launch``, ``host_ops``,
+            ``unattributed``).
         host_ops: host events running during the gap, longest overlap first.
     """
 
@@ -347,24 +400,52 @@ class IdleAttribution:
     memcpy or memset on any stream; ``kernel_busy_us`` time with a kernel
     running (TensorBoard's GPU utilization counts kernels only); ``busy_us``
     time with any GPU activity. Each idle instant goes to the first category
-    that claims it, in this order:
+    that claims it, in this order (the categories are disjoint and add up to
+    ``idle_us``):
 
-    1. ``dataloader_us``: the host is inside ``enumerate(DataLoader)#...``;
-    2. ``pageable_copy_us``: idle gaps that begin inside a ``cudaMemcpyAsync``
-       of a pageable copy (the call blocks the host): the GPU ran dry while
-       the host waited, and stays idle until the host launches again;
-    3. ``blocking_copy_us``: gaps that begin while the host is inside a
-       blocking copy op (see :class:`MemcpySummary`);
-    4. ``sync_us``: gaps that begin inside a synchronizing call
-       (``cudaStreamSynchronize``, ``cudaDeviceSynchronize``,
-       ``cudaEventSynchronize``, ``aten::item``, ``aten::_local_scalar_dense``);
-    5. ``zero_grad_us``: the host is inside ``Optimizer.zero_grad#...`` that
+    1. ``warmup_us``: the host is inside a one-off warm-up call (CUDA context
+       or stream creation, allocator growth, lazy kernel loading; see
+       :class:`Warmup`);
+    2. ``stream_wait_us``: gaps of 30 µs or more (HTA's kernel-wait cutoff)
+       whose ending GPU operation had been launched (its launch call had
+       returned) before the gap began: work was queued, yet the GPU waited,
+       on an event from another stream, a collective's peers or a stream
+       dependency (HTA's "other" idle), not on the host. Shorter such gaps
+       are HTA's kernel wait and go to ``launch_us``;
+    3. ``dataloader_us``: the host is inside ``enumerate(DataLoader)#...``;
+    4. ``pageable_copy_us``: idle gaps that begin inside the ``cudaMemcpyAsync``
+       of a copy from pageable host memory to the device (the call blocks the
+       host): the GPU ran dry while the host waited, and stays idle until the
+       host launches again;
+    5. ``blocking_copy_us``: gaps that begin while the host is inside a
+       blocking copy to the device (see :class:`MemcpySummary`);
+    6. ``sync_us``: gaps that begin inside a synchronization: a synchronizing
+       call (``cudaStreamSynchronize``, ``cudaDeviceSynchronize``,
+       ``cudaEventSynchronize``), a device-to-host read the host waits for
+       (``.item()``: ``aten::item`` → ``aten::_local_scalar_dense`` →
+       ``cudaMemcpyAsync`` of a few bytes to pageable memory; ``.cpu()``), or
+       the outermost ``aten::`` op that contains one (``aten::nonzero``,
+       ``aten::to``...), so a gap that opens just before the call inside the
+       same op counts too;
+    7. ``zero_grad_us``: the host is inside ``Optimizer.zero_grad#...`` that
        writes zeros (``aten::zero_``); 0 when it does not;
-    6. ``optimizer_us``: the host is inside ``Optimizer.step#...`` without a
+    8. ``optimizer_us``: the host is inside ``Optimizer.step#...`` without a
        foreach or fused implementation; 0 when it has one;
-    7. ``host_ops_us``: the host is executing other CPU ops or runtime calls
-       (framework and launch overhead);
-    8. ``unattributed_us``: the rest (host code between profiled ops).
+    9. ``launch_us``: the host is running ops, launch calls or annotated code
+       and the gap is shorter than HTA's launch-delay cutoff (100 µs): the GPU
+       waits between back-to-back launches (per-kernel launch overhead);
+       with the queued gaps under 30 µs (2.);
+    10. ``host_ops_us``: the same in longer gaps: the host is busy with CPU
+        work (Python, framework, CPU ops) longer than the GPU's queued work;
+    11. ``unattributed_us``: the rest (no profiled host activity at all).
+
+    ``sync_lead_us`` is not a category: it is the part of the launch, host
+    ops and unattributed idle that follows a blocking synchronization (before
+    the next one on that thread), up to the GPU work done while the host
+    waited in it. While the host waits, the GPU works off the queue the host
+    had built up; after it the host has nothing queued ahead, so host work
+    that the queue would have covered shows as GPU idle: a synchronization
+    costs up to that too.
 
     ``gaps`` lists the longest idle gaps (up to 10).
     """
@@ -372,15 +453,40 @@ class IdleAttribution:
     kernel_busy_us: float = 0.0
     busy_us: float = 0.0
     idle_us: float = 0.0
+    warmup_us: float = 0.0
+    stream_wait_us: float = 0.0
     dataloader_us: float = 0.0
     blocking_copy_us: float = 0.0
     pageable_copy_us: float = 0.0
     sync_us: float = 0.0
     zero_grad_us: float = 0.0
     optimizer_us: float = 0.0
+    launch_us: float = 0.0
     host_ops_us: float = 0.0
     unattributed_us: float = 0.0
+    sync_lead_us: float = 0.0
     gaps: List[GpuGap] = field(default_factory=list)
+
+
+@dataclass
+class Warmup:
+    """One-off warm-up work inside the analyzed windows of a rank: host calls
+    that happen once per process and make the traced window unrepresentative.
+
+    A call counts when it lasts at least :data:`threshold_us` (1 ms,
+    proposal; a warm launch or allocation takes µs) and is one of:
+    CUDA/HIP context, device or stream set-up (``cudaDeviceGetStreamPriorityRange``
+    creates the context, ``cudaFree``/``cudaMalloc`` grow the caching
+    allocator, ``cudaStreamCreate*``, ``cuInit``...), or the first launch of a
+    kernel in the trace while the GPU waits for it (lazy module loading).
+
+    ``us_per_step`` is the host time in them per analyzed window (µs);
+    ``calls`` lists them by name (count, total µs).
+    """
+
+    threshold_us: float = 1000.0
+    us_per_step: float = 0.0
+    calls: List[NamedTime] = field(default_factory=list)
 
 
 @dataclass
@@ -394,6 +500,8 @@ class OptimizerProfile:
     the step uses a foreach or fused implementation (``aten::_foreach_*`` or
     ``aten::_fused_*`` ops, ``multi_tensor_apply``/fused kernels, or an
     optimizer class named ``Fused*``), and ``marker`` names what showed it.
+    When a model steps several optimizers, the figures describe the
+    single-tensor one (``step_name``) if there is one, else all of them.
 
     ``zero_ops_per_step`` counts ``aten::zero_`` ops inside
     ``Optimizer.zero_grad`` that are not part of an ``aten::zeros`` (gradients
@@ -621,6 +729,7 @@ class RankResult:
     idle_attribution: IdleAttribution = field(default_factory=IdleAttribution)
     optimizer: OptimizerProfile = field(default_factory=OptimizerProfile)
     tensor_cores: TensorCoreUse = field(default_factory=TensorCoreUse)
+    warmup: Warmup = field(default_factory=Warmup)
     failures: List[SectionFailure] = field(default_factory=list)
     code: CodeAttribution = field(default_factory=CodeAttribution)
 
@@ -636,8 +745,9 @@ class RankResult:
     @property
     def idle_split(self) -> "IdleSplit":
         """The rank's GPU idle time by cause as % of GPU time: HTA's idle
-        percentage split by the idle breakdown's cause shares (the one place
-        this is computed; reports, comparisons and the aggregate read it)."""
+        percentage split by the GPU-level cause shares of :class:`IdleBreakdown`
+        (the one place this is computed; reports, comparisons and the
+        aggregate read it)."""
         t, i = self.temporal, self.idle
         return IdleSplit(host_wait_pct=t.idle_pct * i.host_wait_pct / 100,
                          kernel_wait_pct=t.idle_pct * i.kernel_wait_pct / 100,
@@ -678,6 +788,20 @@ class Aggregate:
 
 
 @dataclass
+class RankGain:
+    """A finding's estimated gain on one rank: ``gain_us`` µs per step (per
+    traced window without ``ProfilerStep``), ``gain_pct`` of that rank's step,
+    and where that time comes from: ``sources`` maps the part of the step it
+    is taken from (``idle:dataloader``, ``copy:pageable``, ``comm:exposed``,
+    ``compute``, ``host``...; see :mod:`hta_report.rules.claims`) to µs per step."""
+
+    rank: int
+    gain_us: float
+    gain_pct: float
+    sources: Dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
 class Finding:
     """One piece of advice with the numbers that triggered it.
 
@@ -697,6 +821,10 @@ class Finding:
         gain_pct: the same as % of that rank's step; findings are sorted by it
             and the severity follows it (high >= 20 %, medium >= 5 %).
         rule: the rule's number in the catalogue (e.g. ``C1``).
+        rank_gains: the gain on every rank the finding claims time on. Each
+            claim comes out of time no other finding claims (the engine's
+            ledger, :mod:`hta_report.rules.claims`), so the gains of one
+            rank's findings add up to at most its step.
         locations: the user's source lines that cause it, largest share
             first (``with_stack=True`` traces; see :mod:`hta_report.locate`).
     """
@@ -713,7 +841,12 @@ class Finding:
     gain_ms_per_step: float = 0.0
     gain_pct: float = 0.0
     rule: str = ""
+    rank_gains: List[RankGain] = field(default_factory=list)
     locations: List[SourceLocation] = field(default_factory=list)
+
+
+#: The values of :attr:`RuleCheck.status`.
+CHECK_STATUSES = ("fired", "fine", "covered", "not checked", "disabled")
 
 
 @dataclass
@@ -721,9 +854,11 @@ class RuleCheck:
     """What one rule of the catalogue concluded on this result.
 
     ``status`` is ``fired`` (a finding), ``fine`` (checked, under the
-    threshold), ``not checked`` (the traces lack the data it needs) or
-    ``disabled`` (by configuration); ``detail`` says what was measured or
-    what is missing.
+    threshold), ``covered`` (its condition holds but the time it would claim
+    is already claimed by another finding, named in ``detail``: no two
+    findings count the same time), ``not checked`` (the traces lack the data
+    it needs) or ``disabled`` (by configuration); ``detail`` says what was
+    measured or what is missing.
     """
 
     id: str

@@ -24,14 +24,14 @@ import types
 import typing
 from typing import Any, Dict, FrozenSet, List, Tuple
 
-from .model import READABLE_SCHEMA_VERSIONS, Aggregate, AnalysisResult, type_hints
+from .model import CHECK_STATUSES, READABLE_SCHEMA_VERSIONS, Aggregate, AnalysisResult, type_hints
 
 __all__ = ["ResultError", "check_result", "ENUMS", "SHARES"]
 
 #: Allowed values of string fields: (class name, field) -> values.
 ENUMS: Dict[Tuple[str, str], FrozenSet[str]] = {
     ("Finding", "severity"): frozenset({"high", "medium", "low"}),
-    ("RuleCheck", "status"): frozenset({"fired", "fine", "not checked", "disabled"}),
+    ("RuleCheck", "status"): frozenset(CHECK_STATUSES),
     ("TraceFileInfo", "rank_source"): frozenset({"distributedInfo", "file name", "sequential"}),
     ("SourceLocation", "how"): frozenset({"call", "def", "frame"}),
     ("CodeTime", "category"): frozenset({"dataloader", "sync", "pageable_copy", "optimizer"}),

@@ -94,20 +94,40 @@ def where(ranks: List[RankResult], trace_dir: Path):
 
 
 def _sync_wait(ranks: List[RankResult]) -> None:
-    """Per GPU rank, communication kernel time per step beyond the smallest of
-    all GPU ranks (HTA's straggler analysis: the minimum is data transfer, the
-    rest is waiting for the slowest rank). Needs two or more ranks with
-    communication kernels. Ranks without GPU activity get none: host-side
-    collectives (gloo) include the reduction's CPU work, which varies with
-    scheduling, so their minimum is not a transfer time."""
-    basis = {r.rank: r.comm.us_per_step for r in ranks
-             if r.has_gpu and r.comm.us_per_step > 0 and not r.failed(COMMUNICATION_STEP)}
-    if len(basis) < 2:
-        return
-    floor = min(basis.values())
-    for r in ranks:
-        if r.rank in basis:
-            r.comm.sync_wait_us_per_step = basis[r.rank] - floor
+    """Per rank, collective time per step beyond the smallest of all ranks
+    measured the same way (HTA's straggler analysis: the minimum is data
+    transfer, the rest is waiting for the slowest rank): communication kernel
+    time on ranks with communication kernels, host time in collective ops
+    (``gloo:*``...) on the others, since a CPU backend waits for the slowest
+    rank inside its collective ops. Each needs two or more ranks; sets
+    ``collective_basis`` on every rank with collectives.
+
+    With analyzed steps common to those ranks, the wait is taken per step
+    (each step's collective time minus that step's smallest): a rank that
+    waits in every step gets the mean of its per-step waits, any other rank
+    the smallest of them (0: it was the slowest once). Ranks that take turns
+    being late (scheduling noise) then show no wait, while a rank that is
+    always late makes the others wait in every step."""
+    kernels = {r.rank: r for r in ranks if r.has_gpu and r.comm.kernel_count and r.comm.us_per_step > 0
+               and not r.failed(COMMUNICATION_STEP)}
+    host = {r.rank: r for r in ranks if r.rank not in kernels and r.comm.cpu_collective_us_per_step > 0
+            and not r.failed(COMMUNICATION_STEP)}
+    for basis, group in (("kernels", kernels), ("host", host)):
+        for r in group.values():
+            r.comm.collective_basis = basis
+        if len(group) < 2:
+            continue
+        total = {k: (r.comm.us_per_step if basis == "kernels" else r.comm.cpu_collective_us_per_step)
+                 for k, r in group.items()}
+        by_step = {k: {s.number: s.us for s in (r.comm.kernel_us_by_step if basis == "kernels"
+                                                 else r.comm.host_collective_us_by_step)} for k, r in group.items()}
+        common = sorted(set.intersection(*(set(v) for v in by_step.values())))
+        for k, r in group.items():
+            if common:
+                waits = [by_step[k][n] - min(v[n] for v in by_step.values()) for n in common]
+                r.comm.sync_wait_us_per_step = (sum(waits) / len(waits)) if min(waits) > 0 else 0.0
+            else:
+                r.comm.sync_wait_us_per_step = total[k] - min(total.values())
 
 
 def _mean(values: List[float]) -> float:

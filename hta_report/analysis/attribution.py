@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..model import GpuGap, IdleAttribution, OptimizerProfile
 from . import intervals
-from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES
+from .cpu_side import DATALOADER_PREFIXES
 from .events import RankEvents
 from .optimizer import step_regions, zero_grad_regions
 from .regions import containing_index, per_step, rebased_steps
@@ -26,8 +26,20 @@ from .steps import analyzed_windows
 GAP_START_TOLERANCE_US = 10.0
 #: Host event categories counted as the host executing framework code.
 HOST_OP_CATEGORIES = ("cpu_op", "cuda_runtime", "cuda_driver")
-CATEGORIES = ("dataloader", "pageable_copy", "blocking_copy", "sync", "zero_grad", "optimizer", "host_ops",
-              "unattributed")
+#: Host annotations (besides ``ProfilerStep#N``, which spans everything) and
+#: Python frames: the host is running the code they name.
+HOST_CODE_CATEGORIES = ("user_annotation", "python_function")
+#: Gaps shorter than this (µs) while the host runs ops are launch overhead
+#: between back-to-back kernels (HTA's launch-delay cutoff, 100 µs); longer
+#: ones mean the host was busy with other work.
+SHORT_GAP_US = 100.0
+#: Blocking waits closer than this (µs) count as one (a read's copy, then its stream sync).
+MERGE_WAITS_US = 50.0
+#: HTA's ``consecutive_kernel_delay`` (µs): a queued operation starting after
+#: a shorter gap is kernel wait (launch latency between back-to-back kernels).
+KERNEL_WAIT_US = 30.0
+CATEGORIES = ("warmup", "stream_wait", "dataloader", "pageable_copy", "blocking_copy", "sync", "zero_grad",
+              "optimizer", "launch", "host_ops", "unattributed")
 
 
 def _u(df: pd.DataFrame) -> np.ndarray:
@@ -36,18 +48,119 @@ def _u(df: pd.DataFrame) -> np.ndarray:
     return intervals.union(df["ts"].to_numpy(dtype=float), df["end"].to_numpy(dtype=float))
 
 
-def gaps_beginning_in(idle: np.ndarray, calls: pd.DataFrame) -> np.ndarray:
-    """The rows of the idle union ``idle`` whose start lies inside one of
-    ``calls`` (extended by :data:`GAP_START_TOLERANCE_US`)."""
+def gaps_beginning_in(idle: np.ndarray, calls, busy: np.ndarray = None) -> np.ndarray:
+    """The rows of the idle union ``idle`` whose gap begins inside one of
+    ``calls`` (a dataframe with ``ts``/``end``, or a union; extended by
+    :data:`GAP_START_TOLERANCE_US`). A gap begins where the GPU activity
+    ``busy`` before it ends (a row cut by a window edge keeps its gap's
+    start); without ``busy``, at the row's start."""
     if len(idle) == 0 or calls is None or len(calls) == 0:
         return np.empty((0, 2))
-    cu = intervals.union(calls["ts"].to_numpy(dtype=float),
-                         calls["end"].to_numpy(dtype=float) + GAP_START_TOLERANCE_US)
-    return idle[containing_index(cu, idle[:, 0]) >= 0]
+    if isinstance(calls, pd.DataFrame):
+        starts, ends = calls["ts"].to_numpy(dtype=float), calls["end"].to_numpy(dtype=float)
+    else:
+        starts, ends = calls[:, 0], calls[:, 1]
+    cu = intervals.union(starts, ends + GAP_START_TOLERANCE_US)
+    begin = idle[:, 0] if busy is None else full_gap_bounds(idle, busy)[0]
+    return idle[containing_index(cu, begin) >= 0]
+
+
+def _named(df: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Rows of ``df`` named ``name`` (the single-tensor optimizer when several step)."""
+    return df[df["s_name"].eq(name)]
+
+
+def host_activity(ev: RankEvents) -> np.ndarray:
+    """When the host runs profiled code, as a union (µs): CPU ops, runtime
+    and driver calls, annotations other than ``ProfilerStep#N`` and Python frames."""
+    cpu = ev.cpu
+    code = cpu["s_cat"].isin(HOST_CODE_CATEGORIES) & ~cpu["s_name"].str.startswith("ProfilerStep#")
+    return _u(cpu[cpu["s_cat"].isin(HOST_OP_CATEGORIES) | code])
+
+
+def full_gap_bounds(idle: np.ndarray, busy: np.ndarray):
+    """For each row of ``idle`` (clipped to the analyzed windows), the whole
+    GPU gap it belongs to, ``(begin, end)`` arrays: from the end of the GPU
+    activity (union ``busy``) before it to the start of the activity after it
+    (µs; the row's own start or end where there is none)."""
+    if len(idle) == 0 or len(busy) == 0:
+        return idle[:, 0].copy(), idle[:, 1].copy()
+    j = np.searchsorted(busy[:, 1], idle[:, 0], side="right") - 1  # last activity ending at or before the row
+    k = np.searchsorted(busy[:, 0], idle[:, 1], side="left")  # first activity starting at or after its end
+    before = np.where(j >= 0, busy[np.maximum(j, 0), 1], idle[:, 0])
+    after = np.where(k < len(busy), busy[np.minimum(k, len(busy) - 1), 0], idle[:, 1])
+    return before, after
+
+
+def full_gap_length(idle: np.ndarray, busy: np.ndarray) -> np.ndarray:
+    """For each row of ``idle``, the length of the whole GPU gap it belongs to
+    (:func:`full_gap_bounds`; inf before the first or after the last activity)."""
+    if len(idle) == 0:
+        return np.empty(0)
+    if len(busy) == 0:
+        return np.full(len(idle), np.inf)
+    j = np.searchsorted(busy[:, 1], idle[:, 0], side="right") - 1
+    k = np.searchsorted(busy[:, 0], idle[:, 1], side="left")
+    before = np.where(j >= 0, busy[np.maximum(j, 0), 1], -np.inf)
+    after = np.where(k < len(busy), busy[np.minimum(k, len(busy) - 1), 0], np.inf)
+    return after - before
+
+
+def queued_gaps(ev: RankEvents, idle: np.ndarray) -> np.ndarray:
+    """Rows of the idle union ``idle`` whose ending GPU operation was already
+    launched (its runtime or driver call had returned) when the gap began:
+    the GPU had work queued and waited on something else than the host."""
+    if len(idle) == 0:
+        return np.empty((0, 2))
+    gpu = ev.gpu
+    ts = gpu["ts"].to_numpy(dtype=float)
+    order = np.argsort(ts, kind="stable")
+    j = np.searchsorted(ts[order], idle[:, 1], side="left")
+    ok = j < len(ts)
+    first = order[np.minimum(j, len(ts) - 1)]
+    ok &= np.abs(ts[first] - idle[:, 1]) < 1e-6  # an operation starts where the gap ends (not a window edge)
+    cpu = ev.cpu
+    runtime = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver")) & (cpu["correlation"] > 0)]
+    if runtime.empty:
+        return np.empty((0, 2))
+    launch_end = runtime.groupby("correlation")["end"].max()
+    ends = pd.Series(gpu["correlation"].to_numpy()[first]).map(launch_end).to_numpy(dtype=float)
+    queued = ok & (ends <= idle[:, 0])  # NaN (no launch call) compares False
+    return idle[queued]
+
+
+def lead_lost_us(host_idle: np.ndarray, waits: pd.DataFrame, busy: np.ndarray) -> float:
+    """GPU idle (µs, in ``host_idle``: a union) that follows a blocking wait
+    of ``waits`` (rows with ``ts``, ``end``, ``thread``), before the next wait
+    on that thread, up to the GPU work done during the wait (``busy``: the
+    GPU's activity). While the host waits, the GPU works off the queue the
+    host had built up; afterwards the host has nothing queued ahead, so host
+    work that queue would have covered shows as GPU idle, up to its length.
+    A wait on an idle GPU gives up no lead."""
+    if waits is None or waits.empty or len(host_idle) == 0:
+        return 0.0
+    ts, end, thr = waits["ts"].to_numpy(dtype=float), waits["end"].to_numpy(dtype=float), waits["thread"].to_numpy()
+    order = np.lexsort((ts, thr))
+    ts, end, thr = ts[order], end[order], thr[order]
+    wait = intervals.overlap_each(np.column_stack([ts, end]), busy)
+    # waits less than MERGE_WAITS_US apart (a copy, then its stream sync) are one wait
+    new = np.ones(len(ts), dtype=bool)
+    new[1:] = (thr[1:] != thr[:-1]) | (ts[1:] - end[:-1] >= MERGE_WAITS_US)
+    block = np.cumsum(new) - 1
+    b_wait = np.bincount(block, weights=wait)
+    b_end = np.zeros(len(b_wait))
+    np.maximum.at(b_end, block, end)
+    b_ts, b_thr = ts[new], thr[new]
+    nxt = np.append(b_ts[1:], np.inf)
+    nxt[:-1][b_thr[1:] != b_thr[:-1]] = np.inf  # the last wait of a thread runs to the end
+    nxt = np.maximum(nxt, b_end)
+    avail = intervals.overlap_each(np.column_stack([b_end, nxt]), host_idle)
+    return float(np.minimum(b_wait, avail).sum())
 
 
 def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, blocking: pd.DataFrame,
-                     pageable: pd.DataFrame, top_gaps: int = 10) -> IdleAttribution:
+                     pageable: pd.DataFrame, sync: np.ndarray, warmup: pd.DataFrame,
+                     waits: pd.DataFrame = None, top_gaps: int = 10) -> IdleAttribution:
     """Split the GPU idle time of one rank inside the analyzed windows ``w``
     by host activity (µs per step; see :class:`~hta_report.model.IdleAttribution`).
 
@@ -58,6 +171,10 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
             optimizer regions are categories).
         blocking: blocking copy ops (:func:`~hta_report.analysis.copies.blocking_copies`).
         pageable: runtime calls of pageable copies (:func:`~hta_report.analysis.copies.pageable_calls`).
+        sync: synchronization contexts, a union (:func:`~hta_report.analysis.copies.sync_contexts`).
+        warmup: one-off warm-up calls (:func:`~hta_report.analysis.warmup.warmup_calls`).
+        waits: blocking synchronizations (:func:`~hta_report.analysis.copies.sync_waits`),
+            for ``sync_lead_us`` (:func:`lead_lost_us`).
         top_gaps: how many of the longest gaps to list.
     """
     n = len(w)
@@ -74,25 +191,42 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
     out.idle_us = per_step(intervals.total(idle), n)
 
     cpu = ev.cpu
+    host = host_activity(ev)
+    all_busy = _u(gpu)
+    short = idle[full_gap_length(idle, all_busy) < SHORT_GAP_US]
+    queued = queued_gaps(ev, idle)
+    q_short = queued[(queued[:, 1] - queued[:, 0]) < KERNEL_WAIT_US]
     regions: Dict[str, np.ndarray] = {
+        "warmup": _u(warmup),
+        "stream_wait": queued,
         "dataloader": _u(cpu[cpu["s_name"].str.startswith(DATALOADER_PREFIXES)]),
-        "blocking_copy": gaps_beginning_in(idle, blocking),
-        "pageable_copy": gaps_beginning_in(idle, pageable),
-        "sync": gaps_beginning_in(idle, cpu[cpu["s_name"].isin(SYNC_NAMES)]),
+        "pageable_copy": gaps_beginning_in(idle, pageable, all_busy),
+        "blocking_copy": gaps_beginning_in(idle, blocking, all_busy),
+        "sync": gaps_beginning_in(idle, sync, all_busy),
         "zero_grad": _u(zero_grad_regions(ev, None)) if opt.zero_ops_per_step > 0 else np.empty((0, 2)),
-        "optimizer": (_u(step_regions(ev, None)) if opt.step_calls and not opt.multi_tensor
+        "optimizer": (_u(_named(step_regions(ev, None), opt.step_name)) if opt.step_calls and not opt.multi_tensor
                       else np.empty((0, 2))),
-        "host_ops": _u(cpu[cpu["s_cat"].isin(HOST_OP_CATEGORIES)]),
+        "launch": intervals.intersect(host, short),
+        "host_ops": host,
     }
     remaining = idle
     parts: Dict[str, np.ndarray] = {}
+    # queued gaps under HTA's kernel-wait cutoff are launch latency: taken out first, counted as launch
+    q_launch = intervals.subtract(intervals.intersect(remaining, q_short), regions["warmup"])
+    remaining = intervals.subtract(remaining, q_launch)
     for name in CATEGORIES[:-1]:
         part = intervals.intersect(remaining, regions[name])
+        if name == "launch" and len(q_launch):
+            part = intervals.union(np.concatenate([part[:, 0], q_launch[:, 0]]),
+                                   np.concatenate([part[:, 1], q_launch[:, 1]]))
         parts[name] = part
         setattr(out, f"{name}_us", per_step(intervals.total(part), n))
         remaining = intervals.subtract(remaining, part)
     parts["unattributed"] = remaining
     out.unattributed_us = per_step(intervals.total(remaining), n)
+    host_idle = intervals.union(*(np.concatenate([parts[c][:, i] for c in ("launch", "host_ops", "unattributed")])
+                                  for i in (0, 1)))
+    out.sync_lead_us = per_step(lead_lost_us(host_idle, waits, all_busy), n)
     out.gaps = _longest_gaps(ev, idle, parts, top_gaps)
     return out
 

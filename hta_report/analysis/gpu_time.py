@@ -4,8 +4,11 @@ from __future__ import annotations
 import math
 from typing import Dict, List
 
+import numpy as np
+import pandas as pd
 
 from ..model import IdleBreakdown, KernelStat, KernelTypeShare, StreamIdle, TemporalBreakdown
+from . import intervals
 from .events import RankEvents
 
 #: HTA's ``consecutive_kernel_delay``: gaps shorter than this (µs) count as kernel wait.
@@ -38,10 +41,8 @@ def temporal_breakdown(view) -> Dict[int, TemporalBreakdown]:
 
 
 def idle_breakdown(view, rank: int) -> IdleBreakdown:
-    """HTA's ``get_idle_time_breakdown`` for one rank, every stream.
-
-    The rank-level cause shares add the streams' idle times per cause.
-    """
+    """HTA's ``get_idle_time_breakdown`` for one rank, every stream (only
+    ``streams`` is filled: the rank-level split is :func:`gpu_idle_split`'s)."""
     df, _ = view.get_idle_time_breakdown(
         ranks=[rank], visualize=False, consecutive_kernel_delay=CONSECUTIVE_KERNEL_DELAY_US
     )
@@ -49,13 +50,45 @@ def idle_breakdown(view, rank: int) -> IdleBreakdown:
     for stream, cat, t in zip(df["stream"], df["idle_category"], df["idle_time"]):
         s = streams.setdefault(int(stream), StreamIdle(stream=int(stream)))
         setattr(s, f"{cat}_us", float(t))
-    result = IdleBreakdown(streams=sorted(streams.values(), key=lambda s: s.stream))
-    total = sum(s.host_wait_us + s.kernel_wait_us + s.other_us for s in streams.values())
+    return IdleBreakdown(streams=sorted(streams.values(), key=lambda s: s.stream))
+
+
+def gpu_idle_split(ev: RankEvents, out: IdleBreakdown) -> IdleBreakdown:
+    """Fill the GPU-level fields of ``out`` (see :class:`IdleBreakdown`): the
+    gaps with no GPU operation on any stream over the rank's GPU span (the
+    idle time of HTA's temporal breakdown), each classified by HTA's
+    per-stream rules (``IdleTimeType`` in HTA's breakdown analysis) applied to
+    the GPU operation that ends it: host wait when its runtime call started
+    after the gap began, else kernel wait when the gap is shorter than
+    :data:`CONSECUTIVE_KERNEL_DELAY_US`, else other."""
+    gpu = ev.df[ev.df["stream"].ne(-1)]
+    if gpu.empty:
+        return out
+    ts = gpu["ts"].to_numpy(dtype=float)
+    end = gpu["end"].to_numpy(dtype=float)
+    busy = intervals.union(ts, end)
+    if len(busy) < 2:
+        return out
+    gap_start, gap_end = busy[:-1, 1], busy[1:, 0]
+    order = np.lexsort((end, ts))
+    first = order[np.searchsorted(ts[order], gap_end, side="left")]  # an operation starting where each gap ends
+    cpu = ev.cpu
+    runtime = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver")) & (cpu["correlation"] > 0)]
+    launch_ts = runtime.groupby("correlation")["ts"].min()
+    corr = gpu["correlation"].to_numpy()[first]
+    t_launch = pd.Series(corr).map(launch_ts).to_numpy(dtype=float)
+    length = gap_end - gap_start
+    host = t_launch > gap_start  # NaN (no runtime call) compares False, as in HTA
+    kernel = ~host & (length < CONSECUTIVE_KERNEL_DELAY_US)
+    out.host_wait_us = float(length[host].sum())
+    out.kernel_wait_us = float(length[kernel].sum())
+    out.other_us = float(length[~host & ~kernel].sum())
+    total = out.host_wait_us + out.kernel_wait_us + out.other_us
     if total > 0:
-        result.host_wait_pct = 100 * sum(s.host_wait_us for s in streams.values()) / total
-        result.kernel_wait_pct = 100 * sum(s.kernel_wait_us for s in streams.values()) / total
-        result.other_pct = 100 * sum(s.other_us for s in streams.values()) / total
-    return result
+        out.host_wait_pct = 100 * out.host_wait_us / total
+        out.kernel_wait_pct = 100 * out.kernel_wait_us / total
+        out.other_pct = 100 * out.other_us / total
+    return out
 
 
 def kernel_type_shares(view) -> List[KernelTypeShare]:

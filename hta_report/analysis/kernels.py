@@ -14,8 +14,16 @@ from .regions import in_windows, launched_from, per_step
 #: CPU ops whose kernels can run on Tensor Cores (TensorBoard's list: mm, addmm, bmm, linear, conv*).
 ELIGIBLE_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
                 "aten::conv", "aten::_convolution", "aten::cudnn_convolution")
-#: Kernel names of GEMMs and convolutions (used when no CPU op links the kernel).
-ELIGIBLE_KERNEL = re.compile(r"gemm|cutlass|xmma|cudnn|convolution|fprop|dgrad|wgrad", re.IGNORECASE)
+#: Kernel names of GEMMs and convolutions (cuBLAS/CUTLASS GEMMs, cuDNN implicit-GEMM,
+#: FFT and Winograd convolutions); ``fbgemm`` is FBGEMM's library prefix, not a GEMM.
+ELIGIBLE_KERNEL = re.compile(r"(?<!fb)gemm|gemv|cutlass|xmma|[sh]\d*cudnn|convolve|conv2d|conv3d|convolution|fprop|dgrad|"
+                             r"wgrad|winograd|fft2d|implicit_gemm", re.IGNORECASE)
+#: Kernels that GEMM/convolution ops (or cuDNN) launch but that do no matrix math:
+#: batch norm, layout and dtype conversions, padding, elementwise epilogues,
+#: reductions and split-K reductions, pooling, softmax.
+NOT_MATMUL_KERNEL = re.compile(r"bn_fw|bn_bw|batch_?norm|nchwToNhwc|nhwcToNchw|scalePacked|computeOffsets|"
+                               r"elementwise|reduce_kernel|splitKreduce|pooling|softmax|im2col|col2im|"
+                               r"fill|copy|cast|transpose_|permute", re.IGNORECASE)
 #: Name parts of Tensor Core kernels: TensorBoard's allowlist plus CUTLASS's ``tensorop`` and cuDNN's ``tensor16x8``.
 TENSOR_CORE = re.compile(r"884|1688|16816|hmma|xmma|gmma|wgmma|tensorop|tensor16x8", re.IGNORECASE)
 _NOT_NVIDIA = re.compile(r"AMD|Radeon|Instinct|\bMI\d", re.IGNORECASE)
@@ -37,7 +45,14 @@ def compute_major(meta: dict, device: Optional[int] = None) -> Optional[int]:
 
 
 def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> TensorCoreUse:
-    """Eligible and Tensor Core kernel time per analyzed step (µs) of one rank."""
+    """Eligible and Tensor Core kernel time per analyzed step (µs) of one rank.
+
+    Eligible kernels are launched from a GEMM/convolution op
+    (:data:`ELIGIBLE_OPS`) or named like a GEMM or convolution
+    (:data:`ELIGIBLE_KERNEL`), and are not one of the helper kernels such ops
+    launch (:data:`NOT_MATMUL_KERNEL`: batch norm, layout conversions,
+    elementwise epilogues...): a batch-norm kernel is not a convolution
+    without Tensor Cores."""
     n = len(w)
     kernels = ev.gpu[ev.gpu["s_cat"].eq("kernel") & ev.gpu["kernel_type"].eq("COMPUTATION")]
     device = int(kernels["pid"].iloc[0]) if len(kernels) and str(kernels["pid"].iloc[0]).isdigit() else None
@@ -48,8 +63,9 @@ def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> 
     cpu = ev.cpu
     ops = cpu[cpu["s_cat"].eq("cpu_op") & cpu["s_name"].str.startswith(ELIGIBLE_OPS)]
     from_ops = launched_from(ev, ops)
-    eligible = kernels[kernels["correlation"].isin(from_ops["correlation"])
-                       | kernels["s_name"].str.contains(ELIGIBLE_KERNEL)]
+    eligible = kernels[(kernels["correlation"].isin(from_ops["correlation"])
+                        | kernels["s_name"].str.contains(ELIGIBLE_KERNEL))
+                       & ~kernels["s_name"].str.contains(NOT_MATMUL_KERNEL)]
     if eligible.empty:
         return out
     is_tc = eligible["s_name"].str.contains(TENSOR_CORE)

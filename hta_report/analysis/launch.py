@@ -73,27 +73,36 @@ class LaunchContext:
     steps: int
     kernels_per_step: float
     median_kernel_us: float
-    #: ``correlation`` of the kernel launch calls starting inside the host windows
+    #: ``correlation`` of the kernel launch calls starting inside the host
+    #: windows, one-off warm-up launches left out
     launch_calls: pd.DataFrame
     #: the rank's trace span: first event start to last event end (µs)
     span_us: float
+    #: host time in kernel launch calls per step (µs)
+    launch_call_us_per_step: float = 0.0
 
 
-def launch_context(ev: RankEvents, w: np.ndarray, hw: Optional[np.ndarray] = None) -> LaunchContext:
+def launch_context(ev: RankEvents, w: np.ndarray, hw: Optional[np.ndarray] = None,
+                   warmup: Optional[pd.DataFrame] = None) -> LaunchContext:
     """The rank's side of the per-step launch metrics, over the analyzed
     windows ``w`` (re-based, for GPU work) and ``hw`` (host, for launch calls):
-    kernels (not memcpy or memset) per step and their median duration, and
-    the kernel launch calls (:data:`KERNEL_LAUNCH_APIS`) inside the windows."""
+    kernels (not memcpy or memset) per step and their median duration, the
+    kernel launch calls (:data:`KERNEL_LAUNCH_APIS`, runtime or driver) inside
+    the windows but the one-off ``warmup`` calls, and their host time per step."""
     n = len(w)
     kernels = in_windows(ev.gpu[ev.gpu["s_cat"].eq("kernel")], w)
-    runtime = ev.cpu[ev.cpu["s_cat"].eq("cuda_runtime") & ev.cpu["s_name"].isin(KERNEL_LAUNCH_APIS)]
-    calls = in_windows(runtime[["correlation", "ts"]], w if hw is None else hw)
+    cpu = ev.cpu
+    runtime = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver")) & cpu["s_name"].isin(KERNEL_LAUNCH_APIS)]
+    if warmup is not None and len(warmup):
+        runtime = runtime[~runtime.index.isin(warmup.index)]
+    calls = in_windows(runtime[["correlation", "ts", "dur"]], w if hw is None else hw)
     return LaunchContext(
         steps=n,
         kernels_per_step=per_step(len(kernels), n),
         median_kernel_us=float(np.median(kernels["dur"])) if len(kernels) else 0.0,
         launch_calls=calls[["correlation"]].reset_index(drop=True),
         span_us=float(ev.df["end"].max() - ev.df["ts"].min()) if len(ev.df) else 0.0,
+        launch_call_us_per_step=per_step(float(calls["dur"].clip(lower=0).sum()), n),
     )
 
 
@@ -107,6 +116,7 @@ def add_launch_metrics(out: LaunchSummary, slow: pd.DataFrame, ctx: LaunchContex
     """
     out.kernels_per_step = ctx.kernels_per_step
     out.median_kernel_us = ctx.median_kernel_us
+    out.launch_call_us_per_step = ctx.launch_call_us_per_step
     if out.launches:
         over = slow.merge(ctx.launch_calls, on="correlation", how="inner")["cpu_duration"].to_numpy(dtype=float)
         out.kernel_runtime_outliers = int(len(over))

@@ -45,33 +45,53 @@ def zero_writes(ev: RankEvents, zero_grad: pd.DataFrame) -> pd.DataFrame:
     return zero_[~starts_inside(zero_, zeros)]
 
 
+def _multi_tensor_marker(ev: RankEvents, name: str, ops: pd.DataFrame, kernels: pd.DataFrame) -> str:
+    """What shows that the optimizer ``name`` uses a foreach or fused
+    implementation (its name, an op or a kernel), or ''."""
+    foreach = ops[ops["s_name"].str.startswith(MULTI_TENSOR_OPS)]
+    fused_kernels = kernels[kernels["s_name"].str.contains("|".join(MULTI_TENSOR_KERNELS), case=False)]
+    if "fused" in name.lower():
+        return name
+    if len(foreach):
+        return str(foreach["s_name"].iloc[0])
+    if len(fused_kernels):
+        return str(fused_kernels["s_name"].iloc[0])[:80]
+    return ""
+
+
 def optimizer_profile(ev: RankEvents, w: np.ndarray) -> OptimizerProfile:
     """Optimizer step and zero_grad metrics of one rank over the analyzed host
-    windows ``w`` (see :class:`~hta_report.model.OptimizerProfile`)."""
+    windows ``w`` (see :class:`~hta_report.model.OptimizerProfile`).
+
+    A model may step several optimizers (``Optimizer.step#SparseAdam.step``
+    and ``Optimizer.step#AdamW.step``...): each is judged on its own ops and
+    kernels, and the figures describe the single-tensor ones when there are
+    any (``multi_tensor`` is False then), else all of them."""
     n = len(w)
     out = OptimizerProfile()
     cpu = ev.cpu
     steps = step_regions(ev, w)
     if len(steps):
-        out.step_name = str(steps["s_name"].iloc[0])
-        out.step_calls = int(len(steps))
-        out.step_us_per_step = per_step(intervals.total(intervals.union(steps["ts"], steps["end"])), n)
-        ops = cpu[cpu["s_cat"].eq("cpu_op")]
-        ops = ops[starts_inside(ops, steps)]
+        all_ops = cpu[cpu["s_cat"].eq("cpu_op")]
+        single, markers = [], []
+        for name, regions in steps.groupby("s_name", observed=True, sort=False):
+            ops = all_ops[starts_inside(all_ops, regions)]
+            launched = launched_from(ev, regions)
+            marker = _multi_tensor_marker(ev, str(name), ops, launched[launched["s_cat"].eq("kernel")])
+            (markers.append(marker) if marker else single.append(str(name)))
+        chosen = steps[steps["s_name"].isin(single)] if single else steps
+        out.step_name = str(chosen["s_name"].iloc[0])
+        out.step_calls = int(len(chosen))
+        out.step_us_per_step = per_step(intervals.total(intervals.union(chosen["ts"], chosen["end"])), n)
+        ops = all_ops[starts_inside(all_ops, chosen)]
         out.ops_per_step = per_step(len(ops), n)
-        launched = launched_from(ev, steps)
+        launched = launched_from(ev, chosen)
         kernels = launched[launched["s_cat"].eq("kernel")]
         out.kernels_per_step = per_step(len(kernels), n)
         out.kernel_us_per_step = per_step(float(kernels["dur"].sum()), n)
         out.median_kernel_us = float(np.median(kernels["dur"])) if len(kernels) else 0.0
-        foreach = ops[ops["s_name"].str.startswith(MULTI_TENSOR_OPS)]
-        fused_kernels = kernels[kernels["s_name"].str.contains("|".join(MULTI_TENSOR_KERNELS), case=False)]
-        if "fused" in out.step_name.lower():
-            out.multi_tensor, out.marker = True, out.step_name
-        elif len(foreach):
-            out.multi_tensor, out.marker = True, str(foreach["s_name"].iloc[0])
-        elif len(fused_kernels):
-            out.multi_tensor, out.marker = True, str(fused_kernels["s_name"].iloc[0])[:80]
+        if not single:
+            out.multi_tensor, out.marker = True, markers[0]
     zg = zero_grad_regions(ev, w)
     if len(zg):
         out.zero_grad_name = str(zg["s_name"].iloc[0])

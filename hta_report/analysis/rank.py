@@ -37,17 +37,18 @@ from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_
                      SectionFailure, TemporalBreakdown, TraceFileInfo)
 from .attribution import idle_attribution
 from .code import code_attribution, gpu_time_by_launcher
-from .copies import add_copy_metrics, blocking_copies, pageable_calls
+from .copies import add_copy_metrics, blocking_copies, dtoh_reads, pageable_calls, sync_contexts, sync_waits
 from .cpu_side import cpu_side
 from .distributed import add_data_parallel
 from .events import COMMUNICATION, GPU_CATEGORIES, RankEvents, kernel_type
-from .gpu_time import idle_breakdown, kernel_type_shares, temporal_breakdown, top_kernels
+from .gpu_time import gpu_idle_split, idle_breakdown, kernel_type_shares, temporal_breakdown, top_kernels
 from .kernels import add_misaligned_gemms, compute_major, tensor_core_use
 from .launch import LaunchContext, add_launch_metrics, launch_context, launch_summary
 from .optimizer import optimizer_profile
 from .regions import host_windows, windows
 from .steps import step_stats
 from .transfers import add_comm_metrics, comm_overlap, comm_summary, memcpy_summary
+from .warmup import warmup, warmup_calls
 
 
 @contextlib.contextmanager
@@ -140,7 +141,9 @@ class RankContext:
         w: analyzed step windows, ``(n, 2)`` ``[start, end]`` µs, re-based to the device.
         hw: the same windows on the host timeline.
         blocking: blocking copy ops (see :func:`~hta_report.analysis.copies.blocking_copies`).
-        pageable: ``cudaMemcpyAsync`` calls of pageable copies.
+        pageable: ``cudaMemcpyAsync`` calls of pageable copies to the device.
+        reads: device-to-host reads the host waits for (:func:`~hta_report.analysis.copies.dtoh_reads`).
+        warmup: one-off warm-up calls (:func:`~hta_report.analysis.warmup.warmup_calls`).
         launch: what the launch metrics need of this rank (GPU ranks).
     """
 
@@ -152,6 +155,8 @@ class RankContext:
     hw: np.ndarray = field(default_factory=lambda: np.empty((0, 2)))
     blocking: pd.DataFrame = field(default_factory=pd.DataFrame)
     pageable: pd.DataFrame = field(default_factory=pd.DataFrame)
+    reads: pd.DataFrame = field(default_factory=pd.DataFrame)
+    warmup: pd.DataFrame = field(default_factory=pd.DataFrame)
     launch: Optional[LaunchContext] = None
 
     @property
@@ -182,6 +187,8 @@ def _windows_and_optimizer(c: RankContext) -> None:
     rr.has_runtime = bool(c.ev.cpu["s_cat"].eq("cuda_runtime").any())
     rr.optimizer = optimizer_profile(c.ev, c.hw)
     add_data_parallel(rr.cpu, c.ev, c.hw)
+    c.warmup = warmup_calls(c.ev)
+    rr.warmup = warmup(c.ev, c.hw, c.warmup)
 
 
 def _host_communication(c: RankContext) -> None:
@@ -199,8 +206,8 @@ def _kernels(c: RankContext) -> None:
 
 
 def _memcpy(c: RankContext) -> None:
-    c.blocking, c.pageable = blocking_copies(c.ev), pageable_calls(c.ev)
-    c.result.memcpy = add_copy_metrics(memcpy_summary(c.ev), c.ev, c.w, c.hw, c.blocking, c.pageable)
+    c.blocking, c.pageable, c.reads = blocking_copies(c.ev), pageable_calls(c.ev), dtoh_reads(c.ev)
+    c.result.memcpy = add_copy_metrics(memcpy_summary(c.ev), c.ev, c.w, c.hw, c.blocking, c.pageable, c.reads)
 
 
 def _gpu_communication(c: RankContext) -> None:
@@ -212,7 +219,12 @@ def _tensor_cores(c: RankContext) -> None:
 
 
 def _idle_attribution(c: RankContext) -> None:
-    c.result.idle_attribution = idle_attribution(c.ev, c.w, c.result.optimizer, c.blocking, c.pageable)
+    c.result.idle_attribution = idle_attribution(c.ev, c.w, c.result.optimizer, c.blocking, c.pageable,
+                                                 sync_contexts(c.ev, c.reads), c.warmup, sync_waits(c.ev, c.reads))
+
+
+def _gpu_idle_split(c: RankContext) -> None:
+    gpu_idle_split(c.ev, c.result.idle)
 
 
 def _code(c: RankContext) -> None:
@@ -222,7 +234,7 @@ def _code(c: RankContext) -> None:
 
 
 def _launch_context(c: RankContext) -> None:
-    c.launch = launch_context(c.ev, c.w, c.hw)
+    c.launch = launch_context(c.ev, c.w, c.hw, c.warmup)
 
 
 #: Every rank, in order.
@@ -240,6 +252,7 @@ GPU_STEPS: List[Step] = [
     (COMMUNICATION_STEP, _gpu_communication),
     ("Tensor Core use", _tensor_cores),
     ("idle attribution", _idle_attribution),
+    ("GPU idle split", _gpu_idle_split),
     ("launch statistics", _launch_context),
     (CODE_STEP, _code),
 ]
@@ -376,7 +389,8 @@ def join_parts(own: OwnPart, hta: Optional[HtaPart], info: TraceFileInfo) -> Ran
     rr = own.result
     if not rr.has_gpu or hta is None:
         return rr
-    rr.temporal, rr.idle, rr.kernel_types = hta.temporal, hta.idle, hta.kernel_types
+    rr.temporal, rr.kernel_types = hta.temporal, hta.kernel_types
+    rr.idle.streams = hta.idle.streams  # the rank-level split is ours (gpu_idle_split)
     if rr.comm.kernel_count:
         rr.comm.overlap_pct = float(hta.comm_overlap_pct)
     rr.failures.extend(hta.failures)

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import re
-from typing import Dict
+from typing import Dict, List
 
 import numpy as np
 
-from ..model import CommSummary, MemcpyDirection, MemcpySummary
+from ..model import CommSummary, MemcpyDirection, MemcpySummary, StepValue
 from . import intervals
 from .events import COMMUNICATION, COMPUTATION, MEMORY, RankEvents
+from .regions import rebased_steps
+from .steps import analyzed_windows, step_windows
 
 #: Byte counts above this are not believed (2**53, the largest integer a
 #: float64 holds exactly: 9 PB, beyond any device's memory); such a copy's
@@ -90,24 +92,38 @@ def comm_overlap(view) -> Dict[int, float]:
 
 
 #: Host-side collective ops (CPU backends wait inside them).
-CPU_COLLECTIVE_PREFIXES = ("gloo:", "nccl:", "c10d::", "mpi:")
+CPU_COLLECTIVE_PREFIXES = ("gloo:", "nccl:", "c10d::", "mpi:", "record_param_comms")
 
 
 def add_comm_metrics(c: CommSummary, ev: RankEvents, w: np.ndarray, hw: np.ndarray) -> CommSummary:
     """Fill the per-step fields of ``c``: communication kernel time and its
     exposed part inside the analyzed (re-based) windows ``w``, and host time
-    in collective ops inside the host windows ``hw`` (µs per step)."""
+    in collective ops inside the host windows ``hw`` (µs per step), and both
+    times in each analyzed ``ProfilerStep``."""
     n = len(w)
     if n == 0:
         return c
     wu = intervals.union(w[:, 0], w[:, 1])
-    comm = intervals.intersect(ev.gpu_union(COMMUNICATION), wu) if ev.has_gpu else np.empty((0, 2))
+    all_comm = ev.gpu_union(COMMUNICATION) if ev.has_gpu else np.empty((0, 2))
+    comm = intervals.intersect(all_comm, wu) if len(all_comm) else np.empty((0, 2))
     c.us_per_step = intervals.total(comm) / n
     c.exposed_us_per_step = intervals.total(intervals.subtract(comm, ev.gpu_union(COMPUTATION))) / n if len(comm) else 0.0
     cpu = ev.cpu
     coll = cpu[cpu["s_name"].str.startswith(CPU_COLLECTIVE_PREFIXES)]
+    coll_u = intervals.union(coll["ts"].to_numpy(), coll["end"].to_numpy()) if len(coll) else np.empty((0, 2))
     if len(coll):
         hu = intervals.union(hw[:, 0], hw[:, 1])
-        u = intervals.intersect(intervals.union(coll["ts"].to_numpy(), coll["end"].to_numpy()), hu)
-        c.cpu_collective_us_per_step = intervals.total(u) / n
+        c.cpu_collective_us_per_step = intervals.total(intervals.intersect(coll_u, hu)) / n
+    steps = analyzed_windows(rebased_steps(ev))
+    if len(all_comm) and len(steps):
+        c.kernel_us_by_step = _by_step(steps, all_comm)
+    host_steps = analyzed_windows(step_windows(ev))
+    if len(coll_u) and len(host_steps):
+        c.host_collective_us_by_step = _by_step(host_steps, coll_u)
     return c
+
+
+def _by_step(steps: np.ndarray, u: np.ndarray) -> List[StepValue]:
+    """The time of union ``u`` inside each ``[number, start, end]`` row of ``steps``."""
+    inside = intervals.overlap_each(steps[:, 1:3].astype(float), u)
+    return [StepValue(number=int(num), us=float(us)) for num, us in zip(steps[:, 0], inside)]

@@ -36,8 +36,8 @@ def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
     lines = [f"## hta-report: {md_text(run['name'])}", ""]
     if h["has_gpu"]:
         lines.append(
-            f"**GPU busy {h['busy']}**, idle {h['idle']} (host wait {h['idle_host']}, kernel wait "
-            f"{h['idle_kernel']}, other {h['idle_other']}) · {step} · "
+            f"**GPU busy {h['busy']}**, idle {h['idle']} of GPU time (all streams together: host wait "
+            f"{h['idle_host']}, kernel wait {h['idle_kernel']}, other {h['idle_other']}) · {step} · "
             f"{run['ranks']} · {md_text(run['devices'])}"
         )
     else:

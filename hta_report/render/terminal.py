@@ -14,8 +14,8 @@ def render(result: AnalysisResult, written: List[str]) -> str:
     run = view.run(result)
     lines = []
     if h["has_gpu"]:
-        lines.append(f"GPU busy {h['busy']}, idle {h['idle']} (host wait {h['idle_host']}, "
-                     f"kernel wait {h['idle_kernel']}, other {h['idle_other']})")
+        lines.append(f"GPU busy {h['busy']}, idle {h['idle']} of GPU time (all streams together: host wait "
+                     f"{h['idle_host']}, kernel wait {h['idle_kernel']}, other {h['idle_other']})")
     else:
         lines.append("No GPU activity in the traces (CPU-side metrics only)")
     step = f"mean step {h['mean_step']}" if not h["steps_note"] else h["steps_note"]
@@ -30,13 +30,17 @@ def render(result: AnalysisResult, written: List[str]) -> str:
         lines.append(f"{part['summary']} (listed in the report)")
     findings = view.findings(result)
     if findings:
-        lines.append(f"{fmt.plural(len(findings), 'finding')}:")
-        for f in findings[:5]:
+        top = [f for f in findings if f["gain_pct"] >= view.TOP_MIN_GAIN_PCT]
+        small = len(findings) - len(top)
+        top = top[:5]
+        lines.append(f"{fmt.plural(len(findings), 'finding')}" + (f", {small} below 1 % of the step or without a gain"
+                                                                   if small else "") + ":")
+        for f in top:
             lines.append(f"  [{terminal(f['severity'])}] {terminal(f['title'])} ({f['gain']})")
             if f["lines"]:  # the line with the largest share of its time
-                top = f["lines"][0]
-                lines.append(f"      at {terminal(top['label'])} in {terminal(top['function'])} "
-                             f"({top['share']} of its time)")
+                line = f["lines"][0]
+                lines.append(f"      at {terminal(line['label'])} in {terminal(line['function'])} "
+                             f"({line['share']} of its time)")
     else:
         lines.append("No rule fired: the run looks healthy on what was checked.")
     lines += [f"wrote {terminal(p)}" for p in written]

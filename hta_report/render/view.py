@@ -18,6 +18,8 @@ from . import fmt
 NOT_COMPUTED = "not computed"
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+#: Findings below this % of the step are not in the headline's top list.
+TOP_MIN_GAIN_PCT = 1.0
 
 
 def _rank_label(r: RankResult) -> str:
@@ -107,7 +109,24 @@ def headline(result: AnalysisResult) -> Dict[str, Any]:
         "exposed_memcpy": fmt.pct(a.exposed_memcpy_pct),
         "findings": len(result.findings),
         "high": sum(f.severity == "high" for f in result.findings),
+        "top": [f for f in findings(result) if f["gain_pct"] >= TOP_MIN_GAIN_PCT][:3],
+        "window_note": next((f.title for f in result.findings if f.id == "trace-window"), ""),
     }
+
+
+def _stepped(result: AnalysisResult, f) -> bool:
+    """Whether the rank a finding's gain is measured on has ``ProfilerStep`` annotations."""
+    steps = {r.rank: r.steps.count > 0 for r in result.ranks}
+    best = max(f.rank_gains, key=lambda g: g.gain_pct).rank if f.rank_gains else (f.ranks[0] if f.ranks else None)
+    return steps.get(best, any(steps.values()))
+
+
+def _gain(result: AnalysisResult, f) -> str:
+    if f.gain_ms_per_step <= 0:
+        return "no gain estimate"
+    if _stepped(result, f):
+        return f"up to {fmt.ms(f.gain_ms_per_step * 1e3)} per step ({fmt.pct(f.gain_pct)} of the step)"
+    return f"up to {fmt.ms(f.gain_ms_per_step * 1e3)} over the trace ({fmt.pct(f.gain_pct)} of the traced window)"
 
 
 #: A link the reports make (GitHub lines, as :func:`hta_report.locate.github_url` builds them);
@@ -154,8 +173,7 @@ def findings(result: AnalysisResult) -> List[Dict[str, Any]]:
             "id": f.id, "title": f.title, "severity": f.severity, "evidence": list(f.evidence),
             "fix": f.fix, "doc_url": f.doc_url, "threshold": f.threshold,
             "ranks": ", ".join(str(r) for r in f.ranks), "share": fmt.pct(f.share_pct), "rule": f.rule,
-            "gain": (f"up to {fmt.ms(f.gain_ms_per_step * 1e3)} per step ({fmt.pct(f.gain_pct)} of the step)"
-                     if f.gain_ms_per_step > 0 else "no gain estimate"),
+            "gain": _gain(result, f), "gain_pct": f.gain_pct,
             "lines": source_lines(f),
         }
         for f in result.findings
@@ -173,7 +191,7 @@ def check_counts(result: AnalysisResult) -> str:
     counts: Dict[str, int] = {}
     for c in result.checks:
         counts[c.status] = counts.get(c.status, 0) + 1
-    order = ["fired", "fine", "not checked", "disabled"]
+    order = ["fired", "fine", "covered", "not checked", "disabled"]
     parts = [f"{counts[s]} {s}" for s in order if counts.get(s)]
     return f"{len(result.checks)} rules: " + ", ".join(parts) if result.checks else "no rules ran"
 
@@ -186,7 +204,8 @@ def rank_rows(result: AnalysisResult) -> List[Dict[str, str]]:
         row = {
             "rank": str(r.rank),
             "device": ", ".join(sorted(set(r.device_names))) or ("not recorded" if gpu else "CPU"),
-            "steps": str(r.steps.count),
+            "steps": (f"{r.steps.count} ({r.steps_used} analyzed)" if r.steps.count and r.steps_used != r.steps.count
+                      else str(r.steps.count)),
             "mean_step": fmt.ms(r.steps.mean_us) if r.steps.count else "–",
             "p90_step": fmt.ms(r.steps.p90_us) if r.steps.count else "–",
             "busy": fmt.pct(r.busy_pct) if gpu else "no GPU",
@@ -268,6 +287,8 @@ def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
         }
         cpu = r.cpu
         d["cpu"] = {
+            "per": "per step" if r.steps.count else "over the trace",
+            "of": "of the step" if r.steps.count else "of the traced window",
             "steps_used": fmt.plural(cpu.steps_used, "step"),
             "dataloader": fmt.ms(cpu.dataloader_us_per_step), "dataloader_pct": fmt.pct(cpu.dataloader_pct),
             "dataloader_seen": cpu.dataloader_seen,

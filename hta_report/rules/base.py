@@ -1,17 +1,19 @@
 """The rule record, verdicts and helpers shared by the rule modules.
 
-A rule is a small pure function ``check(result, config, fired) -> Verdict``
+A rule is a small pure function ``check(result, config, ledger) -> Verdict``
 registered with :func:`rule`: it reads only the result model, the
-configuration and (for symptom rules) which rules fired before it on which
-ranks, and returns a finding, "fine" with what it measured, or "not checked"
-with what the traces lack.
+configuration and the ledger of time the findings before it claimed
+(:class:`~hta_report.rules.claims.Ledger`), and returns a finding with the
+time it claims, "fine" with what it measured, "covered" when its time is
+already claimed by another finding, or "not checked" with what the traces lack.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, FrozenSet, List, Mapping, Optional
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
 
-from ..model import AnalysisResult, Finding, RankResult
+from ..model import AnalysisResult, Finding, RankGain, RankResult
+from .claims import Claims, Ledger
 from .config import AdviceConfig
 
 DOCS_TUNING = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
@@ -30,16 +32,23 @@ DOCS_COMPILE = "https://pytorch.org/docs/stable/generated/torch.compile.html"
 DOCS_CUDA_GRAPHS = "https://pytorch.org/docs/stable/notes/cuda.html#cuda-graphs"
 DOCS_PROFILER = "https://pytorch.org/tutorials/recipes/recipes/profiler_recipe.html"
 
-FIRED, FINE, NOT_CHECKED, DISABLED = "fired", "fine", "not checked", "disabled"
+FIRED, FINE, COVERED, NOT_CHECKED, DISABLED = "fired", "fine", "covered", "not checked", "disabled"
+
+#: Run phases: the trace window first, then specific causes, then general
+#: causes (what is left of host time, step outliers), then the symptoms.
+WINDOW, CAUSE, GENERAL, SYMPTOM = 0, 1, 2, 3
 
 
 @dataclass
 class Verdict:
-    """What a rule concluded: a finding, or a status with its detail."""
+    """What a rule concluded: a finding (with the time it claims: rank ->
+    pool -> µs per step, see :mod:`~hta_report.rules.claims`), or a status
+    with its detail."""
 
     status: str
     detail: str = ""
     finding: Optional[Finding] = None
+    claims: Dict[int, Dict[str, float]] = field(default_factory=dict)
 
 
 def fine(detail: str) -> Verdict:
@@ -52,9 +61,23 @@ def not_checked(reason: str) -> Verdict:
     return Verdict(NOT_CHECKED, reason)
 
 
-#: Rules that fired before this one: rule id -> the ranks in its finding.
-Fired = Mapping[str, FrozenSet[int]]
-Check = Callable[[AnalysisResult, AdviceConfig, Fired], Verdict]
+def covered(detail: str) -> Verdict:
+    """The rule's condition holds, but the time it would claim is already
+    claimed by another finding; ``detail`` says what it measured and which."""
+    return Verdict(COVERED, detail)
+
+
+def covered_by(ledger: Ledger, ranks: Sequence[RankResult], pools: Sequence[str], what: str) -> Verdict:
+    """A :func:`covered` verdict naming the rules that claimed ``pools`` on ``ranks``."""
+    by: List[str] = []
+    for r in ranks:
+        by += [b for b in ledger.claimers(r.rank, pools) if b not in by]
+    return covered(f"{what}; its time is counted under {', '.join(by) or 'other findings'}")
+
+
+#: The ledger rules read: what fired so far, on which ranks, and the time it claimed.
+Fired = Ledger
+Check = Callable[[AnalysisResult, AdviceConfig, Ledger], Verdict]
 
 
 @dataclass(frozen=True)
@@ -69,8 +92,10 @@ class Rule:
         threshold: the trigger in words for a given configuration.
         doc_url: documentation of the fix.
         check: the rule function.
-        symptom: True for rules that describe GPU idle time and subtract what
-            the cause rules that fired already explain; they run last.
+        phase: when it runs (:data:`WINDOW`, :data:`CAUSE`, :data:`GENERAL`,
+            :data:`SYMPTOM`); within a phase, in rule-number order. Symptom
+            rules describe GPU idle time that no cause explains; at most one
+            of them gives a finding.
     """
 
     id: str
@@ -80,14 +105,19 @@ class Rule:
     threshold: Callable[[AdviceConfig], str]
     doc_url: str
     check: Check
-    symptom: bool = False
+    phase: int = CAUSE
+
+    @property
+    def symptom(self) -> bool:
+        """True for the symptom rules (:data:`SYMPTOM` phase)."""
+        return self.phase == SYMPTOM
 
 
 REGISTRY: List[Rule] = []
 
 
 def rule(id: str, number: str, title: str, source: str, threshold: Callable[[AdviceConfig], str], doc_url: str,
-         symptom: bool = False) -> Callable[[Check], Check]:
+         phase: int = CAUSE) -> Callable[[Check], Check]:
     """Register the decorated function as a rule of the catalogue.
 
     Raises:
@@ -98,7 +128,7 @@ def rule(id: str, number: str, title: str, source: str, threshold: Callable[[Adv
         if taken:
             raise ValueError(f"rule {id} ({number}) clashes with {taken[0].id} ({taken[0].number})")
         REGISTRY.append(Rule(id=id, number=number, title=title, source=source, threshold=threshold,
-                             doc_url=doc_url, check=fn, symptom=symptom))
+                             doc_url=doc_url, check=fn, phase=phase))
         return fn
     return wrap
 
@@ -127,6 +157,11 @@ def step_words(r: RankResult) -> str:
     return f"the {ms(r.window_us)} step" if r.steps.count else f"the {ms(r.window_us)} traced window"
 
 
+def of_step(r: RankResult) -> str:
+    """``"of the step"``, or ``"of the trace"`` without ``ProfilerStep`` annotations."""
+    return "of the step" if r.steps.count else "of the trace"
+
+
 def ms(us: float) -> str:
     """µs as ``"1.23 ms"`` (evidence strings carry their own units)."""
     return f"{us / 1e3:,.2f} ms"
@@ -139,18 +174,33 @@ def ranks_text(ranks: List[int]) -> str:
     return "ranks " + ", ".join(str(r) for r in ranks) if len(ranks) <= 8 else f"{len(ranks)} ranks"
 
 
-def make_finding(cfg: AdviceConfig, worst: RankResult, gain_us: float, title: str, evidence: List[str],
-                 fix: str, ranks: List[int], doc_url: str = "") -> Verdict:
-    """A fired verdict: the finding with its gain on the worst rank (µs per
-    step -> ms and % of that rank's step) and severity. The engine adds what
+def make_finding(cfg: AdviceConfig, hits: Sequence[RankResult], claims: Claims, title: str, evidence: List[str],
+                 fix: str, ranks: Optional[List[int]] = None, doc_url: str = "") -> Verdict:
+    """A fired verdict. The gain on each rank is the time the finding claims
+    there (``claims``: rank -> pool -> µs per step, from
+    :meth:`~hta_report.rules.claims.Ledger.take`); the finding reports the
+    worst rank's (µs per step -> ms and % of that rank's step), its severity
+    follows it, and ``rank_gains`` lists every rank's. ``ranks`` (default: the
+    ranks of ``hits``) are the ranks the finding names. The engine adds what
     the rule states once (:func:`complete`): its id, number, threshold text
     and, unless ``doc_url`` is given here, its documentation link."""
+    by_rank = {r.rank: r for r in hits}
+    gains = {rank: sum(parts.values()) for rank, parts in claims.items() if rank in by_rank}
+    order = list(hits)
+    worst = max(order, key=lambda r: pct_of_step(gains.get(r.rank, 0.0), r)) if gains else order[0]
+    gain_us = gains.get(worst.rank, 0.0)
     gain_pct = pct_of_step(gain_us, worst)
+    rank_gains = [RankGain(rank=rank, gain_us=us, gain_pct=pct_of_step(us, by_rank[rank]),
+                           sources={p: float(v) for p, v in claims[rank].items()})
+                  for rank, us in sorted(gains.items()) if us > 0]
     f = Finding(
         id="", title=title, severity=severity(gain_pct, cfg), evidence=evidence, fix=fix, doc_url=doc_url,
-        ranks=sorted(ranks), share_pct=gain_pct, gain_ms_per_step=gain_us / 1e3, gain_pct=gain_pct,
+        ranks=sorted(ranks if ranks is not None else by_rank), share_pct=gain_pct, gain_ms_per_step=gain_us / 1e3,
+        gain_pct=gain_pct, rank_gains=rank_gains,
     )
-    return Verdict(FIRED, f"{gain_pct:.1f} % of the step at stake", f)
+    what = of_step(worst)
+    return Verdict(FIRED, f"{gain_pct:.1f} % {what} at stake", f,
+                   claims={rank: dict(parts) for rank, parts in claims.items()})
 
 
 def complete(f: Finding, r: Rule, cfg: AdviceConfig) -> Finding:

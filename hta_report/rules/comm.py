@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import statistics
+from typing import List
+
 from ..model import AnalysisResult, RankResult
-from .base import Fired, DOCS_DDP, Verdict, fine, make_finding, ms, not_checked, pct_of_step, per, rule
+from .base import DOCS_DDP, Fired, Verdict, fine, make_finding, ms, not_checked, of_step, pct_of_step, per, rule
+from .claims import POOLS
 from .config import AdviceConfig
 
 
@@ -27,35 +30,51 @@ def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fire
     val = {r.rank: pct_of_step(exposed_transfer_us(r), r) for r in ranks}
     hits = sorted([r for r in ranks if val[r.rank] > cfg.exposed_comm_pct], key=lambda r: -val[r.rank])
     if not hits:
-        return fine(f"exposed communication up to {max(val.values()):.1f} % of the step")
+        w = max(ranks, key=lambda r: val[r.rank])
+        return fine(f"exposed communication up to {val[w.rank]:.1f} % {of_step(w)}")
     worst = hits[0]
     alone = len(ranks) < 2
     evidence = [f"rank {r.rank}: communication with no compute running {ms(r.comm.exposed_us_per_step)} {per(r)} "
-                f"({pct_of_step(r.comm.exposed_us_per_step, r):.1f} % of the step), of which waiting for other ranks "
+                f"({pct_of_step(r.comm.exposed_us_per_step, r):.1f} % {of_step(r)}), of which waiting for other ranks "
                 + ("unknown (one rank in the directory)" if alone else ms(r.comm.sync_wait_us_per_step))
                 + f"; {r.comm.overlap_pct:.1f} % of communication overlaps compute (HTA)" for r in hits[:8]]
     fix = ("model = DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True)\n"
            "with model.no_sync():   # during gradient accumulation micro-steps\n"
            "    loss.backward()\n"
            "# raise the batch size per GPU; FSDP: forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE")
-    return make_finding(cfg, worst, exposed_transfer_us(worst),
-                        f"Overlap communication with compute: {val[worst.rank]:.0f} % of the step is exposed "
-                        f"communication", evidence, fix, [r.rank for r in hits])
+    claims = {r.rank: fired.take(r, ["comm:exposed"], exposed_transfer_us(r)) for r in hits}
+    return make_finding(cfg, hits, claims,
+                        f"Overlap communication with compute: {val[worst.rank]:.0f} % {of_step(worst)} is exposed "
+                        f"communication", evidence, fix)
+
+
+def wait_pools(r: RankResult) -> List[str]:
+    """Where a rank's wait for other ranks is claimed from: its exposed
+    communication kernels, or (collectives on the host) its host time or GPU idle."""
+    if r.comm.collective_basis == "kernels":
+        return ["comm:exposed"]
+    return ["host:collective_wait"] if not r.has_gpu else ["idle:stream_wait", "idle:host_ops", "idle:unattributed"]
 
 
 @rule("rank-straggler", "C17", "A slow rank holds the others back",
       "proposal; HTA straggler analysis (sync wait), SageMaker Debugger",
       lambda c: f"sync wait or step-time spread across ranks >= {c.straggler_pct:g} % of the step", DOCS_DDP)
 def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
-    """C17: with two or more ranks, other ranks wait in communication kernels
-    for the slowest (communication time beyond the smallest rank's, HTA's
-    "sync wait"; GPU ranks only), or mean step times differ across ranks. The
-    gain is the larger of the biggest wait and the slowest rank's excess over
-    the median step."""
+    """C17: with two or more ranks, other ranks wait in collectives for the
+    slowest (collective time beyond the smallest rank's, HTA's "sync wait":
+    communication kernels on GPU ranks, host time in collective ops such as
+    ``gloo:all_reduce`` on ranks without them), or mean step times differ
+    across ranks. The gain is the larger of the biggest wait and the slowest
+    rank's excess over the median step. Synchronous data parallelism makes
+    step times equal, so without collectives in the traces the rule cannot
+    see a straggler: it then says "not checked" unless step times differ."""
     ranks = [r for r in result.ranks if r.steps_used and r.window_us > 0]
     if len(ranks) < 2:
-        return not_checked("needs two or more ranks with steps in the directory")
+        world = max((f.world_size or 0 for f in result.inventory.files), default=0)
+        return not_checked("needs two or more ranks with steps in the directory"
+                           + (f" (the traces hold {len(ranks)} of {world} ranks)" if world > len(ranks) else ""))
     median_step = statistics.median(r.window_us for r in ranks)
+    with_coll = [r for r in ranks if r.comm.collective_basis]
     waiter = max(ranks, key=lambda r: r.comm.sync_wait_us_per_step)
     slowest = max(ranks, key=lambda r: r.window_us)
     wait_us, spread_us = waiter.comm.sync_wait_us_per_step, slowest.window_us - median_step
@@ -63,25 +82,43 @@ def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
     worst, gain = (waiter, wait_us) if by_wait else (slowest, spread_us)
     pct = pct_of_step(gain, worst)
     if pct < cfg.straggler_pct:
-        return fine(f"sync wait up to {pct_of_step(wait_us, waiter):.1f} %, step-time spread "
+        if len(with_coll) < 2:
+            return not_checked(f"no collective ops or communication kernels on two ranks: a wait for a slow rank "
+                               f"would not show (step-time spread {100 * spread_us / median_step:.1f} %)")
+        return fine(f"wait for other ranks in collectives up to {pct_of_step(wait_us, waiter):.1f} % "
+                    f"{of_step(waiter)} ({_basis(with_coll)}), step-time spread "
                     f"{100 * spread_us / median_step:.1f} % of the median step")
-    with_comm = [r for r in ranks if r.has_gpu and r.comm.us_per_step > 0]
-    straggler = min(with_comm, key=lambda r: r.comm.sync_wait_us_per_step) if by_wait and with_comm else slowest
+    straggler = min(with_coll, key=lambda r: r.comm.sync_wait_us_per_step) if by_wait and with_coll else slowest
     steps = ", ".join(f"rank {r.rank} {ms(r.window_us)}" for r in ranks[:8])
     evidence = [f"mean step per rank: {steps}"]
     if by_wait:
         waits = ", ".join(f"rank {r.rank} {ms(r.comm.sync_wait_us_per_step)}" for r in
-                          sorted(with_comm, key=lambda r: -r.comm.sync_wait_us_per_step)[:8])
-        evidence.append(f"communication {per(worst)} beyond the fastest rank's (waiting for a slower rank): {waits}")
+                          sorted(with_coll, key=lambda r: -r.comm.sync_wait_us_per_step)[:8])
+        evidence.append(f"time in collectives {per(worst)} beyond the fastest rank's ({_basis(with_coll)}; waiting "
+                        f"for a slower rank): {waits}")
         evidence.append(f"rank {straggler.rank} waits least: the others wait for it")
+        waiting = [r for r in with_coll if pct_of_step(r.comm.sync_wait_us_per_step, r) >= 1.0] or [waiter]
+        claims = {r.rank: fired.take(r, wait_pools(r), r.comm.sync_wait_us_per_step) for r in waiting}
+        hits = waiting
     else:
         evidence.append(f"rank {slowest.rank}'s step is {ms(spread_us)} longer than the median ({ms(median_step)})")
+        claims = {slowest.rank: fired.take(slowest, list(POOLS), spread_us)}
+        hits = [slowest]
     fix = (f"# find why rank {straggler.rank} is slower: compare its section of this report with the others\n"
            "# (DataLoader wait, CPU contention, GPU clocks); uneven inputs: bucket samples by length, e.g.\n"
-           "# a length-grouped sampler, so every rank gets the same work per step")
-    return make_finding(cfg, worst, gain,
-                        f"Rank {straggler.rank} is a straggler: other ranks wait {pct:.0f} % of the step for it",
-                        evidence, fix, [straggler.rank])
+           "# a length-grouped sampler, so every rank gets the same work per iteration")
+    return make_finding(cfg, hits, claims,
+                        f"Rank {straggler.rank} is a straggler: other ranks wait {pct:.0f} % {of_step(worst)} for it",
+                        evidence, fix, ranks=[straggler.rank])
+
+
+def _basis(ranks: List[RankResult]) -> str:
+    kinds = {r.comm.collective_basis for r in ranks}
+    if kinds == {"kernels"}:
+        return "communication kernels"
+    if kinds == {"host"}:
+        return "host time in collective ops such as gloo:all_reduce"
+    return "communication kernels or host collective ops"
 
 
 @rule("data-parallel", "C18", "torch.nn.DataParallel instead of DistributedDataParallel",
@@ -106,8 +143,7 @@ def data_parallel(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ve
     fix = ("# one process per GPU: torchrun --nproc-per-node=NUM_GPUS train.py\n"
            "dist.init_process_group(\"nccl\")\n"
            "model = DDP(model.to(local_rank), device_ids=[local_rank])")
-    return make_finding(cfg, hits[0], 0.0,
-                        "Use DistributedDataParallel instead of DataParallel", evidence, fix, [r.rank for r in hits])
+    return make_finding(cfg, hits, {}, "Use DistributedDataParallel instead of DataParallel", evidence, fix)
 
 
 @rule("non-nccl-backend", "C19", "A non-NCCL process group backend on GPUs",
@@ -132,6 +168,6 @@ def non_nccl_backend(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
     evidence = [f"rank {r.rank}: distributedInfo.backend = {backend[r.rank]} with GPU activity; host time in "
                 f"collective ops {ms(r.comm.cpu_collective_us_per_step)} {per(r)}" for r in hits[:8]]
     fix = "dist.init_process_group(backend=\"nccl\")   # collectives on the GPU, over NVLink/InfiniBand"
-    return make_finding(cfg, worst, worst.comm.cpu_collective_us_per_step,
-                        f"Use the NCCL backend on GPUs (found {backend[worst.rank]})", evidence, fix,
-                        [r.rank for r in hits])
+    claims = {r.rank: fired.take(r, ["idle:host_ops"], r.comm.cpu_collective_us_per_step) for r in hits}
+    return make_finding(cfg, hits, claims, f"Use the NCCL backend on GPUs (found {backend[worst.rank]})", evidence,
+                        fix)

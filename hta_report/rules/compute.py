@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from ..model import AnalysisResult, RankResult
 from ..names import short_names
-from .base import Fired, DOCS_AMP, Verdict, fine, make_finding, ms, not_checked, pct_of_step, per, rule
+from .base import (DOCS_AMP, GENERAL, Fired, Verdict, covered_by, fine, make_finding, ms, not_checked, of_step,
+                   pct_of_step, per, rule)
 from .config import AdviceConfig
 
 
@@ -17,11 +18,12 @@ def non_tensor_core_us(r: RankResult) -> float:
 @rule("tensor-cores-unused", "C12", "GEMMs and convolutions do not use Tensor Cores",
       "TensorBoard profiler (0 % on computeMajor >= 7); XProf 16-bit share < 10 %",
       lambda c: (f"computeMajor >= {c.tensor_core_min_major} and Tensor Core share of GEMM/convolution "
-                 f"kernel time < {c.tensor_core_pct:g} %"), DOCS_AMP)
+                 f"kernel time < {c.tensor_core_pct:g} %"), DOCS_AMP, phase=GENERAL)
 def tensor_cores_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C12: on NVIDIA GPUs with ``computeMajor`` >= 7, GEMM/convolution kernels
     spend less than ``tensor_core_pct`` of their time in Tensor Core kernels.
-    The gain bound is their non-Tensor-Core time."""
+    The gain bound is their non-Tensor-Core time (after the misaligned
+    16-bit GEMMs of C13, which claim their kernels first)."""
     gpu = [r for r in result.ranks if r.has_gpu]
     if not gpu:
         return not_checked("no GPU activity in the traces")
@@ -36,6 +38,9 @@ def tensor_cores_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
         return fine(f"Tensor Core share of GEMM/convolution time at least "
                     f"{min(r.tensor_cores.tensor_core_pct for r in ranks):.0f} % "
                     f"(computeMajor {max(r.tensor_cores.compute_major for r in ranks)})")
+    claims = {r.rank: fired.take(r, ["compute"], non_tensor_core_us(r)) for r in hits}
+    if not any(claims.values()):
+        return covered_by(fired, hits, ["compute"], "GEMM/convolution kernels without Tensor Cores")
     worst = hits[0]
     evidence = []
     for r in hits[:8]:
@@ -51,10 +56,10 @@ def tensor_cores_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
            "# Volta/Turing: dtype=torch.float16 with torch.amp.GradScaler(\"cuda\")\n"
            "# or keep float32 and allow TF32 matmuls on Ampere or newer:\n"
            "torch.set_float32_matmul_precision(\"high\")")
-    pct = pct_of_step(non_tensor_core_us(worst), worst)
-    return make_finding(cfg, worst, non_tensor_core_us(worst),
-                        f"Use Tensor Cores (bf16/fp16 autocast or TF32): {pct:.0f} % of the step is "
-                        f"GEMM/convolution without them", evidence, fix, [r.rank for r in hits])
+    pct = pct_of_step(sum(claims[worst.rank].values()), worst)
+    return make_finding(cfg, hits, claims,
+                        f"Use Tensor Cores (bf16/fp16 autocast or TF32): {pct:.0f} % {of_step(worst)} is "
+                        f"GEMM/convolution without them", evidence, fix)
 
 
 @rule("misaligned-gemm", "C13", "16-bit GEMMs with dimensions not multiples of 8",
@@ -76,12 +81,11 @@ def misaligned_gemm(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> 
                   key=lambda r: -r.tensor_cores.misaligned_us_per_step)
     if not hits:
         return fine("every fp16/bf16 GEMM has dimensions that are multiples of 8")
-    worst = hits[0]
     evidence = [f"rank {r.rank}: {r.tensor_cores.misaligned_ops_per_step:.0f} of "
                 f"{r.tensor_cores.half_gemm_ops_per_step:.0f} fp16/bf16 GEMM ops {per(r)} are misaligned, their kernels "
                 f"{ms(r.tensor_cores.misaligned_us_per_step)} {per(r)}; e.g. "
                 + "; ".join(r.tensor_cores.misaligned_examples[:2]) for r in hits[:8]]
     fix = ("# pad hidden sizes, vocabulary and batch*sequence to multiples of 8 (64 helps on newer GPUs):\n"
            "vocab_size = (vocab_size + 63) // 64 * 64")
-    return make_finding(cfg, worst, worst.tensor_cores.misaligned_us_per_step,
-                        "Pad fp16/bf16 GEMM dimensions to multiples of 8", evidence, fix, [r.rank for r in hits])
+    claims = {r.rank: fired.take(r, ["compute"], r.tensor_cores.misaligned_us_per_step) for r in hits}
+    return make_finding(cfg, hits, claims, "Pad fp16/bf16 GEMM dimensions to multiples of 8", evidence, fix)

@@ -38,12 +38,23 @@ class AdviceConfig:
             (TensorBoard profiler and Nsight Systems ``gpu_time_util``: 50 %).
         gap_pct: C7, GPU gaps longer than this % of the step (proposal;
             Nsight Systems ``gpu_gaps`` uses 500 ms for whole runs).
-        gpu_idle_pct: C8, HTA idle time above this % of GPU time (proposal,
-            ours; TensorBoard flags utilization below 50 %).
-        launch_pct: C9, GPU idle while the host runs ops and launches at or
+        stream_wait_pct: C8, GPU idle with the next operation already
+            launched (HTA's "other" idle) at or above this % of the step
+            (proposal; XProf's 5 % "moderate" band).
+        launch_pct: C9, GPU idle in gaps under 100 µs between launches at or
             above this % of the step (XProf kernel-launch time: 3 % moderate).
         short_kernel_pct: C9, and at least this % of kernels shorter than their
-            launch call (HTA's short-kernel test; the share is a proposal).
+            launch call (HTA's short-kernel test; the share is a proposal):
+            kernels that outlast their launch keep the GPU fed, and the
+            sub-µs gaps between them are not launch overhead to remove.
+        host_bound_pct: C26, GPU idle in gaps of 100 µs or more while the host
+            runs its own ops at or above this % of the step (proposal;
+            XProf's 5 % "moderate" band).
+        window_min_steps: C0, fewer analyzed steps than this (warm-up step
+            excluded) make the trace window too short to judge a step
+            (proposal; SageMaker Debugger's step-outlier rule needs more).
+        window_warmup_pct: C0, one-off warm-up calls taking at least this % of
+            the analyzed window fire the rule (proposal).
         launch_outlier_pct: C10, launch calls over HTA's 50 µs cutoff costing at
             least this % of the step beyond the median launch (proposal).
         full_queue_pct: C11, a stream's launch queue at HTA's limit (1024) for
@@ -57,8 +68,10 @@ class AdviceConfig:
         exposed_comm_pct: C16, exposed communication above this % of the step
             (TensorBoard profiler 10 %).
         straggler_pct: C17, synchronization wait or step-time spread across
-            ranks at or above this % of the median step (proposal; SageMaker
-            Debugger uses a histogram distance of 0.2).
+            ranks at or above this % of the median step (proposal, XProf's 5 %
+            "moderate" band; SageMaker Debugger uses a histogram distance of 0.2).
+            The wait is the one a rank shows in every analyzed step, so
+            scheduling noise that moves from rank to rank does not count.
         optimizer_kernels_per_step: C21, a non-foreach, non-fused optimizer
             step launching at least this many kernels per step (proposal).
         step_outlier_sigma: C24, a step longer than the mean + this many
@@ -78,16 +91,19 @@ class AdviceConfig:
     sync_pct: float = 1.0
     gpu_utilization_pct: float = 50.0
     gap_pct: float = 10.0
-    gpu_idle_pct: float = 20.0
+    stream_wait_pct: float = 5.0
     launch_pct: float = 3.0
-    short_kernel_pct: float = 50.0
+    short_kernel_pct: float = 25.0
+    host_bound_pct: float = 5.0
+    window_min_steps: int = 3
+    window_warmup_pct: float = 1.0
     launch_outlier_pct: float = 1.0
     full_queue_pct: float = 5.0
     tensor_core_pct: float = 10.0
     tensor_core_min_major: int = 7
     exposed_memcpy_pct: float = 5.0
     exposed_comm_pct: float = 10.0
-    straggler_pct: float = 10.0
+    straggler_pct: float = 5.0
     optimizer_kernels_per_step: float = 10.0
     step_outlier_sigma: float = 3.0
     step_outlier_min_steps: int = 5

@@ -16,11 +16,12 @@ from typing import Any, Dict, List, Optional
 
 from ..model import AnalysisResult, Finding, RuleCheck
 from . import config as _config
-from .base import DISABLED, FIRED, REGISTRY, Rule, complete
+from .base import COVERED, DISABLED, FIRED, REGISTRY, Rule, Verdict, complete
+from .claims import Ledger
 from .config import AdviceConfig
 
 #: Modules of this package that hold no rules.
-INFRASTRUCTURE = frozenset({"base", "config", "engine"})
+INFRASTRUCTURE = frozenset({"base", "claims", "config", "engine"})
 
 
 def _import_rule_modules() -> List[str]:
@@ -43,8 +44,8 @@ def _number(r: Rule) -> int:
 #: The catalogue in rule-number order.
 RULES: List[Rule] = sorted(REGISTRY, key=_number)
 RULE_IDS = frozenset(r.id for r in RULES)
-#: Cause rules first, then the symptom rules that subtract what causes explain.
-_RUN_ORDER: List[Rule] = [r for r in RULES if not r.symptom] + [r for r in RULES if r.symptom]
+#: By phase (trace window, specific causes, general causes, symptoms), then by number.
+_RUN_ORDER: List[Rule] = sorted(RULES, key=lambda r: (r.phase, _number(r)))
 
 
 def load_config(path: Optional[os.PathLike | str] = None, cwd: Optional[os.PathLike | str] = None) -> AdviceConfig:
@@ -68,24 +69,40 @@ class Advice:
 def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Advice:
     """Run every enabled rule of the catalogue on ``result``.
 
+    Rules run by phase (:data:`~hta_report.rules.base.WINDOW`, causes,
+    general causes, symptoms), each seeing the time the findings before it
+    claimed (:class:`~hta_report.rules.claims.Ledger`), so no two findings
+    count the same time. The symptom rules all judge the idle time left by
+    the causes; only the one with the largest gain gives a finding, the
+    others are ``covered`` by it.
+
     Findings are sorted by estimated gain (% of the step), ties by rule number.
     Every rule reports a :class:`~hta_report.model.RuleCheck`: ``fired``,
-    ``fine``, ``not checked`` (its data is absent from the traces) or
-    ``disabled`` (``config.disable``).
+    ``fine``, ``covered``, ``not checked`` (its data is absent from the
+    traces) or ``disabled`` (``config.disable``).
     """
     cfg = config or AdviceConfig()
-    fired: Dict[str, frozenset] = {}
+    ledger = Ledger()
     verdicts: Dict[str, Any] = {}
+    symptoms: List[Rule] = []
     for r in _RUN_ORDER:
         if r.id in cfg.disable:
             verdicts[r.id] = None
             continue
-        v = r.check(result, cfg, fired)
-        if v.finding is not None:
-            complete(v.finding, r, cfg)
-        verdicts[r.id] = v
-        if v.status == FIRED and v.finding is not None:
-            fired[r.id] = frozenset(v.finding.ranks)
+        if r.symptom:
+            symptoms.append(r)
+            continue
+        verdicts[r.id] = _run(r, result, cfg, ledger)
+    # symptoms: every one judges what the causes left; the largest gain is the one finding
+    judged = {r.id: r.check(result, cfg, ledger) for r in symptoms}
+    fired_symptoms = sorted((r for r in symptoms if judged[r.id].status == FIRED and judged[r.id].finding),
+                            key=lambda r: (-judged[r.id].finding.gain_pct, _number(r)))
+    for r in symptoms:
+        v = judged[r.id]
+        if fired_symptoms and r is not fired_symptoms[0] and v.status == FIRED:
+            v = Verdict(COVERED, f"{v.finding.title}; the same idle time is counted once, under "
+                                 f"{fired_symptoms[0].id}")
+        verdicts[r.id] = _commit(r, v, cfg, ledger)
     checks, findings = [], []
     for r in RULES:
         v = verdicts[r.id]
@@ -98,6 +115,18 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
             findings.append((v.finding, _number(r)))
     findings.sort(key=lambda fn: (-fn[0].gain_pct, fn[1]))
     return Advice(findings=[f for f, _ in findings], checks=checks)
+
+
+def _run(r: Rule, result: AnalysisResult, cfg: AdviceConfig, ledger: Ledger) -> Verdict:
+    return _commit(r, r.check(result, cfg, ledger), cfg, ledger)
+
+
+def _commit(r: Rule, v: Verdict, cfg: AdviceConfig, ledger: Ledger) -> Verdict:
+    """Complete a fired verdict's finding and record its claims in the ledger."""
+    if v.status == FIRED and v.finding is not None:
+        complete(v.finding, r, cfg)
+        ledger.commit(r.id, v.finding.ranks, v.claims)
+    return v
 
 
 def catalogue(config: Optional[AdviceConfig] = None) -> List[Dict[str, str]]:

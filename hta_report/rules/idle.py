@@ -1,65 +1,44 @@
-"""GPU idle symptom rules: C6 low utilization, C7 GPU gaps, C8 HTA idle breakdown.
+"""GPU idle rules: C8 queued work waiting (a cause), and the symptoms C6 low
+utilization and C7 GPU gaps.
 
-They run after the cause rules and count only idle time that no fired cause
-rule explains, so a symptom never outranks its cause.
+The symptoms run last and count only the idle time that no finding before
+them claimed (:mod:`.claims`); at most one of them gives a finding (the
+engine keeps the larger), so a symptom never outranks its cause nor counts
+the same idle twice.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 from ..errors import plural
 from ..model import AnalysisResult, RankResult
-from .base import (DOCS_COMPILE, DOCS_CUDA_GRAPHS, DOCS_HTA_IDLE, Fired, Verdict, fine, make_finding, ms,
-                   not_checked, pct_of_step, per, rule)
+from .base import (DOCS_COMPILE, DOCS_HTA_IDLE, SYMPTOM, Fired, Verdict, covered_by, fine, make_finding, ms,
+                   not_checked, of_step, pct_of_step, per, rule)
+from .claims import IDLE, IDLE_CATEGORIES
 from .config import AdviceConfig
-from .launch import outlier_cost_us as launch_outlier_cost_us
-from .steps import outlier_cost_us, step_outliers
 
-#: Which cause rules explain which idle category (see IdleAttribution).
-EXPLAINED_BY: Dict[str, Tuple[str, ...]] = {
-    "dataloader": ("dataloader-bound", "dataloader-main-process"),
-    "blocking_copy": ("blocking-copy",),
-    "pageable_copy": ("pageable-memcpy",),
-    "sync": ("sync-in-step",),
-    "zero_grad": ("zero-grad-zeros",),
-    "optimizer": ("unfused-optimizer",),
-    "host_ops": ("launch-bound",),
-}
-LABELS = {"dataloader": "DataLoader", "blocking_copy": "blocking copies", "pageable_copy": "pageable copies",
-          "sync": "after synchronization", "zero_grad": "zero_grad", "optimizer": "optimizer step",
-          "host_ops": "host ops and launches", "unattributed": "unattributed"}
+LABELS = {"warmup": "warm-up", "stream_wait": "queued work waiting", "dataloader": "DataLoader",
+          "pageable_copy": "pageable copies", "blocking_copy": "blocking copies", "sync": "synchronization",
+          "zero_grad": "zero_grad", "optimizer": "optimizer step", "launch": "between launches",
+          "host_ops": "host ops", "unattributed": "no profiled host activity"}
+#: A symptom below this share of the step (%) is noise, not a finding.
+MIN_SYMPTOM_PCT = 1.0
 
 
-def explained(category: str, rank: int, fired: Fired) -> str:
-    """The id of a fired rule that explains ``category`` on ``rank``, or ''."""
-    for rule_id in EXPLAINED_BY.get(category, ()):
-        if rank in fired.get(rule_id, ()):
-            return rule_id
-    return ""
-
-
-def unexplained_idle_us(r: RankResult, fired: Fired, cfg: AdviceConfig) -> float:
-    """GPU idle per step (µs) that no fired cause rule explains: the idle
-    categories of fired cause rules are subtracted, and so are the gains of
-    step-time outliers (their stall is that finding) and slow launch calls
-    when those rules fired."""
-    a = r.idle_attribution
-    known = sum(getattr(a, f"{c}_us") for c in EXPLAINED_BY if explained(c, r.rank, fired))
-    if r.rank in fired.get("step-time-outliers", ()):
-        known += outlier_cost_us(r, cfg.step_outlier_sigma)
-    if r.rank in fired.get("launch-outliers", ()) and not explained("host_ops", r.rank, fired):
-        known += launch_outlier_cost_us(r)  # the slow launches' part of the host-ops idle
-    return max(0.0, a.idle_us - known)
+def unexplained_idle_us(r: RankResult, fired: Fired) -> float:
+    """GPU idle per step (µs) that no finding claimed so far."""
+    return fired.free_in(r, IDLE)
 
 
 def idle_split(r: RankResult, fired: Fired) -> str:
-    """``"DataLoader 4.10 ms (dataloader-bound), unattributed 0.20 ms"``."""
+    """``"DataLoader 4.10 ms (dataloader-bound), no profiled host activity 0.20 ms"``:
+    the idle categories with the findings that claimed them."""
     a = r.idle_attribution
     parts = []
-    for c in list(EXPLAINED_BY) + ["unattributed"]:
+    for c in IDLE_CATEGORIES:
         us = getattr(a, f"{c}_us")
         if us >= 1.0:
-            by = explained(c, r.rank, fired)
+            by = ", ".join(fired.claimers(r.rank, [f"idle:{c}"]))
             parts.append(f"{LABELS[c]} {ms(us)}" + (f" ({by})" if by else ""))
     return ", ".join(parts) or "none"
 
@@ -76,29 +55,35 @@ def utilization_pct(r: RankResult) -> float:
 @rule("low-gpu-utilization", "C6", "Low GPU utilization (kernels busy < half the step)",
       "TensorBoard profiler, Nsight Systems gpu_time_util (50 %)",
       lambda c: f"kernel-busy time < {c.gpu_utilization_pct:g} % of the step; gain: idle no other finding explains",
-      DOCS_COMPILE, symptom=True)
+      DOCS_COMPILE, phase=SYMPTOM)
 def low_gpu_utilization(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C6: kernels run less than ``gpu_utilization_pct`` of the step. The gain
-    is the idle time that the cause findings (DataLoader, copies, sync,
-    optimizer, launch-bound) do not already claim."""
+    is the idle time that no finding before it claims (DataLoader, copies,
+    sync, optimizer, launch overhead, host-bound...)."""
     ranks = _stepped_gpu(result)
     if not ranks:
         return not_checked("no GPU activity in the traces")
     hits = [r for r in ranks if utilization_pct(r) < cfg.gpu_utilization_pct]
     if not hits:
-        return fine(f"kernels busy at least {min(utilization_pct(r) for r in ranks):.0f} % of the step")
-    hits.sort(key=lambda r: -pct_of_step(unexplained_idle_us(r, fired, cfg), r))
+        w = min(ranks, key=utilization_pct)
+        return fine(f"kernels busy at least {utilization_pct(w):.0f} % {of_step(w)}")
+    left = {r.rank: unexplained_idle_us(r, fired) for r in hits}
+    hits.sort(key=lambda r: -pct_of_step(left[r.rank], r))
     worst = hits[0]
-    evidence = [f"rank {r.rank}: kernels run {utilization_pct(r):.1f} % of the step; GPU idle "
+    if pct_of_step(left[worst.rank], worst) < MIN_SYMPTOM_PCT:
+        return covered_by(fired, hits, IDLE, f"kernels busy {utilization_pct(worst):.0f} % {of_step(worst)} on rank "
+                          f"{worst.rank}")
+    hits = [r for r in hits if pct_of_step(left[r.rank], r) >= MIN_SYMPTOM_PCT]
+    evidence = [f"rank {r.rank}: kernels run {utilization_pct(r):.1f} % {of_step(r)}; GPU idle "
                 f"{ms(r.idle_attribution.idle_us)} {per(r)}: {idle_split(r, fired)}" for r in hits[:8]]
-    rest = pct_of_step(unexplained_idle_us(worst, fired, cfg), worst)
-    title = f"GPU kernels busy only {utilization_pct(worst):.0f} % of the step"
-    title += f"; {rest:.0f} % of the step idle without a specific cause" if rest >= 1 else " (causes above)"
-    fix = ("# give the GPU more work per launch and the host less work per step:\n"
-           "model = torch.compile(model)      # fewer, larger kernels; less Python per step\n"
+    rest = pct_of_step(left[worst.rank], worst)
+    title = (f"GPU kernels busy only {utilization_pct(worst):.0f} % {of_step(worst)}; {rest:.0f} % {of_step(worst)} "
+             "idle without a specific cause")
+    fix = ("# give the GPU more work per launch and the host less work per iteration:\n"
+           "model = torch.compile(model)      # fewer, larger kernels; less Python per iteration\n"
            "# raise the batch size if memory allows; the idle split above shows where the time goes")
-    return make_finding(cfg, worst, unexplained_idle_us(worst, fired, cfg), title,
-                        evidence, fix, [r.rank for r in hits])
+    claims = {r.rank: fired.take(r, IDLE, left[r.rank]) for r in hits}
+    return make_finding(cfg, hits, claims, title, evidence, fix)
 
 
 def long_gaps(r: RankResult, cfg: AdviceConfig):
@@ -106,30 +91,30 @@ def long_gaps(r: RankResult, cfg: AdviceConfig):
     return [g for g in r.idle_attribution.gaps if g.duration_us > cfg.gap_pct / 100 * r.window_us]
 
 
-def gap_explained_by(g, r: RankResult, cfg: AdviceConfig, fired: Fired) -> str:
-    """The fired rule that explains a gap: its dominant cause's rule, or
-    step-time-outliers when the gap lies in an outlier step."""
-    by = explained(g.cause, r.rank, fired)
-    if not by and r.rank in fired.get("step-time-outliers", ()):
-        if g.step in {number for number, *_ in step_outliers(r, cfg.step_outlier_sigma)}:
-            by = "step-time-outliers"
-    return by
+def gap_explained_by(g, r: RankResult, fired: Fired) -> str:
+    """The findings that claimed the idle category holding most of gap ``g``."""
+    return ", ".join(fired.claimers(r.rank, [f"idle:{g.cause}"]))
 
 
-def unexplained_gap_us(r: RankResult, cfg: AdviceConfig, fired: Fired) -> float:
-    """Long-gap time per step (µs) that no fired rule explains."""
-    total = sum(g.duration_us for g in long_gaps(r, cfg) if not gap_explained_by(g, r, cfg, fired))
-    return total / r.steps_used if r.steps_used else 0.0
+def unexplained_gap_us(r: RankResult, cfg: AdviceConfig, fired: Fired) -> Dict[str, float]:
+    """Per step (µs), by idle category, the long gaps whose main cause no
+    finding claimed."""
+    out: Dict[str, float] = {}
+    for g in long_gaps(r, cfg):
+        if not gap_explained_by(g, r, fired):
+            out[g.cause] = out.get(g.cause, 0.0) + g.duration_us / (r.steps_used or 1)
+    return out
 
 
 @rule("gpu-gaps", "C7", "Long stretches with no GPU work",
       "proposal (10 % of the step); Nsight Systems gpu_gaps uses 500 ms",
       lambda c: f"a GPU gap longer than {c.gap_pct:g} % of the step; gain: gaps no other finding explains",
-      DOCS_HTA_IDLE, symptom=True)
+      DOCS_HTA_IDLE, phase=SYMPTOM)
 def gpu_gaps(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C7: gaps with no kernel, memcpy or memset longer than ``gap_pct`` of the
     step, with what the host did meanwhile. The gain counts the gaps whose
-    dominant cause no fired rule explains (among the 10 longest per rank)."""
+    main idle category no finding claimed (among the 10 longest per rank),
+    at most the idle time left."""
     ranks = _stepped_gpu(result)
     if not ranks:
         return not_checked("no GPU activity in the traces")
@@ -137,70 +122,67 @@ def gpu_gaps(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict
     if not hits:
         longest = max((g.duration_us for r in ranks for g in r.idle_attribution.gaps), default=0.0)
         return fine(f"longest GPU gap {ms(longest)}")
-    hits.sort(key=lambda r: -pct_of_step(unexplained_gap_us(r, cfg, fired), r))
+    claims = {}
+    for r in hits:
+        c: Dict[str, float] = {}
+        for cause, us in unexplained_gap_us(r, cfg, fired).items():
+            c.update(fired.take(r, [f"idle:{cause}"], us))
+        claims[r.rank] = c
+    gain = {r.rank: sum(claims[r.rank].values()) for r in hits}
+    hits.sort(key=lambda r: -pct_of_step(gain[r.rank], r))
     worst = hits[0]
+    n = sum(len(long_gaps(r, cfg)) for r in hits)
+    if pct_of_step(gain[worst.rank], worst) < MIN_SYMPTOM_PCT:
+        return covered_by(fired, hits, IDLE, f"{plural(n, 'GPU gap')} longer than {cfg.gap_pct:g} % {of_step(worst)}")
     evidence = []
     for r in hits[:4]:
         for g in long_gaps(r, cfg)[:3]:
-            by = gap_explained_by(g, r, cfg, fired)
+            by = gap_explained_by(g, r, fired)
             where = f"step {g.step}" if g.step else "trace"
             evidence.append(f"rank {r.rank}, {where}: {ms(g.duration_us)} without GPU work at {ms(g.start_us)}; "
                             f"host in {', '.join(g.host_ops) or 'no profiled op'} ({LABELS.get(g.cause, g.cause)}"
                             + (f", see {by})" if by else ")"))
-    n = sum(len(long_gaps(r, cfg)) for r in hits)
     fix = ("# the host ops listed for each gap are what the GPU waited for; typical fixes:\n"
            "# data loading -> DataLoader(num_workers=...), syncs -> drop .item()/.cpu() in the loop,\n"
            "# checkpoint or logging I/O -> move it off the training thread or do it less often")
-    return make_finding(cfg, worst, unexplained_gap_us(worst, cfg, fired),
-                        f"{plural(n, 'GPU gap')} longer than {cfg.gap_pct:g} % of the step", evidence, fix,
-                        [r.rank for r in hits])
+    return make_finding(cfg, [r for r in hits if gain[r.rank] > 0] or hits, claims,
+                        f"{plural(n, 'GPU gap')} longer than {cfg.gap_pct:g} % {of_step(worst)}", evidence, fix)
 
 
-def hta_category_us(r: RankResult, share_pct: float) -> float:
-    """An HTA idle category's time per step (µs): its share of HTA's idle time,
-    scaled from the GPU span to the step."""
-    t = r.temporal
-    return t.idle_us * share_pct / 100 * r.window_us / t.total_us if t.total_us else 0.0
-
-
-@rule("gpu-idle", "C8", "GPU idle between kernels or waiting on other streams (HTA idle breakdown)",
-      "HTA idle time breakdown; 20 % of GPU time: proposal",
-      lambda c: f"HTA idle > {c.gpu_idle_pct:g} % of GPU time, mostly kernel wait or other", DOCS_HTA_IDLE,
-      symptom=True)
+@rule("gpu-idle", "C8", "GPU idle with work queued: streams wait on each other or on other ranks",
+      "HTA idle time breakdown ('other' idle); threshold: proposal",
+      lambda c: (f"GPU idle with the next operation already launched (gaps >= 30 µs) >= {c.stream_wait_pct:g} % "
+                 "of the step"), DOCS_HTA_IDLE)
 def gpu_idle(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
-    """C8: HTA's idle time above ``gpu_idle_pct`` of GPU time whose dominant
-    category is kernel wait (gaps < 30 µs between kernels: launch overhead)
-    or other (streams waiting on each other). Host wait is what the host-side
-    rules and C6 explain, so it does not fire this rule. The gain is that
-    category's idle time per step, at most the idle no fired cause explains."""
+    """C8: the GPU idles although the operation that ends the gap had been
+    launched before the gap began (HTA's 'other' idle, seen on the whole
+    GPU): it waits on an event from another stream, on a collective's peers
+    or on a stream dependency, not on the host. The gain is that idle time."""
     ranks = _stepped_gpu(result)
     if not ranks:
         return not_checked("no GPU activity in the traces")
-    found = []
-    for r in ranks:
-        if r.temporal.idle_pct <= cfg.gpu_idle_pct:
-            continue
-        cats = {"kernel wait": r.idle.kernel_wait_pct, "other": r.idle.other_pct, "host wait": r.idle.host_wait_pct}
-        top = max(cats, key=cats.get)
-        if top != "host wait":
-            found.append((r, top, min(hta_category_us(r, cats[top]), unexplained_idle_us(r, fired, cfg))))
-    if not found:
-        w = max(ranks, key=lambda r: r.temporal.idle_pct)
-        return fine(f"HTA idle {w.temporal.idle_pct:.1f} % of GPU time on rank {w.rank}"
-                    + (f", mostly host wait ({w.idle.host_wait_pct:.0f} %)" if w.temporal.idle_pct > cfg.gpu_idle_pct else ""))
-    found.sort(key=lambda x: -pct_of_step(x[2], x[0]))
-    worst, cat, gain = found[0]
-    evidence = [f"rank {r.rank}: GPU idle {r.temporal.idle_pct:.1f} % of GPU time (HTA): host wait "
-                f"{r.idle.host_wait_pct:.0f} %, kernel wait {r.idle.kernel_wait_pct:.0f} %, other "
-                f"{r.idle.other_pct:.0f} % of idle; {c} ≈ {ms(us)} {per(r)}" for r, c, us in found[:8]]
-    if cat == "kernel wait":
-        title = "GPU idle between back-to-back kernels (HTA kernel wait): replay them as a CUDA graph"
-        fix = ("model = torch.compile(model, mode=\"reduce-overhead\")   # CUDA graphs remove per-kernel gaps\n"
-               "# or capture the step yourself with torch.cuda.graphs / torch.cuda.make_graphed_callables")
-    else:
-        title = "GPU streams wait on each other (HTA 'other' idle): check cross-stream dependencies"
-        fix = ("# kernels wait on events from other streams (cudaStreamWaitEvent) or on communication:\n"
-               "# overlap independent work, avoid torch.cuda.synchronize()/stream.synchronize() between streams,\n"
-               "# and give communication its own stream (DDP does)")
-    return make_finding(cfg, worst, gain, title, evidence, fix, [r.rank for r, _, _ in found],
-                        doc_url=DOCS_CUDA_GRAPHS if cat == "kernel wait" else DOCS_HTA_IDLE)
+    val = {r.rank: pct_of_step(r.idle_attribution.stream_wait_us, r) for r in ranks}
+    hits = sorted([r for r in ranks if val[r.rank] >= cfg.stream_wait_pct], key=lambda r: -val[r.rank])
+    if not hits:
+        w = max(ranks, key=lambda r: val[r.rank])
+        return fine(f"GPU idle with work queued up to {val[w.rank]:.1f} % {of_step(w)}; GPU idle "
+                    f"{w.temporal.idle_pct:.1f} % of GPU time on rank {w.rank} (host wait {w.idle.host_wait_pct:.0f} %, "
+                    f"kernel wait {w.idle.kernel_wait_pct:.0f} %, other {w.idle.other_pct:.0f} % of it)")
+    worst = hits[0]
+    evidence = [f"rank {r.rank}: the GPU idles {ms(r.idle_attribution.stream_wait_us)} {per(r)} ({val[r.rank]:.1f} % "
+                f"{of_step(r)}) with its next operation already launched; whole trace: GPU idle "
+                f"{r.temporal.idle_pct:.1f} % of GPU time, host wait {r.idle.host_wait_pct:.0f} %, kernel wait "
+                f"{r.idle.kernel_wait_pct:.0f} %, other {r.idle.other_pct:.0f} % of it (HTA's rules, all streams "
+                "together)" for r in hits[:8]]
+    for r in hits[:2]:
+        for g in [g for g in r.idle_attribution.gaps if g.cause == "stream_wait"][:2]:
+            where = f"step {g.step}" if g.step else "trace"
+            evidence.append(f"rank {r.rank}, {where}: {ms(g.duration_us)} with work queued; host in "
+                            f"{', '.join(g.host_ops) or 'no profiled op'}")
+    fix = ("# kernels wait on events from other streams (cudaStreamWaitEvent) or on communication:\n"
+           "# overlap independent work, avoid torch.cuda.synchronize()/stream.synchronize() between streams,\n"
+           "# give communication its own stream (DDP does), and look for a slow peer rank (rank-straggler)")
+    claims = {r.rank: fired.take(r, ["idle:stream_wait"], r.idle_attribution.stream_wait_us) for r in hits}
+    return make_finding(cfg, hits, claims,
+                        f"GPU idle with work queued {val[worst.rank]:.0f} % {of_step(worst)}: streams wait on each "
+                        "other or on other ranks", evidence, fix)

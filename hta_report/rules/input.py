@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from typing import List
 
+from ..errors import plural
 from ..model import AnalysisResult, RankResult
-from .base import (Fired, DOCS_DATALOADER, Verdict, fine, make_finding, ms, not_checked, pct_of_step, per, rule,
-                   step_words)
+from .base import (DOCS_DATALOADER, Fired, Verdict, covered_by, fine, make_finding, ms, not_checked, of_step,
+                   pct_of_step, per, rule, step_words)
 from .config import AdviceConfig
 
 WORKERS_FIX = ("loader = DataLoader(ds, batch_size=..., num_workers=8, pin_memory=True,\n"
@@ -17,6 +18,11 @@ def dataloader_wait_us(r: RankResult) -> float:
     """Time per step the DataLoader costs (µs): GPU idle while the host is in
     the DataLoader on GPU ranks, host time in it on ranks without GPU activity."""
     return r.idle_attribution.dataloader_us if r.has_gpu else r.cpu.dataloader_us_per_step
+
+
+def pools(r: RankResult) -> List[str]:
+    """Where the DataLoader's time is claimed from on ``r`` (see :mod:`.claims`)."""
+    return ["idle:dataloader"] if r.has_gpu else ["host:dataloader"]
 
 
 def _evidence(r: RankResult) -> str:
@@ -32,6 +38,10 @@ def _with_dataloader(result: AnalysisResult) -> List[RankResult]:
     return [r for r in result.ranks if r.cpu.dataloader_seen and r.steps_used]
 
 
+def _claims(hits: List[RankResult], fired: Fired):
+    return {r.rank: fired.take(r, pools(r), dataloader_wait_us(r)) for r in hits}
+
+
 @rule("dataloader-bound", "C1", "Input-bound: the step waits for the DataLoader",
       "TensorBoard profiler 5 %, XProf 5 % / 20 %",
       lambda c: f"DataLoader wait > {c.dataloader_pct:g} % of the step", DOCS_DATALOADER)
@@ -44,16 +54,15 @@ def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
     hits = [r for r in ranks if pct_of_step(dataloader_wait_us(r), r) > cfg.dataloader_pct]
     worst = max(ranks, key=lambda r: pct_of_step(dataloader_wait_us(r), r))
     if not hits:
-        return fine(f"DataLoader wait up to {pct_of_step(dataloader_wait_us(worst), worst):.1f} % of the step")
+        return fine(f"DataLoader wait up to {pct_of_step(dataloader_wait_us(worst), worst):.1f} % {of_step(worst)}")
     hits.sort(key=lambda r: -pct_of_step(dataloader_wait_us(r), r))
     worst = hits[0]
     evidence = [_evidence(r) for r in hits[:8]]
     if any(r.cpu.dataloader_in_main_process for r in hits):
         evidence.append("batches are loaded in the main process (_SingleProcessDataLoaderIter: num_workers=0)")
     pct = pct_of_step(dataloader_wait_us(worst), worst)
-    return make_finding(cfg, worst, dataloader_wait_us(worst),
-                        f"Input-bound: {pct:.0f} % of each step waits for the DataLoader", evidence, WORKERS_FIX,
-                        [r.rank for r in hits])
+    return make_finding(cfg, hits, _claims(hits, fired),
+                        f"Input-bound: {pct:.0f} % {of_step(worst)} waits for the DataLoader", evidence, WORKERS_FIX)
 
 
 @rule("dataloader-main-process", "C2", "DataLoader runs in the main process (num_workers=0)",
@@ -62,7 +71,8 @@ def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
 def dataloader_main_process(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C2: batches loaded on the training thread (``_SingleProcessDataLoaderIter``);
     the gain is the DataLoader wait of C1, which worker processes would take
-    off the critical path."""
+    off the critical path. When C1 fired on these ranks it already counts
+    that wait (its evidence names the main process): C2 is then ``covered``."""
     ranks = _with_dataloader(result)
     if not ranks:
         return not_checked("no enumerate(DataLoader)#... events in the traces")
@@ -71,12 +81,16 @@ def dataloader_main_process(result: AnalysisResult, cfg: AdviceConfig, fired: Fi
         return fine("the DataLoader uses worker processes")
     hits.sort(key=lambda r: -pct_of_step(dataloader_wait_us(r), r))
     worst = hits[0]
+    claims = _claims(hits, fired)
+    if not any(claims.values()) and any(fired.free_in(r, pools(r)) < dataloader_wait_us(r) for r in hits):
+        return covered_by(fired, hits, ["idle:dataloader", "host:dataloader"],
+                          f"the DataLoader runs in the main process on {plural(len(hits), 'rank')}")
     evidence = [f"rank {r.rank}: enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__, "
                 f"{ms(r.cpu.dataloader_us_per_step)} {per(r)} on the training thread" for r in hits[:8]]
     evidence.append(_evidence(worst))
     fix = ("loader = DataLoader(ds, batch_size=...,\n"
            "    num_workers=max(1, os.cpu_count() // torch.cuda.device_count() - 1),\n"
            "    pin_memory=True, persistent_workers=True)")
-    return make_finding(cfg, worst, dataloader_wait_us(worst),
+    return make_finding(cfg, hits, claims,
                         "Load batches in worker processes: the DataLoader runs in the main process (num_workers=0)",
-                        evidence, fix, [r.rank for r in hits])
+                        evidence, fix)

@@ -6,7 +6,8 @@ from typing import List, Tuple
 
 from ..errors import plural
 from ..model import AnalysisResult, RankResult
-from .base import Fired, DOCS_PROFILER, Verdict, fine, make_finding, ms, not_checked, rule
+from .base import DOCS_PROFILER, GENERAL, Fired, Verdict, covered_by, fine, make_finding, ms, not_checked, rule
+from .claims import HOST, IDLE
 from .config import AdviceConfig
 
 
@@ -39,11 +40,13 @@ def outlier_cost_us(r: RankResult, sigma: float) -> float:
 @rule("step-time-outliers", "C24", "Some steps take much longer than the others",
       "SageMaker Debugger StepOutlier (3 σ); minimum steps: proposal",
       lambda c: f"a step > mean + {c.step_outlier_sigma:g} σ of the other steps "
-                f"(needs >= {c.step_outlier_min_steps} analyzed steps)", DOCS_PROFILER)
+                f"(needs >= {c.step_outlier_min_steps} analyzed steps)", DOCS_PROFILER, phase=GENERAL)
 def step_time_outliers(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C24: steps longer than the mean + ``step_outlier_sigma`` σ of the other
     analyzed steps (warm-up excluded), on ranks with at least
-    ``step_outlier_min_steps`` analyzed steps."""
+    ``step_outlier_min_steps`` analyzed steps. The gain is the outliers' extra
+    time per step that no cause finding claimed already: the GPU idle left
+    (GPU ranks) or host time (ranks without GPU activity)."""
     ranks = [r for r in result.ranks if sum(not s.warmup for s in r.steps.steps) >= cfg.step_outlier_min_steps]
     if not ranks:
         most = max((sum(not s.warmup for s in r.steps.steps) for r in result.ranks), default=0)
@@ -52,6 +55,10 @@ def step_time_outliers(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) 
                   key=lambda r: -outlier_cost_us(r, cfg.step_outlier_sigma))
     if not hits:
         return fine(f"no step beyond mean + {cfg.step_outlier_sigma:g} σ of the others")
+    claims = {r.rank: fired.take(r, list(IDLE) if r.has_gpu else list(HOST), outlier_cost_us(r, cfg.step_outlier_sigma))
+              for r in hits}
+    if not any(claims.values()):
+        return covered_by(fired, hits, list(IDLE) + list(HOST), "some steps are far slower than the rest")
     worst = hits[0]
     evidence = []
     for r in hits[:8]:
@@ -63,6 +70,6 @@ def step_time_outliers(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) 
     fix = ("# see what ran in the slow steps (the trace in Perfetto, or this report's steps chart):\n"
            "# periodic evaluation, checkpointing or logging; garbage collection: gc.freeze() after setup;\n"
            "# DataLoader worker restarts: DataLoader(..., persistent_workers=True)")
-    return make_finding(cfg, worst, outlier_cost_us(worst, cfg.step_outlier_sigma),
+    return make_finding(cfg, hits, claims,
                         f"Step-time outliers: {plural(len(step_outliers(worst, cfg.step_outlier_sigma)), 'step')} far "
-                        f"slower than the rest", evidence, fix, [r.rank for r in hits])
+                        f"slower than the rest", evidence, fix)

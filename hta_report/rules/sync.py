@@ -2,16 +2,46 @@
 from __future__ import annotations
 
 from ..model import AnalysisResult, RankResult
-from .base import Fired, DOCS_TUNING, Verdict, fine, make_finding, ms, not_checked, pct_of_step, per, rule
+from .base import (DOCS_TUNING, Fired, Verdict, fine, make_finding, ms, not_checked, of_step, pct_of_step, per,
+                   rule)
 from .config import AdviceConfig
 
 
 def sync_cost_us(r: RankResult) -> float:
     """What synchronization costs per step (µs): on GPU ranks the GPU idle in
-    gaps that begin inside a synchronizing call (the GPU ran dry while the
-    host waited, and stays idle until the host launches again); without GPU
-    activity, host time in the synchronizing calls."""
-    return r.idle_attribution.sync_us if r.has_gpu else r.cpu.sync_us_per_step
+    gaps that begin inside a synchronization (a synchronizing call, a
+    device-to-host read such as ``.item()``, or the op holding one: the GPU
+    ran dry while the host waited, and stays idle until the host launches
+    again), plus the idle after it that the host's lost lead exposes, up to
+    the time it waited (``sync_lead_us``); without GPU activity, host time in
+    the synchronizing calls."""
+    a = r.idle_attribution
+    return a.sync_us + a.sync_lead_us if r.has_gpu else r.cpu.sync_us_per_step
+
+
+#: Where synchronization's cost is claimed on a GPU rank: the gaps it opens, then the
+#: host-caused idle after it (within the lead it threw away, ``sync_lead_us``).
+GPU_POOLS = ["idle:sync", "idle:host_ops", "idle:launch", "idle:unattributed"]
+
+
+def _claim(r: RankResult, fired: Fired):
+    if not r.has_gpu:
+        return fired.take(r, ["host:sync"], r.cpu.sync_us_per_step)
+    a = r.idle_attribution
+    out = fired.take(r, ["idle:sync"], a.sync_us)
+    for pool, us in fired.take(r, GPU_POOLS[1:], a.sync_lead_us).items():
+        out[pool] = out.get(pool, 0.0) + us
+    return out
+
+
+def _reads(r: RankResult) -> str:
+    m = r.memcpy
+    if not m.dtoh_reads_per_step:
+        return ""
+    size = (f"{m.dtoh_read_min_bytes:,} bytes" if m.dtoh_read_min_bytes == m.dtoh_read_max_bytes
+            else f"{m.dtoh_read_min_bytes:,}–{m.dtoh_read_max_bytes:,} bytes")
+    return (f"; {m.dtoh_reads_per_step:.1f} device-to-host reads {per(r)} the host waits for ({size} each: "
+            ".item(), .cpu(), .tolist(); pinning memory does not remove the wait)")
 
 
 @rule("sync-in-step", "C5", "Host-device synchronization in the step",
@@ -19,31 +49,37 @@ def sync_cost_us(r: RankResult) -> float:
       lambda c: f"cost of synchronization > {c.sync_pct:g} % of the step", DOCS_TUNING)
 def sync_in_step(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C5: ``cudaStreamSynchronize``/``cudaDeviceSynchronize``/``cudaEventSynchronize``,
-    ``aten::item``/``aten::_local_scalar_dense`` whose cost (:func:`sync_cost_us`)
-    exceeds ``sync_pct`` of the step."""
+    ``aten::item``/``aten::_local_scalar_dense`` and device-to-host reads
+    whose cost (:func:`sync_cost_us`) exceeds ``sync_pct`` of the step."""
     ranks = [r for r in result.ranks if r.steps_used]
     if not ranks:
         return not_checked("no events in the traces")
     val = {r.rank: pct_of_step(sync_cost_us(r), r) for r in ranks}
-    hits = sorted([r for r in ranks if r.cpu.sync_calls_per_step > 0 and val[r.rank] > cfg.sync_pct],
-                  key=lambda r: -val[r.rank])
+    hits = sorted([r for r in ranks if (r.cpu.sync_calls_per_step > 0 or r.memcpy.dtoh_reads_per_step > 0)
+                   and val[r.rank] > cfg.sync_pct], key=lambda r: -val[r.rank])
     if not hits:
         calls = max(r.cpu.sync_calls_per_step for r in ranks)
-        return fine(f"up to {calls:.1f} sync points per step costing up to {max(val.values()):.1f} % of the step")
+        w = max(ranks, key=lambda r: val[r.rank])
+        return fine(f"up to {calls:.1f} sync points {per(w)} costing up to {val[w.rank]:.1f} % {of_step(w)}")
     worst = hits[0]
     evidence = []
     for r in hits[:8]:
         names = ", ".join(f"{e.name} ×{e.count}" for e in r.cpu.sync_events[:4])
-        text = (f"rank {r.rank}: {r.cpu.sync_calls_per_step:.1f} sync points {per(r)} ({names}), "
+        text = (f"rank {r.rank}: {r.cpu.sync_calls_per_step:.1f} sync points {per(r)} ({names or 'none named'}), "
                 f"host waits {ms(r.cpu.sync_us_per_step)} {per(r)}")
         if r.has_gpu:
-            text += f"; the GPU then idles {ms(r.idle_attribution.sync_us)} {per(r)} until the next launch"
-        evidence.append(text)
+            a = r.idle_attribution
+            text += f"; the GPU then idles {ms(a.sync_us)} {per(r)} until the next launch"
+            if a.sync_lead_us >= 1.0:
+                text += (f", and {ms(a.sync_lead_us)} more while the host, its queued lead spent in the wait, runs "
+                         "its next work")
+        evidence.append(text + _reads(r))
     fix = ("# avoid loss.item(), print(tensor), tensor.cpu() and data-dependent Python control flow in the loop;\n"
            "# accumulate on the GPU and read once every N steps:\n"
            "running += loss.detach()\n"
            "if step % 100 == 0:\n"
            "    log(running.item() / 100)")
-    return make_finding(cfg, worst, sync_cost_us(worst),
-                        f"Remove host-device synchronization from the step ({val[worst.rank]:.0f} % of the step)",
-                        evidence, fix, [r.rank for r in hits])
+    claims = {r.rank: _claim(r, fired) for r in hits}
+    return make_finding(cfg, hits, claims,
+                        f"Remove host-device synchronization from the step ({val[worst.rank]:.0f} % {of_step(worst)})",
+                        evidence, fix)

@@ -1,0 +1,153 @@
+"""Record CPU training traces with plain ``torch.profiler`` (not hta-report's collector).
+
+Each case trains a small model on synthetic data the way a user script would:
+a ``DataLoader``, an optimizer, ``torch.profiler.profile`` with a schedule and
+``tensorboard_trace_handler``, ``prof.step()`` per iteration. One knob injects
+one cause; everything else stays as a well-tuned script has it (a fused
+optimizer, a cheap dataset). Used by ``bench/diagnosis.py`` (the real-derived
+tier) and by the tests; the traces go where the caller says (a temporary
+directory), never into the repository.
+
+Usage: ``python bench/record_cpu.py OUT_DIR CASE [--strength 0.4]`` with CASE one of
+:data:`CASES`; ``ddp-*`` cases spawn two gloo ranks.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+#: The cases: name -> (ranks, description).
+CASES = {
+    "healthy": (1, "fused AdamW, cheap in-memory dataset"),
+    "slow-data": (1, "Dataset.__getitem__ does CPU work: the step waits for the DataLoader (num_workers=0)"),
+    "unfused-optimizer": (1, "AdamW(foreach=False) over many small parameters (PyTorch's default on CPU)"),
+    "ddp-healthy": (2, "two gloo ranks, DDP, fused AdamW"),
+    "ddp-straggler": (2, "two gloo ranks; rank 1 preprocesses each batch on the CPU first"),
+}
+
+
+def _model(torch, layers: int, width: int):
+    mods = []
+    for _ in range(layers):
+        mods += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*mods, torch.nn.Linear(width, 10))
+
+
+def _burn(torch, ms: float) -> None:
+    """CPU work for about ``ms`` milliseconds, as aten ops (a preprocessing step)."""
+    end = time.perf_counter() + ms / 1e3
+    x = torch.randn(384, 384)
+    while time.perf_counter() < end:
+        x = torch.tanh(x @ x.T / 384)
+
+
+def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, steps: int = 7,
+        layers: int = 0, clean: bool = False) -> None:
+    """Train ``steps`` iterations under the profiler (wait 1, warm-up 1,
+    active ``steps - 2``) and write the trace of this rank into ``out``
+    (``layers``: hidden layers of the model, 0 for the case's default;
+    ``clean``: the same script with the case's cause switched off, a baseline)."""
+    import torch
+    from torch.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler
+
+    torch.manual_seed(rank)
+    torch.set_num_threads(1)
+    layers_override = layers
+    width, layers, batch = 512, 4, 128
+    if case == "unfused-optimizer":
+        width, layers = 64, 24  # many small parameters: per-parameter work dominates
+    layers = layers_override or layers
+    model = _model(torch, layers, width)
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    data_x, data_y = torch.randn(4096, width), torch.randint(0, 10, (4096,))
+
+    class Batches(Dataset):
+        """Whole batches by index list (a BatchSampler feeds it): one fetch per step."""
+
+        def __len__(self):
+            return len(data_x)
+
+        def __getitem__(self, idx):
+            if case == "slow-data":
+                _burn(torch, slow_batch_ms)  # decoding / augmentation on the training thread
+            return data_x[idx], data_y[idx]
+
+    slow_batch_ms = 0.0
+    sampler = BatchSampler(SequentialSampler(range(len(data_x))), batch, drop_last=True)
+    loader = DataLoader(Batches(), sampler=sampler, batch_size=None, num_workers=0)
+    if case == "unfused-optimizer" and not clean:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(x, y):
+        if case == "ddp-straggler" and rank == 1:
+            _burn(torch, straggle_ms)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+    # calibrate the injected cost against this machine's step time (strength = share of the resulting step)
+    it = iter(loader)
+    straggle_ms = 0.0
+    t0 = time.perf_counter()
+    for _ in range(3):
+        step(*next(it))
+    step_ms = (time.perf_counter() - t0) / 3 * 1e3
+    extra_ms = 0.0 if clean else strength / (1 - strength) * step_ms
+    if case == "slow-data":
+        slow_batch_ms = extra_ms
+    straggle_ms = extra_ms if case == "ddp-straggler" else 0.0
+
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=steps - 2),
+                 on_trace_ready=tensorboard_trace_handler(out)) as prof:
+        for _ in range(steps):
+            step(*next(it))
+            prof.step()
+    if world > 1:
+        import torch.distributed as dist
+        dist.destroy_process_group()
+
+
+def _worker(rank: int, out: str, case: str, strength: float, world: int, port: int, layers: int,
+            clean: bool) -> None:
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    run(out, case, strength, rank=rank, world=world, layers=layers, clean=clean)
+
+
+def record(out: str, case: str, strength: float = 0.4, port: int = 29531, layers: int = 0,
+           clean: bool = False) -> None:
+    """Record ``case`` into ``out`` (one trace per rank)."""
+    ranks = CASES[case][0]
+    os.makedirs(out, exist_ok=True)
+    if ranks == 1:
+        run(out, case, strength, layers=layers, clean=clean)
+        return
+    import torch.multiprocessing as mp
+    mp.spawn(_worker, args=(out, case, strength, ranks, port, layers, clean), nprocs=ranks, join=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--strength", type=float, default=0.4, help="share of the step the injected cause takes")
+    ap.add_argument("--port", type=int, default=29531)
+    ap.add_argument("--layers", type=int, default=0, help="hidden layers of the model (0: the case's default)")
+    ap.add_argument("--clean", action="store_true", help="the same script with the cause switched off (a baseline)")
+    args = ap.parse_args(argv)
+    record(args.out, args.case, args.strength, args.port, args.layers, args.clean)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""C0: whether the traced window can answer the question at all.
+
+A report is only as good as the window the profiler recorded. A window that
+starts with the process holds one-off warm-up (CUDA context creation takes
+seconds, the first launch of each kernel loads its module); a trace without
+``ProfilerStep`` annotations has no step to measure; one or two steps are too
+few to tell a pattern from noise; and the trace of one rank of a distributed
+job cannot show the ranks waiting for each other. This rule says so first,
+with the fix, instead of advice computed from such a window.
+"""
+from __future__ import annotations
+
+from typing import List
+
+from ..errors import plural
+from ..model import AnalysisResult, RankResult
+from .base import DOCS_PROFILER, WINDOW, Fired, Verdict, fine, make_finding, ms, not_checked, pct_of_step, rule
+from .config import AdviceConfig
+
+FIX = ("prof = torch.profiler.profile(\n"
+       "    activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],\n"
+       "    schedule=torch.profiler.schedule(wait=1, warmup=2, active=5),  # skip start-up, record 5 steady steps\n"
+       "    on_trace_ready=torch.profiler.tensorboard_trace_handler(\"traces/\"),  # one file per rank\n"
+       ")\n"
+       "with prof:\n"
+       "    for batch in loader:\n"
+       "        train_step(batch)\n"
+       "        prof.step()   # marks ProfilerStep#N\n"
+       "# distributed: the same on every rank, all traces in one directory")
+
+
+def warmup_pct(r: RankResult) -> float:
+    """One-off warm-up calls as % of the rank's analyzed window."""
+    return pct_of_step(r.warmup.us_per_step, r)
+
+
+def _world(result: AnalysisResult) -> int:
+    return max((f.world_size or 0 for f in result.inventory.files), default=0)
+
+
+def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
+    """What limits the traced window, one line each (empty: nothing)."""
+    out: List[str] = []
+    for r in result.ranks:
+        if r.warmup.us_per_step > 0 and warmup_pct(r) >= cfg.window_warmup_pct:
+            calls = ", ".join(f"{c.name} {ms(c.total_us)}" + (f" ×{c.count}" if c.count > 1 else "")
+                              for c in r.warmup.calls[:4])
+            out.append(f"rank {r.rank}: one-off warm-up takes {ms(r.warmup.us_per_step)} "
+                       f"({warmup_pct(r):.1f} %) of the {'step' if r.steps.count else 'traced window'}: {calls} "
+                       f"(calls of {ms(r.warmup.threshold_us)} or more that set up the device, context, streams or "
+                       "memory, or first launches that load a kernel's module)")
+    no_steps = [r.rank for r in result.ranks if not r.steps.count]
+    if no_steps:
+        out.append(f"{'rank' if len(no_steps) == 1 else 'ranks'} {', '.join(map(str, no_steps[:8]))}: no ProfilerStep annotations: there is no step to "
+                   "measure, so every figure covers the whole trace as one window")
+    few = [r for r in result.ranks if r.steps.count and r.steps_used < cfg.window_min_steps]
+    if few:
+        out.append(f"{'rank' if len(few) == 1 else 'ranks'} {', '.join(str(r.rank) for r in few[:8])}: only "
+                   f"{plural(min(r.steps_used for r in few), 'analyzed step')} "
+                   f"(found {max(r.steps.count for r in few)}; the first is warm-up"
+                   + ("" if result.inventory.last_step_included else " and the last is dropped, as HTA does")
+                   + f"): fewer than {cfg.window_min_steps} steps cannot tell a pattern from noise")
+    world = _world(result)
+    if world > len(result.ranks):
+        out.append(f"the traces hold {len(result.ranks)} of the job's {world} ranks (distributedInfo.world_size): "
+                   "ranks waiting for each other (stragglers) cannot be seen")
+    return out
+
+
+@rule("trace-window", "C0", "The traced window cannot answer the question well",
+      "PyTorch profiler recipe (schedule with wait/warmup, prof.step()); thresholds: proposal",
+      lambda c: (f"one-off warm-up >= {c.window_warmup_pct:g} % of the window, no ProfilerStep, fewer than "
+                 f"{c.window_min_steps} analyzed steps, or fewer traces than distributedInfo.world_size"),
+      DOCS_PROFILER, phase=WINDOW)
+def trace_window(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C0: one-off warm-up inside the analyzed window (:class:`~hta_report.model.Warmup`),
+    no ``ProfilerStep`` annotations, fewer than ``window_min_steps`` analyzed
+    steps, or fewer traces than the job's ``distributedInfo.world_size``. The
+    gain is the warm-up time (GPU ranks: the GPU idle while the host is in
+    those calls), which a profiler schedule with wait and warm-up steps
+    leaves out of the window; the other limits have none (0)."""
+    ranks = [r for r in result.ranks if r.steps_used]
+    if not ranks:
+        return not_checked("no events in the traces")
+    found = problems(result, cfg)
+    if not found:
+        return fine(f"{min(r.steps_used for r in ranks)} or more analyzed steps per rank, no one-off warm-up, "
+                    f"{plural(len(result.ranks), 'rank')}" + (f" of {_world(result)}" if _world(result) else ""))
+    warm = [r for r in ranks if r.warmup.us_per_step > 0 and warmup_pct(r) >= cfg.window_warmup_pct]
+    claims = {r.rank: fired.take(r, ["idle:warmup"] if r.has_gpu else ["host:warmup"], r.warmup.us_per_step) for r in warm}
+    if warm:
+        w = max(warm, key=warmup_pct)
+        title = (f"The traced window starts with one-off warm-up ({warmup_pct(w):.0f} % of it): profile steady "
+                 "steps with a schedule")
+    elif any(not r.steps.count for r in ranks):
+        title = "No ProfilerStep annotations: mark steps with prof.step() so the report can measure a step"
+    elif any(r.steps_used < cfg.window_min_steps for r in ranks):
+        title = f"Too few steps in the trace: record {cfg.window_min_steps} or more steady steps"
+    else:
+        title = "The traces hold part of the job's ranks: trace every rank"
+    return make_finding(cfg, warm or ranks, claims, title, found, FIX, ranks=[r.rank for r in (warm or ranks)])
