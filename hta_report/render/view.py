@@ -133,8 +133,9 @@ def _gain(result: AnalysisResult, f) -> str:
 #: anything else read from a saved result is not linked.
 _SAFE_URL = re.compile(r"https?://[A-Za-z0-9.:-]+/[A-Za-z0-9/._~%-]+#L[0-9]+")
 #: What each ``SourceLocation.how`` means, as the report says it.
-HOW = {"call": "the call", "def": "inside this function",
-       "frame": "in this function (the line it ran when tracing started; the source was not found to name the call)"}
+HOW = {"call": "spent in the call on this line",
+       "def": "spent inside this function (the line is its first)",
+       "frame": "spent in this function (the line it ran when tracing started; the call was not found in the source)"}
 
 
 def source_lines(f: Finding) -> List[Dict[str, Any]]:
