@@ -110,8 +110,17 @@ def headline(result: AnalysisResult) -> Dict[str, Any]:
         "findings": len(result.findings),
         "high": sum(f.severity == "high" for f in result.findings),
         "top": [f for f in findings(result) if f["gain_pct"] >= TOP_MIN_GAIN_PCT][:3],
-        "window_note": next((f.title for f in result.findings if f.id == "trace-window"), ""),
+        "window_note": _window_note(result),
     }
+
+
+def _window_note(result: AnalysisResult) -> str:
+    """The trace-window finding's title for the headline, unless all it says
+    is that ranks of the job are missing (the run's ``world_note`` says that)."""
+    f = next((f for f in result.findings if f.id == "trace-window"), None)
+    if f is None or (_world_note(result) and len(f.evidence) == 1 and "world_size" in f.evidence[0]):
+        return ""
+    return f.title
 
 
 def _stepped(result: AnalysisResult, f) -> bool:
@@ -175,6 +184,7 @@ def findings(result: AnalysisResult) -> List[Dict[str, Any]]:
             "fix": f.fix, "doc_url": f.doc_url, "threshold": f.threshold,
             "ranks": ", ".join(str(r) for r in f.ranks), "share": fmt.pct(f.share_pct), "rule": f.rule,
             "gain": _gain(result, f), "gain_pct": f.gain_pct,
+            "gain_note": " if the cause were removed (upper bound)" if f.gain_ms_per_step > 0 else "",
             "lines": source_lines(f),
         }
         for f in result.findings
