@@ -38,7 +38,7 @@ Outputs = Sequence[Tuple[os.PathLike | str, Optional[str]]]
 def analyze(trace_dir: "Inputs", recursive: bool = False, include_last_step: Optional[bool] = None,
             max_trace_bytes: Optional[int] = None, config=None, loader: Optional[str] = None,
             cache: Optional[Cache | os.PathLike | str] = None, engine: str = "local",
-            ray_address: Optional[str] = None) -> AnalysisResult:
+            ray_address: Optional[str] = None, source_root: Optional[os.PathLike | str] = None) -> AnalysisResult:
     """Analyze the Kineto traces of one run (one file per rank): metrics and advice.
 
     Traces that cannot be read or analyzed are left out and listed in
@@ -69,9 +69,14 @@ def analyze(trace_dir: "Inputs", recursive: bool = False, include_last_step: Opt
             The result does not depend on it.
         ray_address: with ``engine="ray"``, the cluster (default ``RAY_ADDRESS``,
             else a Ray instance started here).
+        source_root: the repository the traced code lives in: findings'
+            source lines (``with_stack`` traces) are read from it and named
+            relative to it (default: the git work tree holding each file;
+            see :mod:`hta_report.locate`). Lines are located on every call,
+            cached result or not, since they read the source files as they are now.
 
     Returns:
-        The full result model, findings and rule checks included.
+        The full result model, findings (with their source lines) and rule checks included.
 
     Raises:
         hta_report.errors.InputError: a missing path, an empty directory, a
@@ -96,14 +101,32 @@ def analyze(trace_dir: "Inputs", recursive: bool = False, include_last_step: Opt
         if hit is not None:
             progress.current().record("analysis result (from cache)", 0.0)
             hit.inventory.input_dir = label
-            return hit
+            return _locate(hit, config, source_root)
     result = _analyze_uncached(trace_dir, folder, recursive, include_last_step, max_trace_bytes, config, loader,
                                cache, engine, ray_address)
     result.inventory.input_dir = label
     if results is not None and key is not None and not result.inventory.unreadable \
             and not any(r.failures for r in result.ranks):
         results.put(key, result)
-    return result
+    return _locate(result, config, source_root)
+
+
+def _locate(result: AnalysisResult, config, source_root: Optional[os.PathLike | str]) -> AnalysisResult:
+    """``result`` with its findings' source lines (:func:`hta_report.locate.locate`).
+    Locating reads the user's files: if that fails unexpectedly, the report
+    is written without lines and a warning says why (one line)."""
+    from .errors import one_line
+    from .locate import locate
+
+    with progress.current().stage("source lines"):
+        try:
+            return locate(result, source_root, library=getattr(config, "library_modules", ()) or ())
+        except Exception as exc:  # never lose a report to a source file
+            for f in result.findings:
+                f.locations = []
+            result.inventory.warnings.append(f"source lines not located: {type(exc).__name__}: "
+                                             f"{one_line(str(exc))[:200]}")
+            return result
 
 
 def _analyze_uncached(trace_dir: "Inputs", folder, recursive: bool, include_last_step: Optional[bool],

@@ -137,12 +137,16 @@ def _check_outputs(outputs) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @click.option("--config", "config_path", default=None, metavar="FILE.toml",
               help="Rule thresholds and disabled rules [default: [tool.hta-report] in ./pyproject.toml].")
+@click.option("--source-root", "source_root", default=None,
+              type=click.Path(exists=True, file_okay=False, path_type=str),
+              help="Repository the traced code lives in: findings' source lines (with-stack traces) are read "
+                   "from it and named relative to it [default: the git work tree holding each file].")
 @cache_options
 @engine_options
 def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[str], recursive: bool,
             include_last_step: Optional[bool], fail_on: tuple, max_trace_size: int, quiet: bool,
-            config_path: Optional[str], cache_dir: Optional[str], no_cache: bool, verbose: bool, engine: str,
-            ray_address: Optional[str]) -> None:
+            config_path: Optional[str], source_root: Optional[str], cache_dir: Optional[str], no_cache: bool,
+            verbose: bool, engine: str, ray_address: Optional[str]) -> None:
     """Analyze the Kineto traces of one run and write a report. TRACES is a
     directory of traces (one file per rank, .json or .json.gz), a single
     trace file, or several of either (the ranks of one run); each a local
@@ -160,6 +164,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
     Examples:
       hta-report analyze traces/ -o report.html --json result.json
       hta-report analyze rank-0.pt.trace.json.gz -o report.md
+      hta-report analyze traces/ -o findings.sarif --source-root .
     """
     from .api import analyze as run_analysis, check_outputs, input_files, partial_input_error, write_reports
     from .render.terminal import incomplete_lines, render as summary
@@ -176,7 +181,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
     with progress.using(progress.Progress(verbose=verbose)):
         result = run_analysis(list(traces), recursive=recursive, include_last_step=include_last_step,
                               max_trace_bytes=max_trace_size, config=config, cache=cache, engine=engine,
-                              ray_address=ray_address)
+                              ray_address=ray_address, source_root=source_root)
         written = write_reports(result, outputs, cache=cache)
     if not quiet:
         click.echo(summary(result, [str(p) for p in written]))

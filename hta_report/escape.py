@@ -10,7 +10,8 @@ tag, a GitHub @mention or reference, or a terminal escape sequence.
 * :func:`md_text`: markdown prose and table cells;
 * :func:`md_code`: a markdown code span (names shown as code);
 * :func:`md_code_block`: a fenced markdown code block;
-* :func:`md_html`: text inside raw HTML in markdown (``<summary>...</summary>``).
+* :func:`md_html`: text inside raw HTML in markdown (``<summary>...</summary>``);
+* :func:`sarif_text`: a SARIF ``message.text`` (GitHub code scanning shows it).
 
 Imports nothing of hta-report's (every layer may use it).
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 import html
 import re
 
-__all__ = ["visible", "terminal", "md_text", "md_code", "md_code_block", "md_html"]
+__all__ = ["visible", "terminal", "md_text", "md_code", "md_code_block", "md_html", "sarif_text"]
 
 #: A word joiner: invisible, and it stops GitHub's filters that run on the
 #: rendered text (mentions, issue references, emoji, autolinks).
@@ -134,3 +135,13 @@ def md_html(text: object) -> str:
     HTML-escaped, and a word joiner after what GitHub's text filters act on
     (see :func:`md_text`)."""
     return html.escape(_breaks(_one_line(text)), quote=False)
+
+
+def sarif_text(text: object) -> str:
+    """``text`` as a plain-text SARIF message (``message.text``): one line (as
+    :func:`md_text`), ``\\``, ``[`` and ``]`` backslash-escaped (SARIF 2.1.0
+    §3.11.6: in plain text they would start an embedded link such as
+    ``[text](1)``), and a word joiner after what GitHub's text filters act
+    on (see :func:`md_text`)."""
+    s = _breaks(_one_line(text))
+    return re.sub(r"([\\\[\]])", r"\\\1", s)

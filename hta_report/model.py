@@ -25,7 +25,12 @@ from typing import Any, Dict, List, Optional
 
 #: Version of the JSON layout written by :meth:`AnalysisResult.to_json`.
 #: Bump it on any incompatible change of the dataclasses below.
-SCHEMA_VERSION = 1
+#: 2: findings carry ``locations`` (:class:`SourceLocation`) and ranks
+#: ``code`` (:class:`CodeAttribution`, from ``with_stack=True`` traces).
+SCHEMA_VERSION = 2
+#: Versions :meth:`AnalysisResult.from_dict` reads: a version-1 result has
+#: no locations and no code attribution (their defaults: empty, "no stacks").
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 
 @dataclass
@@ -549,7 +554,7 @@ class TensorCoreUse:
     eligible_us_per_step: float = 0.0
     tensor_core_us_per_step: float = 0.0
     tensor_core_pct: float = 0.0
-    top_non_tensor_core: List["NamedTime"] = field(default_factory=list)
+    top_non_tensor_core: List[NamedTime] = field(default_factory=list)
     shapes_recorded: bool = False
     half_gemm_ops_per_step: float = 0.0
     misaligned_ops_per_step: float = 0.0
@@ -744,6 +749,106 @@ PATTERNS_STEP = "code patterns"
 
 
 @dataclass
+class CodeTime:
+    """Time of one attributed cause spent under one chain of the user's
+    frames (``with_stack=True`` traces; see :mod:`hta_report.analysis.code`).
+
+    Attributes:
+        category: the cause: ``dataloader`` (inside ``enumerate(DataLoader)#``
+            annotations), ``sync`` (the host blocked on the device: ``aten::item``,
+            ``cudaStreamSynchronize``...), ``pageable_copy`` (``cudaMemcpyAsync`` of
+            pageable memory), ``optimizer`` (inside ``Optimizer.step#`` annotations).
+        frames: the innermost frames outside torch, the standard library and
+            site-packages (:func:`hta_report.frames.is_user_frame`),
+            innermost first, at most :data:`~hta_report.analysis.code.CHAIN_DEPTH`,
+            as the trace's ``python_function`` events name them:
+            ``"train.py(7): __getitem__"`` (file as the profiler trimmed it,
+            line, function). Empty: the time ran under no such frame.
+        callees: for each frame, the ``python_function`` it called on the way
+            to the time (``"<built-in method item of Tensor object>"``,
+            ``"torch/utils/data/dataloader.py(720): __next__"``); empty string
+            when the time is in the frame itself.
+        entered: for each frame, True when it was entered inside the trace
+            (its line is the function's first line), False when it was
+            already running when tracing started (its line is the one it was
+            executing then).
+        time_us: µs per analyzed step.
+    """
+
+    category: str
+    frames: List[str] = field(default_factory=list)
+    callees: List[str] = field(default_factory=list)
+    entered: List[bool] = field(default_factory=list)
+    time_us: float = 0.0
+
+
+@dataclass
+class CodeAttribution:
+    """One rank's time by the user's code and GPU time by operator and module.
+
+    Attributes:
+        has_stacks: the trace holds ``python_function`` events (recorded
+            with ``with_stack=True``); without them ``times`` is empty and the
+            report says what ``--with-stack`` would add.
+        times: per cause, time under each chain of user frames, largest
+            first (a chain with no frame: time under none).
+        gpu_by_op: GPU time (kernels, memcpy, memset starting in the
+            analyzed steps; µs per step in ``total_us``, GPU events over
+            those steps in ``count``) by the outermost CPU op
+            (``aten::linear``...) around the runtime call that launched it,
+            joined by ``correlation``: the TensorBoard profiler's operator view.
+        gpu_by_module: the same by innermost ``nn.Module: Name_i``
+            ``python_function`` event around the launch (``with_stack`` traces).
+    """
+
+    has_stacks: bool = False
+    times: List[CodeTime] = field(default_factory=list)
+    gpu_by_op: List[NamedTime] = field(default_factory=list)
+    gpu_by_module: List[NamedTime] = field(default_factory=list)
+
+
+@dataclass
+class SourceLocation:
+    """One line of the user's code a finding points at.
+
+    Attributes:
+        path: the file: relative to the source root (the git work tree that
+            holds it, or ``--source-root``) with ``/`` separators when found
+            there, else as the trace names it.
+        line: 1-based line.
+        function: the function holding the line.
+        how: ``call`` (the line of the call that spent the time, found in
+            the source), ``def`` (the function's first line: the time is spent
+            inside it), ``frame`` (the line the function was executing when
+            tracing started: the source could not be read to find the call).
+        time_us: µs per step attributed to this line on the rank where it is largest.
+        share_pct: that time as % of the finding's attributed time on that rank.
+        excerpt: source lines around ``line`` as read at analyze time (empty
+            when the file was not readable), the first being ``excerpt_start``.
+        excerpt_start: line number of ``excerpt[0]``.
+        found: True when the file was found on disk at analyze time.
+        url: the line on GitHub (``GITHUB_SERVER_URL``/``GITHUB_REPOSITORY``
+            at ``GITHUB_SHA``, read at analyze time) when those are set and
+            the file lies in the source root; else empty.
+        calls: how many lines of the function make the call that spent
+            ``time_us`` (the trace does not say which of them did); each is
+            listed with the whole time. 1 when the line is unambiguous.
+    """
+
+    path: str
+    line: int
+    function: str = ""
+    how: str = "def"
+    time_us: float = 0.0
+    share_pct: float = 0.0
+    excerpt: List[str] = field(default_factory=list)
+    excerpt_start: int = 0
+    found: bool = False
+    calls: int = 1
+    url: str = ""
+
+
+@dataclass
 class SectionFailure:
     """One analysis step that failed on a rank whose other steps were
     reported: ``step`` names it (e.g. ``temporal breakdown (HTA)``) and
@@ -805,6 +910,7 @@ class RankResult:
     step_breakdown: List[StepBreakdown] = field(default_factory=list)
     patterns: CodePatterns = field(default_factory=CodePatterns)
     failures: List[SectionFailure] = field(default_factory=list)
+    code: CodeAttribution = field(default_factory=CodeAttribution)
 
     def failed(self, *steps: str) -> bool:
         """Whether any of ``steps`` (names such as :data:`TEMPORAL_STEP`) failed on this rank."""
@@ -898,6 +1004,8 @@ class Finding:
             claim comes out of time no other finding claims (the engine's
             ledger, :mod:`hta_report.rules.claims`), so the gains of one
             rank's findings add up to at most its step.
+        locations: the user's source lines that cause it, largest share
+            first (``with_stack=True`` traces; see :mod:`hta_report.locate`).
     """
 
     id: str
@@ -913,6 +1021,7 @@ class Finding:
     gain_pct: float = 0.0
     rule: str = ""
     rank_gains: List[RankGain] = field(default_factory=list)
+    locations: List[SourceLocation] = field(default_factory=list)
 
 
 #: The values of :attr:`RuleCheck.status`.
@@ -1012,14 +1121,19 @@ class AnalysisResult:
 
         Raises:
             ValueError: the document is not an hta-report result or its
-                ``schema_version`` is not :data:`SCHEMA_VERSION`.
+                ``schema_version`` is not one of :data:`READABLE_SCHEMA_VERSIONS`
+                (an older result is read with the defaults of the fields it
+                lacks, and comes back as :data:`SCHEMA_VERSION`).
         """
         if not isinstance(data, dict) or "schema_version" not in data:
             raise ValueError("not an hta-report result (no schema_version)")
         version = data["schema_version"]
-        if isinstance(version, bool) or not isinstance(version, int) or version != SCHEMA_VERSION:
-            raise ValueError(f"result has schema_version {version!r}, this hta-report reads {SCHEMA_VERSION}")
-        return _build(cls, data)
+        if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_SCHEMA_VERSIONS:
+            raise ValueError(f"result has schema_version {version!r}, this hta-report reads "
+                             f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}")
+        result = _build(cls, data)
+        result.schema_version = SCHEMA_VERSION
+        return result
 
     @classmethod
     def from_json(cls, text: str) -> "AnalysisResult":

@@ -24,7 +24,7 @@ import types
 import typing
 from typing import Any, Dict, FrozenSet, List, Tuple
 
-from .model import CHECK_STATUSES, SCHEMA_VERSION, Aggregate, AnalysisResult, type_hints
+from .model import CHECK_STATUSES, READABLE_SCHEMA_VERSIONS, Aggregate, AnalysisResult, type_hints
 
 __all__ = ["ResultError", "check_result", "ENUMS", "SHARES"]
 
@@ -33,6 +33,8 @@ ENUMS: Dict[Tuple[str, str], FrozenSet[str]] = {
     ("Finding", "severity"): frozenset({"high", "medium", "low"}),
     ("RuleCheck", "status"): frozenset(CHECK_STATUSES),
     ("TraceFileInfo", "rank_source"): frozenset({"distributedInfo", "file name", "sequential"}),
+    ("SourceLocation", "how"): frozenset({"call", "def", "frame"}),
+    ("CodeTime", "category"): frozenset({"dataloader", "sync", "pageable_copy", "optimizer"}),
 }
 
 #: Fields that are shares of a whole (%), so within 0–100: class name -> fields
@@ -47,6 +49,7 @@ SHARES: Dict[str, FrozenSet[str]] = {
     "LaunchSummary": frozenset({"full_queue_pct"}),
     "OccupancySummary": frozenset({"sm_efficiency_pct", "achieved_occupancy_pct", "small_grid_pct"}),
     "SmallKernel": frozenset({"occupancy_pct", "pct"}),
+    "SourceLocation": frozenset({"share_pct"}),
     "Aggregate": frozenset({"busy_pct", "idle_pct", "compute_pct", "non_compute_pct", "exposed_comm_pct",
                             "exposed_memcpy_pct"}),
 }
@@ -170,8 +173,9 @@ def check_result(data: Any) -> None:
     if "schema_version" not in data:
         raise ResultError("not an hta-report result (no schema_version)")
     version = data["schema_version"]
-    if isinstance(version, bool) or not isinstance(version, int) or version != SCHEMA_VERSION:
-        raise ResultError(f"schema_version is {_describe(version)}; this hta-report reads {SCHEMA_VERSION}")
+    if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_SCHEMA_VERSIONS:
+        raise ResultError(f"schema_version is {_describe(version)}; this hta-report reads "
+                          f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}")
     _check(AnalysisResult, data, "")
     ranks = [r["rank"] for r in data["ranks"]]
     seen = set()

@@ -76,6 +76,13 @@ class TraceBuilder:
             args["Input type"] = types
         self._x(cat, name, ts, dur, tid=tid, **args)
 
+    def python(self, name: str, ts: float, dur: float, python_id: int, parent: Optional[int],
+               tid: int = TID) -> None:
+        """A ``python_function`` event as ``with_stack=True`` writes it (torch 2.13):
+        ``args`` ``Python id``, ``Python parent id`` (None for a root) and ``Ev Idx``."""
+        self._x("python_function", name, ts, dur, tid=tid,
+                **{"Python parent id": parent, "Python id": python_id, "Ev Idx": self._next()})
+
     def runtime(self, name: str, ts: float, dur: float, tid: int = TID) -> None:
         """A ``cuda_runtime`` call that launches nothing (``cudaStreamSynchronize``...)."""
         self._x("cuda_runtime", name, ts, dur, tid=tid, correlation=self._next())
@@ -205,6 +212,22 @@ class Sim:
         self.h2d_gbps = h2d_gbps
         self.tid = tid
         self.free: Dict[int, float] = defaultdict(float)
+        self.py_stack: List[int] = []
+        self.py_ids = 0
+
+    @contextlib.contextmanager
+    def frame(self, name: str, start: Optional[float] = None) -> Iterator[None]:
+        """A Python frame (``python_function``) around the ``with`` block,
+        nested in the frames open around it (``start``: an earlier start)."""
+        self.py_ids += 1
+        me, parent = self.py_ids, (self.py_stack[-1] if self.py_stack else None)
+        begin = self.t if start is None else start
+        self.py_stack.append(me)
+        try:
+            yield
+        finally:
+            self.py_stack.pop()
+            self.b.python(name, begin, max(self.t - begin, 0.5), me, parent, tid=self.tid)
 
     # host side
     def idle(self, us: float) -> None:
@@ -297,7 +320,8 @@ def training_trace(rank: Optional[int] = 0, world_size: int = 1, steps: int = 8,
                    overlap_comm: bool = True, extra_compute_us: float = 0.0, slow_steps: Sequence[int] = (),
                    slow_step_us: float = 0.0, slow_launch_us: float = 0.0, half_dims: Optional[list] = None,
                    data_parallel: bool = False, backend: str = "nccl", py_overhead_us: float = 20.0,
-                   gpu_name: str = "NVIDIA H100", compute_major: int = 9) -> TraceBuilder:
+                   gpu_name: str = "NVIDIA H100", compute_major: int = 9,
+                   with_stack: Optional[str] = None) -> TraceBuilder:
     """A data-parallel training loop played on :class:`Sim`, one rank.
 
     Per step: the DataLoader (``dataloader_us`` on the training thread: in
@@ -316,6 +340,16 @@ def training_trace(rank: Optional[int] = 0, world_size: int = 1, steps: int = 8,
     ``slow_launch_us`` (every 10th launch call takes that long),
     ``half_dims`` (bf16 linears with these ``Input Dims``), ``data_parallel``
     (wrap forward in ``DataParallel.forward``), ``backend``.
+
+    ``with_stack`` (a script name, e.g. ``train.py``) adds ``python_function``
+    events shaped like those torch 2.13 records with ``with_stack=True``
+    (see ``tests/test_source_lines.py``): ``SCRIPT(STACK_LINES["module"]): <module>``
+    and ``SCRIPT(STACK_LINES["main"]): main`` running when tracing starts (their
+    lines are those being executed then), the DataLoader's
+    ``torch/utils/data/dataloader.py(720): __next__`` with the user's
+    ``SCRIPT(STACK_LINES["getitem"]): __getitem__`` entered inside it,
+    ``<built-in method item of Tensor object at 0x..>`` around ``loss.item()``
+    and ``torch/optim/optimizer.py(509): wrapper`` around the optimizer step.
     """
     b = TraceBuilder(rank=rank, world_size=world_size, backend=backend, gpu_name=gpu_name,
                      compute_major=compute_major)
@@ -333,18 +367,53 @@ def training_trace(rank: Optional[int] = 0, world_size: int = 1, steps: int = 8,
     sim.launch = launch  # type: ignore[method-assign]
     dims = half_dims or [[64, 1024], [1024, 1024], [1024]]
     types = ["c10::BFloat16"] * 3 if half_dims else ["float", "float", "float"]
+    stack = contextlib.ExitStack()
+    frame = (lambda name: sim.frame(name)) if with_stack else (lambda name: contextlib.nullcontext())
+    if with_stack:
+        stack.enter_context(sim.frame(f"{with_stack}({STACK_LINES['module']}): <module>"))
+        sim.t += 0.6
+        stack.enter_context(sim.frame(f"{with_stack}({STACK_LINES['main']}): main"))
+        sim.t += 0.6
+    with stack:
+        _steps(sim, b, steps, frame, with_stack, locals())
+    return b
+
+
+#: Lines of the Python frames ``training_trace(with_stack=...)`` records.
+STACK_LINES = {"module": 20, "main": 15, "getitem": 6}
+
+
+def _steps(sim, b, steps, frame, with_stack, o) -> None:
+    """The steps of :func:`training_trace` (``o``: its arguments and locals)."""
+    (layers, gemm_us, host_op_us, dataloader_us, workers, batch_bytes, pinned, non_blocking, item_every_step,
+     item_per_layer, params, optimizer, set_to_none, allreduce_us, comm_wait_us, overlap_comm, extra_compute_us,
+     slow_steps, slow_step_us, data_parallel, py_overhead_us, gemm, dims, types) = (
+        o[k] for k in ("layers", "gemm_us", "host_op_us", "dataloader_us", "workers", "batch_bytes", "pinned",
+                       "non_blocking", "item_every_step", "item_per_layer", "params", "optimizer", "set_to_none",
+                       "allreduce_us", "comm_wait_us", "overlap_comm", "extra_compute_us", "slow_steps",
+                       "slow_step_us", "data_parallel", "py_overhead_us", "gemm", "dims", "types"))
     for s in range(1, steps + 1):
         step_start = sim.t
         name = "_MultiProcessingDataLoaderIter" if workers else "_SingleProcessDataLoaderIter"
-        sim.cpu(f"enumerate(DataLoader)#{name}.__next__", dataloader_us, cat="user_annotation")
-        sim.copy("HtoD", batch_bytes, pinned, non_blocking)
+        if not with_stack:
+            sim.cpu(f"enumerate(DataLoader)#{name}.__next__", dataloader_us, cat="user_annotation")
+        else:  # 10 % in the DataLoader's own code, 90 % in the Dataset's __getitem__
+            with frame("torch/utils/data/dataloader.py(720): __next__"), \
+                    sim.region(f"enumerate(DataLoader)#{name}.__next__", cat="user_annotation"):
+                sim.t += dataloader_us * 0.05
+                with frame(f"{with_stack}({STACK_LINES['getitem']}): __getitem__"):
+                    sim.t += dataloader_us * 0.9
+                sim.t += dataloader_us * 0.05
+        with frame("<built-in method to of Tensor object at 0x7f6011216cf0>"):
+            sim.copy("HtoD", batch_bytes, pinned, non_blocking)
         fwd = sim.region("DataParallel.forward", cat="user_annotation") if data_parallel else contextlib.nullcontext()
         with fwd, sim.region("## forward ##", cat="user_annotation"):
             for _ in range(layers):
                 sim.op("aten::linear", [(gemm, gemm_us)], host_op_us, dims=dims, types=types)
                 sim.op("aten::relu", [(ELEMENTWISE, 20.0)], host_op_us / 2)
                 if item_per_layer:
-                    sim.item()
+                    with frame("<built-in method item of Tensor object at 0x7f60110a1590>"):
+                        sim.item()
             if extra_compute_us:
                 sim.op("aten::mm", [(gemm, extra_compute_us)], host_op_us)
         with sim.region("## backward ##", cat="user_annotation"):
@@ -365,7 +434,8 @@ def training_trace(rank: Optional[int] = 0, world_size: int = 1, steps: int = 8,
             if not set_to_none:
                 for _ in range(params):
                     sim.op("aten::zero_", [(FILL_KERNEL, 4.0)], 8.0)
-        with sim.region("Optimizer.step#AdamW.step", cat="user_annotation"):
+        with frame("torch/optim/optimizer.py(509): wrapper"), \
+                sim.region("Optimizer.step#AdamW.step", cat="user_annotation"):
             if optimizer == "single":
                 for _ in range(params):
                     for op in ("aten::mul_", "aten::add_", "aten::addcmul_", "aten::sqrt", "aten::addcdiv_"):
@@ -376,10 +446,10 @@ def training_trace(rank: Optional[int] = 0, world_size: int = 1, steps: int = 8,
                 for op in ("aten::_foreach_mul_", "aten::_foreach_add_", "aten::_foreach_addcdiv_"):
                     sim.op(op, [(FOREACH_KERNEL, 15.0)], 15.0)
         if item_every_step:
-            sim.item()
+            with frame("<built-in method item of Tensor object at 0x7f60110a1590>"):
+                sim.item()
         if s in slow_steps:
             sim.cpu("aten::save", slow_step_us)
         sim.idle(py_overhead_us)
         # the host may run ahead of the GPU; a ProfilerStep ends where the next begins
         b.step(s, step_start, sim.t - step_start)
-    return b

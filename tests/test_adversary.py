@@ -142,7 +142,7 @@ def _set(path, value):
     ("negcount.json", _set(["aggregate", "ranks"], -1), "aggregate.ranks: -1, expected a count"),
     ("dupe.json", lambda doc: doc["ranks"].append(doc["ranks"][0]), "ranks[1].rank: rank 0 appears twice"),
     # item 9: schema_version "1" said "has 1, reads 1"
-    ("schema.json", _set(["schema_version"], "1"), "schema_version is '1' (a string); this hta-report reads 1"),
+    ("schema.json", _set(["schema_version"], "1"), "schema_version is '1' (a string); this hta-report reads 1, 2"),
 ])
 def test_invalid_saved_result_is_a_one_line_error_naming_the_file(saved, tmp_path, run_cli, name, edit, needle):
     bad = _variant(saved, name, edit)

@@ -83,6 +83,16 @@ def reports(tmp_path_factory):
     (tmp / "cmp.html").write_text(render_comparison(compare(result, result), "html"))
     out["compare"] = tmp / "cmp.html"
     out["cpu"] = write_reports(analyze(REPO / "sample_traces" / "cpu_dataloader_bound"), [(tmp / "cpu.html", None)])[0]
+    # findings with source lines and excerpts (issue 16), the script deep in a repository
+    from test_source_lines import TRAIN_PY, _stack_trace
+
+    deep = tmp / "repo" / "a_rather_long_directory_name" / "with_more_nesting_below_it" / "training_scripts"
+    deep.mkdir(parents=True)
+    (deep / "train.py").write_text(TRAIN_PY.replace("print(model(x).item())", "print(model(x).item())  # " + "x" * 200))
+    (tmp / "stack").mkdir()
+    lines = analyze(_stack_trace(tmp / "stack"), source_root=tmp / "repo")
+    assert any(f.locations and f.locations[0].excerpt for f in lines.findings)
+    out["lines"] = write_reports(lines, [(tmp / "lines.html", None)])[0]
     control, test = SHARED_TRACES / "trace_diff" / "control", SHARED_TRACES / "trace_diff" / "test"
     if control.is_dir() and test.is_dir():
         base, new = analyze(control), analyze(test)

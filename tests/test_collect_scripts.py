@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -133,7 +134,10 @@ def runs(tmp_path_factory):
         procs[name] = (d, subprocess.Popen(
             [sys.executable, "-m", "hta_report", "collect", "-o", "out", "--wait", "1", "--warmup", "1",
              "--active", "3", "--", "python", str(script)],
-            cwd=d, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True))
+            cwd=d, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            # a shell's background job (nohup ... &) inherits SIGINT ignored, and Python then keeps it ignored:
+            # the SIGINT case needs the default disposition whatever ran pytest
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)))
     deadline = time.monotonic() + TIMEOUT_S
     out = {}
     for name, (d, proc) in procs.items():

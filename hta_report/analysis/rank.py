@@ -37,6 +37,7 @@ from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_
                      TEMPORAL_STEP, CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult,
                      SectionFailure, TemporalBreakdown, TraceFileInfo)
 from .attribution import idle_attribution
+from .code import code_attribution, gpu_time_by_launcher
 from .copies import add_copy_metrics, blocking_copies, dtoh_reads, pageable_calls, sync_contexts, sync_waits
 from .cpu_side import cpu_side
 from .distributed import add_data_parallel
@@ -83,6 +84,8 @@ C = TypeVar("C")
 Step = Tuple[str, Callable[[C], None]]
 
 
+#: Time by the user's code (``with_stack`` traces).
+CODE_STEP = "time by source line"
 #: The step every other step of a rank reads: when it fails, the rank is unreadable.
 FATAL = frozenset({"decoding events"})
 #: Steps that read what earlier steps wrote: name -> the steps it needs.
@@ -95,6 +98,7 @@ NEEDS = {
     PATTERNS_STEP: ("step windows and optimizer",),
     "idle attribution": ("step windows and optimizer", MEMCPY_STEP),
     "launch statistics": ("step windows and optimizer",),
+    CODE_STEP: ("step windows and optimizer",),
 }
 
 
@@ -246,6 +250,12 @@ def _step_breakdown(c: RankContext) -> None:
     c.result.step_breakdown = step_breakdown(c.ev)
 
 
+def _code(c: RankContext) -> None:
+    c.result.code = code_attribution(c.ev, c.hw, c.pageable if c.result.has_gpu else None)
+    if c.result.has_gpu:
+        gpu_time_by_launcher(c.ev, c.w, c.result.code)
+
+
 def _launch_context(c: RankContext) -> None:
     c.launch = launch_context(c.ev, c.w, c.hw, c.warmup)
 
@@ -271,10 +281,12 @@ GPU_STEPS: List[Step] = [
     ("idle attribution", _idle_attribution),
     ("GPU idle split", _gpu_idle_split),
     ("launch statistics", _launch_context),
+    (CODE_STEP, _code),
 ]
 #: Or, on ranks without GPU activity.
 HOST_ONLY_STEPS: List[Step] = [
     (COMMUNICATION_STEP, _host_communication),
+    (CODE_STEP, _code),
 ]
 
 

@@ -49,7 +49,9 @@ A script's exit code and exceptions propagate.
 @click.option("--repeat", default=1, show_default=True, help="Profiler schedule: cycles (0 = unlimited).")
 @click.option("--record-shapes/--no-record-shapes", default=True, show_default=True,
               help="Record operator input shapes.")
-@click.option("--with-stack", is_flag=True, help="Record Python stacks (bigger traces).")
+@click.option("--with-stack", is_flag=True,
+              help="Record Python stacks: analyze then names the lines of your code behind each finding "
+                   "(bigger traces, slower host; see the README).")
 @click.option("--profile-memory", is_flag=True, help="Record tensor allocations.")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda",
               help="Device to train on and profile (cuda adds GPU activity).")

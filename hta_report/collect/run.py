@@ -4,6 +4,7 @@ Imports torch (through the workloads); :mod:`.command` imports this module lazil
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -94,7 +95,7 @@ def collect_script(command: List[str], opts: Dict[str, Any], options: Dict[str, 
     spec = parse_command(command)
     device = env.resolve_device(opts["device"])
     run = {"mode": "script", "command": list(command), "step_on": opts["step_on"],
-           "collect_options": options}
+           "collect_options": options, "cwd": os.getcwd()}  # where analyze finds the script's files
     with _profile(opts, device, run) as prof:
         remove_hook = install_step_hook(opts["step_on"], prof.step)
 

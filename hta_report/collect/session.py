@@ -314,3 +314,6 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
         self.progress.message(f"wrote {self.manifest_path} ({plural(len(names), 'trace file')})")
         if names:
             self.progress.message(f"next: hta-report analyze {shlex.quote(str(self.out_dir))} -o report.html")
+            if self.run.get("mode") == "script" and not self.options.get("with_stack"):
+                self.progress.message("for the lines of your code behind each finding (and SARIF for pull "
+                                      "requests), collect again with --with-stack")

@@ -59,6 +59,7 @@ REPORTERS: Dict[str, Reporter] = {r.format: r for r in (
     Reporter("html", (".html", ".htm"), "one self-contained HTML page", "html", charts=True),
     Reporter("md", (".md", ".markdown"), "GitHub-flavoured markdown (pull-request comments)", "markdown"),
     Reporter("json", (".json",), "the result model as JSON (schema_version first)", "jsonreport"),
+    Reporter("sarif", (".sarif",), "SARIF 2.1.0: findings on the user's source lines (GitHub code scanning)", "sarif"),
 )}
 FORMATS = tuple(REPORTERS)
 

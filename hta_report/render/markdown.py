@@ -65,8 +65,16 @@ def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
                      f"{md_text(f['rule'])}): {f['gain']}")
         for e in f["evidence"]:
             lines.append(f"  - {md_text(e)}")
+        for loc in f["lines"]:
+            label = md_code(loc["label"])
+            where = f"[{label}]({loc['url']})" if loc["url"] else label
+            lines.append(f"  - your code: {where} in {md_code(loc['function'])}: {loc['time']} per step "
+                         f"({loc['share']} of this finding's time), {md_text(loc['how'])}")
         if f["fix"]:
             lines += ["", md_code_block(f["fix"], "python", indent="  "), ""]
+    note = view.stack_note(result)
+    if note and findings:
+        lines += ["", f"_{md_text(note)}_"]
     lines += ["", f"<details><summary>What was checked ({md_html(view.check_counts(result))})</summary>", "",
               "| rule | id | status | detail |", "|---|---|---|---|"]
     for c in view.checks(result):

@@ -35,7 +35,12 @@ def render(result: AnalysisResult, written: List[str]) -> str:
         top = top[:5]
         lines.append(f"{fmt.plural(len(findings), 'finding')}" + (f", {small} below 1 % of the step or without a gain"
                                                                    if small else "") + ":")
-        lines += [f"  [{terminal(f['severity'])}] {terminal(f['title'])} ({f['gain']})" for f in top]
+        for f in top:
+            lines.append(f"  [{terminal(f['severity'])}] {terminal(f['title'])} ({f['gain']})")
+            if f["lines"]:  # the line with the largest share of its time
+                line = f["lines"][0]
+                lines.append(f"      at {terminal(line['label'])} in {terminal(line['function'])} "
+                             f"({line['share']} of its time)")
     else:
         lines.append("No rule fired: the run looks healthy on what was checked.")
     lines += [f"wrote {terminal(p)}" for p in written]

@@ -7,9 +7,10 @@ the template reads it by.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Dict, List
 
-from ..model import MEMORY_STEP, OCCUPANCY_STEP, STEP_BREAKDOWN_STEP, TEMPORAL_STEP, AnalysisResult, RankResult
+from ..model import MEMORY_STEP, OCCUPANCY_STEP, STEP_BREAKDOWN_STEP, TEMPORAL_STEP, AnalysisResult, Finding, RankResult
 from ..names import short_names
 from . import fmt
 
@@ -137,6 +138,44 @@ def _gain(result: AnalysisResult, f) -> str:
     return f"up to {fmt.ms(f.gain_ms_per_step * 1e3)} over the trace ({fmt.pct(f.gain_pct)} of the traced window)"
 
 
+#: A link the reports make (GitHub lines, as :func:`hta_report.locate.github_url` builds them);
+#: anything else read from a saved result is not linked.
+_SAFE_URL = re.compile(r"https?://[A-Za-z0-9.:-]+/[A-Za-z0-9/._~%-]+#L[0-9]+")
+#: What each ``SourceLocation.how`` means, as the report says it.
+HOW = {"call": "spent in the call on this line",
+       "def": "spent inside this function (the line is its first)",
+       "frame": "spent in this function (the line it ran when tracing started; the call was not found in the source)"}
+
+
+def source_lines(f: Finding) -> List[Dict[str, Any]]:
+    """A finding's source lines as shown: ``label`` (``path/file.py:LINE``),
+    ``function``, ``time`` per step and ``share`` of the finding's time,
+    ``how`` in words, ``url`` (GitHub, or empty) and the ``excerpt`` as rows
+    (``no``, ``text``, ``hit`` for the line itself)."""
+    out = []
+    for loc in f.locations:
+        calls = f"; one of {loc.calls} such calls in {loc.function}, the trace does not say which" \
+            if loc.calls > 1 else ""
+        out.append({
+            "label": f"{loc.path}:{loc.line}", "function": loc.function, "time": fmt.ms(loc.time_us),
+            "share": fmt.pct(loc.share_pct), "how": HOW.get(loc.how, loc.how) + calls,
+            "url": loc.url if _SAFE_URL.fullmatch(loc.url) else "",
+            "excerpt": [{"no": str(loc.excerpt_start + i), "text": text, "hit": loc.excerpt_start + i == loc.line}
+                        for i, text in enumerate(loc.excerpt)],
+        })
+    return out
+
+
+def stack_note(result: AnalysisResult) -> str:
+    """What the report says about source lines: empty when a rank has Python
+    stacks (``with_stack`` traces); else what ``--with-stack`` would add."""
+    if any(r.code.has_stacks for r in result.ranks) or not result.ranks:
+        return ""
+    return ("No Python stacks in the traces: record with hta-report collect --with-stack (or "
+            "torch.profiler.profile(with_stack=True)) to see the lines of your code behind each finding "
+            "(the .item() call, the Dataset's __getitem__, the optimizer step).")
+
+
 def findings(result: AnalysisResult) -> List[Dict[str, Any]]:
     """Findings as shown, in the model's order (largest time at stake first)."""
     return [
@@ -146,6 +185,7 @@ def findings(result: AnalysisResult) -> List[Dict[str, Any]]:
             "ranks": ", ".join(str(r) for r in f.ranks), "share": fmt.pct(f.share_pct), "rule": f.rule,
             "gain": _gain(result, f), "gain_pct": f.gain_pct,
             "gain_note": " if the cause were removed (upper bound)" if f.gain_ms_per_step > 0 else "",
+            "lines": source_lines(f),
         }
         for f in result.findings
     ]
@@ -194,6 +234,10 @@ def rank_rows(result: AnalysisResult) -> List[Dict[str, str]]:
     return rows
 
 
+def _named_rows(rows) -> List[Dict[str, str]]:
+    return [{"name": x.name, "count": fmt.num(x.count), "total": fmt.ms(x.total_us)} for x in rows]
+
+
 def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
     """Per-rank tables: steps, idle per stream, kernels, memcpy, comm, launch, CPU side."""
     out = []
@@ -224,6 +268,12 @@ def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
             for k in r.top_kernels
         ]
         d["kernel_count"] = fmt.num(r.kernel_count)
+        d["gpu_by"] = [
+            {"what": "operator", "note": "the outermost CPU op around each launch, as the TensorBoard profiler's "
+                                          "operator view", "rows": _named_rows(r.code.gpu_by_op)},
+            {"what": "nn.Module", "note": "the innermost module around each launch; with_stack traces",
+             "rows": _named_rows(r.code.gpu_by_module)},
+        ]
         m = r.memcpy
         d["memcpy"] = [
             {"direction": x.direction, "count": fmt.num(x.count), "time": fmt.ms(x.total_us),
@@ -404,6 +454,7 @@ SECTIONS: Dict[str, Callable[[AnalysisResult], Any]] = {
     "run": run,
     "headline": headline,
     "findings": findings,
+    "stack_note": stack_note,
     "checks": checks,
     "check_counts": check_counts,
     "rank_rows": rank_rows,

@@ -87,6 +87,10 @@ class AdviceConfig:
         step_outlier_min_steps: C24, needs at least this many analyzed steps
             (proposal).
         disable: rule ids not to run.
+        library_modules: more top-level modules (``mylib``) or path prefixes
+            (``src/vendor/``) whose frames are library code, not "the user's
+            line" a finding points at, besides torch, the standard library and
+            site-packages (:func:`hta_report.frames.is_user_frame`).
     """
 
     high_pct: float = 20.0
@@ -115,6 +119,7 @@ class AdviceConfig:
     step_outlier_sigma: float = 3.0
     step_outlier_min_steps: int = 5
     disable: List[str] = field(default_factory=list)
+    library_modules: List[str] = field(default_factory=list)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], source: str = "configuration",
@@ -145,6 +150,12 @@ class AdviceConfig:
                 unknown = [v for v in value if rule_ids is not None and v not in rule_ids]
                 if unknown:
                     raise InputError(f"unknown rule id {unknown[0]!r} in disable (see `hta-report rules`)", source)
+                kwargs[name] = list(value)
+                continue
+            if name == "library_modules":
+                if not isinstance(value, list) or not all(isinstance(v, str) and v.strip("/") for v in value):
+                    raise InputError("library_modules must be a list of module names or path prefixes, "
+                                     "e.g. library_modules = [\"mylib\", \"src/vendor/\"]", source)
                 kwargs[name] = list(value)
                 continue
             want_int = types[name] in ("int", int)

@@ -1,0 +1,346 @@
+"""The user's source lines behind each finding (``Finding.locations``).
+
+The analysis recorded, per rank and cause, the time under each chain of
+user frames (:class:`~hta_report.model.CodeTime`, from ``with_stack=True``
+traces). This step, run by :func:`hta_report.api.analyze` after the rules
+(and again on a cached result, since it reads the source files), turns them
+into lines:
+
+1. the finding's cause (:data:`CAUSES`: DataLoader, synchronization,
+   pageable copies, optimizer step) and the rank among its ranks where that
+   cause takes the most time;
+2. per chain, "the user's frame": the innermost frame outside torch, the
+   standard library, site-packages and the configuration's
+   ``library_modules`` (:func:`hta_report.frames.is_user_frame`);
+3. its file, found on disk (:class:`SourceFinder`: as named, under the
+   source root, the collector's working directory, the current directory,
+   or by a unique match of the trace's trimmed path in the source tree), and
+   its line: the trace gives the function's first line (or, for a function
+   already running when tracing started, the line it was executing then),
+   not the line of the call. With the source readable, the call is found in
+   the function's body by what the frame called (``.item()``, ``next()`` or
+   a ``for`` loop for the DataLoader's ``__next__``, ``.step()`` for the
+   optimizer, ``.to()``/``.cuda()`` for copies): ``how="call"``. Several
+   matching calls in one function are each listed with the whole time
+   (``calls`` says how many; the trace does not tell them apart). Without
+   the source, the frame's own line: ``how="def"`` or ``"frame"``.
+
+URIs are relative to the source root: ``--source-root``, else the git work
+tree holding the file; else the path as found (absolute) or as the trace
+names it.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from urllib.parse import quote
+
+from .frames import called_name, is_user_frame, parse_frame
+from .model import AnalysisResult, CodeTime, Finding, RankResult, SourceLocation
+
+__all__ = ["CAUSES", "MAX_LOCATIONS", "MIN_SHARE_PCT", "SourceFinder", "locate", "github_url"]
+
+#: Finding id -> the cause (:class:`~hta_report.model.CodeTime` category) whose lines it points at.
+CAUSES = {
+    "dataloader-bound": "dataloader",
+    "dataloader-main-process": "dataloader",
+    "sync-in-step": "sync",
+    "pageable-memcpy": "pageable_copy",
+    "unfused-optimizer": "optimizer",
+}
+#: Lines listed per finding, largest time first.
+MAX_LOCATIONS = 5
+#: Lines with less than this share of the cause's time are left out (%).
+MIN_SHARE_PCT = 1.0
+#: Source lines shown before and after the line.
+EXCERPT_CONTEXT = 2
+#: Characters kept of each excerpt line.
+EXCERPT_WIDTH = 160
+#: Files looked at when searching the source tree for a trimmed path.
+SEARCH_LIMIT = 50_000
+_SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "env", "node_modules", "__pycache__", "site-packages",
+              "dist-packages", ".tox", ".mypy_cache", ".pytest_cache", "build", "dist"}
+#: Calls that stand for a cause when the frame's callee names none in the
+#: source (``torch/optim/optimizer.py(509): wrapper`` is the decorator around ``step``).
+CAUSE_CALLS = {
+    "dataloader": ("__next__",),
+    "sync": ("item", "cpu", "tolist", "numpy", "synchronize"),
+    "pageable_copy": ("to", "cuda", "copy_"),
+    "optimizer": ("step",),
+}
+
+
+def github_url(uri: str, line: int, env: Optional[Dict[str, str]] = None) -> str:
+    """The GitHub link of ``uri`` (relative to the repository root) at
+    ``line``: ``$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/blob/$GITHUB_SHA/uri#Lline``
+    when ``GITHUB_REPOSITORY`` and ``GITHUB_SHA`` are set (GitHub Actions
+    sets them) and well formed; empty otherwise, and for an absolute ``uri``."""
+    env = os.environ if env is None else env
+    repo, sha = env.get("GITHUB_REPOSITORY", ""), env.get("GITHUB_SHA", "")
+    server = env.get("GITHUB_SERVER_URL", "") or "https://github.com"
+    if not (re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo) and re.fullmatch(r"[0-9a-fA-F]{7,64}", sha)
+            and re.fullmatch(r"https?://[A-Za-z0-9.:-]+", server)):
+        return ""
+    if uri.startswith("/") or uri.startswith("file:") or ".." in uri.split("/"):
+        return ""
+    return f"{server}/{repo}/blob/{sha}/{quote(uri, safe='/')}#L{int(line)}"
+
+
+def _git_root(path: Path) -> Optional[Path]:
+    for p in [path] + list(path.parents):
+        if (p / ".git").exists():
+            return p
+    return None
+
+
+@dataclass
+class SourceFinder:
+    """Finds the files a trace's frames name, and their URIs.
+
+    Attributes:
+        root: ``--source-root``: URIs are relative to it; searched first.
+        bases: directories a relative name is tried under, in order (the
+            source root, the collector's working directory, the current one).
+    """
+
+    root: Optional[Path] = None
+    bases: List[Path] = field(default_factory=list)
+    _found: Dict[tuple, Optional[Path]] = field(default_factory=dict)
+    _trees: Dict[Path, Optional[Tuple[List[str], ast.AST]]] = field(default_factory=dict)
+    _index: Optional[Dict[str, List[Path]]] = None
+
+    def find(self, name: str, line: int, function: str, entered: bool) -> Optional[Path]:
+        """The file a frame's path ``name`` names: the first candidate (the
+        path itself when absolute; under each base; else files of the source
+        tree whose path ends with ``name``) that defines ``function`` where
+        the frame says (:func:`_scope`), so that a ``train.py`` of another
+        project is not taken for the traced one. None when none does."""
+        key = (name, line, function, entered)
+        if key not in self._found:
+            self._found[key] = next((c for c in self._candidates(name)
+                                     if self._defines(c, line, function, entered)), None)
+        return self._found[key]
+
+    def _defines(self, file: Path, line: int, function: str, entered: bool) -> bool:
+        src = self.source(file)
+        return src is not None and line <= len(src[0]) and _scope(src[1], line, function, entered) is not None
+
+    def _candidates(self, name: str) -> List[Path]:
+        p = Path(name)
+        if p.is_absolute():
+            return [p.resolve()] if p.is_file() else []
+        out = [(base / p).resolve() for base in self.bases if (base / p).is_file()]
+        want = p.as_posix()
+        out += [h.resolve() for h in self._search().get(p.name, []) if h.as_posix().endswith("/" + want)]
+        return list(dict.fromkeys(out))
+
+    def _search(self) -> Dict[str, List[Path]]:
+        """Files of the source tree (the root, else the first base's git work tree) by name."""
+        if self._index is None:
+            self._index = defaultdict(list)
+            top = self.root or (_git_root(self.bases[0]) if self.bases else None)
+            seen = 0
+            if top is not None:
+                for d, dirs, files in os.walk(top):
+                    dirs[:] = [x for x in dirs if x not in _SKIP_DIRS and not x.startswith(".")]
+                    for f in files:
+                        if f.endswith(".py"):
+                            self._index[f].append(Path(d) / f)
+                    seen += len(files)
+                    if seen > SEARCH_LIMIT:
+                        break
+        return self._index
+
+    def uri(self, file: Path) -> str:
+        """``file`` relative to the source root (``/`` separators), else to its git work tree, else absolute."""
+        for top in (self.root, _git_root(file.parent)):
+            if top is not None:
+                try:
+                    return file.relative_to(top.resolve()).as_posix()
+                except ValueError:
+                    continue
+        return file.as_posix()
+
+    def source(self, file: Path) -> Optional[Tuple[List[str], ast.AST]]:
+        """The file's lines and syntax tree, or None when unreadable or not Python."""
+        if file not in self._trees:
+            try:
+                text = file.read_text(encoding="utf-8")
+                self._trees[file] = (text.splitlines(), ast.parse(text))
+            except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+                self._trees[file] = None
+        return self._trees[file]
+
+
+def _first_line(fn: ast.AST) -> int:
+    decos = getattr(fn, "decorator_list", [])
+    return min([fn.lineno] + [d.lineno for d in decos])
+
+
+def _scope(tree: ast.AST, line: int, function: str, entered: bool) -> Optional[ast.AST]:
+    """The function (or module, for ``<module>``) a frame ran: one named
+    ``function`` whose first line is ``line`` when the frame was entered in
+    the trace, else the innermost one of that name holding ``line``."""
+    defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.name == function]
+    if entered:
+        for n in defs:
+            if line in (n.lineno, _first_line(n)):
+                return n
+    holding = [n for n in defs if _first_line(n) <= line <= (n.end_lineno or n.lineno)]
+    if holding:
+        return max(holding, key=_first_line)
+    if function == "<module>":
+        return tree
+    return None
+
+
+def _own_nodes(scope: ast.AST) -> Iterable[ast.AST]:
+    """The nodes of ``scope``'s body, not those of functions or classes defined in it."""
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        yield n
+        todo.extend(ast.iter_child_nodes(n))
+
+
+def _call_lines(scope: ast.AST, names: Sequence[str]) -> List[int]:
+    """Lines in ``scope`` that call one of ``names`` (``x.name(...)`` or
+    ``name(...)``); ``__next__`` also matches ``for`` loops and comprehensions."""
+    out = set()
+    for n in _own_nodes(scope):
+        if isinstance(n, ast.Call):
+            f = n.func
+            called = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if called in names or (called == "next" and "__next__" in names):
+                out.add(n.lineno)
+        elif "__next__" in names and isinstance(n, (ast.For, ast.AsyncFor)):
+            out.add(n.lineno)
+        elif "__next__" in names and isinstance(n, ast.comprehension):
+            out.add(n.iter.lineno)
+    return sorted(out)
+
+
+def _loop_around(scope: ast.AST, line: int) -> Optional[ast.AST]:
+    loops = [n for n in _own_nodes(scope) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+             and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    return max(loops, key=lambda n: n.lineno) if loops else None
+
+
+def _lines_for(tree: ast.AST, line: int, function: str, entered: bool, callee: str,
+               cause: str) -> Tuple[str, List[int]]:
+    """``(how, lines)`` for one user frame (see the module docstring)."""
+    fallback = ("def" if entered else "frame", [line])
+    scope = _scope(tree, line, function, entered) if callee else None
+    if scope is None:  # no call to look for (the time is in the frame itself), or no such function
+        return fallback
+    name = called_name(callee) if callee else ""
+    lines = _call_lines(scope, (name,)) if name else []
+    if not lines:
+        lines = _call_lines(scope, CAUSE_CALLS.get(cause, ()))
+    if len(lines) > 1 and not entered:
+        loop = _loop_around(scope, line)  # tracing starts inside the training loop: prefer its calls
+        if loop is not None:
+            inside = [x for x in lines if loop.lineno <= x <= (loop.end_lineno or loop.lineno)]
+            lines = inside or lines
+    return ("call", lines) if lines else fallback
+
+
+def _worst(result: AnalysisResult, f: Finding, cause: str) -> Optional[RankResult]:
+    ranks = [r for r in result.ranks if r.rank in f.ranks and r.code.has_stacks] or \
+        [r for r in result.ranks if r.code.has_stacks]
+    scored = [(sum(t.time_us for t in r.code.times if t.category == cause), r) for r in ranks]
+    scored = [(t, r) for t, r in scored if t > 0]
+    return max(scored, key=lambda tr: tr[0])[1] if scored else None
+
+
+def _user_frame(t: CodeTime, library: Sequence[str]) -> Optional[int]:
+    for i, frame in enumerate(t.frames):
+        parsed = parse_frame(frame)
+        if parsed and is_user_frame(parsed[0], library):
+            return i
+    return None
+
+
+def finding_locations(result: AnalysisResult, f: Finding, finder: SourceFinder,
+                      library: Sequence[str] = ()) -> List[SourceLocation]:
+    """The source lines behind ``f`` (empty when its cause has no recorded
+    time under user frames), largest time first, at most :data:`MAX_LOCATIONS`."""
+    cause = CAUSES.get(f.id)
+    r = _worst(result, f, cause) if cause else None
+    if r is None:
+        return []
+    times = [t for t in r.code.times if t.category == cause]
+    total = sum(t.time_us for t in times)
+    acc: Dict[Tuple[str, int], Dict] = {}
+    for t in times:
+        i = _user_frame(t, library)
+        if i is None:
+            continue
+        path, line, function = parse_frame(t.frames[i])
+        entered = t.entered[i] if i < len(t.entered) else True
+        callee = t.callees[i] if i < len(t.callees) else ""
+        file = finder.find(path, line, function, entered)
+        src = finder.source(file) if file is not None else None
+        how, lines = _lines_for(src[1], line, function, entered, callee, cause) if src else \
+            ("def" if entered else "frame", [line])
+        for ln in lines:
+            key = (str(file) if file else path, ln)
+            loc = acc.setdefault(key, {"file": file, "path": path, "line": ln, "function": function, "how": how,
+                                       "time": 0.0, "calls": len(lines)})
+            loc["time"] += t.time_us
+    out = []
+    for loc in sorted(acc.values(), key=lambda d: (-d["time"], d["path"], d["line"])):
+        share = float(100 * loc["time"] / total) if total > 0 else 0.0
+        if share < MIN_SHARE_PCT or len(out) >= MAX_LOCATIONS:
+            continue
+        file = loc["file"]
+        src = finder.source(file) if file is not None else None
+        excerpt, start = [], 0
+        if src is not None:
+            lines = src[0]
+            lo = max(loc["line"] - 1 - EXCERPT_CONTEXT, 0)
+            hi = min(loc["line"] + EXCERPT_CONTEXT, len(lines))
+            excerpt = [x if len(x) <= EXCERPT_WIDTH else x[:EXCERPT_WIDTH - 1] + "…" for x in lines[lo:hi]]
+            start = lo + 1
+        uri = finder.uri(file) if file is not None else loc["path"]
+        out.append(SourceLocation(path=uri, line=int(loc["line"]),
+                                  url=github_url(uri, loc["line"]) if file is not None else "",
+                                  function=loc["function"], how=loc["how"], time_us=float(loc["time"]),
+                                  share_pct=min(share, 100.0), excerpt=excerpt, excerpt_start=start,
+                                  found=file is not None, calls=loc["calls"]))
+    return out
+
+
+def locate(result: AnalysisResult, source_root: Optional[os.PathLike | str] = None,
+           library: Sequence[str] = (), cwd: Optional[os.PathLike | str] = None) -> AnalysisResult:
+    """Fill ``locations`` of every finding of ``result`` (in place; returns it).
+
+    Args:
+        result: an analysis with findings.
+        source_root: the repository root URIs are relative to (``--source-root``);
+            default: the git work tree holding each file.
+        library: more top-level modules or path prefixes that are library
+            code (``library_modules`` of the configuration).
+        cwd: the directory relative names are tried under last (default: the current one).
+    """
+    root = Path(source_root).resolve() if source_root else None
+    bases = [root] if root else []
+    run = result.inventory.manifest.get("run") if isinstance(result.inventory.manifest, dict) else None
+    if isinstance(run, dict) and isinstance(run.get("cwd"), str):
+        bases.append(Path(run["cwd"]))
+    try:
+        bases.append(Path(cwd) if cwd else Path.cwd())
+    except OSError:  # the current directory was removed
+        pass
+    finder = SourceFinder(root=root, bases=bases)
+    for f in result.findings:
+        f.locations = finding_locations(result, f, finder, library)
+    return result
