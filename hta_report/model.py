@@ -562,6 +562,177 @@ class TensorCoreUse:
     misaligned_examples: List[str] = field(default_factory=list)
 
 
+@dataclass
+class SmallKernel:
+    """One compute kernel name whose launches leave SMs idle (``blocks per
+    SM`` < 1), totals over the analyzed steps.
+
+    ``blocks_per_sm`` and ``occupancy_pct`` are duration-weighted means of
+    Kineto's ``blocks per SM`` and ``est. achieved occupancy %`` over its
+    launches; ``idle_sm_us`` is Σ dur × (1 − blocks per SM): the SM time its
+    launches left idle (µs); ``pct`` is its time as % of compute kernel time.
+    """
+
+    name: str
+    count: int
+    total_us: float
+    blocks_per_sm: float
+    occupancy_pct: float
+    idle_sm_us: float
+    pct: float
+
+
+@dataclass
+class OccupancySummary:
+    """How well the compute kernels of a rank fill the GPU, from the args
+    Kineto writes on every CUDA kernel (``blocks per SM``, ``warps per SM``,
+    ``est. achieved occupancy %``; AMD traces have none).
+
+    Over the compute kernels (HTA's COMPUTATION type: NCCL kernels use few
+    blocks by design and are left out) that start inside the analyzed steps
+    and carry the args, weighted by kernel duration ``d`` (µs):
+
+    * ``sm_efficiency_pct`` = 100 × Σ d·min(blocks per SM, 1) / Σ d (the
+      TensorBoard profiler's "Est. SM Efficiency", here of kernel time);
+    * ``achieved_occupancy_pct`` = Σ d·occupancy / Σ d (TensorBoard's "Est.
+      Achieved Occupancy");
+    * ``small_grid_us_per_step``: time per step of kernels with blocks per
+      SM < 1 (some SMs have no block at all); ``small_grid_pct`` is it as %
+      of ``kernel_us_per_step`` (the compute kernels with the args);
+    * ``idle_sm_us_per_step``: Σ d·(1 − blocks per SM) of those kernels per
+      step: SM time they leave idle (µs), the upper bound of what filling
+      the SMs (larger batch, fused kernels) could save.
+
+    ``kernels_with_data`` counts the kernels that carry the args;
+    ``missing_reason`` says why nothing was measured (empty when measured).
+    """
+
+    kernels_with_data: int = 0
+    kernel_us_per_step: float = 0.0
+    sm_efficiency_pct: float = 0.0
+    achieved_occupancy_pct: float = 0.0
+    small_grid_us_per_step: float = 0.0
+    small_grid_pct: float = 0.0
+    idle_sm_us_per_step: float = 0.0
+    top_small: List[SmallKernel] = field(default_factory=list)
+    missing_reason: str = ""
+
+
+@dataclass
+class MemoryPoint:
+    """One point of a memory timeline: ``ts_us`` on the report's timeline
+    (µs from the earliest event of the directory, as every other time) and
+    the allocator's totals after an allocation or free (bytes)."""
+
+    ts_us: float
+    allocated_bytes: int
+    reserved_bytes: int
+
+
+@dataclass
+class DeviceMemory:
+    """Memory of one device of a rank, from the ``[memory]`` instant events
+    that ``torch.profiler.profile(profile_memory=True)`` writes (``Total
+    Allocated``, ``Total Reserved``: the caching allocator's totals after
+    each allocation or free, bytes).
+
+    ``device`` is ``cuda:0``, ``cpu``...; ``capacity_bytes`` is the device's
+    ``deviceProperties[].totalGlobalMem`` (0 when the trace has none, e.g.
+    the CPU); the ``_pct`` figures are of it (0 without it). ``timeline``
+    holds at most a few hundred points (each the largest values of its
+    stretch of time, so peaks survive) for the memory chart;
+    ``step_starts_us`` marks the ``ProfilerStep`` starts on it.
+    """
+
+    device: str
+    events: int = 0
+    peak_allocated_bytes: int = 0
+    peak_reserved_bytes: int = 0
+    capacity_bytes: int = 0
+    peak_allocated_pct: float = 0.0
+    peak_reserved_pct: float = 0.0
+    timeline: List[MemoryPoint] = field(default_factory=list)
+
+
+@dataclass
+class MemorySummary:
+    """Memory use of a rank from its ``[memory]`` events.
+
+    ``recorded`` is False when the trace has none (profile with
+    ``profile_memory=True``, or ``hta-report collect --profile-memory``).
+    ``device`` names the rank's main device: its GPU with the most events,
+    else the CPU; ``peak_allocated_bytes``, ``peak_reserved_bytes``,
+    ``capacity_bytes`` and the ``_pct`` figures are that device's (see
+    :class:`DeviceMemory`). ``devices`` lists every device seen;
+    ``step_starts_us`` the ``ProfilerStep`` starts (µs, for the chart).
+    """
+
+    recorded: bool = False
+    device: str = ""
+    peak_allocated_bytes: int = 0
+    peak_reserved_bytes: int = 0
+    capacity_bytes: int = 0
+    peak_allocated_pct: float = 0.0
+    peak_reserved_pct: float = 0.0
+    devices: List[DeviceMemory] = field(default_factory=list)
+    step_starts_us: List[float] = field(default_factory=list)
+
+
+@dataclass
+class StepBreakdown:
+    """Where one ``ProfilerStep``'s time goes, as the TensorBoard profiler's
+    overview splits it (µs; the parts add up to ``duration_us``). Each
+    instant of the (device re-based) step goes to the first category active
+    then, in TensorBoard's priority order: ``kernel`` (a kernel on any
+    stream), ``memcpy``, ``memset``, ``runtime`` (a ``cuda_runtime`` call on
+    the host), ``dataloader`` (inside ``enumerate(DataLoader)#...``),
+    ``cpu_exec`` (a CPU op or annotation other than the step's own), ``other``.
+    ``warmup`` marks the first step, which the statistics leave out."""
+
+    number: int
+    duration_us: float
+    kernel_us: float = 0.0
+    memcpy_us: float = 0.0
+    memset_us: float = 0.0
+    runtime_us: float = 0.0
+    dataloader_us: float = 0.0
+    cpu_exec_us: float = 0.0
+    other_us: float = 0.0
+    warmup: bool = False
+
+
+@dataclass
+class CodePatterns:
+    """Code patterns found in a rank's host ops (``analysis/patterns.py``), per analyzed step.
+
+    * C23: ``cpu_tensor_copies_per_step``: ``aten::to`` ops that copy to the
+      GPU a tensor just filled on the CPU (``aten::fill_``/``zero_``/
+      ``normal_``/``uniform_``: PyTorch's ``ExtraCUDACopyPattern``);
+      ``cpu_tensor_copy_us_per_step`` the GPU time of their HtoD copies
+      (µs, their union); ``cpu_tensor_examples`` a few;
+    * C25: ``conv_ops_per_step``: convolution ops (``aten::conv1d/2d/3d``);
+      ``conv_bias_bn_per_step``: convolutions given a bias whose next op
+      on the thread is ``aten::batch_norm``; ``shapes_recorded`` is True when
+      convolutions carry ``Input Dims`` (``record_shapes=True``), which the
+      check needs; ``conv_bias_examples`` a few;
+    * C28: ``micro_steps_per_step``: ``DistributedDataParallel.forward`` calls
+      (micro-steps); ``synced_micro_steps_per_step``: those followed by an
+      all-reduce before the next; ``extra_sync_us_per_step``: all-reduce time
+      of every synchronized micro-step but the last of each step (µs).
+    """
+
+    cpu_tensor_copies_per_step: float = 0.0
+    cpu_tensor_copy_us_per_step: float = 0.0
+    cpu_tensor_examples: List[str] = field(default_factory=list)
+    shapes_recorded: bool = False
+    conv_ops_per_step: float = 0.0
+    conv_bias_bn_per_step: float = 0.0
+    conv_bias_examples: List[str] = field(default_factory=list)
+    micro_steps_per_step: float = 0.0
+    synced_micro_steps_per_step: float = 0.0
+    extra_sync_us_per_step: float = 0.0
+
+
 #: Names of per-rank analysis steps (``analysis/rank.py``) that reporters,
 #: gates and comparisons ask about when a step failed (:attr:`RankResult.failures`).
 TEMPORAL_STEP = "temporal breakdown (HTA)"
@@ -571,6 +742,10 @@ STEP_TIMES_STEP = "step times"
 CPU_SIDE_STEP = "CPU side"
 MEMCPY_STEP = "memcpy summary"
 COMMUNICATION_STEP = "communication"
+OCCUPANCY_STEP = "SM occupancy"
+MEMORY_STEP = "memory"
+STEP_BREAKDOWN_STEP = "step breakdown"
+PATTERNS_STEP = "code patterns"
 
 
 @dataclass
@@ -730,6 +905,10 @@ class RankResult:
     optimizer: OptimizerProfile = field(default_factory=OptimizerProfile)
     tensor_cores: TensorCoreUse = field(default_factory=TensorCoreUse)
     warmup: Warmup = field(default_factory=Warmup)
+    occupancy: OccupancySummary = field(default_factory=OccupancySummary)
+    memory: MemorySummary = field(default_factory=MemorySummary)
+    step_breakdown: List[StepBreakdown] = field(default_factory=list)
+    patterns: CodePatterns = field(default_factory=CodePatterns)
     failures: List[SectionFailure] = field(default_factory=list)
     code: CodeAttribution = field(default_factory=CodeAttribution)
 

@@ -4,7 +4,7 @@ A saved result (``analyze --json``, one side of ``compare``) or a result-cache
 entry is a file anyone can edit. :func:`check_result` checks the plain JSON
 document against the result model (:mod:`hta_report.model`) before it is
 rebuilt: types (an ``int`` field holds an integer, not a bool, a string or a
-float), finite numbers (no NaN or infinity), ranges (counts and ranks not
+float), finite numbers (no NaN or infinity) of at most 1e18 in size, ranges (counts and ranks not
 negative; shares of a whole, such as HTA's temporal breakdown, within 0–100
 %; the ranges hold for everything ``analyze`` writes, which the trace fuzzer
 checks), known values (finding severities, check statuses, rank sources), the
@@ -47,6 +47,8 @@ SHARES: Dict[str, FrozenSet[str]] = {
     "MemcpySummary": frozenset({"exposed_pct"}),
     "TensorCoreUse": frozenset({"tensor_core_pct"}),
     "LaunchSummary": frozenset({"full_queue_pct"}),
+    "OccupancySummary": frozenset({"sm_efficiency_pct", "achieved_occupancy_pct", "small_grid_pct"}),
+    "SmallKernel": frozenset({"occupancy_pct", "pct"}),
     "SourceLocation": frozenset({"share_pct"}),
     "Aggregate": frozenset({"busy_pct", "idle_pct", "compute_pct", "non_compute_pct", "exposed_comm_pct",
                             "exposed_memcpy_pct"}),
@@ -87,6 +89,13 @@ def _describe(value: Any) -> str:
     return repr(value)
 
 
+#: The largest size of any number in a result: far beyond any real figure (1e18 µs is
+#: 31,000 years, 1e18 bytes an exabyte; copies above 2**53 bytes count as unknown),
+#: and small enough that compare's differences, ratios and percentages stay finite
+#: (1e300 passed the finite check and made compare write infinity).
+MAX_MAGNITUDE = 1e18
+
+
 def _fail(path: str, value: Any, expected: str) -> None:
     raise ResultError(f"{path or 'the document'}: {_describe(value)}, expected {expected}")
 
@@ -96,6 +105,8 @@ def _number(path: str, value: Any, integer: bool, owner: str, name: str) -> None
         _fail(path, value, "an integer" if integer else "a number")
     if isinstance(value, float) and not math.isfinite(value):
         _fail(path, value, "a finite number")
+    if abs(value) > MAX_MAGNITUDE:
+        _fail(path, value, f"a number of at most {MAX_MAGNITUDE:.0e} in size")
     shares = SHARES.get(owner, frozenset())
     if name in shares or ("*" in shares and name.endswith("_pct")):
         if not -_PCT_SLACK <= value <= 100 + _PCT_SLACK:
@@ -133,7 +144,11 @@ def _check(tp: Any, value: Any, path: str, owner: str = "", name: str = "") -> N
     if origin in (dict, Dict):
         if not isinstance(value, dict):
             _fail(path, value, "an object")
-        return  # free-form (the collector's manifest): shown escaped, never computed with
+        args = typing.get_args(tp)
+        if args and args[1] is not Any:  # typed values (a finding's claimed time by source): checked
+            for k, v in value.items():
+                _check(args[1], v, f"{path}.{k}", owner, name)
+        return  # Dict[str, Any] is free-form (the collector's manifest): shown escaped, never computed with
     if origin in (typing.Union, types.UnionType):
         if value is None:
             return

@@ -103,13 +103,28 @@ class TraceBuilder:
                             "cat": "ac2g", "name": "ac2g", "bp": "e"})
 
     def kernel(self, name: str, ts: float, dur: float, launch_ts: Optional[float] = None, launch_dur: float = 5.0,
-               stream: int = 7, device: int = 0, tid: int = TID, api: str = "cudaLaunchKernel") -> None:
-        """A GPU kernel on ``stream`` with its launch call (default: 10 µs before)."""
+               stream: int = 7, device: int = 0, tid: int = TID, api: str = "cudaLaunchKernel",
+               sm: Optional[Tuple[float, float]] = None) -> None:
+        """A GPU kernel on ``stream`` with its launch call (default: 10 µs
+        before); ``sm``: ``(blocks per SM, est. achieved occupancy %)`` as
+        Kineto writes them on CUDA kernels (with ``warps per SM`` = 4 × blocks)."""
         launch_ts = ts - 10 if launch_ts is None else launch_ts
         corr = self._launch(api, launch_ts, launch_dur, tid)
+        args: Dict[str, Any] = {"External id": corr, "grid": [1, 1, 1], "block": [128, 1, 1]}
+        if sm is not None:
+            args.update({"blocks per SM": sm[0], "warps per SM": 4 * sm[0], "est. achieved occupancy %": sm[1]})
         self._x("kernel", name, ts, dur, pid=device, tid=stream, device=device, stream=stream, correlation=corr,
-                **{"External id": corr, "grid": [1, 1, 1], "block": [128, 1, 1]})
+                **args)
         self._flow_end(corr, ts, device, stream)
+
+    def memory(self, ts: float, allocated: int, reserved: int, nbytes: int = 512, device_type: int = 1,
+               device_id: int = 0) -> None:
+        """A ``[memory]`` instant event as ``profile_memory=True`` writes it
+        (``Device Type`` 1: CUDA, 0: CPU with ``Device Id`` -1)."""
+        self.events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": PID,
+                            "tid": TID, "ts": self.base + ts,
+                            "args": {"Total Reserved": reserved, "Total Allocated": allocated, "Bytes": nbytes,
+                                     "Device Id": device_id, "Device Type": device_type, "Addr": 1 << 40}})
 
     def memcpy(self, direction: str, memory: str, ts: float, dur: float, nbytes: int,
                launch_ts: Optional[float] = None, stream: int = 7, device: int = 0, launch_dur: float = 5.0,

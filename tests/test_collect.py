@@ -102,15 +102,15 @@ TRAIN_SCRIPT = """\
 # --------------------------------------------------------- built-in workloads
 def test_cnn_workload_writes_trace_and_manifest(tmp_path):
     out = tmp_path / "t"
-    result = collect("-o", str(out), "--workload", "cnn", "--steps", "8")
+    result = collect("-o", str(out), "--workload", "cnn", "--steps", "10")
     assert result.exit_code == 0, result.output
     files = traces(out)
     assert len(files) == 1
     match = TRACE_NAME.match(files[0].name)
     assert match and match.group(1) == "0" and match.group(2) == "1"
     trace = load(files[0])
-    # schedule wait=1 warmup=1 active=3: steps 2, 3, 4 are recorded
-    assert step_names(trace) == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    # schedule wait=1 warmup=1 active=7: steps 2-8 are recorded (analyze keeps 5: 3-7)
+    assert step_names(trace) == [f"ProfilerStep#{n}" for n in range(2, 9)]
     loads = events(trace, "enumerate(DataLoader)#")
     assert len(loads) >= 3
     assert any(e["name"].startswith("aten::conv") or e["name"] == "aten::convolution"
@@ -119,15 +119,15 @@ def test_cnn_workload_writes_trace_and_manifest(tmp_path):
     m = manifest(out)
     assert m["torch_version"] == torch.__version__
     assert m["trace_files"] == [files[0].name]
-    assert m["schedule"] == {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
-    assert m["world_size"] == 1 and m["steps_run"] == 8
-    assert m["run"]["workload"] == "cnn" and m["run"]["knobs"]["steps"] == 8
+    assert m["schedule"] == {"wait": 1, "warmup": 1, "active": 7, "repeat": 1}
+    assert m["world_size"] == 1 and m["steps_run"] == 10
+    assert m["run"]["workload"] == "cnn" and m["run"]["knobs"]["steps"] == 10
     assert m["start_time"].endswith("Z")
     datetime.fromisoformat(m["start_time"].replace("Z", "+00:00"))
     assert m["device_names"][0].startswith("cpu")
     assert no_leftovers(out)
     # progress goes to stderr, ending with what to run next
-    assert "step 1/8" in result.stderr and "wrote" in result.stderr
+    assert "step 1/10" in result.stderr and "wrote" in result.stderr
     assert result.stderr.strip().splitlines()[-1] == f"[collect] next: hta-report analyze {out} -o report.html"
     assert "[collect]" not in result.stdout
 
@@ -150,7 +150,7 @@ def test_quiet_collect_prints_nothing_not_even_kinetos_lines(tmp_path):
                                            ("transformer", "aten::scaled_dot_product_attention")])
 def test_rnn_and_transformer_workloads(tmp_path, workload, op):
     out = tmp_path / workload
-    result = collect("-o", str(out), "--workload", workload, "--steps", "5", "--width", "32",
+    result = collect("-o", str(out), "--workload", workload, "--steps", "5", "--active", "3", "--width", "32",
                      "--amp", "--sync-every-step", "-q")
     assert result.exit_code == 0, result.output
     assert result.stderr == "" or "[collect]" not in result.stderr  # -q
@@ -168,7 +168,7 @@ def _dataloader_shares(tmp_path, attempt):
     shares = {}
     for workers in (0, 2):
         out = tmp_path / f"try{attempt}-nw{workers}"
-        result = collect("-o", str(out), "--workload", "cnn", "--steps", "8", "--slow-data", "5",
+        result = collect("-o", str(out), "--workload", "cnn", "--steps", "8", "--active", "3", "--slow-data", "5",
                          "--num-workers", str(workers), "-q", "--no-record-shapes")
         assert result.exit_code == 0, result.output
         [path] = traces(out)
@@ -206,7 +206,7 @@ def test_script_is_profiled_at_optimizer_steps(tmp_path):
     script = write_script(tmp_path, "train.py", TRAIN_SCRIPT)
     out = tmp_path / "s"
     argv_before = list(sys.argv)
-    result = collect("-o", str(out), "--", "python", str(script), "--lr", "3")
+    result = collect("-o", str(out), "--active", "3", "--", "python", str(script), "--lr", "3")
     assert result.exit_code == 0, result.output
     assert "script argv: ['--lr', '3']" in result.stdout
     assert "training finished, __name__ = __main__" in result.stdout
@@ -235,11 +235,11 @@ def test_script_is_profiled_at_optimizer_steps(tmp_path):
 def test_script_forms_without_python_and_as_module(tmp_path, monkeypatch):
     write_script(tmp_path, "mytrain.py", TRAIN_SCRIPT)
     monkeypatch.chdir(tmp_path)
-    result = collect("-o", "a", "-q", "--", "mytrain.py")
+    result = collect("-o", "a", "-q", "--active", "3", "--", "mytrain.py")
     assert result.exit_code == 0, result.output
     assert len(traces(tmp_path / "a")) == 1
     sys.modules.pop("mytrain", None)
-    result = collect("-o", "b", "-q", "--", "-m", "mytrain", "x")
+    result = collect("-o", "b", "-q", "--active", "3", "--", "-m", "mytrain", "x")
     assert result.exit_code == 0, result.output
     assert "script argv: ['x']" in result.stdout
     assert len(traces(tmp_path / "b")) == 1
@@ -256,7 +256,7 @@ def test_step_on_forward_for_inference_script(tmp_path):
         print("inference done", tuple(out.shape))
         """)
     out = tmp_path / "f"
-    result = collect("-o", str(out), "-q", "--step-on", "forward", "--", "python", str(script))
+    result = collect("-o", str(out), "-q", "--active", "3", "--step-on", "forward", "--", "python", str(script))
     assert result.exit_code == 0, result.output
     assert "inference done (4, 4)" in result.stdout
     [path] = traces(out)
@@ -281,7 +281,7 @@ def test_script_exception_propagates_and_completed_cycle_is_kept(tmp_path):
                 fail(step)
         """)
     out = tmp_path / "b"
-    result = collect("-o", str(out), "--", "python", str(script))
+    result = collect("-o", str(out), "--active", "3", "--", "python", str(script))
     assert result.exit_code == 1
     assert isinstance(result.exception, CollectError)
     assert "ValueError: boom at step 6" in str(result.exception)
@@ -308,7 +308,7 @@ def test_script_error_mid_cycle_writes_no_partial_trace(tmp_path):
         raise RuntimeError("stopped during the active steps")
         """)
     out = tmp_path / "e"
-    result = collect("-o", str(out), "--", "python", str(script))
+    result = collect("-o", str(out), "--active", "3", "--", "python", str(script))
     assert result.exit_code == 1
     assert "RuntimeError: stopped during the active steps" in str(result.exception)
     assert traces(out) == []
@@ -329,7 +329,7 @@ def test_script_exit_code_propagates(tmp_path):
         sys.exit(3)
         """)
     out = tmp_path / "x"
-    result = collect("-o", str(out), "-q", "--", "python", str(script))
+    result = collect("-o", str(out), "-q", "--active", "3", "--", "python", str(script))
     assert result.exit_code == 3
     assert "exiting with 3" in result.stdout
     assert len(traces(out)) == 1
@@ -468,7 +468,7 @@ def test_torchrun_two_ranks_write_two_traces(tmp_path):
     start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "hta_report.collect", "-o", str(out), "--workload", "cnn", "--steps", "6", "-q"],
+         "-m", "hta_report.collect", "-o", str(out), "--workload", "cnn", "--steps", "6", "--active", "3", "-q"],
         capture_output=True, text=True, env=env, timeout=120)
     elapsed = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr[-3000:]

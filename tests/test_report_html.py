@@ -3,8 +3,10 @@ import re
 
 import pytest
 
+
 from hta_report.api import analyze
 from hta_report.render import render
+from hta_report.rules import RULES
 from kineto import simple_gpu_trace
 
 EVIL = "<script>alert(1)</script>"
@@ -45,8 +47,8 @@ def test_report_sections_present(evil_report):
     for section in ("headline", "findings", "ranks", "charts", "rank-0", "inventory"):
         assert f'id="{section}"' in html
     assert "Input-bound" in html
-    # GPU time per rank, top kernels, steps (>= 2 steps); each also drawn for narrow screens
-    assert html.count("<img") == 3 and html.count('<source media="(max-width: 640px)"') == 3
+    # GPU time per rank, top kernels, steps (>= 2 steps), rank 0's step breakdown; each also drawn for narrow screens
+    assert html.count("<img") == 4 and html.count('<source media="(max-width: 640px)"') == 4
 
 
 def test_markdown_report(evil_report):
@@ -60,7 +62,7 @@ def test_findings_show_gain_and_the_checks_table(evil_report):
     assert "Estimated gain:</strong> up to" in html and 'id="checks"' in html
     for c in result.checks:
         assert f'<td class="name">{c.id}</td>' in html
-    assert "What was checked (23 rules:" in md and "| C12 | `tensor-cores-unused` |" in md
+    assert f"What was checked ({len(RULES)} rules:" in md and "| C12 | `tensor-cores-unused` |" in md
     assert "```python" in md
 
 

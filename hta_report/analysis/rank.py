@@ -32,7 +32,8 @@ import pandas as pd
 
 from ..errors import HtaReportError, TraceError
 from ..load.validation import exception_summary
-from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, STEP_TIMES_STEP,
+from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, MEMORY_STEP,
+                     OCCUPANCY_STEP, PATTERNS_STEP, STEP_BREAKDOWN_STEP, STEP_TIMES_STEP,
                      TEMPORAL_STEP, CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult,
                      SectionFailure, TemporalBreakdown, TraceFileInfo)
 from .attribution import idle_attribution
@@ -44,8 +45,12 @@ from .events import COMMUNICATION, GPU_CATEGORIES, RankEvents, kernel_type
 from .gpu_time import gpu_idle_split, idle_breakdown, kernel_type_shares, temporal_breakdown, top_kernels
 from .kernels import add_misaligned_gemms, compute_major, tensor_core_use
 from .launch import LaunchContext, add_launch_metrics, launch_context, launch_summary
+from .memory import memory_summary
+from .occupancy import occupancy
 from .optimizer import optimizer_profile
+from .patterns import code_patterns
 from .regions import host_windows, windows
+from .step_breakdown import step_breakdown
 from .steps import step_stats
 from .transfers import add_comm_metrics, comm_overlap, comm_summary, memcpy_summary
 from .warmup import warmup, warmup_calls
@@ -89,6 +94,8 @@ NEEDS = {
     MEMCPY_STEP: ("step windows and optimizer",),
     COMMUNICATION_STEP: ("step windows and optimizer",),
     "Tensor Core use": ("step windows and optimizer",),
+    OCCUPANCY_STEP: ("step windows and optimizer",),
+    PATTERNS_STEP: ("step windows and optimizer",),
     "idle attribution": ("step windows and optimizer", MEMCPY_STEP),
     "launch statistics": ("step windows and optimizer",),
     CODE_STEP: ("step windows and optimizer",),
@@ -227,6 +234,22 @@ def _gpu_idle_split(c: RankContext) -> None:
     gpu_idle_split(c.ev, c.result.idle)
 
 
+def _occupancy(c: RankContext) -> None:
+    c.result.occupancy = occupancy(c.ev, c.w)
+
+
+def _memory(c: RankContext) -> None:
+    c.result.memory = memory_summary(c.loaded.memory_events(c.info.rank), c.meta, c.ev)
+
+
+def _patterns(c: RankContext) -> None:
+    c.result.patterns = code_patterns(c.ev, c.w, c.hw)
+
+
+def _step_breakdown(c: RankContext) -> None:
+    c.result.step_breakdown = step_breakdown(c.ev)
+
+
 def _code(c: RankContext) -> None:
     c.result.code = code_attribution(c.ev, c.hw, c.pageable if c.result.has_gpu else None)
     if c.result.has_gpu:
@@ -243,6 +266,9 @@ OWN_STEPS: List[Step] = [
     (STEP_TIMES_STEP, _step_times),
     (CPU_SIDE_STEP, _cpu_side),
     ("step windows and optimizer", _windows_and_optimizer),
+    (MEMORY_STEP, _memory),
+    (STEP_BREAKDOWN_STEP, _step_breakdown),
+    (PATTERNS_STEP, _patterns),
 ]
 #: Then, on ranks with GPU activity.
 GPU_STEPS: List[Step] = [
@@ -251,6 +277,7 @@ GPU_STEPS: List[Step] = [
     (MEMCPY_STEP, _memcpy),
     (COMMUNICATION_STEP, _gpu_communication),
     ("Tensor Core use", _tensor_cores),
+    (OCCUPANCY_STEP, _occupancy),
     ("idle attribution", _idle_attribution),
     ("GPU idle split", _gpu_idle_split),
     ("launch statistics", _launch_context),

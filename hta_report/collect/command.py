@@ -43,7 +43,9 @@ A script's exit code and exceptions propagate.
               help="Train a built-in model on synthetic data instead of running a script.")
 @click.option("--wait", default=1, show_default=True, help="Profiler schedule: steps skipped per cycle.")
 @click.option("--warmup", default=1, show_default=True, help="Profiler schedule: warm-up steps per cycle.")
-@click.option("--active", default=3, show_default=True, help="Profiler schedule: recorded steps per cycle.")
+@click.option("--active", default=7, show_default=True,
+              help="Profiler schedule: recorded steps per cycle (7: analyze drops the first as warm-up and the "
+              "last as HTA does, leaving 5 analyzed steps).")
 @click.option("--repeat", default=1, show_default=True, help="Profiler schedule: cycles (0 = unlimited).")
 @click.option("--record-shapes/--no-record-shapes", default=True, show_default=True,
               help="Record operator input shapes.")

@@ -68,7 +68,7 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
 
     Usage::
 
-        with hta_report.profile("traces/", wait=1, warmup=1, active=3) as prof:
+        with hta_report.profile("traces/", wait=1, warmup=1, active=7) as prof:
             for batch in loader:
                 train_step(batch)
                 prof.step()
@@ -99,7 +99,7 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
             trace could not be written.
     """
 
-    def __init__(self, out_dir, wait: int = 1, warmup: int = 1, active: int = 3, repeat: int = 1,
+    def __init__(self, out_dir, wait: int = 1, warmup: int = 1, active: int = 7, repeat: int = 1,
                  *, record_shapes: bool = True, with_stack: bool = False,
                  profile_memory: bool = False, device: str = "auto", quiet: bool = False,
                  run: Optional[Dict[str, Any]] = None, manifest: bool = True) -> None:

@@ -30,7 +30,7 @@ from ..errors import TraceError
 from ..model import UnreadableTrace
 from . import sizecap, validation
 from .discovery import Inputs, find_trace_files, input_dir, input_label
-from .parse import LOADERS, parse_files, report_parser_config, resolve_loader
+from .parse import LOADERS, parse_files, report_parser_config, resolve_loader, sm_arg_specs
 from .traces import (LoadedTraces, add_parsed_rank, align_and_filter, assign_ranks, file_info, quiet_hta, rekey,
                      unreadable_error)
 from .validation import DEFAULT_MAX_TRACE_BYTES
@@ -127,7 +127,11 @@ def _parser_config(loader: str):
     HTA's default args (``hta``), JSON backend."""
     from hta.configs.parser_config import ParserBackend, ParserConfig
 
-    cfg = report_parser_config() if loader == "fast" else ParserConfig.get_default_cfg()
+    if loader == "fast":
+        cfg = report_parser_config()
+    else:
+        cfg = ParserConfig.get_default_cfg()
+        cfg.add_args(sm_arg_specs())
     cfg.set_parser_backend(ParserBackend.JSON)
     return cfg
 

@@ -23,6 +23,19 @@ LOADERS = ("fast", "hta")
 #: read (``input_dims``/``input_type``: the misaligned-GEMM rule, C13). HTA's
 #: default also parses strides and collective details, which no report metric uses.
 REPORT_ARGS = ("stream", "correlation", "bytes", "input_dims", "input_type")
+#: Kineto's occupancy args of CUDA kernels (the SM occupancy metrics, C14):
+#: column name -> the ``args`` key. Read as numbers (default -1: absent, e.g.
+#: on AMD); HTA's own spec reads ``blocks per SM`` as an object.
+SM_ARGS = {"blocks_per_sm": "blocks per SM", "est_occupancy": "est. achieved occupancy %",
+           "warps_per_sm": "warps per SM"}
+
+
+def sm_arg_specs() -> list:
+    """HTA ``AttributeSpec``s of :data:`SM_ARGS` (floats, default -1)."""
+    from hta.configs.parser_config import DEFAULT_PARSE_VERSION, AttributeSpec, ValueType
+
+    return [AttributeSpec(name, raw, ValueType.Float, -1.0, min_supported_version=DEFAULT_PARSE_VERSION)
+            for name, raw in SM_ARGS.items()]
 
 
 def resolve_loader(loader: Optional[str]) -> str:
@@ -38,11 +51,11 @@ def resolve_loader(loader: Optional[str]) -> str:
 
 
 def report_parser_config():
-    """HTA's default parser config restricted to :data:`REPORT_ARGS`."""
+    """HTA's default parser config restricted to :data:`REPORT_ARGS`, plus :data:`SM_ARGS`."""
     from hta.configs.parser_config import ParserConfig
 
     cfg = ParserConfig.get_default_cfg()
-    cfg.set_args([a for a in cfg.get_args() if a.name in REPORT_ARGS])
+    cfg.set_args([a for a in cfg.get_args() if a.name in REPORT_ARGS] + sm_arg_specs())
     return cfg
 
 

@@ -110,6 +110,24 @@ class LoadedTraces:
         sub.meta_data = {r: self.trace.meta_data[r] for r in ranks if r in self.trace.meta_data}
         return hta_view(sub)
 
+    def memory_events(self, rank: int):
+        """The ``[memory]`` events of ``rank``'s file (which HTA's parser
+        drops), on the same aligned timeline as :meth:`frame` (the
+        directory's time origin, HTA's ``min_ts``, subtracted; our exact
+        times use an origin at most 1 µs earlier, see :func:`exact_origin`): a
+        :class:`~.memory_events.MemoryEvents`, empty for an unknown rank.
+
+        Raises:
+            OSError: the file cannot be read again.
+        """
+        from .memory_events import MemoryEvents, read_memory_events
+
+        info = next((f for f in self.files if f.rank == rank), None)
+        if info is None:
+            return MemoryEvents()
+        events = read_memory_events(info.path)
+        return events.shifted(float(getattr(self.trace, "min_ts", 0) or 0)) if len(events) else events
+
     @property
     def symbols(self) -> List[str]:
         """HTA's symbol table: id -> string for the ``name`` and ``cat`` columns."""

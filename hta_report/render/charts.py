@@ -184,6 +184,85 @@ def step_lines(series: Dict[str, List[float]], steps: Dict[str, List[int]], titl
     return _to_uri(fig)
 
 
+#: Colors of the step breakdown's parts (TensorBoard's order).
+STEP_COLORS = {"kernel": "#2b7bba", "memcpy": "#f0a030", "memset": "#bcbd22", "runtime": "#d9534f",
+               "DataLoader": "#8e6bbf", "CPU exec": "#3aa76d", "other": "#c8ccd2"}
+#: Ranks that get their own step breakdown and memory charts (the tables cover every rank).
+MAX_RANK_CHARTS = 8
+
+
+def step_columns(numbers: Sequence[str], parts: Dict[str, Sequence[float]], title: str,
+                 width: float = WIDE_IN) -> str:
+    """One stacked column per step (ms; ``numbers``: the tick labels), parts
+    stacked in ``parts``' order (the TensorBoard profiler's step time breakdown)."""
+    fig = Figure(figsize=(width, 3.0 if width >= 6 else 2.8))
+    ax = fig.add_subplot()
+    x = list(range(len(numbers)))
+    bottom = [0.0] * len(numbers)
+    for name, values in parts.items():
+        ax.bar(x, values, bottom=bottom, label=name, color=STEP_COLORS.get(name, _SERIES[0]), width=0.7)
+        bottom = [a + b for a, b in zip(bottom, values)]
+    step = max(1, len(numbers) // (8 if width < 6 else 20))
+    ax.set_xticks(x[::step], list(numbers)[::step])
+    ax.set_xlabel("ProfilerStep #")
+    ax.set_ylabel("time (ms)")
+    ax.set_title(title, loc="left", fontsize=11)
+    narrow = width < 6
+    ax.legend(ncols=3 if narrow else 7, loc="upper left", bbox_to_anchor=(0.0, -0.28), frameon=False,
+              fontsize=7 if narrow else 9)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _to_uri(fig)
+
+
+def memory_lines(t_ms: Sequence[float], allocated: Sequence[float], reserved: Sequence[float],
+                 step_starts_ms: Sequence[float], capacity: float, title: str, width: float = WIDE_IN,
+                 unit: str = "GiB") -> str:
+    """Allocated and reserved memory (in ``unit``) over time (ms), step starts as
+    dotted lines, the device's capacity as a dashed line when the peak is
+    within a quarter of it (else the capacity would flatten the curves)."""
+    fig = Figure(figsize=(width, 2.8 if width >= 6 else 2.6))
+    ax = fig.add_subplot()
+    ax.step(t_ms, reserved, where="post", label="reserved", color="#f0a030")
+    ax.step(t_ms, allocated, where="post", label="allocated", color="#2b7bba")
+    for s in step_starts_ms:
+        ax.axvline(s, color="#c8ccd2", linestyle=":", linewidth=0.8)
+    top = max(max(reserved, default=0.0), max(allocated, default=0.0))
+    if capacity and top >= capacity / 4:
+        ax.axhline(capacity, color="#d9534f", linestyle="--", linewidth=1, label="device memory")
+    ax.set_ylim(0, max(top, capacity if capacity and top >= capacity / 4 else 0.0) * 1.12 or 1.0)
+    ax.set_xlabel("time (ms from the start of the traces; dotted: step starts)")
+    ax.set_ylabel(unit)
+    ax.set_title(title, loc="left", fontsize=11)
+    ax.legend(frameon=False, fontsize=8, ncols=3)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _to_uri(fig)
+
+
+def rank_charts(r, width: float) -> Dict[str, str]:
+    """The per-rank charts of ``r`` (a ``RankResult``): ``step_breakdown/<rank>``
+    and ``memory/<rank>``, each when the rank has the data."""
+    out: Dict[str, str] = {}
+    if r.step_breakdown:
+        from .view import STEP_PARTS
+
+        warm = any(b.warmup for b in r.step_breakdown)
+        out[f"step_breakdown/{r.rank}"] = step_columns(
+            [f"{b.number}*" if b.warmup else str(b.number) for b in r.step_breakdown],
+            {head: [getattr(b, f"{k}_us") / 1e3 for b in r.step_breakdown] for k, head in STEP_PARTS.items()},
+            (f"Rank {r.rank}: step time breakdown" if width < 6 else
+             f"Rank {r.rank}: step time breakdown (TensorBoard's categories)") + ("; * warm-up" if warm else ""),
+            width=width)
+    main = next((d for d in r.memory.devices if d.device == r.memory.device), None)
+    if r.memory.recorded and main is not None and main.timeline:
+        peak = max(main.peak_reserved_bytes, main.peak_allocated_bytes)
+        g, unit = (2 ** 30, "GiB") if peak >= 2 ** 30 or main.capacity_bytes else (2 ** 20, "MiB")
+        out[f"memory/{r.rank}"] = memory_lines(
+            [p.ts_us / 1e3 for p in main.timeline], [p.allocated_bytes / g for p in main.timeline],
+            [p.reserved_bytes / g for p in main.timeline], [s / 1e3 for s in r.memory.step_starts_us],
+            main.capacity_bytes / g, f"Rank {r.rank}: memory on {label(main.device)}", width=width, unit=unit)
+    return out
+
+
 def kernel_labels(names: Sequence[str], drawing: str = "wide") -> Dict[str, str]:
     """Chart labels of kernels: short and distinct among ``names``
     (:func:`hta_report.names.short_names`), wrapped to the drawing's width."""
@@ -194,7 +273,9 @@ def kernel_labels(names: Sequence[str], drawing: str = "wide") -> Dict[str, str]
 def report_charts(result: "AnalysisResult") -> Dict[str, str]:
     """The analyze report's charts, name -> data URI: ``gpu_time`` (compute,
     non-compute and idle by cause per rank, % of GPU time), ``top_kernels``
-    (total time, all ranks) and ``steps`` (time per step); each also as
+    (total time, all ranks), ``steps`` (time per step) and, for the first
+    :data:`MAX_RANK_CHARTS` ranks, ``step_breakdown/<rank>`` and
+    ``memory/<rank>`` (:func:`rank_charts`); each also as
     ``<name>@narrow``. Charts without data are left out."""
     out: Dict[str, str] = {}
     gpu = [r for r in result.ranks if r.has_gpu]
@@ -225,4 +306,6 @@ def report_charts(result: "AnalysisResult") -> Dict[str, str]:
                 {f"rank {r.rank}": [s.duration_us / 1e3 for s in r.steps.steps] for r in stepped},
                 {f"rank {r.rank}": [s.number for s in r.steps.steps] for r in stepped},
                 "Time per step", width=width)
+        for r in result.ranks[:MAX_RANK_CHARTS]:
+            out.update({k + suffix: v for k, v in rank_charts(r, width).items()})
     return out

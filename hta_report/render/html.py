@@ -67,6 +67,11 @@ def context(result: AnalysisResult, charts: Mapping[str, str]) -> Dict[str, Any]
     ctx: Dict[str, Any] = {name: section(result) for name, section in view.SECTIONS.items()}
     shown = [{"alt": alt, "src": charts[name], "narrow": charts.get(f"{name}@narrow", "")}
              for name, alt in CHARTS if name in charts]
+    for r in ctx["ranks"]:
+        for kind in ("step_breakdown", "memory"):
+            name = f"{kind}/{r['rank']}"
+            r[f"{kind}_chart"] = ({"src": charts[name], "narrow": charts.get(f"{name}@narrow", "")}
+                                  if name in charts else None)
     ctx.update(charts=shown, css=_template_text("report.css"))
     return ctx
 

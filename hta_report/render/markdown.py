@@ -87,7 +87,30 @@ def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
     for r in view.rank_rows(result):
         lines.append(f"| {r['rank']} | {r['steps']} | {r['mean_step']} | {r['busy']} | {r['idle']} | "
                      f"{r['dataloader']} | {r['sync']} | {r['exposed_comm']} |")
+    lines += _occupancy_and_memory(result)
     return fit("\n".join(lines) + "\n")
+
+
+def _occupancy_and_memory(result: AnalysisResult) -> List[str]:
+    """The per-rank SM occupancy and memory table (view's ``occupancy`` and
+    ``memory``), or nothing when no rank has either."""
+    rows = []
+    for r in view.rank_details(result):
+        o, m = r["occupancy"], r["memory"]
+        if o.get("state") != "shown" and m.get("state") != "shown":
+            continue
+        occ = ((o["sm_efficiency"], o["occupancy"], f"{o['small_pct']} ({o['idle_sm']} SM time idle {o['per']})")
+               if o.get("state") == "shown" else ("–", "–", md_text(o.get("reason", "–"))))
+        main = next((d for d in m.get("devices", []) if d["device"] == m.get("device")), None)
+        mem = ((md_text(main["device"]), main["allocated"], main["reserved"], main["capacity"]) if main
+               else ("–", "–", "–", "not recorded"))
+        rows.append(f"| {r['rank']} | {occ[0]} | {occ[1]} | {occ[2]} | {mem[0]} | {mem[1]} | {mem[2]} | {mem[3]} |")
+    if not rows:
+        return []
+    return ["", "### SM occupancy and memory", "",
+            "| rank | SM efficiency | achieved occupancy | kernels < 1 block/SM (% of compute kernel time) | device "
+            "| peak allocated | peak reserved | device memory |",
+            "|---:|---:|---:|---|---|---:|---:|---:|"] + rows
 
 
 def render_comparison(c: Comparison) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List
 
-from ..model import TEMPORAL_STEP, AnalysisResult, Finding, RankResult
+from ..model import MEMORY_STEP, OCCUPANCY_STEP, STEP_BREAKDOWN_STEP, TEMPORAL_STEP, AnalysisResult, Finding, RankResult
 from ..names import short_names
 from . import fmt
 
@@ -310,8 +310,93 @@ def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
             "top_ops": [{"name": e.name, "count": fmt.num(e.count), "self": fmt.ms(e.self_us), "total": fmt.ms(e.total_us)}
                         for e in cpu.top_ops],
         }
+        d["occupancy"] = occupancy(r) if r.has_gpu else {"state": "cpu"}
+        d["memory"] = memory(r)
+        d["step_breakdown"] = step_breakdown(r)
         out.append(d)
     return out
+
+
+def occupancy(r: RankResult) -> Dict[str, Any]:
+    """How well the rank's compute kernels fill the GPU: ``state`` is
+    ``shown``, ``not computed`` (the step failed, ``reason``) or ``missing``
+    (``reason``: no occupancy args); ``per`` (``per step``, or over the
+    trace without steps); the figures (``sm_efficiency``,
+    ``occupancy``, ``small`` time per step and its ``small_pct``,
+    ``idle_sm``) and the ``kernels`` with fewer blocks than SMs (shortened names)."""
+    if r.failed(OCCUPANCY_STEP):
+        return {"state": NOT_COMPUTED, "reason": _failure(r, OCCUPANCY_STEP)}
+    o = r.occupancy
+    if not o.kernels_with_data:
+        return {"state": "missing", "reason": o.missing_reason or "no compute kernels in the analyzed steps"}
+    labels = short_names([k.name for k in o.top_small])
+    return {
+        "state": "shown", "per": "per step" if r.steps.count else "over the trace (no ProfilerStep)",
+        "kernels_with_data": fmt.num(o.kernels_with_data),
+        "kernel_time": fmt.ms(o.kernel_us_per_step), "sm_efficiency": fmt.pct(o.sm_efficiency_pct),
+        "occupancy": fmt.pct(o.achieved_occupancy_pct), "small": fmt.ms(o.small_grid_us_per_step),
+        "small_pct": fmt.pct(o.small_grid_pct), "idle_sm": fmt.ms(o.idle_sm_us_per_step),
+        "kernels": [{"name": labels[k.name], "full": k.name, "shortened": labels[k.name] != k.name,
+                     "count": fmt.num(k.count), "total": fmt.ms(k.total_us), "blocks": f"{k.blocks_per_sm:.2f}",
+                     "occupancy": fmt.pct(k.occupancy_pct), "idle_sm": fmt.ms(k.idle_sm_us), "pct": fmt.pct(k.pct)}
+                    for k in o.top_small],
+    }
+
+
+def _failure(r: RankResult, step: str) -> str:
+    return next((f.reason for f in r.failures if f.step == step), "")
+
+
+def gib(nbytes: int) -> str:
+    """bytes -> ``"1.25 GiB"`` / ``"850.0 MiB"`` (powers of 1024, as device memory is counted)."""
+    if nbytes >= 2 ** 30:
+        return f"{nbytes / 2 ** 30:,.2f} GiB"
+    return f"{nbytes / 2 ** 20:,.1f} MiB"
+
+
+#: What the memory section says for a trace without ``[memory]`` events.
+HOW_TO_RECORD_MEMORY = ("No [memory] events in this trace: profile with "
+                        "torch.profiler.profile(profile_memory=True), or hta-report collect --profile-memory.")
+
+
+def memory(r: RankResult) -> Dict[str, Any]:
+    """The rank's memory: ``state`` ``shown``, ``not computed`` or
+    ``missing`` (``reason`` says how to record it); per device its peaks and
+    capacity (``–`` when the trace has none, e.g. the CPU)."""
+    if r.failed(MEMORY_STEP):
+        return {"state": NOT_COMPUTED, "reason": _failure(r, MEMORY_STEP)}
+    m = r.memory
+    if not m.recorded:
+        return {"state": "missing", "reason": HOW_TO_RECORD_MEMORY}
+    return {
+        "state": "shown", "device": m.device,
+        "devices": [{"device": d.device, "events": fmt.num(d.events), "allocated": gib(d.peak_allocated_bytes),
+                     "reserved": gib(d.peak_reserved_bytes),
+                     "capacity": gib(d.capacity_bytes) if d.capacity_bytes else "– (not in the trace)",
+                     "allocated_pct": fmt.pct(d.peak_allocated_pct) if d.capacity_bytes else "–",
+                     "reserved_pct": fmt.pct(d.peak_reserved_pct) if d.capacity_bytes else "–"}
+                    for d in m.devices],
+    }
+
+
+#: Columns of the step breakdown: field of ``StepBreakdown`` (without ``_us``) -> heading.
+STEP_PARTS = {"kernel": "kernel", "memcpy": "memcpy", "memset": "memset", "runtime": "runtime",
+              "dataloader": "DataLoader", "cpu_exec": "CPU exec", "other": "other"}
+
+
+def step_breakdown(r: RankResult) -> Dict[str, Any]:
+    """The rank's per-step breakdown table: ``state`` ``shown``, ``not
+    computed`` or ``missing`` (no ProfilerStep); ``headings`` and one row per
+    step (ms), the warm-up step marked."""
+    if r.failed(STEP_BREAKDOWN_STEP):
+        return {"state": NOT_COMPUTED, "reason": _failure(r, STEP_BREAKDOWN_STEP)}
+    if not r.step_breakdown:
+        return {"state": "missing", "reason": "no ProfilerStep annotations"}
+    return {
+        "state": "shown", "headings": list(STEP_PARTS.values()),
+        "rows": [{"number": str(b.number), "warmup": b.warmup, "total": fmt.ms(b.duration_us),
+                  "parts": [fmt.ms(getattr(b, f"{k}_us")) for k in STEP_PARTS]} for b in r.step_breakdown],
+    }
 
 
 def inventory(result: AnalysisResult) -> Dict[str, Any]:

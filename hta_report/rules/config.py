@@ -74,6 +74,14 @@ class AdviceConfig:
             scheduling noise that moves from rank to rank does not count.
         optimizer_kernels_per_step: C21, a non-foreach, non-fused optimizer
             step launching at least this many kernels per step (proposal).
+        idle_sm_pct: C14, SM time left idle by compute kernels with fewer
+            blocks than SMs (Σ dur × (1 − blocks per SM)) at or above this %
+            of the step (proposal: ADVICE_RULES.md C14 has no published
+            threshold; the same band as ``medium_pct``).
+        memory_high_pct: C20, peak reserved or allocated memory above this %
+            of the device memory (TensorBoard profiler memory view: 90 %).
+        memory_low_pct: C27, peak memory below this % of the device memory
+            (SageMaker Debugger's BatchSize rule: GPU memory p95 < 70 %).
         step_outlier_sigma: C24, a step longer than the mean + this many
             standard deviations of the other steps (SageMaker Debugger: 3).
         step_outlier_min_steps: C24, needs at least this many analyzed steps
@@ -105,6 +113,9 @@ class AdviceConfig:
     exposed_comm_pct: float = 10.0
     straggler_pct: float = 5.0
     optimizer_kernels_per_step: float = 10.0
+    idle_sm_pct: float = 5.0
+    memory_high_pct: float = 90.0
+    memory_low_pct: float = 70.0
     step_outlier_sigma: float = 3.0
     step_outlier_min_steps: int = 5
     disable: List[str] = field(default_factory=list)

@@ -1,0 +1,80 @@
+"""How well compute kernels fill the GPU: SM efficiency and achieved occupancy (C14).
+
+Kineto writes three args on every CUDA kernel (CUPTI launch configuration and
+the CUDA occupancy calculator): ``blocks per SM`` (grid blocks / SMs: below 1,
+some SMs get no block), ``warps per SM`` and ``est. achieved occupancy %``.
+The TensorBoard profiler showed "Est. SM Efficiency" (``min(blocks per SM,
+1)``) and "Est. Achieved Occupancy" from them, weighted by kernel duration;
+these are the same figures, over compute kernels of the analyzed steps.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..model import OccupancySummary, SmallKernel
+from .events import COMPUTATION, RankEvents
+from .regions import in_windows, per_step
+
+#: Kernels listed in :attr:`OccupancySummary.top_small`.
+TOP_SMALL = 10
+
+
+def occupancy(ev: RankEvents, w: np.ndarray) -> OccupancySummary:
+    """SM efficiency and achieved occupancy of the compute kernels starting
+    inside the analyzed windows ``w`` (``(n, 2)`` µs), weighted by duration
+    (formulas in :class:`~hta_report.model.OccupancySummary`).
+
+    Kernels without the args (``blocks per SM`` absent: -1, e.g. AMD traces,
+    or a column the parser did not make) are left out; with none left,
+    ``missing_reason`` says why.
+    """
+    out = OccupancySummary()
+    gpu = ev.gpu
+    kernels = gpu[gpu["s_cat"].eq("kernel") & gpu["kernel_type"].eq(COMPUTATION)]
+    if kernels.empty:
+        out.missing_reason = "no compute kernels in the trace"
+        return out
+    if "blocks_per_sm" not in kernels.columns:
+        out.missing_reason = "the kernels carry no 'blocks per SM' (the parser read no occupancy args)"
+        return out
+    kernels = in_windows(kernels, w)
+    blocks = pd.to_numeric(kernels["blocks_per_sm"], errors="coerce").to_numpy(dtype=float)
+    has = np.isfinite(blocks) & (blocks >= 0)
+    if not has.any():
+        out.missing_reason = ("the kernels carry no 'blocks per SM' / 'est. achieved occupancy %' "
+                              "(Kineto writes them for CUDA kernels only; AMD traces have none)")
+        return out
+    k = kernels[has]
+    blocks = blocks[has]
+    dur = k["dur"].to_numpy(dtype=float)
+    occ = (pd.to_numeric(k["est_occupancy"], errors="coerce").to_numpy(dtype=float)
+           if "est_occupancy" in k.columns else np.full(len(k), np.nan))
+    occ = np.where(np.isfinite(occ) & (occ >= 0), np.minimum(occ, 100.0), 0.0)
+    n = max(len(w), 1)
+    total = float(dur.sum())
+    out.kernels_with_data = int(len(k))
+    out.kernel_us_per_step = per_step(total, n)
+    if total <= 0:
+        return out
+    out.sm_efficiency_pct = float(100 * (dur * np.minimum(blocks, 1.0)).sum() / total)
+    out.achieved_occupancy_pct = float((dur * occ).sum() / total)
+    small = blocks < 1.0
+    idle = dur * (1.0 - np.minimum(blocks, 1.0))
+    out.small_grid_us_per_step = per_step(float(dur[small].sum()), n)
+    out.small_grid_pct = float(100 * dur[small].sum() / total)
+    out.idle_sm_us_per_step = per_step(float(idle[small].sum()), n)
+    if small.any():
+        frame = pd.DataFrame({"name": k["s_name"].to_numpy()[small].astype(str), "dur": dur[small],
+                              "bd": (dur * blocks)[small], "od": (dur * occ)[small], "idle": idle[small]})
+        g = frame.groupby("name", sort=False).agg(count=("dur", "size"), total=("dur", "sum"), bd=("bd", "sum"),
+                                                   od=("od", "sum"), idle=("idle", "sum"))
+        g = g.sort_values(["idle", "total"], ascending=False, kind="stable").head(TOP_SMALL)
+        out.top_small = [
+            SmallKernel(name=str(name), count=int(row["count"]), total_us=float(row["total"]),
+                        blocks_per_sm=float(row["bd"] / row["total"]) if row["total"] > 0 else 0.0,
+                        occupancy_pct=float(row["od"] / row["total"]) if row["total"] > 0 else 0.0,
+                        idle_sm_us=float(row["idle"]), pct=float(100 * row["total"] / total))
+            for name, row in g.iterrows()
+        ]
+    return out

@@ -1,0 +1,247 @@
+"""Code patterns seen in the host ops: a tensor made on the CPU then copied to
+the GPU (C23), a convolution with a bias feeding BatchNorm (C25), and DDP
+gradient accumulation that all-reduces in every micro-step (C28).
+
+The first two follow PyTorch's profiler pattern matcher
+(``torch/profiler/_pattern_matcher.py``: ``ExtraCUDACopyPattern``; and the
+tuning guide's "disable bias for convolutions directly followed by a batch
+norm"), on the rank's host ops: "the previous op" and "the next op" of an op
+are the ops of the same thread that end just before it starts, or start
+first after it ends.
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import numpy as np
+import pandas as pd
+
+from ..model import CodePatterns
+from . import intervals
+from .events import COMMUNICATION, RankEvents
+from .kernels import _dims, _has_shapes
+from .regions import in_windows, per_step
+
+#: Ops that fill a CPU tensor (``ExtraCUDACopyPattern.init_ops``).
+INIT_OPS = ("aten::fill_", "aten::zero_", "aten::normal_", "aten::uniform_")
+CONV_OPS = ("aten::conv1d", "aten::conv2d", "aten::conv3d")
+BN_OPS = ("aten::batch_norm",)
+#: The DDP forward annotation (``DistributedDataParallel.forward``, one per micro-step).
+DDP_FORWARD = "DistributedDataParallel.forward"
+#: Host ops of an all-reduce, one family counted (the first one present).
+ALLREDUCE_FAMILIES = (("c10d::allreduce_",), ("nccl:all_reduce", "gloo:all_reduce"), ("record_param_comms",))
+EXAMPLES = 3
+
+
+def _ops(ev: RankEvents) -> pd.DataFrame:
+    cpu = ev.cpu
+    return cpu[cpu["s_cat"].eq("cpu_op")].sort_values("ts", kind="stable")
+
+
+def cpu_tensor_copies(ev: RankEvents, w: np.ndarray) -> Tuple[int, float, List[str]]:
+    """``aten::to`` ops in the windows ``w`` that copy a tensor to the GPU
+    (an HtoD memcpy launched inside them) right after it was filled on the
+    CPU (the op before them on their thread is, or ends in, one of
+    :data:`INIT_OPS`); copies between dtypes (``aten::copy_`` inputs of
+    different ``Input type``, when recorded) do not count.
+
+    Returns:
+        (count, GPU time µs of their HtoD copies (a union), examples
+        ``"aten::zero_ -> aten::to (HtoD 4.0 MB)"``). The host time of the
+        ``aten::to`` ops is not counted: a pageable copy waits there for the
+        GPU's queued work (and the first ``.to("cuda")`` for CUDA's
+        initialization: 29.9 s in the shared alexnet trace), which making the
+        tensor on the GPU would not save.
+    """
+    ops = _ops(ev)
+    to = in_windows(ops[ops["s_name"].eq("aten::to")], w)
+    if to.empty or not ev.has_gpu:
+        return 0, 0.0, []
+    gpu = ev.gpu
+    htod = gpu[gpu["s_name"].astype(str).str.startswith("Memcpy HtoD")]
+    runtime = ev.cpu[ev.cpu["s_cat"].eq("cuda_runtime") & ev.cpu["correlation"].isin(htod["correlation"])]
+    copy_ops = ops[ops["s_name"].eq("aten::copy_")]
+    count, spans, examples = 0, [], []
+    for thread, t_ops in ops.groupby("thread", sort=False):
+        t_to = to[to["thread"].eq(thread)]
+        if t_to.empty:
+            continue
+        ts, end, names = t_ops["ts"].to_numpy(float), t_ops["end"].to_numpy(float), t_ops["s_name"].astype(str).to_numpy()
+        t_rt = runtime[runtime["thread"].eq(thread)]
+        for start, stop in zip(t_to["ts"].to_numpy(float), t_to["end"].to_numpy(float)):
+            launched = t_rt[(t_rt["ts"] >= start) & (t_rt["ts"] < stop)]
+            if launched.empty:
+                continue
+            before = np.flatnonzero(end <= start)
+            if not len(before):
+                continue
+            last_end = end[before].max()
+            prev = before[end[before] == last_end]
+            p = prev[np.argmin(ts[prev])]  # the outermost op ending last before the copy
+            init = _last_child_init(ts, end, names, p)
+            if init is None:
+                continue
+            between = (ts > last_end) & (ts < start) & (end < stop)  # other ops between (not ancestors)
+            if between.any():
+                continue
+            if not _same_dtype(copy_ops[(copy_ops["thread"] == thread) & (copy_ops["ts"] >= start)
+                                        & (copy_ops["ts"] < stop)]):
+                continue
+            copies = htod[htod["correlation"].isin(launched["correlation"])]
+            count += 1
+            spans += list(zip(copies["ts"].to_numpy(float), copies["end"].to_numpy(float)))
+            if len(examples) < EXAMPLES:
+                nbytes = pd.to_numeric(copies.get("bytes", pd.Series(dtype=float)), errors="coerce")
+                nbytes = int(nbytes[nbytes > 0].sum())
+                size = f"HtoD {nbytes / 1e6:,.1f} MB" if nbytes else "HtoD"
+                examples.append(f"{init} -> aten::to ({size})")
+    if not count:
+        return 0, 0.0, []
+    s = np.array(spans, dtype=float)
+    return count, intervals.total(intervals.union(s[:, 0], s[:, 1])), examples
+
+
+def _last_child_init(ts: np.ndarray, end: np.ndarray, names: np.ndarray, p: int):
+    """The fill op (:data:`INIT_OPS`) on the chain of last children of op
+    ``p`` (``p`` itself included), as ``ExtraCUDACopyPattern`` descends it,
+    or None. The chain is the ops of ``p``'s subtree that hold its latest-
+    starting op."""
+    inside = np.flatnonzero((ts >= ts[p]) & (end <= end[p]))
+    latest = inside[np.argmax(ts[inside])]
+    chain = inside[(ts[inside] <= ts[latest]) & (end[inside] >= end[latest])]
+    return next((names[i] for i in chain if names[i] in INIT_OPS), None)
+
+
+def _same_dtype(copies: pd.DataFrame) -> bool:
+    """False when an ``aten::copy_`` has recorded input types that differ."""
+    if copies.empty or "input_type" not in copies.columns:
+        return True
+    for value in copies["input_type"].to_numpy():
+        types = _types(value)
+        if len(types) >= 2 and types[0] and types[1] and types[0] != types[1]:
+            return False
+    return True
+
+
+def _types(value) -> List[str]:
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value) if value.startswith("[") else []
+        except ValueError:
+            return []
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
+
+
+def conv_bias_before_bn(ev: RankEvents, w: np.ndarray) -> Tuple[int, bool, List[str]]:
+    """Convolutions (:data:`CONV_OPS`) in ``w`` given a bias (their third
+    ``Input Dims`` entry is not empty) whose next op on the same thread (ops
+    on 0-dim tensors skipped, :func:`_next_op`) is ``aten::batch_norm``:
+    BatchNorm subtracts the mean, so the bias does nothing.
+
+    Returns:
+        (convolutions, those with a bias before BatchNorm, whether input
+        shapes were recorded, examples ``"aten::conv2d input [16, 3, 32, 32]
+        weight [8, 3, 3, 3] bias [8] -> aten::batch_norm"``).
+    """
+    ops = _ops(ev)
+    convs = in_windows(ops[ops["s_name"].isin(CONV_OPS)], w)
+    if "input_dims" not in ops.columns or convs.empty:
+        return len(convs), 0, False, []
+    recorded = any(map(_has_shapes, convs["input_dims"].to_numpy()))
+    if not recorded:
+        return len(convs), 0, False, []
+    count, examples = 0, []
+    for thread, t_ops in ops.groupby("thread", sort=False):
+        t_conv = convs[convs["thread"].eq(thread)]
+        if t_conv.empty:
+            continue
+        ts, names = t_ops["ts"].to_numpy(float), t_ops["s_name"].astype(str).to_numpy()
+        all_dims = t_ops["input_dims"].to_numpy()
+        for stop, name, dims_text in zip(t_conv["end"].to_numpy(float), t_conv["s_name"].astype(str),
+                                         t_conv["input_dims"].to_numpy()):
+            dims = _dims(dims_text)
+            if len(dims) < 3 or not dims[2]:
+                continue
+            nxt = _next_op(np.flatnonzero(ts >= stop), all_dims)
+            if nxt is None or names[nxt] not in BN_OPS:
+                continue
+            count += 1
+            if len(examples) < EXAMPLES:
+                examples.append(f"{name} input {dims[0]} weight {dims[1]} bias {dims[2]} -> {names[nxt]}")
+    return len(convs), count, True, examples
+
+
+def _next_op(after: np.ndarray, all_dims: np.ndarray):
+    """The first of the ops ``after`` (indices, in start order) that is not
+    an op on 0-dim tensors only, such as BatchNorm's ``num_batches_tracked
+    += 1`` (``aten::add_`` with ``Input Dims`` ``[[], [], []]``) that runs
+    between a convolution and its ``aten::batch_norm``; None when there is none."""
+    for i in after[:4]:
+        dims = _dims(all_dims[i])
+        if dims and not any(dims):
+            continue
+        return int(i)
+    return None
+
+
+def accumulation_sync(ev: RankEvents, hw: np.ndarray) -> Tuple[float, float, float]:
+    """DDP gradient accumulation in the host windows ``hw`` (``ProfilerStep``s,
+    one optimizer step each): each ``DistributedDataParallel.forward`` starts a
+    micro-step (up to the next one or the step's end); a micro-step that holds
+    an all-reduce (:data:`ALLREDUCE_FAMILIES`) synchronized gradients. Under
+    ``no_sync()`` only the last micro-step of a step does.
+
+    Returns:
+        per step: micro-steps, micro-steps that all-reduced, and the
+        all-reduce time of every synchronized micro-step but the last (µs:
+        communication kernels starting in it on GPU ranks, else the host
+        time of the all-reduce ops): the time ``no_sync()`` would save.
+    """
+    cpu = ev.cpu
+    fwd = cpu[cpu["s_name"].eq(DDP_FORWARD)]
+    if fwd.empty or len(hw) == 0:
+        return 0.0, 0.0, 0.0
+    names = cpu["s_name"].astype(str)
+    reduce = cpu.iloc[0:0]
+    for family in ALLREDUCE_FAMILIES:
+        reduce = cpu[names.isin(family)]
+        if len(reduce):
+            break
+    comm = ev.gpu[ev.gpu["kernel_type"].eq(COMMUNICATION)] if ev.has_gpu else None
+    starts = np.sort(fwd["ts"].to_numpy(float))
+    r_ts = reduce["ts"].to_numpy(float)
+    micro = synced = 0
+    extra = 0.0
+    for s, e in hw:
+        f = starts[(starts >= s) & (starts < e)]
+        if not len(f):
+            continue
+        bounds = list(f) + [e]
+        windows = [(bounds[i], bounds[i + 1]) for i in range(len(f))]
+        micro += len(windows)
+        with_sync = [(a, b) for a, b in windows if ((r_ts >= a) & (r_ts < b)).any()]
+        synced += len(with_sync)
+        for a, b in with_sync[:-1]:
+            if comm is not None and len(comm):
+                extra += float(comm[(comm["ts"] >= a) & (comm["ts"] < b)]["dur"].sum())
+            else:
+                sel = reduce[(reduce["ts"] >= a) & (reduce["ts"] < b)]
+                extra += intervals.total(intervals.union(sel["ts"].to_numpy(float), sel["end"].to_numpy(float)))
+    n = len(hw)
+    return per_step(micro, n), per_step(synced, n), per_step(extra, n)
+
+
+def code_patterns(ev: RankEvents, w: np.ndarray, hw: np.ndarray) -> CodePatterns:
+    """C23, C25 and C28's figures of one rank over the analyzed windows
+    (``w`` device re-based, ``hw`` on the host), per analyzed step."""
+    n = max(len(w), 1)
+    out = CodePatterns()
+    count, us, examples = cpu_tensor_copies(ev, w)
+    out.cpu_tensor_copies_per_step, out.cpu_tensor_copy_us_per_step = per_step(count, n), per_step(us, n)
+    out.cpu_tensor_examples = examples
+    convs, count, out.shapes_recorded, out.conv_bias_examples = conv_bias_before_bn(ev, w)
+    out.conv_ops_per_step, out.conv_bias_bn_per_step = per_step(convs, n), per_step(count, n)
+    out.micro_steps_per_step, out.synced_micro_steps_per_step, out.extra_sync_us_per_step = accumulation_sync(ev, hw)
+    return out
