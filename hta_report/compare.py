@@ -5,6 +5,8 @@ analyzing a side is :func:`hta_report.api.compare_paths`'s job.
 """
 from __future__ import annotations
 
+import math
+import sys
 from typing import Dict, List, Tuple
 
 import numpy as np
@@ -17,10 +19,19 @@ from .names import family
 MIN_NOISE_BAND_PCT = 1.0
 
 
+def _bounded(x: float) -> float:
+    """``x`` as a finite number: a difference or ratio of two finite figures
+    that overflows (a saved result may hold any finite number, 1e300 included)
+    becomes the largest float of its sign, not infinity, which JSON cannot hold."""
+    if math.isnan(x):
+        return 0.0
+    return x if math.isfinite(x) else math.copysign(sys.float_info.max, x)
+
+
 def _delta(name: str, unit: str, base: float, new: float) -> MetricDelta:
-    d = new - base
+    d = _bounded(new - base)
     return MetricDelta(name=name, unit=unit, base=base, new=new, delta=d,
-                       delta_pct=100 * d / base if base else 0.0)
+                       delta_pct=_bounded(100 * d / base) if base else 0.0)
 
 
 def _rank_metrics(r: RankResult) -> List[Tuple[str, str, float]]:
@@ -66,7 +77,8 @@ def step_variation_pct(a: AnalysisResult) -> float:
     d = np.array([s.duration_us for r in a.ranks for s in r.steps.steps if not s.warmup], dtype=float)
     if d.size < 2 or d.mean() <= 0:
         return 0.0
-    return float(d.std(ddof=1) / d.mean() * 100)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _bounded(float(d.std(ddof=1) / d.mean() * 100))
 
 
 def _kernel_totals(a: AnalysisResult) -> Dict[str, Tuple[str, float]]:
@@ -74,7 +86,7 @@ def _kernel_totals(a: AnalysisResult) -> Dict[str, Tuple[str, float]]:
     for r in a.ranks:
         for k in r.top_kernels:
             kind, t = totals.get(k.name, (k.kernel_type, 0.0))
-            totals[k.name] = (kind, t + k.total_us)
+            totals[k.name] = (kind, _bounded(t + k.total_us))
     return totals
 
 
@@ -87,12 +99,12 @@ def _kernel_deltas(kb: Dict[str, Tuple[str, float]], kn: Dict[str, Tuple[str, fl
     for key, members in groups.items():
         variants = sorted((KernelVariant(name=n, base_us=kb.get(n, ("", 0.0))[1], new_us=kn.get(n, ("", 0.0))[1])
                            for n in members), key=lambda v: (-abs(v.new_us - v.base_us), v.name))
-        b, n = sum(v.base_us for v in variants), sum(v.new_us for v in variants)
+        b, n = _bounded(sum(v.base_us for v in variants)), _bounded(sum(v.new_us for v in variants))
         kind = (kb.get(members[0]) or kn.get(members[0]))[0]
         if len(variants) == 1:
-            out.append(KernelDelta(name=members[0], kernel_type=kind, base_us=b, new_us=n, delta_us=n - b))
+            out.append(KernelDelta(name=members[0], kernel_type=kind, base_us=b, new_us=n, delta_us=_bounded(n - b)))
         else:
-            out.append(KernelDelta(name=key, kernel_type=kind, base_us=b, new_us=n, delta_us=n - b,
+            out.append(KernelDelta(name=key, kernel_type=kind, base_us=b, new_us=n, delta_us=_bounded(n - b),
                                    variants=variants))
     return out
 
@@ -131,7 +143,7 @@ def compare(base: AnalysisResult, new: AnalysisResult, base_label: str = "base",
     band = max(MIN_NOISE_BAND_PCT, step_variation_pct(base), step_variation_pct(new))
     sb, sn = base.aggregate.mean_step_us, new.aggregate.mean_step_us
     if sb > 0 and sn > 0:
-        change = 100 * (sn - sb) / sb
+        change = _bounded(100 * (sn - sb) / sb)
         verdict = "regressed" if change > band else "improved" if change < -band else "unchanged"
     else:
         change, verdict = 0.0, "not comparable"

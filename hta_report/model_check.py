@@ -4,7 +4,7 @@ A saved result (``analyze --json``, one side of ``compare``) or a result-cache
 entry is a file anyone can edit. :func:`check_result` checks the plain JSON
 document against the result model (:mod:`hta_report.model`) before it is
 rebuilt: types (an ``int`` field holds an integer, not a bool, a string or a
-float), finite numbers (no NaN or infinity) of at most 1e18 in size, ranges (counts and ranks not
+float), finite numbers (no NaN or infinity), ranges (counts and ranks not
 negative; shares of a whole, such as HTA's temporal breakdown, within 0–100
 %; the ranges hold for everything ``analyze`` writes, which the trace fuzzer
 checks), known values (finding severities, check statuses, rank sources), the
@@ -89,13 +89,6 @@ def _describe(value: Any) -> str:
     return repr(value)
 
 
-#: The largest size of any number in a result: far beyond any real figure (1e18 µs is
-#: 31,000 years, 1e18 bytes an exabyte; copies above 2**53 bytes count as unknown),
-#: and small enough that compare's differences, ratios and percentages stay finite
-#: (1e300 passed the finite check and made compare write infinity).
-MAX_MAGNITUDE = 1e18
-
-
 def _fail(path: str, value: Any, expected: str) -> None:
     raise ResultError(f"{path or 'the document'}: {_describe(value)}, expected {expected}")
 
@@ -105,8 +98,6 @@ def _number(path: str, value: Any, integer: bool, owner: str, name: str) -> None
         _fail(path, value, "an integer" if integer else "a number")
     if isinstance(value, float) and not math.isfinite(value):
         _fail(path, value, "a finite number")
-    if abs(value) > MAX_MAGNITUDE:
-        _fail(path, value, f"a number of at most {MAX_MAGNITUDE:.0e} in size")
     shares = SHARES.get(owner, frozenset())
     if name in shares or ("*" in shares and name.endswith("_pct")):
         if not -_PCT_SLACK <= value <= 100 + _PCT_SLACK:

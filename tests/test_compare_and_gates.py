@@ -155,3 +155,27 @@ def test_compare_reads_sides_analyzed_before_from_the_cache(fast_slow, tmp_path,
             d[side]["inventory"].pop("analyzed_at")
     assert d1 == d2 == d3
     assert d1["verdict"] == "regressed"
+
+
+def test_compare_of_huge_finite_figures_stays_finite(tmp_path):
+    """A saved result may hold any finite number: differences and ratios that
+    overflow are the largest float of their sign, so the comparison is still
+    JSON (it wrote Infinity before, and json refused it)."""
+    import math
+
+    from hta_report.model import AnalysisResult
+
+    simple_gpu_trace(rank=0).write(tmp_path / "t.json")
+    base = analyze(tmp_path)
+    def edited(step_us, kernel_us):
+        data = json.loads(base.to_json())
+        data["aggregate"]["mean_step_us"] = step_us
+        data["ranks"][0]["steps"]["mean_us"] = step_us
+        for k in data["ranks"][0]["top_kernels"]:
+            k["total_us"] = kernel_us
+        return AnalysisResult.from_json(json.dumps(data))
+
+    c = compare(edited(1e-10, -1.7e308), edited(1e300, 1.7e308))  # 1e312 % and 3.4e308 µs overflow
+    text = c.to_json()  # allow_nan=False: raises on infinity or NaN
+    assert c.step_time_change_pct > 1e290 and c.verdict == "regressed"
+    assert c.kernels and all(math.isfinite(k.delta_us) for k in c.kernels) and "Infinity" not in text
