@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List
 
-from ..model import MEMORY_STEP, OCCUPANCY_STEP, STEP_BREAKDOWN_STEP, TEMPORAL_STEP, AnalysisResult, Finding, RankResult
+from ..model import (CHECK_STATUSES, MEMORY_STEP, OCCUPANCY_STEP, STEP_BREAKDOWN_STEP, TEMPORAL_STEP, AnalysisResult,
+                     Finding, RankResult)
 from ..names import short_names
 from . import fmt
 
@@ -202,8 +203,7 @@ def check_counts(result: AnalysisResult) -> str:
     counts: Dict[str, int] = {}
     for c in result.checks:
         counts[c.status] = counts.get(c.status, 0) + 1
-    order = ["fired", "fine", "covered", "not checked", "disabled"]
-    parts = [f"{counts[s]} {s}" for s in order if counts.get(s)]
+    parts = [f"{counts[s]} {s}" for s in CHECK_STATUSES if counts.get(s)]
     return f"{len(result.checks)} rules: " + ", ".join(parts) if result.checks else "no rules ran"
 
 

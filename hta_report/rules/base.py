@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
-from ..model import AnalysisResult, Finding, RankGain, RankResult
+from ..model import CHECK_STATUSES, AnalysisResult, Finding, RankGain, RankResult
 from .claims import Claims, Ledger
 from .config import AdviceConfig
 
@@ -32,7 +32,7 @@ DOCS_COMPILE = "https://pytorch.org/docs/stable/generated/torch.compile.html"
 DOCS_CUDA_GRAPHS = "https://pytorch.org/docs/stable/notes/cuda.html#cuda-graphs"
 DOCS_PROFILER = "https://pytorch.org/tutorials/recipes/recipes/profiler_recipe.html"
 
-FIRED, FINE, COVERED, NOT_CHECKED, DISABLED = "fired", "fine", "covered", "not checked", "disabled"
+FIRED, FINE, COVERED, NOT_CHECKED, DISABLED = CHECK_STATUSES  # the model lists them, in this order
 
 #: Run phases: the trace window first, then specific causes, then general
 #: causes (what is left of host time, step outliers), then the symptoms.
