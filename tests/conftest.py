@@ -10,6 +10,9 @@ sys.path.insert(0, str(HERE))  # for tests/kineto.py
 #: Real GPU traces beside the checkout (never copied into the repo).
 SHARED_TRACES = Path(os.environ.get("HTA_REPORT_SHARED", HERE.parent.parent / "shared")) / "traces" / "hta"
 REPO = HERE.parent
+#: Every trace folder under ../shared/traces/hta (see its README.md).
+SHARED_FOLDERS = ["alexnet", "amd_trace", "cpu_only", "distributed_info_unavailable", "trace_diff/control",
+                  "trace_diff/test", "triton_example", "two_ranks"]
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, shared
+from conftest import REPO, SHARED_FOLDERS, shared
 from hta_report.api import analyze
 from hta_report.load import fastparse
 from hta_report.load.hta_parser import parse_with_hta
@@ -29,8 +29,6 @@ from kineto import TraceBuilder
 from test_fast_loader import assert_same_parse
 
 SAMPLES = sorted(p for p in (REPO / "sample_traces").iterdir() if p.is_dir())
-SHARED = ["alexnet", "amd_trace", "cpu_only", "distributed_info_unavailable", "trace_diff/control",
-          "trace_diff/test", "triton_example", "two_ranks"]
 #: Traces with fractional-µs timestamps and sub-µs events (HTA makes some ``dur`` -1).
 FRACTIONAL = [REPO / "sample_traces" / "cpu_healthy", REPO / "sample_traces" / "cpu_ddp_2ranks", "amd_trace",
               "cpu_only"]
@@ -105,7 +103,7 @@ def negative_us(obj, where=""):
     return out
 
 
-@pytest.mark.parametrize("name", SHARED + SAMPLES, ids=str)
+@pytest.mark.parametrize("name", SHARED_FOLDERS + SAMPLES, ids=str)
 def test_no_negative_time_in_any_result(name):
     result = json.loads(analyze(folder(name)).to_json())
     assert negative_us(result) == []

@@ -22,14 +22,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SHARED_TRACES, shared
+from conftest import SHARED_FOLDERS, SHARED_TRACES, shared
 from hta_report.load import fastparse
 from hta_report.api import analyze
 from hta_report.cache import Cache
 from hta_report.load.parse import report_parser_config
 
-FOLDERS = ["alexnet", "amd_trace", "cpu_only", "distributed_info_unavailable", "trace_diff/control",
-           "trace_diff/test", "triton_example", "two_ranks"]
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +82,7 @@ def test_pieces_in_tiny_blocks_and_parallel_workers(monkeypatch):
     assert_same_parse(theirs, fastparse.parse_trace_file(path, report_parser_config(), fallback=False, workers=2))
 
 
-@pytest.mark.parametrize("folder", FOLDERS)
+@pytest.mark.parametrize("folder", SHARED_FOLDERS)
 def test_same_result_as_with_hta_parser(folder):
     path = shared(folder)
     fast = json.loads(analyze(path, loader="fast").to_json())

@@ -6,7 +6,7 @@ Each test names the issue it guards: what the report said wrong on these traces 
 
 import pytest
 
-from conftest import HERE, SHARED_TRACES
+from conftest import HERE, SHARED_FOLDERS, SHARED_TRACES
 from hta_report.api import analyze
 from hta_report.render import render
 from hta_report.render.view import headline, rank_rows, run
@@ -20,8 +20,7 @@ SYMPTOMS = {"low-gpu-utilization", "gpu-gaps"}
 def results():
     """Every shared trace folder (analyzed once), by folder name."""
     out = {}
-    for folder in ["trace_diff/control", "trace_diff/test", "two_ranks", "alexnet", "amd_trace", "cpu_only",
-                   "triton_example", "distributed_info_unavailable"]:
+    for folder in SHARED_FOLDERS:
         path = SHARED_TRACES / folder
         if path.is_dir():
             out[folder] = analyze(path)

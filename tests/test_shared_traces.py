@@ -4,13 +4,11 @@ import re
 
 import pytest
 
-from conftest import shared
-
-FOLDERS = ["trace_diff/control", "trace_diff/test", "two_ranks", "alexnet", "amd_trace", "cpu_only",
-           "triton_example", "distributed_info_unavailable"]
+from conftest import SHARED_FOLDERS, shared
 
 
-@pytest.mark.parametrize("folder", FOLDERS)
+
+@pytest.mark.parametrize("folder", SHARED_FOLDERS)
 def test_folder_analyzes(folder, tmp_path, run_cli):
     path = shared(folder)
     code, out, err = run_cli("analyze", path, "-o", tmp_path / "r.html", "--json", tmp_path / "r.json")
