@@ -3,9 +3,11 @@
 An engine turns a trace directory into an :class:`~hta_report.model.AnalysisResult`
 without advice (``api.analyze`` adds it):
 
-- ``local`` (the default): this machine. Every file is parsed and analyzed in
-  a pool of forked processes (:func:`hta_report.load.load_traces`, then
-  :func:`hta_report.analysis.analyze_loaded`).
+- ``local`` (the default): this machine (:mod:`.local`). With several files,
+  each is parsed and its rank analyzed in the same forked worker process
+  (:mod:`.per_rank`); a lone file is loaded here
+  (:func:`hta_report.load.load_traces`, its pieces parsed side by side) and
+  analyzed by :func:`hta_report.analysis.analyze_loaded`.
 - ``ray``: a Ray cluster (:mod:`.ray_engine`). Each rank is a task that reads
   its own trace (a path every worker can read, or a URL), parses it and runs
   the per-rank analyses on the worker; the driver keeps only small summaries
@@ -50,12 +52,9 @@ def measure(engine: str, trace_dir, folder, recursive: bool, include_last_step: 
     from ..errors import InputError
 
     if engine == "local":
-        from ..analysis import analyze_loaded
-        from ..load import load_traces
+        from . import local
 
-        loaded = load_traces(trace_dir, recursive=recursive, include_last_step=include_last_step,
-                             max_trace_bytes=max_trace_bytes, loader=loader, cache=cache)
-        return analyze_loaded(loaded, folder)
+        return local.measure(trace_dir, folder, recursive, include_last_step, max_trace_bytes, loader, cache)
     if engine == "ray":
         import importlib.util
 

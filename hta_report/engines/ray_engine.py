@@ -26,13 +26,15 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 import ray
 
 from .. import progress
 from ..errors import InputError, TraceError
-from ..model import TraceFileInfo, UnreadableTrace
+from ..model import TraceFileInfo
+from . import per_rank
+from .per_rank import RankRunner
 
 #: Ray retries a task whose worker process died this many times.
 MAX_RETRIES = 3
@@ -114,6 +116,46 @@ def _gather(refs: List, label: str, unit: str) -> List:
     return out
 
 
+class _RayRunner(RankRunner):
+    """Phases 1 and 3 as Ray tasks (see the module doc); the parses stay in
+    Ray's object store until their rank is analyzed."""
+
+    where = parse_where = " (ray worker)"
+    parse_stage = "ray: parse {n} files"
+    analyze_stage = "ray: analyze {n} ranks"
+
+    def __init__(self, max_trace_bytes: int, loader: str, cache_dir: Optional[str]) -> None:
+        self.max_trace_bytes, self.loader, self.cache_dir = max_trace_bytes, loader, cache_dir
+        self.parses: List = []
+
+    def parse(self, paths):
+        pairs = [_parse_task.remote(_read_path(p), str(p), self.max_trace_bytes, self.loader, self.cache_dir)
+                 for p in paths]
+        self.parses = [ref for _, ref in pairs]
+        out = []
+        for got in _gather([s for s, _ in pairs], "ray: parsed", "files"):
+            if isinstance(got, Exception):
+                out.append(f"the Ray task failed: {_first_line(got)}")
+            else:
+                out.append(got[1])  # ("ok", FileParse) or ("error", reason)
+        return out
+
+    def analyze(self, keys, infos, plan):
+        refs = [_analyze_task.remote(self.parses[k], info, plan, self.loader) for k, info in zip(keys, infos)]
+        outcomes = _gather(refs, "ray: analyzed", "ranks")
+        self.parses = []  # the parses in the object store can go
+        out = []
+        for info, got in zip(infos, outcomes):
+            if isinstance(got, Exception):
+                out.append((TraceError(f"the Ray task failed: {_first_line(got)}", info.path), 0.0))
+            elif got[0] == "error":
+                message, step = got[1]
+                out.append((TraceError(message, info.path, step=step), got[2]))
+            else:
+                out.append((got[1], got[2]))
+        return out
+
+
 def measure(trace_dir, folder, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int,
             loader: str, cache, address: Optional[str]):
     """The metrics of the traces ``trace_dir`` names (a directory, a file or a
@@ -125,10 +167,7 @@ def measure(trace_dir, folder, recursive: bool, include_last_step: Optional[bool
             the cluster cannot be reached.
         hta_report.errors.TraceError: no file can be read or analyzed.
     """
-    from ..analysis import assemble
     from ..load import find_trace_files
-    from ..load.rank_file import file_infos, plan
-    from ..load.traces import unreadable_error
 
     stages = progress.current()
     with stages.stage("find trace files"):
@@ -137,42 +176,7 @@ def measure(trace_dir, folder, recursive: bool, include_last_step: Optional[bool
         connected = _connect(address)
     try:
         cache_dir = str(Path(cache.root).absolute()) if cache is not None else None
-        with stages.stage(f"ray: parse {len(paths)} files"):
-            pairs = [_parse_task.remote(_read_path(p), str(p), max_trace_bytes, loader, cache_dir) for p in paths]
-            summaries = _gather([s for s, _ in pairs], "ray: parsed", "files")
-        unreadable: List[UnreadableTrace] = []
-        good: List[Tuple[object, object]] = []
-        for p, (_, parsed_ref), got in zip(paths, pairs, summaries):
-            if isinstance(got, Exception) or got[0] == "error":
-                reason = got[1] if not isinstance(got, Exception) else f"the Ray task failed: {_first_line(got)}"
-                unreadable.append(UnreadableTrace(path=str(p), reason=reason))
-                continue
-            for name, seconds in got[1].stages:
-                stages.record(f"{name} (ray worker)", seconds)
-            good.append((got[1], parsed_ref))
-        if not good:
-            raise unreadable_error(unreadable)
-        decided = plan([g for g, _ in good], include_last_step)
-        infos = file_infos([g for g, _ in good], decided)
-        order = sorted(range(len(infos)), key=lambda i: infos[i].rank)
-        with stages.stage(f"ray: analyze {len(order)} ranks"):
-            refs = [_analyze_task.remote(good[i][1], infos[i], decided, loader) for i in order]
-            outcomes = _gather(refs, "ray: analyzed", "ranks")
-        del refs, pairs, good  # the parses in the object store can go
-        results = []
-        for i, got in zip(order, outcomes):
-            info = infos[i]
-            if isinstance(got, Exception):
-                results.append(TraceError(f"the Ray task failed: {_first_line(got)}", info.path))
-            elif got[0] == "error":
-                message, step = got[1]
-                results.append(TraceError(message, info.path, step=step))
-            else:
-                stages.record(f"analyze rank {info.rank} (ray worker)", got[2])
-                results.append(got[1])
-        with stages.stage("cross-rank analyses"):
-            return assemble([infos[i] for i in order], results, folder, decided.warnings, unreadable,
-                            decided.include_last_step)
+        return per_rank.measure(paths, folder, include_last_step, _RayRunner(max_trace_bytes, loader, cache_dir))
     finally:
         if connected:
             ray.shutdown()

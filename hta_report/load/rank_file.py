@@ -151,11 +151,12 @@ def file_infos(parses: Sequence[FileParse], p: Plan) -> List[TraceFileInfo]:
             for f, rank, source in zip(parses, p.ranks, p.sources)]
 
 
-def loaded_rank(parsed: ParsedRank, info: TraceFileInfo, p: Plan, loader: str) -> LoadedTraces:
+def loaded_rank(parsed: ParsedRank, info: TraceFileInfo, p: Plan, loader: str, copy: bool = True) -> LoadedTraces:
     """One rank as :func:`load_traces` leaves it: aligned to the directory's
     time origin and filtered as HTA filters the whole directory
     (``Trace.align_and_filter_trace``: the ProfilerStep names of every rank
-    and the first file's device type decide it), re-indexed.
+    and the first file's device type decide it), re-indexed. With ``copy``
+    False, ``parsed.df`` itself is aligned (the caller gives the parse up).
 
     Raises:
         hta_report.errors.TraceError: HTA's filter fails (names the file).
@@ -168,7 +169,7 @@ def loaded_rank(parsed: ParsedRank, info: TraceFileInfo, p: Plan, loader: str) -
         trace = new_trace(loader)
         trace.symbol_table.add_symbols(parsed.symbols)
         trace.symbol_table.add_symbols(p.step_names)  # the directory's steps, as HTA's filter counts them
-        df = parsed.df.copy()
+        df = parsed.df.copy() if copy else parsed.df
         df["ts"] = df["ts"] - p.min_ts  # Trace._align_all_ranks with the directory's origin
         trace.min_ts = p.min_ts
         trace.traces = {rank: df}

@@ -1,0 +1,174 @@
+"""The ``local`` engine: this machine, its cores used by forked worker processes.
+
+Two ways, the same result (``tests/test_parallel.py``):
+
+- **Several files and several cores** (:class:`_ForkedRunner`): each worker
+  process parses its share of the files (largest first, to the least loaded
+  worker) and keeps the parses; this process plans from their summaries and
+  each worker then analyzes the ranks it parsed (:mod:`.per_rank`). No event
+  dataframe crosses a process boundary, and this process never holds one.
+  On 8 ranks of a real A100 trace (227 MB of JSON) this took 5.5 s against
+  7.7 s for parsing in workers, sending the dataframes here and forking
+  again for the analyses (``bench/load.py``), and the forked analyses no
+  longer write into pages shared with this process.
+- **One file, one core, or no ``fork``**: everything is loaded here
+  (:func:`hta_report.load.load_traces`: a lone large file is cut into pieces
+  parsed side by side) and analyzed by :func:`hta_report.analysis.analyze_loaded`
+  (each rank's two parts side by side in forked workers).
+
+A worker that dies (e.g. killed for memory) loses the parses it held: the
+run then starts again the second way.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import time
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+from typing import Dict, List, Optional
+
+from .. import progress, workers
+from ..cache import Cache
+from ..errors import TraceError
+from ..model import AnalysisResult
+from . import per_rank
+from .per_rank import RankRunner
+
+logger = logging.getLogger(__name__)
+
+#: In a worker of :class:`_ForkedRunner`: the parses it made, by file index,
+#: until their rank is analyzed (each worker process has its own).
+_HELD: Dict[int, object] = {}
+
+
+def measure(trace_dir, folder, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int,
+            loader: Optional[str], cache: Optional[Cache]) -> AnalysisResult:
+    """The metrics of the traces ``trace_dir`` names, computed on this machine
+    (see the module doc; arguments as :func:`hta_report.engines.measure`).
+
+    Raises:
+        hta_report.errors.InputError: a missing or empty directory, two files claiming one rank.
+        hta_report.errors.TraceError: no trace can be read or analyzed.
+    """
+    from ..analysis import analyze_loaded
+    from ..load import find_trace_files, load_traces, quiet_hta, resolve_loader
+
+    loader = resolve_loader(loader)
+    t0 = time.perf_counter()
+    paths = find_trace_files(trace_dir, recursive)
+    n = min(workers.count(), len(paths))
+    if n >= 2 and workers.can_fork():
+        progress.current().record("find trace files", time.perf_counter() - t0)
+        runner = _ForkedRunner(n, max_trace_bytes, loader, cache)
+        try:
+            with quiet_hta(), runner:
+                return per_rank.measure(paths, folder, include_last_step, runner)
+        except BrokenProcessPool:
+            logger.warning("a worker process died; analyzing the traces again in this process")
+    loaded = load_traces(trace_dir, recursive=recursive, include_last_step=include_last_step,
+                         max_trace_bytes=max_trace_bytes, loader=loader, cache=cache)
+    return analyze_loaded(loaded, folder)
+
+
+class _ForkedRunner(RankRunner):
+    """Phases 1 and 3 of :mod:`.per_rank` in ``n`` forked worker processes,
+    each rank analyzed in the process that parsed it (one pool of one worker
+    per process, so that a call goes to the process holding its parse)."""
+
+    where = " (worker)"
+    analyze_stage = "analyze {n} ranks in worker processes"
+
+    def __init__(self, n: int, max_trace_bytes: int, loader: str, cache: Optional[Cache]) -> None:
+        self.n, self.max_trace_bytes, self.loader = n, max_trace_bytes, loader
+        self.cache_dir = str(cache.root) if cache is not None else None
+        self.pools: List = []
+        self.owner: Dict[int, int] = {}
+
+    def __enter__(self) -> "_ForkedRunner":
+        self.pools = [workers.pool(1) for _ in range(self.n)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for pool in self.pools:
+            pool.shutdown(wait=True, cancel_futures=True)
+        self.pools = []
+
+    def parse(self, paths):
+        from ..files import size
+
+        sizes = [_size(size, p) for p in paths]
+        load = [0] * self.n
+        futures: Dict[int, Future] = {}
+        for i in sorted(range(len(paths)), key=lambda k: -sizes[k]):  # largest first, to the least loaded
+            w = load.index(min(load))
+            load[w] += sizes[i]
+            self.owner[i] = w
+            futures[i] = self.pools[w].submit(_parse_held, i, str(paths[i]), self.max_trace_bytes, self.loader,
+                                              self.cache_dir)
+        return _collect([futures[i] for i in range(len(paths))], "parsed", "files")
+
+    def analyze(self, keys, infos, plan):
+        futures = [self.pools[self.owner[k]].submit(_analyze_held, k, info, plan, self.loader)
+                   for k, info in zip(keys, infos)]
+        out = []
+        for info, got in zip(infos, _collect(futures, "analyzed", "ranks")):
+            status, value, seconds = got
+            out.append((TraceError(value[0], info.path, step=value[1]) if status == "error" else value, seconds))
+        return out
+
+
+def _size(size, path) -> int:
+    try:
+        return size(path)
+    except OSError:
+        return 0  # reported by the parse
+
+
+def _collect(futures: List[Future], done_label: str, unit: str) -> list:
+    """The futures' results in order, with progress as they come.
+
+    Raises:
+        BrokenProcessPool: a worker died.
+    """
+    stages = progress.current()
+    out = []
+    for k, future in enumerate(futures, 1):
+        out.append(future.result())
+        stages.update(f"{done_label} {k}/{len(futures)} {unit}")
+    return out
+
+
+def _parse_held(index: int, path: str, max_trace_bytes: int, loader: str, cache_dir: Optional[str]):
+    """Phase 1 in a worker: parse ``path`` and keep the parse under ``index``;
+    its :class:`~hta_report.load.rank_file.FileParse`, or the reason it is unreadable."""
+    from ..load.rank_file import parse_file
+
+    os.environ["HTA_REPORT_WORKERS"] = "1"  # this worker is one of the machine's cores already
+    try:
+        summary, parsed = parse_file(path, max_trace_bytes, loader, cache_dir)
+    except TraceError as exc:
+        return exc.message
+    _HELD[index] = parsed
+    return summary
+
+
+def _analyze_held(index: int, info, plan, loader: str):
+    """Phase 3 in a worker: analyze the parse held under ``index`` (then drop
+    it): ``("ok", RankResult, seconds)`` or ``("error", (message, step), seconds)``."""
+    from ..analysis.rank import analyze_rank
+    from ..load.rank_file import loaded_rank
+
+    t0 = time.perf_counter()
+    parsed = _HELD.pop(index)
+    try:
+        result = analyze_rank(loaded_rank(parsed, info, plan, loader, copy=False), info)
+    except TraceError as exc:
+        return "error", (exc.message, exc.step), time.perf_counter() - t0
+    finally:
+        del parsed
+        if not _HELD:  # this worker's last rank: hand its memory back while the others finish
+            gc.collect()
+            workers.release_free_memory()
+    return "ok", result, time.perf_counter() - t0
