@@ -1,6 +1,12 @@
-"""The per-rank analyses give the same result in forked workers as in one process."""
+"""The per-rank analyses give the same result in forked workers as in one process.
+
+With several files and workers, the local engine parses and analyzes each
+rank in one worker (``hta_report.engines.local``); with one worker everything
+runs in this process; a worker that dies sends the run back to the second way.
+"""
 import io
 import json
+import os
 
 import pytest
 
@@ -12,13 +18,15 @@ from hta_report.analysis import rank as rank_mod
 from kineto import training_trace
 
 
-def _result_json(path, workers, monkeypatch):
+def _result_json(path, workers, monkeypatch, stages=None):
     monkeypatch.setenv("HTA_REPORT_WORKERS", str(workers))
     monkeypatch.setattr(parallel, "PARALLEL_MIN_EVENTS", 0)
     with progress.using(progress.Progress(stream=io.StringIO(), live=False)) as p:
         data = json.loads(analyze(path).to_json())
     in_workers = [name for name, _ in p.times if name.endswith("(worker)")]
     assert bool(in_workers) == (workers > 1)  # the parallel path was taken, or not
+    if stages is not None:
+        stages.extend(name for name, _ in p.times)
     data["inventory"].pop("analyzed_at")
     return data
 
@@ -41,7 +49,10 @@ def test_workers_give_the_result_of_one_process_on_real_traces(name, monkeypatch
 def test_workers_give_the_result_of_one_process_on_simulated_ranks(tmp_path, monkeypatch):
     path = _sim_dir(tmp_path)
     one = _result_json(path, 1, monkeypatch)
-    assert _result_json(path, 2, monkeypatch) == one
+    stages = []
+    assert _result_json(path, 2, monkeypatch, stages) == one
+    assert "analyze 3 ranks in worker processes" in stages  # each rank parsed and analyzed in one worker
+    assert "HTA align and filter" not in stages  # nothing loaded in this process
     assert _result_json(path, 3, monkeypatch) == one
     assert [r["rank"] for r in one["ranks"]] == [0, 1, 2]
     assert one["ranks"][0]["launch"]["kernel_runtime_outliers"] > 0  # the joined launch metrics are exercised
@@ -73,3 +84,22 @@ def test_analyze_works_inside_a_daemonic_worker(tmp_path):
     path = _sim_dir(tmp_path)
     with multiprocessing.get_context("fork").Pool(1) as pool:
         assert pool.apply(_ranks_in_daemon, (path,)) == [0, 1, 2]
+
+
+def _dies(*args):
+    os._exit(9)
+
+
+@pytest.mark.parametrize("phase", ["_parse_held", "_analyze_held"])
+def test_a_worker_that_dies_sends_the_run_back_to_one_process(phase, tmp_path, monkeypatch, caplog):
+    """A worker killed (say, for memory) loses the parses it held: the run is
+    done again by loading the traces here, with the same result."""
+    from hta_report.engines import local
+
+    path = _sim_dir(tmp_path)
+    one = _result_json(path, 1, monkeypatch)
+    monkeypatch.setattr(local, phase, _dies)
+    stages = []
+    assert _result_json(path, 2, monkeypatch, stages) == one
+    assert "HTA align and filter" in stages  # loaded here the second time
+    assert "a worker process died" in caplog.text

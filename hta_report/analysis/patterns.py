@@ -60,44 +60,58 @@ def cpu_tensor_copies(ev: RankEvents, w: np.ndarray) -> Tuple[int, float, List[s
     gpu = ev.gpu
     htod = gpu[gpu["s_name"].astype(str).str.startswith("Memcpy HtoD")]
     runtime = ev.cpu[ev.cpu["s_cat"].eq("cuda_runtime") & ev.cpu["correlation"].isin(htod["correlation"])]
+    runtime = runtime.sort_values("ts", kind="stable")
     copy_ops = ops[ops["s_name"].eq("aten::copy_")]
+    # each HtoD copy by correlation: (ts, end, bytes), bytes 0 when not recorded
+    nbytes = pd.to_numeric(htod["bytes"], errors="coerce").fillna(0).to_numpy(float) if "bytes" in htod.columns \
+        else np.zeros(len(htod))
+    by_corr: dict = {}
+    for c, t0, t1, b in zip(htod["correlation"].to_numpy(), htod["ts"].to_numpy(float), htod["end"].to_numpy(float),
+                            nbytes):
+        by_corr.setdefault(c, []).append((t0, t1, b))
     count, spans, examples = 0, [], []
     for thread, t_ops in ops.groupby("thread", sort=False):
         t_to = to[to["thread"].eq(thread)]
         if t_to.empty:
             continue
+        # the thread's ops in start order (``_ops`` sorts by ts), and by (end, ts) for "the op ending last before"
         ts, end, names = t_ops["ts"].to_numpy(float), t_ops["end"].to_numpy(float), t_ops["s_name"].astype(str).to_numpy()
+        by_end = np.lexsort((ts, end))
+        ends = end[by_end]
         t_rt = runtime[runtime["thread"].eq(thread)]
+        rt_ts, rt_corr = t_rt["ts"].to_numpy(float), t_rt["correlation"].to_numpy()
+        t_copy = copy_ops[copy_ops["thread"].eq(thread)]
+        copy_ts = t_copy["ts"].to_numpy(float)
+        copy_types = t_copy["input_type"].to_numpy() if "input_type" in t_copy.columns else None
         for start, stop in zip(t_to["ts"].to_numpy(float), t_to["end"].to_numpy(float)):
-            launched = t_rt[(t_rt["ts"] >= start) & (t_rt["ts"] < stop)]
-            if launched.empty:
+            lo, hi = np.searchsorted(rt_ts, (start, stop), side="left")
+            if lo == hi:  # no HtoD copy launched inside
                 continue
-            before = np.flatnonzero(end <= start)
-            if not len(before):
+            k = int(np.searchsorted(ends, start, side="right")) - 1
+            if k < 0:  # no op ended before it
                 continue
-            last_end = end[before].max()
-            prev = before[end[before] == last_end]
-            p = prev[np.argmin(ts[prev])]  # the outermost op ending last before the copy
+            last_end = ends[k]
+            p = by_end[np.searchsorted(ends, last_end, side="left")]  # the outermost op ending last before the copy
             init = _last_child_init(ts, end, names, p)
             if init is None:
                 continue
-            between = (ts > last_end) & (ts < start) & (end < stop)  # other ops between (not ancestors)
-            if between.any():
+            a, b = int(np.searchsorted(ts, last_end, side="right")), int(np.searchsorted(ts, start, side="left"))
+            if a < b and (end[a:b] < stop).any():  # other ops between (not ancestors)
                 continue
-            if not _same_dtype(copy_ops[(copy_ops["thread"] == thread) & (copy_ops["ts"] >= start)
-                                        & (copy_ops["ts"] < stop)]):
-                continue
-            copies = htod[htod["correlation"].isin(launched["correlation"])]
+            if copy_types is not None:
+                c0, c1 = np.searchsorted(copy_ts, (start, stop), side="left")
+                if not _same_dtype(copy_types[c0:c1]):
+                    continue
+            copies = [row for c in rt_corr[lo:hi] for row in by_corr.get(c, ())]
             count += 1
-            spans += list(zip(copies["ts"].to_numpy(float), copies["end"].to_numpy(float)))
+            spans += [(t0, t1) for t0, t1, _ in copies]
             if len(examples) < EXAMPLES:
-                nbytes = pd.to_numeric(copies.get("bytes", pd.Series(dtype=float)), errors="coerce")
-                nbytes = int(nbytes[nbytes > 0].sum())
-                size = f"HtoD {nbytes / 1e6:,.1f} MB" if nbytes else "HtoD"
+                total = int(sum(b for _, _, b in copies if b > 0))
+                size = f"HtoD {total / 1e6:,.1f} MB" if total else "HtoD"
                 examples.append(f"{init} -> aten::to ({size})")
     if not count:
         return 0, 0.0, []
-    s = np.array(spans, dtype=float)
+    s = np.array(spans, dtype=float).reshape(-1, 2)
     return count, intervals.total(intervals.union(s[:, 0], s[:, 1])), examples
 
 
@@ -105,18 +119,19 @@ def _last_child_init(ts: np.ndarray, end: np.ndarray, names: np.ndarray, p: int)
     """The fill op (:data:`INIT_OPS`) on the chain of last children of op
     ``p`` (``p`` itself included), as ``ExtraCUDACopyPattern`` descends it,
     or None. The chain is the ops of ``p``'s subtree that hold its latest-
-    starting op."""
-    inside = np.flatnonzero((ts >= ts[p]) & (end <= end[p]))
+    starting op. ``ts`` is sorted (the ops in start order), so the subtree
+    lies in the ops starting from ``ts[p]`` to ``end[p]``."""
+    lo, hi = int(np.searchsorted(ts, ts[p], side="left")), int(np.searchsorted(ts, end[p], side="right"))
+    inside = lo + np.flatnonzero(end[lo:hi] <= end[p])
     latest = inside[np.argmax(ts[inside])]
     chain = inside[(ts[inside] <= ts[latest]) & (end[inside] >= end[latest])]
     return next((names[i] for i in chain if names[i] in INIT_OPS), None)
 
 
-def _same_dtype(copies: pd.DataFrame) -> bool:
-    """False when an ``aten::copy_`` has recorded input types that differ."""
-    if copies.empty or "input_type" not in copies.columns:
-        return True
-    for value in copies["input_type"].to_numpy():
+def _same_dtype(input_types: np.ndarray) -> bool:
+    """False when an ``aten::copy_`` (its recorded ``Input type`` values
+    given) copied between two recorded types that differ."""
+    for value in input_types:
         types = _types(value)
         if len(types) >= 2 and types[0] and types[1] and types[0] != types[1]:
             return False
