@@ -38,7 +38,9 @@ gzip) is analyzed with (b), for its time and peak memory.
 Wall time, CPU time (user + system, all processes) and peak memory are taken
 per subprocess: "max RSS" is ``ru_maxrss`` from ``wait4`` (the largest single
 process of the tree), "tree PSS" the largest sum of PSS (shared pages counted
-once) over the process tree, sampled every 50 ms from /proc. The load average before each run is printed:
+once) over the process tree, sampled every 50 ms from /proc in a second run of
+(a) and (b) (the sampler takes 10-15 % of this 2-core machine, so times come
+from the run without it). The load average before each run is printed:
 other work on the machine slows wall times, not CPU times.
 
     python bench/load.py                       # ~300 MB and ~1 GB, 1 and 8 ranks, 3 formats
@@ -223,37 +225,45 @@ def _tree_pss(root: int) -> int:
     return total
 
 
-def run(cmd: List[str], env: Optional[dict] = None, check: bool = True) -> dict:
+def run(cmd: List[str], env: Optional[dict] = None, check: bool = True, sample: bool = True) -> dict:
     """Run ``cmd``; wall seconds, CPU seconds, max RSS of one process, sampled
-    tree PSS, its stderr and exit code (``check``: exit with its error if it fails)."""
+    tree PSS (``sample``; None without), its stderr and exit code (``check``:
+    exit with its error if it fails). The sampler reads /proc every 50 ms and
+    takes 10-15 % of a 2-core machine: times are taken from runs without it."""
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     peak = [0]
     stop = threading.Event()
 
-    def sample() -> None:
+    sampling = sample
+
+    def sample_pss() -> None:
         while not stop.is_set():
             peak[0] = max(peak[0], _tree_pss(proc.pid))
             stop.wait(0.05)
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    sampler = threading.Thread(target=sample_pss, daemon=True)
+    if sampling:
+        sampler.start()
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     stop.set()
-    sampler.join()
+    if sampling:
+        sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0 and check:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{err.decode(errors='replace')[-3000:]}")
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "maxrss": usage.ru_maxrss * 1024,
-            "tree_pss": peak[0], "load": load, "stderr": err.decode(errors="replace"), "returncode": proc.returncode}
+            "tree_pss": peak[0] if sampling else None, "load": load, "stderr": err.decode(errors="replace"), "returncode": proc.returncode}
 
 
-def measure(kind: str, trace_dir: Path, tmp: Path, cache: Optional[Path] = None) -> dict:
-    """One measured subprocess; ``hta`` and ``analyze`` without a cache also
-    leave their figures in ``tmp`` (``hta-metrics.json``, ``result.json``)."""
+def measure(kind: str, trace_dir: Path, tmp: Path, cache: Optional[Path] = None, memory: bool = False) -> dict:
+    """One measured subprocess, timed without the PSS sampler; with
+    ``memory``, run once more with it for the peak tree PSS. ``hta`` and
+    ``analyze`` without a cache also leave their figures in ``tmp``
+    (``hta-metrics.json``, ``result.json``)."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     if kind == "analyze":
         cmd = [sys.executable, "-m", "hta_report", "analyze", str(trace_dir), "-o", str(tmp / "report.html"), "-v"]
@@ -261,7 +271,10 @@ def measure(kind: str, trace_dir: Path, tmp: Path, cache: Optional[Path] = None)
     else:
         cmd = [sys.executable, str(Path(__file__).resolve()), "_measure", kind, str(trace_dir)]
         cmd += [str(tmp / "hta-metrics.json")] if kind == "hta" else []
-    return run(cmd, env)
+    timed = run(cmd, env, sample=False)
+    if memory:
+        timed["tree_pss"] = run(cmd, env)["tree_pss"]
+    return timed
 
 
 # ---------------------------------------------------------------- traces
@@ -323,8 +336,9 @@ def paths_summary(files: dict) -> str:
 
 
 def fmt(m: dict) -> str:
+    pss = f"{m['tree_pss'] / 1e9:5.2f} GB" if m.get("tree_pss") is not None else "    - "
     return (f"{m['wall']:7.1f} s wall {m['cpu']:7.1f} s CPU  max RSS {m['maxrss'] / 1e9:5.2f} GB"
-            f"  tree PSS {m['tree_pss'] / 1e9:5.2f} GB  (load {m['load']:.1f})")
+            f"  tree PSS {pss}  (load {m['load']:.1f})")
 
 
 def measure_set(fmt_name: str, ranks: int, d: Path, size: int, largest: int, skip_hta: bool) -> dict:
@@ -335,9 +349,9 @@ def measure_set(fmt_name: str, ranks: int, d: Path, size: int, largest: int, ski
               flush=True)
         res: Dict[str, dict] = {}
         if not skip_hta:
-            res["a"] = measure("hta", d, tmp)
+            res["a"] = measure("hta", d, tmp, memory=True)
             print(f"  (a) HTA load + analyses      {fmt(res['a'])}", flush=True)
-        res["b"] = measure("analyze", d, tmp)
+        res["b"] = measure("analyze", d, tmp, memory=True)
         print(f"  (b) hta-report analyze       {fmt(res['b'])}", flush=True)
         parse = parse_paths(res["b"]["stderr"])
         rate = size / parse["seconds"] / 1e6 if parse["seconds"] else float("nan")
