@@ -18,14 +18,17 @@
 """
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, List, Sequence, Tuple, Union
 
 from .. import progress
 from ..errors import TraceError
 from ..model import AnalysisResult, RankResult, TraceFileInfo, UnreadableTrace
 
+if TYPE_CHECKING:
+    from ..load.rank_file import FileParse
+
 #: Phase 1's answer for one file: its summary, or why it cannot be read.
-ParseOutcome = Union["FileParse", str]  # noqa: F821 (hta_report.load.rank_file.FileParse)
+ParseOutcome = Union["FileParse", str]
 #: Phase 3's answer for one rank: its result or the error of its failing
 #: step, and the seconds its analysis took where it ran.
 AnalyzeOutcome = Tuple[Union[RankResult, TraceError], float]
