@@ -22,7 +22,8 @@ Then, for each, every measurement in its own subprocess:
       stats, queue length summary); the figures the report shows from these
       are then compared with those of (b): percentages within 0.1 percentage
       point, µs, counts and queue lengths equal;
-  (b) ``hta-report analyze --no-cache --json -v`` end to end (the CLI, a
+  (b) ``hta-report analyze -o report.html --json result.json --no-cache -v``
+      end to end (the CLI, a
       subprocess); from its ``-v`` lines, which parser read each file (the fast
       one, or HTA's with the reason) and the parse stage's rate (MB/s of
       decompressed JSON);
