@@ -120,10 +120,12 @@ class _ForkedRunner(RankRunner):
 
 
 def _size(size, path) -> int:
+    """The stored size of ``path`` (bytes) to balance the workers; 0 when it
+    cannot be read (the parse then reports why, naming the file)."""
     try:
         return size(path)
-    except OSError:
-        return 0  # reported by the parse
+    except Exception:  # noqa: BLE001 - any failure here is the parse's to report
+        return 0
 
 
 def _collect(futures: List[Future], done_label: str, unit: str) -> list:
