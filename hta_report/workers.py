@@ -51,8 +51,35 @@ def state() -> Any:
     return _STATE
 
 
+class _Pool(ProcessPoolExecutor):
+    """A ``ProcessPoolExecutor`` that, left by an exception (Ctrl-C, an input
+    error, a caller that stops reading its results), stops its workers at once
+    instead of waiting for the calls they are running: their results are no
+    longer wanted, and a rank of a large trace can take tens of seconds."""
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            return super().__exit__(exc_type, exc, tb)
+        stop(self)
+        return False
+
+
+def stop(executor: ProcessPoolExecutor) -> None:
+    """Cancel ``executor``'s pending calls and kill its worker processes
+    (their running calls are lost), then shut it down."""
+    terminate = getattr(executor, "terminate_workers", None)  # Python 3.14+
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(executor, "_processes", None) or {}).values()):
+        if process.is_alive():
+            process.terminate()
+    executor.shutdown(wait=True, cancel_futures=True)
+
+
 def pool(n: int, state: Any = None) -> ProcessPoolExecutor:
-    """A pool of ``n`` forked worker processes.
+    """A pool of ``n`` forked worker processes; leaving it through an
+    exception stops its workers at once (:class:`_Pool`).
 
     Args:
         n: number of workers (at least 1).
@@ -66,8 +93,8 @@ def pool(n: int, state: Any = None) -> ProcessPoolExecutor:
     """
     if not can_fork():
         raise RuntimeError("this process cannot fork worker processes")
-    return ProcessPoolExecutor(max_workers=max(1, n), mp_context=mp.get_context("fork"),
-                               initializer=_set_state, initargs=(state,))
+    return _Pool(max_workers=max(1, n), mp_context=mp.get_context("fork"), initializer=_set_state,
+                 initargs=(state,))
 
 
 def release_free_memory() -> None:

@@ -129,7 +129,7 @@ def test_layers():
 def test_one_module_creates_process_pools():
     creators = [str(p.relative_to(REPO)) for p in PKG.rglob("*.py")
                 if any(word in p.read_text(encoding="utf-8")
-                       for word in ("ProcessPoolExecutor(", ".Pool(", ".Process("))]
+                       for word in ("ProcessPoolExecutor(", "(ProcessPoolExecutor)", ".Pool(", ".Process("))]
     assert creators == ["hta_report/workers.py"]
 
 

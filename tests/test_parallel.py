@@ -103,3 +103,32 @@ def test_a_worker_that_dies_sends_the_run_back_to_one_process(phase, tmp_path, m
     assert _result_json(path, 2, monkeypatch, stages) == one
     assert "HTA align and filter" in stages  # loaded here the second time
     assert "a worker process died" in caplog.text
+
+
+def _sleep_then_pid(seconds):
+    import time
+
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def test_a_pool_left_by_an_exception_stops_its_workers_at_once():
+    """Ctrl-C (or any error) inside ``with workers.pool(...)`` does not wait
+    for the calls the workers are running (a large rank takes tens of
+    seconds): the workers are killed and the exception goes on."""
+    import time
+
+    from hta_report import workers
+
+    started = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        with workers.pool(2) as pool:
+            futures = [pool.submit(_sleep_then_pid, 60) for _ in range(3)]
+            time.sleep(0.5)  # the workers are running their calls
+            processes = list(pool._processes.values())
+            raise KeyboardInterrupt
+    assert time.perf_counter() - started < 20
+    assert processes and not any(p.is_alive() for p in processes)
+    assert all(f.done() for f in futures)
+    with workers.pool(1) as pool:  # without an exception, the calls run to their end
+        assert pool.submit(_sleep_then_pid, 0.1).result() != os.getpid()

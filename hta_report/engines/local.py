@@ -90,9 +90,9 @@ class _ForkedRunner(RankRunner):
         self.pools = [workers.pool(1) for _ in range(self.n)]
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         for pool in self.pools:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.__exit__(exc_type, exc, tb)  # left by an exception: workers stopped at once
         self.pools = []
 
     def parse(self, paths):
