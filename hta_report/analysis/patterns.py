@@ -33,9 +33,20 @@ ALLREDUCE_FAMILIES = (("c10d::allreduce_",), ("nccl:all_reduce", "gloo:all_reduc
 EXAMPLES = 3
 
 
-def _ops(ev: RankEvents) -> pd.DataFrame:
+#: The columns of the host ops that the patterns read.
+_OP_COLUMNS = ("ts", "end", "s_name", "thread", "input_dims", "input_type")
+
+
+def _ops(ev: RankEvents, needs) -> pd.DataFrame:
+    """The rank's ``cpu_op`` rows in start order, with :data:`_OP_COLUMNS`
+    only; empty when none of them is named one of ``needs`` (the pattern
+    then has nothing to look at, and the sorted copy is not made)."""
     cpu = ev.cpu
-    return cpu[cpu["s_cat"].eq("cpu_op")].sort_values("ts", kind="stable")
+    is_op = cpu["s_cat"].eq("cpu_op")
+    columns = [c for c in _OP_COLUMNS if c in cpu.columns]
+    if not (is_op & cpu["s_name"].isin(needs)).any():
+        return cpu.loc[cpu.index[:0], columns]
+    return cpu.loc[is_op, columns].sort_values("ts", kind="stable")
 
 
 def cpu_tensor_copies(ev: RankEvents, w: np.ndarray) -> Tuple[int, float, List[str]]:
@@ -53,7 +64,7 @@ def cpu_tensor_copies(ev: RankEvents, w: np.ndarray) -> Tuple[int, float, List[s
         initialization: 29.9 s in the shared alexnet trace), which making the
         tensor on the GPU would not save.
     """
-    ops = _ops(ev)
+    ops = _ops(ev, ("aten::to",))
     to = in_windows(ops[ops["s_name"].eq("aten::to")], w)
     if to.empty or not ev.has_gpu:
         return 0, 0.0, []
@@ -160,7 +171,7 @@ def conv_bias_before_bn(ev: RankEvents, w: np.ndarray) -> Tuple[int, bool, List[
         shapes were recorded, examples ``"aten::conv2d input [16, 3, 32, 32]
         weight [8, 3, 3, 3] bias [8] -> aten::batch_norm"``).
     """
-    ops = _ops(ev)
+    ops = _ops(ev, CONV_OPS)
     convs = in_windows(ops[ops["s_name"].isin(CONV_OPS)], w)
     if "input_dims" not in ops.columns or convs.empty:
         return len(convs), 0, False, []
