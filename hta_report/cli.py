@@ -99,6 +99,21 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
+def _system_allocator_for_arrow() -> None:
+    """Have pyarrow (behind pandas' string columns) allocate with the C
+    library's ``malloc`` instead of its default mimalloc, in this process and
+    the workers it forks. On the 300 MB benchmark traces (``bench/load.py``)
+    the peak memory of the process tree fell from 0.93 to 0.87 GB (1 rank) and
+    from 0.54 to 0.46 GB (8 ranks), at the same speed or slightly faster (less
+    system time). Only for the commands that analyze: ``collect`` runs the
+    user's script in its process, whose allocator is not ours to change."""
+    try:
+        import pyarrow
+    except ImportError:  # pandas without pyarrow: nothing to set
+        return
+    pyarrow.set_memory_pool(pyarrow.system_memory_pool())
+
+
 def _check_outputs(outputs) -> None:
     """Refuse an output whose format is unknown before any analysis runs.
 
@@ -175,6 +190,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
     gates = [parse_gate(g) for g in fail_on]
     config = load_config(config_path)
     cache = _cache_dir(cache_dir, no_cache)
+    _system_allocator_for_arrow()
     outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
     _check_outputs(outputs)
     check_outputs(outputs, [f for t in traces for f in input_files(t, recursive)])  # before any work
@@ -233,6 +249,7 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
     gates = [parse_gate(g, comparison=True) for g in fail_on]
     config = load_config(config_path)
     _check_outputs([(output, fmt)])
+    _system_allocator_for_arrow()
     check_outputs([(output, fmt)], input_files(base, recursive) + input_files(new, recursive))  # before any work
     with progress.using(progress.Progress(verbose=verbose)):
         comparison = compare_paths(base, new, recursive=recursive, config=config, engine=engine,
