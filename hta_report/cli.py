@@ -102,10 +102,11 @@ def cli(ctx: click.Context, debug: bool) -> None:
 def _system_allocator_for_arrow() -> None:
     """Have pyarrow (behind pandas' string columns) allocate with the C
     library's ``malloc`` instead of its default mimalloc, in this process and
-    the workers it forks. On the 300 MB benchmark traces (``bench/load.py``)
-    the peak memory of the process tree fell from 0.93 to 0.87 GB (1 rank) and
-    from 0.54 to 0.46 GB (8 ranks), at the same speed or slightly faster (less
-    system time). Only for the commands that analyze: ``collect`` runs the
+    the workers it forks: mimalloc kept freed memory resident in every
+    worker. On the 300 MB fractional benchmark traces (``bench/load.py``) the
+    peak memory of the process tree fell from 0.93-0.99 to 0.85-0.92 GB (1
+    rank) and from 0.54 to 0.48 GB (8 ranks), at the same speed or slightly
+    faster (less system time). Only for the commands that analyze: ``collect`` runs the
     user's script in its process, whose allocator is not ours to change."""
     try:
         import pyarrow

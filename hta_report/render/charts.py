@@ -250,14 +250,10 @@ def memory_lines(t_ms: Sequence[float], allocated: Sequence[float], reserved: Se
     return _to_uri(fig)
 
 
-def rank_charts(r, width: float) -> Dict[str, str]:
-    """The per-rank charts of ``r`` (a ``RankResult``): ``step_breakdown/<rank>``
-    and ``memory/<rank>``, each when the rank has the data."""
-    return draw(rank_chart_specs(r, width))
-
-
 def rank_chart_specs(r, width: float) -> List[ChartSpec]:
-    """What :func:`rank_charts` draws, as :data:`ChartSpec` entries."""
+    """The per-rank charts of ``r`` (a ``RankResult``) as :data:`ChartSpec`
+    entries: ``step_breakdown/<rank>`` and ``memory/<rank>``, each when the
+    rank has the data."""
     out: List[ChartSpec] = []
     if r.step_breakdown:
         from .view import STEP_PARTS
@@ -293,7 +289,7 @@ def report_charts(result: "AnalysisResult") -> Dict[str, str]:
     non-compute and idle by cause per rank, % of GPU time), ``top_kernels``
     (total time, all ranks), ``steps`` (time per step) and, for the first
     :data:`MAX_RANK_CHARTS` ranks, ``step_breakdown/<rank>`` and
-    ``memory/<rank>`` (:func:`rank_charts`); each also as
+    ``memory/<rank>`` (:func:`rank_chart_specs`); each also as
     ``<name>@narrow``. Charts without data are left out."""
     return draw(chart_specs(result))
 
