@@ -42,6 +42,7 @@ from .copies import add_copy_metrics, blocking_copies, dtoh_reads, pageable_call
 from .cpu_side import cpu_side
 from .distributed import add_data_parallel
 from .events import COMMUNICATION, GPU_CATEGORIES, RankEvents, kernel_type
+from . import hta_kernel_types
 from .gpu_time import gpu_idle_split, idle_breakdown, kernel_type_shares, temporal_breakdown, top_kernels
 from .kernels import add_misaligned_gemms, compute_major, tensor_core_use
 from .launch import LaunchContext, add_launch_metrics, launch_context, launch_summary
@@ -402,6 +403,7 @@ def hta_part(loaded, info: TraceFileInfo) -> Optional[HtaPart]:
         has_gpu, has_comm = gpu_presence(loaded, info.rank)
     if not has_gpu:
         return None
+    hta_kernel_types.install()
     ctx = HtaContext(rank=info.rank, view=loaded.analysis_for([info.rank]), has_comm=has_comm)
     return run_steps(ctx, HTA_STEPS, info.path, ctx.part.failures).part
 
