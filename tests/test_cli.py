@@ -118,6 +118,35 @@ def test_python_dash_m_entry_point(good_dir, tmp_path):
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
 
 
+@pytest.mark.parametrize("extra, code, out_needle, err_needle", [
+    ((), 0, "wrote ", None),
+    (("--fail-on", "idle_pct>-1"), 2, "wrote ", "idle_pct"),  # a gate that trips: exit 2
+])
+def test_console_script_ends_without_teardown_keeping_output_and_exit_code(good_dir, tmp_path, extra, code,
+                                                                           out_needle, err_needle):
+    """``cli.run`` ends analyze with ``os._exit``: what was printed (to a pipe,
+    so buffered) still arrives, the exit code is kept, the report is whole,
+    and no atexit handler runs (a handler registered in the process would print)."""
+    script = ("import atexit, sys; atexit.register(lambda: print('atexit ran')); "
+              "sys.argv = ['hta-report'] + sys.argv[1:]; from hta_report.cli import run; run()")
+    out = tmp_path / "r.html"
+    proc = subprocess.run([sys.executable, "-c", script, "analyze", str(good_dir), "-o", str(out), *extra],
+                          capture_output=True, text=True)
+    assert proc.returncode == code, proc.stderr
+    assert out_needle in proc.stdout and "atexit ran" not in proc.stdout
+    assert proc.stdout.endswith("\n") and not proc.stderr.count("Traceback")
+    if err_needle:
+        assert err_needle in proc.stderr
+    assert out.read_text().rstrip().endswith("</html>")
+
+
+def test_console_script_error_exit_without_teardown(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "hta_report", "analyze", str(tmp_path / "missing"), "-o",
+                           str(tmp_path / "r.html")], capture_output=True, text=True)
+    assert proc.returncode == 1
+    _one_line_error(proc.stderr, "missing")
+
+
 def test_recursive_and_last_step_flags(tmp_path, run_cli):
     (tmp_path / "sub").mkdir()
     simple_gpu_trace(rank=0, steps=4).write(tmp_path / "sub" / "t.json")

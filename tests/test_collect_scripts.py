@@ -99,6 +99,13 @@ CASES = {
         threading.Thread(target=train).start()  # the training itself runs in a thread
         print("main returns", flush=True)
         """,
+    # analyze and compare end with os._exit (cli.run): collect must not, or the
+    # script's atexit handlers (loggers, writers flushing) would never run
+    "atexit": """
+        import atexit
+        atexit.register(lambda: print("user atexit ran", flush=True))
+        train()
+        """,
     "sigint": """
         train()
         os.kill(os.getpid(), signal.SIGINT)
@@ -191,6 +198,11 @@ def test_fork_child_never_runs_the_collector(runs):
 def test_os_exit_keeps_traces_and_writes_the_manifest(runs):
     stdout, _, m = _check(runs, "os_exit", 5)
     assert "exiting" in stdout
+
+
+def test_the_scripts_atexit_handlers_run(runs):
+    stdout, _, _ = _check(runs, "atexit", 0)
+    assert stdout.count("user atexit ran") == 1
 
 
 def test_chdir_and_argv_path_changes_keep_every_trace(runs):
