@@ -13,7 +13,7 @@ from hta_report.api import analyze
 from hta_report.load import memory_events
 from hta_report.load.memory_events import read_memory_events
 from hta_report.render import render
-from kineto import ELEMENTWISE, TC_GEMM, TraceBuilder
+from kineto import ELEMENTWISE, TC_GEMM, TraceBuilder, simple_gpu_trace
 
 STEP = 1000.0
 GPU_MEM = 85_000_000_000  # the builder's deviceProperties totalGlobalMem
@@ -283,3 +283,65 @@ def test_collect_profile_memory_gives_the_memory_section(tmp_path):
     assert rank["steps_used"] == 5
     assert rank["memory"]["recorded"] and rank["memory"]["peak_allocated_bytes"] > 0
     assert "Chart: rank 0, allocated and reserved memory on cpu" in (tmp_path / "r.html").read_text()
+
+
+# ---------------------------------------------------------------- the [memory] pass skipped after a parse
+
+
+def _memory_trace(path, memory_at=()):
+    """A small GPU trace, with ``[memory]`` events at the times ``memory_at`` (µs)."""
+    b = simple_gpu_trace()
+    for k, ts in enumerate(memory_at):
+        b.memory(ts, allocated=1024 * (k + 1), reserved=4096)
+    return b.write(path)
+
+
+@pytest.mark.parametrize("block", [7, 64, 301, 4096])
+def test_a_parse_that_saw_memory_events_leaves_the_pass_to_read_them(tmp_path, monkeypatch, block):
+    """Small blocks put ``"[memory]"`` across a block's end at some size: the
+    parser must still see it, and the pass then reads every event."""
+    from hta_report.load import fastparse, memory_events
+
+    monkeypatch.setattr(memory_events, "_ABSENT", set())
+    monkeypatch.setattr(fastparse, "BLOCK_BYTES", block)
+    path = _memory_trace(tmp_path / "m.json", memory_at=(150.0, 1150.0, 2150.0))
+    fastparse.parse_trace_file(str(path), fallback=False)
+    assert memory_events._ABSENT == set()
+    assert len(memory_events.read_memory_events(str(path))) == 3
+
+
+@pytest.mark.parametrize("name", ["m.json", "m.json.gz"])
+def test_a_parse_without_memory_events_skips_the_pass_until_the_file_changes(tmp_path, monkeypatch, name):
+    from hta_report.load import fastparse, memory_events
+
+    monkeypatch.setattr(memory_events, "_ABSENT", set())
+    path = _memory_trace(tmp_path / name)
+    fastparse.parse_trace_file(str(path), fallback=False)
+    assert len(memory_events._ABSENT) == 1
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("the file was read again")
+
+    with monkeypatch.context() as m:
+        m.setattr(memory_events, "open_text_stream", no_reading)
+        assert len(memory_events.read_memory_events(str(path))) == 0
+    # the same path rewritten with memory events (another size): read again
+    _memory_trace(path, memory_at=(150.0,))
+    assert len(memory_events.read_memory_events(str(path))) == 1
+
+
+def test_analyze_reads_memory_events_after_the_fast_parse(tmp_path):
+    """End to end, one file and two (each parsed and analyzed in a worker):
+    memory events are found after the parser's check."""
+    d = tmp_path / "t"
+    d.mkdir()
+    for rank in (0, 1):
+        b = simple_gpu_trace(rank=rank)
+        b.memory(150.0, allocated=2048, reserved=4096)
+        b.write(d / f"rank{rank}.json")
+    result = analyze(d)
+    assert [r.memory.recorded for r in result.ranks] == [True, True]
+    one = tmp_path / "one"
+    one.mkdir()
+    (d / "rank0.json").rename(one / "rank0.json")
+    assert analyze(one).ranks[0].memory.recorded

@@ -41,6 +41,7 @@ import pandas as pd
 from ..errors import TraceError
 from . import sizecap
 from .exact import EXACT_COLUMNS, EXACT_DUR, EXACT_TS, will_round  # noqa: F401 (the columns, re-exported)
+from .memory_events import NEEDLE as MEMORY_NEEDLE, note_absent
 from .whitespace import IS_WHITESPACE, Collapser
 
 logger = logging.getLogger(__name__)
@@ -194,6 +195,9 @@ class _Buffer:
         self.eof = False
         self.collapser: Optional[Collapser] = None
         self.clean = 1  # the unread data before this index is squeezed
+        #: whether the bytes read so far hold ``"[memory]"`` (see :func:`~.memory_events.note_absent`)
+        self.memory_seen = False
+        self._tail = b""  # the last bytes read, for a needle cut by a block's end
 
     def advance(self, start: int) -> None:
         """Mark the data before ``start`` (outside any string) as read."""
@@ -231,6 +235,11 @@ class _Buffer:
             buf.extend(bytes(BLOCK_BYTES + self.end - len(buf)))
         with memoryview(buf) as mv:
             n = self.fh.readinto(mv[self.end:self.end + BLOCK_BYTES])
+        if n and not self.memory_seen:
+            lo, keep = self.end, len(MEMORY_NEEDLE) - 1
+            head = bytes(buf[lo:lo + min(n, keep)])
+            self.memory_seen = buf.find(MEMORY_NEEDLE, lo, lo + n) >= 0 or MEMORY_NEEDLE in self._tail + head
+            self._tail = (self._tail + bytes(buf[max(lo, lo + n - keep):lo + n]))[-keep:]
         self.end += n
         self.eof = n == 0
         self.total += n
@@ -409,7 +418,10 @@ def _read(path: str, sink: "_Frame", workers: int = 1, max_bytes: Optional[int] 
     rd = _Buffer(path, max_bytes)
     pieces = _Pieces(sink, workers)
     try:
-        return _read_from(rd, sink, pieces)
+        doc = _read_from(rd, sink, pieces)
+        if not rd.memory_seen:  # every byte was read: the [memory] pass would find nothing
+            note_absent(path)
+        return doc
     finally:
         pieces.close()
         rd.close()
