@@ -245,6 +245,26 @@ def write_reports(result: AnalysisResult, outputs: Outputs,
     return _render_and_write(render_as, outputs)
 
 
+def preparations(outputs: Outputs) -> List[Callable[[], None]]:
+    """What this process may do for writing ``outputs`` while its workers
+    analyze the traces (:func:`hta_report.workers.meanwhile`): import and warm
+    up matplotlib when a report has charts (:func:`hta_report.render.charts.warm_up`).
+    Outputs whose format is unknown are left to :func:`write_reports` to refuse."""
+    def has_charts(path, fmt) -> bool:
+        try:
+            return reporter(format_for_path(path, fmt)).charts
+        except ValueError:
+            return False
+
+    return [_warm_up_charts] if any(has_charts(p, f) for p, f in outputs) else []
+
+
+def _warm_up_charts() -> None:
+    from .render.charts import warm_up  # matplotlib
+
+    warm_up()
+
+
 def _inputs(result: AnalysisResult) -> List[str]:
     """The files ``result`` was read from: its traces (unreadable ones too) and the manifest."""
     inv = result.inventory

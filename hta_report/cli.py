@@ -183,11 +183,12 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
       hta-report analyze rank-0.pt.trace.json.gz -o report.md
       hta-report analyze traces/ -o findings.sarif --source-root .
     """
-    from .api import analyze as run_analysis, check_outputs, input_files, partial_input_error, write_reports
+    from .api import (analyze as run_analysis, check_outputs, input_files, partial_input_error, preparations,
+                      write_reports)
     from .render.terminal import incomplete_lines, render as summary
     from .rules import load_config
 
-    from . import progress
+    from . import progress, workers
 
     gates = [parse_gate(g) for g in fail_on]
     config = load_config(config_path)
@@ -197,7 +198,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
     outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
     _check_outputs(outputs)
     check_outputs(outputs, [f for t in traces for f in input_files(t, recursive)])  # before any work
-    with progress.using(progress.Progress(verbose=verbose)):
+    with progress.using(progress.Progress(verbose=verbose)), workers.meanwhile(*preparations(outputs)):
         result = run_analysis(list(traces), recursive=recursive, include_last_step=include_last_step,
                               max_trace_bytes=max_trace_size, config=config, cache=cache, engine=engine,
                               ray_address=ray_address, source_root=source_root)

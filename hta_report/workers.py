@@ -13,13 +13,18 @@ import contextlib
 import ctypes
 import ctypes.util
 import gc
+import logging
 import multiprocessing as mp
 import os
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, List
+
+logger = logging.getLogger(__name__)
 
 #: In a worker of :func:`pool`: the ``state`` its pool was created with.
 _STATE: Any = None
+#: Work for this process while its workers work (:func:`meanwhile`, :func:`idle`).
+_IDLE: List[Callable[[], None]] = []
 
 
 def count() -> int:
@@ -38,6 +43,37 @@ def can_fork() -> bool:
     ``fork`` and this is not a daemonic multiprocessing worker (which may not
     have children)."""
     return "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
+
+
+@contextlib.contextmanager
+def meanwhile(*tasks: Callable[[], None]) -> Iterator[None]:
+    """Within this block, ``tasks`` run in this process, once each, the first
+    time it hands work to worker processes and waits for them (:func:`idle`);
+    those that have not run by the end are dropped. For what the run will
+    need later and this process alone can prepare (e.g. importing and
+    warming up matplotlib before the charts are drawn in workers forked from
+    it), at no cost while a worker runs on each core, instead of
+    on the critical path after the workers are done."""
+    _IDLE.extend(tasks)
+    try:
+        yield
+    finally:
+        for task in tasks:
+            if task in _IDLE:
+                _IDLE.remove(task)
+
+
+def idle() -> None:
+    """Run the tasks of :func:`meanwhile` (each once; called by the callers
+    of :func:`pool` once their work is submitted, before they wait for it). A
+    task that fails is logged and dropped: it prepares, the run does not
+    depend on it."""
+    while _IDLE:
+        task = _IDLE.pop(0)
+        try:
+            task()
+        except Exception:  # noqa: BLE001 - the run goes on without it
+            logger.debug("a task run while waiting for the workers failed", exc_info=True)
 
 
 def _set_state(value: Any) -> None:

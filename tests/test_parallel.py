@@ -132,3 +132,42 @@ def test_a_pool_left_by_an_exception_stops_its_workers_at_once():
     assert all(f.done() for f in futures)
     with workers.pool(1) as pool:  # without an exception, the calls run to their end
         assert pool.submit(_sleep_then_pid, 0.1).result() != os.getpid()
+
+
+def test_meanwhile_tasks_run_once_while_waiting_and_are_dropped_after():
+    from hta_report import workers
+
+    ran = []
+    with workers.meanwhile(lambda: ran.append("a"), lambda: 1 / 0, lambda: ran.append("c")):
+        workers.idle()  # the failing task is logged and dropped; the others run
+        workers.idle()
+    assert ran == ["a", "c"]
+    with workers.meanwhile(lambda: ran.append("late")):
+        pass
+    workers.idle()  # left the block before any wait: dropped
+    assert ran == ["a", "c"]
+
+
+@pytest.mark.parametrize("files", [1, 2])
+def test_the_engines_run_the_meanwhile_tasks_while_their_workers_work(files, tmp_path, monkeypatch):
+    """Several files (each parsed and analyzed in a worker) or one (its two
+    halves in workers): this process (not a worker) runs the task, once,
+    when it waits for the workers."""
+    from hta_report import workers
+
+    monkeypatch.setenv("HTA_REPORT_WORKERS", "2")
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_EVENTS", 0)
+    for r in range(files):
+        training_trace(rank=r, world_size=files, steps=4).write(tmp_path / f"rank{r}.json")
+    ran = []
+    with workers.meanwhile(lambda: ran.append(os.getpid())):
+        analyze(tmp_path)
+    assert ran == [os.getpid()]
+
+
+def test_analyze_prepares_the_charts_only_for_reports_with_charts(tmp_path):
+    from hta_report.api import preparations
+
+    assert preparations([(str(tmp_path / "r.html"), None)]) != []
+    assert preparations([(str(tmp_path / "r.md"), None), (str(tmp_path / "r.json"), "json")]) == []
+    assert preparations([(str(tmp_path / "r.unknown"), None)]) == []  # refused later, by the writer

@@ -86,6 +86,7 @@ def _in_workers(loaded, infos: List[TraceFileInfo], n: int) -> List[Union[RankRe
         # the pool takes jobs in this order: a worker's last job is among the last ``size``
         futures = {job: pool.submit(_run_part, job[0], loaded.files.index(infos[job[1]]), i >= len(jobs) - size)
                    for i, job in enumerate(jobs)}
+        workers.idle()
         for done, job in enumerate(jobs, 1):
             try:
                 outcomes[job] = futures[job].result()

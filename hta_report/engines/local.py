@@ -135,6 +135,7 @@ def _collect(futures: List[Future], done_label: str, unit: str) -> list:
         BrokenProcessPool: a worker died.
     """
     stages = progress.current()
+    workers.idle()
     out = []
     for k, future in enumerate(futures, 1):
         out.append(future.result())
