@@ -58,3 +58,25 @@ def test_intersect_and_subtract_match_brute_force(a, b):
 
 def _cells_of(u):
     return {t for s, e in u for t in range(int(s), int(e))}
+
+
+def test_memoized_rank_arrays_are_computed_once_and_handed_out_as_copies():
+    import numpy as np
+    import pandas as pd
+
+    from hta_report.analysis.events import RankEvents, memoized
+
+    calls = []
+
+    @memoized
+    def windows(ev):
+        calls.append(ev.rank)
+        return np.array([[1.0, 0.0, 10.0]])
+
+    ev = RankEvents(rank=3, df=pd.DataFrame())
+    first = windows(ev)
+    first[0, 2] = -1.0  # a caller that changes its copy
+    assert windows(ev)[0, 2] == 10.0 and calls == [3]
+    other = RankEvents(rank=4, df=pd.DataFrame())  # other events: computed for them
+    windows(other)
+    assert calls == [3, 4]

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals
-from .events import RankEvents
+from .events import RankEvents, memoized
 from .steps import analyzed_windows, step_windows
 
 #: cuda_runtime / HIP calls that put work on a GPU stream (HTA's launch list plus copies and memsets).
@@ -50,12 +50,14 @@ def host_windows(ev: RankEvents) -> np.ndarray:
     return windows(ev)[0]
 
 
+@memoized
 def rebased_steps(ev: RankEvents) -> np.ndarray:
     """``ProfilerStep`` windows ``[number, start, end]`` (µs) re-based to the
     device: a step ends when both its host annotation and the GPU work
     launched inside it have ended, and the next step starts there (the
     TensorBoard profiler's step re-basing). When the host runs ahead of the
-    GPU, the windows then measure steps as the GPU executes them."""
+    GPU, the windows then measure steps as the GPU executes them. Computed
+    once per rank (:func:`~.events.memoized`)."""
     steps = step_windows(ev).copy()
     if len(steps) == 0 or not ev.has_gpu:
         return steps

@@ -6,14 +6,16 @@ import re
 import numpy as np
 
 from ..model import StepStats, StepTime
-from .events import RankEvents
+from .events import RankEvents, memoized
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
+@memoized
 def step_windows(ev: RankEvents) -> np.ndarray:
     """``(n, 3)`` array of ``[number, start_us, end_us]`` per ``ProfilerStep#N``
-    on the CPU timeline, sorted by start. Empty when the trace has none."""
+    on the CPU timeline, sorted by start. Empty when the trace has none.
+    Computed once per rank (:func:`~.events.memoized`)."""
     cpu = ev.cpu
     names = cpu["s_name"]
     mask = names.str.startswith("ProfilerStep#")
