@@ -247,22 +247,29 @@ def write_reports(result: AnalysisResult, outputs: Outputs,
 
 def preparations(outputs: Outputs) -> List[Callable[[], None]]:
     """What this process may do for writing ``outputs`` while its workers
-    analyze the traces (:func:`hta_report.workers.meanwhile`): import and warm
-    up matplotlib when a report has charts (:func:`hta_report.render.charts.warm_up`).
+    analyze the traces (:func:`hta_report.workers.meanwhile`): for an HTML
+    report, import and warm up matplotlib (:func:`hta_report.render.charts.warm_up`)
+    and compile the template (:func:`hta_report.render.html.prepare`).
     Outputs whose format is unknown are left to :func:`write_reports` to refuse."""
-    def has_charts(path, fmt) -> bool:
+    def fmt_of(path, fmt) -> Optional[str]:
         try:
-            return reporter(format_for_path(path, fmt)).charts
+            return format_for_path(path, fmt)
         except ValueError:
-            return False
+            return None
 
-    return [_warm_up_charts] if any(has_charts(p, f) for p, f in outputs) else []
+    return [_warm_up_charts, _compile_html] if any(fmt_of(p, f) == "html" for p, f in outputs) else []
 
 
 def _warm_up_charts() -> None:
     from .render.charts import warm_up  # matplotlib
 
     warm_up()
+
+
+def _compile_html() -> None:
+    from .render.html import prepare
+
+    prepare()
 
 
 def _inputs(result: AnalysisResult) -> List[str]:
