@@ -171,3 +171,19 @@ def test_analyze_prepares_the_charts_only_for_reports_with_charts(tmp_path):
     assert preparations([(str(tmp_path / "r.html"), None)]) != []
     assert preparations([(str(tmp_path / "r.md"), None), (str(tmp_path / "r.json"), "json")]) == []
     assert preparations([(str(tmp_path / "r.unknown"), None)]) == []  # refused later, by the writer
+
+
+def test_a_large_lone_rank_is_analyzed_in_this_process_with_the_same_result(tmp_path, monkeypatch):
+    """One rank of SEQUENTIAL_MIN_EVENTS events or more: its two parts run
+    one after the other here (their temporaries do not add up), not side by
+    side in workers; the result is the same."""
+    training_trace(rank=0, world_size=1, steps=5, slow_launch_us=80.0).write(tmp_path / "rank0.json")
+    side_by_side = _result_json(tmp_path, 2, monkeypatch)
+    monkeypatch.setattr(parallel, "SEQUENTIAL_MIN_EVENTS", 1)
+    monkeypatch.setenv("HTA_REPORT_WORKERS", "2")
+    with progress.using(progress.Progress(stream=io.StringIO(), live=False)) as p:
+        data = json.loads(analyze(tmp_path).to_json())
+    names = [name for name, _ in p.times]
+    assert "analyze rank 0" in names and not [n for n in names if n.endswith("(worker)")]
+    data["inventory"].pop("analyzed_at")
+    assert data == side_by_side

@@ -23,6 +23,14 @@ from .rank import analyze_rank, hta_part, join_parts, own_part
 #: pool of forked workers costs about 40 ms, more than it saves on such traces.
 PARALLEL_MIN_EVENTS = 2000
 
+#: A lone rank with at least this many events (about 100 MB of JSON) has its
+#: two parts analyzed one after the other in this process, not side by side
+#: in two workers, whose temporaries add up: on the 286 MB fractional
+#: benchmark rank (736,679 events) the peak memory of the process tree was
+#: 0.84-0.87 GB side by side (2.9-3.0 x the JSON) and 0.57 GB one after the
+#: other (2.0 x), for about 1 s more (``bench/load.py``).
+SEQUENTIAL_MIN_EVENTS = 250_000
+
 Outcome = Tuple[str, object, float]
 
 
@@ -31,7 +39,9 @@ def analyze_ranks(loaded, infos: Optional[List[TraceFileInfo]] = None,
     """Analyze ``infos`` (default: every file of ``loaded``), each rank's two
     parts side by side in up to ``n_workers`` forked processes (default:
     :func:`hta_report.workers.count`; in this process when that is 1, where
-    ``fork`` is unavailable, or below :data:`PARALLEL_MIN_EVENTS` events).
+    ``fork`` is unavailable, below :data:`PARALLEL_MIN_EVENTS` events, or for
+    one rank of :data:`SEQUENTIAL_MIN_EVENTS` events or more, whose parts then
+    run one after the other to bound the memory).
 
     Returns:
         Per file, in order, its :class:`~hta_report.model.RankResult` or the
@@ -42,6 +52,10 @@ def analyze_ranks(loaded, infos: Optional[List[TraceFileInfo]] = None,
     events = sum(len(loaded.frame(info.rank)) for info in infos)
     if n <= 1 or not workers.can_fork() or events < PARALLEL_MIN_EVENTS:
         return [_here(loaded, info) for info in infos]
+    if len(infos) == 1 and events >= SEQUENTIAL_MIN_EVENTS:
+        gc.collect()  # the parse's garbage, before the analyses' peak
+        workers.release_free_memory()
+        return [_here(loaded, infos[0])]
     return _in_workers(loaded, infos, n)
 
 
