@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from array import array
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import pandas as pd
@@ -25,7 +25,18 @@ DATALOADER_PREFIXES = ("enumerate(DataLoader)#", "enumerate(DataPipe)#")
 def self_times(cpu: pd.DataFrame) -> np.ndarray:
     """Self time (µs) of each row of ``cpu`` (rows of ``RankEvents.df``): its
     duration minus the durations of its direct children on the same thread
-    (events nested inside it)."""
+    (events nested inside it), clipped at 0.
+
+    Defined by a walk of the rows per thread, parents before children (by
+    start, then longest first), with a stack of the events still open
+    (:func:`_self_times_walk`), each row taking ``min(end, parent's end) -
+    start`` from its parent. The parents are found with numpy instead
+    (:func:`_parents`) and the same float subtractions done in the same
+    order, so the result is identical (``tests/test_cpu_side.py`` compares
+    both on random and real events); the walk runs only where a time is NaN.
+    On the 286 MB fractional benchmark rank (643,754 CPU events) 0.245 s
+    walked, 0.082 s so.
+    """
     self_t = np.maximum(cpu["dur"].to_numpy(dtype=float), 0.0)  # some traces carry dur = -1
     if not len(cpu):
         return self_t
@@ -33,14 +44,30 @@ def self_times(cpu: pd.DataFrame) -> np.ndarray:
     end = cpu["end"].to_numpy(dtype=float)
     thread = cpu["thread"].to_numpy()
     order = np.lexsort((-end, ts, thread))  # by thread, then parents before children
-    # the loop walks rows in that order; array.array holds 8 bytes per value
-    # (a list of floats ~32), so a million rows cost tens of MB less at the peak
-    ts_l, end_l = array("d", ts[order].tobytes()), array("d", end[order].tobytes())
-    thread_l = array("q", thread[order].astype(np.int64).tobytes())
-    out = array("d", self_t[order].tobytes())
+    ts_o, end_o, thread_o = ts[order], end[order], thread[order]
+    out = self_t[order]
+    parent = _parents(ts_o, end_o, thread_o)
+    if parent is None:
+        out = _self_times_walk(ts_o, end_o, thread_o, out)
+    else:
+        child = np.flatnonzero(parent >= 0)
+        # what the walk subtracts, min(end, parent's end) - ts, in the walk's order (ufunc.at is sequential)
+        np.subtract.at(out, parent[child], np.minimum(end_o[child], end_o[parent[child]]) - ts_o[child])
+    self_t[order] = out
+    return np.maximum(self_t, 0.0)
+
+
+def _self_times_walk(ts: np.ndarray, end: np.ndarray, thread: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """The stack walk over rows sorted by thread, start, longest first: each
+    row's time inside its parent (the innermost event still open when it
+    starts) is taken from the parent's entry of ``out`` (a copy is returned)."""
+    # array.array holds 8 bytes per value (a list of floats ~32), so a million rows cost tens of MB less
+    ts_l, end_l = array("d", ts.tobytes()), array("d", end.tobytes())
+    thread_l = array("q", thread.astype(np.int64).tobytes())
+    res = array("d", out.tobytes())
     stack: List[int] = []
     current = None
-    for i in range(len(order)):
+    for i in range(len(ts_l)):
         if thread_l[i] != current:
             current, stack = thread_l[i], []
         t = ts_l[i]
@@ -48,10 +75,55 @@ def self_times(cpu: pd.DataFrame) -> np.ndarray:
             stack.pop()
         if stack:
             top = stack[-1]
-            out[top] -= min(end_l[i], end_l[top]) - t
+            res[top] -= min(end_l[i], end_l[top]) - t
         stack.append(i)
-    self_t[order] = np.frombuffer(out, dtype=float)
-    return np.maximum(self_t, 0.0)
+    return np.frombuffer(res, dtype=float).copy()
+
+
+def _parents(ts: np.ndarray, end: np.ndarray, thread: np.ndarray) -> Optional[np.ndarray]:
+    """The walk's parent of each row (sorted as for :func:`_self_times_walk`;
+    -1: none), found without walking; None when a time is NaN (the walk then
+    runs, as comparisons with NaN decide there).
+
+    In the walk a row stays on the stack until a later row starts at or after
+    its end, and a row left on the stack after popping has not ended: so the
+    parent of row ``i`` is the last row ``j < i`` of its thread with
+    ``end[j] > ts[i]``, overlaps or not. As ``ts`` only grows along a
+    thread, row ``j`` is that candidate for the rows ``j + 1 .. D[j] - 1``,
+    ``D[j]`` being the first row of the thread starting at or after
+    ``end[j]``: the parent of ``i`` is the largest ``j`` whose range holds
+    ``i``, found with a segment tree (range-max updates, point queries), in
+    about ``2 log2(n)`` numpy passes and ``2n`` integers of memory.
+    """
+    n = len(ts)
+    if np.isnan(ts).any() or np.isnan(end).any():
+        return None
+    last = np.empty(n, dtype=np.int64)  # D[j] - 1: the last row row j can be the parent of
+    bounds = np.flatnonzero(np.diff(thread)) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n]):
+        last[lo:hi] = lo + np.searchsorted(ts[lo:hi], end[lo:hi], side="left") - 1
+    rows = np.arange(n, dtype=np.int64)
+    can = last > rows
+    size = 1 << max(1, int(n - 1).bit_length())
+    tree = np.full(2 * size, -1, dtype=np.int64)
+    val = rows[can]
+    lo_, hi_ = val + 1 + size, last[can] + 1 + size  # [lo_, hi_) in leaf positions
+    while len(val):
+        odd = (lo_ & 1).astype(bool)
+        np.maximum.at(tree, lo_[odd], val[odd])
+        lo_ = lo_ + odd
+        odd = (hi_ & 1).astype(bool)
+        hi_ = hi_ - odd
+        np.maximum.at(tree, hi_[odd], val[odd])
+        lo_, hi_ = lo_ >> 1, hi_ >> 1
+        more = lo_ < hi_
+        val, lo_, hi_ = val[more], lo_[more], hi_[more]
+    parent = np.full(n, -1, dtype=np.int64)
+    node = rows + size
+    while node[0] >= 1:
+        np.maximum(parent, tree[node], out=parent)
+        node >>= 1
+    return parent
 
 
 def _named(rows: pd.DataFrame, self_col: np.ndarray = None, limit: int = 0) -> List[NamedTime]:
