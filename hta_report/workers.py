@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import gc
 import logging
 import multiprocessing as mp
@@ -134,15 +135,24 @@ def pool(n: int, state: Any = None) -> ProcessPoolExecutor:
 
 
 def release_free_memory() -> None:
-    """Give the heap's free pages back to the OS (glibc ``malloc_trim``; a
-    no-op elsewhere). Pages freed by the parse otherwise stay resident and,
-    after a fork, every child writing into them holds a private copy."""
+    """Collect garbage, then give the heap's free pages back to the OS (glibc
+    ``malloc_trim``; the trim is a no-op elsewhere). Pages freed by the parse
+    otherwise stay resident and, after a fork, every child writing into them
+    holds a private copy; a worker that idles while another runs would keep
+    its temporaries."""
+    gc.collect()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.lru_cache(maxsize=None)
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None (looked up once: ``find_library`` reads the loader cache)."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
     except (OSError, AttributeError):  # not glibc
-        return
-    trim(0)
+        return None
 
 
 @contextlib.contextmanager
@@ -152,9 +162,8 @@ def fork_friendly() -> Iterator[None]:
     generation (``gc.freeze``: the children's collections then leave their
     pages alone instead of writing into, and so copying, each one) and
     release free heap pages; unfreeze on exit."""
-    gc.collect()
-    gc.freeze()
     release_free_memory()
+    gc.freeze()
     try:
         yield
     finally:

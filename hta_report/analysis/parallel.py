@@ -9,7 +9,6 @@ same result (``tests/test_parallel.py``).
 """
 from __future__ import annotations
 
-import gc
 import time
 from concurrent.futures.process import BrokenProcessPool
 from typing import Dict, List, Optional, Tuple, Union
@@ -53,8 +52,7 @@ def analyze_ranks(loaded, infos: Optional[List[TraceFileInfo]] = None,
     if n <= 1 or not workers.can_fork() or events < PARALLEL_MIN_EVENTS:
         return [_here(loaded, info) for info in infos]
     if len(infos) == 1 and events >= SEQUENTIAL_MIN_EVENTS:
-        gc.collect()  # the parse's garbage, before the analyses' peak
-        workers.release_free_memory()
+        workers.release_free_memory()  # the parse's garbage, before the analyses' peak
         return [_here(loaded, infos[0])]
     return _in_workers(loaded, infos, n)
 
@@ -84,7 +82,6 @@ def _run_part(kind: str, index: int, release: bool) -> Outcome:
         return "error", (exc.message, exc.step), time.perf_counter() - t0
     finally:
         if release:
-            gc.collect()
             workers.release_free_memory()
     return "ok", part, time.perf_counter() - t0
 

@@ -21,7 +21,6 @@ run then starts again the second way.
 """
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import time
@@ -172,6 +171,5 @@ def _analyze_held(index: int, info, plan, loader: str):
     finally:
         del parsed
         if not _HELD:  # this worker's last rank: hand its memory back while the others finish
-            gc.collect()
             workers.release_free_memory()
     return "ok", result, time.perf_counter() - t0
