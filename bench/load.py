@@ -237,27 +237,25 @@ def run(cmd: List[str], env: Optional[dict] = None, check: bool = True, sample: 
     peak = [0]
     stop = threading.Event()
 
-    sampling = sample
-
     def sample_pss() -> None:
         while not stop.is_set():
             peak[0] = max(peak[0], _tree_pss(proc.pid))
             stop.wait(0.05)
 
-    sampler = threading.Thread(target=sample_pss, daemon=True)
-    if sampling:
+    sampler = threading.Thread(target=sample_pss, daemon=True) if sample else None
+    if sampler is not None:
         sampler.start()
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     stop.set()
-    if sampling:
+    if sampler is not None:
         sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0 and check:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{err.decode(errors='replace')[-3000:]}")
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "maxrss": usage.ru_maxrss * 1024,
-            "tree_pss": peak[0] if sampling else None, "load": load, "stderr": err.decode(errors="replace"), "returncode": proc.returncode}
+            "tree_pss": peak[0] if sample else None, "load": load, "stderr": err.decode(errors="replace"), "returncode": proc.returncode}
 
 
 def byte_compile() -> str:

@@ -36,13 +36,13 @@ from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_
                      OCCUPANCY_STEP, PATTERNS_STEP, STEP_BREAKDOWN_STEP, STEP_TIMES_STEP,
                      TEMPORAL_STEP, CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult,
                      SectionFailure, TemporalBreakdown, TraceFileInfo)
+from . import hta_kernel_types
 from .attribution import idle_attribution
 from .code import code_attribution, gpu_time_by_launcher
 from .copies import add_copy_metrics, blocking_copies, dtoh_reads, pageable_calls, sync_contexts, sync_waits
 from .cpu_side import cpu_side
 from .distributed import add_data_parallel
 from .events import COMMUNICATION, GPU_CATEGORIES, RankEvents, kernel_type
-from . import hta_kernel_types
 from .gpu_time import gpu_idle_split, idle_breakdown, kernel_type_shares, temporal_breakdown, top_kernels
 from .kernels import add_misaligned_gemms, compute_major, tensor_core_use
 from .launch import LaunchContext, add_launch_metrics, launch_context, launch_summary

@@ -58,7 +58,7 @@ def rebased_steps(ev: RankEvents) -> np.ndarray:
     TensorBoard profiler's step re-basing). When the host runs ahead of the
     GPU, the windows then measure steps as the GPU executes them. Computed
     once per rank (:func:`~.events.memoized`)."""
-    steps = step_windows(ev).copy()
+    steps = step_windows(ev)  # a copy of its own (memoized)
     if len(steps) == 0 or not ev.has_gpu:
         return steps
     cpu = ev.cpu

@@ -145,11 +145,11 @@ def svg_bytes(fig: Figure, tight: str = "one draw") -> bytes:
         if one_draw:
             del fig.draw
     svg = buf.getvalue()
-    pad = matplotlib.rcParams["savefig.pad_inches"]
-    match = _SVG_SIZE.search(svg) if one_draw and boxes else None
     if not one_draw:
         return svg
-    if match is None or not isinstance(pad, (int, float)):
+    pad = matplotlib.rcParams["savefig.pad_inches"]
+    match = _SVG_SIZE.search(svg)
+    if not boxes or match is None or not isinstance(pad, (int, float)):
         return svg_bytes(fig, tight="matplotlib")
     box = boxes[0].padded(pad)
     height_in = fig.get_size_inches()[1]
