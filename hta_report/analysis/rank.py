@@ -30,6 +30,7 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar,
 import numpy as np
 import pandas as pd
 
+from .. import workers
 from ..errors import HtaReportError, TraceError
 from ..load.validation import exception_summary
 from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, MEMORY_STEP,
@@ -104,8 +105,11 @@ NEEDS = {
 
 
 def run_steps(ctx: C, steps: Sequence[Step], path: Union[str, Path],
-              failures: Optional[List[SectionFailure]] = None) -> C:
-    """Run ``steps`` in order on ``ctx``; returns ``ctx``.
+              failures: Optional[List[SectionFailure]] = None, trim: bool = False) -> C:
+    """Run ``steps`` in order on ``ctx``; returns ``ctx``. With ``trim``, the
+    heap's free pages are handed back after each step
+    (:func:`hta_report.workers.trim_heap`: the holes a large rank's steps
+    leave would otherwise add up to the process's peak).
 
     With ``failures`` (a list), a step that fails, other than one in
     :data:`FATAL`, is appended to it with its reason and the run goes on;
@@ -131,7 +135,15 @@ def run_steps(ctx: C, steps: Sequence[Step], path: Union[str, Path],
                 raise
             cause = exc.__cause__
             failures.append(SectionFailure(step=name, reason=exception_summary(cause) if cause else exc.message))
+        finally:
+            if trim:
+                workers.trim_heap()
     return ctx
+
+
+def _large(loaded, info: TraceFileInfo) -> bool:
+    """Whether the rank of ``info`` has :data:`hta_report.workers.TRIM_MIN_EVENTS` events or more."""
+    return len(loaded.frame(info.rank)) >= workers.TRIM_MIN_EVENTS
 
 
 # ---------------------------------------------------------------- our analyses
@@ -309,8 +321,9 @@ def own_part(loaded, info: TraceFileInfo) -> OwnPart:
         hta_report.errors.TraceError: decoding the events failed (see :func:`analysis_step`).
     """
     rr = RankResult(rank=info.rank, file=info.path, device_names=_device_names(loaded.meta.get(info.rank, {})))
-    ctx = run_steps(RankContext(loaded=loaded, info=info, result=rr), OWN_STEPS, info.path, rr.failures)
-    run_steps(ctx, GPU_STEPS if rr.has_gpu else HOST_ONLY_STEPS, info.path, rr.failures)
+    trim = _large(loaded, info)
+    ctx = run_steps(RankContext(loaded=loaded, info=info, result=rr), OWN_STEPS, info.path, rr.failures, trim)
+    run_steps(ctx, GPU_STEPS if rr.has_gpu else HOST_ONLY_STEPS, info.path, rr.failures, trim)
     return OwnPart(result=rr, launch=ctx.launch)
 
 
@@ -405,7 +418,7 @@ def hta_part(loaded, info: TraceFileInfo) -> Optional[HtaPart]:
         return None
     hta_kernel_types.install()
     ctx = HtaContext(rank=info.rank, view=loaded.analysis_for([info.rank]), has_comm=has_comm)
-    return run_steps(ctx, HTA_STEPS, info.path, ctx.part.failures).part
+    return run_steps(ctx, HTA_STEPS, info.path, ctx.part.failures, _large(loaded, info)).part
 
 
 # ---------------------------------------------------------------- joined

@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from .. import progress
+from .. import progress, workers
 from ..cache import Cache
 from ..errors import TraceError
 from ..model import UnreadableTrace
@@ -91,6 +91,7 @@ def load_traces(
         ranks, sources, warns = assign_ranks(paths, metas)
         warns += [f"{p}: {notes[p]}" for p in paths if notes.get(p)]
         rekey(trace, keys, ranks, paths)
+        workers.trim_heap()  # the parse's freed pages, before HTA's filter copies the frames
         with progress.current().stage("HTA align and filter"):
             kept = align_and_filter(trace, include_last_step, paths[0] if len(paths) == 1 else trace_dir)
     files = sorted((file_info(p, r, s, m) for p, r, s, m in zip(paths, ranks, sources, metas)), key=lambda f: f.rank)
