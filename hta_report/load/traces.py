@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 from ..errors import InputError, TraceError, one_line
 from ..model import TraceFileInfo, UnreadableTrace
 from .discovery import rank_from_file_name
+from .step_filter import filter_steps
 from ..files import identity
 
 if TYPE_CHECKING:
@@ -298,10 +299,10 @@ def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: b
             origin = exact_origin(trace.traces.values(),
                                   min(df["ts"].min() for df in trace.traces.values() if not df.empty))
         try:
-            if aligned:
-                trace._filter_irrelevant_gpu_kernels(include_last_step)  # align_and_filter_trace's second half
-            else:
-                trace.align_and_filter_trace(include_last_step)
+            if trace.traces:  # HTA's align_and_filter_trace, its filter on narrow frames
+                if not aligned:
+                    trace._align_all_ranks()
+                filter_steps(trace, include_last_step)
         finally:
             trace.__dict__.pop("get_device_type", None)
         for rank, df in trace.traces.items():
