@@ -895,7 +895,7 @@ def _columns(n: int, keys: set, getter, types, kept_args, arg_specs) -> dict:
                 columns[k] = (tag, (vals[idx], list(map(raw.__getitem__, take))))
                 continue
         if isinstance(vals, np.ndarray):
-            columns[k] = (tag, vals[idx])
+            columns[k] = (tag, _small_ints(vals[idx]) if tag == "i8" else vals[idx])
         else:
             kept = list(map(vals.__getitem__, take))
             columns[k] = (tag, shared_values(kept) if tag == "obj" else kept)
@@ -909,6 +909,8 @@ def _columns(n: int, keys: set, getter, types, kept_args, arg_specs) -> dict:
         tag, vals = _infer(raw)
         if tag == "obj":
             vals = texts if texts is not None else shared_values(vals)
+        elif tag == "i8":
+            vals = _small_ints(vals)
         arg_columns[spec[0]] = (tag, (vals, raw) if tag == "f8i" else vals)
     return {
         "n": n, "has_args": "args" in keys,
@@ -919,6 +921,29 @@ def _columns(n: int, keys: set, getter, types, kept_args, arg_specs) -> dict:
         "name": _kept_codes(*_codes(getter("name"), check=False), idx),
         "columns": columns, "args": arg_columns,
     }
+
+
+def _small_ints(values: np.ndarray) -> np.ndarray:
+    """``values`` (int64) in the smallest of int8, int16, int32 and int64
+    that holds them all. A piece's integer columns travel and wait for the
+    merge this way: :meth:`_Column.build` concatenates them into the
+    smallest type that holds every piece (numpy's promotion of signed types),
+    and the frame's integer downcast (``pd.to_numeric(downcast="integer")``,
+    HTA's ``_compress_df``) then picks, from the same values, the type it
+    picks from int64. Most of Kineto's args (``stream``, ``Python id``,
+    ``Group size``...) fit one byte: 12 of the 286 MB benchmark trace's
+    columns took 72 MB as int64 until the frame was built."""
+    if not len(values):
+        return values
+    lo, hi = int(values.min()), int(values.max())
+    for t in _SIGNED:
+        info = np.iinfo(t)
+        if info.min <= lo and hi <= info.max:
+            return values.astype(t)
+    return values
+
+
+_SIGNED = (np.int8, np.int16, np.int32)
 
 
 def _kept_codes(uniques: list, codes: np.ndarray, rows: np.ndarray) -> Tuple[list, np.ndarray]:
@@ -933,7 +958,7 @@ def _kept_codes(uniques: list, codes: np.ndarray, rows: np.ndarray) -> Tuple[lis
         return [], kept
     used, at = np.unique(kept, return_index=True)
     order = used[np.argsort(at, kind="stable")]
-    lut = np.empty(len(uniques), dtype=np.int64)
+    lut = np.empty(len(uniques), dtype=np.int32)
     lut[order] = np.arange(len(order))
     out = [uniques[i] for i in order.tolist()]
     if set(map(type, out)) - {str}:
@@ -950,7 +975,7 @@ class _Codes:
 
     def add(self, uniques: list, codes: np.ndarray) -> None:
         ids = self.ids
-        lut = np.array([ids.setdefault(u, len(ids)) for u in uniques], dtype=np.int64)
+        lut = np.array([ids.setdefault(u, len(ids)) for u in uniques], dtype=np.int32)
         self.pieces.append(lut[codes] if len(codes) else codes)
 
     def codes(self) -> np.ndarray:
@@ -1027,7 +1052,14 @@ class _Frame:
         if not self.has_args:
             raise Unsupported("no args anywhere")
         # each piece list is dropped once its column is built (this is the last use of this
-        # _Frame): the 286 MB benchmark trace peaked at 585 MB with every piece kept to the end
+        # _Frame), and in a large file the heap's free pages are handed back after each
+        # column: the pieces' freed arrays are too scattered for the columns to reuse
+        # (286 MB benchmark trace: peak 585 MB with every piece kept, 571 MB dropping them,
+        # 433 MB trimming too, for 39 ms)
+        from .. import workers
+
+        trim = workers.trim_heap if self.n_events >= workers.TRIM_MIN_EVENTS else (lambda: None)
+        trim()
         positions = np.concatenate(self.positions)
         self.positions = []
         nrows = len(positions)
@@ -1040,6 +1072,7 @@ class _Frame:
                 cols[k] = None  # filled after the symbol table
             else:
                 cols[k] = self.columns.pop(k).series()
+                trim()
         exact: Dict[str, Any] = {}
         if ts_float and not will_round(np.dtype(np.float64)):
             raise Unsupported("HTA's ns rounding is disabled")
@@ -1059,6 +1092,7 @@ class _Frame:
                 raise Unsupported("events whose ts is missing")
         for name, *_ in self.args:
             cols[name] = self.arg_columns.pop(name).series()
+            trim()
         cols.update(exact)
 
         # the local symbol table, built as _compress_df builds it
