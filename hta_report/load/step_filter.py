@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from typing import Dict
 
-import numpy as np
-
 #: The columns HTA's filter reads (``CPUOperatorFilter``, ``GPUKernelFilter``,
 #: the ``ProfilerStep`` bounds and the merge on ``correlation``).
 FILTER_COLUMNS = ("cat", "name", "stream", "correlation", "ts", "end")
@@ -40,6 +38,8 @@ def filter_steps(trace, include_last_step: bool) -> None:
         Whatever HTA's method raises on these frames (e.g. ``KeyError`` for a
         missing ``correlation`` column).
     """
+    import numpy as np
+
     if trace.get_device_type() == "MTIA" or any(ROW in df.columns for df in trace.traces.values()):
         trace._filter_irrelevant_gpu_kernels(include_last_step)
         return
