@@ -123,9 +123,9 @@ def _preload() -> None:
     """Import here, before the workers are forked, what each of them runs
     after its parses (our analyses, HTA's ``TraceAnalysis`` with networkx and
     plotly): the workers then share these modules instead of each importing
-    them. 8 ranks of the fractional benchmark, 5 runs each: 4.54 -> 4.43 s
-    wall, 8.45 -> 8.13 s of CPU, the import here (about 0.25 s) on the
-    critical path and two imports in workers off it."""
+    them. 8 ranks of the fractional benchmark, 5 runs each way: 4.36 -> 4.29 s
+    wall, 8.21 -> 7.93 s of CPU; the import here (about 0.25 s) is on the
+    critical path, the two in the workers were not."""
     import hta.trace_analysis  # noqa: F401 - what load.traces.hta_view imports in the workers
 
     from ..analysis import rank  # noqa: F401
