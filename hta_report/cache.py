@@ -122,7 +122,7 @@ class Cache:
 
     def __init__(self, root: os.PathLike | str) -> None:
         self.root = Path(root)
-        self._digests: Dict[Tuple[str, int, int], str] = {}
+        self._digests: Dict[Tuple[str, int, Optional[float]], str] = {}
 
     def digest(self, path: os.PathLike | str) -> str:
         """:func:`file_digest`, memoized for this run by (path, size, mtime).
@@ -130,10 +130,9 @@ class Cache:
         Raises:
             OSError: the file cannot be read.
         """
-        from .files import identity, location
+        from .files import version_key
 
-        st = location(path).stat()
-        memo = (identity(path), st.st_size, getattr(st, "st_mtime_ns", None) or getattr(st, "st_mtime", None))
+        memo = version_key(path)
         if memo not in self._digests:
             self._digests[memo] = file_digest(path)
         return self._digests[memo]

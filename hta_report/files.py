@@ -16,7 +16,7 @@ import gzip
 import zlib
 import os
 from pathlib import Path
-from typing import IO, Union
+from typing import IO, Optional, Tuple, Union
 
 #: A trace location as the loader handles it.
 Location = Union[Path, "os.PathLike[str]"]
@@ -125,3 +125,16 @@ def identity(p: Union[str, os.PathLike]) -> str:
     path, or the URL."""
     loc = location(p)
     return str(loc.resolve()) if isinstance(loc, Path) else str(loc)
+
+
+def version_key(p: Union[str, os.PathLike]) -> Tuple[str, int, Optional[float]]:
+    """``(identity, size in bytes, modification time)`` of the file ``p``
+    (the time in ns, or in s from a store without ns): a key for what this
+    run remembers of a file, which changes when the file is rewritten.
+
+    Raises:
+        OSError: the file cannot be stat'ed.
+        hta_report.errors.InputError: a URL no fsspec package reads.
+    """
+    st = location(p).stat()
+    return identity(p), st.st_size, getattr(st, "st_mtime_ns", None) or getattr(st, "st_mtime", None)

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import codecs
 import json
-import os
 from dataclasses import dataclass, field
-from typing import List, Optional, Set, Tuple, Union
+from typing import List, Optional, Set, Union
 
 import numpy as np
 
-from ..files import open_text_stream
+from ..files import is_url, open_text_stream, version_key
 
 #: What every ``[memory]`` event holds, and what the pass looks for.
 NEEDLE = b'"[memory]"'
@@ -110,18 +109,19 @@ def _decode_at(text: str, hit: int, decoder: json.JSONDecoder):
 
 
 #: Local files that a complete read in this process found without
-#: :data:`NEEDLE`: ``(absolute path, size, mtime_ns)``.
-_ABSENT: Set[Tuple[str, int, int]] = set()
+#: :data:`NEEDLE`, by :func:`hta_report.files.version_key`.
+_ABSENT: Set[tuple] = set()
 
 
-def _identity(path) -> Optional[Tuple[str, int, int]]:
-    """``(absolute path, size, mtime_ns)`` of a local file, None for a URL or
+def _identity(path) -> Optional[tuple]:
+    """:func:`hta_report.files.version_key` of a local file, None for a URL or
     a file that cannot be stat'ed (its pass is then never skipped)."""
+    if is_url(path):
+        return None
     try:
-        st = os.stat(path)
+        return version_key(path)
     except (OSError, TypeError, ValueError):
         return None
-    return os.path.abspath(path), st.st_size, st.st_mtime_ns
 
 
 def note_absent(path) -> None:
