@@ -232,6 +232,47 @@ def test_keys_first_seen_in_a_later_piece_keep_htas_column_order(tmp_path, monke
     assert list(ours[1].columns).index("dur") < list(ours[1].columns).index("cat")
 
 
+@pytest.mark.parametrize("variant", ["lists", "numbers", "strings", "mixed", "every-number", "every-string"])
+def test_object_args_absent_in_some_pieces_and_of_any_type_match_hta(tmp_path, monkeypatch, variant):
+    """The args HTA keeps as objects (``Input Dims``, ``In split size``...):
+    pieces where no event has them (all HTA's default text), pieces with
+    lists, and values that are not lists (numbers, strings, both), which
+    pandas does not keep as objects when every event has them; tiny
+    blocks, so each piece differs."""
+    rng = random.Random(variant)
+
+    def dims(i):
+        if variant == "lists":
+            return [[i % 3, 2], []]
+        if variant in ("numbers", "every-number"):
+            return rng.choice([i % 4, 2.5])
+        if variant in ("strings", "every-string"):
+            return rng.choice(["a", "b"])
+        return rng.choice([[1, 2], 7, "x", {"k": [1]}, None])
+
+    events = []
+    for i in range(600):
+        e = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 10 + i, "dur": 1,
+             "args": {"External id": i}}
+        block = (i // 100) % 3  # 100 events without the args, 100 with some, 100 with all
+        if block == 1 and i % 2 or block == 2 or variant.startswith("every"):  # every: pandas infers
+            e["args"]["Input Dims"] = dims(i)                                   # numbers, or strings
+            e["args"]["Input type"] = ["float", ""] if variant != "numbers" else 1
+        if block == 2 and i % 5 == 0:
+            e["args"]["In split size"] = [i % 2]
+        events.append(e)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    theirs = fastparse.hta_parse_trace_file(path, default_cfg())
+    monkeypatch.setattr(fastparse, "BLOCK_BYTES", 4096)
+    counts = _count_paths(monkeypatch)
+    ours = fastparse.parse_trace_file(path, default_cfg(), fallback=False)
+    assert counts["structs"] > 5 and not counts["dicts"]
+    assert_same_parse(theirs, ours)
+    # and the column that every piece lacks holds HTA's default in every row
+    assert set(ours[1]["out_split_size"]) == {"[]"}
+
+
 def test_unsupported_inputs_go_to_hta(tmp_path):
     doc = synthetic(random.Random(1), "plain")
     doc["traceEvents"].append({"ph": "X", "cat": "cuda_profiler_range", "name": "r", "pid": 1, "tid": 1,

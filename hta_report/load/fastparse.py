@@ -720,9 +720,9 @@ def _typed_piece(events: list, arg_specs) -> dict:
 
     def kept_args(take: List[int]):
         args = list(map(values["args"].__getitem__, take))
+        defaults = _typed_decoder(arg_specs)[1]()
         if args.count(_NAN):
-            default = _typed_decoder(arg_specs)[1]()
-            args = [default if a is _NAN else a for a in args]
+            args = [defaults if a is _NAN else a for a in args]
         names = [f"a{i}" for i in range(len(arg_specs))]
         if len(names) > 1 and args:
             columns = list(zip(*map(attrgetter(*names), args)))
@@ -730,7 +730,9 @@ def _typed_piece(events: list, arg_specs) -> dict:
             columns = [tuple(map(attrgetter(a), args)) for a in names]
 
         def arg(i: int) -> Tuple[list, bool]:
-            return (_decode_shared(columns[i]), True) if arg_specs[i][3] else (columns[i], False)
+            if arg_specs[i][3]:
+                return _decode_shared(columns[i], getattr(defaults, names[i])), True
+            return columns[i], False
         return arg
 
     piece = _columns(n, set(first), values.__getitem__, types.__getitem__, kept_args, arg_specs)
@@ -772,16 +774,21 @@ class _Texts:
         return len(self.codes)
 
 
-def _decode_shared(raws: List[msgspec.Raw]) -> Tuple[list, Optional[_Texts]]:
-    """The values of JSON texts, decoded once per distinct text (equal texts
-    give one shared object, see :func:`shared_values`), and the same as
-    :class:`_Texts`."""
+def _decode_shared(raws: List[msgspec.Raw], default: Optional[msgspec.Raw] = None) -> Tuple[list, _Texts]:
+    """The distinct values of JSON texts, each decoded once (in order of first
+    appearance), and the texts as :class:`_Texts`. A column holding only the
+    arg's ``default`` text (an arg the piece never has: ``In split size`` in
+    most traces) is recognized by one ``list.count``, without a ``bytes``
+    copy and a lookup per row (12 ms per 90,000 events)."""
+    n = len(raws)
+    if default is not None and n and raws[0] == default and raws.count(default) == n:
+        text = bytes(default)
+        return [msgspec.json.decode(text)], _Texts([text], np.zeros(n, dtype=np.int32))
     texts = list(map(bytes, raws))
     uniques = list(dict.fromkeys(texts))
-    decoded = {t: msgspec.json.decode(t) for t in uniques}
     ids = {t: i for i, t in enumerate(uniques)}
     codes = np.fromiter(map(ids.__getitem__, texts), dtype=np.int32, count=len(texts))
-    return list(map(decoded.__getitem__, texts)), _Texts(uniques, codes)
+    return [msgspec.json.decode(t) for t in uniques], _Texts(uniques, codes)
 
 
 def _first_texts(raw, count: int, prefix: int = 1 << 16) -> List[msgspec.Raw]:
@@ -905,7 +912,13 @@ def _columns(n: int, keys: set, getter, types, kept_args, arg_specs) -> dict:
         raw, shared = arg_values(i)
         texts = None
         if shared:
-            raw, texts = raw
+            distinct, texts = raw
+            if any(type(v) is list or type(v) is dict for v in distinct):
+                # a list or dict among the values: pandas keeps the column as objects (_infer's
+                # last case), whatever the rest; the texts are all the merge needs
+                arg_columns[spec[0]] = ("obj", texts)
+                continue
+            raw = list(map(distinct.__getitem__, texts.codes.tolist()))
         tag, vals = _infer(raw)
         if tag == "obj":
             vals = texts if texts is not None else shared_values(vals)
