@@ -417,7 +417,9 @@ def hta_part(loaded, info: TraceFileInfo) -> Optional[HtaPart]:
     if not has_gpu:
         return None
     hta_kernel_types.install()
-    ctx = HtaContext(rank=info.rank, view=loaded.analysis_for([info.rank]), has_comm=has_comm)
+    view = loaded.analysis_for([info.rank])
+    view.t.traces = {r: hta_kernel_types.KernelTypeFrame(df) for r, df in view.t.traces.items()}
+    ctx = HtaContext(rank=info.rank, view=view, has_comm=has_comm)
     return run_steps(ctx, HTA_STEPS, info.path, ctx.part.failures, _large(loaded, info)).part
 
 
