@@ -71,15 +71,43 @@ def test_step_stats_from_profiler_steps(control):
     assert steps.max_us == max(durations)
 
 
+def _htas_kernel_types(view):
+    """HTA's own ``get_gpu_kernel_breakdown`` kernel-type table over ``view``'s ranks."""
+    from hta_report.analysis.gpu_time import _shares
+
+    types_df, _ = view.get_gpu_kernel_breakdown(visualize=False, num_kernels=1)
+    return _shares(types_df)
+
+
 def _kernel_types_both_ways(path):
-    """(our combination of HTA's per-rank tables, HTA's own table over all ranks)."""
+    """(our combination of our per-rank tables, HTA's own table over all ranks)."""
     from hta_report.analysis.gpu_time import combine_kernel_type_shares, kernel_type_shares
     from hta_report.load import load_traces, quiet_hta
 
     loaded = load_traces(path)
     with quiet_hta():
         per_rank = [kernel_type_shares(loaded.analysis_for([r])) for r in loaded.ranks]
-        return combine_kernel_type_shares(per_rank), kernel_type_shares(loaded.analysis_for(loaded.ranks))
+        return combine_kernel_type_shares(per_rank), _htas_kernel_types(loaded.analysis_for(loaded.ranks))
+
+
+@pytest.mark.parametrize("htas_steps", [True, False], ids=["htas-steps", "htas-method"])
+@pytest.mark.parametrize("folder", ["two_ranks", "alexnet", "amd_trace", "trace_diff/test"])
+def test_kernel_type_table_of_a_rank_equals_htas_method(folder, htas_steps, monkeypatch):
+    """:func:`kernel_type_shares` (HTA's steps for the table alone) equals
+    HTA's ``get_gpu_kernel_breakdown`` value for value, per rank and over all
+    ranks; and where HTA lacks those steps its method gives the same."""
+    from hta_report.analysis import gpu_time
+    from hta_report.analysis.gpu_time import kernel_type_shares
+    from hta_report.load import load_traces, quiet_hta
+
+    assert gpu_time._htas_type_steps() is not None  # this HTA has them
+    if not htas_steps:
+        monkeypatch.setattr(gpu_time, "_htas_type_steps", lambda: None)
+    loaded = load_traces(shared(folder))
+    with quiet_hta():
+        for ranks in [[r] for r in loaded.ranks] + [loaded.ranks]:
+            ours = kernel_type_shares(loaded.analysis_for(ranks))
+            assert ours == _htas_kernel_types(loaded.analysis_for(ranks)) and ours, ranks
 
 
 def test_kernel_types_of_all_ranks_equal_hta_on_two_ranks():
