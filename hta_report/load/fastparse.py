@@ -707,9 +707,16 @@ def _typed_piece(events: list, arg_specs) -> dict:
     n = len(events)
     values = _struct_fields(events)
     fields = list(values)
-    types = {k: set(map(type, values[k])) for k in fields}
+    # the types of the columns built from the values (cat, name and args are a str or a
+    # struct where present: their types are not needed; ph is dropped)
+    types = {k: set(map(type, values[k])) for k in ("pid", "tid", "ts", "dur")}
     first: Dict[str, int] = {}
     for k in fields[:-1]:  # present where not the NaN default; a float only there, but in ts and dur
+        if k not in types:
+            i = 0 if n and values[k][0] is not _NAN else _first_present(values[k])
+            if i < n:
+                first[k] = i
+            continue
         t = types[k]
         if t and float not in t:
             first[k] = 0
