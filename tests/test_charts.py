@@ -69,3 +69,25 @@ def test_uri_is_the_svg():
     uri = charts.bars(["a"], [1.0], "ms", "t")
     assert uri.startswith("data:image/svg+xml;base64,")
     assert SIZE.search(base64.b64decode(uri.split(",", 1)[1]))
+
+
+def test_step_columns_are_one_path_of_rectangles_per_part():
+    """Each part of the step breakdown is one filled path of one rectangle per
+    step, stacked on the parts before it (a zero-height part is a flat one)."""
+    import numpy as np
+    from matplotlib.path import Path
+
+    path = charts._rectangles([0, 1, 2], [0.0, 1.0, 2.0], [5.0, 0.0, 1.5])
+    verts = path.vertices.reshape(3, 5, 2)
+    h = charts._HALF_COLUMN
+    for i, (lo, hi) in enumerate([(0.0, 5.0), (1.0, 1.0), (2.0, 3.5)]):
+        assert verts[i][:4].tolist() == [[i - h, lo], [i - h, hi], [i + h, hi], [i + h, lo]]
+    assert path.codes.tolist() == [Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY] * 3
+    assert len(charts._rectangles([], [], []).vertices) == 0
+
+    uri = charts.step_columns([str(i) for i in range(40)],
+                              {"kernel": list(np.linspace(1, 5, 40)), "CPU exec": [1.0] * 40}, "t")
+    svg = base64.b64decode(uri.split(",", 1)[1]).decode()
+    for color in (charts.STEP_COLORS["kernel"], charts.STEP_COLORS["CPU exec"]):
+        # one path for the 40 columns, and the legend's swatch
+        assert svg.count(f"fill: {color}") == 2, color

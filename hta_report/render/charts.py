@@ -21,9 +21,11 @@ import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence, Tuple
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg", force=False)
-from matplotlib.collections import PolyCollection  # noqa: E402
+from matplotlib.patches import PathPatch  # noqa: E402
+from matplotlib.path import Path  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
@@ -256,6 +258,22 @@ MAX_RANK_CHARTS = 8
 _HALF_COLUMN = 0.35
 
 
+def _rectangles(x: Sequence[float], bottom: Sequence[float], height: Sequence[float]) -> Path:
+    """One path of closed rectangles, ``2 * _HALF_COLUMN`` wide, centred on ``x``,
+    from ``bottom`` up by ``height`` (equal lengths)."""
+    n = len(x)
+    if not n:
+        return Path(np.zeros((0, 2)))
+    xs, lo = np.asarray(x, dtype=float), np.asarray(bottom, dtype=float)
+    hi = lo + np.asarray(height, dtype=float)
+    left, right = xs - _HALF_COLUMN, xs + _HALF_COLUMN
+    verts = np.stack([np.stack([left, lo], 1), np.stack([left, hi], 1), np.stack([right, hi], 1),
+                      np.stack([right, lo], 1), np.stack([left, lo], 1)], 1).reshape(-1, 2)
+    codes = np.tile(np.array([Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY],
+                             dtype=Path.code_type), n)
+    return Path(verts, codes)
+
+
 def step_columns(numbers: Sequence[str], parts: Dict[str, Sequence[float]], title: str,
                  width: float = WIDE_IN) -> str:
     """One stacked column per step (ms; ``numbers``: the tick labels), parts
@@ -265,12 +283,13 @@ def step_columns(numbers: Sequence[str], parts: Dict[str, Sequence[float]], titl
     x = list(range(len(numbers)))
     bottom = [0.0] * len(numbers)
     for name, values in parts.items():
-        # one collection per part, not one Rectangle artist per column (``ax.bar``):
-        # a run of 70 steps is 490 columns, which took matplotlib 0.3 s per chart
-        ax.add_collection(PolyCollection(
-            [((i - _HALF_COLUMN, b), (i - _HALF_COLUMN, b + v), (i + _HALF_COLUMN, b + v), (i + _HALF_COLUMN, b))
-             for i, b, v in zip(x, bottom, values)],
-            label=name, facecolors=STEP_COLORS.get(name, _SERIES[0]), edgecolors="none", linewidths=0))
+        # one path of one rectangle per step for each part, not one Rectangle artist per
+        # column (``ax.bar``: a run of 70 steps is 490 columns, 0.3 s per chart) nor one
+        # polygon of a collection per column (each drawn and styled on its own: 70 ms a
+        # chart of 68 steps); a part's rectangles never overlap. Added as an artist: the
+        # limits are set below, and add_patch would walk every segment to update them
+        ax.add_artist(PathPatch(_rectangles(x, bottom, values), label=name,
+                                facecolor=STEP_COLORS.get(name, _SERIES[0]), edgecolor="none", linewidth=0))
         bottom = [a + b for a, b in zip(bottom, values)]
     ax.set_xlim(-0.6, max(len(numbers), 1) - 0.4)
     ax.set_ylim(0, max(bottom, default=0.0) * 1.05 or 1.0)
