@@ -248,7 +248,7 @@ def test_object_args_absent_in_some_pieces_and_of_any_type_match_hta(tmp_path, m
             return rng.choice([i % 4, 2.5])
         if variant in ("strings", "every-string"):
             return rng.choice(["a", "b"])
-        return rng.choice([[1, 2], 7, "x", {"k": [1]}, None])
+        return rng.choice([[1, 2], 7, "x", {"k": [1]}, None, ["nul \u0000 inside"]])
 
     events = []
     for i in range(600):
@@ -271,6 +271,18 @@ def test_object_args_absent_in_some_pieces_and_of_any_type_match_hta(tmp_path, m
     assert_same_parse(theirs, ours)
     # and the column that every piece lacks holds HTA's default in every row
     assert set(ours[1]["out_split_size"]) == {"[]"}
+
+
+def test_texts_of_raws_split_at_nul_bytes_only_when_none_holds_one():
+    """:func:`fastparse._texts_of` joins the texts with NUL bytes to split them
+    in one call; texts holding one (not valid JSON, so not from msgspec's
+    decoder) are converted one by one instead."""
+    R = msgspec.Raw
+    assert fastparse._texts_of([]) == []
+    assert fastparse._texts_of([R(b"[1]"), R(b'"\\u0000"'), R(b"[1]")]) == [b"[1]", b'"\\u0000"', b"[1]"]
+    assert fastparse._texts_of([R(b'"a\x00b"'), R(b"[1]"), R(b"\x00")]) == [b'"a\x00b"', b"[1]", b"\x00"]
+    distinct, texts = fastparse._decode_shared([R(b"[1]"), R(b"[2, 3]"), R(b"[1]")])
+    assert distinct == [[1], [2, 3]] and texts.texts == [b"[1]", b"[2, 3]"] and texts.codes.tolist() == [0, 1, 0]
 
 
 def test_unsupported_inputs_go_to_hta(tmp_path):

@@ -793,11 +793,21 @@ def _decode_shared(raws: List[msgspec.Raw], default: Optional[msgspec.Raw] = Non
     if default is not None and n and raws[0] == default and raws.count(default) == n:
         text = bytes(default)
         return [msgspec.json.decode(text)], _Texts([text], np.zeros(n, dtype=np.int32))
-    texts = list(map(bytes, raws))
+    texts = _texts_of(raws)
     uniques = list(dict.fromkeys(texts))
     ids = {t: i for i, t in enumerate(uniques)}
     codes = np.fromiter(map(ids.__getitem__, texts), dtype=np.int32, count=len(texts))
     return [msgspec.json.decode(t) for t in uniques], _Texts(uniques, codes)
+
+
+def _texts_of(raws: List[msgspec.Raw]) -> List[bytes]:
+    """Each JSON text as ``bytes`` (to hash): joined and split again in C, twice
+    as fast as ``bytes()`` on each ``msgspec.Raw`` (9 against 18 ms for 91,500).
+    Valid JSON holds no NUL byte (in a string it is written ``\\u0000``); each NUL
+    byte inside a text adds a part, so where the count differs the texts are
+    converted one by one."""
+    texts = b"\x00".join(raws).split(b"\x00") if raws else []
+    return texts if len(texts) == len(raws) else list(map(bytes, raws))
 
 
 def _first_texts(raw, count: int, prefix: int = 1 << 16) -> List[msgspec.Raw]:
