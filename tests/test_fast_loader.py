@@ -12,6 +12,7 @@
   corrupt entry is ignored and rewritten.
 """
 import gzip
+import itertools
 import json
 import logging
 import random
@@ -271,6 +272,29 @@ def test_object_args_absent_in_some_pieces_and_of_any_type_match_hta(tmp_path, m
     assert_same_parse(theirs, ours)
     # and the column that every piece lacks holds HTA's default in every row
     assert set(ours[1]["out_split_size"]) == {"[]"}
+
+
+SAMPLES = {"str": "a", "int": 1, "bool": True, "list": [1], "dict": {"k": 1}, "float": 2.5, "nan": float("nan"),
+           "none": None}
+
+
+@pytest.mark.parametrize("kinds", [c for r in (1, 2, 3, 4) for c in itertools.combinations(SAMPLES, r)],
+                         ids="-".join)
+def test_infer_gives_the_dtype_pandas_infers(kinds):
+    """:func:`fastparse._infer`'s tag is pandas' dtype for every mix of JSON
+    value types (its shortcuts, such as a string beside an int, included)."""
+    values = [SAMPLES[k] for k in kinds] * 2
+    dtype = pd.Series(values).dtype
+    expected = {"int64": "i8", "float64": "f8", "bool": "bool", "object": "obj"}.get(str(dtype), "str")
+    try:
+        tag, _ = fastparse._infer(values)
+    except fastparse.Unsupported:
+        return  # the caller hands the file to HTA's parser
+    if tag == "null" and None in values:
+        return  # JSON nulls only: the merge hands such a column to HTA's parser (_Column.tag)
+    if tag in ("null", "f8i"):  # NaN only / ints and NaN: floats to pandas
+        tag = "f8"
+    assert tag == expected, (kinds, dtype)
 
 
 def test_texts_of_raws_split_at_nul_bytes_only_when_none_holds_one():

@@ -530,6 +530,10 @@ def _infer(values: list, types: Optional[set] = None) -> Tuple[str, Any]:
         return ("f8i" if int in types else "f8"), arr
     elif types == {str}:
         return "str", values
+    elif str in types and types & {int, bool, list, dict}:
+        # a string beside a value that is neither a string nor missing: pandas keeps
+        # objects (Kineto's pid and tid: ints, and names such as "Spans")
+        return "obj", values
     if types <= {float, type(None)} and all(v is None or v != v for v in values):
         return "null", values
     dtype = pd.Series(values).dtype
