@@ -80,3 +80,32 @@ def test_memoized_rank_arrays_are_computed_once_and_handed_out_as_copies():
     other = RankEvents(rank=4, df=pd.DataFrame())  # other events: computed for them
     windows(other)
     assert calls == [3, 4]
+
+
+@pytest.mark.parametrize("categorical", [True, False])
+def test_name_mask_and_strings_equal_the_per_row_strings(categorical):
+    """:func:`events.name_mask` and :func:`events.name_strings` give what
+    testing ``astype(str)`` row by row gives, rows without a name ("nan")
+    included, on a categorical of decoded names and on plain strings."""
+    import numpy as np
+    import pandas as pd
+
+    from hta_report.analysis import events
+
+    symbols = np.array(["ProfilerStep#3", "aten::mm", "Memcpy HtoD (Pageable -> Device)", "nan", "enumerate(DataLoader)#x"],
+                       dtype=object)
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, len(symbols), 200)
+    names = pd.Series(events.decoded(ids, symbols))
+    names[rng.integers(0, 200, 20)] = np.nan  # rows without a name
+    if not categorical:
+        names = names.astype(object)
+    assert isinstance(names.dtype, pd.CategoricalDtype) == categorical
+    plain = names.astype(str)
+    tests = [lambda s: s.str.startswith("ProfilerStep#"), lambda s: s.str.startswith(("enumerate(DataLoader)", "Memcpy")),
+             lambda s: s.isin(["aten::mm", "nan"]), lambda s: s.eq("nan")]
+    for test in tests:
+        got = events.name_mask(names, test)
+        assert got.dtype == bool and got.tolist() == test(plain).tolist()
+    assert events.name_strings(names).tolist() == plain.tolist()
+    assert events.name_mask(names.iloc[:0], tests[0]).tolist() == []

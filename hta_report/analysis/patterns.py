@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..model import CodePatterns
 from . import intervals
-from .events import COMMUNICATION, RankEvents
+from .events import COMMUNICATION, RankEvents, name_mask, name_strings
 from .kernels import _dims, _has_shapes
 from .regions import in_windows, per_step
 
@@ -69,7 +69,7 @@ def cpu_tensor_copies(ev: RankEvents, w: np.ndarray) -> Tuple[int, float, List[s
     if to.empty or not ev.has_gpu:
         return 0, 0.0, []
     gpu = ev.gpu
-    htod = gpu[gpu["s_name"].astype(str).str.startswith("Memcpy HtoD")]
+    htod = gpu[name_mask(gpu["s_name"], lambda s: s.str.startswith("Memcpy HtoD"))]
     runtime = ev.cpu[ev.cpu["s_cat"].eq("cuda_runtime") & ev.cpu["correlation"].isin(htod["correlation"])]
     runtime = runtime.sort_values("ts", kind="stable")
     copy_ops = ops[ops["s_name"].eq("aten::copy_")]
@@ -86,7 +86,7 @@ def cpu_tensor_copies(ev: RankEvents, w: np.ndarray) -> Tuple[int, float, List[s
         if t_to.empty:
             continue
         # the thread's ops in start order (``_ops`` sorts by ts), and by (end, ts) for "the op ending last before"
-        ts, end, names = t_ops["ts"].to_numpy(float), t_ops["end"].to_numpy(float), t_ops["s_name"].astype(str).to_numpy()
+        ts, end, names = t_ops["ts"].to_numpy(float), t_ops["end"].to_numpy(float), name_strings(t_ops["s_name"])
         by_end = np.lexsort((ts, end))
         ends = end[by_end]
         t_rt = runtime[runtime["thread"].eq(thread)]
@@ -183,9 +183,9 @@ def conv_bias_before_bn(ev: RankEvents, w: np.ndarray) -> Tuple[int, bool, List[
         t_conv = convs[convs["thread"].eq(thread)]
         if t_conv.empty:
             continue
-        ts, names = t_ops["ts"].to_numpy(float), t_ops["s_name"].astype(str).to_numpy()
+        ts, names = t_ops["ts"].to_numpy(float), name_strings(t_ops["s_name"])
         all_dims = t_ops["input_dims"].to_numpy()
-        for stop, name, dims_text in zip(t_conv["end"].to_numpy(float), t_conv["s_name"].astype(str),
+        for stop, name, dims_text in zip(t_conv["end"].to_numpy(float), name_strings(t_conv["s_name"]),
                                          t_conv["input_dims"].to_numpy()):
             dims = _dims(dims_text)
             if len(dims) < 3 or not dims[2]:
@@ -229,10 +229,9 @@ def accumulation_sync(ev: RankEvents, hw: np.ndarray) -> Tuple[float, float, flo
     fwd = cpu[cpu["s_name"].eq(DDP_FORWARD)]
     if fwd.empty or len(hw) == 0:
         return 0.0, 0.0, 0.0
-    names = cpu["s_name"].astype(str)
     reduce = cpu.iloc[0:0]
     for family in ALLREDUCE_FAMILIES:
-        reduce = cpu[names.isin(family)]
+        reduce = cpu[name_mask(cpu["s_name"], lambda s, f=family: s.isin(f))]
         if len(reduce):
             break
     comm = ev.gpu[ev.gpu["kernel_type"].eq(COMMUNICATION)] if ev.has_gpu else None
