@@ -214,6 +214,20 @@ def test_real_traces_decode_into_structs_and_dicts_give_the_same(path, monkeypat
     assert_same_parse(typed, dicts)
 
 
+def _same_as_htas_in_small_blocks(tmp_path, monkeypatch, events, block: int):
+    """Our parse of ``events`` read ``block`` bytes at a time (so in many pieces,
+    each decoded into structs), checked equal to HTA's parser's; returned."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    theirs = fastparse.hta_parse_trace_file(path, default_cfg())
+    monkeypatch.setattr(fastparse, "BLOCK_BYTES", block)
+    counts = _count_paths(monkeypatch)
+    ours = fastparse.parse_trace_file(path, default_cfg(), fallback=False)
+    assert counts["structs"] > 5 and not counts["dicts"]
+    assert_same_parse(theirs, ours)
+    return ours
+
+
 def test_keys_first_seen_in_a_later_piece_keep_htas_column_order(tmp_path, monkeypatch):
     """Kineto starts with metadata events (no cat, no dur): with tiny blocks the
     first pieces hold only those, and cat and dur first appear together in a
@@ -222,14 +236,7 @@ def test_keys_first_seen_in_a_later_piece_keep_htas_column_order(tmp_path, monke
             for t in range(300)]
     spans = [{"ph": "X", "name": "aten::mm", "dur": 3.25, "pid": 1, "cat": "cpu_op", "tid": 2, "ts": 10.5 + i,
               "args": {"External id": i}} for i in range(300)]
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": meta + spans}))
-    theirs = fastparse.hta_parse_trace_file(path, default_cfg())
-    monkeypatch.setattr(fastparse, "BLOCK_BYTES", 2048)
-    counts = _count_paths(monkeypatch)
-    ours = fastparse.parse_trace_file(path, default_cfg(), fallback=False)
-    assert counts["structs"] > 5 and not counts["dicts"]
-    assert_same_parse(theirs, ours)
+    ours = _same_as_htas_in_small_blocks(tmp_path, monkeypatch, meta + spans, 2048)
     assert list(ours[1].columns).index("dur") < list(ours[1].columns).index("cat")
 
 
@@ -262,14 +269,7 @@ def test_object_args_absent_in_some_pieces_and_of_any_type_match_hta(tmp_path, m
         if block == 2 and i % 5 == 0:
             e["args"]["In split size"] = [i % 2]
         events.append(e)
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": events}))
-    theirs = fastparse.hta_parse_trace_file(path, default_cfg())
-    monkeypatch.setattr(fastparse, "BLOCK_BYTES", 4096)
-    counts = _count_paths(monkeypatch)
-    ours = fastparse.parse_trace_file(path, default_cfg(), fallback=False)
-    assert counts["structs"] > 5 and not counts["dicts"]
-    assert_same_parse(theirs, ours)
+    ours = _same_as_htas_in_small_blocks(tmp_path, monkeypatch, events, 4096)
     # and the column that every piece lacks holds HTA's default in every row
     assert set(ours[1]["out_split_size"]) == {"[]"}
 
