@@ -83,10 +83,12 @@ def test_memoized_rank_arrays_are_computed_once_and_handed_out_as_copies():
 
 
 @pytest.mark.parametrize("categorical", [True, False])
-def test_name_mask_and_strings_equal_the_per_row_strings(categorical):
-    """:func:`events.name_mask` and :func:`events.name_strings` give what
-    testing ``astype(str)`` row by row gives, rows without a name ("nan")
-    included, on a categorical of decoded names and on plain strings."""
+def test_name_tests_and_strings_equal_the_per_row_strings(categorical):
+    """The name tests our analyses make on decoded names (a categorical's own
+    ``.str.startswith(..., na=False)``, ``isin``, ``eq``) and
+    :func:`events.name_strings` give what ``astype(str)`` row by row gives,
+    rows without a name included, on a categorical of decoded names and on
+    plain strings."""
     import numpy as np
     import pandas as pd
 
@@ -102,10 +104,13 @@ def test_name_mask_and_strings_equal_the_per_row_strings(categorical):
         names = names.astype(object)
     assert isinstance(names.dtype, pd.CategoricalDtype) == categorical
     plain = names.astype(str)
-    tests = [lambda s: s.str.startswith("ProfilerStep#"), lambda s: s.str.startswith(("enumerate(DataLoader)", "Memcpy")),
-             lambda s: s.isin(["aten::mm", "nan"]), lambda s: s.eq("nan")]
-    for test in tests:
-        got = events.name_mask(names, test)
-        assert got.dtype == bool and got.tolist() == test(plain).tolist()
+    tests = [(lambda s: s.str.startswith("ProfilerStep#", na=False), lambda s: s.str.startswith("ProfilerStep#")),
+             (lambda s: s.str.startswith(("enumerate(DataLoader)", "Memcpy"), na=False),
+              lambda s: s.str.startswith(("enumerate(DataLoader)", "Memcpy"))),
+             (lambda s: s.isin(["aten::mm", "nan"]), lambda s: s.isin(["aten::mm", "nan"])),
+             (lambda s: s.eq("nan"), lambda s: s.eq("nan"))]
+    for ours, per_row in tests:
+        got = ours(names).to_numpy()
+        assert got.dtype == bool and got.tolist() == per_row(plain).tolist()
     assert events.name_strings(names).tolist() == plain.tolist()
-    assert events.name_mask(names.iloc[:0], tests[0]).tolist() == []
+    assert events.name_strings(names.iloc[:0]).tolist() == []

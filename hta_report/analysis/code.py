@@ -31,7 +31,7 @@ from ..frames import callee_name, is_user_frame, parse_frame
 from ..model import CodeAttribution, CodeTime, NamedTime
 from . import intervals
 from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES
-from .events import RankEvents, name_mask, name_strings
+from .events import RankEvents, name_strings
 from .optimizer import STEP_PREFIX
 
 #: The causes attributed to lines, in the order reports list them.
@@ -49,9 +49,9 @@ def _targets(ev: RankEvents, pageable: Optional[pd.DataFrame]) -> Dict[str, pd.D
     cpu = ev.cpu
     names = cpu["s_name"]
     out = {
-        "dataloader": cpu[name_mask(names, lambda s: s.str.startswith(DATALOADER_PREFIXES))],
-        "sync": cpu[name_mask(names, lambda s: s.isin(SYNC_NAMES))],
-        "optimizer": cpu[name_mask(names, lambda s: s.str.startswith(STEP_PREFIX))],
+        "dataloader": cpu[names.str.startswith(DATALOADER_PREFIXES, na=False)],
+        "sync": cpu[names.isin(SYNC_NAMES)],
+        "optimizer": cpu[names.str.startswith(STEP_PREFIX, na=False)],
     }
     if pageable is not None and len(pageable):
         out["pageable_copy"] = pageable
@@ -159,7 +159,7 @@ def code_attribution(ev: RankEvents, hw: np.ndarray, pageable: Optional[pd.DataF
         ``times`` (µs per step; at most :data:`TOP_CHAINS` chains per cause).
     """
     cpu = ev.cpu
-    py = cpu[name_mask(cpu["s_cat"], lambda s: s.eq("python_function"))]
+    py = cpu[cpu["s_cat"].eq("python_function")]
     out = CodeAttribution(has_stacks=bool(len(py)))
     if not len(py):
         return out

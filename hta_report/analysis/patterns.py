@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..model import CodePatterns
 from . import intervals
-from .events import COMMUNICATION, RankEvents, name_mask, name_strings
+from .events import COMMUNICATION, RankEvents, name_strings
 from .kernels import _dims, _has_shapes
 from .regions import in_windows, per_step
 
@@ -69,7 +69,7 @@ def cpu_tensor_copies(ev: RankEvents, w: np.ndarray) -> Tuple[int, float, List[s
     if to.empty or not ev.has_gpu:
         return 0, 0.0, []
     gpu = ev.gpu
-    htod = gpu[name_mask(gpu["s_name"], lambda s: s.str.startswith("Memcpy HtoD"))]
+    htod = gpu[gpu["s_name"].str.startswith("Memcpy HtoD", na=False)]
     runtime = ev.cpu[ev.cpu["s_cat"].eq("cuda_runtime") & ev.cpu["correlation"].isin(htod["correlation"])]
     runtime = runtime.sort_values("ts", kind="stable")
     copy_ops = ops[ops["s_name"].eq("aten::copy_")]
@@ -231,7 +231,7 @@ def accumulation_sync(ev: RankEvents, hw: np.ndarray) -> Tuple[float, float, flo
         return 0.0, 0.0, 0.0
     reduce = cpu.iloc[0:0]
     for family in ALLREDUCE_FAMILIES:
-        reduce = cpu[name_mask(cpu["s_name"], lambda s, f=family: s.isin(f))]
+        reduce = cpu[cpu["s_name"].isin(family)]
         if len(reduce):
             break
     comm = ev.gpu[ev.gpu["kernel_type"].eq(COMMUNICATION)] if ev.has_gpu else None

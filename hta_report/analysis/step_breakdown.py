@@ -15,7 +15,7 @@ import numpy as np
 
 from ..model import StepBreakdown
 from . import intervals
-from .events import RankEvents, name_mask
+from .events import RankEvents
 from .regions import rebased_steps
 
 #: Host categories counted as CPU execution (``python_function`` rows, which
@@ -33,8 +33,8 @@ def category_unions(ev: RankEvents) -> dict:
     """Each category's time of the rank as a union (µs), before priorities."""
     gpu, cpu = ev.gpu, ev.cpu
     names = cpu["s_name"]
-    dataloader = name_mask(names, lambda s: s.str.startswith("enumerate(DataLoader)"))
-    step = name_mask(names, lambda s: s.str.startswith("ProfilerStep#"))
+    dataloader = names.str.startswith("enumerate(DataLoader)", na=False)
+    step = names.str.startswith("ProfilerStep#", na=False)
     return {
         "kernel": _union(gpu[gpu["s_cat"].eq("kernel")]),
         "memcpy": _union(gpu[gpu["s_cat"].eq("gpu_memcpy")]),
