@@ -102,8 +102,8 @@ def kernel_type_shares(view) -> List[KernelTypeShare]:
     builds its per-kernel table (names mapped row by row, statistics per
     kernel), which the report does not use: on rank 0 of the fractional
     benchmark (23,000 GPU events) HTA's method took 50 ms, these steps 22 ms.
-    Where this HTA lacks those functions, its method is called. ``tests/test_hta_parity.py`` compares the table with
-    HTA's method's.
+    Where this HTA lacks those functions, its method is called.
+    ``tests/test_hta_parity.py`` compares the table with HTA's method's.
     """
     steps = _htas_type_steps()
     if steps is None:
@@ -115,8 +115,8 @@ def kernel_type_shares(view) -> List[KernelTypeShare]:
     for df in view.t.traces.values():
         gpu = pd.DataFrame(df[df["stream"].ne(-1)])
         ids, codes = np.unique(gpu["name"].to_numpy(), return_inverse=True)
-        kinds = np.array([classify(symbols[i]) for i in ids.tolist()] + [""], dtype=object)[:-1]
-        gpu["kernel_type"] = pd.Series(kinds[codes.reshape(-1)].tolist(), index=gpu.index)
+        kinds = np.array([classify(symbols[i]) for i in ids.tolist()], dtype=object)
+        gpu["kernel_type"] = pd.Series(kinds[codes].tolist(), index=gpu.index)
         rows.append(type_time(gpu, analyzed))
     return _share_table(pd.concat(rows, ignore_index=True))
 
