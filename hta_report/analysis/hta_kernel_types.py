@@ -116,10 +116,9 @@ class KernelTypeFrame(pd.DataFrame):
         if (axis in (1, "columns") and not raw and result_type is None and not args and not kwargs
                 and _per_value(func) and self.shape[1] == 1 and self.shape[0] > 0
                 and self.dtypes.iloc[0].kind in "iu"):
-            codes, _ = pd.factorize(self.iloc[:, 0].to_numpy(), sort=False)
             # pandas' own apply over the first row of each distinct value (a row Series is
             # built once and refilled there; one built per value took 50 us)
-            first = np.unique(codes, return_index=True)[1]
+            _, first, codes = np.unique(self.iloc[:, 0].to_numpy(), return_index=True, return_inverse=True)
             per_value = pd.DataFrame(self.iloc[first]).apply(func, axis=1).tolist()
             return pd.Series([per_value[c] for c in codes.tolist()], index=self.index)
         return super().apply(func, axis=axis, raw=raw, result_type=result_type, args=args, **kwargs)
