@@ -53,6 +53,7 @@ def measure(trace_dir, folder, recursive: bool, include_last_step: Optional[bool
     """
     from ..analysis import analyze_loaded
     from ..load import find_trace_files, load_traces, quiet_hta, resolve_loader
+    from ..load.devices import all_declare_no_gpu
 
     loader = resolve_loader(loader)
     t0 = time.perf_counter()
@@ -60,7 +61,7 @@ def measure(trace_dir, folder, recursive: bool, include_last_step: Optional[bool
     n = min(workers.count(), len(paths))
     if n >= 2 and workers.can_fork():
         progress.current().record("find trace files", time.perf_counter() - t0)
-        runner = _ForkedRunner(n, max_trace_bytes, loader, cache)
+        runner = _ForkedRunner(n, max_trace_bytes, loader, cache, with_hta=not all_declare_no_gpu(paths))
         try:
             with quiet_hta(), runner:
                 return per_rank.measure(paths, folder, include_last_step, runner)
@@ -79,14 +80,15 @@ class _ForkedRunner(RankRunner):
     where = " (worker)"
     analyze_stage = "analyze {n} ranks in worker processes"
 
-    def __init__(self, n: int, max_trace_bytes: int, loader: str, cache: Optional[Cache]) -> None:
-        self.n, self.max_trace_bytes, self.loader = n, max_trace_bytes, loader
+    def __init__(self, n: int, max_trace_bytes: int, loader: str, cache: Optional[Cache],
+                 with_hta: bool = True) -> None:
+        self.n, self.max_trace_bytes, self.loader, self.with_hta = n, max_trace_bytes, loader, with_hta
         self.cache_dir = str(cache.root) if cache is not None else None
         self.pools: List = []
         self.owner: Dict[int, int] = {}
 
     def __enter__(self) -> "_ForkedRunner":
-        _preload()
+        _preload(self.with_hta)
         self.pools = [workers.pool(1) for _ in range(self.n)]
         return self
 
@@ -119,16 +121,29 @@ class _ForkedRunner(RankRunner):
         return out
 
 
-def _preload() -> None:
-    """Import here, before the workers are forked, what each of them runs
-    after its parses (our analyses, HTA's ``TraceAnalysis`` with networkx and
-    plotly): the workers then share these modules instead of each importing
-    them. 8 ranks of the fractional benchmark, 5 runs each way: 4.36 -> 4.29 s
-    wall, 8.21 -> 7.93 s of CPU; the import here (about 0.25 s) is on the
-    critical path, the two in the workers were not."""
-    import hta.trace_analysis  # noqa: F401 - what load.traces.hta_view imports in the workers
+def _preload(with_hta: bool = True) -> None:
+    """Import here, before the workers are forked, what each of them runs:
+    the parser and our analyses, and with ``with_hta`` HTA's ``TraceAnalysis``
+    (with networkx and plotly) for the GPU analyses; the workers then share
+    these modules instead of each importing them. 8 ranks of the fractional
+    benchmark, 5 runs each way: 4.36 -> 4.29 s wall, 8.21 -> 7.93 s of CPU;
+    the import here (about 0.25 s) is on the critical path, the two in the
+    workers were not.
+
+    ``with_hta`` is False when every file's header lists no device
+    (:func:`hta_report.load.devices.all_declare_no_gpu`): their ranks are
+    analyzed without HTA, and a worker that meets GPU events all the same
+    imports it then. 8 ranks of the kineto-text benchmark (CPU only), 8
+    alternating runs each: 2.91 -> 2.71 s wall, 5.12 -> 4.92 s of CPU; on
+    the fractional (GPU) set, with the parser also imported here: 3.78 ->
+    3.68 s (5 each)."""
+    import hta.common.trace  # noqa: F401 - the parser's Trace (also imported by hta.trace_analysis)
 
     from ..analysis import rank  # noqa: F401
+    from ..load import fastparse  # noqa: F401
+
+    if with_hta:
+        import hta.trace_analysis  # noqa: F401 - what load.traces.hta_view imports in the workers
 
 
 def _size(size, path) -> int:
