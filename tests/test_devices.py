@@ -62,10 +62,10 @@ def test_unreadable_and_remote_files_may_have_a_gpu(tmp_path):
     assert not all_declare_no_gpu([good, bad])
 
 
-def test_traces_recorded_by_collect_and_gpu_traces():
+def test_traces_recorded_by_collect_and_gpu_traces(tmp_path):
     assert declares_no_gpu(next((ROOT / "sample_traces" / "cpu_healthy").glob("*.json.gz")))
-    gpu = training_trace(rank=0).document()
-    assert gpu["deviceProperties"]  # the builder's GPU traces list their device
+    gpu = training_trace(rank=0).write(tmp_path / "gpu.json.gz")  # lists its device
+    assert not declares_no_gpu(gpu)
 
 
 def test_shared_traces():

@@ -8,10 +8,10 @@ nothing here changes a result.
 """
 from __future__ import annotations
 
+import os
 import re
 import zlib
-from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Union
 
 from ..files import is_url, open_text_stream
 from .validation import HEAD_BYTES
@@ -20,7 +20,7 @@ from .validation import HEAD_BYTES
 _NO_DEVICES = re.compile(rb'"deviceProperties"\s*:\s*\[\s*\]')
 
 
-def declares_no_gpu(path: Path) -> bool:
+def declares_no_gpu(path: Union[str, os.PathLike]) -> bool:
     """True when the first :data:`~.validation.HEAD_BYTES` (64 KiB) of the
     trace's text (decompressed for ``.gz``) hold ``"deviceProperties": []``
     before ``"traceEvents"``. False when they list a device, do not reach the
@@ -43,7 +43,7 @@ def declares_no_gpu(path: Path) -> bool:
     return match is not None
 
 
-def all_declare_no_gpu(paths: Iterable[Path]) -> bool:
+def all_declare_no_gpu(paths: Iterable[Union[str, os.PathLike]]) -> bool:
     """True when every file of ``paths`` declares no GPU (:func:`declares_no_gpu`);
     False for an empty list."""
     paths = list(paths)
