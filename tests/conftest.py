@@ -30,6 +30,30 @@ def shared(name: str) -> Path:
     return path
 
 
+def result_json(path, workers: int, monkeypatch, stages=None) -> dict:
+    """The result JSON of ``analyze(path)`` with ``workers`` worker processes
+    (the per-rank parallel path even for small traces), without its time
+    stamp; asserts that worker processes ran exactly when ``workers`` > 1.
+    ``stages`` (a list) receives the ``-v`` stage names."""
+    import io
+    import json
+
+    from hta_report import progress
+    from hta_report.analysis import parallel
+    from hta_report.api import analyze
+
+    monkeypatch.setenv("HTA_REPORT_WORKERS", str(workers))
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_EVENTS", 0)
+    with progress.using(progress.Progress(stream=io.StringIO(), live=False)) as p:
+        data = json.loads(analyze(path).to_json())
+    in_workers = [name for name, _ in p.times if name.endswith("(worker)")]
+    assert bool(in_workers) == (workers > 1)  # the parallel path was taken, or not
+    if stages is not None:
+        stages.extend(name for name, _ in p.times)
+    data["inventory"].pop("analyzed_at")
+    return data
+
+
 @pytest.fixture
 def run_cli():
     """Run the CLI in-process; returns (exit_code, stdout, stderr)."""

@@ -3,21 +3,15 @@ and the local engine's use of it: HTA's analyses are imported before the
 workers are forked unless every header lists no device, with the same result
 either way."""
 import gzip
-import io
 import json
 from pathlib import Path
 
 import pytest
 
-from conftest import shared
-from hta_report import progress
-from hta_report.analysis import parallel
-from hta_report.api import analyze
+from conftest import REPO, result_json, shared
 from hta_report.engines import local
 from hta_report.load.devices import all_declare_no_gpu, declares_no_gpu
 from kineto import training_trace
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cpu_doc_text(devices_text: str = '[\n  ]', events_first: bool = False) -> str:
@@ -63,7 +57,7 @@ def test_unreadable_and_remote_files_may_have_a_gpu(tmp_path):
 
 
 def test_traces_recorded_by_collect_and_gpu_traces(tmp_path):
-    assert declares_no_gpu(next((ROOT / "sample_traces" / "cpu_healthy").glob("*.json.gz")))
+    assert declares_no_gpu(next((REPO / "sample_traces" / "cpu_healthy").glob("*.json.gz")))
     gpu = training_trace(rank=0).write(tmp_path / "gpu.json.gz")  # lists its device
     assert not declares_no_gpu(gpu)
 
@@ -72,15 +66,6 @@ def test_shared_traces():
     assert all_declare_no_gpu(sorted(shared("cpu_only").glob("*.json.gz")))
     assert not declares_no_gpu(next(shared("alexnet").glob("*.json.gz")))
     assert not all_declare_no_gpu(sorted(shared("two_ranks").glob("*.json.gz")))
-
-
-def _result(path, workers, monkeypatch):
-    monkeypatch.setenv("HTA_REPORT_WORKERS", str(workers))
-    monkeypatch.setattr(parallel, "PARALLEL_MIN_EVENTS", 0)
-    with progress.using(progress.Progress(stream=io.StringIO(), live=False)):
-        data = json.loads(analyze(path).to_json())
-    data["inventory"].pop("analyzed_at")
-    return data
 
 
 def _gpu_ranks(tmp_path, devices_empty: bool) -> Path:
@@ -99,10 +84,10 @@ def test_the_workers_analyze_gpu_events_whatever_the_header_says(tmp_path, monke
     real = local._preload
     monkeypatch.setattr(local, "_preload", lambda with_hta=True: (preloaded.append(with_hta), real(with_hta)))
     listed, empty = _gpu_ranks(tmp_path, False), _gpu_ranks(tmp_path, True)
-    in_one = _result(empty, 1, monkeypatch)
+    in_one = result_json(empty, 1, monkeypatch)
     assert preloaded == []  # one worker: no fork, nothing preloaded
-    assert _result(empty, 2, monkeypatch) == in_one
+    assert result_json(empty, 2, monkeypatch) == in_one
     assert preloaded == [False]  # the headers list no device: HTA left to the workers
-    assert _result(listed, 2, monkeypatch)["ranks"][0]["temporal"] == in_one["ranks"][0]["temporal"]
+    assert result_json(listed, 2, monkeypatch)["ranks"][0]["temporal"] == in_one["ranks"][0]["temporal"]
     assert preloaded == [False, True]
     assert in_one["ranks"][0]["has_gpu"] and in_one["ranks"][0]["temporal"]["compute_pct"] > 0

@@ -10,25 +10,12 @@ import os
 
 import pytest
 
-from conftest import shared
+from conftest import result_json, shared
 from hta_report import progress
 from hta_report.api import analyze
 from hta_report.analysis import parallel
 from hta_report.analysis import rank as rank_mod
 from kineto import training_trace
-
-
-def _result_json(path, workers, monkeypatch, stages=None):
-    monkeypatch.setenv("HTA_REPORT_WORKERS", str(workers))
-    monkeypatch.setattr(parallel, "PARALLEL_MIN_EVENTS", 0)
-    with progress.using(progress.Progress(stream=io.StringIO(), live=False)) as p:
-        data = json.loads(analyze(path).to_json())
-    in_workers = [name for name, _ in p.times if name.endswith("(worker)")]
-    assert bool(in_workers) == (workers > 1)  # the parallel path was taken, or not
-    if stages is not None:
-        stages.extend(name for name, _ in p.times)
-    data["inventory"].pop("analyzed_at")
-    return data
 
 
 def _sim_dir(tmp_path):
@@ -41,19 +28,19 @@ def _sim_dir(tmp_path):
 @pytest.mark.parametrize("name", ["trace_diff/control", "two_ranks", "cpu_only"])
 def test_workers_give_the_result_of_one_process_on_real_traces(name, monkeypatch):
     path = shared(name)
-    one = _result_json(path, 1, monkeypatch)
-    assert _result_json(path, 2, monkeypatch) == one
+    one = result_json(path, 1, monkeypatch)
+    assert result_json(path, 2, monkeypatch) == one
     assert one["ranks"]
 
 
 def test_workers_give_the_result_of_one_process_on_simulated_ranks(tmp_path, monkeypatch):
     path = _sim_dir(tmp_path)
-    one = _result_json(path, 1, monkeypatch)
+    one = result_json(path, 1, monkeypatch)
     stages = []
-    assert _result_json(path, 2, monkeypatch, stages) == one
+    assert result_json(path, 2, monkeypatch, stages) == one
     assert "analyze 3 ranks in worker processes" in stages  # each rank parsed and analyzed in one worker
     assert "HTA align and filter" not in stages  # nothing loaded in this process
-    assert _result_json(path, 3, monkeypatch) == one
+    assert result_json(path, 3, monkeypatch) == one
     assert [r["rank"] for r in one["ranks"]] == [0, 1, 2]
     assert one["ranks"][0]["launch"]["kernel_runtime_outliers"] > 0  # the joined launch metrics are exercised
     assert one["ranks"][1]["comm"]["overlap_pct"] > 0
@@ -97,10 +84,10 @@ def test_a_worker_that_dies_sends_the_run_back_to_one_process(phase, tmp_path, m
     from hta_report.engines import local
 
     path = _sim_dir(tmp_path)
-    one = _result_json(path, 1, monkeypatch)
+    one = result_json(path, 1, monkeypatch)
     monkeypatch.setattr(local, phase, _dies)
     stages = []
-    assert _result_json(path, 2, monkeypatch, stages) == one
+    assert result_json(path, 2, monkeypatch, stages) == one
     assert "HTA align and filter" in stages  # loaded here the second time
     assert "a worker process died" in caplog.text
 
@@ -178,7 +165,7 @@ def test_a_large_lone_rank_is_analyzed_in_this_process_with_the_same_result(tmp_
     one after the other here (their temporaries do not add up), not side by
     side in workers; the result is the same."""
     training_trace(rank=0, world_size=1, steps=5, slow_launch_us=80.0).write(tmp_path / "rank0.json")
-    side_by_side = _result_json(tmp_path, 2, monkeypatch)
+    side_by_side = result_json(tmp_path, 2, monkeypatch)
     monkeypatch.setattr(parallel, "SEQUENTIAL_MIN_EVENTS", 1)
     monkeypatch.setenv("HTA_REPORT_WORKERS", "2")
     with progress.using(progress.Progress(stream=io.StringIO(), live=False)) as p:

@@ -81,7 +81,7 @@ class _ForkedRunner(RankRunner):
     analyze_stage = "analyze {n} ranks in worker processes"
 
     def __init__(self, n: int, max_trace_bytes: int, loader: str, cache: Optional[Cache],
-                 with_hta: bool = True) -> None:
+                 with_hta: bool) -> None:
         self.n, self.max_trace_bytes, self.loader, self.with_hta = n, max_trace_bytes, loader, with_hta
         self.cache_dir = str(cache.root) if cache is not None else None
         self.pools: List = []
@@ -121,7 +121,7 @@ class _ForkedRunner(RankRunner):
         return out
 
 
-def _preload(with_hta: bool = True) -> None:
+def _preload(with_hta: bool) -> None:
     """Import here, before the workers are forked, what each of them runs:
     the parser and our analyses, and with ``with_hta`` HTA's ``TraceAnalysis``
     (with networkx and plotly) for the GPU analyses; the workers then share
