@@ -40,6 +40,7 @@ import pandas as pd
 
 from ..errors import TraceError
 from . import sizecap
+from .compat import correlation_to_index, is_legacy_annotation, modern_category
 from .exact import EXACT_COLUMNS, EXACT_DUR, EXACT_TS, will_round  # noqa: F401 (the columns, re-exported)
 from .memory_events import NEEDLE as MEMORY_NEEDLE, note_absent
 from .whitespace import IS_WHITESPACE, Collapser
@@ -47,7 +48,7 @@ from .whitespace import IS_WHITESPACE, Collapser
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever the dataframe this module produces may change (a parse-cache key).
-PARSER_VERSION = "2"
+PARSER_VERSION = "3"
 #: Bytes of decompressed JSON read at a time; one block's events are parsed together.
 BLOCK_BYTES = 8 << 20
 #: Columns HTA drops from the event dataframe.
@@ -1136,11 +1137,17 @@ class _Frame:
         table = TraceSymbolTable()
         # sets built from sequences, as from Series.unique(): a set built from a
         # dict is presized and would iterate in another order
-        symbols = set(list(self.cat.ids)).union(set(list(self.name.ids)))
+        cats = [modern_category(c) for c in self.cat.ids]  # PyTorch 1.8-1.9 names (compat.py)
+        annotations = _legacy_annotations(self.cat.ids, self.name.ids, cat_codes, name_codes)
+        if annotations is not None:
+            cats.append("user_annotation")
+        symbols = set(cats).union(set(list(self.name.ids)))
         table.add_symbols(symbols)
         sym_index = table.get_sym_id_map()
-        cat_lut = np.array([sym_index[s] for s in self.cat.ids], dtype=np.int64)
+        cat_lut = np.array([sym_index[s] for s in cats], dtype=np.int64)
         name_lut = np.array([sym_index[s] for s in self.name.ids], dtype=np.int64)
+        if annotations is not None:
+            cat_codes = np.where(annotations, len(cats) - 1, cat_codes)
         cols["cat"] = pd.Series(cat_lut[cat_codes] if nrows else np.array([], dtype=np.int64))
         cols["name"] = pd.Series(name_lut[name_codes] if nrows else np.array([], dtype=np.int64))
 
@@ -1154,6 +1161,19 @@ class _Frame:
             if df[col].dtype.kind == "i":
                 df[col] = pd.to_numeric(df[col], errors="coerce", downcast="integer")
         return df, table
+
+
+def _legacy_annotations(cats: Dict[str, int], names: Dict[str, int], cat_codes: np.ndarray,
+                        name_codes: np.ndarray) -> Optional[np.ndarray]:
+    """Per row, whether it is one of PyTorch's own ranges in a legacy trace
+    (:func:`~.compat.is_legacy_annotation`), which becomes ``user_annotation``;
+    None when there is none (no legacy ``Operator`` category)."""
+    op = cats.get("Operator")
+    if op is None or not len(cat_codes):
+        return None
+    named = np.array([is_legacy_annotation("Operator", n) for n in names], dtype=bool)
+    rows = (cat_codes == op) & named[name_codes]
+    return rows if rows.any() else None
 
 
 def _htas_index(n_events: int, kept: np.ndarray, trace_rows: Optional[np.ndarray]) -> pd.Index:
@@ -1190,7 +1210,7 @@ def _null_mask(tag: str, vals: Any, n: int) -> np.ndarray:
 
 
 def _parse(path: str, cfg, workers: int = 1, exact_times: bool = False, max_bytes: Optional[int] = None):
-    from hta.common.trace import add_fwd_bwd_links, transform_correlation_to_index
+    from hta.common.trace import add_fwd_bwd_links
     from hta.common.trace_parser import MetaDataKey, infer_gpu_type
 
     sink = _Frame(cfg)
@@ -1201,7 +1221,7 @@ def _parse(path: str, cfg, workers: int = 1, exact_times: bool = False, max_byte
     if df.empty:
         return meta, df, table
     add_fwd_bwd_links(df)
-    df = transform_correlation_to_index(df, table)
+    df = correlation_to_index(df, table)
     _add_iteration(df, table)
     df["end"] = df["ts"] + df["dur"]
     return meta, df, table

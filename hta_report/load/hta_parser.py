@@ -145,9 +145,10 @@ def hta_frame(doc: Dict[str, Any], cfg, exact_times: bool = False) -> tuple:
         Exception: whatever HTA raises on a document it cannot handle.
     """
     import pandas as pd
-    from hta.common.trace import add_fwd_bwd_links, add_iteration, transform_correlation_to_index
+    from hta.common.trace import add_fwd_bwd_links, add_iteration
     from hta.common.trace_parser import MetaDataKey, _compress_df, infer_gpu_type, round_down_time_stamps
 
+    from .compat import correlation_to_index, modern_categories
     from .exact import add_exact_times
 
     meta = {k: v for k, v in doc.items() if k != "traceEvents"}
@@ -156,6 +157,7 @@ def hta_frame(doc: Dict[str, Any], cfg, exact_times: bool = False) -> tuple:
     table = None
     if "traceEvents" in doc:
         df = pd.DataFrame(doc.pop("traceEvents"))
+        modern_categories(df)  # PyTorch 1.8-1.9
         if exact_times and "ts" in df.columns:
             add_exact_times(df)
         round_down_time_stamps(df)
@@ -170,7 +172,7 @@ def hta_frame(doc: Dict[str, Any], cfg, exact_times: bool = False) -> tuple:
     # hta.common.trace.parse_trace_file's steps after parsing
     if not df.empty:
         add_fwd_bwd_links(df)
-        df = transform_correlation_to_index(df, table)
+        df = correlation_to_index(df, table)
         add_iteration(df, table)
         df["end"] = df["ts"] + df["dur"]
     return meta, df, table

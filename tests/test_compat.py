@@ -1,0 +1,101 @@
+"""Valid traces HTA's parser gets wrong, read right by both of our parsers
+(``hta_report/load/compat.py``): small correlation ids under pandas 3, and the
+capitalised categories of PyTorch 1.8-1.9."""
+import pandas as pd
+import pytest
+
+from kineto import ELEMENTWISE, TraceBuilder
+from hta_report.api import analyze
+from hta_report.load import fastparse
+from hta_report.load.compat import LEGACY_CATEGORIES, correlation_to_index
+from hta_report.load.hta_parser import hta_parse
+from hta_report.load.parse import report_parser_config
+from test_fast_loader import assert_same_parse
+
+
+def small_ids_trace(path, rows_before: int = 300):
+    """A trace whose correlation ids fit in int8 (1..~20) while its kernels sit
+    past row 127: HTA's transform writes row indices > 127 into an int8 column."""
+    b = TraceBuilder(rank=0)
+    b._corr = 0
+    b.step(1, 0, 5000)
+    for i in range(rows_before):  # CPU rows first, so the GPU rows come late in the frame
+        b.events.append({"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 7}", "pid": 1000, "tid": 1000,
+                         "ts": b.base + 1 + i * 0.5, "dur": 0.25, "args": {"External id": 0}})
+    for k in range(5):
+        b.kernel(ELEMENTWISE, 1000 + k * 200, 100)
+    return b.write(path)
+
+
+def test_small_correlation_ids_fail_htas_transform_but_not_ours(tmp_path):
+    path = small_ids_trace(tmp_path / "t.json")
+    from hta.common.trace import transform_correlation_to_index
+    from hta.common.trace_parser import parse_trace_dataframe
+
+    meta, df, table = parse_trace_dataframe(str(path), report_parser_config())
+    assert df["correlation"].dtype == "int8"  # HTA's downcast
+    if int(pd.__version__.split(".")[0]) >= 3:
+        with pytest.raises(TypeError, match="int8"):
+            transform_correlation_to_index(df.copy(), table)
+    out = correlation_to_index(df.copy(), table)
+    assert out["correlation"].dtype == "int8"  # HTA's own dtype kept
+    kernels = out[out["stream"] == 7]
+    launches = out.loc[kernels["index_correlation"]]
+    assert (launches["correlation"].to_numpy() == kernels["correlation"].to_numpy()).all()
+    assert (kernels["index_correlation"] > 127).all()
+
+
+def test_small_correlation_ids_read_alike_by_both_parsers_and_analyze(tmp_path):
+    path = small_ids_trace(tmp_path / "t.json")
+    ours = fastparse.parse_trace_file(path, report_parser_config(), fallback=False)
+    assert_same_parse(hta_parse(path, report_parser_config()), ours)
+    result = analyze(path)
+    assert result.ranks[0].kernel_count == 5 and not result.ranks[0].failures
+
+
+def legacy_trace(path):
+    """A GPU trace written the way PyTorch 1.9 wrote it: capitalised
+    categories, GPU threads named ``stream 7``, ``Call stack`` in op args."""
+    b = TraceBuilder(rank=None)
+    for step in range(3):
+        t0 = step * 1000
+        b.step(step + 1, t0, 1000)
+        b.cpu_op("aten::add", t0 + 10, 50)
+        b.kernel(ELEMENTWISE, t0 + 100, 400)
+        b.memcpy("HtoD", "Pageable", t0 + 600, 50, 1 << 20)
+        b.memset(t0 + 700, 5, 128)
+    for e in b.events:
+        if e["cat"] == "user_annotation":
+            e["cat"] = "Operator"  # ProfilerStep#N was an Operator
+        elif e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cpu_op"):
+            e["cat"] = {v: k for k, v in LEGACY_CATEGORIES.items()}[e["cat"]]
+        if e["cat"] in ("Kernel", "Memcpy", "Memset"):
+            e["tid"] = f"stream {e['tid']}"
+        if e["cat"] == "Operator":
+            e["args"]["Call stack"] = "train.py(12): step;train.py(30): <module>"
+    b.events.append({"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Traces",
+                     "tid": "PyTorch Profiler", "ts": b.base, "dur": 3000, "args": {"Op count": 0}})
+    return b.write(path)
+
+
+def test_legacy_categories_read_alike_by_both_parsers(tmp_path):
+    path = legacy_trace(tmp_path / "worker0.1623212756351.pt.trace.json")
+    ours = fastparse.parse_trace_file(path, report_parser_config(), fallback=False)
+    theirs = hta_parse(path, report_parser_config())
+    assert_same_parse(theirs, ours)
+    symbols = ours[2].get_sym_table()
+    cats = {symbols[i] for i in ours[1]["cat"].unique()}
+    assert {"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cpu_op", "user_annotation"} <= cats
+    assert not cats & set(LEGACY_CATEGORIES)
+    steps = ours[1][ours[1]["name"].map(symbols.__getitem__).str.startswith("ProfilerStep#")]
+    assert {symbols[i] for i in steps["cat"]} == {"user_annotation"}  # PyTorch's own ranges
+
+
+def test_legacy_trace_has_its_gpu(tmp_path):
+    path = legacy_trace(tmp_path / "worker0.1623212756351.pt.trace.json")
+    r = analyze(path).ranks[0]
+    assert r.has_gpu and r.kernel_count >= 1 and not r.failures
+    assert [d.direction for d in r.memcpy.directions] == ["HtoD", "Memset"]
+    assert r.steps.count == 2  # 3 recorded, the last dropped as HTA does
+    assert r.code.gpu_by_op == []  # no op around the launches; the step range is not an op
+    assert [x.name for x in r.cpu.top_ops] == ["aten::add"]
