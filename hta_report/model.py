@@ -1050,7 +1050,10 @@ class RuleCheck:
 @dataclass
 class TraceFileInfo:
     """One trace file as found on disk and how its rank was decided
-    (``distributedInfo``, ``file name`` or ``sequential``)."""
+    (``distributedInfo``, ``file name`` or ``sequential``).
+    ``repaired_names`` counts event names that were not valid JSON (PyTorch
+    left a double quote unescaped, pytorch/pytorch#146900) and were repaired
+    while reading (:mod:`hta_report.load.repair`)."""
 
     path: str
     rank: int
@@ -1060,6 +1063,7 @@ class TraceFileInfo:
     host_name: Optional[str] = None
     world_size: Optional[int] = None
     backend: Optional[str] = None
+    repaired_names: int = 0
 
 
 @dataclass

@@ -41,6 +41,7 @@ import pandas as pd
 from ..errors import TraceError
 from . import sizecap
 from .compat import correlation_to_index, is_legacy_annotation, modern_category
+from .repair import REPAIRED_NAMES, repair_names
 from .exact import EXACT_COLUMNS, EXACT_DUR, EXACT_TS, will_round  # noqa: F401 (the columns, re-exported)
 from .memory_events import NEEDLE as MEMORY_NEEDLE, note_absent
 from .whitespace import IS_WHITESPACE, Collapser
@@ -346,13 +347,29 @@ class _BadCut(Exception):
 def _piece_from_bytes(raw, arg_specs) -> dict:
     """One run of events (the bytes of a JSON array) as a piece (see
     :func:`_piece`): decoded straight into typed structs (:func:`_typed_piece`)
-    when every event fits them, else into dicts (:func:`_piece`).
+    when every event fits them, else into dicts (:func:`_piece`). Events whose
+    name Kineto left unescaped (:func:`~.repair.repair_names`) are repaired
+    when ``raw`` does not parse: the piece then says how many (``repaired``)
+    and holds the repaired text (``raw``).
 
     Raises:
-        _BadCut: ``raw`` is not valid JSON (a wrong cut, or bad JSON).
+        _BadCut: ``raw`` is not valid JSON, repaired or not (a wrong cut, or bad JSON).
         Unsupported: an element is not an object, or values the fast path
             does not reproduce.
     """
+    try:
+        return _decoded_piece(raw, arg_specs)
+    except _BadCut:
+        fixed, repaired = repair_names(bytes(raw))
+        if not repaired:
+            raise
+        piece = _decoded_piece(fixed, arg_specs)
+        piece["repaired"], piece["raw"] = repaired, fixed
+        return piece
+
+
+def _decoded_piece(raw, arg_specs) -> dict:
+    """:func:`_piece_from_bytes` without the repair."""
     with _gc_paused():
         try:
             events = _typed_decoder(arg_specs)[0].decode(raw)
@@ -1038,9 +1055,13 @@ class _Frame:
         self.ts_any_null = False
         self.end_any_null = False
         self.cats_seen: set = set()
+        self.repaired = 0  # event names repaired (see repair.py)
 
     def merge(self, piece: dict, raw) -> None:
-        """Append ``piece`` (of the events in ``raw``, a JSON array)."""
+        """Append ``piece`` (of the events in ``raw``, a JSON array, or in the
+        piece's own ``raw`` where names were repaired)."""
+        raw = piece.get("raw", raw)
+        self.repaired += piece.get("repaired", 0)
         base = self.n_events
         self.n_events += piece["n"]
         keys = piece["keys"]
@@ -1218,6 +1239,8 @@ def _parse(path: str, cfg, workers: int = 1, exact_times: bool = False, max_byte
     meta = {k: v for k, v in doc.items() if k != "traceEvents"}
     df, table = sink.frame(exact_times)
     meta[str(MetaDataKey.DEVICE_TYPE)] = infer_gpu_type(meta, table.get_sym_id_map())
+    if sink.repaired:
+        meta[REPAIRED_NAMES] = sink.repaired
     if df.empty:
         return meta, df, table
     add_fwd_bwd_links(df)

@@ -19,6 +19,7 @@ from typing import Any, Dict, Optional, Tuple
 from ..errors import TraceError
 from ..files import open_text_stream
 from . import sizecap, validation
+from .repair import REPAIRED_NAMES, repair_names
 from .whitespace import Collapser
 
 
@@ -39,18 +40,26 @@ def read_document(path: Path, kinds: Optional[Dict[str, str]] = None,
             not a Kineto trace, or holds no event HTA can analyze (one-line
             reason naming ``path``).
     """
+    repaired = 0
     try:
         raw = read_squeezed(path, max_bytes)
         text = validation.decode_text(raw, path)
         del raw
-        doc = json.loads(text)
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError:
+            fixed, repaired = repair_names(text.encode("utf-8", "surrogatepass"))  # names Kineto left unescaped
+            if not repaired:
+                raise
+            del text
+            doc = json.loads(fixed)
     except TraceError:
         raise
     except Exception as exc:  # OSError, gzip, JSON, RecursionError, MemoryError
         raise TraceError(validation.describe_error(exc), path) from exc
-    del text
     events = validation.check_document(doc, path)
     kept, report = validation.clean_events(events, kinds)
+    report.repaired_names = repaired
     if not report.duration_events:
         raise TraceError(report.empty_reason(), path)
     doc["traceEvents"] = kept
@@ -115,7 +124,10 @@ def parse_with_hta(path: Path, cfg, exact_times: bool = False,
             caller names the file).
     """
     doc, report = read_document(path, validation.arg_kinds(cfg.get_args()), max_bytes)
-    return hta_frame(doc, cfg, exact_times), report
+    meta, df, table = hta_frame(doc, cfg, exact_times)
+    if report.repaired_names:
+        meta[REPAIRED_NAMES] = report.repaired_names
+    return (meta, df, table), report
 
 
 def hta_parse(path, cfg=None, exact_times: bool = False) -> tuple:

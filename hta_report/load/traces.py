@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 from ..errors import InputError, TraceError, one_line
 from ..model import TraceFileInfo, UnreadableTrace
 from .discovery import rank_from_file_name
+from .repair import REPAIRED_NAMES
 from .step_filter import filter_steps
 from ..files import identity
 
@@ -351,6 +352,7 @@ def file_info(path: Path, rank: int, source: str, meta: dict, size_bytes: Option
         schema_version=_small_int(meta.get("schemaVersion")), host_name=None,
         world_size=_small_int(info.get("world_size")),
         backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
+        repaired_names=_small_int(meta.get(REPAIRED_NAMES)) or 0,
     )
 
 

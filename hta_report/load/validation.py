@@ -331,6 +331,9 @@ class EventReport:
         dropped: (singular, plural) reason -> events left out for it.
         ignored: (singular, plural) reason -> events where one field was
             removed (HTA then uses its default) but the event kept.
+        repaired_names: event names that were not valid JSON strings (Kineto
+            did not escape them) and were repaired before parsing
+            (:mod:`hta_report.load.repair`).
     """
 
     total: int = 0
@@ -339,6 +342,7 @@ class EventReport:
     with_args: int = 0
     dropped: Counter = field(default_factory=Counter)
     ignored: Counter = field(default_factory=Counter)
+    repaired_names: int = 0
 
     def warning(self) -> Optional[str]:
         """One line for the report's warnings, or None when nothing was done."""

@@ -56,6 +56,9 @@ def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
         lines += [f"- rank {md_text(r['rank'])} ({md_text(r['file'])}): "
                   + "; ".join(f"{md_text(f['step'])}: {md_text(f['reason'])}" for f in r["failures"])
                   for r in part["ranks"]]
+    reading = view.reading_notes(result)
+    if reading:
+        lines += ["", "**Repaired while reading:**", ""] + [f"- {md_text(n)}" for n in reading]
     lines += ["", "### Findings", ""]
     findings = view.findings(result)
     if not findings:
@@ -134,6 +137,9 @@ def render_comparison(c: Comparison) -> str:
         lines += ["", "Kernels that changed most: " + "; ".join(
             f"{k['change']} {md_code(k['name'])} ({k['base']} → {k['new']}{', ' + md_text(k['note']) if k['note'] else ''})"
             for k in v["biggest_kernels"])]
+    reading = view.reading_notes(result)
+    if reading:
+        lines += ["", "**Repaired while reading:**", ""] + [f"- {md_text(n)}" for n in reading]
     lines += ["", "### Findings", ""]
     lines += [f"- appeared: **[{md_text(f['severity'])}] {md_text(f['title'])}** ({md_code(f['id'])})"
               for f in v["appeared"]]

@@ -418,7 +418,17 @@ def inventory(result: AnalysisResult) -> Dict[str, Any]:
         "manifest": [{"key": str(k), "value": str(v)} for k, v in inv.manifest.items()],
         "unreadable": unreadable(result),
         "incomplete": incomplete(result),
+        "reading": reading_notes(result),
     }
+
+
+def reading_notes(result: AnalysisResult) -> List[str]:
+    """What the reader had to put right in the files to read them, one line
+    per file (event names PyTorch left unescaped, repaired: see
+    :mod:`hta_report.load.repair`); empty when nothing was."""
+    return [f"{f.path}: {fmt.plural(f.repaired_names, 'event name')} with unescaped double quotes repaired "
+            "(PyTorch writes them so until pytorch/kineto#1459; the rest of the file is as written)"
+            for f in result.inventory.files if f.repaired_names]
 
 
 def unreadable(result: AnalysisResult) -> Dict[str, Any]:
