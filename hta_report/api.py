@@ -28,8 +28,9 @@ from .render import format_for_path, reporter
 
 if TYPE_CHECKING:
     from .load.discovery import Inputs
+    from .load.spec import RunSpec
 
-__all__ = ["analyze", "write_reports", "load_result", "compare_paths", "write_comparison", "rule_catalogue",
+__all__ = ["analyze", "describe", "analyze_run", "write_reports", "load_result", "compare_paths", "write_comparison", "rule_catalogue",
            "partial_input_error", "check_outputs", "input_files"]
 
 Outputs = Sequence[Tuple[os.PathLike | str, Optional[str]]]
@@ -86,25 +87,45 @@ def analyze(trace_dir: "Inputs", recursive: bool = False, include_last_step: Opt
         hta_report.errors.TraceError: no trace can be read or analyzed (names
             the file, or each file), or a step over all ranks failed.
     """
-    from .load import DEFAULT_MAX_TRACE_BYTES, find_trace_files, input_dir, input_label, resolve_loader
+    spec = describe(trace_dir, recursive=recursive, include_last_step=include_last_step,
+                    max_trace_bytes=max_trace_bytes, loader=loader, engine=engine, ray_address=ray_address)
+    return analyze_run(spec, config=config, cache=cache, source_root=source_root)
 
-    label, folder = input_label(trace_dir), input_dir(trace_dir)
-    loader = resolve_loader(loader)
-    max_trace_bytes = max_trace_bytes or DEFAULT_MAX_TRACE_BYTES
+
+def describe(trace_dir: "Inputs", **options) -> "RunSpec":
+    """The run ``trace_dir`` names, described once (its trace files found,
+    the windows of one process set aside, the options resolved): see
+    :func:`hta_report.load.spec.describe_run` for ``options``.
+
+    Raises:
+        hta_report.errors.InputError: a missing path, no trace files, a
+            folder of several runs.
+    """
+    from .load.spec import describe_run
+
+    with progress.current().stage("find trace files"):
+        return describe_run(trace_dir, **options)
+
+
+def analyze_run(spec: "RunSpec", config=None, cache: Optional[Cache | os.PathLike | str] = None,
+                source_root: Optional[os.PathLike | str] = None) -> AnalysisResult:
+    """:func:`analyze` of a run already described (:func:`describe`).
+
+    Raises:
+        As :func:`analyze`.
+    """
     cache = as_cache(cache)
     results = ResultCache(cache) if cache is not None else None
     key = None
     if results is not None:
-        paths = find_trace_files(trace_dir, recursive)
-        key = results.key(paths, folder, recursive, include_last_step, loader, max_trace_bytes, config)
+        key = results.key(spec, config)
         hit = results.get(key) if key is not None else None
         if hit is not None:
             progress.current().record("analysis result (from cache)", 0.0)
-            hit.inventory.input_dir = label
+            hit.inventory.input_dir = spec.label
             return _locate(hit, config, source_root)
-    result = _analyze_uncached(trace_dir, folder, recursive, include_last_step, max_trace_bytes, config, loader,
-                               cache, engine, ray_address)
-    result.inventory.input_dir = label
+    result = _analyze_uncached(spec, config, cache)
+    result.inventory.input_dir = spec.label
     if results is not None and key is not None and not result.inventory.unreadable \
             and not any(r.failures for r in result.ranks):
         results.put(key, result)
@@ -129,17 +150,14 @@ def _locate(result: AnalysisResult, config, source_root: Optional[os.PathLike | 
             return result
 
 
-def _analyze_uncached(trace_dir: "Inputs", folder, recursive: bool, include_last_step: Optional[bool],
-                      max_trace_bytes: int, config, loader: str, cache: Optional[Cache], engine: str,
-                      ray_address: Optional[str]) -> AnalysisResult:
-    """Load and measure (on ``engine``), advise (see :func:`analyze`); ``folder`` is the run's folder."""
+def _analyze_uncached(spec: "RunSpec", config, cache: Optional[Cache]) -> AnalysisResult:
+    """Load and measure (on the run's engine), advise (see :func:`analyze`)."""
     from .analysis import analysis_step, where
     from .engines import measure
     from .rules import advise
 
-    result = measure(engine, trace_dir, folder, recursive, include_last_step, max_trace_bytes, loader, cache,
-                     ray_address)
-    with analysis_step("advice", where(result.ranks, folder)), progress.current().stage("advice"):
+    result = measure(spec, cache)
+    with analysis_step("advice", where(result.ranks, spec.folder)), progress.current().stage("advice"):
         result.findings, result.checks = _advise_complete_ranks(result, config, advise)
     return result
 
@@ -276,7 +294,7 @@ def _inputs(result: AnalysisResult) -> List[str]:
     """The files ``result`` was read from: its traces (unreadable ones too) and the manifest."""
     inv = result.inventory
     return [f.path for f in inv.files] + [u.path for u in inv.unreadable] + [
-        os.path.join(inv.input_dir, "manifest.json")]
+        o for w in inv.windows for o in w.others] + [os.path.join(inv.input_dir, "manifest.json")]
 
 
 def input_files(path: os.PathLike | str, recursive: bool = False) -> List[Path]:

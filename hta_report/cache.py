@@ -154,31 +154,27 @@ class ResultCache:
         self.cache = cache
         self.dir = cache.root / f"result-v{CACHE_FORMAT}"
 
-    def key(self, paths: List[Path], trace_dir: Path, recursive: bool, include_last_step: Optional[bool],
-            loader: str, max_trace_bytes: int, config) -> Optional[str]:
-        """Everything a result depends on: the files' contents and paths
-        (``paths``, as found in ``trace_dir``), the manifest, the options (the
-        size cap in bytes, the rule configuration: an ``AdviceConfig`` or None)
-        and the versions. None when a file cannot be read (no caching then:
-        the analysis reports the file)."""
+    def key(self, spec, config) -> Optional[str]:
+        """Everything a result depends on: the run (``spec``, a
+        :class:`~hta_report.load.spec.RunSpec`: its files' contents and
+        names, the windows set aside, its options), the manifest, the rule
+        configuration (an ``AdviceConfig`` or None) and the versions. None
+        when a file cannot be read (no caching then: the analysis reports the file)."""
         import hta.version
 
         from . import __version__
 
-        manifest = trace_dir / "manifest.json"
+        manifest = spec.folder / "manifest.json"
         try:
-            files = [[str(p), self.cache.digest(p)] for p in paths]
+            files = [[str(p), self.cache.digest(p)] for p in spec.files]
             manifest_digest = self.cache.digest(manifest) if manifest.is_file() else None
         except OSError:
             return None
         cfg = dataclasses.asdict(config) if config is not None and dataclasses.is_dataclass(config) else None
-        options = {"max_trace_bytes": int(max_trace_bytes), "config": json.loads(json.dumps(cfg, default=str))}
         return make_key({
             "format": CACHE_FORMAT, "tool": __version__, "code": code_fingerprint("all"),
-            "hta": str(getattr(hta.version, "__version__", "")),
-            "loader": loader, "dir": str(trace_dir), "recursive": bool(recursive),
-            "include_last_step": include_last_step,
-            "files": files, "manifest": manifest_digest, "options": options,
+            "hta": str(getattr(hta.version, "__version__", "")), "run": spec.key_fields(),
+            "files": files, "manifest": manifest_digest, "config": json.loads(json.dumps(cfg, default=str)),
         })
 
     def get(self, key: str):

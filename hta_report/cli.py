@@ -183,8 +183,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
       hta-report analyze rank-0.pt.trace.json.gz -o report.md
       hta-report analyze traces/ -o findings.sarif --source-root .
     """
-    from .api import (analyze as run_analysis, check_outputs, input_files, partial_input_error, preparations,
-                      write_reports)
+    from .api import analyze_run, check_outputs, describe, partial_input_error, preparations, write_reports
     from .render.terminal import incomplete_lines, render as summary
     from .rules import load_config
 
@@ -197,12 +196,13 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
     _skip_teardown()
     outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
     _check_outputs(outputs)
-    check_outputs(outputs, [f for t in traces for f in input_files(t, recursive)])  # before any work
-    with progress.using(progress.Progress(verbose=verbose)), workers.meanwhile(*preparations(outputs)):
-        result = run_analysis(list(traces), recursive=recursive, include_last_step=include_last_step,
-                              max_trace_bytes=max_trace_size, config=config, cache=cache, engine=engine,
-                              ray_address=ray_address, source_root=source_root)
-        written = write_reports(result, outputs, cache=cache)
+    with progress.using(progress.Progress(verbose=verbose)):
+        spec = describe(list(traces), recursive=recursive, include_last_step=include_last_step,
+                        max_trace_bytes=max_trace_size, engine=engine, ray_address=ray_address)
+        check_outputs(outputs, spec.read_files)  # before any work
+        with workers.meanwhile(*preparations(outputs)):
+            result = analyze_run(spec, config=config, cache=cache, source_root=source_root)
+            written = write_reports(result, outputs, cache=cache)
     if not quiet:
         click.echo(summary(result, [str(p) for p in written]))
     hits = _report_gates(gates, result=result)

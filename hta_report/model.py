@@ -1067,6 +1067,21 @@ class TraceFileInfo:
 
 
 @dataclass
+class WorkerWindows:
+    """Trace files written by one process, one per profiling cycle: windows of
+    one rank, not ranks. ``torch.profiler.tensorboard_trace_handler`` names
+    them ``<worker>.<ms>.pt.trace.json[.gz]`` (``<worker>`` is
+    ``<host>_<pid>`` unless given) and ``hta-report collect``
+    ``rank-<r>.<host>_<pid>.<cycle>.pt.trace.json.gz``; the number grows with
+    each cycle. The report analyzes the latest (``analyzed``); ``others`` are
+    set aside, oldest first (name one of them to analyze that window)."""
+
+    worker: str
+    analyzed: str
+    others: List[str] = field(default_factory=list)
+
+
+@dataclass
 class UnreadableTrace:
     """A trace file left out of the analysis, and why (one line, e.g. ``truncated
     gzip: ...``, or ``analysis failed at idle time breakdown (HTA): ...``)."""
@@ -1080,7 +1095,9 @@ class Inventory:
     """What was analyzed and with which tools.
 
     ``files`` are the traces the report covers; ``unreadable`` those that were
-    found but could not be read or analyzed (the report covers the rest).
+    found but could not be read or analyzed (the report covers the rest);
+    ``windows`` the processes that wrote several profiling windows, of which
+    the latest is analyzed (:class:`WorkerWindows`).
     """
 
     input_dir: str
@@ -1096,6 +1113,7 @@ class Inventory:
     warnings: List[str] = field(default_factory=list)
     manifest: Dict[str, Any] = field(default_factory=dict)
     unreadable: List[UnreadableTrace] = field(default_factory=list)
+    windows: List[WorkerWindows] = field(default_factory=list)
 
 
 @dataclass

@@ -199,6 +199,14 @@ def test_repeat_writes_one_file_per_cycle(tmp_path):
     assert [TRACE_NAME.match(p.name).group(2) for p in files] == ["1", "2"]
     assert [step_names(load(p)) for p in files] == [["ProfilerStep#1"], ["ProfilerStep#3"]]
     assert sorted(manifest(out)["trace_files"]) == [p.name for p in files]
+    # the command collect prints next reads them as two windows of one rank, the latest analyzed
+    from hta_report.api import analyze
+
+    r = analyze(out)
+    assert [f.path for f in r.inventory.files] == [str(files[1])] and len(r.ranks) == 1
+    (w,) = r.inventory.windows
+    assert w.analyzed == str(files[1]) and w.others == [str(files[0])]
+    assert w.worker.startswith("rank-0.") and files[0].name == f"{w.worker}.1.pt.trace.json.gz"
 
 
 # ------------------------------------------------------------------ scripts

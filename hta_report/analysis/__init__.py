@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import TraceError
-from ..load import LoadedTraces, quiet_hta, unreadable_error
+from ..load import LoadedTraces, RunSpec, quiet_hta, unreadable_error
 from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, STEP_TIMES_STEP,
                      TEMPORAL_STEP, Aggregate, AnalysisResult, Inventory, RankResult, TraceFileInfo, UnreadableTrace)
 from .gpu_time import combine_kernel_type_shares
@@ -20,7 +20,7 @@ from .rank import analysis_step
 __all__ = ["analyze_loaded", "assemble", "analysis_step", "where"]
 
 
-def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
+def analyze_loaded(loaded: LoadedTraces, spec: RunSpec) -> AnalysisResult:
     """Every metric of already loaded traces: the per-rank analyses (in worker
     processes, see :mod:`.parallel`), the cross-rank ones (synchronization
     wait, kernel types of all ranks), the aggregate and the inventory. No
@@ -34,7 +34,7 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
 
     Args:
         loaded: the parsed traces (:func:`hta_report.load.load_traces`).
-        trace_dir: the directory they came from (the inventory, ``manifest.json``).
+        spec: the run they came from (its folder: the inventory, ``manifest.json``).
 
     Raises:
         hta_report.errors.TraceError: every rank failed, or a step over all
@@ -42,11 +42,10 @@ def analyze_loaded(loaded: LoadedTraces, trace_dir: Path) -> AnalysisResult:
     """
     with quiet_hta():
         outcomes = analyze_ranks(loaded)
-    return assemble(loaded.files, outcomes, trace_dir, loaded.warnings, loaded.unreadable,
-                    loaded.last_step_included)
+    return assemble(loaded.files, outcomes, spec, loaded.warnings, loaded.unreadable, loaded.last_step_included)
 
 
-def assemble(files: List[TraceFileInfo], outcomes: List[Union[RankResult, TraceError]], trace_dir,
+def assemble(files: List[TraceFileInfo], outcomes: List[Union[RankResult, TraceError]], spec: RunSpec,
              warnings: List[str], unreadable: List[UnreadableTrace], last_step_included: bool) -> AnalysisResult:
     """The result from each rank's analysis: the cross-rank figures
     (synchronization wait, kernel types of all ranks), the aggregate and the
@@ -57,7 +56,8 @@ def assemble(files: List[TraceFileInfo], outcomes: List[Union[RankResult, TraceE
         outcomes: per file, its :class:`~hta_report.model.RankResult` or the
             :class:`~hta_report.errors.TraceError` of the step that failed
             (that rank is then listed as unreadable).
-        trace_dir: the directory (inventory, ``manifest.json``).
+        spec: the run (its folder: inventory, ``manifest.json``; the
+            windows set aside).
         warnings: the loader's warnings.
         unreadable: files left out before the analyses.
         last_step_included: whether the last ProfilerStep was kept.
@@ -80,11 +80,13 @@ def assemble(files: List[TraceFileInfo], outcomes: List[Union[RankResult, TraceE
         raise unreadable_error(unreadable)
     _sync_wait(ranks)
     gpu = [r for r in ranks if r.has_gpu and not r.failed(KERNEL_TYPES_STEP)]
-    with quiet_hta(), analysis_step("kernel breakdown of all ranks (HTA)", where(ranks, trace_dir)):
+    with quiet_hta(), analysis_step("kernel breakdown of all ranks (HTA)", where(ranks, spec.folder)):
         types_all = combine_kernel_type_shares([r.kernel_types for r in gpu])
     analyzed = {r.rank for r in ranks}
+    trace_dir = spec.folder
     inventory = _inventory(trace_dir, ranks, [f for f in files if f.rank in analyzed], unreadable, warnings,
                            last_step_included)
+    inventory.windows = list(spec.windows)
     return AnalysisResult(inventory=inventory, ranks=ranks, aggregate=_aggregate(ranks, types_all))
 
 

@@ -27,41 +27,31 @@ from ..model import AnalysisResult
 ENGINES = ("local", "ray")
 
 
-def measure(engine: str, trace_dir, folder, recursive: bool, include_last_step: Optional[bool],
-            max_trace_bytes: int, loader: str, cache: Optional[Cache],
-            ray_address: Optional[str] = None) -> AnalysisResult:
-    """The metrics of the traces ``trace_dir`` names, computed by ``engine`` (see the module doc).
+def measure(spec, cache: Optional[Cache]) -> AnalysisResult:
+    """The metrics of the run ``spec`` (a :class:`~hta_report.load.spec.RunSpec`)
+    describes, computed by its engine (``spec.engine``, see the module doc).
 
     Args:
-        engine: ``"local"`` or ``"ray"``.
-        trace_dir: a directory, a trace file or a list of either, each a
-            local path or a URL (see :func:`hta_report.load.discovery.find_trace_files`).
-        folder: the run's folder (:func:`hta_report.load.discovery.input_dir`):
-            the inventory's, where ``manifest.json`` is read.
-        recursive, include_last_step, max_trace_bytes, loader: as
-            :func:`hta_report.api.analyze`.
-        cache: the parse cache's directory (``ray``: on storage every worker reads).
-        ray_address: the cluster to connect to (``ray``; default ``RAY_ADDRESS``,
-            else a Ray instance started on this machine).
+        spec: the run: its files and options, its engine and Ray address.
+        cache: the parse cache (``ray``: on storage every worker reads), or None.
 
     Raises:
-        hta_report.errors.InputError: an unknown engine, Ray not installed, a
-            missing or empty directory, two files claiming one rank.
+        hta_report.errors.InputError: an unknown engine, Ray not installed,
+            two files claiming one rank.
         hta_report.errors.TraceError: no trace can be read or analyzed.
     """
     from ..errors import InputError
 
-    if engine == "local":
+    if spec.engine == "local":
         from . import local
 
-        return local.measure(trace_dir, folder, recursive, include_last_step, max_trace_bytes, loader, cache)
-    if engine == "ray":
+        return local.measure(spec, cache)
+    if spec.engine == "ray":
         import importlib.util
 
         if importlib.util.find_spec("ray") is None:
             raise InputError("--engine ray needs Ray, which is not installed: pip install \"hta-report[ray]\"")
         from . import ray_engine
 
-        return ray_engine.measure(trace_dir, folder, recursive, include_last_step, max_trace_bytes, loader, cache,
-                                  ray_address)
-    raise InputError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+        return ray_engine.measure(spec, cache)
+    raise InputError(f"unknown engine {spec.engine!r}; choose one of {', '.join(ENGINES)}")

@@ -42,34 +42,30 @@ logger = logging.getLogger(__name__)
 _HELD: Dict[int, object] = {}
 
 
-def measure(trace_dir, folder, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int,
-            loader: Optional[str], cache: Optional[Cache]) -> AnalysisResult:
-    """The metrics of the traces ``trace_dir`` names, computed on this machine
-    (see the module doc; arguments as :func:`hta_report.engines.measure`).
+def measure(spec, cache: Optional[Cache]) -> AnalysisResult:
+    """The metrics of the run ``spec`` (a :class:`~hta_report.load.spec.RunSpec`)
+    describes, computed on this machine (see the module doc); ``cache``: the
+    parse cache, or None.
 
     Raises:
-        hta_report.errors.InputError: a missing or empty directory, two files claiming one rank.
+        hta_report.errors.InputError: two files claiming one rank.
         hta_report.errors.TraceError: no trace can be read or analyzed.
     """
     from ..analysis import analyze_loaded
-    from ..load import find_trace_files, load_traces, quiet_hta, resolve_loader
+    from ..load import load_traces, quiet_hta
     from ..load.devices import all_declare_no_gpu
 
-    loader = resolve_loader(loader)
-    t0 = time.perf_counter()
-    paths = find_trace_files(trace_dir, recursive)
+    paths = list(spec.files)
     n = min(workers.count(), len(paths))
     if n >= 2 and workers.can_fork():
-        progress.current().record("find trace files", time.perf_counter() - t0)
-        runner = _ForkedRunner(n, max_trace_bytes, loader, cache, with_hta=not all_declare_no_gpu(paths))
+        runner = _ForkedRunner(n, spec.max_trace_bytes, spec.loader, cache,
+                               with_hta=not all_declare_no_gpu(paths))
         try:
             with quiet_hta(), runner:
-                return per_rank.measure(paths, folder, include_last_step, runner)
+                return per_rank.measure(spec, runner)
         except BrokenProcessPool:
             logger.warning("a worker process died; analyzing the traces again in this process")
-    loaded = load_traces(trace_dir, recursive=recursive, include_last_step=include_last_step,
-                         max_trace_bytes=max_trace_bytes, loader=loader, cache=cache)
-    return analyze_loaded(loaded, folder)
+    return analyze_loaded(load_traces(spec, cache=cache), spec)
 
 
 class _ForkedRunner(RankRunner):

@@ -26,6 +26,7 @@ from ..model import AnalysisResult, RankResult, TraceFileInfo, UnreadableTrace
 
 if TYPE_CHECKING:
     from ..load.rank_file import FileParse
+    from ..load.spec import RunSpec
 
 #: Phase 1's answer for one file: its summary, or why it cannot be read.
 ParseOutcome = Union["FileParse", str]
@@ -60,12 +61,9 @@ class RankRunner:
         raise NotImplementedError
 
 
-def measure(paths: Sequence, folder, include_last_step, runner: RankRunner) -> AnalysisResult:
-    """The metrics of ``paths`` (files found by
-    :func:`hta_report.load.discovery.find_trace_files`), each rank parsed and
-    analyzed by ``runner`` (see the module doc); ``folder``: the run's folder
-    (inventory, ``manifest.json``); ``include_last_step``: as
-    :func:`hta_report.load.load_traces`.
+def measure(spec: "RunSpec", runner: RankRunner) -> AnalysisResult:
+    """The metrics of the run ``spec`` describes, each of its files parsed
+    and its rank analyzed by ``runner`` (see the module doc).
 
     Raises:
         hta_report.errors.InputError: two files claim one rank.
@@ -76,6 +74,7 @@ def measure(paths: Sequence, folder, include_last_step, runner: RankRunner) -> A
     from ..load.traces import unreadable_error
 
     stages = progress.current()
+    paths = list(spec.files)
     with stages.stage(runner.parse_stage.format(n=len(paths))):
         parsed = runner.parse(paths)
     unreadable: List[UnreadableTrace] = []
@@ -89,7 +88,7 @@ def measure(paths: Sequence, folder, include_last_step, runner: RankRunner) -> A
         good.append(i)
     if not good:
         raise unreadable_error(unreadable)
-    decided = plan([parsed[i] for i in good], include_last_step)
+    decided = plan([parsed[i] for i in good], spec.include_last_step)
     infos = file_infos([parsed[i] for i in good], decided)
     order = sorted(range(len(infos)), key=lambda k: infos[k].rank)
     with stages.stage(runner.analyze_stage.format(n=len(order))):
@@ -100,6 +99,6 @@ def measure(paths: Sequence, folder, include_last_step, runner: RankRunner) -> A
             stages.record(f"analyze rank {infos[k].rank}{runner.where}", seconds)
         results.append(outcome)
     with stages.stage("cross-rank analyses"):
-        return assemble([infos[k] for k in order], results, folder, decided.warnings, unreadable,
+        return assemble([infos[k] for k in order], results, spec, decided.warnings, unreadable,
                         decided.include_last_step)
 

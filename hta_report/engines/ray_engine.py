@@ -156,27 +156,22 @@ class _RayRunner(RankRunner):
         return out
 
 
-def measure(trace_dir, folder, recursive: bool, include_last_step: Optional[bool], max_trace_bytes: int,
-            loader: str, cache, address: Optional[str]):
-    """The metrics of the traces ``trace_dir`` names (a directory, a file or a
-    list of either) computed on a Ray cluster (see the module doc); ``folder``
-    is the run's folder (inventory, ``manifest.json``).
+def measure(spec, cache):
+    """The metrics of the run ``spec`` (a :class:`~hta_report.load.spec.RunSpec`)
+    describes, computed on the Ray cluster at ``spec.ray_address`` (see the
+    module doc); ``cache``: the parse cache (on storage every worker reads), or None.
 
     Raises:
-        hta_report.errors.InputError: no files, two files claiming one rank,
-            the cluster cannot be reached.
+        hta_report.errors.InputError: two files claiming one rank, the
+            cluster cannot be reached.
         hta_report.errors.TraceError: no file can be read or analyzed.
     """
-    from ..load import find_trace_files
-
     stages = progress.current()
-    with stages.stage("find trace files"):
-        paths = find_trace_files(trace_dir, recursive)
     with stages.stage("ray: connect"):
-        connected = _connect(address)
+        connected = _connect(spec.ray_address)
     try:
         cache_dir = str(Path(cache.root).absolute()) if cache is not None else None
-        return per_rank.measure(paths, folder, include_last_step, _RayRunner(max_trace_bytes, loader, cache_dir))
+        return per_rank.measure(spec, _RayRunner(spec.max_trace_bytes, spec.loader, cache_dir))
     finally:
         if connected:
             ray.shutdown()

@@ -22,7 +22,7 @@ the others are loaded; only when none can be read is it an error.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 from .. import progress, workers
 from ..cache import Cache
@@ -30,33 +30,36 @@ from ..errors import TraceError
 from ..model import UnreadableTrace
 from . import sizecap, validation
 from .discovery import Inputs, find_trace_files, input_dir, input_label
+from .spec import RunSpec, as_spec, describe_run
 from .parse import LOADERS, parse_files, report_parser_config, resolve_loader, sm_arg_specs
 from .traces import (LoadedTraces, add_parsed_rank, align_and_filter, assign_ranks, file_info, quiet_hta, rekey,
                      unreadable_error)
 from .validation import DEFAULT_MAX_TRACE_BYTES
 
-__all__ = ["load_traces", "LoadedTraces", "quiet_hta", "unreadable_error", "resolve_loader", "LOADERS",
+__all__ = ["load_traces", "LoadedTraces", "RunSpec", "describe_run", "quiet_hta", "unreadable_error", "resolve_loader", "LOADERS",
            "find_trace_files", "input_dir", "input_label", "Inputs", "DEFAULT_MAX_TRACE_BYTES"]
 
 
 def load_traces(
-    trace_dir: Inputs,
+    trace_dir: Union[Inputs, RunSpec],
     recursive: bool = False,
     include_last_step: Optional[bool] = None,
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
     loader: Optional[str] = None,
     cache: Optional[Cache] = None,
 ) -> LoadedTraces:
-    """Find, check and parse every trace in ``trace_dir``.
+    """Check and parse every trace of a run (a :class:`~.spec.RunSpec`, or
+    the inputs and options :func:`~.spec.describe_run` makes one of).
 
     A file that cannot be read (see :mod:`hta_report.load.validation`) is left
     out and listed in :attr:`LoadedTraces.unreadable`; events HTA cannot
     analyze (no ``ts``, negative ``dur``...) are left out with a warning.
 
     Args:
-        trace_dir: directory of Kineto traces (``.json`` or ``.json.gz``), one
-            per rank; or a trace file; or a list of either (see
-            :func:`hta_report.load.discovery.find_trace_files`).
+        trace_dir: the run's :class:`~.spec.RunSpec` (the other options are
+            then its own); or a directory of Kineto traces (``.json`` or
+            ``.json.gz``), one per rank; or a trace file; or a list of either
+            (see :func:`hta_report.load.discovery.find_trace_files`).
         recursive: descend into subdirectories.
         include_last_step: keep the last ``ProfilerStep`` (HTA drops it by
             default). ``None`` (auto) follows HTA's default unless some rank has
@@ -76,11 +79,12 @@ def load_traces(
         TraceError: no file can be read (names the file, or each of them), or
             HTA fails aligning the ranks.
     """
-    loader = resolve_loader(loader)
     with progress.current().stage("find trace files"):
-        paths = find_trace_files(trace_dir, recursive)
-    trace_dir = input_dir(trace_dir)
-    candidates, unreadable = _checked(paths, max_trace_bytes)
+        spec = as_spec(trace_dir, recursive=recursive, include_last_step=include_last_step,
+                       max_trace_bytes=max_trace_bytes, loader=loader)
+    loader, include_last_step, max_trace_bytes = spec.loader, spec.include_last_step, spec.max_trace_bytes
+    trace_dir = spec.folder
+    candidates, unreadable = _checked(list(spec.files), max_trace_bytes)
     with quiet_hta():
         trace = new_trace(loader)
         with progress.current().stage(f"parse {len(candidates)} file(s) in all"):

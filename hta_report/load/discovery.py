@@ -4,9 +4,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ..errors import InputError
+from ..model import WorkerWindows
 
 #: What ``analyze`` reads: a directory or a trace file, or a list of either.
 Inputs = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
@@ -140,6 +141,66 @@ def _runs_message(folder: Path, runs: List[Path], verb: str, why: str = "") -> s
     return (f"{verb} {len(runs)} separate runs in subfolders ({shown}){why}: analyze one "
             f"(hta-report analyze {runs[0]}) or compare two "
             f"(hta-report compare {runs[0]} {runs[1]})")
+
+
+#: ``<worker>.<n>.pt.trace.json[.gz]``: a file of one profiling cycle of one
+#: process (``tensorboard_trace_handler``: ``n`` is the time in ms;
+#: ``hta-report collect``: the cycle number).
+_WINDOW = re.compile(r"^(?P<worker>.+)\.(?P<n>\d+)\.pt\.trace\.json(?:\.gz)?$", re.IGNORECASE)
+#: ``distributedInfo.rank`` in the head of a Kineto trace (written before ``traceEvents``).
+_HEAD_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*"?(\d+)')
+
+
+def split_windows(paths: Sequence[Path]) -> Tuple[List[Path], List[WorkerWindows]]:
+    """The files to analyze, and the processes that wrote several profiling
+    windows (:class:`~hta_report.model.WorkerWindows`).
+
+    Files of one folder named ``<worker>.<n>.pt.trace.json[.gz]`` with the
+    same ``<worker>`` were written by one process, one per profiling cycle:
+    they are windows of one rank, not ranks, and only the latest (the
+    largest ``n``) is analyzed. Where their heads name different
+    ``distributedInfo.rank`` values they are ranks after all, and all kept.
+
+    Args:
+        paths: trace files, sorted.
+
+    Returns:
+        ``(files, windows)``: ``paths`` without the earlier windows (in their
+        order), and one entry per process with several windows.
+    """
+    groups: Dict[Tuple[str, str], List[Tuple[int, Path]]] = {}
+    for p in paths:
+        m = _WINDOW.match(p.name)
+        if m:
+            groups.setdefault((str(p.parent), m["worker"]), []).append((int(m["n"]), p))
+    set_aside: Dict[Path, None] = {}
+    windows: List[WorkerWindows] = []
+    for (_, worker), files in sorted(groups.items()):
+        if len(files) < 2:
+            continue
+        files.sort(key=lambda f: f[0])
+        ranks = {_head_rank(p) for _, p in files} - {None}
+        if len(ranks) > 1:  # one name, several ranks: not windows of one process
+            continue
+        *others, (_, latest) = files
+        set_aside.update((p, None) for _, p in others)
+        windows.append(WorkerWindows(worker=worker, analyzed=str(latest), others=[str(p) for _, p in others]))
+    return [p for p in paths if p not in set_aside], windows
+
+
+def _head_rank(path: Path) -> Optional[int]:
+    """``distributedInfo.rank`` as written in the first 64 KiB of ``path``
+    (decompressed), or None (absent, or the file cannot be read: the loader
+    says why later)."""
+    from ..files import open_text_stream
+
+    try:
+        with open_text_stream(path) as fh:
+            head = fh.read(1 << 16)
+    except Exception:  # noqa: BLE001 - unreadable here is reported by the loader
+        return None
+    m = _HEAD_RANK.search(head)
+    return int(m.group(1)) if m else None
 
 
 def rank_from_file_name(path: Path) -> Optional[int]:

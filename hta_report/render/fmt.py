@@ -57,3 +57,9 @@ def run_name(label: str) -> str:
     folders = {p.rsplit("/", 2)[-2] if p.count("/") >= 1 else "" for p in parts}
     folder = folders.pop() if len(folders) == 1 else ""
     return folder or f"{names[0]} and {len(names) - 1} more"
+
+
+def base_name(path: str) -> str:
+    """The last part of a path or URL (``/traces/rank-0.json.gz`` -> ``rank-0.json.gz``)."""
+    text = str(path).replace("\\", "/").rstrip("/")
+    return text.rsplit("/", 1)[-1] or text

@@ -58,7 +58,7 @@ def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
                   for r in part["ranks"]]
     reading = view.reading_notes(result)
     if reading:
-        lines += ["", "**Repaired while reading:**", ""] + [f"- {md_text(n)}" for n in reading]
+        lines += ["", "**How the traces were read:**", ""] + [f"- {md_text(n)}" for n in reading]
     lines += ["", "### Findings", ""]
     findings = view.findings(result)
     if not findings:
@@ -137,9 +137,6 @@ def render_comparison(c: Comparison) -> str:
         lines += ["", "Kernels that changed most: " + "; ".join(
             f"{k['change']} {md_code(k['name'])} ({k['base']} → {k['new']}{', ' + md_text(k['note']) if k['note'] else ''})"
             for k in v["biggest_kernels"])]
-    reading = view.reading_notes(result)
-    if reading:
-        lines += ["", "**Repaired while reading:**", ""] + [f"- {md_text(n)}" for n in reading]
     lines += ["", "### Findings", ""]
     lines += [f"- appeared: **[{md_text(f['severity'])}] {md_text(f['title'])}** ({md_code(f['id'])})"
               for f in v["appeared"]]

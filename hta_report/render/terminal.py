@@ -28,7 +28,7 @@ def render(result: AnalysisResult, written: List[str]) -> str:
     part = view.incomplete(result)
     if part["count"]:
         lines.append(f"{part['summary']} (listed in the report)")
-    lines += [f"repaired while reading: {terminal(n)}" for n in view.reading_notes(result)]
+    lines += [terminal(n) for n in view.reading_notes(result)]
     findings = view.findings(result)
     if findings:
         top = [f for f in findings if f["gain_pct"] >= view.TOP_MIN_GAIN_PCT]

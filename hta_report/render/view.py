@@ -423,12 +423,22 @@ def inventory(result: AnalysisResult) -> Dict[str, Any]:
 
 
 def reading_notes(result: AnalysisResult) -> List[str]:
-    """What the reader had to put right in the files to read them, one line
-    per file (event names PyTorch left unescaped, repaired: see
-    :mod:`hta_report.load.repair`); empty when nothing was."""
-    return [f"{f.path}: {fmt.plural(f.repaired_names, 'event name')} with unescaped double quotes repaired "
-            "(PyTorch writes them so until pytorch/kineto#1459; the rest of the file is as written)"
-            for f in result.inventory.files if f.repaired_names]
+    """How the traces were read, where it differs from reading every file as
+    written: the processes that wrote several profiling windows, of which
+    the latest is analyzed (:class:`~hta_report.model.WorkerWindows`), and
+    the event names PyTorch left unescaped, repaired (:mod:`hta_report.load.repair`).
+    One line each; empty when every file was read as it is."""
+    notes = []
+    for w in result.inventory.windows:
+        n = len(w.others) + 1
+        others = ", ".join(fmt.base_name(o) for o in w.others)
+        notes.append(f"{w.worker} wrote {n} profiling windows (one file per profiler cycle): they are windows "
+                     f"of one rank, not {n} ranks. This report analyzes the latest, {fmt.base_name(w.analyzed)}; "
+                     f"set aside: {others} (name a file to analyze that window: hta-report analyze FILE).")
+    notes += [f"{f.path}: {fmt.plural(f.repaired_names, 'event name')} with unescaped double quotes repaired "
+              "(PyTorch writes them so until pytorch/kineto#1459; the rest of the file is as written)"
+              for f in result.inventory.files if f.repaired_names]
+    return notes
 
 
 def unreadable(result: AnalysisResult) -> Dict[str, Any]:
