@@ -158,36 +158,17 @@ def _analyze_uncached(spec: "RunSpec", config, cache: Optional[Cache]) -> Analys
 
     result = measure(spec, cache)
     with analysis_step("advice", where(result.ranks, spec.folder)), progress.current().stage("advice"):
-        result.findings, result.checks = _advise_complete_ranks(result, config, advise)
+        result.findings, result.checks = _advise(result, config, advise)
     return result
 
 
-def _advise_complete_ranks(result: AnalysisResult, config, advise) -> Tuple[list, list]:
-    """Findings and checks of the ranks analyzed in full. A rank where an
-    analysis step failed (``RankResult.failures``) is left out of the advice,
-    so that no rule reads the defaults of a section that was not computed
-    (a rule would call them fine, or fire on them): each check says which
-    ranks it did not check and why; with no rank analyzed in full, every
-    rule is "not checked"."""
-    import dataclasses
-
-    partial = [r for r in result.ranks if r.failures]
-    if not partial:
-        advice = advise(result, config)
-        return advice.findings, advice.checks
-    note = "; ".join(f"rank {r.rank} not checked ({', '.join(f.step for f in r.failures)} failed)" for r in partial)
-    complete = [r for r in result.ranks if not r.failures]
-    if not complete:
-        from .model import RuleCheck
-        from .rules import catalogue
-
-        return [], [RuleCheck(id=e["id"], rule=e["rule"], title=e["title"],
-                              status="not checked" if e["enabled"] else "disabled",
-                              detail=note if e["enabled"] else "disabled by configuration")
-                    for e in catalogue(config)]
-    advice = advise(dataclasses.replace(result, ranks=complete), config)
-    return advice.findings, [dataclasses.replace(c, detail=f"{c.detail}; {note}" if c.detail else note)
-                             for c in advice.checks]
+def _advise(result: AnalysisResult, config, advise) -> Tuple[list, list]:
+    """Findings and checks of ``result``. A rank where an analysis step failed
+    (``RankResult.failures``) is left out of the rules that read that step's
+    figures only (each rule's ``needs``), and their checks say so: no rule
+    reads the defaults of a section that was not computed."""
+    advice = advise(result, config)
+    return advice.findings, advice.checks
 
 
 def report_charts(result: AnalysisResult, cache: Optional[Cache | os.PathLike | str] = None) -> Dict[str, str]:

@@ -11,7 +11,7 @@ from typing import Optional
 import click
 
 from . import __version__
-from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError
+from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError, bug_reason, show_bugs
 from .escape import terminal
 from .gates import metrics_help, parse_gate, tripped
 from .engines import ENGINES
@@ -184,7 +184,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
       hta-report analyze traces/ -o findings.sarif --source-root .
     """
     from .api import analyze_run, check_outputs, describe, partial_input_error, preparations, write_reports
-    from .render.terminal import incomplete_lines, render as summary
+    from .render.terminal import incomplete_lines, render as summary, replaced_lines
     from .rules import load_config
 
     from . import progress, workers
@@ -192,6 +192,8 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
     gates = [parse_gate(g) for g in fail_on]
     config = load_config(config_path)
     cache = _cache_dir(cache_dir, no_cache)
+    if verbose:
+        show_bugs()
     _system_allocator_for_arrow()
     _skip_teardown()
     outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
@@ -205,6 +207,8 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
             written = write_reports(result, outputs, cache=cache)
     if not quiet:
         click.echo(summary(result, [str(p) for p in written]))
+    for line in replaced_lines(result):
+        click.echo(line, err=True)
     hits = _report_gates(gates, result=result)
     partial = partial_input_error(result)
     if partial is not None:  # incomplete input wins over a tripped gate
@@ -252,6 +256,8 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
 
     gates = [parse_gate(g, comparison=True) for g in fail_on]
     config = load_config(config_path)
+    if verbose:
+        show_bugs()
     _check_outputs([(output, fmt)])
     _system_allocator_for_arrow()
     _skip_teardown()
@@ -298,7 +304,7 @@ def main(argv: Optional[list] = None) -> int:
     (0 ok, 1 usage or input error, 2 gate tripped)."""
     args = list(sys.argv[1:] if argv is None else argv)
     _TEARDOWN["skip"] = False
-    debug = "--debug" in args
+    debug = "--debug" in args or "-v" in args or "--verbose" in args
     try:
         rv = cli.main(args=args, prog_name="hta-report", standalone_mode=False)
         return rv if isinstance(rv, int) else EXIT_OK
@@ -315,11 +321,10 @@ def main(argv: Optional[list] = None) -> int:
             traceback.print_exc()
         click.echo(f"hta-report: {exc.label}: {terminal(exc)}", err=True)
         return exc.exit_code
-    except Exception as exc:  # an unexpected failure: one line, traceback with --debug
+    except Exception as exc:  # a bug: one line saying so, the traceback with -v or --debug
         if debug:
             traceback.print_exc()
-        click.echo(f"hta-report: unexpected error: {type(exc).__name__}: {terminal(exc)} "
-                   "(run with --debug for the traceback)", err=True)
+        click.echo(f"hta-report: unexpected error: {terminal(bug_reason(exc))}", err=True)
         return EXIT_ERROR
 
 

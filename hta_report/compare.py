@@ -11,7 +11,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from .model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, MEMCPY_STEP, STEP_TIMES_STEP, TEMPORAL_STEP,
+from .model import (ATTRIBUTION_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, MEMCPY_STEP, STEP_TIMES_STEP, WINDOWS_STEP,
                     AnalysisResult, Comparison, KernelDelta, KernelVariant, MetricDelta, RankComparison, RankResult)
 from .names import family
 
@@ -43,16 +43,13 @@ def _rank_metrics(r: RankResult) -> List[Tuple[str, str, float]]:
     if not r.failed(CPU_SIDE_STEP):
         out += [("DataLoader share of step", "%", r.cpu.dataloader_pct), ("sync share of step", "%", r.cpu.sync_pct)]
     if r.has_gpu:
-        if not r.failed(TEMPORAL_STEP):
-            out += [("GPU busy", "%", r.busy_pct), ("GPU idle", "%", r.temporal.idle_pct)]
-        if not r.failed(TEMPORAL_STEP, IDLE_STEP):
-            out += [("idle: host wait", "%", r.idle_split.host_wait_pct),
-                    ("idle: kernel wait", "%", r.idle_split.kernel_wait_pct),
-                    ("idle: other", "%", r.idle_split.other_pct)]
+        if not r.failed(WINDOWS_STEP, ATTRIBUTION_STEP):
+            out += [("GPU busy", "%", r.busy_pct), ("kernels running", "%", r.kernel_busy_pct),
+                    ("GPU idle", "%", r.idle_pct)]
         if not r.failed(COMMUNICATION_STEP):
-            out.append(("exposed communication", "%", r.comm.exposed_pct))
+            out.append(("exposed communication", "%", r.exposed_comm_window_pct))
         if not r.failed(MEMCPY_STEP):
-            out.append(("exposed memcpy", "%", r.memcpy.exposed_pct))
+            out.append(("exposed memcpy", "%", r.exposed_copy_window_pct))
     return out
 
 
@@ -61,10 +58,8 @@ def _overall(a: AnalysisResult) -> Dict[str, Tuple[str, float]]:
     out = {"mean step time": ("ms", g.mean_step_us / 1e3), "DataLoader share of step": ("%", g.dataloader_pct)}
     if g.gpu_ranks:
         out.update({
-            "GPU busy": ("%", g.busy_pct), "GPU idle": ("%", g.idle_pct),
-            "idle: host wait": ("%", g.idle_host_wait_pct), "idle: kernel wait": ("%", g.idle_kernel_wait_pct),
-            "idle: other": ("%", g.idle_other_pct), "exposed communication": ("%", g.exposed_comm_pct),
-            "exposed memcpy": ("%", g.exposed_memcpy_pct),
+            "GPU busy": ("%", g.busy_pct), "kernels running": ("%", g.kernel_busy_pct), "GPU idle": ("%", g.idle_pct),
+            "exposed communication": ("%", g.exposed_comm_pct), "exposed memcpy": ("%", g.exposed_memcpy_pct),
         })
         for k in g.kernel_types:
             out[f"kernel time: {k.kernel_type}"] = ("%", k.pct)

@@ -83,9 +83,82 @@ class TraceError(HtaReportError):
         self.step = step
 
 
+class InternalError(TraceError):
+    """An analysis or parse of a trace that passed every check failed inside
+    HTA or hta-report: a bug to report, not a fault of the trace. The message
+    names the step, the exception and the line of code it came from
+    (:func:`bug_reason`); ``-v`` prints the traceback (:func:`log_bug`)."""
+
+    label = "internal error"
+
+
 class OutputError(HtaReportError):
     """An output file cannot be written (missing or unwritable directory)."""
 
 
 class CollectError(HtaReportError):
     """``hta-report collect`` cannot run the requested workload."""
+
+
+#: The logger that receives the traceback of every bug caught (:func:`log_bug`);
+#: ``-v`` sends it to stderr.
+BUG_LOGGER = "hta_report.bugs"
+
+
+def bug_reason(exc: BaseException, limit: int = 200) -> str:
+    """One line for an exception that is a bug: ``Type: message at FILE:LINE
+    (function), a bug in HTA (or hta-report, pandas...) - not a fault of the
+    trace; please report it (-v prints the traceback)``. The place is the
+    innermost frame in HTA's or hta-report's code, so a failure inside pandas
+    called by HTA is HTA's."""
+    text = one_line(str(exc)) or ("a consistency check failed" if isinstance(exc, AssertionError) else "no message")
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    where, who = _origin(exc)
+    return (f"{type(exc).__name__}: {text}{f' at {where}' if where else ''}: a bug in {who}, not a fault of the "
+            "trace; please report it (hta-report -v prints the traceback)")
+
+
+def _origin(exc: BaseException):
+    """``(FILE:LINE (function), "HTA" or "hta-report")`` of the innermost
+    frame of ``exc``'s traceback inside either package, else ``("", "hta-report")``."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ is not None else []
+    for frame in reversed(frames):
+        path = frame.filename.replace("\\", "/")
+        for package, who in (("/hta_report/", "hta-report"), ("/hta/", "HTA")):
+            at = path.rfind(package)
+            if at >= 0:
+                return f"{path[at + 1:]}:{frame.lineno} ({frame.name})", who
+    return "", "hta-report"
+
+
+def log_bug(exc: BaseException, what: str) -> None:
+    """Hand ``exc``'s traceback to :data:`BUG_LOGGER` (shown with ``-v``)."""
+    import logging
+
+    logging.getLogger(BUG_LOGGER).debug("%s failed", what, exc_info=(type(exc), exc, exc.__traceback__))
+
+
+def internal_error(exc: BaseException, what: str, path: Optional[Union[str, Path]] = None,
+                   step: Optional[str] = None) -> InternalError:
+    """The :class:`InternalError` for ``exc`` raised while doing ``what``
+    (``"analysis failed at idle time breakdown (HTA)"``, ``"parsing it with
+    HTA's functions"``); its traceback is logged (:func:`log_bug`)."""
+    log_bug(exc, what)
+    return InternalError(f"{what}: {bug_reason(exc)}", path, step=step)
+
+
+def show_bugs() -> None:
+    """Print the traceback of every bug caught from now on (:func:`log_bug`)
+    on stderr, in this process and the workers it forks (``-v``)."""
+    import logging
+
+    logger = logging.getLogger(BUG_LOGGER)
+    if not any(getattr(h, "_hta_report_bugs", False) for h in logger.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("hta-report: traceback of a bug (%(message)s):"))
+        handler._hta_report_bugs = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False

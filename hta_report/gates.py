@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 from .errors import InputError
-from .model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, MEMCPY_STEP, TEMPORAL_STEP, AnalysisResult,
-                    Comparison)
+from .model import (ATTRIBUTION_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, MEMCPY_STEP, TEMPORAL_STEP,
+                    WINDOWS_STEP, AnalysisResult, Comparison)
 
 _OPS: Dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt, "<": operator.lt,
@@ -69,16 +69,20 @@ def _severity(a: AnalysisResult) -> float:
 #: Metrics of one analysis: name -> (description, getter, why it is not
 #: measured or None). Percentages in %, times in ms.
 RESULT_METRICS: Dict[str, tuple] = {
-    "idle_pct": ("GPU idle, % of GPU time (mean over ranks)", lambda a: a.aggregate.idle_pct,
-                 _gpu_step(TEMPORAL_STEP)),
-    "busy_pct": ("GPU busy, % of GPU time", lambda a: a.aggregate.busy_pct, _gpu_step(TEMPORAL_STEP)),
-    "compute_pct": ("GPU compute, % of GPU time", lambda a: a.aggregate.compute_pct, _gpu_step(TEMPORAL_STEP)),
-    "host_wait_pct": ("GPU idle waiting for the host, % of GPU time", lambda a: a.aggregate.idle_host_wait_pct,
-                      _gpu_step(TEMPORAL_STEP, IDLE_STEP)),
+    "idle_pct": ("GPU idle, % of the analyzed steps (mean over ranks)", lambda a: a.aggregate.idle_pct,
+                 _gpu_step(WINDOWS_STEP, ATTRIBUTION_STEP)),
+    "busy_pct": ("GPU busy, % of the analyzed steps", lambda a: a.aggregate.busy_pct,
+                 _gpu_step(WINDOWS_STEP, ATTRIBUTION_STEP)),
+    "kernel_busy_pct": ("kernels running, % of the analyzed steps (TensorBoard's GPU utilization)",
+                        lambda a: a.aggregate.kernel_busy_pct, _gpu_step(WINDOWS_STEP, ATTRIBUTION_STEP)),
+    "compute_pct": ("GPU compute, % of the GPU span (HTA's temporal breakdown)", lambda a: a.aggregate.compute_pct,
+                    _gpu_step(TEMPORAL_STEP)),
+    "host_wait_pct": ("GPU idle waiting for the host, % of the GPU span (HTA's idle classes)",
+                      lambda a: a.aggregate.idle_host_wait_pct, _gpu_step(TEMPORAL_STEP, IDLE_STEP)),
     "dataloader_pct": ("DataLoader, % of step", lambda a: a.aggregate.dataloader_pct, _host_steps),
-    "exposed_comm_pct": ("exposed communication, % of GPU time", lambda a: a.aggregate.exposed_comm_pct,
+    "exposed_comm_pct": ("exposed communication, % of the analyzed steps", lambda a: a.aggregate.exposed_comm_pct,
                          _gpu_step(COMMUNICATION_STEP)),
-    "exposed_memcpy_pct": ("exposed memcpy, % of GPU time", lambda a: a.aggregate.exposed_memcpy_pct,
+    "exposed_memcpy_pct": ("exposed memcpy, % of the analyzed steps", lambda a: a.aggregate.exposed_memcpy_pct,
                            _gpu_step(MEMCPY_STEP)),
     "step_time_ms": ("mean step time, ms", lambda a: a.aggregate.mean_step_us / 1e3, _steps),
     "findings": ("number of findings", lambda a: float(len(a.findings)), _advice),
@@ -108,7 +112,7 @@ COMPARISON_METRICS: Dict[str, tuple] = {
                              lambda c: c.step_time_change_pct, _comparable),
     "idle_pct_increase": ("GPU idle change, percentage points",
                           lambda c: c.new.aggregate.idle_pct - c.base.aggregate.idle_pct,
-                          _both(_gpu_step(TEMPORAL_STEP))),
+                          _both(_gpu_step(WINDOWS_STEP, ATTRIBUTION_STEP))),
     "regressed": ("1 when the verdict is 'regressed' (beyond the noise band), else 0",
                   lambda c: 1.0 if c.verdict == "regressed" else 0.0, _comparable),
     "new_findings": ("findings that appeared", lambda c: float(len(c.findings_appeared)), _both(_advice)),

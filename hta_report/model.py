@@ -27,10 +27,15 @@ from typing import Any, Dict, List, Optional
 #: Bump it on any incompatible change of the dataclasses below.
 #: 2: findings carry ``locations`` (:class:`SourceLocation`) and ranks
 #: ``code`` (:class:`CodeAttribution`, from ``with_stack=True`` traces).
-SCHEMA_VERSION = 2
+#: 3: the GPU figures of the headline are of the analyzed window, from exact
+#: times (``Aggregate.busy_pct``...); ranks carry ``gpu_span_busy_pct`` and
+#: ``replaced`` (HTA analyses that failed, computed by hta-report instead);
+#: ``inventory.windows`` and ``files[].repaired_names``.
+SCHEMA_VERSION = 3
 #: Versions :meth:`AnalysisResult.from_dict` reads: a version-1 result has
-#: no locations and no code attribution (their defaults: empty, "no stacks").
-READABLE_SCHEMA_VERSIONS = (1, 2)
+#: no locations and no code attribution (their defaults: empty, "no stacks");
+#: a version-2 result's GPU busy and idle are HTA's, of the GPU span.
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 
 
 @dataclass
@@ -72,7 +77,10 @@ class TemporalBreakdown:
     ``TraceAnalysis.get_temporal_breakdown`` (same numbers, in µs and %).
 
     ``non_compute`` is time with only memcpy, memset or communication kernels
-    running; percentages are of ``total_us`` (HTA's trace span of GPU work).
+    running; percentages are of ``total_us`` (HTA's trace span of GPU work,
+    on HTA's whole-µs times). ``source`` is ``"HTA"``, or ``"hta-report"``
+    where HTA's analysis failed on the rank and the same split was computed
+    by hta-report from the exact times (:attr:`RankResult.replaced` says why).
     """
 
     idle_us: float = 0.0
@@ -82,6 +90,7 @@ class TemporalBreakdown:
     idle_pct: float = 0.0
     compute_pct: float = 0.0
     non_compute_pct: float = 0.0
+    source: str = "HTA"
 
 
 @dataclass
@@ -144,7 +153,10 @@ class KernelTypeShare:
 
 @dataclass
 class KernelStat:
-    """One kernel name's totals on a rank (µs); ``pct`` is of the rank's kernel time."""
+    """One kernel name's totals on a rank (µs); ``pct`` is of the rank's
+    kernel time; ``blocks_per_sm`` and ``occupancy_pct`` are Kineto's
+    ``blocks per SM`` and ``est. achieved occupancy %`` weighted by duration
+    (the TensorBoard profiler's kernel table; 0 where the trace has none)."""
 
     name: str
     kernel_type: str
@@ -153,6 +165,9 @@ class KernelStat:
     mean_us: float
     max_us: float
     pct: float
+    min_us: float = 0.0
+    blocks_per_sm: float = 0.0
+    occupancy_pct: float = 0.0
 
 
 @dataclass
@@ -403,6 +418,10 @@ class IdleAttribution:
     that claims it, in this order (the categories are disjoint and add up to
     ``idle_us``):
 
+    0. ``unrecorded_us``: before the rank's first recorded GPU operation,
+       from its launch call to its start, when that is 1 ms or more: the
+       GPU ran work the trace does not hold (:class:`Integrity`); not idle,
+       and no finding claims it;
     1. ``warmup_us``: the host is inside a one-off warm-up call (CUDA context
        or stream creation, allocator growth, lazy kernel loading; see
        :class:`Warmup`);
@@ -453,6 +472,7 @@ class IdleAttribution:
     kernel_busy_us: float = 0.0
     busy_us: float = 0.0
     idle_us: float = 0.0
+    unrecorded_us: float = 0.0
     warmup_us: float = 0.0
     stream_wait_us: float = 0.0
     dataloader_us: float = 0.0
@@ -539,6 +559,9 @@ class TensorCoreUse:
     ``tensorop``/``tensor16x8``. Times are µs per analyzed step;
     ``tensor_core_pct`` is of eligible kernel time. ``top_non_tensor_core``
     lists eligible kernels that do not use Tensor Cores, by time.
+    ``eligible_ops_kernel_pct`` is the TensorBoard profiler's share: kernel
+    time launched by its Tensor-Core-eligible ops (mm, addmm, bmm, linear,
+    conv* and their backward nodes), % of kernel time launched by any op.
 
     Misaligned 16-bit GEMMs (PyTorch's pattern matcher): ``aten::mm``/``addmm``/
     ``bmm``/``baddbmm``/``matmul``/``linear`` ops with a ``c10::Half`` or
@@ -554,6 +577,7 @@ class TensorCoreUse:
     eligible_us_per_step: float = 0.0
     tensor_core_us_per_step: float = 0.0
     tensor_core_pct: float = 0.0
+    eligible_ops_kernel_pct: float = 0.0
     top_non_tensor_core: List[NamedTime] = field(default_factory=list)
     shapes_recorded: bool = False
     half_gemm_ops_per_step: float = 0.0
@@ -584,18 +608,25 @@ class SmallKernel:
 
 @dataclass
 class OccupancySummary:
-    """How well the compute kernels of a rank fill the GPU, from the args
-    Kineto writes on every CUDA kernel (``blocks per SM``, ``warps per SM``,
+    """How well the kernels of a rank fill the GPU, from the args Kineto
+    writes on every CUDA kernel (``blocks per SM``, ``warps per SM``,
     ``est. achieved occupancy %``; AMD traces have none).
+
+    The TensorBoard profiler's two estimates, by its definitions
+    (:mod:`hta_report.analysis.tensorboard`), over the analyzed steps and
+    every kernel carrying the args:
+
+    * ``sm_efficiency_pct``: ``min(blocks per SM, 1)`` per kernel, summed over
+      overlapping kernels and capped at 1, weighted by time and divided by
+      the whole analyzed time, idle included ("Est. SM Efficiency": a GPU
+      idle half of the step is at most 50 %);
+    * ``achieved_occupancy_pct``: ``est. achieved occupancy %`` weighted by
+      kernel time ("Est. Achieved Occupancy").
 
     Over the compute kernels (HTA's COMPUTATION type: NCCL kernels use few
     blocks by design and are left out) that start inside the analyzed steps
     and carry the args, weighted by kernel duration ``d`` (µs):
 
-    * ``sm_efficiency_pct`` = 100 × Σ d·min(blocks per SM, 1) / Σ d (the
-      TensorBoard profiler's "Est. SM Efficiency", here of kernel time);
-    * ``achieved_occupancy_pct`` = Σ d·occupancy / Σ d (TensorBoard's "Est.
-      Achieved Occupancy");
     * ``small_grid_us_per_step``: time per step of kernels with blocks per
       SM < 1 (some SMs have no block at all); ``small_grid_pct`` is it as %
       of ``kernel_us_per_step`` (the compute kernels with the args);
@@ -603,7 +634,7 @@ class OccupancySummary:
       step: SM time they leave idle (µs), the upper bound of what filling
       the SMs (larger batch, fused kernels) could save.
 
-    ``kernels_with_data`` counts the kernels that carry the args;
+    ``kernels_with_data`` counts the compute kernels that carry the args;
     ``missing_reason`` says why nothing was measured (empty when measured).
     """
 
@@ -616,6 +647,59 @@ class OccupancySummary:
     idle_sm_us_per_step: float = 0.0
     top_small: List[SmallKernel] = field(default_factory=list)
     missing_reason: str = ""
+
+
+@dataclass
+class TensorBoardOverview:
+    """The TensorBoard profiler plugin's overview figures of a rank, by its
+    definitions and over its window (:mod:`hta_report.analysis.tensorboard`):
+    from the first ``ProfilerStep`` of the analysis to the last, re-based to
+    the device, the first (warm-up) step included as the plugin includes it.
+
+    ``steps`` are the step numbers (empty without ``ProfilerStep``: nothing
+    was computed), ``window_us`` their whole length and ``mean_step_us`` the
+    plugin's "Average Step Time"; ``gpu_utilization_pct`` is the union of
+    kernels over the window, ``sm_efficiency_pct`` and
+    ``achieved_occupancy_pct`` as :class:`OccupancySummary` defines them, of
+    ``kernels_with_data`` kernels carrying the args.
+    """
+
+    steps: List[int] = field(default_factory=list)
+    window_us: float = 0.0
+    mean_step_us: float = 0.0
+    gpu_utilization_pct: float = 0.0
+    sm_efficiency_pct: float = 0.0
+    achieved_occupancy_pct: float = 0.0
+    kernels_with_data: int = 0
+
+
+@dataclass
+class Integrity:
+    """What a rank's trace shows of its own gaps (:mod:`hta_report.analysis.integrity`).
+
+    Attributes:
+        unrecorded_us: before the first recorded GPU operation, from its launch
+            call's end to its start (µs, whole trace; 0 under 1 ms): the GPU
+            ran work the trace lacks.
+        graph_launches: CUDA/HIP graph launch calls (``cudaGraphLaunch``...).
+        graph_launches_without_ops: of them, those with no GPU operation in
+            the trace (replays the profiler dropped).
+        unlinked_ops, unlinked_us: GPU operations (and their time, µs) whose
+            correlation id matches no runtime call, in a trace with runtime calls.
+        sync_rows: ``cuda_sync`` (Stream Sync) events.
+        idle_unreliable: the rank's GPU idle time is not known (graph
+            replays dropped): no rule claims it.
+        notes: one line per finding above, shown beside the GPU figures.
+    """
+
+    unrecorded_us: float = 0.0
+    graph_launches: int = 0
+    graph_launches_without_ops: int = 0
+    unlinked_ops: int = 0
+    unlinked_us: float = 0.0
+    sync_rows: int = 0
+    idle_unreliable: bool = False
+    notes: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -746,6 +830,26 @@ OCCUPANCY_STEP = "SM occupancy"
 MEMORY_STEP = "memory"
 STEP_BREAKDOWN_STEP = "step breakdown"
 PATTERNS_STEP = "code patterns"
+WINDOWS_STEP = "step windows and optimizer"
+ATTRIBUTION_STEP = "idle attribution"
+SPAN_STEP = "GPU time span"
+LAUNCH_STEP = "launch metrics"
+COMM_OVERLAP_STEP = "communication overlap (HTA)"
+TENSOR_CORES_STEP = "Tensor Core use"
+TENSORBOARD_STEP = "TensorBoard overview"
+INTEGRITY_STEP = "trace integrity"
+
+#: The categories of :class:`IdleAttribution`, in the order it hands idle time out.
+IDLE_CAUSES = ("unrecorded", "warmup", "stream_wait", "dataloader", "pageable_copy", "blocking_copy", "sync",
+               "zero_grad", "optimizer", "launch", "host_ops", "unattributed")
+#: Idle causes no finding may claim: time the trace shows the GPU was not idle in.
+UNCLAIMABLE_CAUSES = ("unrecorded",)
+#: How the reports name each of :data:`IDLE_CAUSES`.
+IDLE_CAUSE_LABELS = {"unrecorded": "not recorded by the trace", "warmup": "warm-up", "stream_wait": "queued work waiting", "dataloader": "DataLoader",
+                     "pageable_copy": "pageable copies", "blocking_copy": "blocking copies",
+                     "sync": "synchronization", "zero_grad": "zero_grad", "optimizer": "optimizer step",
+                     "launch": "between launches", "host_ops": "host ops",
+                     "unattributed": "no profiled host activity"}
 
 
 @dataclass
@@ -880,7 +984,15 @@ class RankResult:
     ``failures`` lists the analysis steps that failed on this rank (e.g. an
     assertion inside one of HTA's analyses): everything else is reported,
     and the fields of a failed step keep their defaults (:meth:`failed`
-    tells which); empty when the whole rank was analyzed.
+    tells which); empty when the whole rank was analyzed. ``replaced``
+    lists HTA's analyses that failed but whose figures hta-report computed
+    itself from the exact times (the rank stays complete; the reason says
+    what HTA raised).
+
+    ``gpu_span_us`` runs from the first GPU event (kernel, memcpy, memset)
+    of the rank's file to the end of the last, all of them (before HTA's
+    step filter), on the exact times; ``gpu_span_busy_pct`` is the union of
+    those events as % of it: TraceLens's ``gpu_timeline`` busy time.
     """
 
     rank: int
@@ -888,6 +1000,7 @@ class RankResult:
     device_names: List[str] = field(default_factory=list)
     has_gpu: bool = False
     gpu_span_us: float = 0.0
+    gpu_span_busy_pct: float = 0.0
     steps: StepStats = field(default_factory=StepStats)
     temporal: TemporalBreakdown = field(default_factory=TemporalBreakdown)
     idle: IdleBreakdown = field(default_factory=IdleBreakdown)
@@ -911,6 +1024,9 @@ class RankResult:
     patterns: CodePatterns = field(default_factory=CodePatterns)
     failures: List[SectionFailure] = field(default_factory=list)
     code: CodeAttribution = field(default_factory=CodeAttribution)
+    replaced: List[SectionFailure] = field(default_factory=list)
+    tensorboard: TensorBoardOverview = field(default_factory=TensorBoardOverview)
+    integrity: Integrity = field(default_factory=Integrity)
 
     def failed(self, *steps: str) -> bool:
         """Whether any of ``steps`` (names such as :data:`TEMPORAL_STEP`) failed on this rank."""
@@ -918,12 +1034,46 @@ class RankResult:
 
     @property
     def busy_pct(self) -> float:
-        """GPU busy time (compute and non-compute) as % of GPU time (HTA's temporal breakdown)."""
+        """GPU busy (a kernel, memcpy or memset running on any stream) as % of
+        the analyzed window (the steps, else the traced window), from the
+        exact times: the headline's figure, over the window the findings use."""
+        a = self.idle_attribution
+        return 100 * a.busy_us / self.window_us if self.window_us > 0 else 0.0
+
+    @property
+    def idle_pct(self) -> float:
+        """GPU idle as % of the analyzed window: ``100 - busy_pct`` (0 without a window)."""
+        return 100 - self.busy_pct if self.window_us > 0 else 0.0
+
+    @property
+    def kernel_busy_pct(self) -> float:
+        """A kernel running on any stream, as % of the analyzed window: the
+        TensorBoard profiler's "GPU Utilization" (kernels only)."""
+        a = self.idle_attribution
+        return 100 * a.kernel_busy_us / self.window_us if self.window_us > 0 else 0.0
+
+    @property
+    def exposed_comm_window_pct(self) -> float:
+        """Communication kernel time with no compute kernel running, as % of the analyzed window."""
+        return 100 * self.comm.exposed_us_per_step / self.window_us if self.window_us > 0 else 0.0
+
+    @property
+    def exposed_copy_window_pct(self) -> float:
+        """Copy time with no kernel running (the pageable, blocking and other
+        copies of :class:`MemcpySummary`), as % of the analyzed window."""
+        m = self.memcpy
+        us = m.pageable_exposed_us_per_step + m.blocking_exposed_us_per_step + m.other_exposed_us_per_step
+        return 100 * us / self.window_us if self.window_us > 0 else 0.0
+
+    @property
+    def hta_busy_pct(self) -> float:
+        """GPU busy (compute and non-compute) as % of HTA's GPU span, from HTA's
+        temporal breakdown on its whole-µs times (see :class:`TemporalBreakdown`)."""
         return self.temporal.compute_pct + self.temporal.non_compute_pct
 
     @property
     def idle_split(self) -> "IdleSplit":
-        """The rank's GPU idle time by cause as % of GPU time: HTA's idle
+        """The rank's GPU idle time by cause as % of its GPU span: HTA's idle
         percentage split by the GPU-level cause shares of :class:`IdleBreakdown`
         (the one place this is computed; reports, comparisons and the
         aggregate read it)."""
@@ -946,8 +1096,22 @@ class IdleSplit:
 @dataclass
 class Aggregate:
     """Metrics aggregated over ranks: means over ranks that have GPU activity
-    (GPU metrics) or over all ranks (step and CPU metrics). Idle-by-cause
-    percentages are of GPU time (they add up to ``idle_pct``)."""
+    (GPU metrics) or over all ranks (step and CPU metrics).
+
+    One window for the headline and the findings: ``busy_pct`` (a kernel,
+    memcpy or memset running), ``idle_pct`` (100 − busy), ``kernel_busy_pct``
+    (kernels only: the TensorBoard profiler's GPU utilization),
+    ``idle_by_cause`` (the :class:`IdleAttribution` categories, adding up to
+    ``idle_pct``), ``exposed_comm_pct`` and ``exposed_memcpy_pct`` are % of
+    each rank's analyzed window (its steps, else the traced window), from
+    the exact times.
+
+    Over each rank's GPU span instead, and labelled so: ``span_busy_pct``
+    (exact, :attr:`RankResult.gpu_span_busy_pct`), and HTA's own figures on
+    its whole-µs times: ``hta_busy_pct``, ``compute_pct``,
+    ``non_compute_pct`` (the temporal breakdown) and ``idle_host_wait_pct``,
+    ``idle_kernel_wait_pct``, ``idle_other_pct`` (HTA's idle classes, of the
+    span; they add up to HTA's idle %)."""
 
     ranks: int = 0
     gpu_ranks: int = 0
@@ -964,6 +1128,10 @@ class Aggregate:
     exposed_comm_pct: float = 0.0
     exposed_memcpy_pct: float = 0.0
     kernel_types: List[KernelTypeShare] = field(default_factory=list)
+    kernel_busy_pct: float = 0.0
+    span_busy_pct: float = 0.0
+    hta_busy_pct: float = 0.0
+    idle_by_cause: Dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -1073,8 +1241,10 @@ class WorkerWindows:
     them ``<worker>.<ms>.pt.trace.json[.gz]`` (``<worker>`` is
     ``<host>_<pid>`` unless given) and ``hta-report collect``
     ``rank-<r>.<host>_<pid>.<cycle>.pt.trace.json.gz``; the number grows with
-    each cycle. The report analyzes the latest (``analyzed``); ``others`` are
-    set aside, oldest first (name one of them to analyze that window)."""
+    each cycle. The report analyzes the latest (``analyzed``), unless it is
+    a cycle cut short (under half the size of the largest window: then the
+    latest full one); ``others`` are set aside, oldest first (name one of
+    them to analyze that window)."""
 
     worker: str
     analyzed: str

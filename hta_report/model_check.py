@@ -35,6 +35,7 @@ ENUMS: Dict[Tuple[str, str], FrozenSet[str]] = {
     ("TraceFileInfo", "rank_source"): frozenset({"distributedInfo", "file name", "sequential"}),
     ("SourceLocation", "how"): frozenset({"call", "def", "frame"}),
     ("CodeTime", "category"): frozenset({"dataloader", "sync", "pageable_copy", "optimizer"}),
+    ("TemporalBreakdown", "source"): frozenset({"HTA", "hta-report"}),
 }
 
 #: Fields that are shares of a whole (%), so within 0–100: class name -> fields
@@ -42,17 +43,22 @@ ENUMS: Dict[Tuple[str, str], FrozenSet[str]] = {
 SHARES: Dict[str, FrozenSet[str]] = {
     "TemporalBreakdown": frozenset({"*"}),
     "KernelTypeShare": frozenset({"pct"}),
-    "KernelStat": frozenset({"pct"}),
+    "KernelStat": frozenset({"pct", "occupancy_pct"}),
     "CommSummary": frozenset({"overlap_pct", "exposed_pct"}),
     "MemcpySummary": frozenset({"exposed_pct"}),
-    "TensorCoreUse": frozenset({"tensor_core_pct"}),
+    "TensorCoreUse": frozenset({"tensor_core_pct", "eligible_ops_kernel_pct"}),
     "LaunchSummary": frozenset({"full_queue_pct"}),
     "OccupancySummary": frozenset({"sm_efficiency_pct", "achieved_occupancy_pct", "small_grid_pct"}),
     "SmallKernel": frozenset({"occupancy_pct", "pct"}),
     "SourceLocation": frozenset({"share_pct"}),
     "Aggregate": frozenset({"busy_pct", "idle_pct", "compute_pct", "non_compute_pct", "exposed_comm_pct",
-                            "exposed_memcpy_pct"}),
+                            "exposed_memcpy_pct", "kernel_busy_pct", "span_busy_pct", "hta_busy_pct"}),
+    "RankResult": frozenset({"gpu_span_busy_pct"}),
+    "TensorBoardOverview": frozenset({"*"}),
 }
+#: Aggregate figures added in schema version 3: absent from older results
+#: (whose busy and idle are HTA's, of the GPU span).
+AGGREGATE_SINCE_3 = frozenset({"kernel_busy_pct", "span_busy_pct", "hta_busy_pct", "idle_by_cause"})
 # Not here: the idle breakdown's cause shares (and the aggregate's idle split
 # built from them). HTA's per-stream figures can make one cause negative and
 # another pass 100 % on a malformed trace (an event listed twice); they are
@@ -60,7 +66,7 @@ SHARES: Dict[str, FrozenSet[str]] = {
 #: Integer fields that may be negative (step numbers, stream ids, fields
 #: copied from the trace); every other integer (counts, bytes, ranks) may not.
 SIGNED_INTS = frozenset({"number", "stream", "world_size", "schema_version", "compute_major",
-                         "kineto_schema_versions"})
+                         "kineto_schema_versions", "steps"})
 #: Slack for float rounding at the ends of 0–100 %.
 _PCT_SLACK = 1e-6
 #: The sections every result has (and Aggregate's figures, above).
@@ -109,7 +115,7 @@ def _number(path: str, value: Any, integer: bool, owner: str, name: str) -> None
     # to the verdict and the gates).
 
 
-def _check(tp: Any, value: Any, path: str, owner: str = "", name: str = "") -> None:
+def _check(tp: Any, value: Any, path: str, owner: str = "", name: str = "", version: int = 3) -> None:
     origin = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
@@ -119,18 +125,19 @@ def _check(tp: Any, value: Any, path: str, owner: str = "", name: str = "") -> N
             sub = f"{path}.{f.name}" if path else f.name
             if f.name not in value:
                 required = (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING) \
-                    or tp is Aggregate or (tp is AnalysisResult and f.name in REQUIRED_TOP)
+                    or (tp is Aggregate and (version >= 3 or f.name not in AGGREGATE_SINCE_3)) \
+                    or (tp is AnalysisResult and f.name in REQUIRED_TOP)
                 if required:
                     raise ResultError(f"{sub}: missing")
                 continue
-            _check(hints[f.name], value[f.name], sub, tp.__name__, f.name)
+            _check(hints[f.name], value[f.name], sub, tp.__name__, f.name, version)
         return
     if origin in (list, List):
         if not isinstance(value, list):
             _fail(path, value, "a list")
         (item,) = typing.get_args(tp)
         for i, v in enumerate(value):
-            _check(item, v, f"{path}[{i}]", owner, name)
+            _check(item, v, f"{path}[{i}]", owner, name, version)
         return
     if origin in (dict, Dict):
         if not isinstance(value, dict):
@@ -138,13 +145,13 @@ def _check(tp: Any, value: Any, path: str, owner: str = "", name: str = "") -> N
         args = typing.get_args(tp)
         if args and args[1] is not Any:  # typed values (a finding's claimed time by source): checked
             for k, v in value.items():
-                _check(args[1], v, f"{path}.{k}", owner, name)
+                _check(args[1], v, f"{path}.{k}", owner, name, version)
         return  # Dict[str, Any] is free-form (the collector's manifest): shown escaped, never computed with
     if origin in (typing.Union, types.UnionType):
         if value is None:
             return
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        _check(inner[0], value, path, owner, name)
+        _check(inner[0], value, path, owner, name, version)
         return
     if tp is Any:
         return
@@ -180,7 +187,7 @@ def check_result(data: Any) -> None:
     if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_SCHEMA_VERSIONS:
         raise ResultError(f"schema_version is {_describe(version)}; this hta-report reads "
                           f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}")
-    _check(AnalysisResult, data, "")
+    _check(AnalysisResult, data, "", version=version)
     ranks = [r["rank"] for r in data["ranks"]]
     seen = set()
     for i, r in enumerate(ranks):

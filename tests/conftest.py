@@ -7,12 +7,25 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # for tests/kineto.py
 
-#: Real GPU traces beside the checkout (never copied into the repo).
-SHARED_TRACES = Path(os.environ.get("HTA_REPORT_SHARED", HERE.parent.parent / "shared")) / "traces" / "hta"
+#: Real traces beside the checkout (never copied into the repo): HTA's,
+#: TraceLens's and the TensorBoard plugin's test data (see its README.md).
+SHARED_ROOT = Path(os.environ.get("HTA_REPORT_SHARED", HERE.parent.parent / "shared")) / "traces"
+#: HTA's test traces among them.
+SHARED_TRACES = SHARED_ROOT / "hta"
 REPO = HERE.parent
 #: Every trace folder under ../shared/traces/hta (see its README.md).
 SHARED_FOLDERS = ["alexnet", "amd_trace", "cpu_only", "distributed_info_unavailable", "trace_diff/control",
                   "trace_diff/test", "triton_example", "two_ranks"]
+
+
+def shared_runs():
+    """Every folder under ``../shared/traces`` that holds trace files itself
+    (one run each), relative to it, sorted; empty when ``../shared`` is absent."""
+    if not SHARED_ROOT.is_dir():
+        return []
+    return sorted(str(p.relative_to(SHARED_ROOT)) for p in SHARED_ROOT.rglob("*")
+                  if p.is_dir() and any(f.name.endswith((".json", ".json.gz")) for f in p.iterdir())
+                  and p.name != "reference_gpu_timeline")
 
 
 @pytest.fixture(autouse=True)

@@ -250,8 +250,9 @@ def run_case(files: Dict[str, bytes], html: bool = False,
 
 def is_converted_reason(reason: str) -> bool:
     """True for a reason made by the catch-all from an unexpected exception."""
-    return reason.startswith(("analysis failed at", "HTA could not parse it")) or \
-        "all " in reason and ("analysis failed at" in reason or "HTA could not parse it" in reason)
+    return reason.startswith(("analysis failed at", "parsing failed", "cannot be read as a Kineto trace")) or \
+        "all " in reason and ("analysis failed at" in reason or "parsing failed" in reason
+                              or "cannot be read as a Kineto trace" in reason)
 
 
 def is_converted(exc: BaseException) -> bool:

@@ -413,33 +413,61 @@ def test_rank_with_a_failing_hta_analysis_keeps_its_other_sections(two_jobs):
     d, both, alone = two_jobs
     assert [r.rank for r in both.ranks] == [0, 3] and not both.inventory.unreadable
     r3, a3 = both.ranks[1], alone.ranks[0]
-    assert [(f.step, f.reason) for f in r3.failures] == [
-        ("temporal breakdown (HTA)", "AssertionError: a consistency check failed")]
-    assert not a3.failures  # on its own, rank 3 is analyzed in full
+    # HTA's temporal breakdown asserts on rank 3: a bug in HTA, named as one, and replaced by ours
+    assert r3.failures == [] and not a3.failures
+    (replaced,) = r3.replaced
+    assert replaced.step == "temporal breakdown (HTA)"
+    assert replaced.reason.startswith("AssertionError: a consistency check failed at hta/analyzers/breakdown_analysis.py:")
+    assert "a bug in HTA, not a fault of the trace" in replaced.reason
+    # ours has HTA's definitions: on this whole-µs trace it gives HTA's own figures for the rank alone
+    assert r3.temporal.source == "hta-report" and a3.temporal.source == "HTA"
+    for part in ("compute_pct", "non_compute_pct", "idle_pct"):
+        assert getattr(r3.temporal, part) == pytest.approx(getattr(a3.temporal, part), abs=0.01), part
     # every other section of rank 3 is the same as when analyzed alone
     for section in ("idle", "kernel_types", "top_kernels", "steps", "cpu", "memcpy", "launch", "optimizer"):
         assert getattr(r3, section) == getattr(a3, section), section
-    # the failed section is not passed off as a measured 0 %: the aggregate uses rank 0's alone
-    assert both.aggregate.idle_pct == pytest.approx(both.ranks[0].temporal.idle_pct)
+    assert r3.busy_pct == pytest.approx(a3.busy_pct)
     assert both.aggregate.gpu_ranks == 2
-    # no rule reads rank 3's missing figures: each check says rank 3 was not checked
-    assert all("rank 3 not checked (temporal breakdown (HTA) failed)" in c.detail for c in both.checks
-               if c.status != "disabled")
-    assert all(3 not in f.ranks for f in both.findings)
+    # the rank is complete: every rule checks it
+    assert not any("not checked (" in c.detail for c in both.checks)
 
 
-def test_report_says_which_section_is_missing(two_jobs, tmp_path, run_cli):
-    d, _, _ = two_jobs
+def test_report_says_which_analysis_was_replaced(two_jobs, tmp_path, run_cli):
+    d, both, _ = two_jobs
     code, out, err = run_cli("analyze", d / "both", "-o", tmp_path / "r.html", "--json", tmp_path / "r.json",
-                             "--fail-on", "idle_pct>99", "--cache-dir", d / "cache")
-    assert code == 1, err  # incomplete input, as an unreadable trace: the report is written first
-    assert "hta-report: not computed: " in err and "control.json.gz: temporal breakdown (HTA): AssertionError" in err
-    assert "1 of 2 traces analyzed in part; the report says which sections are missing" in err
+                             "--cache-dir", d / "cache")
+    assert code == 0, err  # nothing is missing: the report is complete
+    assert "hta-report: replaced: " in err and "control.json.gz: temporal breakdown (HTA): AssertionError" in err
+    assert "computed by hta-report from the exact times" in err
     html = (tmp_path / "r.html").read_text()
-    assert "Not computed for this rank: temporal breakdown (HTA) (AssertionError: a consistency check failed)" in html
-    assert "not computed</td>" in html
-    code, _, _ = run_cli("analyze", d / "both", "-o", tmp_path / "r.md", "--cache-dir", d / "cache")
-    md = (tmp_path / "r.md").read_text()
-    assert "rank 3 (" in md and "temporal breakdown (HTA): AssertionError: a consistency check failed" in md
-    saved = load_result(tmp_path / "r.json")  # the failure survives the JSON round trip (and its check)
-    assert saved.ranks[1].failures == two_jobs[1].ranks[1].failures
+    assert "rank 3: HTA&#39;s temporal breakdown failed (AssertionError: a consistency check failed at " in html
+    assert "The temporal breakdown as HTA defines it, computed by hta-report from the exact times" in html
+    assert "not computed" not in html
+    saved = load_result(tmp_path / "r.json")  # the replacement survives the JSON round trip (and its check)
+    assert saved.ranks[1].replaced == both.ranks[1].replaced and saved.ranks[1].temporal == both.ranks[1].temporal
+
+
+def test_a_failed_section_leaves_the_rank_out_of_the_rules_that_need_it_only(two_jobs, monkeypatch):
+    from hta_report.analysis import rank as rank_module
+    from hta_report.api import analyze
+    from hta_report.render import view
+
+    d, _, alone = two_jobs
+
+    def broken(c):
+        raise KeyError("blocks per SM")
+
+    steps = [(n, broken if n == "SM occupancy" else fn) for n, fn in rank_module.GPU_STEPS]
+    monkeypatch.setattr(rank_module, "GPU_STEPS", steps)
+    result = analyze(d / "alone")
+    (failure,) = result.ranks[0].failures
+    assert failure.step == "SM occupancy" and "a bug in hta-report" in failure.reason
+    by_id = {c.id: c for c in result.checks}
+    assert by_id["low-sm-occupancy"].status == "not checked"
+    assert by_id["low-sm-occupancy"].detail == "rank 3 not checked (SM occupancy failed)"
+    # every other rule still checks rank 3, with the same verdicts as when nothing failed
+    alone_checks = {c.id: c for c in alone.checks}
+    for c in result.checks:
+        if c.id not in ("low-sm-occupancy", "memory-under-used"):
+            assert (c.status, c.detail) == (alone_checks[c.id].status, alone_checks[c.id].detail), c.id
+    assert "looks healthy" not in view.no_findings(result)

@@ -82,7 +82,7 @@ def test_formats_follow_extension(good_dir, tmp_path, run_cli):
     code, out, err = run_cli("analyze", good_dir, "-o", tmp_path / "r.md", "--json", tmp_path / "r.json")
     assert code == 0, err
     assert (tmp_path / "r.md").read_text().startswith("## hta-report")
-    assert json.loads((tmp_path / "r.json").read_text())["schema_version"] == 2
+    assert json.loads((tmp_path / "r.json").read_text())["schema_version"] == 3
     assert f"wrote {tmp_path / 'r.md'}" in out
     code, _, _ = run_cli("analyze", good_dir, "-o", tmp_path / "x.txt", "--format", "md", "-q")
     assert code == 0 and (tmp_path / "x.txt").read_text().startswith("## hta-report")

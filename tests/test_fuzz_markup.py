@@ -33,6 +33,7 @@ import markup
 from hta_report.api import analyze
 from hta_report.compare import compare
 from hta_report.model import AnalysisResult, SectionFailure, UnreadableTrace
+from hta_report.names import family
 from hta_report.render import markdown, terminal
 from kineto import simple_gpu_trace, training_trace
 
@@ -113,13 +114,26 @@ def bases(tmp_path_factory):
 
 def _hostile_pair(result: AnalysisResult, texts, rng: random.Random):
     """(hostile, benign) copies of ``result``: every string replaced by one of
-    ``texts`` (hostile) or by a token standing for that text (benign)."""
+    ``texts`` (hostile) or by a token standing for that text (benign).
+
+    Texts that the reports group as one kernel (one :func:`hta_report.names.family`,
+    e.g. ``""`` and ``"\r\n"``) get tokens of one family too (``t3``,
+    ``t3<1>``; ``""``, ``" "``), so that both documents have the same shape
+    and only markup made by the text itself differs."""
     hostile, benign = copy.deepcopy(result), copy.deepcopy(result)
-    tokens = {}
+    tokens, classes = {}, {}
     for (h_owner, key), (b_owner, _) in zip(_str_slots(hostile, []), _str_slots(benign, [])):
         text = rng.choice(texts)
         _set(h_owner, key, text)
-        _set(b_owner, key, tokens.setdefault(text, f"t{len(tokens)}" if text else ""))
+        if text not in tokens:
+            members = classes.setdefault(family(text), [])
+            k = list(classes).index(family(text))
+            if family(text) == "":  # names the reports show as blank: blank tokens, "" for "" alone
+                tokens[text] = " " * (len([m for m in members if m]) + 1) if text else ""
+            else:
+                tokens[text] = f"t{k}" + (f"<{len(members)}>" if members else "")
+            members.append(text)
+        _set(b_owner, key, tokens[text])
     return hostile, benign
 
 

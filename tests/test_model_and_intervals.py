@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from hta_report.api import analyze
-from hta_report.analysis.intervals import intersect, overlap, overlap_each, subtract, total, union
+from hta_report.intervals import intersect, overlap, overlap_each, subtract, total, union
 from hta_report.model import SCHEMA_VERSION, AnalysisResult
 from kineto import simple_gpu_trace
 

@@ -16,7 +16,7 @@ def test_folder_analyzes(folder, tmp_path, run_cli):
     assert "Traceback" not in err + out
     html = (tmp_path / "r.html").read_text()
     data = json.loads((tmp_path / "r.json").read_text())
-    assert data["schema_version"] == 2
+    assert data["schema_version"] == 3
     assert len(data["ranks"]) == len(list(path.glob("*.json*")))
     for r in data["ranks"]:
         assert f'id="rank-{r["rank"]}"' in html

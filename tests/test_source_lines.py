@@ -22,6 +22,10 @@ def _as_version_1(result: AnalysisResult) -> dict:
         f.pop("locations")
     for r in doc["ranks"]:
         r.pop("code")
+        r.pop("gpu_span_busy_pct")
+        r.pop("replaced")
+    for key in ("kernel_busy_pct", "span_busy_pct", "hta_busy_pct", "idle_by_cause"):  # schema 3's
+        doc["aggregate"].pop(key)
     return doc
 
 
@@ -33,7 +37,7 @@ def test_locations_round_trip_and_version_1_results_still_read(tmp_path):
                        excerpt=["for x in loader:", "    y = x.item()"], excerpt_start=11, found=True)]))
     back = AnalysisResult.from_json(result.to_json())
     assert back == result and back.findings[-1].locations[0].line == 12
-    assert json.loads(result.to_json())["schema_version"] == SCHEMA_VERSION == 2
+    assert json.loads(result.to_json())["schema_version"] == SCHEMA_VERSION == 3
 
     old = tmp_path / "old.json"
     old.write_text(json.dumps(_as_version_1(result)))
@@ -49,9 +53,9 @@ def test_locations_round_trip_and_version_1_results_still_read(tmp_path):
 def test_unknown_schema_version_is_refused_naming_both_readable(tmp_path):
     simple_gpu_trace().write(tmp_path / "t.json")
     doc = analyze(tmp_path).to_dict()
-    doc["schema_version"] = 3
+    doc["schema_version"] = 4
     (tmp_path / "r.json").write_text(json.dumps(doc))
-    with pytest.raises(Exception, match="reads 1, 2"):
+    with pytest.raises(Exception, match="reads 1, 2, 3"):
         load_result(tmp_path / "r.json")
 
 

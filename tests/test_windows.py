@@ -18,12 +18,12 @@ def test_two_cycles_of_one_worker_are_one_rank_analyzed_at_its_latest(tmp_path):
     (w,) = result.inventory.windows
     assert (w.worker, w.analyzed, w.others) == ("worker0", str(late), [str(early)])
     (note,) = view.reading_notes(result)
-    assert "worker0 wrote 2 profiling windows" in note and "analyzes the latest, worker0.1623213129365" in note
+    assert "worker0 wrote 2 profiling windows" in note and "analyzes the latest full one, worker0.1623213129365" in note
     assert "set aside: worker0.1623212756351.pt.trace.json" in note
 
 
 def test_windows_are_per_worker_and_the_order_is_by_number_not_name(tmp_path):
-    paths = [tmp_path / n for n in ("a.9.pt.trace.json", "a.10.pt.trace.json.gz", "b.5.pt.trace.json",
+    paths = [tmp_path / n for n in ("a.9.pt.trace.json", "a.10.pt.trace.json", "b.5.pt.trace.json",
                                     "rank-0.json")]
     for p in paths:
         simple_gpu_trace(rank=None, steps=2).write(p)
@@ -40,3 +40,15 @@ def test_one_name_with_different_ranks_in_the_header_is_ranks(tmp_path):
     files, windows = split_windows(paths)
     assert files == paths and windows == []
     assert [r.rank for r in analyze(tmp_path).ranks] == [0, 1]
+
+
+def test_a_last_window_cut_short_is_passed_over_for_the_latest_full_one(tmp_path):
+    """torch.profiler writes the cycle it is in when it stops (the loop ended
+    with ``repeat=0``): often a step or none. The latest full window is analyzed."""
+    full = [tmp_path / f"host_1.{n}.pt.trace.json" for n in (100, 200)]
+    for p in full:
+        simple_gpu_trace(rank=None, steps=4).write(p)
+    cut = tmp_path / "host_1.300.pt.trace.json"
+    simple_gpu_trace(rank=None, steps=1).write(cut)
+    files, (w,) = split_windows(sorted(full + [cut]))
+    assert files == [full[1]] and w.analyzed == str(full[1]) and w.others == [str(full[0]), str(cut)]

@@ -11,8 +11,9 @@ import numpy as np
 from .. import __version__
 from ..errors import TraceError
 from ..load import LoadedTraces, RunSpec, quiet_hta, unreadable_error
-from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, STEP_TIMES_STEP,
-                     TEMPORAL_STEP, Aggregate, AnalysisResult, Inventory, RankResult, TraceFileInfo, UnreadableTrace)
+from ..model import (ATTRIBUTION_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_CAUSES, IDLE_STEP, KERNEL_TYPES_STEP,
+                     MEMCPY_STEP, SPAN_STEP, STEP_TIMES_STEP, TEMPORAL_STEP, WINDOWS_STEP, Aggregate, AnalysisResult,
+                     Inventory, RankResult, TraceFileInfo, UnreadableTrace)
 from .gpu_time import combine_kernel_type_shares
 from .parallel import analyze_ranks
 from .rank import analysis_step
@@ -145,18 +146,29 @@ def _aggregate(ranks: List[RankResult], kernel_types) -> Aggregate:
     gpu = [r for r in ranks if r.has_gpu]
     stepped = [r for r in having(STEP_TIMES_STEP) if r.steps.count]
     agg = Aggregate(ranks=len(ranks), gpu_ranks=len(gpu), kernel_types=kernel_types)
+    window = [r for r in having(WINDOWS_STEP, ATTRIBUTION_STEP, gpu=True) if r.window_us > 0]
+    if window:  # the headline's window: the analyzed steps (else the traced window), exact times
+        agg.busy_pct = _mean([r.busy_pct for r in window])
+        agg.idle_pct = _mean([r.idle_pct for r in window])
+        agg.kernel_busy_pct = _mean([r.kernel_busy_pct for r in window])
+        agg.idle_by_cause = {c: _mean([100 * getattr(r.idle_attribution, f"{c}_us") / r.window_us for r in window])
+                             for c in IDLE_CAUSES}
+        comm, copies = [r for r in window if not r.failed(COMMUNICATION_STEP)], \
+            [r for r in window if not r.failed(MEMCPY_STEP)]
+        agg.exposed_comm_pct = _mean([r.exposed_comm_window_pct for r in comm])
+        agg.exposed_memcpy_pct = _mean([r.exposed_copy_window_pct for r in copies])
+    span = [r for r in having(SPAN_STEP, gpu=True) if r.gpu_span_us > 0]
+    if span:
+        agg.span_busy_pct = _mean([r.gpu_span_busy_pct for r in span])
     temporal, split = having(TEMPORAL_STEP, gpu=True), having(TEMPORAL_STEP, IDLE_STEP, gpu=True)
-    if temporal:
-        agg.idle_pct = _mean([r.temporal.idle_pct for r in temporal])
+    if temporal:  # HTA's temporal breakdown, of its GPU span (ours where HTA's failed: RankResult.replaced)
         agg.compute_pct = _mean([r.temporal.compute_pct for r in temporal])
         agg.non_compute_pct = _mean([r.temporal.non_compute_pct for r in temporal])
-        agg.busy_pct = agg.compute_pct + agg.non_compute_pct
+        agg.hta_busy_pct = agg.compute_pct + agg.non_compute_pct
     if split:
         agg.idle_host_wait_pct = _mean([r.idle_split.host_wait_pct for r in split])
         agg.idle_kernel_wait_pct = _mean([r.idle_split.kernel_wait_pct for r in split])
         agg.idle_other_pct = _mean([r.idle_split.other_pct for r in split])
-    agg.exposed_comm_pct = _mean([r.comm.exposed_pct for r in having(COMMUNICATION_STEP, gpu=True)])
-    agg.exposed_memcpy_pct = _mean([r.memcpy.exposed_pct for r in having(MEMCPY_STEP, gpu=True)])
     if stepped:
         agg.mean_step_us = _mean([r.steps.mean_us for r in stepped])
         agg.max_rank_step_us = max(r.steps.mean_us for r in stepped)

@@ -12,8 +12,8 @@ from typing import Dict, List
 import numpy as np
 import pandas as pd
 
-from ..model import GpuGap, IdleAttribution, OptimizerProfile
-from . import intervals
+from ..model import IDLE_CAUSES, GpuGap, IdleAttribution, OptimizerProfile
+from .. import intervals
 from .cpu_side import DATALOADER_PREFIXES
 from .events import RankEvents
 from .optimizer import step_regions, zero_grad_regions
@@ -38,8 +38,7 @@ MERGE_WAITS_US = 50.0
 #: HTA's ``consecutive_kernel_delay`` (µs): a queued operation starting after
 #: a shorter gap is kernel wait (launch latency between back-to-back kernels).
 KERNEL_WAIT_US = 30.0
-CATEGORIES = ("warmup", "stream_wait", "dataloader", "pageable_copy", "blocking_copy", "sync", "zero_grad",
-              "optimizer", "launch", "host_ops", "unattributed")
+CATEGORIES = IDLE_CAUSES
 
 
 def _u(df: pd.DataFrame) -> np.ndarray:
@@ -160,7 +159,8 @@ def lead_lost_us(host_idle: np.ndarray, waits: pd.DataFrame, busy: np.ndarray) -
 
 def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, blocking: pd.DataFrame,
                      pageable: pd.DataFrame, sync: np.ndarray, warmup: pd.DataFrame,
-                     waits: pd.DataFrame = None, top_gaps: int = 10) -> IdleAttribution:
+                     waits: pd.DataFrame = None, top_gaps: int = 10,
+                     unrecorded: np.ndarray = None) -> IdleAttribution:
     """Split the GPU idle time of one rank inside the analyzed windows ``w``
     by host activity (µs per step; see :class:`~hta_report.model.IdleAttribution`).
 
@@ -176,6 +176,8 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
         waits: blocking synchronizations (:func:`~hta_report.analysis.copies.sync_waits`),
             for ``sync_lead_us`` (:func:`lead_lost_us`).
         top_gaps: how many of the longest gaps to list.
+        unrecorded: when the GPU ran work the trace lacks, a union
+            (:func:`~hta_report.analysis.integrity.unrecorded_lead`).
     """
     n = len(w)
     out = IdleAttribution()
@@ -197,6 +199,7 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
     queued = queued_gaps(ev, idle)
     q_short = queued[(queued[:, 1] - queued[:, 0]) < KERNEL_WAIT_US]
     regions: Dict[str, np.ndarray] = {
+        "unrecorded": unrecorded if unrecorded is not None else np.empty((0, 2)),
         "warmup": _u(warmup),
         "stream_wait": queued,
         "dataloader": _u(cpu[cpu["s_name"].str.startswith(DATALOADER_PREFIXES)]),

@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..frames import callee_name, is_user_frame, parse_frame
 from ..model import CodeAttribution, CodeTime, NamedTime
-from . import intervals
+from .. import intervals
 from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES
 from .events import RankEvents, name_strings
 from .optimizer import STEP_PREFIX

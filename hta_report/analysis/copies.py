@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import MemcpySummary, NamedTime
-from . import intervals
+from .. import intervals
 from .cpu_side import SYNC_NAMES
 from .events import COMMUNICATION, COMPUTATION, MEMORY, RankEvents
 from .regions import LAUNCH_APIS, containing_index, launched_from, per_step, thread_ids

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import CpuSide, NamedTime
-from . import intervals
+from .. import intervals
 from .events import RankEvents
 from .steps import analyzed_windows, step_windows
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import CpuSide
-from . import intervals
+from .. import intervals
 from .events import RankEvents
 from .regions import in_windows, per_step
 

@@ -10,12 +10,11 @@ import numpy as np
 import pandas as pd
 
 from ..load.exact import EXACT_DUR, EXACT_TS
-from . import intervals
+from ..load.traces import GPU_CATEGORIES  # noqa: F401 (re-exported: what makes a rank a GPU rank)
+from .. import intervals
 
 #: HTA's kernel type names (``hta.utils.utils.KernelType``).
 COMPUTATION, COMMUNICATION, MEMORY = "COMPUTATION", "COMMUNICATION", "MEMORY"
-#: HTA's event categories (``cat``) of GPU activity: what makes a rank a GPU rank.
-GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def kernel_type(name: str) -> str:

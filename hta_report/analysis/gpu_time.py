@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import math
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import numpy as np
 import pandas as pd
 
 from ..model import IdleBreakdown, KernelStat, KernelTypeShare, StreamIdle, TemporalBreakdown
-from . import intervals
+from .. import intervals
 from .events import RankEvents
 
 #: HTA's ``consecutive_kernel_delay``: gaps shorter than this (µs) count as kernel wait.
@@ -62,32 +62,81 @@ def gpu_idle_split(ev: RankEvents, out: IdleBreakdown) -> IdleBreakdown:
     after the gap began, else kernel wait when the gap is shorter than
     :data:`CONSECUTIVE_KERNEL_DELAY_US`, else other."""
     gpu = ev.df[ev.df["stream"].ne(-1)]
+    host, kernel, other = _idle_classes(gpu, _launch_times(ev))
+    out.host_wait_us, out.kernel_wait_us, out.other_us = host, kernel, other
+    total = host + kernel + other
+    if total > 0:
+        out.host_wait_pct = 100 * host / total
+        out.kernel_wait_pct = 100 * kernel / total
+        out.other_pct = 100 * other / total
+    return out
+
+
+def stream_idle(ev: RankEvents) -> List[StreamIdle]:
+    """HTA's per-stream idle time breakdown (``get_idle_time_breakdown``: on
+    each stream, the gaps between its GPU operations classified by
+    ``IdleTimeType``'s rules, as :func:`gpu_idle_split` does for the GPU as a
+    whole), computed from the exact times: what the report shows where
+    HTA's own analysis failed on a rank."""
+    gpu = ev.gpu
+    launch = _launch_times(ev)
+    out = []
+    for stream, rows in gpu.groupby("stream", sort=True):
+        host, kernel, other = _idle_classes(rows, launch)
+        out.append(StreamIdle(stream=int(stream), host_wait_us=host, kernel_wait_us=kernel, other_us=other))
+    return out
+
+
+def _launch_times(ev: RankEvents) -> pd.Series:
+    """correlation -> start of its earliest runtime call (µs)."""
+    cpu = ev.cpu
+    runtime = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver")) & (cpu["correlation"] > 0)]
+    return runtime.groupby("correlation")["ts"].min()
+
+
+def _idle_classes(gpu: pd.DataFrame, launch_ts: pd.Series) -> Tuple[float, float, float]:
+    """The gaps between the union of ``gpu``'s operations as host wait,
+    kernel wait and other (µs), by HTA's rules applied to the operation that
+    ends each gap (see :func:`gpu_idle_split`)."""
     if gpu.empty:
-        return out
+        return 0.0, 0.0, 0.0
     ts = gpu["ts"].to_numpy(dtype=float)
     end = gpu["end"].to_numpy(dtype=float)
     busy = intervals.union(ts, end)
     if len(busy) < 2:
-        return out
+        return 0.0, 0.0, 0.0
     gap_start, gap_end = busy[:-1, 1], busy[1:, 0]
     order = np.lexsort((end, ts))
     first = order[np.searchsorted(ts[order], gap_end, side="left")]  # an operation starting where each gap ends
-    cpu = ev.cpu
-    runtime = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver")) & (cpu["correlation"] > 0)]
-    launch_ts = runtime.groupby("correlation")["ts"].min()
     corr = gpu["correlation"].to_numpy()[first]
     t_launch = pd.Series(corr).map(launch_ts).to_numpy(dtype=float)
     length = gap_end - gap_start
     host = t_launch > gap_start  # NaN (no runtime call) compares False, as in HTA
     kernel = ~host & (length < CONSECUTIVE_KERNEL_DELAY_US)
-    out.host_wait_us = float(length[host].sum())
-    out.kernel_wait_us = float(length[kernel].sum())
-    out.other_us = float(length[~host & ~kernel].sum())
-    total = out.host_wait_us + out.kernel_wait_us + out.other_us
-    if total > 0:
-        out.host_wait_pct = 100 * out.host_wait_us / total
-        out.kernel_wait_pct = 100 * out.kernel_wait_us / total
-        out.other_pct = 100 * out.other_us / total
+    return float(length[host].sum()), float(length[kernel].sum()), float(length[~host & ~kernel].sum())
+
+
+def exact_temporal(ev: RankEvents) -> TemporalBreakdown:
+    """HTA's temporal breakdown (``get_temporal_breakdown``: over the GPU
+    span, compute is the union of COMPUTATION kernels, idle the time with no
+    GPU operation, non-compute the rest) computed from the exact times of the
+    rank's kernels, memcpys and memsets, percentages rounded to 0.01 as HTA
+    rounds them; ``source`` ``"hta-report"``. What the report shows where
+    HTA's own analysis failed on a rank."""
+    gpu = ev.gpu
+    out = TemporalBreakdown(source="hta-report")
+    if gpu.empty:
+        return out
+    span = ev.gpu_span_us
+    busy = intervals.total(intervals.union(gpu["ts"].to_numpy(), gpu["end"].to_numpy()))
+    compute = intervals.total(ev.gpu_union("COMPUTATION"))
+    out.total_us, out.compute_us = span, compute
+    out.idle_us = max(0.0, span - busy)
+    out.non_compute_us = max(0.0, busy - compute)
+    if span > 0:
+        out.idle_pct = round(100 * out.idle_us / span, 2)
+        out.compute_pct = round(100 * compute / span, 2)
+        out.non_compute_pct = round(100 * out.non_compute_us / span, 2)
     return out
 
 
@@ -168,13 +217,26 @@ def combine_kernel_type_shares(per_rank: List[List[KernelTypeShare]]) -> List[Ke
 
 def top_kernels(ev: RankEvents, limit: int = 15) -> List[KernelStat]:
     """Kernels (not memcpy/memset) of a rank by total time: count, total,
-    mean and max (µs); ``pct`` is of all kernel time of the rank."""
+    mean, min and max (µs); ``pct`` is of all kernel time of the rank; the
+    mean ``blocks per SM`` and ``est. achieved occupancy %`` weighted by
+    duration over the calls carrying them (the TensorBoard profiler's kernel
+    table; 0 without them)."""
     k = ev.gpu[ev.gpu["s_cat"].eq("kernel")]
     if k.empty:
         return []
-    g = k.groupby("s_name", sort=False).agg(
-        count=("dur", "size"), total=("dur", "sum"), mean=("dur", "mean"), max=("dur", "max"),
-        kernel_type=("kernel_type", "first"),
+    dur = k["dur"].to_numpy(dtype=float)
+    extra = {}
+    for col, key in (("blocks_per_sm", "blocks"), ("est_occupancy", "occ")):
+        v = pd.to_numeric(k[col], errors="coerce").to_numpy(dtype=float) if col in k.columns \
+            else np.full(len(k), np.nan)
+        has = np.isfinite(v) & (v >= 0)
+        extra[f"{key}_w"] = np.where(has, dur, 0.0)
+        extra[f"{key}_wv"] = np.where(has, dur * np.where(has, v, 0.0), 0.0)
+    frame = k.assign(**extra)
+    g = frame.groupby("s_name", sort=False).agg(
+        count=("dur", "size"), total=("dur", "sum"), mean=("dur", "mean"), max=("dur", "max"), min=("dur", "min"),
+        kernel_type=("kernel_type", "first"), blocks_w=("blocks_w", "sum"), blocks_wv=("blocks_wv", "sum"),
+        occ_w=("occ_w", "sum"), occ_wv=("occ_wv", "sum"),
     )
     all_time = float(k["dur"].sum())
     g = g.sort_values("total", ascending=False).head(limit)
@@ -182,6 +244,9 @@ def top_kernels(ev: RankEvents, limit: int = 15) -> List[KernelStat]:
         KernelStat(
             name=str(name), kernel_type=str(r["kernel_type"]), count=int(r["count"]), total_us=float(r["total"]),
             mean_us=float(r["mean"]), max_us=float(r["max"]), pct=100 * float(r["total"]) / all_time if all_time else 0.0,
+            min_us=float(r["min"]),
+            blocks_per_sm=float(r["blocks_wv"] / r["blocks_w"]) if r["blocks_w"] > 0 else 0.0,
+            occupancy_pct=float(r["occ_wv"] / r["occ_w"]) if r["occ_w"] > 0 else 0.0,
         )
         for name, r in g.iterrows()
     ]

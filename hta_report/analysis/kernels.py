@@ -29,6 +29,44 @@ TENSOR_CORE = re.compile(r"884|1688|16816|hmma|xmma|gmma|wgmma|tensorop|tensor16
 _NOT_NVIDIA = re.compile(r"AMD|Radeon|Instinct|\bMI\d", re.IGNORECASE)
 
 
+#: The TensorBoard profiler's Tensor-Core-eligible ops (``TC_OP_Allowlist``,
+#: from autocast's lower-precision list, with their backward nodes); a
+#: backward node may end in its version number (``AddmmBackward0``).
+TB_ELIGIBLE_OPS = frozenset((
+    "aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_tbc",
+    "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d", "aten::convolution",
+    "aten::cudnn_convolution", "aten::cudnn_convolution_transpose", "aten::prelu", "aten::addmm", "aten::addmv",
+    "aten::addr", "aten::matmul", "aten::mm", "aten::mv", "aten::linear", "aten::addbmm", "aten::baddbmm",
+    "aten::bmm", "aten::chain_matmul", "aten::linalg_multi_dot", "aten::_thnn_fused_lstm_cell",
+    "aten::_thnn_fused_gru_cell", "aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell",
+    "CudnnConvolutionBackward", "BmmBackward", "aten::cudnn_convolution_transpose_backward",
+    "CudnnConvolutionTransposeBackward", "MmBackward", "aten::cudnn_convolution_backward_weight", "aten::addmm_",
+    "AddmvBackward", "MvBackward", "aten::cudnn_convolution_transpose_backward_weight",
+    "aten::cudnn_convolution_transpose_backward_input", "AddmmBackward", "aten::cudnn_convolution_backward_input",
+    "AddbmmBackward", "aten::cudnn_convolution_backward", "ConvolutionBackward", "aten::convolution_backward"))
+_VERSION = re.compile(r"\d+$")
+
+
+def tb_eligible_share(ev: RankEvents, w: np.ndarray) -> float:
+    """The TensorBoard profiler's "Kernels with N % time are launched by
+    Tensor Cores eligible operators": kernel time launched from inside an op
+    of :data:`TB_ELIGIBLE_OPS` as % of the kernel time launched from inside
+    any op (its ``tc_eligible_ops_kernel_ratio``), over kernels starting in
+    ``w``. The plugin counts each kernel under the innermost eligible op;
+    counting it once under any of them gives the same sum."""
+    kernels = in_windows(ev.gpu[ev.gpu["s_cat"].eq("kernel")], w)
+    if kernels.empty:
+        return 0.0
+    cpu = ev.cpu
+    ops = cpu[cpu["s_cat"].isin(("cpu_op", "user_annotation")) & ~cpu["s_name"].str.startswith("ProfilerStep#")]
+    names = ops["s_name"].astype(str).str.replace(_VERSION, "", regex=True)
+    eligible = ops[names.isin(TB_ELIGIBLE_OPS).to_numpy()]
+    under_op = kernels[kernels["correlation"].isin(launched_from(ev, ops)["correlation"])]
+    under_eligible = kernels[kernels["correlation"].isin(launched_from(ev, eligible)["correlation"])]
+    total = float(under_op["dur"].sum())
+    return 100 * float(under_eligible["dur"].sum()) / total if total > 0 else 0.0
+
+
 def compute_major(meta: dict, device: Optional[int] = None) -> Optional[int]:
     """``deviceProperties[].computeMajor`` of ``device`` (else the largest
     recorded); None when absent or when the device is not an NVIDIA GPU."""
@@ -60,6 +98,7 @@ def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> 
     kernels = in_windows(kernels, w)
     if kernels.empty:
         return out
+    out.eligible_ops_kernel_pct = tb_eligible_share(ev, w)
     cpu = ev.cpu
     ops = cpu[cpu["s_cat"].eq("cpu_op") & cpu["s_name"].str.startswith(ELIGIBLE_OPS)]
     from_ops = launched_from(ev, ops)

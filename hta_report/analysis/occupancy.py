@@ -4,8 +4,9 @@ Kineto writes three args on every CUDA kernel (CUPTI launch configuration and
 the CUDA occupancy calculator): ``blocks per SM`` (grid blocks / SMs: below 1,
 some SMs get no block), ``warps per SM`` and ``est. achieved occupancy %``.
 The TensorBoard profiler showed "Est. SM Efficiency" (``min(blocks per SM,
-1)``) and "Est. Achieved Occupancy" from them, weighted by kernel duration;
-these are the same figures, over compute kernels of the analyzed steps.
+1)`` over the steps' whole time) and "Est. Achieved Occupancy" from them;
+these are the same figures (:mod:`.tensorboard`) over the analyzed steps,
+and the kernels that leave SMs idle among the compute kernels.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pandas as pd
 from ..model import OccupancySummary, SmallKernel
 from .events import COMPUTATION, RankEvents
 from .regions import in_windows, per_step
+from .tensorboard import kernel_args, sm_efficiency
 
 #: Kernels listed in :attr:`OccupancySummary.top_small`.
 TOP_SMALL = 10
@@ -57,8 +59,7 @@ def occupancy(ev: RankEvents, w: np.ndarray) -> OccupancySummary:
     out.kernel_us_per_step = per_step(total, n)
     if total <= 0:
         return out
-    out.sm_efficiency_pct = float(100 * (dur * np.minimum(blocks, 1.0)).sum() / total)
-    out.achieved_occupancy_pct = float((dur * occ).sum() / total)
+    out.sm_efficiency_pct, out.achieved_occupancy_pct, _ = sm_efficiency(kernel_args(ev), w)
     small = blocks < 1.0
     idle = dur * (1.0 - np.minimum(blocks, 1.0))
     out.small_grid_us_per_step = per_step(float(dur[small].sum()), n)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import OptimizerProfile
-from . import intervals
+from .. import intervals
 from .events import RankEvents
 from .regions import in_windows, launched_from, per_step, starts_inside
 

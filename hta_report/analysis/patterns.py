@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import CodePatterns
-from . import intervals
+from .. import intervals
 from .events import COMMUNICATION, RankEvents, name_strings
 from .kernels import _dims, _has_shapes
 from .regions import in_windows, per_step

@@ -31,12 +31,12 @@ import numpy as np
 import pandas as pd
 
 from .. import workers
-from ..errors import HtaReportError, TraceError
-from ..load.validation import exception_summary
-from ..model import (COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, MEMORY_STEP,
+from ..errors import HtaReportError, TraceError, bug_reason, internal_error
+from ..model import (ATTRIBUTION_STEP, COMM_OVERLAP_STEP, INTEGRITY_STEP, LAUNCH_STEP, TENSORBOARD_STEP, SPAN_STEP, TENSOR_CORES_STEP, WINDOWS_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, MEMORY_STEP,
                      OCCUPANCY_STEP, PATTERNS_STEP, STEP_BREAKDOWN_STEP, STEP_TIMES_STEP,
                      TEMPORAL_STEP, CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult,
-                     SectionFailure, TemporalBreakdown, TraceFileInfo)
+                     SectionFailure, StreamIdle, TemporalBreakdown, TraceFileInfo)
+from .. import intervals
 from . import hta_kernel_types
 from .attribution import idle_attribution
 from .code import code_attribution, gpu_time_by_launcher
@@ -44,11 +44,14 @@ from .copies import add_copy_metrics, blocking_copies, dtoh_reads, pageable_call
 from .cpu_side import cpu_side
 from .distributed import add_data_parallel
 from .events import COMMUNICATION, GPU_CATEGORIES, RankEvents, kernel_type
-from .gpu_time import gpu_idle_split, idle_breakdown, kernel_type_shares, temporal_breakdown, top_kernels
+from .gpu_time import (exact_temporal, gpu_idle_split, idle_breakdown, kernel_type_shares, stream_idle,
+                       temporal_breakdown, top_kernels)
 from .kernels import add_misaligned_gemms, compute_major, tensor_core_use
 from .launch import LaunchContext, add_launch_metrics, launch_context, launch_summary
 from .memory import memory_summary
+from .integrity import integrity, unrecorded_lead
 from .occupancy import occupancy
+from .tensorboard import tensorboard_overview
 from .optimizer import optimizer_profile
 from .patterns import code_patterns
 from .regions import host_windows, windows
@@ -60,15 +63,16 @@ from .warmup import warmup, warmup_calls
 
 @contextlib.contextmanager
 def analysis_step(step: str, path: Union[str, Path]) -> Iterator[None]:
-    """Turn an unexpected exception raised inside ``step`` into a
-    :class:`~hta_report.errors.TraceError` naming ``path`` and ``step``.
+    """Turn an unexpected exception raised inside ``step`` into an
+    :class:`~hta_report.errors.InternalError` naming ``path`` and ``step``.
 
-    The one place where failures of HTA or of our analyses on a loadable but
-    malformed trace become input errors; the original exception is chained
-    (``--debug`` shows it). Errors of our own pass through unchanged.
+    The one place where failures of HTA or of our analyses on a trace that
+    passed every check become errors: a bug in HTA or hta-report, never "a
+    bad trace" (:func:`~hta_report.errors.bug_reason` names the line it came
+    from; ``-v`` prints the traceback). Errors of our own pass through unchanged.
 
     Raises:
-        hta_report.errors.TraceError: ``step`` raised something else than an
+        hta_report.errors.InternalError: ``step`` raised something else than an
             :class:`~hta_report.errors.HtaReportError`.
     """
     try:
@@ -76,9 +80,7 @@ def analysis_step(step: str, path: Union[str, Path]) -> Iterator[None]:
     except HtaReportError:
         raise
     except Exception as exc:
-        raise TraceError(
-            f"analysis failed at {step}: {exception_summary(exc)} (the trace may be malformed; --debug shows the "
-            "traceback; if the trace is valid, please report it as a bug)", path, step=step) from exc
+        raise internal_error(exc, f"analysis failed at {step}", path, step=step) from exc
 
 
 C = TypeVar("C")
@@ -93,14 +95,14 @@ FATAL = frozenset({"decoding events"})
 #: Steps that read what earlier steps wrote: name -> the steps it needs.
 #: When one of those failed, the step is skipped and recorded as failed too.
 NEEDS = {
-    MEMCPY_STEP: ("step windows and optimizer",),
-    COMMUNICATION_STEP: ("step windows and optimizer",),
-    "Tensor Core use": ("step windows and optimizer",),
-    OCCUPANCY_STEP: ("step windows and optimizer",),
-    PATTERNS_STEP: ("step windows and optimizer",),
-    "idle attribution": ("step windows and optimizer", MEMCPY_STEP),
-    "launch statistics": ("step windows and optimizer",),
-    CODE_STEP: ("step windows and optimizer",),
+    MEMCPY_STEP: (WINDOWS_STEP,),
+    COMMUNICATION_STEP: (WINDOWS_STEP,),
+    TENSOR_CORES_STEP: (WINDOWS_STEP,),
+    OCCUPANCY_STEP: (WINDOWS_STEP,),
+    PATTERNS_STEP: (WINDOWS_STEP,),
+    ATTRIBUTION_STEP: (WINDOWS_STEP, MEMCPY_STEP),
+    "launch statistics": (WINDOWS_STEP,),
+    CODE_STEP: (WINDOWS_STEP,),
 }
 
 
@@ -134,7 +136,7 @@ def run_steps(ctx: C, steps: Sequence[Step], path: Union[str, Path],
             if failures is None or name in FATAL or exc.step != name:
                 raise
             cause = exc.__cause__
-            failures.append(SectionFailure(step=name, reason=exception_summary(cause) if cause else exc.message))
+            failures.append(SectionFailure(step=name, reason=bug_reason(cause) if cause else exc.message))
         finally:
             if trim:
                 workers.trim_heap()
@@ -165,6 +167,9 @@ class RankContext:
         reads: device-to-host reads the host waits for (:func:`~hta_report.analysis.copies.dtoh_reads`).
         warmup: one-off warm-up calls (:func:`~hta_report.analysis.warmup.warmup_calls`).
         launch: what the launch metrics need of this rank (GPU ranks).
+        temporal, streams: HTA's temporal and per-stream idle breakdowns as
+            computed by hta-report from the exact times (GPU ranks), for
+            where HTA's own fail (:func:`join_parts`).
     """
 
     loaded: object
@@ -178,6 +183,8 @@ class RankContext:
     reads: pd.DataFrame = field(default_factory=pd.DataFrame)
     warmup: pd.DataFrame = field(default_factory=pd.DataFrame)
     launch: Optional[LaunchContext] = None
+    temporal: Optional[TemporalBreakdown] = None
+    streams: Optional[List[StreamIdle]] = None
 
     @property
     def meta(self) -> dict:
@@ -217,7 +224,18 @@ def _host_communication(c: RankContext) -> None:
 
 
 def _gpu_span(c: RankContext) -> None:
-    c.result.gpu_span_us = c.ev.gpu_span_us
+    activity = getattr(c.loaded, "gpu_activity", {}).get(c.info.rank)
+    if activity is not None and activity.span_us > 0:  # every GPU event of the file, HTA's filter aside
+        span, busy = activity.span_us, activity.busy_us
+    else:
+        span = c.ev.gpu_span_us
+        busy = intervals.total(intervals.union(c.ev.gpu["ts"].to_numpy(), c.ev.gpu["end"].to_numpy()))
+    c.result.gpu_span_us = span
+    c.result.gpu_span_busy_pct = min(100.0, 100 * busy / span) if span > 0 else 0.0
+
+
+def _own_breakdowns(c: RankContext) -> None:
+    c.temporal, c.streams = exact_temporal(c.ev), stream_idle(c.ev)
 
 
 def _kernels(c: RankContext) -> None:
@@ -238,9 +256,14 @@ def _tensor_cores(c: RankContext) -> None:
     c.result.tensor_cores = add_misaligned_gemms(tensor_core_use(c.ev, c.meta, c.w), c.ev, c.hw)
 
 
+def _integrity(c: RankContext) -> None:
+    c.result.integrity = integrity(c.ev)
+
+
 def _idle_attribution(c: RankContext) -> None:
     c.result.idle_attribution = idle_attribution(c.ev, c.w, c.result.optimizer, c.blocking, c.pageable,
-                                                 sync_contexts(c.ev, c.reads), c.warmup, sync_waits(c.ev, c.reads))
+                                                 sync_contexts(c.ev, c.reads), c.warmup, sync_waits(c.ev, c.reads),
+                                                 unrecorded=unrecorded_lead(c.ev))
 
 
 def _gpu_idle_split(c: RankContext) -> None:
@@ -249,6 +272,10 @@ def _gpu_idle_split(c: RankContext) -> None:
 
 def _occupancy(c: RankContext) -> None:
     c.result.occupancy = occupancy(c.ev, c.w)
+
+
+def _tensorboard(c: RankContext) -> None:
+    c.result.tensorboard = tensorboard_overview(c.ev)
 
 
 def _memory(c: RankContext) -> None:
@@ -278,20 +305,23 @@ OWN_STEPS: List[Step] = [
     ("decoding events", _decode),
     (STEP_TIMES_STEP, _step_times),
     (CPU_SIDE_STEP, _cpu_side),
-    ("step windows and optimizer", _windows_and_optimizer),
+    (WINDOWS_STEP, _windows_and_optimizer),
     (MEMORY_STEP, _memory),
     (STEP_BREAKDOWN_STEP, _step_breakdown),
     (PATTERNS_STEP, _patterns),
 ]
 #: Then, on ranks with GPU activity.
 GPU_STEPS: List[Step] = [
-    ("GPU time span", _gpu_span),
+    (SPAN_STEP, _gpu_span),
+    ("GPU time breakdowns from exact times", _own_breakdowns),
     ("kernel breakdown", _kernels),
     (MEMCPY_STEP, _memcpy),
     (COMMUNICATION_STEP, _gpu_communication),
-    ("Tensor Core use", _tensor_cores),
+    (TENSOR_CORES_STEP, _tensor_cores),
     (OCCUPANCY_STEP, _occupancy),
-    ("idle attribution", _idle_attribution),
+    (TENSORBOARD_STEP, _tensorboard),
+    (INTEGRITY_STEP, _integrity),
+    (ATTRIBUTION_STEP, _idle_attribution),
     ("GPU idle split", _gpu_idle_split),
     ("launch statistics", _launch_context),
     (CODE_STEP, _code),
@@ -306,10 +336,13 @@ HOST_ONLY_STEPS: List[Step] = [
 @dataclass
 class OwnPart:
     """Our analyses of one rank (see :func:`own_part`): the rank's result
-    without HTA's fields, and what :func:`join_parts` needs to add them."""
+    without HTA's fields, and what :func:`join_parts` needs to add them
+    (our own temporal and per-stream idle breakdowns, for where HTA's fail)."""
 
     result: RankResult
     launch: Optional[LaunchContext] = None
+    temporal: Optional[TemporalBreakdown] = None
+    streams: Optional[List[StreamIdle]] = None
 
 
 def own_part(loaded, info: TraceFileInfo) -> OwnPart:
@@ -324,7 +357,7 @@ def own_part(loaded, info: TraceFileInfo) -> OwnPart:
     trim = _large(loaded, info)
     ctx = run_steps(RankContext(loaded=loaded, info=info, result=rr), OWN_STEPS, info.path, rr.failures, trim)
     run_steps(ctx, GPU_STEPS if rr.has_gpu else HOST_ONLY_STEPS, info.path, rr.failures, trim)
-    return OwnPart(result=rr, launch=ctx.launch)
+    return OwnPart(result=rr, launch=ctx.launch, temporal=ctx.temporal, streams=ctx.streams)
 
 
 # ---------------------------------------------------------------- HTA's analyses
@@ -382,7 +415,7 @@ HTA_STEPS: List[Step] = [
     (TEMPORAL_STEP, _temporal),
     (IDLE_STEP, _idle),
     (KERNEL_TYPES_STEP, _kernel_types),
-    ("communication overlap (HTA)", _comm_overlap),
+    (COMM_OVERLAP_STEP, _comm_overlap),
     ("launch statistics (HTA)", _launch_stats),
 ]
 
@@ -426,10 +459,18 @@ def hta_part(loaded, info: TraceFileInfo) -> Optional[HtaPart]:
 # ---------------------------------------------------------------- joined
 
 
+#: HTA's analyses that hta-report also computes from the exact times (the
+#: same definitions): where HTA's fails on a rank, ours is reported in its
+#: place (``RankResult.replaced``) and the rank stays complete.
+REPLACEABLE = (TEMPORAL_STEP, IDLE_STEP)
+
+
 def join_parts(own: OwnPart, hta: Optional[HtaPart], info: TraceFileInfo) -> RankResult:
     """The rank's result: :func:`own_part`'s with HTA's fields added, and
     HTA's failed steps with ours in ``failures`` (the launch metrics, which
-    need both halves, are recorded as failed when either half's failed)."""
+    need both halves, are recorded as failed when either half's failed).
+    Where HTA's temporal or idle-time breakdown failed, ours (from the exact
+    times) takes its place and the failure goes to ``replaced``."""
     rr = own.result
     if not rr.has_gpu or hta is None:
         return rr
@@ -437,16 +478,25 @@ def join_parts(own: OwnPart, hta: Optional[HtaPart], info: TraceFileInfo) -> Ran
     rr.idle.streams = hta.idle.streams  # the rank-level split is ours (gpu_idle_split)
     if rr.comm.kernel_count:
         rr.comm.overlap_pct = float(hta.comm_overlap_pct)
-    rr.failures.extend(hta.failures)
+    ours = {TEMPORAL_STEP: own.temporal, IDLE_STEP: own.streams}
+    for f in hta.failures:
+        if f.step in REPLACEABLE and ours[f.step] is not None:
+            rr.replaced.append(f)
+            if f.step == TEMPORAL_STEP:
+                rr.temporal = own.temporal
+            else:
+                rr.idle.streams = list(own.streams)
+        else:
+            rr.failures.append(f)
     failed = [f.step for f in rr.failures if f.step in ("launch statistics (HTA)", "launch statistics")]
     if failed:
-        rr.failures.append(SectionFailure(step="launch metrics", reason=f"needs {failed[0]}, which failed"))
+        rr.failures.append(SectionFailure(step=LAUNCH_STEP, reason=f"needs {failed[0]}, which failed"))
         return rr
 
     def launch_metrics(r: RankResult) -> None:
         r.launch = add_launch_metrics(hta.launch, hta.slow_launches, own.launch)
 
-    run_steps(rr, [("launch metrics", launch_metrics)], info.path, rr.failures)
+    run_steps(rr, [(LAUNCH_STEP, launch_metrics)], info.path, rr.failures)
     return rr
 
 

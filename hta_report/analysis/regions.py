@@ -10,7 +10,7 @@ from typing import Tuple
 import numpy as np
 import pandas as pd
 
-from . import intervals
+from .. import intervals
 from .events import RankEvents, memoized
 from .steps import analyzed_windows, step_windows
 

@@ -14,7 +14,7 @@ from typing import List
 import numpy as np
 
 from ..model import StepBreakdown
-from . import intervals
+from .. import intervals
 from .events import RankEvents
 from .regions import rebased_steps
 

@@ -7,7 +7,7 @@ from typing import Dict, List
 import numpy as np
 
 from ..model import CommSummary, MemcpyDirection, MemcpySummary, StepValue
-from . import intervals
+from .. import intervals
 from .events import COMMUNICATION, COMPUTATION, MEMORY, RankEvents
 from .regions import rebased_steps
 from .steps import analyzed_windows, step_windows

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import NamedTime, Warmup
-from . import intervals
+from .. import intervals
 from .events import RankEvents
 from .launch import KERNEL_LAUNCH_APIS
 from .regions import per_step

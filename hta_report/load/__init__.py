@@ -26,7 +26,7 @@ from typing import List, Optional, Tuple, Union
 
 from .. import progress, workers
 from ..cache import Cache
-from ..errors import TraceError
+from ..errors import TraceError, internal_error
 from ..model import UnreadableTrace
 from . import sizecap, validation
 from .discovery import Inputs, find_trace_files, input_dir, input_label
@@ -97,10 +97,10 @@ def load_traces(
         rekey(trace, keys, ranks, paths)
         workers.trim_heap()  # the parse's freed pages, before HTA's filter copies the frames
         with progress.current().stage("HTA align and filter"):
-            kept = align_and_filter(trace, include_last_step, paths[0] if len(paths) == 1 else trace_dir)
+            kept, activity = align_and_filter(trace, include_last_step, paths[0] if len(paths) == 1 else trace_dir)
     files = sorted((file_info(p, r, s, m) for p, r, s, m in zip(paths, ranks, sources, metas)), key=lambda f: f.rank)
     return LoadedTraces(trace=trace, files=files, meta=dict(trace.meta_data), last_step_included=kept,
-                        warnings=warns, unreadable=unreadable)
+                        warnings=warns, unreadable=unreadable, gpu_activity=activity)
 
 
 def _checked(paths: List[Path], max_trace_bytes: int) -> Tuple[List[Path], List[UnreadableTrace]]:
@@ -186,10 +186,11 @@ def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cach
                     notes[path] = report.warning()
                 if not add_parsed_rank(trace, key, result):
                     raise TraceError("holds no trace events HTA can analyze", path)
-            except Exception as exc:  # HTA raises many types; we name the file.
+            except Exception as exc:  # a trace's fault is a TraceError; anything else is a bug
                 trace.traces.pop(key, None)
                 trace.meta_data.pop(key, None)
-                reason = exc.message if isinstance(exc, TraceError) else validation.describe_error(exc)
+                reason = exc.message if isinstance(exc, TraceError) else \
+                    internal_error(exc, "parsing failed").message
                 unreadable.append(UnreadableTrace(path=str(path), reason=reason))
                 continue
             good.append((key, path))

@@ -158,7 +158,10 @@ def split_windows(paths: Sequence[Path]) -> Tuple[List[Path], List[WorkerWindows
     Files of one folder named ``<worker>.<n>.pt.trace.json[.gz]`` with the
     same ``<worker>`` were written by one process, one per profiling cycle:
     they are windows of one rank, not ranks, and only the latest (the
-    largest ``n``) is analyzed. Where their heads name different
+    largest ``n``) is analyzed, unless it is less than half the size of the
+    largest window: the profiler writes the cycle it was in when it stopped
+    (the loop ended, ``repeat=0``), often a step or none, and the latest
+    full window is analyzed then. Where their heads name different
     ``distributedInfo.rank`` values they are ranks after all, and all kept.
 
     Args:
@@ -182,10 +185,26 @@ def split_windows(paths: Sequence[Path]) -> Tuple[List[Path], List[WorkerWindows
         ranks = {_head_rank(p) for _, p in files} - {None}
         if len(ranks) > 1:  # one name, several ranks: not windows of one process
             continue
-        *others, (_, latest) = files
-        set_aside.update((p, None) for _, p in others)
-        windows.append(WorkerWindows(worker=worker, analyzed=str(latest), others=[str(p) for _, p in others]))
+        sizes = {p: _size(p) for _, p in files}
+        full = [p for _, p in files if sizes[p] >= FULL_WINDOW_SHARE * max(sizes.values())]
+        latest = full[-1]
+        others = [p for _, p in files if p != latest]
+        set_aside.update((p, None) for p in others)
+        windows.append(WorkerWindows(worker=worker, analyzed=str(latest), others=[str(p) for p in others]))
     return [p for p in paths if p not in set_aside], windows
+
+
+#: A window smaller than this share of a worker's largest window is a cycle cut
+#: short (see :func:`split_windows`).
+FULL_WINDOW_SHARE = 0.5
+
+
+def _size(path: Path) -> int:
+    """The stored size of ``path`` (bytes); 0 when it cannot be read (the loader says why)."""
+    try:
+        return int(path.stat().st_size)
+    except OSError:
+        return 0
 
 
 def _head_rank(path: Path) -> Optional[int]:

@@ -47,12 +47,15 @@ def read_document(path: Path, kinds: Optional[Dict[str, str]] = None,
         del raw
         try:
             doc = json.loads(text)
-        except json.JSONDecodeError:
-            fixed, repaired = repair_names(text.encode("utf-8", "surrogatepass"))  # names Kineto left unescaped
-            if not repaired:
-                raise
+        except json.JSONDecodeError as original:  # names Kineto left unescaped? (repair.py)
+            fixed, repaired = repair_names(text.encode("utf-8", "surrogatepass"))
+            try:
+                doc = json.loads(fixed) if repaired else None
+            except json.JSONDecodeError:
+                doc = None  # invalid for another reason too: the file's own error is the one to tell
+            if doc is None:
+                raise original from None
             del text
-            doc = json.loads(fixed)
     except TraceError:
         raise
     except Exception as exc:  # OSError, gzip, JSON, RecursionError, MemoryError

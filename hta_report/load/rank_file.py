@@ -25,7 +25,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 from .. import progress
 from ..files import location, size
 from ..model import TraceFileInfo
-from .traces import LoadedTraces, assign_ranks, exact_origin, file_info, quiet_hta, shift_exact_times
+from .traces import LoadedTraces, assign_ranks, exact_origin, file_info, host_steps, quiet_hta, shift_exact_times
 
 
 @dataclass
@@ -40,7 +40,7 @@ class FileParse:
             an int or a float as the column holds it).
         min_exact_ts: the origin its exact times would have alone
             (:func:`~.traces.exact_origin`, µs; ``min_ts`` when HTA rounds none).
-        step_rows: ``ProfilerStep`` events in the file.
+        step_rows: ``ProfilerStep`` annotations on the host in the file (:func:`~.traces.host_steps`).
         step_names: the distinct ``ProfilerStep#N`` names.
         note: what the validating reader left out, or None.
         stages: ``(stage, seconds)`` timed on the worker, for ``-v``.
@@ -91,7 +91,7 @@ def parse_file(path: str, max_trace_bytes: int, loader: str, cache_dir: Optional
         summary = FileParse(
             path=path, meta=meta, size_bytes=size(path), min_ts=df["ts"].min().item(),
             min_exact_ts=exact_origin([df], df["ts"].min().item()),
-            step_rows=int(df["name"].isin(step_ids).sum()),
+            step_rows=host_steps(df, step_ids, trace.symbol_table.get_sym_id_map().get("gpu_user_annotation")),
             step_names=sorted({symbols[i] for i in step_ids}),
             note=notes.get(candidates[0]), stages=list(recorder.times))
     return summary, ParsedRank(meta=meta, df=df, symbols=list(symbols))
@@ -176,6 +176,8 @@ def loaded_rank(parsed: ParsedRank, info: TraceFileInfo, p: Plan, loader: str, c
         trace.meta_data = {rank: dict(parsed.meta)}
         trace.trace_files = {rank: info.path}
         trace.is_parsed = True
-        align_and_filter(trace, p.include_last_step, info.path, aligned=True, device_type=p.device_type)
+        _, activity = align_and_filter(trace, p.include_last_step, info.path, aligned=True,
+                                       device_type=p.device_type)
         shift_exact_times(trace, p.exact_origin)
-    return LoadedTraces(trace=trace, files=[info], meta=dict(trace.meta_data), last_step_included=p.include_last_step)
+    return LoadedTraces(trace=trace, files=[info], meta=dict(trace.meta_data), last_step_included=p.include_last_step,
+                        gpu_activity=activity)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
-from ..errors import InputError, TraceError, one_line
+from ..errors import InputError, TraceError, internal_error, one_line
 from ..model import TraceFileInfo, UnreadableTrace
 from .discovery import rank_from_file_name
 from .repair import REPAIRED_NAMES
@@ -73,6 +73,8 @@ class LoadedTraces:
         warnings: things the user should know (e.g. ranks assigned by order,
             events left out).
         unreadable: trace files found but left out, with the reason.
+        gpu_activity: rank -> its GPU activity over all of its file's GPU
+            events, before HTA's step filter (:func:`gpu_activity`).
     """
 
     trace: Any
@@ -81,6 +83,7 @@ class LoadedTraces:
     last_step_included: bool
     warnings: List[str] = field(default_factory=list)
     unreadable: List[UnreadableTrace] = field(default_factory=list)
+    gpu_activity: Dict[int, "GpuActivity"] = field(default_factory=dict)
 
     @property
     def ranks(self) -> List[int]:
@@ -265,13 +268,59 @@ def rekey(trace, keys: List[int], ranks: List[int], paths: List[Path]) -> None:
     trace.is_parsed = True
 
 
+#: Kineto's categories of GPU activity (what makes a rank a GPU rank).
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+@dataclass(frozen=True)
+class GpuActivity:
+    """The GPU activity of one rank's file from its exact times: every
+    kernel, memcpy and memset on a stream, before HTA's step filter leaves
+    out the GPU work launched outside the kept steps.
+
+    Attributes:
+        span_us: from the first GPU event's start to the last one's end (µs).
+        busy_us: the union of those events (µs): TraceLens's ``gpu_timeline``
+            ``busy_time`` over the same span.
+    """
+
+    span_us: float = 0.0
+    busy_us: float = 0.0
+
+
+def gpu_activity(df, symbols: List[str]) -> GpuActivity:
+    """:class:`GpuActivity` of a rank's event frame (HTA's, with ``cat`` as
+    symbol ids into ``symbols``; the exact times where HTA rounded them)."""
+    import numpy as np
+
+    from .. import intervals
+    from .exact import EXACT_DUR, EXACT_TS
+
+    if df.empty or "stream" not in df.columns:
+        return GpuActivity()
+    cats = [i for i, s in enumerate(symbols) if s in GPU_CATEGORIES]
+    rows = (df["stream"].to_numpy() >= 0) & np.isin(df["cat"].to_numpy(), cats)
+    if not rows.any():
+        return GpuActivity()
+    exact = EXACT_TS in df.columns
+    ts = df[EXACT_TS if exact else "ts"].to_numpy(dtype=float)[rows]
+    dur = df[EXACT_DUR if exact else "dur"].to_numpy(dtype=float)[rows]
+    ok = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0)
+    ts, end = ts[ok], ts[ok] + dur[ok]
+    if not len(ts):
+        return GpuActivity()
+    return GpuActivity(span_us=float(end.max() - ts.min()), busy_us=intervals.total(intervals.union(ts, end)))
+
+
 def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: bool = False,
-                     device_type: Optional[str] = None) -> bool:
+                     device_type: Optional[str] = None) -> Tuple[bool, Dict[int, GpuActivity]]:
     """HTA's ``align_and_filter_trace`` and re-indexing, as ``Trace.load_traces``
     does them; the exact times beside HTA's rounded ones (``exact_ts``, see
     :mod:`hta_report.load.exact`) are moved with them
-    (:func:`_align_exact_times`). ``include_last_step`` None (auto) keeps the last step only when
-    some rank has fewer than two steps. Returns whether it was kept.
+    (:func:`_align_exact_times`). ``include_last_step`` None (auto) keeps the
+    last step only when some rank has fewer than two steps on the host
+    (:func:`host_steps`). Returns whether it was kept, and each rank's
+    :class:`GpuActivity` (taken before HTA's filter).
 
     Args:
         trace: HTA's ``Trace`` with the parsed ranks.
@@ -286,12 +335,13 @@ def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: b
     Raises:
         TraceError: HTA fails aligning or filtering (names ``where``).
     """
-    from .validation import exception_summary
-
     try:
+        symbols = trace.symbol_table.get_sym_table()
+        activity = {rank: gpu_activity(df, symbols) for rank, df in trace.traces.items()}
         if include_last_step is None:
             step_ids = set(trace.symbol_table.get_profiler_step_ids())
-            fewest = min(int(df["name"].isin(step_ids).sum()) for df in trace.traces.values())
+            gpu_annotation = trace.symbol_table.get_sym_id_map().get("gpu_user_annotation")
+            fewest = min(host_steps(df, step_ids, gpu_annotation) for df in trace.traces.values())
             include_last_step = fewest < 2
         if device_type is not None:  # the directory's first rank decides, not this trace's
             trace.get_device_type = lambda: device_type
@@ -315,8 +365,18 @@ def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: b
             shift_exact_times(trace, origin)
     except Exception as exc:
         step = "aligning ranks in time and filtering steps (HTA)"
-        raise TraceError(f"analysis failed at {step}: {exception_summary(exc)}", where, step=step) from exc
-    return bool(include_last_step)
+        raise internal_error(exc, f"analysis failed at {step}", where, step=step) from exc
+    return bool(include_last_step), activity
+
+
+def host_steps(df, step_ids, gpu_annotation: Optional[int]) -> int:
+    """The ``ProfilerStep#N`` annotations of a rank's frame on the host: the
+    steps. Kineto also writes each step as a ``gpu_user_annotation`` (symbol
+    id ``gpu_annotation``, None when absent) on the GPU, which is not another step."""
+    steps = df["name"].isin(step_ids)
+    if gpu_annotation is not None:
+        steps &= df["cat"].ne(gpu_annotation)
+    return int(steps.sum())
 
 
 def exact_origin(frames, rounded_min_ts) -> float:

@@ -563,7 +563,7 @@ def describe_error(exc: BaseException) -> str:
         return "not enough memory to load it (lower --max-trace-size to refuse such files before loading)"
     if isinstance(exc, OSError):
         return f"cannot read: {exc.strerror or exc}"
-    return f"HTA could not parse it as a Kineto trace ({exception_summary(exc)})"
+    return f"cannot be read as a Kineto trace ({exception_summary(exc)})"
 
 
 def exception_summary(exc: BaseException, limit: int = 200) -> str:

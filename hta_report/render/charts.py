@@ -36,8 +36,16 @@ if TYPE_CHECKING:
     from ..model import AnalysisResult
 
 PALETTE = {
-    "compute": "#2b7bba", "non-compute": "#f0a030",
-    "idle: host wait": "#d9534f", "idle: kernel wait": "#8e6bbf", "idle: other": "#c8ccd2",
+    "kernels": "#2b7bba", "copies only": "#f0a030",
+    "idle: input and sync": "#d9534f", "idle: host work": "#e8a33d", "idle: queued work waiting": "#8e6bbf",
+    "idle: no profiled host activity": "#c8ccd2",
+}
+#: The idle causes (:data:`hta_report.model.IDLE_CAUSES`) of each idle segment of the GPU-time chart.
+IDLE_GROUPS = {
+    "idle: input and sync": ("dataloader", "pageable_copy", "blocking_copy", "sync"),
+    "idle: host work": ("warmup", "zero_grad", "optimizer", "launch", "host_ops"),
+    "idle: queued work waiting": ("stream_wait",),
+    "idle: no profiled host activity": ("unattributed",),
 }
 _SERIES = ["#2b7bba", "#f0a030", "#3aa76d", "#d9534f", "#8e6bbf", "#6c7a89", "#17becf", "#bcbd22"]
 
@@ -189,7 +197,7 @@ def stacked_bars(labels: Sequence[str], series: Dict[str, Sequence[float]], xlab
     for i, (name, values) in enumerate(series.items()):
         color = PALETTE.get(name, _SERIES[i % len(_SERIES)])
         bars = ax.barh(y, values, left=left, label=name, color=color, height=0.6)
-        dark = name not in ("idle: other", "non-compute")
+        dark = name not in ("idle: no profiled host activity", "copies only", "idle: host work")
         for bar, v in zip(bars, values):
             if v >= _MIN_LABELLED_PCT * limit / 100:
                 ax.text(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2, f"{v:.1f}",
@@ -365,8 +373,8 @@ def kernel_labels(names: Sequence[str], drawing: str = "wide") -> Dict[str, str]
 
 
 def report_charts(result: "AnalysisResult") -> Dict[str, str]:
-    """The analyze report's charts, name -> data URI: ``gpu_time`` (compute,
-    non-compute and idle by cause per rank, % of GPU time), ``top_kernels``
+    """The analyze report's charts, name -> data URI: ``gpu_time`` (kernels,
+    copies and idle by cause per rank, % of the analyzed window), ``top_kernels``
     (total time, all ranks), ``steps`` (time per step) and, for the first
     :data:`MAX_RANK_CHARTS` ranks, ``step_breakdown/<rank>`` and
     ``memory/<rank>`` (:func:`rank_chart_specs`); each also as
@@ -394,15 +402,16 @@ def chart_specs(result: "AnalysisResult") -> List[ChartSpec]:
     gpu = [r for r in result.ranks if r.has_gpu]
     for drawing, width in (("wide", WIDE_IN), ("narrow", NARROW_IN)):
         suffix = "" if drawing == "wide" else "@narrow"
-        if gpu:
+        windowed = [r for r in gpu if r.window_us > 0]
+        if windowed:
+            of = "of the analyzed steps" if any(r.steps.count for r in windowed) else "of the traced window"
+            series = {"kernels": [r.kernel_busy_pct for r in windowed],
+                      "copies only": [max(0.0, r.busy_pct - r.kernel_busy_pct) for r in windowed]}
+            series.update({name: [sum(100 * getattr(r.idle_attribution, f"{c}_us") / r.window_us for c in causes)
+                                  for r in windowed] for name, causes in IDLE_GROUPS.items()})
             out.append(("gpu_time" + suffix, stacked_bars, (
-                [f"rank {r.rank}" for r in gpu],
-                {"compute": [r.temporal.compute_pct for r in gpu],
-                 "non-compute": [r.temporal.non_compute_pct for r in gpu],
-                 "idle: host wait": [r.idle_split.host_wait_pct for r in gpu],
-                 "idle: kernel wait": [r.idle_split.kernel_wait_pct for r in gpu],
-                 "idle: other": [r.idle_split.other_pct for r in gpu]},
-                "% of GPU time", "GPU time per rank: busy, and idle by cause (HTA)"), {"width": width}))
+                [f"rank {r.rank}" for r in windowed], series, f"% {of}",
+                "GPU time per rank: busy, and idle by what the host did"), {"width": width}))
         totals: Dict[str, float] = {}
         for r in gpu:
             for k in r.top_kernels:

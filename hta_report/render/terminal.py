@@ -14,8 +14,10 @@ def render(result: AnalysisResult, written: List[str]) -> str:
     run = view.run(result)
     lines = []
     if h["has_gpu"]:
-        lines.append(f"GPU busy {h['busy']}, idle {h['idle']} of GPU time (all streams together: host wait "
-                     f"{h['idle_host']}, kernel wait {h['idle_kernel']}, other {h['idle_other']})")
+        causes = ", ".join(f"{c['label']} {c['pct']}" for c in h["idle_causes"])
+        lines.append(f"GPU busy {h['busy']} {h['window']} (kernels {h['kernels']}), idle {h['idle']}"
+                     + (f" ({terminal(causes)})" if causes else ""))
+        lines += [f"read with care: {terminal(n)}" for n in h["integrity"]]
     else:
         lines.append("No GPU activity in the traces (CPU-side metrics only)")
     step = f"mean step {h['mean_step']}" if not h["steps_note"] else h["steps_note"]
@@ -43,7 +45,7 @@ def render(result: AnalysisResult, written: List[str]) -> str:
                 lines.append(f"      at {terminal(line['label'])} in {terminal(line['function'])} "
                              f"({line['share']} of its time)")
     else:
-        lines.append("No rule fired: the run looks healthy on what was checked.")
+        lines.append(terminal(view.no_findings(result)))
     lines += [f"wrote {terminal(p)}" for p in written]
     return "\n".join(lines)
 
@@ -56,6 +58,13 @@ def incomplete_lines(result: AnalysisResult) -> List[str]:
     lines += [f"hta-report: not computed: {terminal(r.file)}: {terminal(f.step)}: {terminal(f.reason)}"
               for r in result.ranks for f in r.failures]
     return lines
+
+
+def replaced_lines(result: AnalysisResult) -> List[str]:
+    """The stderr lines naming each HTA analysis hta-report computed itself
+    where HTA's failed (``hta-report: replaced: FILE: STEP: REASON``)."""
+    return [f"hta-report: replaced: {terminal(r.file)}: {terminal(f.step)}: {terminal(f.reason)}; computed by "
+            "hta-report from the exact times" for r in result.ranks for f in r.replaced]
 
 
 def comparison_summary(c: Comparison, written: List[str]) -> str:

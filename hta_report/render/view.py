@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List
 
-from ..model import (CHECK_STATUSES, MEMORY_STEP, OCCUPANCY_STEP, STEP_BREAKDOWN_STEP, TEMPORAL_STEP, AnalysisResult,
-                     Finding, RankResult)
+from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, IDLE_CAUSE_LABELS, MEMORY_STEP, OCCUPANCY_STEP, SPAN_STEP,
+                     STEP_BREAKDOWN_STEP, TEMPORAL_STEP, TENSORBOARD_STEP, WINDOWS_STEP, AnalysisResult, Finding,
+                     RankResult)
 from ..names import short_names
 from . import fmt
 
@@ -89,16 +90,37 @@ def run(result: AnalysisResult) -> Dict[str, str]:
     }
 
 
+#: Idle causes below this share of the window (%) are not named in the headline.
+HEADLINE_MIN_CAUSE_PCT = 0.5
+
+
+def window_words(result: AnalysisResult) -> str:
+    """``"of the analyzed steps"``, or ``"of the traced window"`` when no GPU
+    rank has ``ProfilerStep`` annotations: the window of the headline's GPU
+    figures and of the findings' gains."""
+    gpu = [r for r in result.ranks if r.has_gpu] or result.ranks
+    return "of the analyzed steps" if any(r.steps.count for r in gpu) else "of the traced window"
+
+
 def headline(result: AnalysisResult) -> Dict[str, Any]:
-    """Headline figures of the whole directory."""
+    """Headline figures of the whole directory. The GPU figures are % of each
+    rank's analyzed window (:func:`window_words`), mean over the GPU ranks:
+    ``busy`` (a kernel, memcpy or memset running), ``kernels`` (a kernel
+    running: the TensorBoard profiler's GPU utilization), ``idle`` and its
+    largest ``idle_causes`` (the idle attribution the findings claim from);
+    ``span_note`` gives the same GPU over its own span, and HTA's figure, labelled."""
     a = result.aggregate
+    causes = sorted(((c, v) for c, v in a.idle_by_cause.items() if v >= HEADLINE_MIN_CAUSE_PCT),
+                    key=lambda cv: -cv[1])[:3]
     return {
         "has_gpu": a.gpu_ranks > 0,
         "busy": fmt.pct(a.busy_pct),
         "idle": fmt.pct(a.idle_pct),
-        "idle_host": fmt.pct(a.idle_host_wait_pct),
-        "idle_kernel": fmt.pct(a.idle_kernel_wait_pct),
-        "idle_other": fmt.pct(a.idle_other_pct),
+        "kernels": fmt.pct(a.kernel_busy_pct),
+        "window": window_words(result),
+        "idle_causes": [{"label": IDLE_CAUSE_LABELS.get(c, c), "pct": fmt.pct(v)} for c, v in causes],
+        "span_note": _span_note(result),
+        "integrity": integrity_notes(result),
         "mean_step": fmt.ms(a.mean_step_us) if a.mean_step_us else "–",
         "steps_note": "" if a.mean_step_us else "no ProfilerStep annotations",
         "ranks": str(a.ranks),
@@ -113,6 +135,26 @@ def headline(result: AnalysisResult) -> Dict[str, Any]:
         "top": [f for f in findings(result) if f["gain_pct"] >= TOP_MIN_GAIN_PCT][:3],
         "window_note": _window_note(result),
     }
+
+
+def _span_note(result: AnalysisResult) -> str:
+    """The GPU over its own span, labelled as such, and HTA's figure, labelled as HTA's."""
+    a = result.aggregate
+    gpu = [r for r in result.ranks if r.has_gpu and r.gpu_span_us > 0]
+    if not gpu:
+        return ""
+    span = (fmt.ms(gpu[0].gpu_span_us) + " long") if len(gpu) == 1 else "each rank's"
+    text = (f"Over the GPU's own span (first to last GPU operation of the trace, all of them; {span}): busy "
+            f"{fmt.pct(a.span_busy_pct)}")
+    if any(not r.failed(TEMPORAL_STEP) for r in gpu):
+        text += f"; HTA's temporal breakdown, on its whole-µs times: busy {fmt.pct(a.hta_busy_pct)}"
+    return text + "."
+
+
+def integrity_notes(result: AnalysisResult) -> List[str]:
+    """Where the traces show their GPU figures cannot be fully trusted
+    (:class:`~hta_report.model.Integrity`), one line per rank and finding."""
+    return [f"rank {r.rank}: {note}" for r in result.ranks for note in r.integrity.notes]
 
 
 def _window_note(result: AnalysisResult) -> str:
@@ -192,6 +234,22 @@ def findings(result: AnalysisResult) -> List[Dict[str, Any]]:
     ]
 
 
+def no_findings(result: AnalysisResult) -> str:
+    """What the report says when no rule fired: that the run looks healthy
+    only when every trace was read and every rank analyzed in full (no rule
+    left a rank out for a failed step); else what was not analyzed. Empty
+    when a rule fired."""
+    if result.findings:
+        return ""
+    missing = [f"{u.path} (unreadable)" for u in result.inventory.unreadable]
+    missing += [f"rank {r.rank}: {', '.join(f.step for f in r.failures)}" for r in result.ranks if r.failures]
+    if not missing:
+        return "No rule fired: the run looks healthy on what was checked (below)."
+    shown = "; ".join(missing[:4]) + (f"; and {len(missing) - 4} more" if len(missing) > 4 else "")
+    return (f"No rule fired on what was analyzed, but part of the run was not ({shown}): "
+            "no verdict on that part.")
+
+
 def checks(result: AnalysisResult) -> List[Dict[str, str]]:
     """One row per catalogue rule: what it concluded on this result."""
     return [{"rule": c.rule, "id": c.id, "title": c.title, "status": c.status, "detail": c.detail,
@@ -220,16 +278,18 @@ def rank_rows(result: AnalysisResult) -> List[Dict[str, str]]:
             "mean_step": fmt.ms(r.steps.mean_us) if r.steps.count else "–",
             "p90_step": fmt.ms(r.steps.p90_us) if r.steps.count else "–",
             "busy": fmt.pct(r.busy_pct) if gpu else "no GPU",
-            "idle": fmt.pct(r.temporal.idle_pct) if gpu else "–",
-            "compute": fmt.pct(r.temporal.compute_pct) if gpu else "–",
-            "non_compute": fmt.pct(r.temporal.non_compute_pct) if gpu else "–",
+            "kernels": fmt.pct(r.kernel_busy_pct) if gpu else "–",
+            "idle": fmt.pct(r.idle_pct) if gpu else "–",
+            "span_busy": fmt.pct(r.gpu_span_busy_pct) if gpu else "–",
             "dataloader": fmt.pct(r.cpu.dataloader_pct),
             "sync": fmt.pct(r.cpu.sync_pct),
-            "exposed_comm": fmt.pct(r.comm.exposed_pct) if gpu else "–",
-            "exposed_memcpy": fmt.pct(r.memcpy.exposed_pct) if gpu else "–",
+            "exposed_comm": fmt.pct(r.exposed_comm_window_pct) if gpu else "–",
+            "exposed_memcpy": fmt.pct(r.exposed_copy_window_pct) if gpu else "–",
         }
-        if gpu and r.failed(TEMPORAL_STEP):
-            row.update(busy=NOT_COMPUTED, idle=NOT_COMPUTED, compute=NOT_COMPUTED, non_compute=NOT_COMPUTED)
+        if gpu and r.failed(ATTRIBUTION_STEP, WINDOWS_STEP):
+            row.update(busy=NOT_COMPUTED, kernels=NOT_COMPUTED, idle=NOT_COMPUTED)
+        if gpu and r.failed(SPAN_STEP):
+            row.update(span_busy=NOT_COMPUTED)
         rows.append(row)
     return rows
 
@@ -264,7 +324,9 @@ def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
         d["kernels"] = [
             {"name": labels[k.name], "full": k.name, "shortened": labels[k.name] != k.name,
              "type": k.kernel_type, "count": fmt.num(k.count), "total": fmt.ms(k.total_us),
-             "mean": fmt.ms(k.mean_us), "max": fmt.ms(k.max_us), "pct": fmt.pct(k.pct)}
+             "mean": fmt.ms(k.mean_us), "min": fmt.ms(k.min_us), "max": fmt.ms(k.max_us), "pct": fmt.pct(k.pct),
+             "blocks": f"{k.blocks_per_sm:.2f}" if k.blocks_per_sm else "–",
+             "occupancy": fmt.pct(k.occupancy_pct) if k.occupancy_pct else "–"}
             for k in r.top_kernels
         ]
         d["kernel_count"] = fmt.num(r.kernel_count)
@@ -283,6 +345,7 @@ def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
         ]
         d["memcpy_summary"] = {"total": fmt.ms(m.total_us), "overlapped": fmt.ms(m.overlapped_us),
                                "exposed": fmt.ms(m.exposed_us), "exposed_pct": fmt.pct(m.exposed_pct)}
+        d["gpu_time"] = gpu_time(r, result.inventory.last_step_included) if r.has_gpu else {}
         c = r.comm
         d["comm"] = {"kernels": fmt.num(c.kernel_count), "total": fmt.ms(c.total_us), "overlap": fmt.pct(c.overlap_pct),
                      "exposed": fmt.ms(c.exposed_us), "exposed_pct": fmt.pct(c.exposed_pct), "any": c.kernel_count > 0}
@@ -314,6 +377,56 @@ def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
         d["memory"] = memory(r)
         d["step_breakdown"] = step_breakdown(r)
         out.append(d)
+    return out
+
+
+def _step_range(numbers: List[int]) -> str:
+    """``"step 6"``, ``"steps 5–9"`` or ``"steps 2, 5, 9"``."""
+    if len(numbers) == 1:
+        return f"step {numbers[0]}"
+    if numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"steps {numbers[0]}–{numbers[-1]}"
+    return "steps " + ", ".join(map(str, numbers))
+
+
+def tensorboard(r: RankResult, last_step_included: bool) -> str:
+    """The TensorBoard profiler's overview figures of the rank, labelled with
+    their window (:class:`~hta_report.model.TensorBoardOverview`); empty
+    without steps or when the step failed."""
+    t = r.tensorboard
+    if not t.steps or r.failed(TENSORBOARD_STEP):
+        return ""
+    last = "" if last_step_included else (
+        "; the plugin also counts the trace's last step, which HTA leaves out: --include-last-step keeps it")
+    occupancy = (f", est. SM efficiency {fmt.pct(t.sm_efficiency_pct)}, est. achieved occupancy "
+                 f"{fmt.pct(t.achieved_occupancy_pct)}" if t.kernels_with_data else "")
+    return (f"The TensorBoard profiler's overview, by its definitions over {_step_range(t.steps)} (the first step "
+            f"included{last}): GPU utilization {fmt.pct(t.gpu_utilization_pct)}{occupancy}.")
+
+
+def gpu_time(r: RankResult, last_step_included: bool = False) -> Dict[str, Any]:
+    """The rank's GPU time in each window, each labelled: ``window`` (the
+    analyzed steps or traced window: busy, kernels, idle), ``span`` (the GPU's
+    own first-to-last span, all of its operations, exact times) and ``hta``
+    (HTA's temporal breakdown on its whole-µs times, or hta-report's where
+    HTA's failed: ``replaced`` says why)."""
+    t = r.temporal
+    of = "of the analyzed steps" if r.steps.count else "of the traced window"
+    out: Dict[str, Any] = {
+        "window": (f"GPU busy {fmt.pct(r.busy_pct)} {of} (kernels {fmt.pct(r.kernel_busy_pct)}, idle "
+                   f"{fmt.pct(r.idle_pct)}), from the exact times."),
+        "span": (f"Over its own span (first to last GPU operation of the trace, all of them: "
+                 f"{fmt.ms(r.gpu_span_us)}): busy {fmt.pct(r.gpu_span_busy_pct)}, exact times."),
+        "hta": "", "replaced": [f"{f.step}: {f.reason}" for f in r.replaced],
+    }
+    out["tensorboard"] = tensorboard(r, last_step_included)
+    if r.failed(TEMPORAL_STEP):
+        out["hta"] = f"HTA's temporal breakdown: {NOT_COMPUTED} ({_failure(r, TEMPORAL_STEP)})."
+    else:
+        who = "HTA's temporal breakdown, on its whole-µs times" if t.source == "HTA" else \
+            "The temporal breakdown as HTA defines it, computed by hta-report from the exact times (HTA's failed)"
+        out["hta"] = (f"{who}, over {fmt.ms(t.total_us)}: compute {fmt.pct(t.compute_pct)}, non-compute "
+                      f"{fmt.pct(t.non_compute_pct)}, idle {fmt.pct(t.idle_pct)}.")
     return out
 
 
@@ -433,8 +546,9 @@ def reading_notes(result: AnalysisResult) -> List[str]:
         n = len(w.others) + 1
         others = ", ".join(fmt.base_name(o) for o in w.others)
         notes.append(f"{w.worker} wrote {n} profiling windows (one file per profiler cycle): they are windows "
-                     f"of one rank, not {n} ranks. This report analyzes the latest, {fmt.base_name(w.analyzed)}; "
-                     f"set aside: {others} (name a file to analyze that window: hta-report analyze FILE).")
+                     f"of one rank, not {n} ranks. This report analyzes the latest full one, "
+                     f"{fmt.base_name(w.analyzed)}; set aside: {others} (name a file to analyze that window: "
+                     "hta-report analyze FILE).")
     notes += [f"{f.path}: {fmt.plural(f.repaired_names, 'event name')} with unescaped double quotes repaired "
               "(PyTorch writes them so until pytorch/kineto#1459; the rest of the file is as written)"
               for f in result.inventory.files if f.repaired_names]
@@ -462,11 +576,19 @@ def incomplete(result: AnalysisResult) -> Dict[str, Any]:
     partial = [r for r in result.ranks if r.failures]
     return {
         "count": len(partial),
-        "summary": (f"{fmt.plural(len(partial), 'rank')} analyzed in part; these sections are missing, and their advice "
-                    "was not checked" if partial else ""),
+        "summary": (f"{fmt.plural(len(partial), 'rank')} analyzed in part; these sections are missing, and the "
+                    "advice that needs them was not checked on these ranks" if partial else ""),
         "ranks": [{"rank": str(r.rank), "file": r.file,
                    "failures": [{"step": f.step, "reason": f.reason} for f in r.failures]} for r in partial],
+        "replaced": replaced(result),
     }
+
+
+def replaced(result: AnalysisResult) -> List[str]:
+    """One line per HTA analysis that failed on a rank and that hta-report
+    computed itself from the exact times instead (the rank is complete)."""
+    return [f"rank {r.rank}: HTA's {f.step.replace(' (HTA)', '')} failed ({f.reason}); hta-report computed "
+            "it from the exact times, with HTA's definitions" for r in result.ranks for f in r.replaced]
 
 
 #: The HTML report's sections: template variable -> the function that builds it from the result.
@@ -474,6 +596,7 @@ SECTIONS: Dict[str, Callable[[AnalysisResult], Any]] = {
     "run": run,
     "headline": headline,
     "findings": findings,
+    "no_findings": no_findings,
     "stack_note": stack_note,
     "checks": checks,
     "check_counts": check_counts,

@@ -10,9 +10,10 @@ already claimed by another finding, or "not checked" with what the traces lack.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..model import CHECK_STATUSES, AnalysisResult, Finding, RankGain, RankResult
+from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, COMMUNICATION_STEP, CPU_SIDE_STEP, MEMCPY_STEP,
+                     STEP_TIMES_STEP, WINDOWS_STEP, AnalysisResult, Finding, RankGain, RankResult)
 from .claims import Claims, Ledger
 from .config import AdviceConfig
 
@@ -96,6 +97,9 @@ class Rule:
             :data:`SYMPTOM`); within a phase, in rule-number order. Symptom
             rules describe GPU idle time that no cause explains; at most one
             of them gives a finding.
+        needs: the analysis steps (``RankResult.failures`` names) whose
+            figures it reads: a rank where one of them failed is left out of
+            this rule alone, and its check says so (:data:`CORE` and more).
     """
 
     id: str
@@ -106,6 +110,7 @@ class Rule:
     doc_url: str
     check: Check
     phase: int = CAUSE
+    needs: Tuple[str, ...] = ()
 
     @property
     def symptom(self) -> bool:
@@ -116,9 +121,15 @@ class Rule:
 REGISTRY: List[Rule] = []
 
 
+#: What every rule reads: the steps and windows, the host side, and the
+#: pools of the ledger (GPU idle by cause, exposed copies and communication).
+CORE = (STEP_TIMES_STEP, CPU_SIDE_STEP, WINDOWS_STEP, MEMCPY_STEP, COMMUNICATION_STEP, ATTRIBUTION_STEP)
+
+
 def rule(id: str, number: str, title: str, source: str, threshold: Callable[[AdviceConfig], str], doc_url: str,
-         phase: int = CAUSE) -> Callable[[Check], Check]:
-    """Register the decorated function as a rule of the catalogue.
+         phase: int = CAUSE, needs: Sequence[str] = ()) -> Callable[[Check], Check]:
+    """Register the decorated function as a rule of the catalogue; it needs
+    the analysis steps :data:`CORE` and ``needs``.
 
     Raises:
         ValueError: a rule with this id or number is registered already.
@@ -128,7 +139,7 @@ def rule(id: str, number: str, title: str, source: str, threshold: Callable[[Adv
         if taken:
             raise ValueError(f"rule {id} ({number}) clashes with {taken[0].id} ({taken[0].number})")
         REGISTRY.append(Rule(id=id, number=number, title=title, source=source, threshold=threshold,
-                             doc_url=doc_url, check=fn, phase=phase))
+                             doc_url=doc_url, check=fn, phase=phase, needs=CORE + tuple(needs)))
         return fn
     return wrap
 

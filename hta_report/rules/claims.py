@@ -30,11 +30,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Dict, FrozenSet, Iterable, List, Mapping, Sequence
 
-from ..model import RankResult
+from ..model import IDLE_CAUSES, UNCLAIMABLE_CAUSES, RankResult
 
-#: The GPU idle categories, in the order the analysis hands idle time out.
-IDLE_CATEGORIES = ("warmup", "stream_wait", "dataloader", "pageable_copy", "blocking_copy", "sync", "zero_grad",
-                   "optimizer", "launch", "host_ops", "unattributed")
+#: The GPU idle categories a finding may claim, in the order the analysis
+#: hands idle time out (not the time the trace shows the GPU busy in: the
+#: ``unrecorded`` stretch of :class:`~hta_report.model.IdleAttribution`).
+IDLE_CATEGORIES = tuple(c for c in IDLE_CAUSES if c not in UNCLAIMABLE_CAUSES)
 #: Every idle pool, in that order.
 IDLE = tuple(f"idle:{c}" for c in IDLE_CATEGORIES)
 #: The host-time pools of a rank without GPU activity, in order.

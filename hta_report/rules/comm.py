@@ -4,7 +4,7 @@ from __future__ import annotations
 import statistics
 from typing import List
 
-from ..model import AnalysisResult, RankResult
+from ..model import COMM_OVERLAP_STEP, AnalysisResult, RankResult
 from .base import DOCS_DDP, Fired, Verdict, fine, make_finding, ms, not_checked, of_step, pct_of_step, per, rule
 from .claims import POOLS
 from .config import AdviceConfig
@@ -19,7 +19,7 @@ def exposed_transfer_us(r: RankResult) -> float:
 @rule("exposed-communication", "C16", "Communication that no compute overlaps",
       "TensorBoard profiler 10 %",
       lambda c: f"exposed communication (beyond waiting for other ranks) > {c.exposed_comm_pct:g} % of the step",
-      DOCS_DDP)
+      DOCS_DDP, needs=(COMM_OVERLAP_STEP,))
 def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C16: communication kernel time with no compute kernel running, minus
     the time spent waiting for slower ranks (that is C17), above

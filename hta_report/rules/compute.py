@@ -1,7 +1,7 @@
 """C12: GEMMs and convolutions not on Tensor Cores."""
 from __future__ import annotations
 
-from ..model import AnalysisResult, RankResult
+from ..model import TENSOR_CORES_STEP, AnalysisResult, RankResult
 from ..names import short_names
 from .base import (DOCS_AMP, GENERAL, Fired, Verdict, covered_by, fine, make_finding, ms, not_checked, of_step,
                    pct_of_step, per, rule)
@@ -18,7 +18,7 @@ def non_tensor_core_us(r: RankResult) -> float:
 @rule("tensor-cores-unused", "C12", "GEMMs and convolutions do not use Tensor Cores",
       "TensorBoard profiler (0 % on computeMajor >= 7); XProf 16-bit share < 10 %",
       lambda c: (f"computeMajor >= {c.tensor_core_min_major} and Tensor Core share of GEMM/convolution "
-                 f"kernel time < {c.tensor_core_pct:g} %"), DOCS_AMP, phase=GENERAL)
+                 f"kernel time < {c.tensor_core_pct:g} %"), DOCS_AMP, phase=GENERAL, needs=(TENSOR_CORES_STEP,))
 def tensor_cores_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C12: on NVIDIA GPUs with ``computeMajor`` >= 7, GEMM/convolution kernels
     spend less than ``tensor_core_pct`` of their time in Tensor Core kernels.
@@ -48,8 +48,10 @@ def tensor_cores_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
         shown = tc.top_non_tensor_core[:2]
         labels = short_names([k.name for k in shown])
         top = "; ".join(f"{labels[k.name]} ({ms(k.total_us)} in the trace)" for k in shown)
+        share = (f" ({tc.eligible_ops_kernel_pct:.0f} % of kernel time is launched by Tensor-Core-eligible ops, as "
+                 "the TensorBoard profiler counts it)" if tc.eligible_ops_kernel_pct else "")
         evidence.append(f"rank {r.rank} (computeMajor {tc.compute_major}): GEMM/convolution kernels "
-                        f"{ms(tc.eligible_us_per_step)} {per(r)}, {tc.tensor_core_pct:.1f} % on Tensor Cores; "
+                        f"{ms(tc.eligible_us_per_step)} {per(r)}{share}, {tc.tensor_core_pct:.1f} % on Tensor Cores; "
                         f"largest: {top}")
     fix = ("with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16):   # Ampere or newer\n"
            "    loss = loss_fn(model(x), y)\n"
@@ -64,7 +66,7 @@ def tensor_cores_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
 
 @rule("misaligned-gemm", "C13", "16-bit GEMMs with dimensions not multiples of 8",
       "PyTorch profiler pattern matcher, performance tuning guide",
-      lambda c: "any fp16/bf16 mm/addmm/bmm/linear with a last-two dimension not a multiple of 8", DOCS_AMP)
+      lambda c: "any fp16/bf16 mm/addmm/bmm/linear with a last-two dimension not a multiple of 8", DOCS_AMP, needs=(TENSOR_CORES_STEP,))
 def misaligned_gemm(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C13: ``c10::Half``/``c10::BFloat16`` GEMM ops whose inputs' last two
     dimensions are not all multiples of 8 (Tensor Cores need aligned shapes).

@@ -7,6 +7,7 @@ that the README's rule table is :func:`catalogue_markdown`).
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import pkgutil
@@ -14,9 +15,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-from ..model import AnalysisResult, Finding, RuleCheck
+from ..model import ATTRIBUTION_STEP, AnalysisResult, Finding, RuleCheck
 from . import config as _config
-from .base import COVERED, DISABLED, FIRED, REGISTRY, Rule, Verdict, complete
+from .base import COVERED, DISABLED, FIRED, NOT_CHECKED, REGISTRY, Rule, Verdict, complete
 from .claims import Ledger
 from .config import AdviceConfig
 
@@ -94,7 +95,7 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
             continue
         verdicts[r.id] = _run(r, result, cfg, ledger)
     # symptoms: every one judges what the causes left; the largest gain is the one finding
-    judged = {r.id: r.check(result, cfg, ledger) for r in symptoms}
+    judged = {r.id: _check(r, result, cfg, ledger) for r in symptoms}
     fired_symptoms = sorted((r for r in symptoms if judged[r.id].status == FIRED and judged[r.id].finding),
                             key=lambda r: (-judged[r.id].finding.gain_pct, _number(r)))
     for r in symptoms:
@@ -118,7 +119,27 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
 
 
 def _run(r: Rule, result: AnalysisResult, cfg: AdviceConfig, ledger: Ledger) -> Verdict:
-    return _commit(r, r.check(result, cfg, ledger), cfg, ledger)
+    return _commit(r, _check(r, result, cfg, ledger), cfg, ledger)
+
+
+def _check(r: Rule, result: AnalysisResult, cfg: AdviceConfig, ledger: Ledger) -> Verdict:
+    """``r``'s verdict on the ranks where every step it needs (``Rule.needs``)
+    was computed; the detail names each rank left out and the step that
+    failed there, and with no rank left it is ``not checked``."""
+    missing = {x.rank: f"{next(f for f in x.failures if f.step in r.needs).step} failed" for x in result.ranks
+               if x.failed(*r.needs)}
+    if ATTRIBUTION_STEP in r.needs:  # the trace shows its GPU idle time is not known (graph replays dropped)
+        missing.update({x.rank: "its GPU idle time is not known: the trace dropped graph replays"
+                        for x in result.ranks if x.integrity.idle_unreliable and x.rank not in missing})
+    if not missing:
+        return r.check(result, cfg, ledger)
+    note = "; ".join(f"rank {rank} not checked ({why})" for rank, why in sorted(missing.items()))
+    usable = [x for x in result.ranks if x.rank not in missing]
+    if not usable:
+        return Verdict(NOT_CHECKED, note)
+    v = r.check(dataclasses.replace(result, ranks=usable), cfg, ledger)
+    v.detail = f"{v.detail}; {note}" if v.detail else note
+    return v
 
 
 def _commit(r: Rule, v: Verdict, cfg: AdviceConfig, ledger: Ledger) -> Verdict:

@@ -11,16 +11,13 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ..errors import plural
-from ..model import AnalysisResult, RankResult
+from ..model import IDLE_CAUSE_LABELS, IDLE_CAUSES, AnalysisResult, RankResult
 from .base import (DOCS_COMPILE, DOCS_HTA_IDLE, SYMPTOM, Fired, Verdict, covered_by, fine, make_finding, ms,
                    not_checked, of_step, pct_of_step, per, rule)
-from .claims import IDLE, IDLE_CATEGORIES
+from .claims import IDLE
 from .config import AdviceConfig
 
-LABELS = {"warmup": "warm-up", "stream_wait": "queued work waiting", "dataloader": "DataLoader",
-          "pageable_copy": "pageable copies", "blocking_copy": "blocking copies", "sync": "synchronization",
-          "zero_grad": "zero_grad", "optimizer": "optimizer step", "launch": "between launches",
-          "host_ops": "host ops", "unattributed": "no profiled host activity"}
+LABELS = IDLE_CAUSE_LABELS
 #: A symptom below this share of the step (%) is noise, not a finding.
 MIN_SYMPTOM_PCT = 1.0
 
@@ -35,7 +32,7 @@ def idle_split(r: RankResult, fired: Fired) -> str:
     the idle categories with the findings that claimed them."""
     a = r.idle_attribution
     parts = []
-    for c in IDLE_CATEGORIES:
+    for c in IDLE_CAUSES:
         us = getattr(a, f"{c}_us")
         if us >= 1.0:
             by = ", ".join(fired.claimers(r.rank, [f"idle:{c}"]))
@@ -101,7 +98,7 @@ def unexplained_gap_us(r: RankResult, cfg: AdviceConfig, fired: Fired) -> Dict[s
     finding claimed."""
     out: Dict[str, float] = {}
     for g in long_gaps(r, cfg):
-        if not gap_explained_by(g, r, fired):
+        if f"idle:{g.cause}" in IDLE and not gap_explained_by(g, r, fired):  # "not recorded" is not idle
             out[g.cause] = out.get(g.cause, 0.0) + g.duration_us / (r.steps_used or 1)
     return out
 
@@ -165,15 +162,12 @@ def gpu_idle(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict
     hits = sorted([r for r in ranks if val[r.rank] >= cfg.stream_wait_pct], key=lambda r: -val[r.rank])
     if not hits:
         w = max(ranks, key=lambda r: val[r.rank])
-        return fine(f"GPU idle with work queued up to {val[w.rank]:.1f} % {of_step(w)}; GPU idle "
-                    f"{w.temporal.idle_pct:.1f} % of GPU time on rank {w.rank} (host wait {w.idle.host_wait_pct:.0f} %, "
-                    f"kernel wait {w.idle.kernel_wait_pct:.0f} %, other {w.idle.other_pct:.0f} % of it)")
+        return fine(f"GPU idle with work queued up to {val[w.rank]:.1f} % {of_step(w)} (GPU idle "
+                    f"{w.idle_pct:.1f} % {of_step(w)} on rank {w.rank})")
     worst = hits[0]
     evidence = [f"rank {r.rank}: the GPU idles {ms(r.idle_attribution.stream_wait_us)} {per(r)} ({val[r.rank]:.1f} % "
-                f"{of_step(r)}) with its next operation already launched; whole trace: GPU idle "
-                f"{r.temporal.idle_pct:.1f} % of GPU time, host wait {r.idle.host_wait_pct:.0f} %, kernel wait "
-                f"{r.idle.kernel_wait_pct:.0f} %, other {r.idle.other_pct:.0f} % of it (HTA's rules, all streams "
-                "together)" for r in hits[:8]]
+                f"{of_step(r)}) with its next operation already launched, of {r.idle_pct:.1f} % {of_step(r)} idle "
+                "in all" for r in hits[:8]]
     for r in hits[:2]:
         for g in [g for g in r.idle_attribution.gaps if g.cause == "stream_wait"][:2]:
             where = f"step {g.step}" if g.step else "trace"

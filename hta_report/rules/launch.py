@@ -1,7 +1,7 @@
 """Launch and host rules: C9 launch-bound, C10 launch outliers, C11 full launch queue, C26 host-bound."""
 from __future__ import annotations
 
-from ..model import AnalysisResult, RankResult
+from ..model import LAUNCH_STEP, AnalysisResult, RankResult
 from .base import (DOCS_COMPILE, DOCS_HTA_COUNTERS, DOCS_HTA_LAUNCH, GENERAL, Fired, Verdict, covered_by, fine,
                    make_finding, ms, not_checked, of_step, pct_of_step, per, rule)
 from .config import AdviceConfig
@@ -19,7 +19,7 @@ def short_kernel_pct(r: RankResult) -> float:
 @rule("launch-bound", "C9", "Launch-bound: the GPU waits between back-to-back kernel launches",
       "XProf kernel launch 3 % / 15 %; HTA launch-delay cutoff 100 µs",
       lambda c: (f"GPU idle in gaps < 100 µs between launches >= {c.launch_pct:g} % of the step and "
-                 f">= {c.short_kernel_pct:g} % of kernels shorter than their launch"), DOCS_COMPILE)
+                 f">= {c.short_kernel_pct:g} % of kernels shorter than their launch"), DOCS_COMPILE, needs=(LAUNCH_STEP,))
 def launch_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C9: the GPU idles in short gaps (under HTA's 100 µs launch-delay
     cutoff) while the host runs ops and launch calls, or between queued
@@ -56,7 +56,7 @@ def launch_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
 @rule("host-bound", "C26", "Host-bound: the GPU waits while the host runs its own work",
       "TensorBoard profiler CPU Exec category; XProf host-bound; threshold: proposal",
       lambda c: (f"GPU idle in gaps >= 100 µs while the host runs ops or annotated code >= {c.host_bound_pct:g} % "
-                 "of the step"), DOCS_COMPILE, phase=GENERAL)
+                 "of the step"), DOCS_COMPILE, phase=GENERAL, needs=(LAUNCH_STEP,))
 def host_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C26: the GPU idles in gaps of 100 µs or more while the host runs CPU
     ops, Python or annotated code (not DataLoader, copies, synchronization,
@@ -108,7 +108,7 @@ def outlier_cost_us(r: RankResult) -> float:
 
 @rule("launch-outliers", "C10", "Slow kernel launch calls",
       "HTA runtime cutoff 50 µs; cost share: proposal",
-      lambda c: f"launch calls > 50 µs costing >= {c.launch_outlier_pct:g} % of the step", DOCS_HTA_LAUNCH)
+      lambda c: f"launch calls > 50 µs costing >= {c.launch_outlier_pct:g} % of the step", DOCS_HTA_LAUNCH, needs=(LAUNCH_STEP,))
 def launch_outliers(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C10: kernel launch calls (``cudaLaunchKernel``...) longer than HTA's
     50 µs cutoff (:func:`outlier_cost_us`). Copy calls are left out: they wait
@@ -145,7 +145,7 @@ def launch_outliers(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> 
 
 @rule("full-launch-queue", "C11", "GPU-bound: the launch queue is full",
       "HTA queue limit 1024; 'a significant time': proposal",
-      lambda c: f"a stream at 1024 outstanding operations >= {c.full_queue_pct:g} % of the trace", DOCS_HTA_COUNTERS)
+      lambda c: f"a stream at 1024 outstanding operations >= {c.full_queue_pct:g} % of the trace", DOCS_HTA_COUNTERS, needs=(LAUNCH_STEP,))
 def full_launch_queue(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C11: a stream's launch queue at HTA's limit (1024) for ``full_queue_pct``
     of the trace: the host blocks on launches, the GPU is the bottleneck. No

@@ -46,7 +46,7 @@ def _evidence(r: RankResult) -> str:
 @rule("memory-near-capacity", "C20", "Device memory near capacity",
       "TensorBoard profiler memory view (> 90 %)",
       lambda c: f"peak reserved or allocated memory > {c.memory_high_pct:g} % of the device's totalGlobalMem",
-      DOCS_CHECKPOINT, phase=GENERAL)
+      DOCS_CHECKPOINT, phase=GENERAL, needs=(MEMORY_STEP,))
 def memory_near_capacity(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C20: the caching allocator's peak (reserved, or allocated when larger)
     passes ``memory_high_pct`` of the device memory: out-of-memory errors and
@@ -84,7 +84,7 @@ def batch_headroom(r: RankResult, cfg: AdviceConfig) -> float:
 @rule("memory-under-used", "C27", "Device memory under-used while kernels are too small: raise the batch size",
       "SageMaker Debugger BatchSize rule (GPU memory p95 < 70 %); DLProf; with C14",
       lambda c: (f"peak reserved and allocated memory < {c.memory_low_pct:g} % of the device's totalGlobalMem "
-                 "and low-sm-occupancy fired on the rank"), DOCS_TUNING, phase=GENERAL)
+                 "and low-sm-occupancy fired on the rank"), DOCS_TUNING, phase=GENERAL, needs=(MEMORY_STEP,))
 def memory_under_used(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C27 (C20's other half): the peak stays under ``memory_low_pct`` of the
     device memory while low-sm-occupancy fired on the same rank: a larger

@@ -17,7 +17,7 @@ def idle_sm_us(r: RankResult) -> float:
 @rule("low-sm-occupancy", "C14", "Kernels too small to fill the GPU (fewer blocks than SMs)",
       "TensorBoard profiler Est. SM Efficiency / Achieved Occupancy (no published threshold: proposal)",
       lambda c: (f"SM time left idle by compute kernels with < 1 block per SM >= {c.idle_sm_pct:g} % "
-                 "of the step"), DOCS_COMPILE, phase=GENERAL)
+                 "of the step"), DOCS_COMPILE, phase=GENERAL, needs=(OCCUPANCY_STEP,))
 def low_sm_occupancy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C14: compute kernels launched with fewer blocks than the GPU has SMs
     (Kineto's ``blocks per SM`` < 1) leave SMs idle while they run. The gain

@@ -25,7 +25,7 @@ def _analyzed(result: AnalysisResult):
 @rule("cpu-tensor-copied", "C23", "Tensor filled on the CPU, then copied to the GPU",
       "PyTorch profiler pattern matcher (ExtraCUDACopyPattern), performance tuning guide",
       lambda c: "any aten::to with an HtoD copy right after aten::fill_/zero_/normal_/uniform_ on the CPU",
-      DOCS_TARGET_DEVICE)
+      DOCS_TARGET_DEVICE, needs=(PATTERNS_STEP,))
 def cpu_tensor_copied(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C23: ``torch.zeros(...).to("cuda")``: the tensor is filled by the CPU
     and copied to the GPU instead of made there. The gain bound is the GPU
@@ -54,7 +54,7 @@ def cpu_tensor_copied(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -
 @rule("conv-bias-before-bn", "C25", "Convolution with a bias directly followed by BatchNorm",
       "PyTorch performance tuning guide; PyTorch profiler recipes",
       lambda c: "any conv1d/2d/3d with a bias whose next op is aten::batch_norm (needs record_shapes)",
-      DOCS_CONV_BIAS)
+      DOCS_CONV_BIAS, needs=(PATTERNS_STEP,))
 def conv_bias_before_bn(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C25: BatchNorm subtracts the per-channel mean, so a bias added by the
     convolution before it does nothing but cost a bias add and its gradient.
@@ -85,7 +85,7 @@ def extra_syncs(r: RankResult) -> float:
 @rule("no-sync-accumulation", "C28", "Gradient accumulation under DDP all-reduces in every micro-step",
       "PyTorch DDP documentation (no_sync); proposal: more than one synchronized micro-step per step",
       lambda c: "more than one DistributedDataParallel.forward micro-step with an all-reduce per ProfilerStep",
-      DOCS_NO_SYNC)
+      DOCS_NO_SYNC, needs=(PATTERNS_STEP,))
 def no_sync_accumulation(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C28: with gradient accumulation (several ``DistributedDataParallel.forward``
     per ``ProfilerStep``), every micro-step but the last should run inside
