@@ -18,9 +18,12 @@ from .. import intervals
 from .events import RankEvents
 from .regions import rebased_steps
 
-#: Host categories counted as CPU execution (``python_function`` rows, which
-#: ``with_stack`` adds around everything, are not).
-CPU_EXEC_CATEGORIES = ("cpu_op", "user_annotation")
+#: Host categories counted as CPU execution: TensorBoard's ``CpuOp`` role
+#: (``EventTypes.OPERATOR``, ``USER_ANNOTATION`` and ``PYTHON``), so that
+#: Python code running between ops (a preprocessing pipeline in a
+#: ``with_stack`` trace) is CPU exec, as the idle attribution's host ops count
+#: it, not "other".
+CPU_EXEC_CATEGORIES = ("cpu_op", "user_annotation", "python_function")
 #: Categories of TensorBoard's breakdown, in priority order (field names of :class:`StepBreakdown`).
 ORDER = ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec")
 
