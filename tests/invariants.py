@@ -101,7 +101,8 @@ def check(result: dict, folder: Path, markdown: str = "", files: Iterable[Path] 
             if busy + claimed > 100 + SLACK:
                 broken.append(("busy + claimed idle within the window",
                                f"rank {rank}: busy {busy:.1f} % + idle claimed by findings {claimed:.1f} %"))
-    unchecked = [c for c in result["checks"] if c["status"] == "not checked" and "failed" in c["detail"]]
+    unchecked = [c for c in result["checks"] if c["status"] == "not checked"
+                 and ("failed" in c["detail"] or "is not known" in c["detail"])]
     incomplete = bool(inv["unreadable"]) or any(r["failures"] for r in result["ranks"]) or bool(unchecked)
     if "looks healthy" in markdown and incomplete:
         broken.append(("never 'looks healthy' with a section not analyzed",

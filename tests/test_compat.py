@@ -99,3 +99,20 @@ def test_legacy_trace_has_its_gpu(tmp_path):
     assert r.steps.count == 2  # 3 recorded, the last dropped as HTA does
     assert r.code.gpu_by_op == []  # no op around the launches; the step range is not an op
     assert [x.name for x in r.cpu.top_ops] == ["aten::add"]
+
+
+def shared_files():
+    from conftest import SHARED_ROOT
+
+    files = sorted(SHARED_ROOT.glob("**/*.json.gz"), key=str) if SHARED_ROOT.is_dir() else []
+    return files or [pytest.param(None, marks=pytest.mark.skip(reason="../shared is absent"))]
+
+
+@pytest.mark.parametrize("path", shared_files(), ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}" if p else "none")
+def test_both_parsers_read_every_shared_generation_alike(path):
+    """Every real trace (PyTorch 1.9 to 2.x, CUDA and ROCm, small correlation
+    ids included) gives the same frame from the fast parser as from HTA's
+    own reader and functions, compat fixes and all (HTA's ``parse_trace_file``
+    itself fails on the small-id traces under pandas 3)."""
+    ours = fastparse.parse_trace_file(path, report_parser_config(), fallback=False)
+    assert_same_parse(hta_parse(path, report_parser_config()), ours)

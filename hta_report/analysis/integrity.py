@@ -27,6 +27,7 @@ of advising on time that was not idle:
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from ..model import Integrity
 from .events import RankEvents
@@ -38,24 +39,36 @@ UNRECORDED_MIN_US = 1000.0
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "cudaGraphLaunch_v10000", "hipGraphLaunch", "cuGraphLaunch")
 
 
+def _launch_calls(ev: RankEvents):
+    """``(correlation ids, end times µs, whether a graph launch)`` of the
+    rank's runtime and driver calls that carry a correlation id, as arrays."""
+    cpu = ev.cpu
+    calls = cpu["s_cat"].isin(("cuda_runtime", "cuda_driver")).to_numpy().copy()
+    corr = pd.to_numeric(cpu["correlation"], errors="coerce").to_numpy(dtype=float) \
+        if "correlation" in cpu.columns else np.full(len(cpu), np.nan)
+    calls &= corr > 0
+    graph = cpu["s_name"].isin(GRAPH_LAUNCHES).to_numpy()  # on the categorical's categories
+    return corr[calls], cpu["end"].to_numpy(dtype=float)[calls], graph[calls]
+
+
 def unrecorded_lead(ev: RankEvents) -> np.ndarray:
     """The stretch before a rank's first recorded GPU operation during which
     the GPU ran work the trace does not hold (see the module doc), as a
     union: ``(1, 2)`` ``[launch call end, first operation start]`` µs, or ``(0, 2)``."""
     gpu = ev.gpu
     none = np.empty((0, 2))
-    if gpu.empty:
+    if gpu.empty or "correlation" not in gpu.columns:
         return none
-    first = gpu.iloc[int(np.argmin(gpu["ts"].to_numpy(dtype=float)))]
-    cpu = ev.cpu
-    corr = first["correlation"] if "correlation" in gpu.columns else -1
-    if not corr or corr <= 0:
+    ts = gpu["ts"].to_numpy(dtype=float)
+    first = int(np.argmin(ts))
+    corr = pd.to_numeric(gpu["correlation"], errors="coerce").to_numpy(dtype=float)[first]
+    if not corr > 0:
         return none
-    calls = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver")) & cpu["correlation"].eq(corr)]
-    if calls.empty:
+    call_corr, call_end, _ = _launch_calls(ev)
+    ends = call_end[call_corr == corr]
+    if not len(ends):
         return none
-    launched = float(calls["end"].max())
-    start = float(first["ts"])
+    launched, start = float(ends.max()), float(ts[first])
     return np.array([[launched, start]]) if start - launched >= UNRECORDED_MIN_US else none
 
 
@@ -64,19 +77,16 @@ def integrity(ev: RankEvents) -> Integrity:
     as the profiler recorded it); :attr:`Integrity.notes` says each finding
     in one line."""
     out = Integrity()
-    gpu, cpu = ev.gpu, ev.cpu
+    gpu = ev.gpu
     out.sync_rows = int(ev.df["s_cat"].eq("cuda_sync").sum())
-    runtime = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver"))]
-    if not gpu.empty and not runtime.empty and "correlation" in gpu.columns:
-        known = set(runtime["correlation"].dropna().astype(np.int64).tolist())
-        corr = gpu["correlation"].fillna(-1).astype(np.int64)
-        unlinked = gpu[~corr.isin(known)]
-        out.unlinked_ops, out.unlinked_us = int(len(unlinked)), float(unlinked["dur"].sum())
-        graphs = runtime[runtime["s_name"].isin(GRAPH_LAUNCHES)]
-        out.graph_launches = int(len(graphs))
-        if len(graphs):
-            with_ops = set(corr.tolist())
-            out.graph_launches_without_ops = int((~graphs["correlation"].astype(np.int64).isin(with_ops)).sum())
+    call_corr, _, graphs = _launch_calls(ev)
+    if not gpu.empty and len(call_corr) and "correlation" in gpu.columns:
+        corr = pd.to_numeric(gpu["correlation"], errors="coerce").fillna(-1).to_numpy(dtype=float)
+        unlinked = ~np.isin(corr, call_corr)
+        out.unlinked_ops, out.unlinked_us = int(unlinked.sum()), float(gpu["dur"].to_numpy(dtype=float)[unlinked].sum())
+        out.graph_launches = int(graphs.sum())
+        if out.graph_launches:
+            out.graph_launches_without_ops = int((~np.isin(call_corr[graphs], corr)).sum())
     lead = unrecorded_lead(ev)
     if len(lead):
         out.unrecorded_us = float(lead[0, 1] - lead[0, 0])

@@ -49,7 +49,7 @@ from .whitespace import IS_WHITESPACE, Collapser
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever the dataframe this module produces may change (a parse-cache key).
-PARSER_VERSION = "3"
+PARSER_VERSION = "4"
 #: Bytes of decompressed JSON read at a time; one block's events are parsed together.
 BLOCK_BYTES = 8 << 20
 #: Columns HTA drops from the event dataframe.
@@ -1176,6 +1176,9 @@ class _Frame:
         df = pd.DataFrame({k: (v.to_numpy() if isinstance(v, pd.Series) and not isinstance(v.dtype, pd.StringDtype)
                                else v.array if isinstance(v, pd.Series) else v)
                            for k, v in cols.items()}, index=index, copy=False)
+        for k, v in cols.items():  # pandas 3 makes an object array of strings a str column: the kept rows of a
+            if isinstance(v, pd.Series) and v.dtype == object and df[k].dtype != object:  # mixed column (a legacy
+                df[k] = df[k].astype(object)  # tid: "5555" on ops, 5555 on dropped events) stay objects, as in HTA
         if "stream" in df.columns:  # HTA's normalize_gpu_stream_numbers
             df["stream"] = pd.to_numeric(df["stream"], errors="coerce").fillna(-1).astype(int)
         for col in df.columns:  # HTA's integer downcast

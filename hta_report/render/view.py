@@ -243,6 +243,8 @@ def no_findings(result: AnalysisResult) -> str:
         return ""
     missing = [f"{u.path} (unreadable)" for u in result.inventory.unreadable]
     missing += [f"rank {r.rank}: {', '.join(f.step for f in r.failures)}" for r in result.ranks if r.failures]
+    missing += [f"rank {r.rank}: its GPU idle time (the trace dropped graph replays)" for r in result.ranks
+                if r.integrity.idle_unreliable]
     if not missing:
         return "No rule fired: the run looks healthy on what was checked (below)."
     shown = "; ".join(missing[:4]) + (f"; and {len(missing) - 4} more" if len(missing) > 4 else "")

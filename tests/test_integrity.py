@@ -1,0 +1,74 @@
+"""What a trace shows of its own gaps is said beside the GPU figures, and no
+finding advises on time the trace did not record (issue 28, item 9)."""
+import pytest
+
+from kineto import ELEMENTWISE, TraceBuilder
+from hta_report.api import analyze
+from hta_report.render import view
+
+
+def _check(result, rule_id):
+    return next(c for c in result.checks if c.id == rule_id)
+
+
+def test_work_before_the_first_recorded_op_is_not_recorded_not_idle(tmp_path):
+    """The first kernel starts 5 ms after its launch returned, nothing on the
+    GPU before it: the GPU ran work the trace lacks (a graph replay's trace)."""
+    b = TraceBuilder(rank=0)
+    b.kernel(ELEMENTWISE, 5000, 200, launch_ts=0, launch_dur=5)
+    for i in range(1, 20):
+        b.kernel(ELEMENTWISE, 5000 + i * 210, 200, launch_ts=10 + i * 10, launch_dur=5)
+    b.cpu_op("aten::add", 500, 3000)  # host work during the stretch
+    b.write(tmp_path / "t.json")
+    result = analyze(tmp_path)
+    r = result.ranks[0]
+    assert r.integrity.unrecorded_us == pytest.approx(4995)
+    a = r.idle_attribution
+    # not "host ops": only the 5 µs of the launch call itself are
+    assert a.unrecorded_us == pytest.approx(4995) and a.host_ops_us == pytest.approx(5)
+    # findings claim only the idle that was idle: the 10 µs gaps between launches and the launch call
+    claimed = [p for f in result.findings for g in f.rank_gains for p in g.sources]
+    assert "idle:unrecorded" not in claimed
+    assert sum(g.gain_us for f in result.findings for g in f.rank_gains) <= a.idle_us - a.unrecorded_us + 1e-6
+    (note,) = view.integrity_notes(result)
+    assert note.startswith("rank 0: the first GPU operation starts 5.00 ms after its launch call returned")
+    assert {"label": "not recorded by the trace", "pct": view.fmt.pct(100 * 4995 / r.window_us)} in \
+        view.headline(result)["idle_causes"]
+
+
+def test_graph_replays_without_their_kernels_are_not_advised_on(tmp_path):
+    b = TraceBuilder(rank=0)
+    for step in range(4):
+        t0 = step * 1000
+        b.step(step + 1, t0, 1000)
+        b.kernel(ELEMENTWISE, t0 + 100, 50, api="cudaGraphLaunch")  # a replay whose kernel was recorded
+        b._launch("cudaGraphLaunch", t0 + 300, 5, 1000)  # replays whose kernels were dropped
+        b._launch("cudaGraphLaunch", t0 + 500, 5, 1000)
+    b.write(tmp_path / "t.json")
+    result = analyze(tmp_path, include_last_step=True)
+    i = result.ranks[0].integrity
+    assert (i.graph_launches, i.graph_launches_without_ops, i.idle_unreliable) == (12, 8, True)
+    for rule_id in ("low-gpu-utilization", "gpu-gaps", "host-bound"):
+        c = _check(result, rule_id)
+        assert c.status == "not checked"
+        assert c.detail == "rank 0 not checked (its GPU idle time is not known: the trace dropped graph replays)"
+    assert not result.findings or all(not any(p.startswith("idle:") for g in f.rank_gains for p in g.sources)
+                                      for f in result.findings)
+    assert "looks healthy" not in view.no_findings(result)
+    (note,) = view.integrity_notes(result)
+    assert "8 of 12 graph launches have no GPU operation in the trace" in note
+
+
+def test_kernels_without_a_launch_and_stream_sync_rows_are_counted(tmp_path):
+    b = TraceBuilder(rank=0)
+    b.step(1, 0, 1000)
+    b.kernel(ELEMENTWISE, 100, 100)
+    b._x("kernel", ELEMENTWISE, 400, 100, pid=0, tid=7, device=0, stream=7, correlation=99999)  # no launch
+    sync = b._x("cuda_sync", "Stream Sync", 300, 400, pid=0, tid=1000007, device=0, stream=7, correlation=-1)
+    b.write(tmp_path / "t.json")
+    r = analyze(tmp_path).ranks[0]
+    i = r.integrity
+    assert (i.unlinked_ops, i.unlinked_us, i.sync_rows, i.idle_unreliable) == (1, 100.0, 1, False)
+    # the Stream Sync row is a host wait drawn on the GPU's row: not GPU work
+    assert r.idle_attribution.busy_us == pytest.approx(200)
+    assert sync["cat"] == "cuda_sync" and len(i.notes) == 2
