@@ -116,3 +116,24 @@ def test_both_parsers_read_every_shared_generation_alike(path):
     itself fails on the small-id traces under pandas 3)."""
     ours = fastparse.parse_trace_file(path, report_parser_config(), fallback=False)
     assert_same_parse(hta_parse(path, report_parser_config()), ours)
+
+
+def test_pytorch_1_10_mixed_generation_reads_its_gpu(tmp_path):
+    """PyTorch 1.10-1.11: today's host categories (cpu_op, user_annotation)
+    beside the capitalised GPU ones and ``gpu_user_Annotation``."""
+    b = TraceBuilder(rank=0)
+    for step in range(3):
+        t0 = step * 1000
+        b.step(step + 1, t0, 1000)
+        b.kernel(ELEMENTWISE, t0 + 100, 400)
+        b._x("gpu_user_Annotation", f"ProfilerStep#{step + 1}", t0 + 100, 400, pid=0, tid=7)
+    for e in b.events:
+        e["cat"] = {"kernel": "Kernel", "cuda_runtime": "Runtime"}.get(e["cat"], e["cat"])
+    path = b.write(tmp_path / "t.json")
+    ours = fastparse.parse_trace_file(path, report_parser_config(), fallback=False)
+    assert_same_parse(hta_parse(path, report_parser_config()), ours)
+    symbols = ours[2].get_sym_table()
+    assert {symbols[i] for i in ours[1]["cat"].unique()} == {"kernel", "cuda_runtime", "user_annotation",
+                                                              "gpu_user_annotation"}
+    r = analyze(path).ranks[0]
+    assert r.has_gpu and r.steps.count == 2 and r.kernel_count >= 1

@@ -7,8 +7,9 @@ and :mod:`.hta_parser`) go through these functions.
 
 * :data:`LEGACY_CATEGORIES`: PyTorch 1.8 and 1.9 (Kineto before its June 2021
   refactor, pytorch/kineto#206) wrote capitalised categories (``Kernel``,
-  ``Memcpy``, ``Memset``, ``Runtime``, ``Operator``, ``User``); HTA and every
-  analysis know only the names Kineto has written since (``kernel``,
+  ``Memcpy``, ``Memset``, ``Runtime``, ``Operator``, ``User``), and 1.10-1.11
+  still the GPU ones (with ``cpu_op`` and ``gpu_user_Annotation``); HTA and
+  every analysis know only the names Kineto writes today (``kernel``,
   ``gpu_memcpy``...), so such a trace read as CPU-only.
 * :func:`correlation_to_index`: HTA's ``_compress_df`` downcasts every integer
   column, so ``correlation`` is ``int8``/``int16`` when a trace's ids are small;
@@ -33,6 +34,7 @@ LEGACY_CATEGORIES: Dict[str, str] = {
     "Runtime": "cuda_runtime",
     "Operator": "cpu_op",
     "User": "gpu_user_annotation",
+    "gpu_user_Annotation": "gpu_user_annotation",  # PyTorch 1.10-1.11 (ActivityType.cpp until 2021-11)
 }
 
 
