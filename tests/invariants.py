@@ -29,18 +29,28 @@ SLACK = 1e-6
 Broken = Tuple[str, str]
 
 
-def raw_gpu_events(path: Path) -> int:
-    """GPU events (kernels, memcpys, memsets, any generation's spelling) in a
-    trace file, counted from the raw JSON; 0 when it does not parse."""
+def _events(path: Path) -> list:
+    """The raw ``traceEvents`` of a file (standard library ``json``), or []."""
     opener = gzip.open if str(path).endswith(".gz") else open
     try:
         with opener(path, "rb") as fh:
             doc = json.loads(fh.read())
     except (OSError, ValueError, EOFError):
-        return 0
+        return []
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else []
-    return sum(1 for e in events if isinstance(e, dict) and str(e.get("cat", "")).lower() in GPU_CATEGORIES
-               and e.get("ph") == "X")
+    return [e for e in events if isinstance(e, dict) and e.get("ph") == "X"]
+
+
+def raw_gpu_events(path: Path) -> int:
+    """GPU events (kernels, memcpys, memsets, any generation's spelling) in a
+    trace file, counted from the raw JSON; 0 when it does not parse."""
+    return sum(1 for e in _events(path) if str(e.get("cat", "")).lower() in GPU_CATEGORIES)
+
+
+def raw_host_steps(path: Path) -> int:
+    """``ProfilerStep#N`` annotations on the host (not their copies on the GPU's timeline) in a trace file."""
+    return sum(1 for e in _events(path) if str(e.get("name", "")).startswith("ProfilerStep#")
+               and str(e.get("cat", "")).lower() != "gpu_user_annotation")
 
 
 def tracelens_reference(folder: Path) -> Optional[Dict[str, float]]:
@@ -84,6 +94,10 @@ def check(result: dict, folder: Path, markdown: str = "", files: Iterable[Path] 
         r = by_file.get(str(path))
         if n and r is not None and not r["has_gpu"]:
             broken.append(("GPU seen", f"{path.name}: {n:,} GPU events in the file, the report says no GPU"))
+        steps = raw_host_steps(path)
+        if r is not None and not inv["last_step_included"] and steps >= 2 and r["steps"]["count"] >= steps:
+            broken.append(("the last step dropped where the report says so",
+                           f"{path.name}: {steps} steps in the file, {r['steps']['count']} in the report"))
     gains: Dict[int, float] = {}
     idle_claims: Dict[int, float] = {}
     for f in result["findings"]:

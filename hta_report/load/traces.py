@@ -349,6 +349,9 @@ def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: b
         if not aligned:  # one rank of a directory is moved by the caller (loaded_rank)
             origin = exact_origin(trace.traces.values(),
                                   min(df["ts"].min() for df in trace.traces.values() if not df.empty))
+        gpu_annotation = trace.symbol_table.get_sym_id_map().get("gpu_user_annotation")
+        step_ids = trace.symbol_table.get_profiler_step_ids()
+        last = {rank: last_step(df, step_ids, gpu_annotation) for rank, df in trace.traces.items()}
         try:
             if trace.traces:  # HTA's align_and_filter_trace, its filter on narrow frames
                 if not aligned:
@@ -356,6 +359,10 @@ def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: b
                 filter_steps(trace, include_last_step)
         finally:
             trace.__dict__.pop("get_device_type", None)
+        if not include_last_step:  # the last step's annotations HTA's filter left (see last_step)
+            for rank, df in trace.traces.items():
+                if last.get(rank) is not None and not df.empty:
+                    trace.traces[rank] = df[df["name"].ne(last[rank])]
         for rank, df in trace.traces.items():
             if not df.empty:
                 df = df.set_index("index", drop=False)
@@ -377,6 +384,25 @@ def host_steps(df, step_ids, gpu_annotation: Optional[int]) -> int:
     if gpu_annotation is not None:
         steps &= df["cat"].ne(gpu_annotation)
     return int(steps.sum())
+
+
+def last_step(df, step_ids, gpu_annotation: Optional[int]) -> Optional[int]:
+    """The name id of a rank's last ``ProfilerStep#N`` annotation on the
+    host, or None. Where HTA's filter drops the last step, it takes the step's
+    start from every annotation it counts as a CPU op, the step's copy on the
+    GPU's timeline (which starts later) included, and so keeps the host
+    annotation and the ops before the GPU reached the step
+    (tracelens/mi300_resnet_act_checkpoint: 3 steps analyzed with the last
+    one "dropped"): :func:`align_and_filter` then leaves out the annotations
+    of that name, and the step is dropped for every analysis of ours."""
+    if df.empty or not len(step_ids):
+        return None
+    steps = df["name"].isin(step_ids)
+    if gpu_annotation is not None:
+        steps &= df["cat"].ne(gpu_annotation)
+    if not steps.any():
+        return None
+    return int(df.at[df.loc[steps, "ts"].idxmax(), "name"])
 
 
 def exact_origin(frames, rounded_min_ts) -> float:
