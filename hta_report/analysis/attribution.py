@@ -15,7 +15,7 @@ import pandas as pd
 from ..model import IDLE_CAUSES, GpuGap, IdleAttribution, OptimizerProfile
 from .. import intervals
 from .cpu_side import DATALOADER_PREFIXES
-from .events import RankEvents
+from .events import RankEvents, is_step
 from .optimizer import step_regions, zero_grad_regions
 from .regions import containing_index, per_step, rebased_steps
 from .steps import analyzed_windows
@@ -73,7 +73,7 @@ def host_activity(ev: RankEvents) -> np.ndarray:
     """When the host runs profiled code, as a union (µs): CPU ops, runtime
     and driver calls, annotations other than ``ProfilerStep#N`` and Python frames."""
     cpu = ev.cpu
-    code = cpu["s_cat"].isin(HOST_CODE_CATEGORIES) & ~cpu["s_name"].str.startswith("ProfilerStep#")
+    code = cpu["s_cat"].isin(HOST_CODE_CATEGORIES) & ~is_step(cpu["s_name"])
     return _u(cpu[cpu["s_cat"].isin(HOST_OP_CATEGORIES) | code])
 
 
@@ -240,7 +240,7 @@ def _longest_gaps(ev: RankEvents, idle: np.ndarray, parts: Dict[str, np.ndarray]
     steps = analyzed_windows(rebased_steps(ev))
     order = np.argsort(-(idle[:, 1] - idle[:, 0]), kind="stable")[:top]
     cpu = ev.cpu
-    host = cpu[cpu["s_cat"].isin(("cpu_op", "user_annotation")) & ~cpu["s_name"].str.startswith("ProfilerStep#")]
+    host = cpu[cpu["s_cat"].isin(("cpu_op", "user_annotation")) & ~is_step(cpu["s_name"])]
     hts, hend = host["ts"].to_numpy(dtype=float), host["end"].to_numpy(dtype=float)
     gaps = []
     for i in order:

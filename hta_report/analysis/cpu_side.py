@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..model import CpuSide, NamedTime
 from .. import intervals
-from .events import RankEvents
+from .events import RankEvents, is_step
 from .steps import analyzed_windows, step_windows
 
 #: Event names that block the host until the device catches up.
@@ -170,7 +170,7 @@ def cpu_side(ev: RankEvents, top: int = 15) -> CpuSide:
     sync_per_step = float(intervals.overlap_each(win, sync_u).mean())
     sync_points = len(intervals.union(sync["ts"].to_numpy(), sync["end"].to_numpy()))
 
-    ops_mask = cpu["s_cat"].isin(["cpu_op", "user_annotation", "cuda_runtime"]) & ~names.str.startswith("ProfilerStep#")
+    ops_mask = cpu["s_cat"].isin(["cpu_op", "user_annotation", "cuda_runtime"]) & ~is_step(names)
     ops = cpu.loc[ops_mask & in_window, ["ts", "end", "dur", "thread", "s_name", "s_cat"]]  # most rows: columns used only
     self_t = self_times(ops)
     is_op = (ops["s_cat"] != "cuda_runtime").to_numpy()

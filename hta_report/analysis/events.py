@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..load.exact import EXACT_DUR, EXACT_TS
+from ..load.iteration import STEP_NUMBER
 from ..load.traces import GPU_CATEGORIES  # noqa: F401 (re-exported: what makes a rank a GPU rank)
 from .. import intervals
 
@@ -92,6 +93,21 @@ def _distinct(names: pd.Series) -> pd.Series:
     """``astype(str)`` of a categorical's categories, then of a row without a value (for code -1)."""
     k = len(names.cat.categories)
     return pd.Series(pd.Categorical.from_codes(list(range(k)) + [-1], dtype=names.dtype)).astype(str)
+
+
+def is_step(names: pd.Series) -> np.ndarray:
+    """Which of ``names`` (decoded ``s_name``, categorical or text) are
+    ``ProfilerStep#N`` annotations, by HTA's own pattern
+    (:data:`~hta_report.load.iteration.STEP_NUMBER`): an op a user named
+    ``ProfilerStep`` or ``ProfilerStep#`` is an op, not a step. Boolean array,
+    shape ``(len(names),)``; the pattern runs once per distinct name."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        cats = names.cat.categories
+        hit = np.fromiter((bool(STEP_NUMBER.match(str(c))) for c in cats), dtype=bool, count=len(cats))
+        codes = names.cat.codes.to_numpy()
+        return np.where(codes >= 0, hit[np.maximum(codes, 0)], False) if len(cats) else np.zeros(len(names), bool)
+    distinct = [n for n in names.dropna().unique() if isinstance(n, str) and STEP_NUMBER.match(n)]
+    return names.isin(distinct).to_numpy()
 
 
 @dataclass

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import NamedTime, TensorCoreUse
-from .events import RankEvents
+from .events import RankEvents, is_step
 from .. import intervals
 from .regions import in_windows, launched_from, per_step
 
@@ -62,7 +62,7 @@ def tb_eligible_share(ev: RankEvents, w: np.ndarray) -> float:
         return 0.0
     cpu = ev.cpu
     cat, names = cpu["s_cat"], cpu["s_name"]
-    ops = (cat.isin(("cpu_op", "user_annotation")) & ~names.str.startswith("ProfilerStep#", na=False)).to_numpy()
+    ops = (cat.isin(("cpu_op", "user_annotation")) & ~is_step(names)).to_numpy()
     distinct = names.cat.categories if isinstance(names.dtype, pd.CategoricalDtype) else names.unique()
     chosen = [n for n in distinct if _VERSION.sub("", str(n)) in TB_ELIGIBLE_OPS]  # once per distinct name
     eligible = ops & names.isin(chosen).to_numpy()

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..model import StepBreakdown
 from .. import intervals
-from .events import RankEvents
+from .events import RankEvents, is_step
 from .regions import rebased_steps
 
 #: Host categories counted as CPU execution: TensorBoard's ``CpuOp`` role
@@ -37,7 +37,7 @@ def category_unions(ev: RankEvents) -> dict:
     gpu, cpu = ev.gpu, ev.cpu
     names = cpu["s_name"]
     dataloader = names.str.startswith("enumerate(DataLoader)", na=False)
-    step = names.str.startswith("ProfilerStep#", na=False)
+    step = is_step(names)
     return {
         "kernel": _union(gpu[gpu["s_cat"].eq("kernel")]),
         "memcpy": _union(gpu[gpu["s_cat"].eq("gpu_memcpy")]),

@@ -1,14 +1,11 @@
 """Step times from ``ProfilerStep#N`` annotations."""
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from ..model import StepStats, StepTime
-from .events import RankEvents, memoized
-
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+from ..load.iteration import STEP_NUMBER
+from .events import RankEvents, is_step, memoized
 
 
 @memoized
@@ -18,13 +15,10 @@ def step_windows(ev: RankEvents) -> np.ndarray:
     Computed once per rank (:func:`~.events.memoized`)."""
     cpu = ev.cpu
     names = cpu["s_name"]
-    mask = names.str.startswith("ProfilerStep#")
-    rows = cpu[mask]
+    rows = cpu[is_step(names)]
     out = []
     for name, ts, end in zip(rows["s_name"], rows["ts"], rows["end"]):
-        m = _STEP.match(name)
-        if m:
-            out.append((int(m.group(1)), float(ts), float(end)))
+        out.append((int(STEP_NUMBER.match(name).group(1)), float(ts), float(end)))
     out.sort(key=lambda r: r[1])
     # one annotation per step number (the CPU one); drop duplicates
     seen, unique = set(), []

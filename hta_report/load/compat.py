@@ -16,6 +16,9 @@ and :mod:`.hta_parser`) go through these functions.
   HTA's ``transform_correlation_to_index`` then writes row indices into a
   column of that type, which pandas 3 refuses (``TypeError: Invalid value ...
   for dtype 'int16'``; pandas 2 only warned and wrapped the values).
+* :mod:`.iteration` (not here: it replaces a whole HTA step): HTA's
+  ``add_iteration`` asserts on an op named ``ProfilerStep`` or
+  ``ProfilerStep#`` (no number); the parsers number such traces themselves.
 """
 from __future__ import annotations
 

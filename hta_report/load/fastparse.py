@@ -41,6 +41,7 @@ import pandas as pd
 from ..errors import TraceError
 from . import sizecap
 from .compat import correlation_to_index, is_legacy_annotation, modern_category
+from .iteration import add_iteration
 from .repair import REPAIRED_NAMES, repair_names
 from .exact import EXACT_COLUMNS, EXACT_DUR, EXACT_TS, will_round  # noqa: F401 (the columns, re-exported)
 from .memory_events import NEEDLE as MEMORY_NEEDLE, note_absent
@@ -59,9 +60,7 @@ _NAN = float("nan")
 _EMPTY: dict = {}
 _ABSENT = object()
 STR_DTYPE = pd.Series(["x"]).dtype  # what pandas infers for strings here (``str`` in pandas 3)
-_STEP_NUMBER = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 _TRACE_EVENTS_OPEN = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\[')
-_EXACT_FLOAT_INT = 2**53  # timestamps beyond this lose precision as float64
 
 
 class Unsupported(Exception):
@@ -1162,13 +1161,12 @@ class _Frame:
         annotations = _legacy_annotations(self.cat.ids, self.name.ids, cat_codes, name_codes)
         if annotations is not None:
             cats.append("user_annotation")
-        symbols = set(cats).union(set(list(self.name.ids)))
+            cat_codes = np.where(annotations, len(cats) - 1, cat_codes)
+        symbols = set(_first_seen(cats, cat_codes)).union(set(list(self.name.ids)))
         table.add_symbols(symbols)
         sym_index = table.get_sym_id_map()
         cat_lut = np.array([sym_index[s] for s in cats], dtype=np.int64)
         name_lut = np.array([sym_index[s] for s in self.name.ids], dtype=np.int64)
-        if annotations is not None:
-            cat_codes = np.where(annotations, len(cats) - 1, cat_codes)
         cols["cat"] = pd.Series(cat_lut[cat_codes] if nrows else np.array([], dtype=np.int64))
         cols["name"] = pd.Series(name_lut[name_codes] if nrows else np.array([], dtype=np.int64))
 
@@ -1185,6 +1183,25 @@ class _Frame:
             if df[col].dtype.kind == "i":
                 df[col] = pd.to_numeric(df[col], errors="coerce", downcast="integer")
         return df, table
+
+
+def _first_seen(values: list, codes: np.ndarray) -> list:
+    """The distinct ``values[c]`` for the codes ``codes`` (one per row), in the
+    order of their first row: ``Series.unique()`` of the decoded column, the
+    sequence HTA's ``_compress_df`` builds its symbol set from. A set's
+    iteration order depends on the order its strings were inserted (where
+    their randomized hashes collide), so the symbol ids match HTA's only when
+    the set is built from the same sequence."""
+    if not len(codes):
+        return []
+    used, first = np.unique(codes, return_index=True)
+    seen, out = set(), []
+    for c in used[np.argsort(first, kind="stable")].tolist():
+        v = values[c]
+        if v not in seen:
+            seen.add(v)
+            out.append(v)
+    return out
 
 
 def _legacy_annotations(cats: Dict[str, int], names: Dict[str, int], cat_codes: np.ndarray,
@@ -1253,64 +1270,10 @@ def _parse(path: str, cfg, workers: int = 1, exact_times: bool = False, max_byte
     return meta, df, table
 
 
-def _step_lookup(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray, numbers: np.ndarray) -> np.ndarray:
-    """HTA's ``_get_profiler_step`` for every ``ts``: the number of the last step
-    (in row order) with ``start <= ts < end``, else -1."""
-    out = np.full(len(ts), -1.0)
-    if not len(starts) or not len(ts):
-        return out
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    if (e[:-1] <= s[1:]).all():  # disjoint steps: at most one holds each ts
-        i = np.searchsorted(s, ts, side="right") - 1
-        valid = i >= 0
-        i = np.where(valid, i, 0)
-        hit = valid & (ts < e[i])
-        out[hit] = numbers[order][i[hit]]
-        return out
-    for start, end, number in zip(starts, ends, numbers):
-        out[(ts >= start) & (ts < end)] = number
-    return out
-
-
 def _add_iteration(df: pd.DataFrame, table) -> None:
-    """HTA's ``add_iteration`` without its per-row ``apply`` calls."""
-    if "index_correlation" not in df.columns:
-        raise Unsupported("no correlation column: HTA's add_iteration fails")
-    sym_index = table.get_sym_id_map()
-    step_ids = [i for s, i in sym_index.items() if s.startswith("ProfilerStep")]
-    names = df["name"].to_numpy()
-    rows = np.flatnonzero(np.isin(names, step_ids)) if step_ids else np.array([], dtype=np.int64)
-    sym = table.get_sym_table()
-    number_of = {}
-    for i in np.unique(names[rows]):
-        m = _STEP_NUMBER.match(sym[i])
-        if m is None:
-            raise Unsupported(f"unparsable profiler step {sym[i]!r}")
-        number_of[int(i)] = int(m.group(1))
-    ts = df["ts"].to_numpy()
-    dur = df["dur"].to_numpy()
-    if ts.dtype.kind == "i" and len(ts) and np.abs(ts).max() >= _EXACT_FLOAT_INT and dur.dtype.kind == "f":
-        raise Unsupported("timestamps too large to compare as float64")
-    starts = ts[rows]
-    ends = starts + dur[rows]
-    numbers = np.array([number_of[int(i)] for i in names[rows]], dtype=np.float64)
-    stream = df["stream"].to_numpy()
-    iteration = np.full(len(df), np.nan)
-    host = stream < 0
-    iteration[host] = _step_lookup(ts[host], starts, ends, numbers)
-    if "cpu_op" in sym_index:
-        m0 = (stream == 0) & (df["cat"].to_numpy() == sym_index["cpu_op"])
-        iteration[m0] = _step_lookup(ts[m0], starts, ends, numbers)
-    gpu = stream > 0
-    if gpu.any():
-        x = df["index_correlation"].to_numpy()[gpu].astype(np.int64)
-        labels = df.index.to_numpy()
-        linked = x > 0
-        at = np.searchsorted(labels, x[linked])
-        if (at >= len(labels)).any() or (labels[np.minimum(at, len(labels) - 1)] != x[linked]).any():
-            raise Unsupported("index_correlation points outside the frame")
-        vals = np.full(len(x), -1.0)
-        vals[linked] = iteration[at]
-        iteration[gpu] = vals
-    df["iteration"] = pd.to_numeric(pd.Series(iteration, index=df.index), downcast="integer")
+    """HTA's ``add_iteration`` without its per-row ``apply`` calls
+    (:func:`.iteration.add_iteration`); what it cannot reproduce goes to HTA's parser."""
+    try:
+        add_iteration(df, table)
+    except ValueError as exc:
+        raise Unsupported(str(exc)) from exc

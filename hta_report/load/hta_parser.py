@@ -165,6 +165,7 @@ def hta_frame(doc: Dict[str, Any], cfg, exact_times: bool = False) -> tuple:
 
     from .compat import correlation_to_index, modern_categories
     from .exact import add_exact_times
+    from .iteration import add_iteration as own_iteration, hta_can_number
 
     meta = {k: v for k, v in doc.items() if k != "traceEvents"}
     # hta.common.trace_parser._parse_trace_dataframe_json, from the document
@@ -188,6 +189,9 @@ def hta_frame(doc: Dict[str, Any], cfg, exact_times: bool = False) -> tuple:
     if not df.empty:
         add_fwd_bwd_links(df)
         df = correlation_to_index(df, table)
-        add_iteration(df, table)
+        if hta_can_number(table):
+            add_iteration(df, table)
+        else:  # a name HTA asserts on: not a step (see .iteration)
+            own_iteration(df, table)
         df["end"] = df["ts"] + df["dur"]
     return meta, df, table

@@ -91,7 +91,7 @@ def parse_file(path: str, max_trace_bytes: int, loader: str, cache_dir: Optional
         summary = FileParse(
             path=path, meta=meta, size_bytes=size(path), min_ts=df["ts"].min().item(),
             min_exact_ts=exact_origin([df], df["ts"].min().item()),
-            step_rows=host_steps(df, step_ids, trace.symbol_table.get_sym_id_map().get("gpu_user_annotation")),
+            step_rows=host_steps(df, step_ids, trace.symbol_table.get_cpu_event_cat_ids()),
             step_names=sorted({symbols[i] for i in step_ids}),
             note=notes.get(candidates[0]), stages=list(recorder.times))
     return summary, ParsedRank(meta=meta, df=df, symbols=list(symbols))

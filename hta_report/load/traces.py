@@ -340,8 +340,8 @@ def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: b
         activity = {rank: gpu_activity(df, symbols) for rank, df in trace.traces.items()}
         if include_last_step is None:
             step_ids = set(trace.symbol_table.get_profiler_step_ids())
-            gpu_annotation = trace.symbol_table.get_sym_id_map().get("gpu_user_annotation")
-            fewest = min(host_steps(df, step_ids, gpu_annotation) for df in trace.traces.values())
+            host_cats = trace.symbol_table.get_cpu_event_cat_ids()
+            fewest = min(host_steps(df, step_ids, host_cats) for df in trace.traces.values())
             include_last_step = fewest < 2
         if device_type is not None:  # the directory's first rank decides, not this trace's
             trace.get_device_type = lambda: device_type
@@ -349,9 +349,9 @@ def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: b
         if not aligned:  # one rank of a directory is moved by the caller (loaded_rank)
             origin = exact_origin(trace.traces.values(),
                                   min(df["ts"].min() for df in trace.traces.values() if not df.empty))
-        gpu_annotation = trace.symbol_table.get_sym_id_map().get("gpu_user_annotation")
         step_ids = trace.symbol_table.get_profiler_step_ids()
-        last = {rank: last_step(df, step_ids, gpu_annotation) for rank, df in trace.traces.items()}
+        host_cats = trace.symbol_table.get_cpu_event_cat_ids()
+        last = {rank: last_step(df, step_ids, host_cats) for rank, df in trace.traces.items()}
         try:
             if trace.traces:  # HTA's align_and_filter_trace, its filter on narrow frames
                 if not aligned:
@@ -376,17 +376,17 @@ def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: b
     return bool(include_last_step), activity
 
 
-def host_steps(df, step_ids, gpu_annotation: Optional[int]) -> int:
+def host_steps(df, step_ids, host_cats) -> int:
     """The ``ProfilerStep#N`` annotations of a rank's frame on the host: the
-    steps. Kineto also writes each step as a ``gpu_user_annotation`` (symbol
-    id ``gpu_annotation``, None when absent) on the GPU, which is not another step."""
-    steps = df["name"].isin(step_ids)
-    if gpu_annotation is not None:
-        steps &= df["cat"].ne(gpu_annotation)
-    return int(steps.sum())
+    steps, the rows named ``step_ids`` whose category is one of ``host_cats``
+    (HTA's CPU event categories, ``symbol_table.get_cpu_event_cat_ids()``, the
+    rows HTA's step filter reads). Kineto also writes each step as a
+    ``gpu_user_annotation`` on the GPU, which is not another step, and a
+    kernel may carry any name, ``ProfilerStep#N`` too."""
+    return int((df["name"].isin(step_ids) & df["cat"].isin(host_cats)).sum())
 
 
-def last_step(df, step_ids, gpu_annotation: Optional[int]) -> Optional[int]:
+def last_step(df, step_ids, host_cats) -> Optional[int]:
     """The name id of a rank's last ``ProfilerStep#N`` annotation on the
     host, or None. Where HTA's filter drops the last step, it takes the step's
     start from every annotation it counts as a CPU op, the step's copy on the
@@ -397,9 +397,7 @@ def last_step(df, step_ids, gpu_annotation: Optional[int]) -> Optional[int]:
     of that name, and the step is dropped for every analysis of ours."""
     if df.empty or not len(step_ids):
         return None
-    steps = df["name"].isin(step_ids)
-    if gpu_annotation is not None:
-        steps &= df["cat"].ne(gpu_annotation)
+    steps = df["name"].isin(step_ids) & df["cat"].isin(host_cats)
     if not steps.any():
         return None
     return int(df.at[df.loc[steps, "ts"].idxmax(), "name"])
