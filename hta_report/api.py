@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tupl
 from . import progress
 from .cache import Cache, ResultCache, as_cache
 from .errors import InputError, OutputError, PartialInputError
-from .files import location
+from .escape import redact_url
+from .files import is_url, location, shown
 from .model import AnalysisResult, Comparison
 from .output import write_all_atomic
 from .render import format_for_path, reporter
@@ -123,13 +124,48 @@ def analyze_run(spec: "RunSpec", config=None, cache: Optional[Cache | os.PathLik
         if hit is not None:
             progress.current().record("analysis result (from cache)", 0.0)
             hit.inventory.input_dir = spec.label
-            return _locate(hit, config, source_root)
+            return _locate(_redacted(hit) if _reads_urls(spec) else hit, config, source_root)
     result = _analyze_uncached(spec, config, cache)
     result.inventory.input_dir = spec.label
+    if _reads_urls(spec):  # before it is stored, located, shown: nothing downstream sees a URL's secrets
+        result = _redacted(result)
     if results is not None and key is not None and not result.inventory.unreadable \
             and not any(r.failures for r in result.ranks):
         results.put(key, result)
     return _locate(result, config, source_root)
+
+
+def _reads_urls(spec: "RunSpec") -> bool:
+    """True when the run reads a URL (not ``file://``)."""
+    return is_url(spec.folder) or any(is_url(p) for p in spec.files)
+
+
+def _redacted(result):
+    """``result`` (a result or a comparison) with every string it holds
+    passed through :func:`hta_report.escape.redact_url`: each URL's login and
+    secret query parameters (signatures, tokens, keys) redacted, in the
+    inventory (``input_dir``, the files' paths, the unreadable files and
+    their reasons, the windows, the warnings) and wherever else a location
+    was copied (``ranks[].file``, messages). The files were read with the
+    full URLs; a result only shows them. Changed in place; returned."""
+    import dataclasses
+
+    def clean(value):
+        if isinstance(value, str):
+            return redact_url(value)
+        if isinstance(value, list):
+            value[:] = [clean(v) for v in value]
+            return value
+        if isinstance(value, tuple):
+            return type(value)(*map(clean, value)) if hasattr(value, "_fields") else tuple(map(clean, value))
+        if isinstance(value, dict):
+            return {clean(k): clean(v) for k, v in value.items()}
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for f in dataclasses.fields(value):
+                object.__setattr__(value, f.name, clean(getattr(value, f.name)))
+        return value
+
+    return clean(result)
 
 
 def _locate(result: AnalysisResult, config, source_root: Optional[os.PathLike | str]) -> AnalysisResult:
@@ -296,6 +332,8 @@ def input_files(path: os.PathLike | str, recursive: bool = False) -> List[Path]:
 
 
 def _same_file(a: os.PathLike | str, b: os.PathLike | str) -> bool:
+    if is_url(a) or is_url(b):  # a URL names no local file: only the same URL is the same file
+        return str(a) == str(b)
     try:
         return os.path.samefile(a, b)  # hard links and symbolic links included
     except OSError:  # one does not exist (yet): compare the paths
@@ -356,20 +394,69 @@ def partial_input_error(result: AnalysisResult) -> Optional[PartialInputError]:
     return PartialInputError("; ".join(parts)) if parts else None
 
 
-def load_result(path: os.PathLike | str) -> AnalysisResult:
+#: Default cap on the size of a saved result that ``compare`` reads
+#: (``--max-result-size``): 64 MiB, about 900 ranks (a rank takes about 70 KB).
+#: Checked before the file is parsed; parsing takes about five times the
+#: file's size in memory.
+DEFAULT_MAX_RESULT_BYTES = 64 * 1024 ** 2
+
+
+def _read_at_most(source, limit: int, chunk: int = 1 << 20) -> bytes:
+    """The first ``limit`` bytes of ``source`` (fewer if it is shorter), read
+    in chunks: memory follows what the file holds, not the cap.
+
+    Raises:
+        OSError: it cannot be read.
+    """
+    parts: List[bytes] = []
+    total = 0
+    with source.open("rb") as fh:
+        while total < limit:
+            block = fh.read(min(chunk, limit - total))
+            if not block:
+                break
+            parts.append(block)
+            total += len(block)
+    return b"".join(parts)
+
+
+def load_result(path: os.PathLike | str, max_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> AnalysisResult:
     """Read a result saved by ``analyze --json``, checked against the result
     model first (:func:`hta_report.model_check.check_result`: types, finite
     numbers, ranges, known severities and statuses, required sections).
 
+    At most ``max_bytes`` + 1 bytes are read (a file, a stream or a URL alike),
+    so an oversized result is refused before it is parsed. A UTF-8 byte order
+    mark at the start is accepted (editors on Windows write one).
+
+    Args:
+        path: the saved result (a path or a URL).
+        max_bytes: the largest result accepted, in bytes
+            (:data:`DEFAULT_MAX_RESULT_BYTES`, ``compare --max-result-size``).
+
     Raises:
-        hta_report.errors.InputError: unreadable file, not JSON, or not a valid
-            hta-report result (one line naming the file and the first problem,
-            e.g. ``aggregate.idle_pct: NaN, expected a finite number``).
+        hta_report.errors.InputError: unreadable file, larger than
+            ``max_bytes``, not UTF-8, not JSON, or not a valid hta-report
+            result (one line naming the file and the first problem, e.g.
+            ``aggregate.idle_pct: NaN, expected a finite number``).
     """
+    from .load.validation import format_size
     from .model_check import ResultError, check_result
 
+    cap = f"the --max-result-size cap of {format_size(max_bytes)}"
     try:
-        text = location(path).read_text(encoding="utf-8")
+        source = location(path)
+        try:
+            size = source.stat().st_size
+        except (OSError, AttributeError, TypeError, ValueError, NotImplementedError):
+            size = None  # a stream or a URL without a size: the bounded read below decides
+        if isinstance(size, int) and size > max_bytes:
+            raise InputError(f"a saved result of {format_size(size)}, more than {cap}: raise the cap "
+                             "to compare it", path)
+        raw = _read_at_most(source, max_bytes + 1)
+        if len(raw) > max_bytes:
+            raise InputError(f"a saved result larger than {cap}: raise the cap to compare it", path)
+        text = raw.decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise InputError(f"cannot read the result: {reason}", path) from exc
@@ -381,32 +468,49 @@ def load_result(path: os.PathLike | str) -> AnalysisResult:
         raise InputError("a comparison, not a result: compare results saved by `analyze --json`", path)
     try:
         check_result(data)
-        return AnalysisResult.from_dict(data)
+        result = AnalysisResult.from_dict(data)
     except (ResultError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise InputError(f"not a valid hta-report result: {exc}", path) from exc
+    return _redacted(result) if "://" in text else result  # saved by an older version, or edited
 
 
-def load_side(path: os.PathLike | str, **analyze_kwargs) -> AnalysisResult:
-    """One side of a comparison: a result saved by ``analyze --json``, or a
-    trace directory or trace file analyzed now (``analyze_kwargs`` go to
+def load_side(path: os.PathLike | str, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+              **analyze_kwargs) -> AnalysisResult:
+    """One side of a comparison: a result saved by ``analyze --json`` (at
+    most ``max_result_bytes`` bytes, see :func:`load_result`), or a trace
+    directory or trace file analyzed now (``analyze_kwargs`` go to
     :func:`analyze`).
 
     Raises:
         hta_report.errors.InputError, hta_report.errors.TraceError: as
             :func:`load_result` and :func:`analyze`.
     """
+    from .files import unless_missing, url_error
     from .load.discovery import is_hta_report_output
 
     p = location(path)
-    if p.is_file() and is_hta_report_output(p):
-        return load_result(p)
-    if not p.exists():
-        raise InputError("no such trace directory, trace file or result file", p)
+    try:
+        saved = p.is_file() and is_hta_report_output(p)
+        missing = not saved and not p.exists()
+        if missing and is_url(p):  # or a server that does not answer
+            unless_missing(p)
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a URL that fails to answer: one line naming it
+        if not is_url(p):
+            raise
+        raise url_error(exc, p) from exc
+    if saved:
+        return load_result(p, max_result_bytes)
+    if missing:
+        raise InputError("no such trace directory, trace file or result file", shown(p))
     return analyze(p, **analyze_kwargs)
 
 
-def compare_paths(base: os.PathLike | str, new: os.PathLike | str, **analyze_kwargs) -> Comparison:
-    """Compare two trace directories or saved results (``analyze --json``).
+def compare_paths(base: os.PathLike | str, new: os.PathLike | str,
+                  max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES, **analyze_kwargs) -> Comparison:
+    """Compare two trace directories or saved results (``analyze --json``;
+    each at most ``max_result_bytes`` bytes, see :func:`load_result`).
 
     ``analyze_kwargs`` go to :func:`analyze` for a side that is a trace
     directory (``recursive``, ``config``, ``cache``...): with the same
@@ -420,8 +524,9 @@ def compare_paths(base: os.PathLike | str, new: os.PathLike | str, **analyze_kwa
     """
     from .compare import compare
 
-    return compare(load_side(base, **analyze_kwargs), load_side(new, **analyze_kwargs),
-                   base_label=str(base), new_label=str(new))
+    return compare(load_side(base, max_result_bytes, **analyze_kwargs),
+                   load_side(new, max_result_bytes, **analyze_kwargs),
+                   base_label=shown(base), new_label=shown(new))
 
 
 def write_comparison(comparison: Comparison, outputs: Outputs) -> List[Path]:

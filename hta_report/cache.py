@@ -30,6 +30,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
+from .escape import is_image_data_uri
+
 logger = logging.getLogger(__name__)
 
 CACHE_FORMAT = 1
@@ -208,13 +210,16 @@ class ResultCache:
     def charts(self, result, compute: Callable[[], Dict[str, str]]) -> Dict[str, str]:
         """``compute()`` (the chart images of ``result``, name -> data URI), read
         from the cache when drawn before for a result with the same content
-        (``analyzed_at`` aside) by the same code, else drawn and stored."""
+        (``analyzed_at`` aside) by the same code, else drawn and stored. An
+        entry holding anything but chart data (:func:`~hta_report.escape.is_image_data_uri`)
+        is not used."""
         content = dataclasses.replace(result, inventory=dataclasses.replace(result.inventory, analyzed_at=""))
         key = make_key({"format": CACHE_FORMAT, "code": code_fingerprint("all"),
                         "result": hashlib.blake2b(content.to_json().encode(), digest_size=20).hexdigest()})
         data = self._read(f"{key}.charts.json", key)
-        if data is not None and isinstance(data.get("charts"), dict):
-            return {str(k): str(v) for k, v in data["charts"].items()}
+        if data is not None and isinstance(data.get("charts"), dict) \
+                and all(isinstance(k, str) and is_image_data_uri(v) for k, v in data["charts"].items()):
+            return dict(data["charts"])  # else (an entry edited to name a URL): drawn again
         charts = compute()
         self._write(f"{key}.charts.json", {"key": key, "charts": charts}, "charts")
         return charts

@@ -12,7 +12,7 @@ import click
 
 from . import __version__
 from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError, bug_reason, show_bugs
-from .escape import terminal
+from .escape import redact_url, terminal
 from .gates import metrics_help, parse_gate, tripped
 from .engines import ENGINES
 from .render import FORMATS, REPORTERS
@@ -77,7 +77,8 @@ def engine_options(command):
     """``--engine`` and ``--ray-address``: where the per-rank work runs."""
     command = click.option("--ray-address", default=None, metavar="ADDRESS",
                            help="With --engine ray: the cluster to connect to "
-                                "[default: $RAY_ADDRESS, else a Ray instance started here].")(command)
+                                "[default: $RAY_ADDRESS, else a Ray instance started here]; given up after "
+                                "30 s ($HTA_REPORT_RAY_CONNECT_TIMEOUT).")(command)
     return click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
                         help="Where each rank is parsed and analyzed: this machine's processes, or a Ray "
                              "cluster (pip install \"hta-report[ray]\").")(command)
@@ -229,6 +230,9 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
 @click.option("-r", "--recursive", is_flag=True, help="Also read traces in subdirectories.")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="EXPR",
               help="Exit 2 when EXPR holds, e.g. 'step_time_regression>5%' (repeatable; metrics below).")
+@click.option("--max-result-size", "max_result_size", type=SizeType(), default="64MiB", show_default=True,
+              help="Refuse a saved result (analyze --json) larger than SIZE (e.g. 200MB), "
+                   "checked before it is read.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @click.option("--config", "config_path", default=None, metavar="FILE.toml",
               help="Rule thresholds and disabled rules for trace directories "
@@ -236,7 +240,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
 @cache_options
 @engine_options
 def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: bool, fail_on: tuple,
-            quiet: bool, config_path: Optional[str], cache_dir: Optional[str], no_cache: bool,
+            max_result_size: int, quiet: bool, config_path: Optional[str], cache_dir: Optional[str], no_cache: bool,
             verbose: bool, engine: str, ray_address: Optional[str]) -> None:
     """Compare BASE and NEW (each a trace directory, a trace file or a result
     saved by `analyze --json`): did the change make training faster or
@@ -263,7 +267,7 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
     _skip_teardown()
     check_outputs([(output, fmt)], input_files(base, recursive) + input_files(new, recursive))  # before any work
     with progress.using(progress.Progress(verbose=verbose)):
-        comparison = compare_paths(base, new, recursive=recursive, config=config, engine=engine,
+        comparison = compare_paths(base, new, max_result_size, recursive=recursive, config=config, engine=engine,
                                    ray_address=ray_address,
                                    cache=_cache_dir(cache_dir, no_cache))
         written = write_comparison(comparison, [(output, fmt)])
@@ -318,13 +322,13 @@ def main(argv: Optional[list] = None) -> int:
         return EXIT_ERROR
     except HtaReportError as exc:
         if debug:
-            traceback.print_exc()
-        click.echo(f"hta-report: {exc.label}: {terminal(exc)}", err=True)
+            sys.stderr.write(redact_url(traceback.format_exc()))  # a URL's login stays out of it too
+        click.echo(f"hta-report: {exc.label}: {terminal(redact_url(exc))}", err=True)
         return exc.exit_code
     except Exception as exc:  # a bug: one line saying so, the traceback with -v or --debug
         if debug:
-            traceback.print_exc()
-        click.echo(f"hta-report: unexpected error: {terminal(bug_reason(exc))}", err=True)
+            sys.stderr.write(redact_url(traceback.format_exc()))  # a URL's login stays out of it too
+        click.echo(f"hta-report: unexpected error: {terminal(redact_url(bug_reason(exc)))}", err=True)
         return EXIT_ERROR
 
 

@@ -11,7 +11,11 @@ tag, a GitHub @mention or reference, or a terminal escape sequence.
 * :func:`md_code`: a markdown code span (names shown as code);
 * :func:`md_code_block`: a fenced markdown code block;
 * :func:`md_html`: text inside raw HTML in markdown (``<summary>...</summary>``);
-* :func:`sarif_text`: a SARIF ``message.text`` (GitHub code scanning shows it).
+* :func:`sarif_text`: a SARIF ``message.text`` (GitHub code scanning shows it);
+* :func:`html_text`: any value written into the HTML report (jinja2 escapes
+  the markup characters, this the invisible and control ones);
+* :func:`is_image_data_uri`: whether an image source is one of our charts;
+* :func:`redact_url`: the logins and secret query parameters of URLs in a text as ``***``.
 
 Imports nothing of hta-report's (every layer may use it).
 """
@@ -19,8 +23,10 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 
-__all__ = ["visible", "terminal", "md_text", "md_code", "md_code_block", "md_html", "sarif_text"]
+__all__ = ["visible", "terminal", "md_text", "md_code", "md_code_block", "md_html", "sarif_text", "html_text",
+           "is_image_data_uri", "redact_url"]
 
 #: A word joiner: invisible, and it stops GitHub's filters that run on the
 #: rendered text (mentions, issue references, emoji, autolinks).
@@ -59,6 +65,35 @@ def visible(text: object, keep_newlines: bool = False) -> str:
         else:
             out.append(c.encode("unicode_escape", "backslashreplace").decode("ascii"))
     return "".join(out)
+
+
+#: A chart as :mod:`hta_report.render.charts` draws it: base64 SVG data, nothing to fetch.
+_IMAGE_DATA_URI = re.compile(r"data:image/svg\+xml;base64,[A-Za-z0-9+/]*={0,2}")
+
+
+def is_image_data_uri(text: object) -> bool:
+    """Whether ``text`` is a chart image we draw (``data:image/svg+xml;base64,…``):
+    the only image source a report may hold (a cached or edited one that
+    names a URL would be a beacon in a report that loads nothing)."""
+    return isinstance(text, str) and _IMAGE_DATA_URI.fullmatch(text) is not None
+
+
+def html_text(value: object) -> object:
+    """A value about to be written into the HTML report (jinja2's
+    ``finalize``, before autoescaping): a string that is not already markup
+    gets :func:`visible`, keeping ``\\n``, tabs and spaces (no-break ones
+    included), so no terminal control, bidi
+    override or zero-width character reaches the page (``cat`` or ``less -R``
+    of the report would run it; U+202E reorders names in the browser).
+    Markup (our own, e.g. :func:`~hta_report.render.html.breakable`'s) and
+    other values are returned unchanged."""
+    if isinstance(value, str) and not hasattr(value, "__html__"):
+        if value.isprintable():
+            return value
+        s = _LINE_BREAKS.sub("\n", value)
+        return "".join(c if c.isprintable() or c in "\n\t" or unicodedata.category(c) == "Zs"
+                       else c.encode("unicode_escape", "backslashreplace").decode("ascii") for c in s)
+    return value
 
 
 def _one_line(text: object) -> str:
@@ -145,3 +180,36 @@ def sarif_text(text: object) -> str:
     on (see :func:`md_text`)."""
     s = _breaks(_one_line(text))
     return re.sub(r"([\\\[\]])", r"\\\1", s)
+
+
+#: A URL's login: ``scheme://user:password@`` (up to the last ``@`` before
+#: the path, query or fragment; RFC 3986 §3.2.1).
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]*@")
+#: A query parameter whose value is a secret: presigned URLs' signatures,
+#: credentials and tokens (S3's ``X-Amz-*``, ``AWSAccessKeyId`` and
+#: ``Signature``, GCS's ``X-Goog-*`` and ``GoogleAccessId``, Azure SAS's
+#: ``sig``), OAuth and API tokens and keys, passwords. The value ends at the
+#: next parameter, fragment, space or quote; punctuation before a space or the
+#: end (``?sig=abc: cannot read``) is the text's, not the value's.
+_URL_SECRET_PARAM = re.compile(
+    r"(?i)([?&;](?:x-amz-[a-z0-9-]*|x-goog-[a-z0-9-]*|sig|key|pwd|pass|auth"
+    r"|[a-z0-9_.-]*(?:signature|credential|token|secret|passw|api[-_]?key|access[-_]?key|access[-_]?id"
+    r"|private[-_]?key|auth)[a-z0-9_.-]*)=)(?:[^&;#\s'\"<>,:.)\]]|[,:.)\]](?!\s|$))*")
+#: What a secret is replaced with.
+REDACTED = "***"
+
+
+def redact_url(text: object) -> str:
+    """``text`` with the secrets of every URL in it replaced by ``***``: the
+    login (``http://alice:s3cr3t@host/`` -> ``http://***@host/``, in a chained
+    URL such as ``zip://x::s3://...`` too) and the value of each query parameter
+    that carries a signature, a credential, a token, a key or a password
+    (``?X-Amz-Signature=***``, ``&sig=***``, ``&token=***``). The rest stays,
+    so that the location remains recognizable. For every place a location
+    given by the user is shown or stored: a report, a saved result, a message."""
+    s = str(text)
+    if "@" in s:
+        s = _URL_USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", s)
+    if "=" in s:
+        s = _URL_SECRET_PARAM.sub(lambda m: m.group(1) + REDACTED, s)
+    return s

@@ -9,14 +9,29 @@ a path object with the ``pathlib`` interface (``name``, ``stat()``,
 opens every trace through :func:`open_bytes` and :func:`open_text_stream`,
 so a worker that reads a URL reads it itself: nothing passes through the
 process that listed the files.
+
+A URL is shown (in a report, a saved result, a message) only through
+:func:`shown`: its login and secret query parameters redacted
+(:func:`hta_report.escape.redact_url`); it is read with the full URL.
+``file:///abs/path`` and ``file://localhost/abs/path`` (RFC 8089) are the
+local path ``/abs/path``. A protocol whose files cannot be named by URL
+without losing their host and login (``ftp://``, ``sftp://``, ``smb://``...:
+fsspec keeps those apart from the path) is refused up front, as is one whose
+fsspec package is missing; a URL that fails to answer while the files are
+found is one line naming it (:func:`url_error`).
 """
 from __future__ import annotations
 
+import functools
 import gzip
-import zlib
 import os
+import re
+import warnings
+import zlib
 from pathlib import Path
 from typing import IO, Optional, Tuple, Union
+
+from .escape import redact_url
 
 #: A trace location as the loader handles it.
 Location = Union[Path, "os.PathLike[str]"]
@@ -30,30 +45,172 @@ def is_url(p: Union[str, os.PathLike]) -> bool:
     return "://" in text and not text.startswith("file://")
 
 
+def shown(p: Union[str, os.PathLike]) -> str:
+    """``p`` as shown in a report, a saved result or a message: a URL with its
+    login and secret query parameters redacted (:func:`hta_report.escape.redact_url`),
+    a local path as is."""
+    text = str(p)
+    return redact_url(text) if "://" in text else text
+
+
 def location(p: Union[str, os.PathLike]) -> Location:
     """``p`` as a path object: a :class:`pathlib.Path` for a local path or a
-    ``file://`` URL, an ``upath.UPath`` for any other URL.
+    ``file://`` URL (``file:///abs`` or ``file://localhost/abs``), an
+    ``upath.UPath`` for any other URL.
 
     Raises:
         hta_report.errors.InputError: a URL whose protocol fsspec does not
-            know, or whose fsspec package is not installed.
+            know, or whose fsspec package is not installed; a protocol whose
+            files lose their host and login when named by URL (``ftp://``...);
+            a ``file://`` URL naming another host. The message names the URL
+            redacted (:func:`shown`).
     """
     if isinstance(p, Path) or (not isinstance(p, str) and not is_url(p)):
         return Path(p)
     text = str(p)
     if text.startswith("file://"):
-        return Path(text[len("file://"):])
+        return _file_url(text)
     if not is_url(text):
         return Path(text)
+    return _url_location(text)
+
+
+#: The host of a ``file://`` URL that names this machine (RFC 8089 §2).
+_LOCAL_HOSTS = ("", "localhost")
+
+
+def _file_url(text: str) -> Path:
+    """The local path of a ``file://`` URL: ``file:///abs/path`` and
+    ``file://localhost/abs/path`` are ``/abs/path`` (RFC 8089).
+
+    Raises:
+        hta_report.errors.InputError: the URL names another host.
+    """
+    host, _, path = text[len("file://"):].partition("/")
+    if host.lower() not in _LOCAL_HOSTS:
+        from .errors import InputError
+
+        raise InputError(f"a file:// URL names an absolute path on this machine (file:///abs/path or "
+                         f"file://localhost/abs/path), not on host {host.rpartition('@')[2]!r}: give the path itself",
+                         shown(text))
+    if os.name == "nt" and re.match(r"[A-Za-z]:", path):  # pragma: no cover - file:///C:/x on Windows
+        return Path(path)
+    return Path("/" + path)
+
+
+def _url_location(text: str) -> Location:
+    """The ``upath.UPath`` of a URL other than ``file://`` (see :func:`location`)."""
+    from .errors import InputError, one_line
+
+    try:
+        import fsspec
+        from upath import UPath
+
+        with warnings.catch_warnings():  # "filesystem not explicitly implemented": fsspec's own still reads it
+            warnings.simplefilter("ignore")
+            loc = UPath(text)
+    except (ImportError, ValueError) as exc:
+        raise InputError(f"cannot read this URL: {one_line(str(exc))} (install the fsspec package for its "
+                         "protocol, e.g. s3fs for s3://)", shown(text)) from exc
+    scheme = _scheme(text)
+    if "::" in text and "://" in text.split("::", 1)[0]:  # zip://member::file:///a.zip: a file inside a file
+        raise InputError(f"{scheme}://…::… is not supported (a file inside an archive or another file: "
+                         "hta-report judges a trace by the end of its URL); extract the traces to a folder "
+                         "first", shown(text))
+    if not _named_by_url(scheme) or not _survives_str(loc):
+        raise InputError(f"{scheme}:// is not supported: its files cannot be named by URL without losing the "
+                         "host and login, which fsspec keeps apart; copy the traces to a local folder "
+                         "(or serve them over http(s)://) first", shown(text))
+    for protocol in _protocols(text):  # a missing package said now, not on the first read
+        try:
+            fsspec.get_filesystem_class(protocol)
+        except (ImportError, ValueError) as exc:
+            raise InputError(f"cannot read {protocol}:// URLs here: {one_line(str(exc))}", shown(text)) from exc
+    return loc
+
+
+def _scheme(text: str) -> str:
+    return text.split("://", 1)[0].lower()
+
+
+def _protocols(text: str) -> list:
+    """The protocols of a URL, chained ones included (``zip://a::s3://b`` -> ``zip``, ``s3``)."""
+    return [part.split("://", 1)[0].lower() for part in text.split("::") if "://" in part]
+
+
+def _survives_str(loc) -> bool:
+    """True when ``str(loc)`` names the same file as ``loc``: what the loader
+    hands to the processes that read the files."""
+    from upath import UPath
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            again = UPath(str(loc))
+    except Exception:  # noqa: BLE001 - not even parseable again
+        return False
+    return again.storage_options == loc.storage_options and again.path == loc.path
+
+
+@functools.lru_cache(maxsize=None)
+def _named_by_url(scheme: str) -> bool:
+    """True unless ``scheme``'s URLs keep their host or login apart from the
+    path (``ftp``, ``sftp``, ``smb``, ``github``...): a URL of it with a login
+    does not survive :func:`_survives_str`."""
+    from upath import UPath
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            probe = UPath(f"{scheme}://user:password@host.invalid:21/folder/trace.json")
+    except Exception:  # noqa: BLE001 - such a URL is not even valid: leave it to the URL given
+        return True
+    return _survives_str(probe)
+
+
+def url_error(exc: BaseException, p: Union[str, os.PathLike]):
+    """The :class:`~hta_report.errors.InputError` for a URL that failed to
+    answer (connection refused, a server error, a package missing...):
+    one line naming the URL (redacted) and the cause."""
+    from .errors import InputError
+
+    return InputError(f"cannot read it: {failure(exc)}", shown(p))
+
+
+def unless_missing(url) -> None:
+    """Return when the URL ``url`` (an ``upath.UPath``) is missing; raise
+    when it failed to answer instead. fsspec's ``exists`` says False, and
+    http's ``info`` raises ``FileNotFoundError``, for a connection refused
+    or a server error too, the real failure as its cause.
+
+    Raises:
+        hta_report.errors.InputError: the URL failed to answer (:func:`url_error`).
+    """
     from .errors import InputError
 
     try:
-        from upath import UPath
+        url.stat()
+    except FileNotFoundError as exc:
+        cause = exc.__cause__
+        if cause is not None and not isinstance(cause, FileNotFoundError) and getattr(cause, "status", None) != 404:
+            raise url_error(cause, url) from cause
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever a remote filesystem raises is the URL's failure
+        raise url_error(exc, url) from exc
 
-        return UPath(text)
-    except (ImportError, ValueError) as exc:
-        raise InputError(f"cannot read this URL: {exc} (install the fsspec package for its protocol, "
-                         "e.g. s3fs for s3://)", text) from exc
+
+def failure(exc: BaseException, limit: int = 300) -> str:
+    """One line for why reading failed: an ``OSError``'s own words (``Connection
+    refused``), else ``Type: message``; secrets in URLs redacted."""
+    from .errors import one_line
+
+    if isinstance(exc, OSError) and exc.strerror and str(exc).startswith("[Errno"):
+        text = exc.strerror  # "Connection refused", not "[Errno 111] Connection refused"
+    else:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    text = redact_url(one_line(text))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def open_bytes(p: Union[str, os.PathLike]) -> IO[bytes]:
@@ -62,7 +219,26 @@ def open_bytes(p: Union[str, os.PathLike]) -> IO[bytes]:
     Raises:
         OSError: the file cannot be opened.
     """
-    return location(p).open("rb")
+    loc = location(p)
+    if isinstance(loc, Path):
+        return loc.open("rb")
+    fh = _as_oserror(lambda: loc.open("rb"))
+    try:  # the path object may hold its filesystem (an archive, a cache): alive while the file is open
+        fh._hta_report_location = loc
+    except (AttributeError, TypeError):  # pragma: no cover - a file object without attributes
+        pass
+    return fh
+
+
+def _as_oserror(call):
+    """``call()``, a failure of a URL's filesystem raised as ``OSError`` (as a
+    local file's would be), its cause in the message."""
+    try:
+        return call()
+    except OSError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - aiohttp, botocore, ftplib... errors are the URL's failure
+        raise OSError(failure(exc)) from exc
 
 
 def open_text_stream(p: Union[str, os.PathLike]) -> IO[bytes]:
@@ -117,7 +293,8 @@ def size(p: Union[str, os.PathLike]) -> int:
     Raises:
         OSError: the file cannot be found.
     """
-    return int(location(p).stat().st_size)
+    loc = location(p)
+    return int((loc.stat() if isinstance(loc, Path) else _as_oserror(loc.stat)).st_size)
 
 
 def identity(p: Union[str, os.PathLike]) -> str:
@@ -136,5 +313,6 @@ def version_key(p: Union[str, os.PathLike]) -> Tuple[str, int, Optional[float]]:
         OSError: the file cannot be stat'ed.
         hta_report.errors.InputError: a URL no fsspec package reads.
     """
-    st = location(p).stat()
+    loc = location(p)
+    st = loc.stat() if isinstance(loc, Path) else _as_oserror(loc.stat)
     return identity(p), st.st_size, getattr(st, "st_mtime_ns", None) or getattr(st, "st_mtime", None)

@@ -133,7 +133,10 @@ def parse_gate(text: str, comparison: bool = False) -> Gate:
     """Parse ``METRIC OP VALUE[%]``; ``severity`` takes ``low``/``medium``/``high``.
 
     Raises:
-        InputError: malformed expression or unknown metric (the message lists the metrics).
+        InputError: malformed expression, unknown metric (the message lists
+            the metrics), or a value that is not a finite number (``nan``,
+            ``inf``, or digits beyond a float's range), against which no gate
+            could trip.
     """
     m = _EXPR.match(text)
     known = {**RESULT_METRICS, **(COMPARISON_METRICS if comparison else {})}
@@ -150,6 +153,8 @@ def parse_gate(text: str, comparison: bool = False) -> Gate:
         if not _NUMBER.match(raw):  # also refuses nan and inf, against which no gate can trip
             raise InputError(f"--fail-on {text!r}: {raw!r} is not a number")
         value = float(raw)
+        if not math.isfinite(value):  # 400 digits read as infinity: as useless a bound as inf
+            raise InputError(f"--fail-on {text!r}: {raw[:20]}... is beyond a finite number")
     return Gate(text=text.strip(), metric=metric, op=op, value=value)
 
 
@@ -175,7 +180,8 @@ def tripped(gates: List[Gate], result: Optional[AnalysisResult] = None,
         if why is not None:
             out.append(f"{g.text} ({g.metric} not measured: {why}; the gate fails)")
         elif _OPS[g.op](actual, g.value):
-            out.append(f"{g.text} ({g.metric} = {actual:.2f})")
+            shown = f"{actual:.2f}" if abs(actual) < 1e15 else f"{actual:.3g}"  # not hundreds of digits
+            out.append(f"{g.text} ({g.metric} = {shown})")
     return out
 
 

@@ -12,9 +12,10 @@ into lines:
 2. per chain, "the user's frame": the innermost frame outside torch, the
    standard library, site-packages and the configuration's
    ``library_modules`` (:func:`hta_report.frames.is_user_frame`);
-3. its file, found on disk (:class:`SourceFinder`: as named, under the
-   source root, the collector's working directory, the current directory,
-   or by a unique match of the trace's trimmed path in the source tree), and
+3. its file, found on disk under the source root only (:class:`SourceFinder`:
+   as named, under the source root, the collector's working directory and
+   the current directory where those lie inside the root, or by a match of
+   the trace's trimmed path in the source tree), and
    its line: the trace gives the function's first line (or, for a function
    already running when tracing started, the line it was executing then),
    not the line of the call. With the source readable, the call is found in
@@ -25,15 +26,24 @@ into lines:
    (``calls`` says how many; the trace does not tell them apart). Without
    the source, the frame's own line: ``how="def"`` or ``"frame"``.
 
-URIs are relative to the source root: ``--source-root``, else the git work
-tree holding the file; else the path as found (absolute) or as the trace
-names it.
+What a trace names is untrusted (traces come from other people's jobs, and
+reports are shared): a frame's path, or the collector's working directory in
+a ``manifest.json`` beside the traces, never makes us read a file outside the
+source root, ``--source-root``, else the git work tree of the current
+directory, else the current directory. Only regular ``.py`` files of at most
+:data:`MAX_SOURCE_BYTES` are read, after symbolic links are resolved (a link
+inside the root to a file outside it is outside). A line whose file was not
+found keeps the path the trace gives as text only: it gets no URI, no link
+and no excerpt.
+
+URIs are relative to the source root (``/`` separators, no ``..``).
 """
 from __future__ import annotations
 
 import ast
 import os
 import re
+import stat
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +53,8 @@ from urllib.parse import quote
 from .frames import called_name, is_user_frame, parse_frame
 from .model import AnalysisResult, CodeTime, Finding, RankResult, SourceLocation
 
-__all__ = ["CAUSES", "MAX_LOCATIONS", "MIN_SHARE_PCT", "SourceFinder", "locate", "github_url"]
+__all__ = ["CAUSES", "MAX_LOCATIONS", "MAX_SOURCE_BYTES", "MIN_SHARE_PCT", "SourceFinder", "locate", "github_url",
+           "source_root_for"]
 
 #: Finding id -> the cause (:class:`~hta_report.model.CodeTime` category) whose lines it points at.
 CAUSES = {
@@ -63,6 +74,10 @@ EXCERPT_CONTEXT = 2
 EXCERPT_WIDTH = 160
 #: Files looked at when searching the source tree for a trimmed path.
 SEARCH_LIMIT = 50_000
+#: The largest source file read (bytes): larger ones are not read (the
+#: frame's own line is given). The largest module of CPython's standard
+#: library is under 0.3 MiB and of torch's Python sources about 1 MiB.
+MAX_SOURCE_BYTES = 2 << 20
 _SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "env", "node_modules", "__pycache__", "site-packages",
               "dist-packages", ".tox", ".mypy_cache", ".pytest_cache", "build", "dist"}
 #: Calls that stand for a cause when the frame's callee names none in the
@@ -98,28 +113,67 @@ def _git_root(path: Path) -> Optional[Path]:
     return None
 
 
+def _inside(path: Path, root: Path) -> bool:
+    """Whether ``path`` (resolved) is ``root`` (resolved) or lies under it."""
+    try:
+        path.relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
+def source_root_for(source_root: Optional[os.PathLike | str] = None,
+                    cwd: Optional[os.PathLike | str] = None) -> Path:
+    """The source root, resolved: ``source_root`` (``--source-root``) when
+    given, else the git work tree holding ``cwd`` (default: the current
+    directory), else ``cwd`` itself.
+
+    Raises:
+        OSError: the current directory was removed (and neither is given).
+    """
+    if source_root:
+        return Path(source_root).resolve()
+    here = Path(cwd).resolve() if cwd else Path.cwd().resolve()
+    return _git_root(here) or here
+
+
 @dataclass
 class SourceFinder:
-    """Finds the files a trace's frames name, and their URIs.
+    """Finds the files a trace's frames name, and their URIs, under one root.
 
     Attributes:
-        root: ``--source-root``: URIs are relative to it; searched first.
+        root: the source root (resolved): nothing outside it is read, URIs
+            are relative to it; its tree is searched for trimmed paths.
         bases: directories a relative name is tried under, in order (the
-            source root, the collector's working directory, the current one).
+            source root, the collector's working directory, the current one);
+            those outside ``root`` are ignored.
     """
 
-    root: Optional[Path] = None
+    root: Path
     bases: List[Path] = field(default_factory=list)
     _found: Dict[tuple, Optional[Path]] = field(default_factory=dict)
     _trees: Dict[Path, Optional[Tuple[List[str], ast.AST]]] = field(default_factory=dict)
     _index: Optional[Dict[str, List[Path]]] = None
 
+    def __post_init__(self) -> None:
+        self.root = Path(self.root).resolve()
+        bases = []
+        for b in self.bases:
+            try:
+                b = Path(b).resolve()
+            except (OSError, RuntimeError, ValueError):
+                continue
+            if _inside(b, self.root) and b not in bases:
+                bases.append(b)
+        self.bases = bases
+
     def find(self, name: str, line: int, function: str, entered: bool) -> Optional[Path]:
         """The file a frame's path ``name`` names: the first candidate (the
         path itself when absolute; under each base; else files of the source
-        tree whose path ends with ``name``) that defines ``function`` where
-        the frame says (:func:`_scope`), so that a ``train.py`` of another
-        project is not taken for the traced one. None when none does."""
+        tree whose path ends with ``name``) that is readable source
+        (:meth:`readable`) and defines ``function`` where the frame says
+        (:func:`_scope`), so that a ``train.py`` of another project is not
+        taken for the traced one. None when none does."""
         key = (name, line, function, entered)
         if key not in self._found:
             self._found[key] = next((c for c in self._candidates(name)
@@ -131,49 +185,68 @@ class SourceFinder:
         return src is not None and line <= len(src[0]) and _scope(src[1], line, function, entered) is not None
 
     def _candidates(self, name: str) -> List[Path]:
+        if not name or "\x00" in name:
+            return []
         p = Path(name)
-        if p.is_absolute():
-            return [p.resolve()] if p.is_file() else []
-        out = [(base / p).resolve() for base in self.bases if (base / p).is_file()]
-        want = p.as_posix()
-        out += [h.resolve() for h in self._search().get(p.name, []) if h.as_posix().endswith("/" + want)]
-        return list(dict.fromkeys(out))
+        out = [p] if p.is_absolute() else [base / p for base in self.bases]
+        want = p.as_posix().lstrip("/")
+        if want and ".." not in Path(want).parts:
+            out += [h for h in self._search().get(p.name, []) if h.as_posix().endswith("/" + want)]
+        return [c for c in dict.fromkeys(self._resolved(c) for c in out) if c is not None]
+
+    def _resolved(self, candidate: Path) -> Optional[Path]:
+        """``candidate`` with links resolved, when it is readable source (:meth:`readable`)."""
+        try:
+            real = candidate.resolve()
+        except (OSError, RuntimeError, ValueError):
+            return None
+        return real if self.readable(real) else None
+
+    def readable(self, file: Path) -> bool:
+        """Whether ``file`` (resolved) may be read: inside the root, named
+        ``*.py``, a regular file of at most :data:`MAX_SOURCE_BYTES`."""
+        if file.suffix != ".py" or not _inside(file, self.root):
+            return False
+        try:
+            st = file.stat()
+        except (OSError, ValueError):
+            return False
+        return stat.S_ISREG(st.st_mode) and st.st_size <= MAX_SOURCE_BYTES
 
     def _search(self) -> Dict[str, List[Path]]:
-        """Files of the source tree (the root, else the first base's git work tree) by name."""
+        """Files of the source tree (the root) by name."""
         if self._index is None:
             self._index = defaultdict(list)
-            top = self.root or (_git_root(self.bases[0]) if self.bases else None)
             seen = 0
-            if top is not None:
-                for d, dirs, files in os.walk(top):
-                    dirs[:] = [x for x in dirs if x not in _SKIP_DIRS and not x.startswith(".")]
-                    for f in files:
-                        if f.endswith(".py"):
-                            self._index[f].append(Path(d) / f)
-                    seen += len(files)
-                    if seen > SEARCH_LIMIT:
-                        break
+            for d, dirs, files in os.walk(self.root):
+                dirs[:] = [x for x in dirs if x not in _SKIP_DIRS and not x.startswith(".")]
+                for f in files:
+                    if f.endswith(".py"):
+                        self._index[f].append(Path(d) / f)
+                seen += len(files)
+                if seen > SEARCH_LIMIT:
+                    break
         return self._index
 
     def uri(self, file: Path) -> str:
-        """``file`` relative to the source root (``/`` separators), else to its git work tree, else absolute."""
-        for top in (self.root, _git_root(file.parent)):
-            if top is not None:
-                try:
-                    return file.relative_to(top.resolve()).as_posix()
-                except ValueError:
-                    continue
-        return file.as_posix()
+        """``file`` (found by :meth:`find`) relative to the source root, ``/`` separators."""
+        return file.relative_to(self.root).as_posix()
 
     def source(self, file: Path) -> Optional[Tuple[List[str], ast.AST]]:
-        """The file's lines and syntax tree, or None when unreadable or not Python."""
+        """The file's lines and syntax tree, or None when it may not be read
+        (:meth:`readable`), cannot be, or is not Python."""
         if file not in self._trees:
-            try:
-                text = file.read_text(encoding="utf-8")
-                self._trees[file] = (text.splitlines(), ast.parse(text))
-            except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
-                self._trees[file] = None
+            self._trees[file] = None
+            real = self._resolved(file)
+            if real is not None:
+                try:
+                    with open(real, "rb") as fh:
+                        data = fh.read(MAX_SOURCE_BYTES + 1)
+                    if len(data) <= MAX_SOURCE_BYTES:
+                        text = data.decode("utf-8")
+                        self._trees[file] = (text.splitlines(), ast.parse(text))
+                except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+                    pass
         return self._trees[file]
 
 
@@ -325,17 +398,22 @@ def locate(result: AnalysisResult, source_root: Optional[os.PathLike | str] = No
 
     Args:
         result: an analysis with findings.
-        source_root: the repository root URIs are relative to (``--source-root``);
-            default: the git work tree holding each file.
+        source_root: the repository the traced code lives in (``--source-root``):
+            the only tree read; default :func:`source_root_for` (the git
+            work tree of ``cwd``, else ``cwd``).
         library: more top-level modules or path prefixes that are library
             code (``library_modules`` of the configuration).
-        cwd: the directory relative names are tried under last (default: the current one).
+        cwd: the current directory (default: the process's): relative names
+            are tried under it last, where it lies inside the root.
+
+    Raises:
+        OSError: no ``source_root`` is given and the current directory was removed.
     """
-    root = Path(source_root).resolve() if source_root else None
-    bases = [root] if root else []
+    root = source_root_for(source_root, cwd)
+    bases = [root]
     run = result.inventory.manifest.get("run") if isinstance(result.inventory.manifest, dict) else None
     if isinstance(run, dict) and isinstance(run.get("cwd"), str):
-        bases.append(Path(run["cwd"]))
+        bases.append(Path(run["cwd"]))  # kept only inside the root (SourceFinder)
     try:
         bases.append(Path(cwd) if cwd else Path.cwd())
     except OSError:  # the current directory was removed

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -687,8 +688,13 @@ class Integrity:
         unlinked_ops, unlinked_us: GPU operations (and their time, µs) whose
             correlation id matches no runtime call, in a trace with runtime calls.
         sync_rows: ``cuda_sync`` (Stream Sync) events.
+        clock_jumps: times the trace's clock goes back on one host thread
+            or GPU stream, or a GPU operation starts before its launch call
+            (by more than :data:`hta_report.analysis.integrity.CLOCK_JUMP_MIN_US`).
+        clock_jump_us: the largest of those steps back (µs).
+        clock_where: where the largest one is (``GPU 0 stream 7``...).
         idle_unreliable: the rank's GPU idle time is not known (graph
-            replays dropped): no rule claims it.
+            replays dropped, or the clock jumps back): no rule claims it.
         notes: one line per finding above, shown beside the GPU figures.
     """
 
@@ -698,8 +704,22 @@ class Integrity:
     unlinked_ops: int = 0
     unlinked_us: float = 0.0
     sync_rows: int = 0
+    clock_jumps: int = 0
+    clock_jump_us: float = 0.0
+    clock_where: str = ""
     idle_unreliable: bool = False
     notes: List[str] = field(default_factory=list)
+
+    def unreliable_reason(self) -> str:
+        """Why the rank's GPU idle time is not known (:attr:`idle_unreliable`),
+        in a few words for the checks that leave the rank out; empty when it
+        is known."""
+        why = []
+        if self.graph_launches_without_ops:
+            why.append("the trace dropped graph replays")
+        if self.clock_jumps:
+            why.append(f"its clock jumps back {self.clock_jump_us / 1e3:,.2f} ms on {self.clock_where.split(' (')[0]}")
+        return "; ".join(why) or ("not known" if self.idle_unreliable else "")
 
 
 @dataclass
@@ -749,6 +769,10 @@ class MemorySummary:
     ``capacity_bytes`` and the ``_pct`` figures are that device's (see
     :class:`DeviceMemory`). ``devices`` lists every device seen;
     ``step_starts_us`` the ``ProfilerStep`` starts (µs, for the chart).
+    ``out_of_range`` counts the events whose values no device has (a total
+    beyond 2**50 bytes or the device's capacity, NaN, a device id outside
+    -1..127: :func:`hta_report.load.memory_events._event`): unknown, left
+    out of every figure (``recorded`` with no ``devices`` when all were).
     """
 
     recorded: bool = False
@@ -760,6 +784,7 @@ class MemorySummary:
     peak_reserved_pct: float = 0.0
     devices: List[DeviceMemory] = field(default_factory=list)
     step_starts_us: List[float] = field(default_factory=list)
+    out_of_range: int = 0
 
 
 @dataclass
@@ -1190,6 +1215,28 @@ class Finding:
     rule: str = ""
     rank_gains: List[RankGain] = field(default_factory=list)
     locations: List[SourceLocation] = field(default_factory=list)
+
+
+#: The hosts our rules' documentation links point at (``Finding.doc_url``;
+#: a test checks every rule of the catalogue against :func:`is_doc_url`).
+DOC_HOSTS = ("pytorch.org", "hta.readthedocs.io")
+_DOC_URL = re.compile(r"https://(?:%s)/[A-Za-z0-9/._~%%#=?&+:,-]*" % "|".join(re.escape(h) for h in DOC_HOSTS))
+#: A source line's link as :func:`hta_report.locate.github_url` builds it
+#: (``https://server/owner/repo/blob/sha/path#L12``).
+_SOURCE_URL = re.compile(r"https?://[A-Za-z0-9.:-]+/[A-Za-z0-9/._~%-]+#L[0-9]+")
+
+
+def is_doc_url(url: object) -> bool:
+    """Whether ``url`` is a link to the documentation our rules cite: https,
+    on one of :data:`DOC_HOSTS`, no user info, quote, space or control
+    character. A saved result or cache entry is edited by anyone: nothing
+    else is ever made a link (``javascript:``, other hosts)."""
+    return isinstance(url, str) and _DOC_URL.fullmatch(url) is not None
+
+
+def is_source_url(url: object) -> bool:
+    """Whether ``url`` has the shape of a source line's GitHub link (see :data:`_SOURCE_URL`)."""
+    return isinstance(url, str) and _SOURCE_URL.fullmatch(url) is not None
 
 
 #: The values of :attr:`RuleCheck.status`.

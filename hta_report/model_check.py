@@ -7,7 +7,11 @@ rebuilt: types (an ``int`` field holds an integer, not a bool, a string or a
 float), finite numbers (no NaN or infinity), ranges (counts and ranks not
 negative; shares of a whole, such as HTA's temporal breakdown, within 0–100
 %; the ranges hold for everything ``analyze`` writes, which the trace fuzzer
-checks), known values (finding severities, check statuses, rank sources), the
+checks), known values (finding severities, check statuses, rank sources),
+links (a finding's ``doc_url`` only to the rules' documentation,
+:func:`~hta_report.model.is_doc_url`; a source line's ``url`` only of a
+GitHub line link's shape: a cache entry edited to ``javascript:`` is a miss,
+a saved result is refused), the
 sections every result has, and one result per rank. The first problem is
 raised as a :class:`ResultError` naming where it is
 (``aggregate.idle_pct: NaN, expected a finite number``).
@@ -20,11 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import types
 import typing
 from typing import Any, Dict, FrozenSet, List, Tuple
 
-from .model import CHECK_STATUSES, READABLE_SCHEMA_VERSIONS, Aggregate, AnalysisResult, type_hints
+from .model import (CHECK_STATUSES, DOC_HOSTS, READABLE_SCHEMA_VERSIONS, Aggregate, AnalysisResult, is_doc_url,
+                    is_source_url, type_hints)
 
 __all__ = ["ResultError", "check_result", "ENUMS", "SHARES"]
 
@@ -67,6 +73,8 @@ AGGREGATE_SINCE_3 = frozenset({"kernel_busy_pct", "span_busy_pct", "hta_busy_pct
 #: copied from the trace); every other integer (counts, bytes, ranks) may not.
 SIGNED_INTS = frozenset({"number", "stream", "world_size", "schema_version", "compute_major",
                          "kineto_schema_versions", "steps"})
+#: Largest integer a float field may hold (float() of a larger one overflows).
+_MAX_FLOAT_INT = int(sys.float_info.max)
 #: Slack for float rounding at the ends of 0–100 %.
 _PCT_SLACK = 1e-6
 #: The sections every result has (and Aggregate's figures, above).
@@ -92,6 +100,8 @@ def _describe(value: Any) -> str:
         return "null"
     if isinstance(value, (list, dict)):
         return "a list" if isinstance(value, list) else "an object"
+    if isinstance(value, int) and abs(value) >= 10 ** 18:  # not hundreds of digits in an error
+        return f"{'-' if value < 0 else ''}1e+{math.floor(math.log10(abs(value)))} (an integer)"
     return repr(value)
 
 
@@ -104,6 +114,8 @@ def _number(path: str, value: Any, integer: bool, owner: str, name: str) -> None
         _fail(path, value, "an integer" if integer else "a number")
     if isinstance(value, float) and not math.isfinite(value):
         _fail(path, value, "a finite number")
+    if not integer and isinstance(value, int) and not -_MAX_FLOAT_INT <= value <= _MAX_FLOAT_INT:
+        _fail(path, value, "a finite number")  # past the float range: float() would overflow
     shares = SHARES.get(owner, frozenset())
     if name in shares or ("*" in shares and name.endswith("_pct")):
         if not -_PCT_SLACK <= value <= 100 + _PCT_SLACK:
@@ -197,3 +209,10 @@ def check_result(data: Any) -> None:
     agg = data["aggregate"]
     if agg["gpu_ranks"] > agg["ranks"]:
         raise ResultError(f"aggregate.gpu_ranks: {agg['gpu_ranks']}, expected at most aggregate.ranks ({agg['ranks']})")
+    for i, f in enumerate(data.get("findings") or []):
+        if f.get("doc_url", "") != "" and not is_doc_url(f["doc_url"]):
+            _fail(f"findings[{i}].doc_url", f["doc_url"], "a link to the rules' documentation (https://"
+                  + " or https://".join(DOC_HOSTS) + ")")
+        for j, loc in enumerate(f.get("locations") or []):
+            if loc.get("url", "") != "" and not is_source_url(loc["url"]):
+                _fail(f"findings[{i}].locations[{j}].url", loc["url"], "a source line's link (https://…#L12)")

@@ -1,57 +1,107 @@
-"""The one place that writes output files: atomically, never half a report."""
+"""The one place that writes output files: atomically, never half a report.
+
+What ``-o`` names decides how it is written (:func:`target_of`):
+
+* a regular file, or a name that does not exist yet: a temporary file beside
+  it, renamed over it once complete (atomic: a failure leaves it as it was);
+* a symbolic link to a regular file (or to a name that does not exist yet):
+  the same, beside the file the link points to; the link stays a link;
+* a FIFO, a character device (``/dev/null``, a terminal) or a process's file
+  descriptor (``/dev/stdout``, ``/proc/self/fd/1``): written through, as a
+  shell's ``>`` would (opened for writing and written, never replaced). Such a
+  write cannot be rolled back, and a FIFO blocks until a reader opens it;
+* a directory, a socket or a block device: refused (:class:`OutputError`).
+"""
 from __future__ import annotations
 
 import os
 import stat
+import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from .errors import OutputError
 
+#: Bytes of the target's name kept in its temporary file's name
+#: (``.<name>.<random>.tmp``): any name legal for the target (up to 255 bytes)
+#: leaves a legal temporary name.
+TMP_NAME_BYTES = 64
+#: Symbolic links followed from an output name before giving up (as Linux's ELOOP).
+MAX_LINKS = 40
+#: Bytes written to a written-through target per ``write`` call.
+_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class Target:
+    """How one output is written (see the module docstring).
+
+    Attributes:
+        path: the name given (what errors name).
+        how: ``"replace"`` (atomic, at ``real``), ``"through"`` (open
+            ``path`` for writing) or ``"fd"`` (write to this process's file
+            descriptor ``fd``).
+        real: for ``"replace"``, the regular file (existing or not) to
+            replace: ``path``, or where its links lead.
+        fd: for ``"fd"``, the descriptor number.
+    """
+
+    path: Path
+    how: str
+    real: Optional[Path] = None
+    fd: Optional[int] = None
+
 
 def write_atomic(path: os.PathLike | str, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` through a temporary file in the same
-    directory, renamed into place; an existing file is untouched on failure and
-    no temporary file is left behind.
+    """Write ``text`` (UTF-8) to ``path`` as :func:`write_all_atomic` does for one file.
 
     Raises:
-        OutputError: the directory is missing or not writable.
+        OutputError: as :func:`write_all_atomic`.
     """
     return write_all_atomic([(path, text)])[0]
 
 
 def write_all_atomic(files: Sequence[Tuple[os.PathLike | str, str]]) -> List[Path]:
-    """Write several files so that a failure leaves every one of them as it was.
+    """Write several files so that a failure leaves every regular file as it was.
 
-    Each text goes to a temporary file beside its target first; only when all
-    are written are they renamed into place. On any failure (a missing or
-    unwritable directory, a full disk, an interrupt) the temporary files are
-    removed and no target is touched. A report keeps the permissions of the
-    file it replaces; a new one gets 0666 less the umask, as ``open()`` would
-    give it. Characters that UTF-8 cannot encode
-    (lone surrogates from odd file names or trace strings) are written as
-    backslash escapes.
+    Each target is classified first (:func:`target_of`; a directory, socket,
+    block device or a missing directory fails before anything is written).
+    Texts for regular files (and links to them) go to a temporary file beside
+    the file first; only when all are written are they renamed into place.
+    On any failure (an unwritable directory, a full disk, an interrupt) the
+    temporary files are removed and no regular target is touched. Targets
+    written through (FIFOs, character devices such as ``/dev/null``,
+    ``/dev/stdout``) are written last, after the regular files are in place:
+    such a write cannot be rolled back, so a failure there leaves the regular
+    files written. A report keeps the permissions of the file it replaces; a
+    new one gets 0666 less the umask, as ``open()`` would give it. Characters
+    that UTF-8 cannot encode (lone surrogates from odd file names or trace
+    strings) are written as backslash escapes.
 
     Args:
         files: ``(path, text)`` pairs.
 
     Returns:
-        The paths written, in order.
+        The paths written, as given, in order.
 
     Raises:
-        OutputError: a directory is missing or not writable (names the file).
+        OutputError: a target cannot be written (one line naming the file as
+            given: a missing directory, a directory, a socket, no permission,
+            no space left on the device...).
     """
-    staged: List[Tuple[str, Path]] = []
+    targets = [(target_of(Path(path)), text) for path, text in files]
+    staged: List[Tuple[str, Target]] = []
     try:
-        for path, text in files:
-            path = Path(path)
-            staged.append((_stage(path, text), path))
-        for tmp, path in staged:
+        for target, text in targets:
+            if target.how == "replace":
+                staged.append((_stage(target, text), target))
+        for tmp, target in staged:
             try:
-                os.replace(tmp, path)
+                os.replace(tmp, target.real)
             except OSError as exc:
-                raise OutputError(f"cannot write: {exc.strerror or exc}", path) from exc
+                raise OutputError(f"cannot write: {_reason(exc)}", target.path) from exc
     except BaseException:
         for tmp, _ in staged:
             try:
@@ -59,7 +109,107 @@ def write_all_atomic(files: Sequence[Tuple[os.PathLike | str, str]]) -> List[Pat
             except OSError:
                 pass
         raise
-    return [path for _, path in staged]
+    for target, text in targets:
+        if target.how != "replace":
+            _write_through(target, text)
+    return [target.path for target, _ in targets]
+
+
+def target_of(path: Path) -> Target:
+    """How ``path`` is written (see the module docstring); nothing is written.
+
+    Symbolic links are followed one by one: one into this process's file
+    descriptors (``/dev/stdout`` -> ``/proc/self/fd/1``) is written to that
+    descriptor, one of another process's is opened as it is, any other leads
+    to what it points to (a regular file there is replaced, the link kept).
+
+    Raises:
+        OutputError: ``path`` is (or leads to) a directory, a socket or a block
+            device; its directory does not exist; it cannot be written; its
+            links loop (one line naming ``path``).
+    """
+    current = path
+    for _ in range(MAX_LINKS + 1):
+        fd = _own_fd(current)
+        if fd is not None:
+            try:
+                os.fstat(fd)
+            except OSError as exc:
+                raise OutputError(f"cannot write: file descriptor {fd} is not open ({_reason(exc)})", path) from exc
+            return Target(path, "fd", fd=fd)
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            _check_parent(current, path)
+            return Target(path, "replace", real=current)  # a new file (where a dangling link points)
+        except OSError as exc:
+            _check_parent(current, path)
+            raise OutputError(f"cannot write: {_reason(exc)}", path) from exc
+        if stat.S_ISREG(mode):
+            return Target(path, "replace", real=current)
+        if not stat.S_ISLNK(mode):
+            return _through(path, current, mode)
+        if _in_proc(current.parent):
+            # another process's descriptor (its link may read "pipe:[123]"): the kernel opens it
+            try:
+                mode = os.stat(current).st_mode
+            except OSError as exc:
+                raise OutputError(f"cannot write: {_reason(exc)}", path) from exc
+            return _through(path, current, mode)
+        try:
+            link = os.readlink(current)
+        except OSError as exc:
+            raise OutputError(f"cannot write: cannot read the link ({_reason(exc)})", path) from exc
+        current = Path(os.path.join(current.parent, link))
+    raise OutputError(f"cannot write: more than {MAX_LINKS} symbolic links", path)
+
+
+def _through(path: Path, current: Path, mode: int) -> Target:
+    """A target written through (a FIFO, a character device, a file reached
+    through ``/proc``), after checking that it may be."""
+    if stat.S_ISDIR(mode):
+        raise OutputError("cannot write: it is a directory (give a file name)", path)
+    if not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISREG(mode)):
+        what = "a socket" if stat.S_ISSOCK(mode) else "a block device" if stat.S_ISBLK(mode) else "not a file"
+        raise OutputError(f"cannot write: it is {what} (give a file name, a FIFO or a character device)", path)
+    if not os.access(current, os.W_OK):
+        raise OutputError("cannot write: permission denied", path)
+    return Target(path, "through")
+
+
+def _in_proc(folder: Path) -> bool:
+    """True for a folder of ``/proc`` (where links name open files, not paths)."""
+    try:
+        real = os.path.realpath(folder)
+    except (OSError, ValueError):
+        return False
+    return real == "/proc" or real.startswith("/proc/")
+
+
+def _own_fd(path: Path) -> Optional[int]:
+    """The number of this process's file descriptor that ``path`` names
+    (``/proc/self/fd/1``, ``/dev/fd/2``: a name in the folder that
+    ``/proc/self/fd`` is), else None."""
+    name = path.name
+    if not name.isdigit() or not name.isascii() or sys.platform.startswith("win"):
+        return None
+    try:
+        folder = os.path.realpath(path.parent)
+    except (OSError, ValueError):
+        return None
+    return int(name) if folder == f"/proc/{os.getpid()}/fd" else None
+
+
+def _check_parent(current: Path, path: Path) -> None:
+    parent = current.parent if str(current.parent) else Path(".")
+    if not parent.is_dir():
+        what = "its parent is not a directory" if parent.exists() else "the directory does not exist"
+        raise OutputError(f"cannot write: {what}", path)
+
+
+def _reason(exc: BaseException) -> str:
+    """An OSError's reason as the system words it (``No space left on device``)."""
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__
 
 
 def _umask() -> int:
@@ -79,30 +229,64 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~_umask()
 
 
-def _stage(path: Path, text: str) -> str:
-    """Write ``text`` to a new temporary file beside ``path`` with the mode the
-    report should have (:func:`_mode_for`); returns its name (removed again
-    if writing fails)."""
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        what = "its parent is not a directory" if parent.exists() else "the directory does not exist"
-        raise OutputError(f"cannot write: {what}", path)
-    if path.is_dir():
-        raise OutputError("cannot write: it is a directory (give a file name)", path)
+def _tmp_prefix(name: str) -> str:
+    """``.<name>.`` with ``name`` cut to :data:`TMP_NAME_BYTES` bytes (as the
+    file system stores it), so that the temporary name stays legal."""
+    while len(os.fsencode(name)) > TMP_NAME_BYTES:
+        name = name[:-1]
+    return f".{name}."
+
+
+def _stage(target: Target, text: str) -> str:
+    """Write ``text`` to a new temporary file beside ``target.real`` with the
+    mode the report should have (:func:`_mode_for`); returns its name (removed
+    again if writing fails)."""
+    real = target.real
+    parent = real.parent if str(real.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+        fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(real.name), suffix=".tmp", dir=parent)
     except OSError as exc:
-        raise OutputError(f"cannot write: {exc.strerror or exc}", path) from exc
+        raise OutputError(f"cannot write: {_reason(exc)}", target.path) from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
-        os.chmod(tmp, _mode_for(path))
+        os.chmod(tmp, _mode_for(real))
     except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         if isinstance(exc, OSError):
-            raise OutputError(f"cannot write: {exc.strerror or exc}", path) from exc
+            raise OutputError(f"cannot write: {_reason(exc)}", target.path) from exc
         raise
     return tmp
+
+
+def _write_through(target: Target, text: str) -> None:
+    """Write ``text`` to a FIFO, a device or a file descriptor without
+    replacing it (see :func:`write_all_atomic`).
+
+    Raises:
+        OutputError: it cannot be opened or written (names the file).
+    """
+    data = text.encode("utf-8", errors="backslashreplace")
+    try:
+        if target.how == "fd":
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()  # what we printed before comes first
+                except (AttributeError, OSError, ValueError):
+                    pass
+            fd = os.dup(target.fd)
+        else:
+            fd = os.open(target.path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOCTTY", 0)
+                         | getattr(os, "O_CLOEXEC", 0))
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view[:_CHUNK])
+                view = view[n:]
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise OutputError(f"cannot write: {_reason(exc)}", target.path) from exc

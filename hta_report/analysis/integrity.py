@@ -23,20 +23,41 @@ of advising on time that was not idle:
   ``stream N (sync)`` rows (thread id stream + 1,000,000) since
   pytorch/kineto#1356: host waits shown on the GPU's timeline, not GPU work;
   they are left out of every GPU figure, and counted.
+* **a clock that jumps back** (:func:`clock_jumps`): time that goes back,
+  by more than :data:`CLOCK_JUMP_MIN_US`, where the order of events is
+  known without their times: a host thread's runtime calls in the order of
+  their correlation ids (one thread makes one call at a time, and CUPTI
+  numbers them as they are made), a GPU stream's operations in launch order
+  (a stream runs its work in the order it was launched), a GPU operation
+  against the start of its own launch call (no work starts before it is
+  launched), and a thread's ``ProfilerStep#N`` in step order. The rank's
+  busy, idle and step figures then mix two clocks: its GPU idle time is not
+  known (``idle_unreliable``), so no rule advises on the rank, and the
+  report says why. Events whose own duration is negative (an end before
+  the start) are refused when the trace is read
+  (:func:`hta_report.load.validation.clean_events`), and counted there.
+  Two operations of one stream that overlap are not taken for a jump: with
+  programmatic dependent launch a kernel may start before the one before it
+  ends.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from ..load.iteration import STEP_NUMBER
 from ..model import Integrity
-from .events import RankEvents
+from .events import RankEvents, is_step
 
 #: The first GPU operation starting this long (µs) after its launch call, with
 #: nothing recorded on the GPU before it, shows unrecorded GPU work.
 UNRECORDED_MIN_US = 1000.0
 #: Runtime calls that replay a CUDA or HIP graph.
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "cudaGraphLaunch_v10000", "hipGraphLaunch", "cuGraphLaunch")
+#: A step back in time larger than this (µs) is a clock jump (:func:`clock_jumps`).
+#: Host and GPU timestamps agree to within tens of µs (CUPTI converts GPU
+#: times to the host's clock), so a millisecond back is no rounding or skew.
+CLOCK_JUMP_MIN_US = 1000.0
 
 
 def _launch_calls(ev: RankEvents):
@@ -72,6 +93,91 @@ def unrecorded_lead(ev: RankEvents) -> np.ndarray:
     return np.array([[launched, start]]) if start - launched >= UNRECORDED_MIN_US else none
 
 
+def _steps_back(group: np.ndarray, order: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """For rows sorted by ``group``, then ``order``, then ``ts`` (rows of
+    equal ``order`` in time order), how far (µs) each row starts before the
+    row before it in the same group (0 for the first row of a group and for
+    rows that do not start earlier)."""
+    if len(ts) < 2:
+        return np.zeros(len(ts))
+    idx = np.lexsort((ts, order, group))
+    back = np.zeros(len(ts))
+    same = group[idx][1:] == group[idx][:-1]
+    back[idx[1:]] = np.where(same, ts[idx][:-1] - ts[idx][1:], 0.0)
+    return back
+
+
+def clock_jumps(ev: RankEvents):
+    """Where the rank's time goes back (see the module doc): ``(count,
+    largest µs, where)``, counting each step back of more than
+    :data:`CLOCK_JUMP_MIN_US` µs: between two runtime calls of a host thread
+    in correlation order, two operations of a GPU stream in launch
+    (correlation) order, a GPU operation and its launch call's start, or
+    two ``ProfilerStep#N`` of a thread in step order. ``where`` names the
+    largest (``GPU 0 stream 7``, ``host thread 1000``...); ``(0, 0.0, "")``
+    when time never goes back."""
+    found = []  # (count, largest, where)
+
+    def note(back: np.ndarray, rows: pd.DataFrame, what) -> None:
+        hit = np.flatnonzero(back > CLOCK_JUMP_MIN_US)
+        if len(hit):
+            k = hit[int(np.argmax(back[hit]))]
+            found.append((len(hit), float(back[k]), what(rows.iloc[k])))
+
+    def thread(row) -> str:
+        return f"host thread {row.get('tid', '?')}"
+
+    def stream(row) -> str:
+        return f"GPU {row.get('pid', '?')} stream {row.get('stream', row.get('tid', '?'))}"
+
+    cpu, gpu = ev.cpu, ev.gpu
+    # host threads: runtime calls in the order CUPTI numbered them
+    if "correlation" in cpu.columns and len(cpu):
+        corr = pd.to_numeric(cpu["correlation"], errors="coerce").to_numpy(dtype=float)
+        calls = cpu["s_cat"].isin(("cuda_runtime", "cuda_driver")).to_numpy() & (corr > 0)
+        c = cpu[calls]
+        back = _steps_back(c["thread"].to_numpy(), corr[calls], c["ts"].to_numpy(dtype=float))
+        note(back, c, lambda r: f"{thread(r)} (its runtime calls in the order they were made)")
+    # steps of a host thread in step order
+    if len(cpu):
+        steps = cpu[is_step(cpu["s_name"])]
+        if len(steps):
+            numbers = np.array([float(STEP_NUMBER.search(str(n)).group(1)) for n in steps["s_name"]])
+            back = _steps_back(steps["thread"].to_numpy(), numbers, steps["ts"].to_numpy(dtype=float))
+            note(back, steps, lambda r: f"{thread(r)} (its ProfilerStep#N in step order)")
+    if len(gpu) and "correlation" in gpu.columns:
+        corr = pd.to_numeric(gpu["correlation"], errors="coerce").to_numpy(dtype=float)
+        ops = corr > 0
+        g = gpu[ops]
+        ts = g["ts"].to_numpy(dtype=float)
+        # a stream's operations in launch order (a graph's kernels share their launch's id)
+        back = _steps_back(g["thread"].to_numpy(), corr[ops], ts)
+        note(back, g, lambda r: f"{stream(r)} (its operations in launch order)")
+        # each operation against the start of its launch call
+        if "correlation" in cpu.columns and len(cpu):
+            ccorr = pd.to_numeric(cpu["correlation"], errors="coerce").to_numpy(dtype=float)
+            calls = cpu["s_cat"].isin(("cuda_runtime", "cuda_driver")).to_numpy() & (ccorr > 0)
+            keys, first = _first_start(ccorr[calls], cpu["ts"].to_numpy(dtype=float)[calls])
+            if len(keys):
+                pos = np.clip(np.searchsorted(keys, corr[ops]), 0, len(keys) - 1)
+                launched = np.where(keys[pos] == corr[ops], first[pos], -np.inf)
+                note(launched - ts, g, lambda r: f"{stream(r)} (an operation starts before its launch call)")
+    if not found:
+        return 0, 0.0, ""
+    count = sum(f[0] for f in found)
+    _, largest, where = max(found, key=lambda f: f[1])
+    return count, largest, where
+
+
+def _first_start(corr: np.ndarray, ts: np.ndarray):
+    """``(sorted distinct correlation ids, earliest start of the calls with each)``."""
+    if not len(corr):
+        return np.empty(0), np.empty(0)
+    order = np.lexsort((ts, corr))
+    keys, first = np.unique(corr[order], return_index=True)
+    return keys, ts[order][first]
+
+
 def integrity(ev: RankEvents) -> Integrity:
     """The checks of the module doc on one rank's events (the whole trace,
     as the profiler recorded it); :attr:`Integrity.notes` says each finding
@@ -90,7 +196,8 @@ def integrity(ev: RankEvents) -> Integrity:
     lead = unrecorded_lead(ev)
     if len(lead):
         out.unrecorded_us = float(lead[0, 1] - lead[0, 0])
-    out.idle_unreliable = out.graph_launches_without_ops > 0
+    out.clock_jumps, out.clock_jump_us, out.clock_where = clock_jumps(ev)
+    out.idle_unreliable = out.graph_launches_without_ops > 0 or out.clock_jumps > 0
     out.notes = _notes(out)
     return out
 
@@ -110,6 +217,11 @@ def _notes(i: Integrity) -> list:
         notes.append(f"{i.unlinked_ops:,} GPU operations ({i.unlinked_us / 1e3:,.2f} ms) have no launch call in the "
                      "trace (launched before it started, or its records were dropped): their time counts as GPU "
                      "work, but no host op or line of code can be named for it")
+    if i.clock_jumps:
+        notes.append(f"the trace's clock jumps back: {i.clock_jumps:,} time{'s' if i.clock_jumps != 1 else ''} an "
+                     f"event starts more than {CLOCK_JUMP_MIN_US / 1e3:g} ms before one that precedes it, the "
+                     f"largest {i.clock_jump_us / 1e3:,.2f} ms on {i.clock_where}. The rank's busy, idle and step "
+                     "figures mix two clocks and are not reliable: no rule advises on this rank")
     if i.sync_rows:
         notes.append(f"{i.sync_rows:,} Stream Sync events (cuda_sync, on their own 'stream N (sync)' rows) are host "
                      "waits drawn on the GPU's timeline: left out of every GPU figure")

@@ -14,6 +14,7 @@ from typing import List
 
 import numpy as np
 
+from ..load.memory_events import MAX_MEMORY_BYTES
 from ..model import DeviceMemory, MemoryPoint, MemorySummary
 from .events import RankEvents
 from .steps import step_windows
@@ -34,7 +35,9 @@ def device_label(device_type: int, device_id: int) -> str:
 
 def capacities(meta: dict) -> dict:
     """``deviceProperties[]``: device id -> ``totalGlobalMem`` (bytes), entries
-    with a positive integer capacity only."""
+    with a positive capacity up to
+    :data:`~hta_report.load.memory_events.MAX_MEMORY_BYTES` only (a larger
+    one is no device's: unknown)."""
     props = meta.get("deviceProperties") if isinstance(meta, dict) else None
     out = {}
     for p in props if isinstance(props, list) else []:
@@ -42,7 +45,7 @@ def capacities(meta: dict) -> dict:
             continue
         did, mem = p.get("id"), p.get("totalGlobalMem")
         if isinstance(did, int) and not isinstance(did, bool) and isinstance(mem, (int, float)) \
-                and not isinstance(mem, bool) and np.isfinite(mem) and mem > 0:
+                and not isinstance(mem, bool) and np.isfinite(mem) and 0 < mem <= MAX_MEMORY_BYTES:
             out[did] = int(mem)
     return out
 
@@ -69,10 +72,15 @@ def memory_summary(events, meta: dict, ev: RankEvents) -> MemorySummary:
     :class:`~hta_report.load.memory_events.MemoryEvents` on the aligned
     timeline), with capacities from ``meta`` (the trace metadata).
     Negative totals (a free of a block allocated before profiling started)
-    count as 0. The rank's main device is its GPU with the most events, else
-    the device with the most events."""
-    out = MemorySummary()
+    count as 0. A GPU's event whose allocated or reserved total is above the
+    device's capacity (bytes) is not believed, as the reader does not believe
+    totals beyond 2**50 bytes: both count in
+    :attr:`~hta_report.model.MemorySummary.out_of_range` and in no figure.
+    The rank's main device is its GPU with the most events, else the device
+    with the most events."""
+    out = MemorySummary(out_of_range=int(getattr(events, "out_of_range", 0)))
     if len(events) == 0:
+        out.recorded = out.out_of_range > 0
         return out
     out.recorded = True
     order = np.argsort(events.ts, kind="stable")
@@ -80,6 +88,14 @@ def memory_summary(events, meta: dict, ev: RankEvents) -> MemorySummary:
     alloc = np.maximum(events.allocated[order], 0.0)
     resv = np.maximum(events.reserved[order], 0.0)
     caps = capacities(meta)
+    believed = np.ones(len(ts), dtype=bool)
+    for i, cap in caps.items():
+        gpu = np.isin(dtype, GPU_TYPES) & (did == i)
+        believed &= ~(gpu & ((alloc > cap) | (resv > cap)))
+    out.out_of_range += int((~believed).sum())
+    ts, dtype, did, alloc, resv = ts[believed], dtype[believed], did[believed], alloc[believed], resv[believed]
+    if not len(ts):
+        return out
     keys = sorted({(int(a), int(b)) for a, b in zip(dtype, did)})
     for t, i in keys:
         sel = (dtype == t) & (did == i)

@@ -19,7 +19,7 @@ from ..errors import CollectError, plural
 from . import environment as env
 from .manifest import MANIFEST_NAME, build_manifest, utc_now_iso, write_manifest
 from .progress import Progress
-from .traces import TRACE_SUFFIX, trace_file_name, write_trace_atomically
+from .traces import TRACE_SUFFIX, trace_file_name, write_error_reason, write_trace_atomically
 
 #: Seconds rank 0 waits for the other ranks' lists of trace files.
 GATHER_TIMEOUT_S = 60.0
@@ -92,6 +92,9 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
         trace_files: paths this process wrote.
         steps_run: number of :meth:`step` calls so far.
         discarded_cycles: cycles cut short and therefore not written.
+        write_errors: what this process could not write and why, one line each
+            (``trace rank-0.h_1.1.pt.trace.json.gz: no space left on device``);
+            rank 0 lists its own in the manifest as ``write_errors_rank0``.
 
     Raises:
         CollectError: on entry, for a bad schedule, missing PyTorch,
@@ -126,6 +129,7 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
         self._stopping = False
         self._cycles = 0
         self._write_error: Optional[BaseException] = None
+        self.write_errors: List[str] = []
         self._start_time = ""
         self._start_epoch = 0.0
         self.progress = Progress(quiet=quiet, rank=self._ranks.rank,
@@ -232,7 +236,7 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
             elif self._ranks.distributed:
                 self._publish_files()
         if self._write_error is not None and raise_errors:
-            raise CollectError(f"cannot write trace: {self._write_error}", self.out_dir)
+            raise CollectError(f"cannot write {self.write_errors[0]}", self.out_dir)
 
     # ------------------------------------------------------------------ traces
     def _on_trace_ready(self, prof: Any) -> None:
@@ -247,7 +251,8 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
             path = write_trace_atomically(prof, self.out_dir / name)
         except OSError as exc:
             self._write_error = exc
-            self.progress.message(f"could not write {name}: {exc}")
+            self.write_errors.append(f"trace {name}: {write_error_reason(exc)}")
+            self.progress.message(f"could not write {self.write_errors[-1]}")
             return
         self.trace_files.append(path)
         size_kb = path.stat().st_size / 1024
@@ -305,11 +310,14 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
             run=self.run)
         data["trace_files_complete"] = complete
         data["discarded_cycles_rank0"] = self.discarded_cycles
+        if self.write_errors:  # the manifest says why a trace is missing, not just that none is listed
+            data["write_errors_rank0"] = list(self.write_errors)
         try:
             self.manifest_path = write_manifest(self.out_dir, data)
         except OSError as exc:
             if self._write_error is None:
                 self._write_error = exc
+                self.write_errors.append(f"{MANIFEST_NAME}: {write_error_reason(exc)}")
             return
         self.progress.message(f"wrote {self.manifest_path} ({plural(len(names), 'trace file')})")
         if names:

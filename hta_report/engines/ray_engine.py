@@ -32,6 +32,7 @@ import ray
 
 from .. import progress
 from ..errors import InputError, TraceError
+from ..escape import redact_url
 from ..model import TraceFileInfo
 from . import per_rank
 from .per_rank import RankRunner
@@ -79,21 +80,185 @@ def _read_path(p) -> str:
     return str(p.absolute()) if isinstance(p, Path) else str(p)
 
 
+#: Seconds to wait for the cluster at ``--ray-address`` (or ``RAY_ADDRESS``)
+#: before giving up with one line naming it; ``HTA_REPORT_RAY_CONNECT_TIMEOUT``
+#: sets another. Ray's own connect retries for minutes (its GCS client tries
+#: 20 times, 35 s each) and logs every attempt.
+CONNECT_TIMEOUT_S = 30.0
+#: The environment variable that overrides :data:`CONNECT_TIMEOUT_S`.
+CONNECT_TIMEOUT_ENV = "HTA_REPORT_RAY_CONNECT_TIMEOUT"
+
+
+def connect_timeout() -> float:
+    """Seconds to wait for a Ray cluster: ``HTA_REPORT_RAY_CONNECT_TIMEOUT``,
+    else :data:`CONNECT_TIMEOUT_S`.
+
+    Raises:
+        hta_report.errors.InputError: the variable is not a number of seconds above 0.
+    """
+    import math
+
+    text = os.environ.get(CONNECT_TIMEOUT_ENV, "").strip()
+    if not text:
+        return CONNECT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise InputError(f"{CONNECT_TIMEOUT_ENV}={text!r}: expected a number of seconds above 0")
+    return value
+
+
 def _connect(address: Optional[str]) -> bool:
     """Connect to the cluster at ``address`` (else ``RAY_ADDRESS``, else start
-    a Ray instance here) unless connected already; True when this call connected."""
+    a Ray instance here) unless connected already; True when this call connected.
+
+    Connecting to an address is bounded (:func:`connect_timeout`): a port
+    nothing listens on, an unknown host or a host that does not answer is
+    found by a plain TCP connection first, and Ray's own connect (a server
+    that answers but is no Ray head) runs in a thread given the time left;
+    Ray's own log lines meanwhile go nowhere.
+
+    Raises:
+        hta_report.errors.InputError: the cluster cannot be reached in time
+            (one line naming the address and the cause).
+    """
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS") or None
     kwargs = dict(logging_level=logging.ERROR, log_to_driver=False, configure_logging=True)
-    if address is None:
-        kwargs["include_dashboard"] = False
-    try:
-        ray.init(address=address, **kwargs)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise InputError(f"cannot connect to the Ray cluster at {address or 'a new local instance'}: {exc}") \
-            from exc
+    if address is None or address == "local":
+        if address is None:
+            kwargs["include_dashboard"] = False
+        try:
+            ray.init(address=address, **kwargs)
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            raise InputError(f"cannot connect to the Ray cluster at {address or 'a new local instance'}: "
+                             f"{_first_line(exc)}") from exc
+        return True
+    timeout = connect_timeout()
+    deadline = time.monotonic() + timeout
+    where = f"cannot connect to the Ray cluster at {redact_url(address)}"
+    _probe(address, timeout, where)
+    _init_within(address, kwargs, max(0.5, deadline - time.monotonic()), timeout, where)
     return True
+
+
+def _host_port(address: str) -> Optional[tuple]:
+    """``(host, port)`` of a Ray address (``host:port``, ``[v6]:port``,
+    ``ray://host:port``), or None for one Ray resolves itself (``auto``)."""
+    text = address[len("ray://"):] if address.startswith("ray://") else address
+    text = text.rsplit("@", 1)[-1].split("/", 1)[0]
+    host, sep, port = text.rpartition(":")
+    if "://" in text or not sep or not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def _probe(address: str, timeout: float, where: str) -> None:
+    """Open (and close) a TCP connection to ``address``'s host and port
+    within ``timeout`` seconds; for a loopback name, also to this node's
+    address, which Ray connects to instead.
+
+    Raises:
+        hta_report.errors.InputError: no connection: refused, unknown host,
+            no answer in time (names the address and the cause).
+    """
+    import socket
+
+    found = _host_port(address)
+    if found is None:
+        return
+    host, port = found
+    hosts = [host]
+    if host in ("localhost", "127.0.0.1", "::1"):
+        try:
+            hosts.append(ray.util.get_node_ip_address())
+        except Exception:  # noqa: BLE001 - no other address to try
+            pass
+    deadline = time.monotonic() + timeout
+    why = ""
+    for h in dict.fromkeys(hosts):
+        try:
+            with socket.create_connection((h, port), timeout=max(0.5, deadline - time.monotonic())):
+                return
+        except socket.gaierror as exc:
+            why = why or f"unknown host {host!r} ({exc.strerror or exc})"
+        except (socket.timeout, TimeoutError):
+            why = why or (f"no answer within {timeout:g} s (set {CONNECT_TIMEOUT_ENV} to wait longer)")
+        except ConnectionRefusedError:
+            why = why or ("connection refused: no Ray head listens there (is the address right, is "
+                          "`ray start --head` running?)")
+        except OSError as exc:
+            why = why or (exc.strerror or str(exc))
+    raise InputError(f"{where}: {why}")
+
+
+def _init_within(address: str, kwargs: dict, seconds: float, timeout: float, where: str) -> None:
+    """``ray.init(address=address, **kwargs)`` in a thread, waited for at most
+    ``seconds``; Ray's native log lines (written to file descriptor 2)
+    silenced meanwhile. A connect that completes after the wait is shut down.
+
+    Raises:
+        hta_report.errors.InputError: no connection in time, or Ray refused it.
+    """
+    import threading
+
+    state: dict = {}
+    lock = threading.Lock()
+
+    def connect() -> None:
+        try:
+            ray.init(address=address, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            state["error"] = exc
+            return
+        with lock:
+            late = state.setdefault("outcome", "connected") != "connected"
+        if late:  # given up on: leave no connection behind
+            ray.shutdown()
+
+    thread = threading.Thread(target=connect, name="hta-report: ray connect", daemon=True)
+    with _native_stderr_silenced():
+        thread.start()
+        thread.join(seconds)
+    with lock:
+        outcome = state.setdefault("outcome", "abandoned")
+    if "error" in state:
+        raise InputError(f"{where}: {_first_line(state['error'])}") from state["error"]
+    if outcome != "connected":
+        raise InputError(f"{where}: no Ray cluster answered within {timeout:g} s "
+                         f"(set {CONNECT_TIMEOUT_ENV} to wait longer)")
+
+
+class _native_stderr_silenced:
+    """File descriptor 2 pointed at ``/dev/null`` for the block (Ray's C++
+    core logs each failed attempt there, past Python's ``sys.stderr``);
+    restored after. Does nothing where descriptor 2 cannot be duplicated."""
+
+    def __enter__(self):
+        import sys
+
+        self.saved = None
+        try:
+            sys.stderr.flush()
+            self.saved = os.dup(2)
+            sink = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(sink, 2)
+            finally:
+                os.close(sink)
+        except (OSError, ValueError, AttributeError):
+            if self.saved is not None:
+                os.close(self.saved)
+            self.saved = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.saved is not None:
+            os.dup2(self.saved, 2)
+            os.close(self.saved)
 
 
 def _gather(refs: List, label: str, unit: str) -> List:

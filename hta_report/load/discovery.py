@@ -26,7 +26,8 @@ def is_trace_name(path: Path) -> bool:
 
 def is_hta_report_output(path: Path) -> bool:
     """True for a result or comparison saved by hta-report (``analyze --json``,
-    ``compare -o x.json``): uncompressed JSON whose first key is ``schema_version``."""
+    ``compare -o x.json``): uncompressed JSON whose first key is ``schema_version``
+    (after a UTF-8 byte order mark, if any)."""
     if not path.name.lower().endswith(".json"):
         return False
     try:
@@ -34,6 +35,7 @@ def is_hta_report_output(path: Path) -> bool:
             head = fh.read(64)
     except OSError:
         return False
+    head = head[3:] if head.startswith(b"\xef\xbb\xbf") else head
     return head.lstrip().startswith(b'{') and b'"schema_version"' in head
 
 
@@ -55,11 +57,15 @@ def input_paths(inputs: Inputs) -> List[Path]:
 def input_dir(inputs: Inputs) -> Path:
     """The folder of the run: the directory given, else the folder of the
     given files and directories (their deepest common folder); where
-    ``manifest.json`` is looked for."""
+    ``manifest.json`` is looked for.
+
+    Raises:
+        InputError: a URL fails to answer (:func:`hta_report.files.url_error`).
+    """
     paths = input_paths(inputs)
     if len(paths) == 1:
-        return paths[0] if not paths[0].is_file() else paths[0].parent
-    folders = [p if p.is_dir() else p.parent for p in paths]
+        return paths[0] if not _asking(paths[0], paths[0].is_file) else paths[0].parent
+    folders = [p if _asking(p, p.is_dir) else p.parent for p in paths]
     if not all(isinstance(f, Path) for f in folders):  # URLs: the first one's folder
         return folders[0]
     try:
@@ -69,8 +75,31 @@ def input_dir(inputs: Inputs) -> Path:
 
 
 def input_label(inputs: Inputs) -> str:
-    """The input as the user named it: one path, or several joined by ``", "``."""
-    return ", ".join(str(p) for p in input_paths(inputs))
+    """The input as the user named it: one path, or several joined by ``", "``;
+    a URL's login and secret query parameters redacted (:func:`hta_report.files.shown`)."""
+    from ..files import shown
+
+    return ", ".join(shown(p) for p in input_paths(inputs))
+
+
+def _asking(path: Path, question):
+    """``question()`` (a look at ``path``); a URL that fails to answer
+    (connection refused, a missing package or zip member, a server error) is
+    one :class:`InputError` naming it (redacted) and the cause.
+
+    Raises:
+        InputError: as said.
+    """
+    from ..files import is_url, url_error
+
+    try:
+        return question()
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever a remote filesystem raises is the URL's failure
+        if not is_url(path):
+            raise
+        raise url_error(exc, path) from exc
 
 
 def find_trace_files(trace_dir: Inputs, recursive: bool = False) -> List[Path]:
@@ -91,18 +120,29 @@ def find_trace_files(trace_dir: Inputs, recursive: bool = False) -> List[Path]:
     """
     files: List[Path] = []
     for path in input_paths(trace_dir):
-        if not path.exists():
-            raise InputError("no such directory or file", path)
-        if path.is_dir():
-            files += _files_in(path, recursive)
-        elif is_hta_report_output(path):
-            raise InputError("a result saved by hta-report, not a trace (compare reads it: "
-                             "hta-report compare BASE NEW)", path)
-        elif not is_trace_name(path):
-            raise InputError("not a trace file (Kineto traces end in .json or .json.gz)", path)
-        else:
-            files.append(path)
+        files += _asking(path, lambda: _found(path, recursive))
     return sorted(dict.fromkeys(files))
+
+
+def _found(path: Path, recursive: bool) -> List[Path]:
+    """The trace files ``path`` names (see :func:`find_trace_files`)."""
+    from ..files import is_url, shown, unless_missing
+
+    if not path.exists():
+        if is_url(path):  # exists() says False for a server that does not answer too
+            unless_missing(path)
+        raise InputError("no such directory or file", shown(path))
+    if path.is_dir():
+        return _files_in(path, recursive)
+    if is_hta_report_output(path):
+        raise InputError("a result saved by hta-report, not a trace (compare reads it: "
+                         "hta-report compare BASE NEW)", shown(path))
+    if is_url(path) and "?" in path.name:
+        raise InputError("a URL with a query (a presigned URL?) names no trace file hta-report can read: "
+                         "the URL's path must end in .json or .json.gz", shown(path))
+    if not is_trace_name(path):
+        raise InputError("not a trace file (Kineto traces end in .json or .json.gz)", shown(path))
+    return [path]
 
 
 def _files_in(trace_dir: Path, recursive: bool) -> List[Path]:
@@ -203,7 +243,7 @@ def _size(path: Path) -> int:
     """The stored size of ``path`` (bytes); 0 when it cannot be read (the loader says why)."""
     try:
         return int(path.stat().st_size)
-    except OSError:
+    except Exception:  # noqa: BLE001 - a URL's filesystem raises its own errors; the loader says why
         return 0
 
 

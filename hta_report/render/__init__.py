@@ -78,7 +78,9 @@ def reporter(fmt: str) -> Reporter:
 
 def format_for_path(path: str, explicit: Optional[str] = None) -> str:
     """The output format: ``explicit`` if given, else the reporter whose
-    extension ``path`` has.
+    extension ``path`` has, else markdown for an existing target that is
+    not a regular file and has no extension (``/dev/null``, ``/dev/stdout``,
+    a FIFO: ``-o /dev/null --json r.json`` runs the gates alone, cheaply).
 
     Raises:
         ValueError: no reporter has ``path``'s extension (the message lists
@@ -87,12 +89,26 @@ def format_for_path(path: str, explicit: Optional[str] = None) -> str:
     if explicit:
         return reporter(explicit).format
     suffix = Path(path).suffix.lower()
+    if not suffix and _stream(path):
+        return "md"
     for r in REPORTERS.values():
         if suffix in r.extensions:
             return r.format
     known = ", ".join(e for r in REPORTERS.values() for e in r.extensions)
     what = f"unknown report extension {suffix!r}" if suffix else "no report extension"
     raise ValueError(f"{what}: name the report {known} (or pick the format with --format {'|'.join(FORMATS)})")
+
+
+def _stream(path: str) -> bool:
+    """Whether ``path`` exists (links followed) and is a character device or a FIFO."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
 def render(result: AnalysisResult, fmt: str, charts: Optional[Mapping[str, str]] = None) -> str:

@@ -16,15 +16,16 @@ BIGGEST_KERNELS = 3
 
 
 def _value(unit: str, v: float) -> str:
-    return f"{v:,.2f} ms" if unit == "ms" else fmt.pct(v)
+    return f"{fmt.fixed(v, 2)} ms" if unit == "ms" else fmt.pct(v)
 
 
 def _change(m: MetricDelta) -> str:
     """``+42.35 ms (+54.9 %)`` or ``+18.5 pp``; a no-break space ties each
     number to its unit, so a narrow column wraps only between the two."""
     if m.unit == "ms":
-        return f"{round(m.delta, 2) + 0.0:+,.2f}\u00a0ms ({round(m.delta_pct, 1) + 0.0:+.1f}\u00a0%)"
-    return f"{round(m.delta, 1) + 0.0:+.1f}\u00a0pp"  # + 0.0 turns -0.0 into 0.0
+        return (f"{fmt.fixed(round(m.delta, 2) + 0.0, 2, sign=True)}\u00a0ms "
+                f"({fmt.fixed(round(m.delta_pct, 1) + 0.0, 1, sign=True, grouped=False)}\u00a0%)")
+    return f"{fmt.fixed(round(m.delta, 1) + 0.0, 1, sign=True, grouped=False)}\u00a0pp"  # + 0.0: -0.0 is 0.0
 
 
 def metric_rows(metrics: List[MetricDelta]) -> List[Dict[str, str]]:
@@ -97,10 +98,12 @@ def kernel_rows(kernels: List[KernelDelta]) -> List[Dict[str, Any]]:
 
 def context(c: Comparison) -> Dict[str, Any]:
     """Everything the compare template and markdown show, formatted."""
+    change = fmt.fixed(c.step_time_change_pct, 1, sign=True, grouped=False)
+    band = fmt.fixed(c.noise_band_pct, 1, grouped=False)
     verdict_text = {
-        "improved": f"faster: mean step time {c.step_time_change_pct:+.1f} %, beyond the ±{c.noise_band_pct:.1f} % noise band",
-        "regressed": f"slower: mean step time {c.step_time_change_pct:+.1f} %, beyond the ±{c.noise_band_pct:.1f} % noise band",
-        "unchanged": f"mean step time {c.step_time_change_pct:+.1f} %, within the ±{c.noise_band_pct:.1f} % noise band",
+        "improved": f"faster: mean step time {change} %, beyond the ±{band} % noise band",
+        "regressed": f"slower: mean step time {change} %, beyond the ±{band} % noise band",
+        "unchanged": f"mean step time {change} %, within the ±{band} % noise band",
         "not comparable": "no ProfilerStep annotations on one side: step times cannot be compared",
     }[c.verdict]
     kernels = kernel_rows(c.kernels)

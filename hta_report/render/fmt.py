@@ -1,40 +1,76 @@
-"""Display formatting: every number a reporter shows is formatted here."""
+"""Display formatting: every number a reporter shows is formatted here.
+
+No figure prints as hundreds of digits: a magnitude of :data:`MAX_FIXED` or
+more is written in scientific notation (``1.80e+308 ms``) by :func:`fixed`,
+which every formatter here goes through. Traces cannot give such figures
+(their times stop at 2**53 µs); a hand-edited or corrupt saved result or
+cache entry can hold any finite number, and is shown as it says, readably.
+"""
 from __future__ import annotations
+
+import math
 
 from ..errors import plural
 
-__all__ = ["ms", "pct", "num", "size", "gbps", "plural", "run_name"]
+__all__ = ["ms", "pct", "num", "size", "gbps", "fixed", "MAX_FIXED", "plural", "run_name"]
+
+#: Smallest magnitude written in scientific notation rather than fixed-point
+#: (a thousand trillion: 31 years in µs, a petabyte in bytes).
+MAX_FIXED = 1e15
+
+
+def fixed(value: float, digits: int = 0, sign: bool = False, grouped: bool = True) -> str:
+    """``value`` in fixed-point notation with ``digits`` decimals (``sign``:
+    always a sign; ``grouped``: thousands separators), as ``f"{value:+,.2f}"``
+    would write it, except that a magnitude of :data:`MAX_FIXED` or more is
+    written in scientific notation with three significant digits
+    (``1.80e+308``; an integer past the float range as ``1e+400``).
+    NaN and infinities are written as Python writes them."""
+    plus = "+" if sign else ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) >= MAX_FIXED:
+        try:
+            return f"{float(value):{plus}.2e}"
+        except OverflowError:  # an integer past the float range
+            return f"{'-' if value < 0 else plus}1e+{math.floor(math.log10(abs(value)))}"
+    return f"{value:{plus}{',' if grouped else ''}.{digits}f}"
 
 
 def ms(us: float) -> str:
     """µs -> ``"12.34 ms"`` (or ``"850 µs"`` below 1 ms)."""
     if abs(us) < 1000:
-        return f"{us:.0f} µs"
-    return f"{us / 1e3:,.2f} ms"
+        return f"{fixed(us, 0, grouped=False)} µs"
+    try:
+        return f"{fixed(us / 1e3, 2)} ms"
+    except OverflowError:  # an integer past the float range
+        return f"{fixed(us // 1000, 2)} ms"
 
 
 def pct(value: float) -> str:
     """0–100 -> ``"38.2 %"``."""
-    return f"{value:.1f} %"
+    return f"{fixed(value, 1, grouped=False)} %"
 
 
 def num(value: float, digits: int = 0) -> str:
     """Thousands-separated number."""
-    return f"{value:,.{digits}f}"
+    return fixed(value, digits)
 
 
 def size(nbytes: int) -> str:
     """bytes -> ``"1.5 MB"`` (powers of 1000)."""
+    try:
+        nbytes = float(nbytes)
+    except OverflowError:  # an integer past the float range
+        return f"{fixed(nbytes)} B"
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if abs(nbytes) < 1000 or unit == "TB":
-            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+            return f"{fixed(nbytes, 0, grouped=False)} {unit}" if unit == "B" else f"{fixed(nbytes, 1)} {unit}"
         nbytes /= 1000
-    return f"{nbytes:.1f} TB"
+    return f"{fixed(nbytes, 1)} TB"
 
 
 def gbps(value: float) -> str:
     """GB/s with two decimals."""
-    return f"{value:,.2f} GB/s"
+    return f"{fixed(value, 2)} GB/s"
 
 
 def run_name(label: str) -> str:

@@ -2,7 +2,10 @@
 
 Inline CSS, charts as base64 SVG ``<img>``, no script and nothing loaded from
 the network. jinja2 with autoescape and ``StrictUndefined``: every
-trace-derived string (kernel names are full of ``<...>``) is escaped.
+trace-derived string (kernel names are full of ``<...>``) is escaped, and
+every string written passes :func:`hta_report.escape.html_text` (control,
+bidi and zero-width characters shown as escapes). Images are only the charts
+we drew (:func:`hta_report.escape.is_image_data_uri`).
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import Any, Dict, Mapping
 import jinja2
 from markupsafe import Markup, escape
 
+from ..escape import html_text, is_image_data_uri, visible
 from ..model import AnalysisResult
 from . import view
 
@@ -41,7 +45,7 @@ def breakable(text: str) -> Markup:
     """``text`` escaped, with ``<wbr>`` (a line-break opportunity that is not
     copied with the text) after ``_``, ``,`` and ``::``: a long kernel name
     wraps between its tokens in a narrow column."""
-    out = escape(str(text))
+    out = escape(visible(str(text), keep_newlines=True))
     for token in _BREAK_AFTER:
         escaped = escape(token)
         out = Markup(out.replace(escaped, escaped + Markup("<wbr>")))
@@ -59,6 +63,7 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=html_text,
     )
     env.filters["breakable"] = breakable
     return env
@@ -68,6 +73,7 @@ def context(result: AnalysisResult, charts: Mapping[str, str]) -> Dict[str, Any]
     """Everything the template shows, formatted; ``charts`` are the chart
     images (name -> data URI, :func:`hta_report.render.charts.report_charts`)."""
     ctx: Dict[str, Any] = {name: section(result) for name, section in view.SECTIONS.items()}
+    charts = {k: v for k, v in charts.items() if is_image_data_uri(v)}  # images only as data we drew
     shown = [{"alt": alt, "src": charts[name], "narrow": charts.get(f"{name}@narrow", "")}
              for name, alt in CHARTS if name in charts]
     for r in ctx["ranks"]:

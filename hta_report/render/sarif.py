@@ -7,12 +7,13 @@
   documentation of its fix when a finding gives one, and what it concluded
   on this run in its properties;
 * ``results``: one result per finding that has source lines
-  (:attr:`~hta_report.model.Finding.locations`), its ``level`` from the
+  (:attr:`~hta_report.model.Finding.locations`) with repository-relative
+  paths (:func:`placeable`), its ``level`` from the
   severity (high ``error``, medium ``warning``, low ``note``), a message
   with the estimated gain, the evidence and the fix, and one location per
-  line (URI relative to the source root, as :mod:`hta_report.locate`
-  resolved it; GitHub annotates the pull request at the first one, the
-  largest share);
+  placeable line (URI relative to the source root, as
+  :mod:`hta_report.locate` resolved it; GitHub annotates the pull request at
+  the first one, the largest share);
 * findings without source lines (traces recorded without ``with_stack``, or
   causes no line explains) are listed as notifications of the run's
   invocation instead: GitHub code scanning rejects a whole upload in which a
@@ -26,7 +27,8 @@ import json
 from typing import Any, Dict, List, Mapping
 
 from ..escape import sarif_text
-from ..model import AnalysisResult, Comparison, Finding, SourceLocation
+from ..model import AnalysisResult, Comparison, Finding, SourceLocation, is_doc_url
+from .fmt import fixed, pct
 
 #: The schema a SARIF 2.1.0 log names (the OASIS standard, errata 01).
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -38,26 +40,38 @@ def _location(loc: SourceLocation) -> Dict[str, Any]:
     how = {"call": "this call", "def": "inside this function",
            "frame": "in this function (the line it ran when tracing started)"}
     calls = f", one of {loc.calls} such calls in {loc.function}" if loc.calls > 1 else ""
-    text = f"{loc.function or 'this line'}: {loc.time_us / 1e3:,.2f} ms per step ({loc.share_pct:.0f} % of the " \
+    text = f"{loc.function or 'this line'}: {fixed(loc.time_us / 1e3, 2)} ms per step ({loc.share_pct:.0f} % of the " \
            f"finding's time) spent in {how.get(loc.how, loc.how)}{calls}"
     return {"physicalLocation": {"artifactLocation": {"uri": _uri(loc.path)},
                                  "region": {"startLine": max(int(loc.line), 1)}},
             "message": {"text": sarif_text(text)}}
 
 
+def placeable(loc: SourceLocation) -> bool:
+    """Whether ``loc`` may be a SARIF location: a path relative to the
+    repository root, ``/`` separators, no ``..``, no scheme, no drive, no
+    backslash, no leading ``~`` and no control character. Files found under the source root
+    have such paths (:mod:`hta_report.locate`); a path the trace gave for a
+    file that was not found is a location only when it has that shape too
+    (``train.py`` recorded by a relative command line), never an absolute
+    path, a URL (``https://``, ``javascript:``) or a way out (``../``)."""
+    p = loc.path
+    if not p or p.startswith(("/", "\\", "~")) or "\\" in p or ":" in p:
+        return False
+    return all(part not in ("", ".", "..") for part in p.split("/")) and p.isprintable()
+
+
 def _uri(path: str) -> str:
-    """A path as a URI reference: ``/`` separators, characters a URI may not hold percent-encoded."""
+    """A relative path (:func:`placeable`) as a URI reference: characters a URI may not hold percent-encoded."""
     from urllib.parse import quote
 
-    p = path.replace("\\", "/")
-    absolute = p.startswith("/")
-    return ("file://" if absolute else "") + quote(p, safe="/:@!$&'()*+,;=-._~")
+    return quote(path, safe="/!$&'()*+,;=-._~")
 
 
 def _message(f: Finding) -> str:
     ranks = ", ".join(str(r) for r in f.ranks[:8]) + (" …" if len(f.ranks) > 8 else "")
     parts = [f"{f.title}.",
-             f"Estimated gain: up to {f.gain_ms_per_step:,.2f} ms per step ({f.gain_pct:.1f} % of the step) "
+             f"Estimated gain: up to {fixed(f.gain_ms_per_step, 2)} ms per step ({pct(f.gain_pct)} of the step) "
              f"on the worst rank{'s' if len(f.ranks) > 1 else ''} ({ranks or 'all ranks'})."]
     if f.evidence:
         parts.append("Evidence: " + "; ".join(f.evidence) + ".")
@@ -68,7 +82,7 @@ def _message(f: Finding) -> str:
 
 def sarif_log(result: AnalysisResult) -> Dict[str, Any]:
     """The SARIF log of ``result`` as plain JSON values (see the module docstring)."""
-    docs = {f.id: f.doc_url for f in result.findings if f.doc_url}
+    docs = {f.id: f.doc_url for f in result.findings if is_doc_url(f.doc_url)}  # never a link a saved result made up
     rules: List[Dict[str, Any]] = []
     index: Dict[str, int] = {}
     for c in result.checks:
@@ -84,13 +98,14 @@ def sarif_log(result: AnalysisResult) -> Dict[str, Any]:
         rules.append(rule)
     results, notes = [], []
     for f in result.findings:
-        if not f.locations:
+        placed = [loc for loc in f.locations if placeable(loc)]
+        if not placed:
             notes.append({"level": "note", "message": {"text": sarif_text(
                 f"{f.id} ({f.rule}) has no source line: {f.title}")}})
             continue
         res: Dict[str, Any] = {
             "ruleId": f.id, "level": LEVELS.get(f.severity, "note"), "message": {"text": _message(f)},
-            "locations": [_location(loc) for loc in f.locations],
+            "locations": [_location(loc) for loc in placed],
             "properties": {"severity": f.severity, "gain_ms_per_step": round(f.gain_ms_per_step, 3),
                            "gain_pct": round(f.gain_pct, 2), "ranks": list(f.ranks)},
         }

@@ -69,8 +69,9 @@ def replaced_lines(result: AnalysisResult) -> List[str]:
 
 def comparison_summary(c: Comparison, written: List[str]) -> str:
     """A few lines after ``compare``: the verdict, findings that appeared or went away, files written."""
-    lines = [f"{terminal(c.verdict)}: mean step time {c.step_time_change_pct:+.1f} % "
-             f"(noise band ±{c.noise_band_pct:.1f} %)",
+    change = fmt.fixed(c.step_time_change_pct, 1, sign=True, grouped=False)
+    lines = [f"{terminal(c.verdict)}: mean step time {change} % "
+             f"(noise band ±{fmt.fixed(c.noise_band_pct, 1, grouped=False)} %)",
              f"findings appeared: {len(c.findings_appeared)}, went away: {len(c.findings_gone)}"]
     lines += [f"wrote {terminal(p)}" for p in written]
     return "\n".join(lines)

@@ -7,12 +7,11 @@ the template reads it by.
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Callable, Dict, List
 
 from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, IDLE_CAUSE_LABELS, MEMORY_STEP, OCCUPANCY_STEP, SPAN_STEP,
                      STEP_BREAKDOWN_STEP, TEMPORAL_STEP, TENSORBOARD_STEP, WINDOWS_STEP, AnalysisResult, Finding,
-                     RankResult)
+                     RankResult, is_doc_url, is_source_url)
 from ..names import short_names
 from . import fmt
 
@@ -181,9 +180,6 @@ def _gain(result: AnalysisResult, f) -> str:
     return f"up to {fmt.ms(f.gain_ms_per_step * 1e3)} over the trace ({fmt.pct(f.gain_pct)} of the traced window)"
 
 
-#: A link the reports make (GitHub lines, as :func:`hta_report.locate.github_url` builds them);
-#: anything else read from a saved result is not linked.
-_SAFE_URL = re.compile(r"https?://[A-Za-z0-9.:-]+/[A-Za-z0-9/._~%-]+#L[0-9]+")
 #: What each ``SourceLocation.how`` means, as the report says it.
 HOW = {"call": "spent in the call on this line",
        "def": "spent inside this function (the line is its first)",
@@ -202,7 +198,7 @@ def source_lines(f: Finding) -> List[Dict[str, Any]]:
         out.append({
             "label": f"{loc.path}:{loc.line}", "function": loc.function, "time": fmt.ms(loc.time_us),
             "share": fmt.pct(loc.share_pct), "how": HOW.get(loc.how, loc.how) + calls,
-            "url": loc.url if _SAFE_URL.fullmatch(loc.url) else "",
+            "url": loc.url if is_source_url(loc.url) else "",  # nothing else read from a saved result is linked
             "excerpt": [{"no": str(loc.excerpt_start + i), "text": text, "hit": loc.excerpt_start + i == loc.line}
                         for i, text in enumerate(loc.excerpt)],
         })
@@ -224,7 +220,7 @@ def findings(result: AnalysisResult) -> List[Dict[str, Any]]:
     return [
         {
             "id": f.id, "title": f.title, "severity": f.severity, "evidence": list(f.evidence),
-            "fix": f.fix, "doc_url": f.doc_url, "threshold": f.threshold,
+            "fix": f.fix, "doc_url": f.doc_url if is_doc_url(f.doc_url) else "", "threshold": f.threshold,
             "ranks": ", ".join(str(r) for r in f.ranks), "share": fmt.pct(f.share_pct), "rule": f.rule,
             "gain": _gain(result, f), "gain_pct": f.gain_pct,
             "gain_note": " if the cause were removed (upper bound)" if f.gain_ms_per_step > 0 else "",
@@ -243,7 +239,7 @@ def no_findings(result: AnalysisResult) -> str:
         return ""
     missing = [f"{u.path} (unreadable)" for u in result.inventory.unreadable]
     missing += [f"rank {r.rank}: {', '.join(f.step for f in r.failures)}" for r in result.ranks if r.failures]
-    missing += [f"rank {r.rank}: its GPU idle time (the trace dropped graph replays)" for r in result.ranks
+    missing += [f"rank {r.rank}: its GPU idle time ({r.integrity.unreliable_reason()})" for r in result.ranks
                 if r.integrity.idle_unreliable]
     if not missing:
         return "No rule fired: the run looks healthy on what was checked (below)."
@@ -327,7 +323,7 @@ def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
             {"name": labels[k.name], "full": k.name, "shortened": labels[k.name] != k.name,
              "type": k.kernel_type, "count": fmt.num(k.count), "total": fmt.ms(k.total_us),
              "mean": fmt.ms(k.mean_us), "min": fmt.ms(k.min_us), "max": fmt.ms(k.max_us), "pct": fmt.pct(k.pct),
-             "blocks": f"{k.blocks_per_sm:.2f}" if k.blocks_per_sm else "–",
+             "blocks": fmt.fixed(k.blocks_per_sm, 2, grouped=False) if k.blocks_per_sm else "–",
              "occupancy": fmt.pct(k.occupancy_pct) if k.occupancy_pct else "–"}
             for k in r.top_kernels
         ]
@@ -358,7 +354,8 @@ def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
             "runtime_cutoff": fmt.ms(ln.runtime_cutoff_us), "delay_cutoff": fmt.ms(ln.launch_delay_cutoff_us),
             "median_runtime": fmt.ms(ln.median_runtime_us), "median_delay": fmt.ms(ln.median_launch_delay_us),
             "p90_delay": fmt.ms(ln.p90_launch_delay_us),
-            "queue": [{"stream": str(q.stream), "mean": f"{q.mean:.1f}", "p50": f"{q.p50:.0f}", "max": f"{q.max:.0f}"}
+            "queue": [{"stream": str(q.stream), "mean": fmt.fixed(q.mean, 1, grouped=False),
+                       "p50": fmt.fixed(q.p50, 0, grouped=False), "max": fmt.fixed(q.max, 0, grouped=False)}
                       for q in ln.queue],
         }
         cpu = r.cpu
@@ -369,7 +366,7 @@ def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
             "dataloader": fmt.ms(cpu.dataloader_us_per_step), "dataloader_pct": fmt.pct(cpu.dataloader_pct),
             "dataloader_seen": cpu.dataloader_seen,
             "dataloader_mode": "main process (num_workers=0)" if cpu.dataloader_in_main_process else "worker processes",
-            "sync_calls": f"{cpu.sync_calls_per_step:.1f}", "sync": fmt.ms(cpu.sync_us_per_step),
+            "sync_calls": fmt.fixed(cpu.sync_calls_per_step, 1, grouped=False), "sync": fmt.ms(cpu.sync_us_per_step),
             "sync_pct": fmt.pct(cpu.sync_pct),
             "sync_events": [{"name": e.name, "count": fmt.num(e.count), "total": fmt.ms(e.total_us)} for e in cpu.sync_events],
             "top_ops": [{"name": e.name, "count": fmt.num(e.count), "self": fmt.ms(e.self_us), "total": fmt.ms(e.total_us)}
@@ -452,7 +449,7 @@ def occupancy(r: RankResult) -> Dict[str, Any]:
         "occupancy": fmt.pct(o.achieved_occupancy_pct), "small": fmt.ms(o.small_grid_us_per_step),
         "small_pct": fmt.pct(o.small_grid_pct), "idle_sm": fmt.ms(o.idle_sm_us_per_step),
         "kernels": [{"name": labels[k.name], "full": k.name, "shortened": labels[k.name] != k.name,
-                     "count": fmt.num(k.count), "total": fmt.ms(k.total_us), "blocks": f"{k.blocks_per_sm:.2f}",
+                     "count": fmt.num(k.count), "total": fmt.ms(k.total_us), "blocks": fmt.fixed(k.blocks_per_sm, 2, grouped=False),
                      "occupancy": fmt.pct(k.occupancy_pct), "idle_sm": fmt.ms(k.idle_sm_us), "pct": fmt.pct(k.pct)}
                     for k in o.top_small],
     }
@@ -465,8 +462,8 @@ def _failure(r: RankResult, step: str) -> str:
 def gib(nbytes: int) -> str:
     """bytes -> ``"1.25 GiB"`` / ``"850.0 MiB"`` (powers of 1024, as device memory is counted)."""
     if nbytes >= 2 ** 30:
-        return f"{nbytes / 2 ** 30:,.2f} GiB"
-    return f"{nbytes / 2 ** 20:,.1f} MiB"
+        return f"{fmt.fixed(nbytes / 2 ** 30, 2)} GiB"
+    return f"{fmt.fixed(nbytes / 2 ** 20, 1)} MiB"
 
 
 #: What the memory section says for a trace without ``[memory]`` events.
@@ -483,6 +480,10 @@ def memory(r: RankResult) -> Dict[str, Any]:
     m = r.memory
     if not m.recorded:
         return {"state": "missing", "reason": HOW_TO_RECORD_MEMORY}
+    if not m.devices:  # every event held values no device has
+        return {"state": "missing", "reason": f"All {m.out_of_range:,} [memory] events of this trace hold values no "
+                                              "device has (a total beyond 2**50 bytes or the device's memory, NaN, a "
+                                              "device id outside -1..127): not believed, so no memory figures."}
     return {
         "state": "shown", "device": m.device,
         "devices": [{"device": d.device, "events": fmt.num(d.events), "allocated": gib(d.peak_allocated_bytes),

@@ -12,6 +12,7 @@ keys, or a ``[tool.hta-report]`` table)::
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,8 +135,10 @@ class AdviceConfig:
                 (None: not checked).
 
         Raises:
-            InputError: an unknown key, a value of the wrong type, or an unknown
-                rule id in ``disable`` (one line naming ``source``).
+            InputError: an unknown key, a value of the wrong type, a threshold
+                that is NaN, infinite, negative or (a ``_pct`` share) above
+                100, or an unknown rule id in ``disable`` (one line naming
+                ``source`` and the key).
         """
         types = {f.name: f.type for f in dataclasses.fields(cls)}
         kwargs: Dict[str, Any] = {}
@@ -158,13 +161,39 @@ class AdviceConfig:
                                      "e.g. library_modules = [\"mylib\", \"src/vendor/\"]", source)
                 kwargs[name] = list(value)
                 continue
-            want_int = types[name] in ("int", int)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or (want_int and not isinstance(value, int)):
-                raise InputError(f"{key} must be {'an integer' if want_int else 'a number'}, got {value!r}", source)
-            if value < 0:
-                raise InputError(f"{key} must be >= 0, got {value!r}", source)
-            kwargs[name] = int(value) if want_int else float(value)
+            kwargs[name] = _threshold(key, name, value, types[name] in ("int", int), source)
         return cls(**kwargs)
+
+
+#: Thresholds ending in ``_pct`` that are not shares of a whole, so may pass
+#: 100 %: the spread of step times across ranks, % of the median step.
+UNBOUNDED_PCT = frozenset({"straggler_pct"})
+
+
+def _threshold(key: Any, name: str, value: Any, want_int: bool, source: str):
+    """``value`` of the threshold ``name`` (``key`` as written), checked: a
+    number (an integer where ``want_int``), finite, not negative, and at most
+    100 for a ``_pct`` share (every ``_pct`` field but :data:`UNBOUNDED_PCT`).
+    A NaN or infinite threshold makes its comparison never (or always) true:
+    the rule would say "fine" without checking, so it is refused.
+
+    Raises:
+        InputError: one line naming ``source`` and ``key``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (want_int and not isinstance(value, int)):
+        raise InputError(f"{key} must be {'an integer' if want_int else 'a number'}, got {value!r}", source)
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer beyond a float's range
+        finite = False
+    if not finite:
+        raise InputError(f"{key} must be a finite number, got {value!r} (a rule compared with it would never "
+                         "fire)", source)
+    if value < 0:
+        raise InputError(f"{key} must be >= 0, got {value!r}", source)
+    if name.endswith("_pct") and name not in UNBOUNDED_PCT and value > 100:
+        raise InputError(f"{key} is a percentage: it must be at most 100, got {value!r}", source)
+    return int(value) if want_int else float(value)
 
 
 def load_config(path: Optional[os.PathLike | str] = None, cwd: Optional[os.PathLike | str] = None,
@@ -185,7 +214,8 @@ def load_config(path: Optional[os.PathLike | str] = None, cwd: Optional[os.PathL
 
     Raises:
         InputError: the file is missing or not valid TOML, or holds an unknown
-            key or rule id.
+            key or rule id, or a threshold out of range (NaN, infinite,
+            negative, a percentage above 100).
     """
     import tomllib
 

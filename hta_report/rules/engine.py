@@ -128,8 +128,8 @@ def _check(r: Rule, result: AnalysisResult, cfg: AdviceConfig, ledger: Ledger) -
     failed there, and with no rank left it is ``not checked``."""
     missing = {x.rank: f"{next(f for f in x.failures if f.step in r.needs).step} failed" for x in result.ranks
                if x.failed(*r.needs)}
-    if ATTRIBUTION_STEP in r.needs:  # the trace shows its GPU idle time is not known (graph replays dropped)
-        missing.update({x.rank: "its GPU idle time is not known: the trace dropped graph replays"
+    if ATTRIBUTION_STEP in r.needs:  # the trace shows its GPU idle time is not known (graph replays dropped...)
+        missing.update({x.rank: f"its GPU idle time is not known: {x.integrity.unreliable_reason()}"
                         for x in result.ranks if x.integrity.idle_unreliable and x.rank not in missing})
     if not missing:
         return r.check(result, cfg, ledger)

@@ -30,17 +30,31 @@ def _measured(result: AnalysisResult):
         failed = [r for r in result.ranks if r.failed(MEMORY_STEP)]
         return [], (f"the memory analysis failed on rank {failed[0].rank}" if failed and not ranks else HOW_TO_RECORD)
     sized = [r for r in recorded if r.memory.capacity_bytes > 0]
+    unbelieved = [r for r in recorded if r.memory.out_of_range and not r.memory.devices]
+    if not sized and unbelieved:
+        return [], f"{out_of_range(unbelieved[0])}; no other values to check"
     if not sized:
         return [], (f"no device memory capacity for {recorded[0].memory.device} (deviceProperties[].totalGlobalMem "
                     "is written for GPUs only; CPU-only traces have none)")
     return sized, ""
 
 
+def out_of_range(r: RankResult) -> str:
+    """What the rank's ``[memory]`` events held that no device has, in words
+    (empty when nothing): those events are unknown and in no figure."""
+    n = r.memory.out_of_range
+    if not n:
+        return ""
+    return (f"rank {r.rank}: {n:,} [memory] event{'s' if n != 1 else ''} with values no device has (a total beyond "
+            "2**50 bytes or the device's memory, NaN, a device id outside -1..127) not believed")
+
+
 def _evidence(r: RankResult) -> str:
     m = r.memory
+    unknown = f" ({out_of_range(r)})" if m.out_of_range else ""
     return (f"rank {r.rank} ({m.device}): peak allocated {gib(m.peak_allocated_bytes)} "
             f"({m.peak_allocated_pct:.0f} %), peak reserved {gib(m.peak_reserved_bytes)} ({m.peak_reserved_pct:.0f} %) "
-            f"of {gib(m.capacity_bytes)}")
+            f"of {gib(m.capacity_bytes)}{unknown}")
 
 
 @rule("memory-near-capacity", "C20", "Device memory near capacity",
