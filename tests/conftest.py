@@ -28,6 +28,28 @@ def shared_runs():
                   and p.name != "reference_gpu_timeline")
 
 
+#: Test functions marked ``slow`` (``file::function``), measured: see tests/refresh_slow.py.
+SLOW = {line.strip() for line in (HERE / "slow.txt").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the measured slow tests (:data:`SLOW`) ``slow``: ``pytest -m "not slow"`` leaves them out."""
+    for item in items:
+        if item.nodeid.split("[")[0] in SLOW:
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line saying how many tests skipped because ``../shared`` is absent
+    (they need the real traces there), and where it was looked for."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    shared_skips = sum(1 for r in skipped if "../shared" in str(getattr(r, "longrepr", "")))
+    if shared_skips:
+        terminalreporter.write_line(f"{shared_skips} tests skipped: they read real traces from {SHARED_ROOT}, which is "
+                                    "absent (set HTA_REPORT_SHARED to the folder holding traces/)")
+
+
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own cache directory: nothing is read from or
