@@ -53,13 +53,15 @@ class Reporter:
         return self._module().render_comparison(comparison)
 
 
-#: Every output format. An output path's extension picks one (an unknown
-#: extension is an error listing them, see :func:`format_for_path`).
+#: Every output format. An output path's extension picks one, the longest
+#: registered one it ends with (``x.sarif.json`` is SARIF, ``x.json`` JSON);
+#: an unknown extension is an error listing them, see :func:`format_for_path`.
 REPORTERS: Dict[str, Reporter] = {r.format: r for r in (
     Reporter("html", (".html", ".htm"), "one self-contained HTML page", "html", charts=True),
     Reporter("md", (".md", ".markdown"), "GitHub-flavoured markdown (pull-request comments)", "markdown"),
     Reporter("json", (".json",), "the result model as JSON (schema_version first)", "jsonreport"),
-    Reporter("sarif", (".sarif",), "SARIF 2.1.0: findings on the user's source lines (GitHub code scanning)", "sarif"),
+    Reporter("sarif", (".sarif", ".sarif.json"), "SARIF 2.1.0: findings on the user's source lines (GitHub code "
+             "scanning)", "sarif"),
 )}
 FORMATS = tuple(REPORTERS)
 
@@ -77,8 +79,9 @@ def reporter(fmt: str) -> Reporter:
 
 
 def format_for_path(path: str, explicit: Optional[str] = None) -> str:
-    """The output format: ``explicit`` if given, else the reporter whose
-    extension ``path`` has, else markdown for an existing target that is
+    """The output format: ``explicit`` if given, else the reporter with the
+    longest registered extension that ``path``'s name ends with (as
+    pyinstrument tells ``.speedscope.json`` from ``.json``), else markdown for an existing target that is
     not a regular file and has no extension (``/dev/null``, ``/dev/stdout``,
     a FIFO: ``-o /dev/null --json r.json`` runs the gates alone, cheaply).
 
@@ -88,12 +91,14 @@ def format_for_path(path: str, explicit: Optional[str] = None) -> str:
     """
     if explicit:
         return reporter(explicit).format
+    name = Path(path).name.lower()
     suffix = Path(path).suffix.lower()
     if not suffix and _stream(path):
         return "md"
-    for r in REPORTERS.values():
-        if suffix in r.extensions:
-            return r.format
+    by_length = sorted(((ext, r.format) for r in REPORTERS.values() for ext in r.extensions), key=lambda x: -len(x[0]))
+    for ext, fmt in by_length:
+        if name.endswith(ext) and len(name) > len(ext):
+            return fmt
     known = ", ".join(e for r in REPORTERS.values() for e in r.extensions)
     what = f"unknown report extension {suffix!r}" if suffix else "no report extension"
     raise ValueError(f"{what}: name the report {known} (or pick the format with --format {'|'.join(FORMATS)})")
