@@ -28,7 +28,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 from .escape import is_image_data_uri
 

@@ -19,6 +19,8 @@ from .render import FORMATS, REPORTERS
 
 #: The extensions that select each format, for --help: ".html, .htm, .md, ...".
 EXTENSIONS = ", ".join(e for r in REPORTERS.values() for e in r.extensions)
+#: Each format and what it is, for --help: "html: one self-contained HTML page; md: ...".
+FORMAT_HELP = "; ".join(f"{r.format}: {r.description}" for r in REPORTERS.values())
 
 EPILOG = """\b
 Exit codes:
@@ -141,7 +143,7 @@ def _check_outputs(outputs) -> None:
 @click.option("-o", "--output", default="report.html", show_default=True,
               help=f"Report file; the format follows the extension ({EXTENSIONS}).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Report format, overriding the extension of --output.")
+              help=f"Report format, overriding the extension of --output: {FORMAT_HELP}.")
 @click.option("--json", "json_path", default=None, help="Also save the result model as JSON here.")
 @click.option("-r", "--recursive", is_flag=True, help="Also read traces in subdirectories.")
 @click.option("--include-last-step/--drop-last-step", default=None,
@@ -226,7 +228,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
 @click.option("-o", "--output", default="compare.html", show_default=True,
               help=f"Comparison report; the format follows the extension ({EXTENSIONS}).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Report format, overriding the extension of --output.")
+              help=f"Report format, overriding the extension of --output: {FORMAT_HELP}.")
 @click.option("-r", "--recursive", is_flag=True, help="Also read traces in subdirectories.")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="EXPR",
               help="Exit 2 when EXPR holds, e.g. 'step_time_regression>5%' (repeatable; metrics below).")

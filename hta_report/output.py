@@ -54,15 +54,6 @@ class Target:
     fd: Optional[int] = None
 
 
-def write_atomic(path: os.PathLike | str, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` as :func:`write_all_atomic` does for one file.
-
-    Raises:
-        OutputError: as :func:`write_all_atomic`.
-    """
-    return write_all_atomic([(path, text)])[0]
-
-
 def write_all_atomic(files: Sequence[Tuple[os.PathLike | str, str]]) -> List[Path]:
     """Write several files so that a failure leaves every regular file as it was.
 

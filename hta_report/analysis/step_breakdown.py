@@ -24,8 +24,6 @@ from .regions import rebased_steps
 #: ``with_stack`` trace) is CPU exec, as the idle attribution's host ops count
 #: it, not "other".
 CPU_EXEC_CATEGORIES = ("cpu_op", "user_annotation", "python_function")
-#: Categories of TensorBoard's breakdown, in priority order (field names of :class:`StepBreakdown`).
-ORDER = ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec")
 
 
 def _union(df) -> np.ndarray:

@@ -18,7 +18,6 @@ from . import fmt
 #: What a cell shows for a figure whose analysis step failed on the rank.
 NOT_COMPUTED = "not computed"
 
-SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 #: Findings below this % of the step are not in the headline's top list.
 TOP_MIN_GAIN_PCT = 1.0
 

@@ -23,14 +23,11 @@ DOCS_PINNED = "https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html"
 DOCS_HTA_IDLE = "https://hta.readthedocs.io/en/latest/source/features/idle_time_breakdown.html"
 DOCS_HTA_LAUNCH = "https://hta.readthedocs.io/en/latest/source/features/cuda_kernel_launch_stats.html"
 DOCS_HTA_COUNTERS = "https://hta.readthedocs.io/en/latest/source/features/counters.html"
-DOCS_HTA_COMM = "https://hta.readthedocs.io/en/latest/source/features/comm_comp_overlap.html"
 DOCS_DDP = "https://pytorch.org/docs/stable/notes/ddp.html"
 DOCS_AMP = "https://pytorch.org/docs/stable/amp.html"
-DOCS_TF32 = "https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices"
 DOCS_OPTIM = "https://pytorch.org/docs/stable/optim.html#algorithms"
 DOCS_ZERO_GRAD = "https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html"
 DOCS_COMPILE = "https://pytorch.org/docs/stable/generated/torch.compile.html"
-DOCS_CUDA_GRAPHS = "https://pytorch.org/docs/stable/notes/cuda.html#cuda-graphs"
 DOCS_PROFILER = "https://pytorch.org/tutorials/recipes/recipes/profiler_recipe.html"
 
 FIRED, FINE, COVERED, NOT_CHECKED, DISABLED = CHECK_STATUSES  # the model lists them, in this order
@@ -176,13 +173,6 @@ def of_step(r: RankResult) -> str:
 def ms(us: float) -> str:
     """µs as ``"1.23 ms"`` (evidence strings carry their own units)."""
     return f"{us / 1e3:,.2f} ms"
-
-
-def ranks_text(ranks: List[int]) -> str:
-    """``"rank 3"``, ``"ranks 0, 1"`` or ``"12 ranks"``."""
-    if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    return "ranks " + ", ".join(str(r) for r in ranks) if len(ranks) <= 8 else f"{len(ranks)} ranks"
 
 
 def make_finding(cfg: AdviceConfig, hits: Sequence[RankResult], claims: Claims, title: str, evidence: List[str],
