@@ -1,30 +1,20 @@
-"""HTA's kernel classification, remembered per kernel name.
+"""HTA's kernel classification, once per kernel name.
 
 HTA's temporal breakdown, GPU kernel breakdown and communication overlap
 (``hta.analyzers.breakdown_analysis``, ``hta.analyzers.communication_analysis``)
 each classify every GPU event of a rank with ``hta.utils.utils.get_kernel_type(name)``
 (up to three regular-expression matches) inside a row-by-row
-``DataFrame.apply``. A trace has hundreds of distinct GPU event names and
-tens of thousands of GPU events per rank, so :func:`install` puts the same
-function behind :func:`functools.lru_cache` in the HTA modules that call it:
-the results cannot change (the function depends on the name alone, and
-returns a ``str``), and the row-by-row ``apply`` stays HTA's.
-
-Measured on the 8-rank fractional benchmark traces (``bench/load.py``, 8 ranks
-analyzed one after the other in one process): those three analyses took
-1.41 s, and 0.96 s with the cache.
-
-The ``apply`` itself still built a pandas ``Series`` per GPU event (three
-times 23,000 on a 28 MB rank). HTA's frames are handed to it as
-:class:`KernelTypeFrame`, whose ``apply`` calls such a function once per
-distinct name instead (see its doc).
+``DataFrame.apply``, which builds a pandas ``Series`` per GPU event (three
+times 23,000 on a 28 MB rank) for a few hundred distinct names. HTA's frames
+are handed to those analyses as :class:`KernelTypeFrame`, whose ``apply``
+calls HTA's own lambda once per distinct name instead (see its doc): HTA's
+functions and modules are left as they are (an earlier version put
+``get_kernel_type`` behind a cache by replacing it in HTA's modules,
+process-wide; the frame alone does the work now).
 """
 from __future__ import annotations
 
-import functools
-import importlib
 import types
-from typing import Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -32,45 +22,6 @@ import pandas as pd
 #: The HTA modules that call ``get_kernel_type`` row by row.
 CALLERS = ("hta.analyzers.breakdown_analysis", "hta.analyzers.communication_analysis",
            "hta.analyzers.trace_counters")
-#: Distinct names remembered (a trace has hundreds; a long-lived process may see many traces).
-CACHE_SIZE = 1 << 16
-
-_cached: Optional[Callable[[str], str]] = None
-
-
-def install() -> int:
-    """Have the modules of :data:`CALLERS` call the cached ``get_kernel_type``.
-
-    A module whose ``get_kernel_type`` is not HTA's own (another HTA version,
-    or one patched by someone else) is left alone. Safe to call again: a
-    module already patched counts as patched.
-
-    Returns:
-        How many of :data:`CALLERS` call the cached function now (0 when HTA
-        has no ``hta.utils.utils.get_kernel_type``).
-    """
-    global _cached
-    try:
-        from hta.utils import utils
-    except ImportError:
-        return 0
-    original = getattr(utils, "get_kernel_type", None)
-    if original is None:
-        return 0
-    if _cached is None or _cached.__wrapped__ is not original:
-        _cached = functools.lru_cache(maxsize=CACHE_SIZE)(original)
-    patched = 0
-    for name in CALLERS:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        current = getattr(module, "get_kernel_type", None)
-        if current is original:
-            module.get_kernel_type = _cached
-        if module.get_kernel_type is _cached:
-            patched += 1
-    return patched
 
 
 class KernelTypeFrame(pd.DataFrame):
@@ -125,8 +76,9 @@ class KernelTypeFrame(pd.DataFrame):
 
 
 #: What the code of a function :meth:`KernelTypeFrame.apply` calls once per
-#: value may name: HTA's ``get_kernel_type`` (a function of the name alone, see
-#: :func:`install`) and its symbol table, nothing else.
+#: value may name: HTA's ``get_kernel_type`` (a function of the name alone:
+#: regular expressions over it, returning a ``str``) and its symbol table,
+#: nothing else.
 _PER_VALUE_NAMES = frozenset({"get_kernel_type", "sym_table"})
 
 

@@ -449,7 +449,6 @@ def hta_part(loaded, info: TraceFileInfo) -> Optional[HtaPart]:
         has_gpu, has_comm = gpu_presence(loaded, info.rank)
     if not has_gpu:
         return None
-    hta_kernel_types.install()
     view = loaded.analysis_for([info.rank])
     view.t.traces = {r: hta_kernel_types.KernelTypeFrame(df) for r, df in view.t.traces.items()}
     ctx = HtaContext(rank=info.rank, view=view, has_comm=has_comm)
