@@ -169,3 +169,63 @@ def test_cached_rerun_imports_neither_pandas_nor_matplotlib(tmp_path):
     second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert second.stdout.strip() == "[]"
     assert (tmp_path / "r.html").read_text().count("data:image/svg+xml") >= 3
+
+
+# ------------------------------------------------------------------ the table in docs/ARCHITECTURE.md is the test
+
+def architecture_table():
+    """``{module prefix: allowed prefixes or None}`` from the "Packages and
+    modules" table of docs/ARCHITECTURE.md: each row's ``where`` (``api.py``,
+    ``load/``, several names in one row) and its ``may import`` column
+    (``everything below`` is None: anything; ``nothing of ours`` is empty)."""
+    import re
+
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = text.split("## Packages and modules", 1)[1].split("\n## ", 1)[0]
+    table = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0].startswith("`"):
+            continue
+        wheres = re.findall(r"`([^`]+)`", cells[0])
+        may = cells[-1]
+        allowed = None if "everything" in may else [] if "nothing of ours" in may else \
+            ["hta_report." + m.strip("/").replace("/", ".").removesuffix(".py") for m in re.findall(r"`([^`]+)`", may)]
+        for w in wheres:
+            name = w.strip("/").replace("/", ".").removesuffix(".py")
+            table["hta_report" if name == "__init__" else "hta_report." + name] = allowed
+    return table
+
+
+def _table_violations(graph, table):
+    out = []
+    for module, targets in sorted(graph.items()):
+        rows = [p for p in table if _under(module, p) and (p != "hta_report" or module == p)]  # the package: itself
+        if not rows:
+            out.append(f"{module}: in no row of the table")
+            continue
+        row = max(rows, key=len)
+        allowed = table[row]
+        if allowed is None:
+            continue
+        for t in sorted(targets):
+            if _under(t, row) or t == "hta_report" or any(_under(t, a) for a in allowed):
+                continue
+            out.append(f"{module} imports {t}, which the row of {row} does not allow")
+    return out
+
+
+def test_the_documented_table_is_what_the_code_imports():
+    """Every module is in a row of docs/ARCHITECTURE.md's table and imports
+    only its own package and what that row's "may import" names."""
+    table = architecture_table()
+    assert len(table) >= 20 and table["hta_report.api"] is None and table["hta_report.model"] == []
+    assert _table_violations(import_graph(), table) == []
+
+
+def test_the_table_check_can_fail():
+    table = architecture_table()
+    graph = {"hta_report.model": {"hta_report.api"}, "hta_report.nowhere": set()}
+    assert _table_violations(graph, table) == [
+        "hta_report.model imports hta_report.api, which the row of hta_report.model does not allow",
+        "hta_report.nowhere: in no row of the table"]
