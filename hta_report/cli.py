@@ -119,6 +119,14 @@ def _system_allocator_for_arrow() -> None:
     pyarrow.set_memory_pool(pyarrow.system_memory_pool())
 
 
+def _shown_path(path) -> str:
+    """A written report's path as printed: absolute, so a terminal makes it a link."""
+    try:
+        return os.path.abspath(path)
+    except (OSError, ValueError):  # the current directory was removed
+        return str(path)
+
+
 def _check_outputs(outputs) -> None:
     """Refuse an output whose format is unknown before any analysis runs.
 
@@ -136,6 +144,32 @@ def _check_outputs(outputs) -> None:
             format_for_path(path, fmt)
         except ValueError as exc:
             raise OutputError(str(exc), path) from None
+        _check_folder(path)
+
+
+def _check_folder(path) -> None:
+    """Refuse, before any work, an output whose folder cannot be made: the
+    nearest existing ancestor of its folder is not a directory, or not
+    writable where folders are missing (the writer creates missing folders,
+    as coverage.py does).
+
+    Raises:
+        OutputError: names the file and the ancestor.
+    """
+    from .errors import OutputError
+
+    parent = os.path.dirname(os.path.abspath(path))
+    missing = False
+    while not os.path.exists(parent):
+        missing = True
+        up = os.path.dirname(parent)
+        if up == parent:
+            break
+        parent = up
+    if not os.path.isdir(parent):
+        raise OutputError(f"cannot write: {parent} is not a directory", path)
+    if missing and not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write: cannot create its folder in {parent}", path)
 
 
 @cli.command(epilog=ANALYZE_EPILOG)
@@ -209,7 +243,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
             result = analyze_run(spec, config=config, cache=cache, source_root=source_root)
             written = write_reports(result, outputs, cache=cache)
     if not quiet:
-        click.echo(summary(result, [str(p) for p in written]))
+        click.echo(summary(result, [_shown_path(p) for p in written]))
     for line in replaced_lines(result):
         click.echo(line, err=True)
     hits = _report_gates(gates, result=result)
@@ -274,7 +308,7 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
                                    cache=_cache_dir(cache_dir, no_cache))
         written = write_comparison(comparison, [(output, fmt)])
     if not quiet:
-        click.echo(comparison_summary(comparison, [str(p) for p in written]))
+        click.echo(comparison_summary(comparison, [_shown_path(p) for p in written]))
     _check_gates(gates, comparison=comparison)
 
 

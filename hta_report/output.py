@@ -192,7 +192,14 @@ def _own_fd(path: Path) -> Optional[int]:
 
 
 def _check_parent(current: Path, path: Path) -> None:
+    """Create ``current``'s missing folders (as coverage.py does for its
+    reports); refuse a parent that is not a directory."""
     parent = current.parent if str(current.parent) else Path(".")
+    if not parent.exists() and not parent.is_symlink():
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot write: cannot create its folder: {_reason(exc)}", path) from exc
     if not parent.is_dir():
         what = "its parent is not a directory" if parent.exists() else "the directory does not exist"
         raise OutputError(f"cannot write: {what}", path)

@@ -426,10 +426,20 @@ def test_hostile_unreadable_file_name_and_reason(tmp_path, run_cli):
 # --- output paths -------------------------------------------------------------------------------
 
 
-def test_output_in_missing_directory(partial_dir, tmp_path, run_cli):
-    code, _, err = run_cli("analyze", partial_dir, "-o", tmp_path / "missing" / "r.html")
+def test_output_in_missing_directory_is_created(partial_dir, tmp_path, run_cli):
+    """Missing folders of -o are created, as coverage.py does."""
+    code, _, err = run_cli("analyze", partial_dir, "-o", tmp_path / "missing" / "deeper" / "r.html")
+    assert (tmp_path / "missing" / "deeper" / "r.html").read_text().startswith("<!DOCTYPE html>"), err
+
+
+def test_output_under_a_file_is_refused_before_any_work(partial_dir, tmp_path, run_cli, monkeypatch):
+    from hta_report import api
+
+    (tmp_path / "file").write_text("not a directory")
+    monkeypatch.setattr(api, "analyze_run", lambda *a, **k: pytest.fail("the analysis ran"))
+    code, _, err = run_cli("analyze", partial_dir, "-o", tmp_path / "file" / "sub" / "r.html")
     assert code == 1
-    _one_line(err, tmp_path / "missing" / "r.html", "cannot write: the directory does not exist")
+    _one_line(err, tmp_path / "file" / "sub" / "r.html", "is not a directory")
 
 
 def test_output_in_unwritable_directory(tmp_path, out, run_cli):
@@ -439,7 +449,7 @@ def test_output_in_unwritable_directory(tmp_path, out, run_cli):
     (tmp_path / "file").write_text("not a directory")
     code, _, err = run_cli("analyze", tmp_path, "-o", out / "report.html", "--json", tmp_path / "file" / "r.json")
     assert code == 1
-    _one_line(err, tmp_path / "file" / "r.json", "cannot write: its parent is not a directory")
+    _one_line(err, tmp_path / "file" / "r.json", "is not a directory")  # refused before any work
     _untouched(out)  # report.html is not replaced when the second output fails
 
 
@@ -549,15 +559,22 @@ def test_unencodable_text_is_escaped_not_fatal(tmp_path):
     assert path.read_text() == "bad \\udc80 surrogate"
 
 
-def test_write_all_atomic_missing_directory_names_file(tmp_path):
+def test_write_all_atomic_unmakeable_directory_names_file(tmp_path):
     from hta_report.output import write_all_atomic
 
     (tmp_path / "keep.txt").write_text("keep")
-    with pytest.raises(OutputError) as info:
-        write_all_atomic([(tmp_path / "keep.txt", "new"), (tmp_path / "no" / "x.txt", "x")])
-    assert info.value.path == str(tmp_path / "no" / "x.txt")
+    with pytest.raises(OutputError) as info:  # the folder would have to be made inside a file
+        write_all_atomic([(tmp_path / "keep.txt", "new"), (tmp_path / "keep.txt" / "no" / "x.txt", "x")])
+    assert info.value.path == str(tmp_path / "keep.txt" / "no" / "x.txt")
     assert (tmp_path / "keep.txt").read_text() == "keep"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+def test_write_all_atomic_creates_missing_folders(tmp_path):
+    from hta_report.output import write_all_atomic
+
+    write_all_atomic([(tmp_path / "a" / "b" / "x.txt", "x")])
+    assert (tmp_path / "a" / "b" / "x.txt").read_text() == "x"
 
 
 # --- the size cap -------------------------------------------------------------------------------

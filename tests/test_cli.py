@@ -100,10 +100,13 @@ def test_failed_run_leaves_existing_report_untouched(good_dir, tmp_path, run_cli
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.html", "traces"]  # no temp files
 
 
-def test_output_in_missing_directory(good_dir, tmp_path, run_cli):
-    code, _, err = run_cli("analyze", good_dir, "-o", tmp_path / "missing" / "r.html")
-    assert code == 1
-    _one_line_error(err, tmp_path / "missing" / "r.html", "does not exist")
+def test_output_in_missing_directory_is_created_and_its_absolute_path_printed(good_dir, tmp_path, run_cli,
+                                                                              monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("analyze", good_dir, "-o", "missing/r.html")
+    assert code == 0, err
+    assert (tmp_path / "missing" / "r.html").is_file()
+    assert f"wrote {tmp_path / 'missing' / 'r.html'}" in out  # absolute: a terminal makes it a link
 
 
 def test_usage_error_exits_1(run_cli):

@@ -251,7 +251,7 @@ def test_directories_and_sockets_are_refused_before_anything_is_written(tmp_path
         pytest.skip(str(exc))
     try:
         for bad, words in ((tmp_path / "dir", "directory"), (tmp_path / "dirlink", "directory"),
-                           (tmp_path / "sock", "socket"), (tmp_path / "no" / "x.md", "does not exist")):
+                           (tmp_path / "sock", "socket"), (tmp_path / "keep.md" / "x.md", "not a directory")):
             with pytest.raises(OutputError) as info:
                 write_all_atomic([(tmp_path / "keep.md", "new"), (bad, "x")])
             message = str(info.value)
