@@ -24,7 +24,7 @@ from .errors import InputError, OutputError, PartialInputError
 from .escape import redact_url
 from .files import is_url, location, shown
 from .model import AnalysisResult, Comparison
-from .output import write_all_atomic
+from .output import check_folder, write_all_atomic
 from .render import format_for_path, reporter
 
 if TYPE_CHECKING:
@@ -341,15 +341,18 @@ def _same_file(a: os.PathLike | str, b: os.PathLike | str) -> bool:
 
 
 def check_outputs(outputs: Outputs, inputs: Sequence[os.PathLike | str]) -> None:
-    """Refuse outputs that would destroy an input or each other.
+    """Refuse outputs that would destroy an input or each other, or whose
+    folder cannot be made (:func:`hta_report.output.check_folder`).
 
     Raises:
         hta_report.errors.InputError: an output is one of ``inputs`` (the same
             file, through any path or link), or two outputs are one file
             (e.g. ``-o r.json --json r.json``); names the file.
+        hta_report.errors.OutputError: an output's folder cannot be made.
     """
     seen: List[os.PathLike | str] = []
     for path, _ in outputs:
+        check_folder(path)
         for other in seen:
             if _same_file(path, other):
                 raise InputError("given as two outputs; each report needs its own file", path)

@@ -144,32 +144,6 @@ def _check_outputs(outputs) -> None:
             format_for_path(path, fmt)
         except ValueError as exc:
             raise OutputError(str(exc), path) from None
-        _check_folder(path)
-
-
-def _check_folder(path) -> None:
-    """Refuse, before any work, an output whose folder cannot be made: the
-    nearest existing ancestor of its folder is not a directory, or not
-    writable where folders are missing (the writer creates missing folders,
-    as coverage.py does).
-
-    Raises:
-        OutputError: names the file and the ancestor.
-    """
-    from .errors import OutputError
-
-    parent = os.path.dirname(os.path.abspath(path))
-    missing = False
-    while not os.path.exists(parent):
-        missing = True
-        up = os.path.dirname(parent)
-        if up == parent:
-            break
-        parent = up
-    if not os.path.isdir(parent):
-        raise OutputError(f"cannot write: {parent} is not a directory", path)
-    if missing and not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputError(f"cannot write: cannot create its folder in {parent}", path)
 
 
 @cli.command(epilog=ANALYZE_EPILOG)

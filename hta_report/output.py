@@ -116,8 +116,8 @@ def target_of(path: Path) -> Target:
 
     Raises:
         OutputError: ``path`` is (or leads to) a directory, a socket or a block
-            device; its directory does not exist; it cannot be written; its
-            links loop (one line naming ``path``).
+            device; its folder cannot be made (:func:`check_folder`); it
+            cannot be written; its links loop (one line naming ``path``).
     """
     current = path
     for _ in range(MAX_LINKS + 1):
@@ -131,10 +131,10 @@ def target_of(path: Path) -> Target:
         try:
             mode = os.lstat(current).st_mode
         except FileNotFoundError:
-            _check_parent(current, path)
+            check_folder(current, path)
             return Target(path, "replace", real=current)  # a new file (where a dangling link points)
         except OSError as exc:
-            _check_parent(current, path)
+            check_folder(current, path)
             raise OutputError(f"cannot write: {_reason(exc)}", path) from exc
         if stat.S_ISREG(mode):
             return Target(path, "replace", real=current)
@@ -191,18 +191,26 @@ def _own_fd(path: Path) -> Optional[int]:
     return int(name) if folder == f"/proc/{os.getpid()}/fd" else None
 
 
-def _check_parent(current: Path, path: Path) -> None:
-    """Create ``current``'s missing folders (as coverage.py does for its
-    reports); refuse a parent that is not a directory."""
-    parent = current.parent if str(current.parent) else Path(".")
-    if not parent.exists() and not parent.is_symlink():
-        try:
-            parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise OutputError(f"cannot write: cannot create its folder: {_reason(exc)}", path) from exc
-    if not parent.is_dir():
-        what = "its parent is not a directory" if parent.exists() else "the directory does not exist"
-        raise OutputError(f"cannot write: {what}", path)
+def check_folder(path: os.PathLike | str, named: Optional[os.PathLike | str] = None) -> None:
+    """Refuse, writing nothing, an output whose folder cannot be made: the
+    nearest existing ancestor of its folder is not a directory, or cannot be
+    written where folders are missing. Missing folders are created when the
+    output is written (:func:`_stage`, as coverage.py does for its reports).
+
+    Raises:
+        OutputError: one line naming ``named`` (default ``path``: the name
+            given, where ``path`` is where its links lead) and the ancestor.
+    """
+    named = path if named is None else named
+    folder = Path(path).parent
+    missing = False
+    while not folder.exists() and not folder.is_symlink() and folder.parent != folder:
+        missing = True
+        folder = folder.parent
+    if not folder.is_dir():
+        raise OutputError(f"cannot write: {folder} is not a directory", named)
+    if missing and not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write: cannot create its folder in {folder}", named)
 
 
 def _reason(exc: BaseException) -> str:
@@ -242,6 +250,7 @@ def _stage(target: Target, text: str) -> str:
     real = target.real
     parent = real.parent if str(real.parent) else Path(".")
     try:
+        parent.mkdir(parents=True, exist_ok=True)  # missing folders (check_folder said they can be made)
         fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(real.name), suffix=".tmp", dir=parent)
     except OSError as exc:
         raise OutputError(f"cannot write: {_reason(exc)}", target.path) from exc
