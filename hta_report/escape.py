@@ -49,18 +49,21 @@ _TRIGGERS = re.compile(r"(?:[@#](?=[A-Za-z0-9/])|:(?=[A-Za-z0-9_+/-])|(?i:www)(?
                        r"|(?i:(?<![A-Za-z0-9])gh-)(?=[0-9]))")
 
 
-def visible(text: object, keep_newlines: bool = False) -> str:
+def visible(text: object, keep_newlines: bool = False, keep_spaces: bool = False) -> str:
     """``text`` with every character that is not printable (C0 and C1
     controls such as ESC and CSI, DEL, line and paragraph separators,
     bidirectional overrides and other format characters, lone surrogates,
     unassigned code points) shown as a Python escape (``\\x1b``, ``\\u202e``).
-    ``keep_newlines`` keeps ``\\n`` (other line breaks become ``\\n``)."""
+    ``keep_newlines`` keeps ``\\n`` (other line breaks become ``\\n``);
+    ``keep_spaces`` keeps tabs and the space separators (no-break and thin
+    spaces, Unicode category Zs)."""
     s = str(text)
     if keep_newlines:
         s = _LINE_BREAKS.sub("\n", s)
     out = []
     for c in s:
-        if c.isprintable() or (keep_newlines and c == "\n"):
+        if c.isprintable() or (keep_newlines and c == "\n") or (
+                keep_spaces and (c == "\t" or unicodedata.category(c) == "Zs")):
             out.append(c)
         else:
             out.append(c.encode("unicode_escape", "backslashreplace").decode("ascii"))
@@ -88,11 +91,7 @@ def html_text(value: object) -> object:
     Markup (our own, e.g. :func:`~hta_report.render.html.breakable`'s) and
     other values are returned unchanged."""
     if isinstance(value, str) and not hasattr(value, "__html__"):
-        if value.isprintable():
-            return value
-        s = _LINE_BREAKS.sub("\n", value)
-        return "".join(c if c.isprintable() or c in "\n\t" or unicodedata.category(c) == "Zs"
-                       else c.encode("unicode_escape", "backslashreplace").decode("ascii") for c in s)
+        return value if value.isprintable() else visible(value, keep_newlines=True, keep_spaces=True)
     return value
 
 
