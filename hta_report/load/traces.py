@@ -383,7 +383,12 @@ def host_steps(df, step_ids, host_cats) -> int:
     rows HTA's step filter reads). Kineto also writes each step as a
     ``gpu_user_annotation`` on the GPU, which is not another step, and a
     kernel may carry any name, ``ProfilerStep#N`` too."""
-    return int((df["name"].isin(step_ids) & df["cat"].isin(host_cats)).sum())
+    return int(_host_step_rows(df, step_ids, host_cats).sum())
+
+
+def _host_step_rows(df, step_ids, host_cats):
+    """Which rows of ``df`` are steps on the host (see :func:`host_steps`): a boolean Series."""
+    return df["name"].isin(step_ids) & df["cat"].isin(host_cats)
 
 
 def last_step(df, step_ids, host_cats) -> Optional[int]:
@@ -397,7 +402,7 @@ def last_step(df, step_ids, host_cats) -> Optional[int]:
     of that name, and the step is dropped for every analysis of ours."""
     if df.empty or not len(step_ids):
         return None
-    steps = df["name"].isin(step_ids) & df["cat"].isin(host_cats)
+    steps = _host_step_rows(df, step_ids, host_cats)
     if not steps.any():
         return None
     return int(df.at[df.loc[steps, "ts"].idxmax(), "name"])
