@@ -15,7 +15,8 @@ read, or that reads back wrong, is ignored (and rewritten by the next run).
 - ``result-v1/<key>.charts.json``: the report's chart images for a result,
   keyed by the result's own content (:meth:`ResultCache.charts`).
 
-Writes go to a temporary file in the same directory, then are renamed into place.
+Writes go to a temporary file in the same directory, then are renamed into place
+(:func:`hta_report.output.replace_atomically`, the writer reports use too).
 The default location is ``$XDG_CACHE_HOME/hta-report`` (``~/.cache/hta-report``);
 ``hta-report analyze --cache-dir DIR`` picks another, ``--no-cache`` none.
 """
@@ -26,11 +27,11 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
 from .escape import is_image_data_uri
+from .output import replace_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -54,13 +55,8 @@ def file_digest(path: os.PathLike | str) -> str:
 
     h = hashlib.blake2b(digest_size=20)
     with open_bytes(path) as f:
-        buf = bytearray(_HASH_CHUNK)
-        view = memoryview(buf)
-        while True:
-            n = f.readinto(buf)
-            if not n:
-                break
-            h.update(view[:n])
+        while chunk := f.read(_HASH_CHUNK):
+            h.update(chunk)
     return h.hexdigest()
 
 
@@ -98,23 +94,6 @@ def code_fingerprint(which: str = "all") -> str:
 def make_key(parts: dict) -> str:
     """A cache key: BLAKE2b-160 of ``parts`` as canonical JSON (hex string)."""
     return hashlib.blake2b(json.dumps(parts, sort_keys=True).encode(), digest_size=20).hexdigest()
-
-
-def atomic_write(path: Path, write: Callable[[str], None]) -> None:
-    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it
-    into place; the temporary file is removed when anything fails (re-raised)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 class Cache:
@@ -172,7 +151,7 @@ class ResultCache:
             manifest_digest = self.cache.digest(manifest) if manifest.is_file() else None
         except OSError:
             return None
-        cfg = dataclasses.asdict(config) if config is not None and dataclasses.is_dataclass(config) else None
+        cfg = dataclasses.asdict(config) if dataclasses.is_dataclass(config) and not isinstance(config, type) else None
         return make_key({
             "format": CACHE_FORMAT, "tool": __version__, "code": code_fingerprint("all"),
             "hta": str(getattr(hta.version, "__version__", "")), "run": spec.key_fields(),
@@ -210,10 +189,12 @@ class ResultCache:
     def charts(self, result, compute: Callable[[], Dict[str, str]]) -> Dict[str, str]:
         """``compute()`` (the chart images of ``result``, name -> data URI), read
         from the cache when drawn before for a result with the same content
-        (``analyzed_at`` aside) by the same code, else drawn and stored. An
+        (``analyzed_at`` and gates aside) by the same code, else drawn and stored. An
         entry holding anything but chart data (:func:`~hta_report.escape.is_image_data_uri`)
         is not used."""
-        content = dataclasses.replace(result, inventory=dataclasses.replace(result.inventory, analyzed_at=""))
+        content = dataclasses.replace(result, inventory=dataclasses.replace(result.inventory, analyzed_at=""),
+                                      gates=[])  # gates are this command's, not the charts'
+
         key = make_key({"format": CACHE_FORMAT, "code": code_fingerprint("all"),
                         "result": hashlib.blake2b(content.to_json().encode(), digest_size=20).hexdigest()})
         data = self._read(f"{key}.charts.json", key)
@@ -234,6 +215,12 @@ class ResultCache:
     def _write(self, name: str, payload: dict, what: str) -> None:
         try:
             text = json.dumps(payload)
-            atomic_write(self.dir / name, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+            replace_atomically(self.dir / name, lambda tmp: _write_utf8(tmp, text))
         except Exception as exc:
             logger.debug("not caching %s %s: %s", what, name, exc)
+
+
+def _write_utf8(path: str, text: str) -> None:
+    """``text`` written to ``path`` as UTF-8 (a writer for :func:`~hta_report.output.replace_atomically`)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)

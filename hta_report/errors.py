@@ -12,6 +12,8 @@ Exit codes (also in ``hta-report --help`` and the README):
 """
 from __future__ import annotations
 
+import os
+
 import re
 from pathlib import Path
 from typing import Optional, Union
@@ -50,7 +52,7 @@ class HtaReportError(Exception):
     #: The word the CLI prints before the message.
     label = "error"
 
-    def __init__(self, message: str, path: Optional[Union[str, Path]] = None) -> None:
+    def __init__(self, message: str, path: Optional[Union[str, "os.PathLike[str]"]] = None) -> None:
         self.message = one_line(message)
         self.path = str(path) if path is not None else None
         shown = one_line(self.path) if self.path else None

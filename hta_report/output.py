@@ -20,7 +20,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from .errors import OutputError
 
@@ -90,7 +90,7 @@ def write_all_atomic(files: Sequence[Tuple[os.PathLike | str, str]]) -> List[Pat
                 staged.append((_stage(target, text), target))
         for tmp, target in staged:
             try:
-                os.replace(tmp, target.real)
+                os.replace(tmp, _real(target))
             except OSError as exc:
                 raise OutputError(f"cannot write: {_reason(exc)}", target.path) from exc
     except BaseException:
@@ -243,30 +243,84 @@ def _tmp_prefix(name: str) -> str:
     return f".{name}."
 
 
-def _stage(target: Target, text: str) -> str:
-    """Write ``text`` to a new temporary file beside ``target.real`` with the
-    mode the report should have (:func:`_mode_for`); returns its name (removed
-    again if writing fails)."""
-    real = target.real
+def stage_beside(real: Path, write: Callable[[str], None], mode: Optional[int] = None) -> str:
+    """The one way hta-report makes a file appear whole: call ``write(tmp)`` on
+    a new temporary file beside ``real`` (missing folders made first), give it
+    ``mode`` (None: mkstemp's private 0600), and return its name for the caller
+    to ``os.replace`` over ``real``. Used for reports (:func:`write_all_atomic`)
+    and cache entries (:func:`replace_atomically`).
+
+    Raises:
+        OSError: the folder, the temporary file or the write failed; the
+            temporary file is removed first. Anything ``write`` raises is
+            re-raised after the same clean-up.
+    """
     parent = real.parent if str(real.parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(real.name), suffix=".tmp", dir=parent)
     try:
-        parent.mkdir(parents=True, exist_ok=True)  # missing folders (check_folder said they can be made)
-        fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(real.name), suffix=".tmp", dir=parent)
-    except OSError as exc:
-        raise OutputError(f"cannot write: {_reason(exc)}", target.path) from exc
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
-            fh.write(text)
-        os.chmod(tmp, _mode_for(real))
-    except BaseException as exc:
+        os.close(fd)
+        write(tmp)
+        if mode is not None:
+            os.chmod(tmp, mode)
+    except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        if isinstance(exc, OSError):
-            raise OutputError(f"cannot write: {_reason(exc)}", target.path) from exc
         raise
     return tmp
+
+
+def replace_atomically(path: Path, write: Callable[[str], None]) -> None:
+    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it
+    over ``path`` (:func:`stage_beside`; the file stays private, mode 0600).
+    Readers see the old file or the new one, never half of one.
+
+    Raises:
+        OSError: as :func:`stage_beside`, or the rename failed (the temporary
+            file is removed); anything ``write`` raises.
+    """
+    tmp = stage_beside(path, write)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _real(target: Target) -> Path:
+    """``target.real`` of a ``"replace"`` target (:func:`target_of` always sets it)."""
+    if target.real is None:
+        raise ValueError(f"{target.path}: a {target.how!r} target has no file to replace")
+    return target.real
+
+
+def _write_text(text: str) -> Callable[[str], None]:
+    """A writer for :func:`stage_beside`: ``text`` as UTF-8, characters UTF-8
+    cannot encode (lone surrogates) as backslash escapes."""
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as fh:
+            fh.write(text)
+    return write
+
+
+def _stage(target: Target, text: str) -> str:
+    """Write ``text`` to a new temporary file beside the file ``target``
+    replaces, with the mode the report should have (:func:`_mode_for`); returns
+    its name (removed again if writing fails).
+
+    Raises:
+        OutputError: the folder, the temporary file or the write failed (names ``target.path``).
+    """
+    real = _real(target)
+    try:
+        return stage_beside(real, _write_text(text), _mode_for(real))
+    except OSError as exc:
+        raise OutputError(f"cannot write: {_reason(exc)}", target.path) from exc
 
 
 def _write_through(target: Target, text: str) -> None:
@@ -284,6 +338,8 @@ def _write_through(target: Target, text: str) -> None:
                     stream.flush()  # what we printed before comes first
                 except (AttributeError, OSError, ValueError):
                     pass
+            if target.fd is None:
+                raise ValueError(f"{target.path}: an 'fd' target without its descriptor")
             fd = os.dup(target.fd)
         else:
             fd = os.open(target.path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOCTTY", 0)

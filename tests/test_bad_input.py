@@ -503,24 +503,15 @@ def test_write_failing_halfway_leaves_report(good_dir, out, run_cli, monkeypatch
     """The disk fills up after half of the text is written."""
     from hta_report import output
 
-    real_fdopen = os.fdopen
+    real_writer = output._write_text
 
-    class HalfFile:
-        def __init__(self, fh):
-            self.fh = fh
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.fh.close()
-
-        def write(self, text):
-            self.fh.write(text[: len(text) // 2])
-            self.fh.flush()
+    def half(text):
+        def write(tmp):
+            real_writer(text[: len(text) // 2])(tmp)  # half of it reaches the disk, then it is full
             raise OSError(28, "No space left on device")
+        return write
 
-    monkeypatch.setattr(output.os, "fdopen", lambda *a, **k: HalfFile(real_fdopen(*a, **k)))
+    monkeypatch.setattr(output, "_write_text", half)
     code, _, err = run_cli("analyze", good_dir, "-o", out / "report.html")
     assert code == 1
     _one_line(err, out / "report.html", "cannot write: No space left on device")

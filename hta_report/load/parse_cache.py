@@ -15,7 +15,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from ..cache import CACHE_FORMAT, Cache, atomic_write, code_fingerprint, make_key
+from ..cache import CACHE_FORMAT, Cache, code_fingerprint, make_key
+from ..output import replace_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class ParseCache:
     def put(self, key: str, meta: dict, df, table) -> bool:
         """Store a parse result; False (and nothing written) when it cannot be stored."""
         try:
-            atomic_write(self._path(key), lambda tmp: _write_parsed(tmp, key, meta, df, table))
+            replace_atomically(self._path(key), lambda tmp: _write_parsed(tmp, key, meta, df, table))
             return True
         except Exception as exc:
             logger.debug("not caching %s: %s: %s", key, type(exc).__name__, exc)
