@@ -6,14 +6,15 @@ import logging
 import os
 import sys
 import traceback
-from typing import Optional
+from pathlib import Path
+from typing import Optional, Sequence
 
 import click
 
 from . import __version__
 from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError, bug_reason, show_bugs
 from .escape import redact_url, terminal
-from .gates import metrics_help, parse_gate, tripped
+from .gates import GateResult, describe as describe_gate, evaluate as evaluate_gates, metrics_help, parse_gate
 from .engines import ENGINES
 from .render import FORMATS, REPORTERS
 
@@ -36,17 +37,12 @@ ANALYZE_EPILOG = EPILOG + "\n\b\n--fail-on metrics:\n" + metrics_help(comparison
 COMPARE_EPILOG = EPILOG + "\n\b\n--fail-on metrics (result metrics are of NEW):\n" + metrics_help(comparison=True) + "\n"
 
 
-def _report_gates(gates, result=None, comparison=None) -> list:
-    """Print each tripped gate on stderr; return them."""
-    hits = tripped(gates, result=result, comparison=comparison)
-    for h in hits:
-        click.echo(f"hta-report: gate tripped: {terminal(h)}", err=True)
-    return hits
-
-
-def _check_gates(gates, result=None, comparison=None) -> None:
-    if _report_gates(gates, result=result, comparison=comparison):
-        raise click.exceptions.Exit(EXIT_GATE)
+def _report_gates(gates: Sequence[GateResult]) -> bool:
+    """Print each tripped gate on stderr; True when one tripped."""
+    hits = [g for g in gates if g.tripped]
+    for g in hits:
+        click.echo(f"hta-report: gate tripped: {terminal(describe_gate(g))}", err=True)
+    return bool(hits)
 
 
 class SizeType(click.ParamType):
@@ -86,7 +82,7 @@ def engine_options(command):
                              "cluster (pip install \"hta-report[ray]\").")(command)
 
 
-def _cache_dir(cache_dir: Optional[str], no_cache: bool) -> Optional[str]:
+def _cache_dir(cache_dir: Optional[str], no_cache: bool) -> Optional[str | Path]:
     """The cache directory a command uses: None with ``--no-cache``."""
     from .cache import default_cache_dir
 
@@ -215,12 +211,13 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
         check_outputs(outputs, spec.read_files)  # before any work
         with workers.meanwhile(*preparations(outputs)):
             result = analyze_run(spec, config=config, cache=cache, source_root=source_root)
+            result.gates = evaluate_gates(gates, result=result)  # before writing: the reports say which tripped
             written = write_reports(result, outputs, cache=cache)
     if not quiet:
         click.echo(summary(result, [_shown_path(p) for p in written]))
     for line in replaced_lines(result):
         click.echo(line, err=True)
-    hits = _report_gates(gates, result=result)
+    hits = _report_gates(result.gates)
     partial = partial_input_error(result)
     if partial is not None:  # incomplete input wins over a tripped gate
         for line in incomplete_lines(result):
@@ -280,10 +277,12 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
         comparison = compare_paths(base, new, max_result_size, recursive=recursive, config=config, engine=engine,
                                    ray_address=ray_address,
                                    cache=_cache_dir(cache_dir, no_cache))
+        comparison.gates = evaluate_gates(gates, comparison=comparison)
         written = write_comparison(comparison, [(output, fmt)])
     if not quiet:
         click.echo(comparison_summary(comparison, [_shown_path(p) for p in written]))
-    _check_gates(gates, comparison=comparison)
+    if _report_gates(comparison.gates):
+        raise click.exceptions.Exit(EXIT_GATE)
 
 
 @cli.command("rules", epilog=EPILOG)

@@ -94,12 +94,14 @@ def _kernel_deltas(kb: Dict[str, Tuple[str, float]], kn: Dict[str, Tuple[str, fl
     for key, members in groups.items():
         variants = sorted((KernelVariant(name=n, base_us=kb.get(n, ("", 0.0))[1], new_us=kn.get(n, ("", 0.0))[1])
                            for n in members), key=lambda v: (-abs(v.new_us - v.base_us), v.name))
-        b, n = _bounded(sum(v.base_us for v in variants)), _bounded(sum(v.new_us for v in variants))
-        kind = (kb.get(members[0]) or kn.get(members[0]))[0]
+        b, n_us = _bounded(sum(v.base_us for v in variants)), _bounded(sum(v.new_us for v in variants))
+        first = members[0]  # in kb or kn: members come from their keys
+        kind = kb[first][0] if first in kb else kn[first][0]
         if len(variants) == 1:
-            out.append(KernelDelta(name=members[0], kernel_type=kind, base_us=b, new_us=n, delta_us=_bounded(n - b)))
+            out.append(KernelDelta(name=first, kernel_type=kind, base_us=b, new_us=n_us,
+                                   delta_us=_bounded(n_us - b)))
         else:
-            out.append(KernelDelta(name=key, kernel_type=kind, base_us=b, new_us=n, delta_us=_bounded(n - b),
+            out.append(KernelDelta(name=key, kernel_type=kind, base_us=b, new_us=n_us, delta_us=_bounded(n_us - b),
                                    variants=variants))
     return out
 

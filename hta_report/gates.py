@@ -2,7 +2,9 @@
 
 An expression is ``METRIC OP VALUE`` with OP one of ``> >= < <= == !=`` and an
 optional ``%`` after VALUE (ignored: percentages are already in %). Pure
-functions; the CLI maps a tripped gate to exit code 2.
+functions; the CLI evaluates the gates before it writes the reports
+(:func:`evaluate`, kept in ``result.gates`` / ``comparison.gates`` so that
+every output says which gate tripped) and maps a tripped gate to exit code 2.
 
 Gates fail closed: a gate whose metric the result does not measure (a GPU
 figure of traces without GPU activity, a step time without ``ProfilerStep``
@@ -17,11 +19,11 @@ import math
 import operator
 import re
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .errors import InputError
 from .model import (ATTRIBUTION_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, MEMCPY_STEP, TEMPORAL_STEP,
-                    WINDOWS_STEP, AnalysisResult, Comparison)
+                    WINDOWS_STEP, AnalysisResult, Comparison, GateResult)
 
 _OPS: Dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt, "<": operator.lt,
@@ -29,6 +31,9 @@ _OPS: Dict[str, Callable[[float, float], bool]] = {
 _EXPR = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|==|!=|>|<)\s*([A-Za-z]+|[-+]?\d+(?:\.\d+)?)\s*%?\s*$")
 _NUMBER = re.compile(r"^[-+]?\d+(?:\.\d+)?$")
 SEVERITY_RANK = {"low": 1, "medium": 2, "high": 3}
+
+__all__ = ["Gate", "GateResult", "parse_gate", "evaluate", "describe", "tripped", "metrics_help",
+           "RESULT_METRICS", "COMPARISON_METRICS", "SEVERITY_RANK"]
 
 
 def _gpu(a: AnalysisResult) -> Optional[str]:
@@ -63,12 +68,18 @@ def _advice(a: AnalysisResult) -> Optional[str]:
 def _severity(a: AnalysisResult) -> float:
     """The highest severity as 1-3 (0 without findings); NaN for an unknown one."""
     ranks = [SEVERITY_RANK.get(f.severity) for f in a.findings]
-    return math.nan if None in ranks else float(max(ranks, default=0))
+    known = [r for r in ranks if r is not None]
+    return math.nan if len(known) < len(ranks) else float(max(known, default=0))
 
+
+#: A metric of one analysis: (description, getter, why it is not measured or None).
+ResultMetric = Tuple[str, Callable[[AnalysisResult], float], Callable[[AnalysisResult], Optional[str]]]
+#: A metric of a comparison, the same for two runs.
+ComparisonMetric = Tuple[str, Callable[[Comparison], float], Callable[[Comparison], Optional[str]]]
 
 #: Metrics of one analysis: name -> (description, getter, why it is not
 #: measured or None). Percentages in %, times in ms.
-RESULT_METRICS: Dict[str, tuple] = {
+RESULT_METRICS: Dict[str, ResultMetric] = {
     "idle_pct": ("GPU idle, % of the analyzed steps (mean over ranks)", lambda a: a.aggregate.idle_pct,
                  _gpu_step(WINDOWS_STEP, ATTRIBUTION_STEP)),
     "busy_pct": ("GPU busy, % of the analyzed steps", lambda a: a.aggregate.busy_pct,
@@ -99,7 +110,7 @@ def _both(check: Callable[[AnalysisResult], Optional[str]]) -> Callable[[Compari
     """A comparison metric needing ``check`` to pass on both sides."""
     def missing(c: Comparison) -> Optional[str]:
         for side, a in (("base", c.base), ("new", c.new)):
-            why = check(a)
+            why = check(a) if a is not None else "not in the comparison"
             if why is not None:
                 return f"{side}: {why}"
         return None
@@ -107,11 +118,18 @@ def _both(check: Callable[[AnalysisResult], Optional[str]]) -> Callable[[Compari
 
 
 #: Metrics of a comparison (the new side's result metrics apply too).
-COMPARISON_METRICS: Dict[str, tuple] = {
+def _idle_increase(c: Comparison) -> float:
+    """GPU idle of new minus base, percentage points (NaN without both sides)."""
+    if c.base is None or c.new is None:
+        return math.nan
+    return c.new.aggregate.idle_pct - c.base.aggregate.idle_pct
+
+
+COMPARISON_METRICS: Dict[str, ComparisonMetric] = {
     "step_time_regression": ("mean step time change new vs base, % (positive = slower)",
                              lambda c: c.step_time_change_pct, _comparable),
     "idle_pct_increase": ("GPU idle change, percentage points",
-                          lambda c: c.new.aggregate.idle_pct - c.base.aggregate.idle_pct,
+                          _idle_increase,
                           _both(_gpu_step(WINDOWS_STEP, ATTRIBUTION_STEP))),
     "regressed": ("1 when the verdict is 'regressed' (beyond the noise band), else 0",
                   lambda c: 1.0 if c.verdict == "regressed" else 0.0, _comparable),
@@ -158,31 +176,57 @@ def parse_gate(text: str, comparison: bool = False) -> Gate:
     return Gate(text=text.strip(), metric=metric, op=op, value=value)
 
 
-def tripped(gates: List[Gate], result: Optional[AnalysisResult] = None,
-            comparison: Optional[Comparison] = None) -> List[str]:
-    """The gates that trip, each as ``"EXPR (metric = value)"``. Result metrics
-    are read from ``result``, or from the comparison's new side. A gate whose
-    metric is not measured, or not a finite number, trips as
-    ``"EXPR (metric not measured: why; the gate fails)"``."""
+def evaluate(gates: Sequence[Gate], result: Optional[AnalysisResult] = None,
+             comparison: Optional[Comparison] = None) -> List[GateResult]:
+    """Every gate checked, in order, as a :class:`~hta_report.model.GateResult`
+    (the CLI stores them in ``result.gates`` or ``comparison.gates`` before the
+    reports are written, so that each output says which gate tripped). Result
+    metrics are read from ``result``, or from the comparison's new side. A gate
+    whose metric is not measured, or not a finite number, trips (fails closed)
+    with ``not_measured`` saying why.
+
+    Raises:
+        ValueError: a comparison metric without ``comparison``, or a result
+            metric with neither ``result`` nor a comparison's new side.
+    """
     target = comparison.new if comparison is not None else result
     out = []
     for g in gates:
+        value: Optional[float]
         if g.metric in COMPARISON_METRICS:
-            _, get, missing = COMPARISON_METRICS[g.metric]
-            subject = comparison
+            if comparison is None:
+                raise ValueError(f"gate {g.text!r} needs a comparison")
+            _, get_c, missing_c = COMPARISON_METRICS[g.metric]
+            why, value = missing_c(comparison), None
+            if why is None:
+                value = get_c(comparison)
         else:
-            _, get, missing = RESULT_METRICS[g.metric]
-            subject = target
-        why = missing(subject)
-        actual = get(subject) if why is None else math.nan
-        if why is None and not math.isfinite(actual):
-            why = f"its value is {actual}"
-        if why is not None:
-            out.append(f"{g.text} ({g.metric} not measured: {why}; the gate fails)")
-        elif _OPS[g.op](actual, g.value):
-            shown = f"{actual:.2f}" if abs(actual) < 1e15 else f"{actual:.3g}"  # not hundreds of digits
-            out.append(f"{g.text} ({g.metric} = {shown})")
+            if target is None:
+                raise ValueError(f"gate {g.text!r} needs a result")
+            _, get_r, missing_r = RESULT_METRICS[g.metric]
+            why, value = missing_r(target), None
+            if why is None:
+                value = get_r(target)
+        if why is None and value is not None and not math.isfinite(value):
+            why, value = f"its value is {value}", None
+        hit = why is not None or (value is not None and _OPS[g.op](value, g.value))
+        out.append(GateResult(expression=g.text, metric=g.metric, value=value, tripped=hit, not_measured=why or ""))
     return out
+
+
+def describe(r: GateResult) -> str:
+    """One gate's outcome as the CLI prints it: ``"EXPR (metric = value)"``, or
+    ``"EXPR (metric not measured: why; the gate fails)"``."""
+    if r.value is None:
+        return f"{r.expression} ({r.metric} not measured: {r.not_measured}; the gate fails)"
+    shown = f"{r.value:.2f}" if abs(r.value) < 1e15 else f"{r.value:.3g}"  # not hundreds of digits
+    return f"{r.expression} ({r.metric} = {shown})"
+
+
+def tripped(gates: Sequence[Gate], result: Optional[AnalysisResult] = None,
+            comparison: Optional[Comparison] = None) -> List[str]:
+    """The gates that trip (:func:`evaluate`), each as :func:`describe` words it."""
+    return [describe(r) for r in evaluate(gates, result=result, comparison=comparison) if r.tripped]
 
 
 def metrics_help(comparison: bool = False) -> str:

@@ -1334,6 +1334,29 @@ class Inventory:
 
 
 @dataclass
+class GateResult:
+    """One ``--fail-on`` expression checked against a result or a comparison
+    (:func:`hta_report.gates.evaluate`), kept so that every output can say which
+    gate held and which tripped.
+
+    Attributes:
+        expression: the expression as given (``idle_pct>30``).
+        metric: its metric (``idle_pct``; see ``hta-report analyze --help``).
+        value: the metric's value in the metric's unit (%, percentage points,
+            ms, a count); None when the metric is not measured.
+        tripped: the gate fails the run (exit 2): the expression holds, or the
+            metric is not measured or not finite (gates fail closed).
+        not_measured: why the metric has no value; "" when it has one.
+    """
+
+    expression: str
+    metric: str
+    value: Optional[float]
+    tripped: bool
+    not_measured: str = ""
+
+
+@dataclass
 class AnalysisResult:
     """The whole analysis of one directory of traces."""
 
@@ -1342,6 +1365,7 @@ class AnalysisResult:
     aggregate: Aggregate = field(default_factory=Aggregate)
     findings: List[Finding] = field(default_factory=list)
     checks: List[RuleCheck] = field(default_factory=list)
+    gates: List[GateResult] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> Dict[str, Any]:
@@ -1370,7 +1394,7 @@ class AnalysisResult:
         if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_SCHEMA_VERSIONS:
             raise ValueError(f"result has schema_version {version!r}, this hta-report reads "
                              f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}")
-        result = _build(cls, data)
+        result: AnalysisResult = _build(cls, data)
         result.schema_version = SCHEMA_VERSION
         return result
 
@@ -1390,7 +1414,7 @@ def type_hints(tp: type) -> Dict[str, Any]:
 def _build(tp: Any, value: Any) -> Any:
     """Recursively turn plain JSON values into instances of the annotated type."""
     origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         hints = type_hints(tp)
         kwargs = {
             f.name: _build(hints[f.name], value[f.name])
@@ -1496,6 +1520,7 @@ class Comparison:
     findings_kept: List[str] = field(default_factory=list)
     base: Optional[AnalysisResult] = None
     new: Optional[AnalysisResult] = None
+    gates: List[GateResult] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self, indent: Optional[int] = 2) -> str:

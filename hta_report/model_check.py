@@ -129,7 +129,7 @@ def _number(path: str, value: Any, integer: bool, owner: str, name: str) -> None
 
 def _check(tp: Any, value: Any, path: str, owner: str = "", name: str = "", version: int = 3) -> None:
     origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             _fail(path, value, "an object")
         hints = type_hints(tp)

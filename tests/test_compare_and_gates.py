@@ -103,6 +103,38 @@ def test_analyze_gates(tmp_path, run_cli):
     assert code == 1 and "unknown metric" in err
 
 
+def test_every_gate_outcome_is_in_the_saved_result(tmp_path, run_cli):
+    """The gates are checked before the reports are written, so a JSON result
+    (and any output) says which held and which tripped, with the value."""
+    simple_gpu_trace().write(tmp_path / "t.json")
+    code, _, err = run_cli("analyze", tmp_path, "-o", tmp_path / "r.json", "--fail-on", "idle_pct>30",
+                           "--fail-on", "idle_pct>60", "--fail-on", "dataloader_pct>=20")
+    assert code == 2, err
+    gates = json.loads((tmp_path / "r.json").read_text())["gates"]
+    assert [(g["expression"], g["tripped"]) for g in gates] == [
+        ("idle_pct>30", True), ("idle_pct>60", False), ("dataloader_pct>=20", False)]
+    assert gates[0]["value"] == pytest.approx(55.0) and gates[0]["not_measured"] == ""
+
+
+def test_a_comparison_keeps_its_gates(fast_slow, tmp_path, run_cli):
+    fast, slow = fast_slow
+    code, _, err = run_cli("compare", fast, slow, "-o", tmp_path / "c.json", "--fail-on", "step_time_regression>5%",
+                           "--fail-on", "new_findings>100")
+    assert code == 2, err
+    gates = json.loads((tmp_path / "c.json").read_text())["gates"]
+    assert [(g["metric"], g["tripped"]) for g in gates] == [("step_time_regression", True), ("new_findings", False)]
+    assert gates[0]["value"] > 5
+
+
+def test_an_unmeasured_metric_trips_and_says_why():
+    from hta_report.gates import evaluate, parse_gate
+    from hta_report.model import AnalysisResult, Inventory
+
+    empty = AnalysisResult(inventory=Inventory(input_dir=""))
+    (r,) = evaluate([parse_gate("idle_pct>30")], result=empty)
+    assert r.tripped and r.value is None and r.not_measured == "no rank has GPU activity"
+
+
 def test_gate_parsing():
     g = parse_gate("step_time_regression > 5 %", comparison=True)
     assert (g.metric, g.op, g.value) == ("step_time_regression", ">", 5.0)

@@ -288,17 +288,20 @@ def test_the_oracle_catches_a_gate_failing_open(bases, tmp_path, monkeypatch):
     import hta_report.model_check as model_check
     from hta_report.gates import _OPS, COMPARISON_METRICS, RESULT_METRICS
 
+    from hta_report.model import GateResult
+
     def naive(gates, result=None, comparison=None):  # no "not measured", no finiteness check
         out = []
         for g in gates:
             table = COMPARISON_METRICS if g.metric in COMPARISON_METRICS else RESULT_METRICS
             subject = comparison if table is COMPARISON_METRICS else (comparison.new if comparison else result)
-            if _OPS[g.op](table[g.metric][1](subject), g.value):
-                out.append(f"{g.text} (tripped)")
+            value = table[g.metric][1](subject)
+            shown = value if math.isfinite(value) else None  # (a NaN in the model would stop the JSON report)
+            out.append(GateResult(expression=g.text, metric=g.metric, value=shown, tripped=_OPS[g.op](value, g.value)))
         return out
 
     monkeypatch.setattr(model_check, "check_result", lambda data: None)
-    monkeypatch.setattr(cli, "tripped", naive)
+    monkeypatch.setattr(cli, "evaluate_gates", naive)
     nan = json.loads(json.dumps(bases[0]))
     nan["aggregate"]["idle_pct"] = float("nan")  # and writing the comparison then fails too, as it did
     with pytest.raises(AssertionError, match="unexpected error: ValueError: Out of range float"):
