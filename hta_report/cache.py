@@ -17,8 +17,12 @@ read, or that reads back wrong, is ignored (and rewritten by the next run).
 
 Writes go to a temporary file in the same directory, then are renamed into place
 (:func:`hta_report.output.replace_atomically`, the writer reports use too).
-The default location is ``$XDG_CACHE_HOME/hta-report`` (``~/.cache/hta-report``);
-``hta-report analyze --cache-dir DIR`` picks another, ``--no-cache`` none.
+The default location is the platform's cache folder (:func:`default_cache_dir`,
+``~/.cache/hta-report`` on Linux); ``hta-report analyze --cache-dir DIR`` picks
+another, ``--no-cache`` none. The cache holds at most 2 GiB
+(``HTA_REPORT_CACHE_MAX_SIZE``): after each stored result the least recently
+used entries are evicted (:func:`prune`); ``hta-report cache info`` shows it and
+``hta-report cache clear`` empties it.
 """
 from __future__ import annotations
 
@@ -27,11 +31,13 @@ import hashlib
 import json
 import logging
 import os
+import stat
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
 from .escape import is_image_data_uri
 from .output import replace_atomically
+from .sizes import parse_size
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +45,107 @@ CACHE_FORMAT = 1
 _HASH_CHUNK = 1 << 20
 
 
+#: The environment variable that caps the cache's size (``2GiB``, ``500MB``, bytes).
+MAX_SIZE_ENV = "HTA_REPORT_CACHE_MAX_SIZE"
+#: The cap without it: 2 GiB, about five 300 MB traces' parses (an entry
+#: takes ~1.4x its trace's gzip size) and thousands of results.
+DEFAULT_MAX_BYTES = 2 << 30
+#: The entry folders under a cache root (each format's; older formats are
+#: counted and evicted like the rest).
+ENTRY_GLOBS = ("parse-v*", "result-v*")
+
+
 def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/hta-report``, else ``~/.cache/hta-report``."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "hta-report"
+    """The platform's cache folder for hta-report (``platformdirs.user_cache_dir``:
+    ``$XDG_CACHE_HOME/hta-report`` or ``~/.cache/hta-report`` on Linux,
+    ``~/Library/Caches/hta-report`` on macOS, ``%LOCALAPPDATA%\\hta-report\\Cache``
+    on Windows)."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("hta-report", appauthor=False))
+
+
+def max_cache_bytes() -> int:
+    """The cache's size cap in bytes: :data:`MAX_SIZE_ENV` when set, else
+    :data:`DEFAULT_MAX_BYTES`.
+
+    Raises:
+        ValueError: the variable is not a size (``2GiB``, ``500MB``, bytes).
+    """
+    raw = os.environ.get(MAX_SIZE_ENV, "").strip()
+    return parse_size(raw) if raw else DEFAULT_MAX_BYTES
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheUsage:
+    """What a cache folder holds: ``entries`` files of ``size_bytes`` bytes in
+    all, under ``root``, against the cap ``max_bytes``."""
+
+    root: Path
+    entries: int
+    size_bytes: int
+    max_bytes: int
+
+
+def _entries(root: Path) -> list[tuple[float, int, Path]]:
+    """``(mtime, size, path)`` of every entry file under ``root`` (temporary
+    files being written left out), oldest first."""
+    out = []
+    for pattern in ENTRY_GLOBS:
+        for folder in root.glob(pattern):
+            if not folder.is_dir() or folder.is_symlink():
+                continue
+            for f in folder.iterdir():
+                if f.name.startswith("."):
+                    continue
+                try:
+                    st = f.lstat()
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    out.append((st.st_mtime, st.st_size, f))
+    return sorted(out, key=lambda e: (e[0], str(e[2])))
+
+
+def usage(root: os.PathLike | str, max_bytes: Optional[int] = None) -> CacheUsage:
+    """The entries under ``root`` and their total size (a missing folder is empty)."""
+    entries = _entries(Path(root))
+    cap = max_cache_bytes() if max_bytes is None else max_bytes
+    return CacheUsage(Path(root), len(entries), sum(size for _, size, _ in entries), cap)
+
+
+def prune(root: os.PathLike | str, max_bytes: Optional[int] = None) -> int:
+    """Evict the least recently used entries (a read refreshes an entry's
+    mtime, :func:`touch`) until the entries under ``root`` total at most
+    ``max_bytes`` (default :func:`max_cache_bytes`). Entries of older code or
+    formats, never read again, are evicted first. Returns the bytes removed;
+    a file that cannot be removed is skipped (logged at debug level)."""
+    entries = _entries(Path(root))
+    cap = max_cache_bytes() if max_bytes is None else max_bytes
+    total = sum(size for _, size, _ in entries)
+    removed = 0
+    for _, size, path in entries:
+        if total - removed <= cap:
+            break
+        try:
+            path.unlink()
+            removed += size
+        except OSError as exc:
+            logger.debug("cannot evict %s: %s", path, exc)
+    return removed
+
+
+def clear(root: os.PathLike | str) -> int:
+    """Remove every entry under ``root``; returns the bytes removed."""
+    return prune(root, max_bytes=0)
+
+
+def touch(path: Path) -> None:
+    """Mark an entry as just used (its mtime), so that :func:`prune` keeps it longest."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
 
 
 def file_digest(path: os.PathLike | str) -> str:
@@ -183,8 +286,14 @@ class ResultCache:
         return result
 
     def put(self, key: str, result) -> None:
-        """Store ``result`` (an ``AnalysisResult``) under ``key`` (best effort)."""
+        """Store ``result`` (an ``AnalysisResult``) under ``key`` (best effort),
+        then hold the whole cache to its cap (:func:`prune`: the least recently
+        used parses and results go first)."""
         self._write(f"{key}.json", {"key": key, "result": result.to_json()}, "result")
+        try:
+            prune(self.cache.root)
+        except (OSError, ValueError) as exc:  # a bad HTA_REPORT_CACHE_MAX_SIZE was refused by the CLI already
+            logger.debug("cache not pruned: %s", exc)
 
     def charts(self, result, compute: Callable[[], Dict[str, str]]) -> Dict[str, str]:
         """``compute()`` (the chart images of ``result``, name -> data URI), read
@@ -210,7 +319,10 @@ class ResultCache:
             data = json.loads((self.dir / name).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        return data if isinstance(data, dict) and data.get("key") == key else None
+        if not (isinstance(data, dict) and data.get("key") == key):
+            return None
+        touch(self.dir / name)
+        return data
 
     def _write(self, name: str, payload: dict, what: str) -> None:
         try:

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 import click
 
 from . import __version__
-from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError, bug_reason, show_bugs
+from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError, InputError, bug_reason, show_bugs
 from .escape import redact_url, terminal
 from .gates import GateResult, describe as describe_gate, evaluate as evaluate_gates, metrics_help, parse_gate
 from .engines import ENGINES
@@ -33,8 +33,28 @@ Exit codes:
   2  a quality gate (--fail-on) tripped; the report is written first
 """
 
-ANALYZE_EPILOG = EPILOG + "\n\b\n--fail-on metrics:\n" + metrics_help(comparison=False) + "\n"
-COMPARE_EPILOG = EPILOG + "\n\b\n--fail-on metrics (result metrics are of NEW):\n" + metrics_help(comparison=True) + "\n"
+#: The environment variables hta-report reads, for ``--help``.
+ENVIRONMENT = """\b
+Environment:
+  HTA_REPORT_CACHE_MAX_SIZE       cap on the cache (default 2GiB; e.g. 500MB)
+  HTA_REPORT_WORKERS              worker processes for parsing and analysis
+                                  (default: the CPU cores)
+  HTA_REPORT_LOADER               fast (default) or hta: HTA's own trace parser
+  RAY_ADDRESS                     the Ray cluster of --engine ray
+  HTA_REPORT_RAY_CONNECT_TIMEOUT  seconds to reach it (default 30)
+  XDG_CACHE_HOME                  where the cache folder lies (Linux)
+"""
+#: For commands that only read and print (``rules``, ``cache``).
+SIMPLE_EPILOG = """\b
+Exit codes:
+  0  success
+  1  usage error, or a configuration that cannot be read
+"""
+
+ANALYZE_EPILOG = (EPILOG + "\n\b\n--fail-on metrics:\n" + metrics_help(comparison=False) + "\n\n"
+                  + ENVIRONMENT)
+COMPARE_EPILOG = (EPILOG + "\n\b\n--fail-on metrics (result metrics are of NEW):\n" + metrics_help(comparison=True)
+                  + "\n\n" + ENVIRONMENT)
 
 
 def _report_gates(gates: Sequence[GateResult]) -> bool:
@@ -67,8 +87,10 @@ def cache_options(command):
     command = click.option("-v", "--verbose", is_flag=True, help="Print the time of each stage on stderr.")(command)
     command = click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")(command)
     return click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
-                        help="Cache of parsed traces and results, keyed by file contents "
-                             "[default: $XDG_CACHE_HOME/hta-report or ~/.cache/hta-report].")(command)
+                        help="Cache of parsed traces and results, keyed by file contents, at most "
+                             "$HTA_REPORT_CACHE_MAX_SIZE (default 2GiB; least recently used entries "
+                             "evicted; see `hta-report cache`) [default: the platform's cache folder, "
+                             "~/.cache/hta-report on Linux].")(command)
 
 
 def engine_options(command):
@@ -83,13 +105,23 @@ def engine_options(command):
 
 
 def _cache_dir(cache_dir: Optional[str], no_cache: bool) -> Optional[str | Path]:
-    """The cache directory a command uses: None with ``--no-cache``."""
-    from .cache import default_cache_dir
+    """The cache directory a command uses: None with ``--no-cache``.
 
-    return None if no_cache else (cache_dir or default_cache_dir())
+    Raises:
+        InputError: ``HTA_REPORT_CACHE_MAX_SIZE`` is set to something that is not a size.
+    """
+    from .cache import MAX_SIZE_ENV, default_cache_dir, max_cache_bytes
+
+    if no_cache:
+        return None
+    try:
+        max_cache_bytes()
+    except ValueError as exc:
+        raise InputError(f"{MAX_SIZE_ENV}: {exc}") from None
+    return cache_dir or default_cache_dir()
 
 
-@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(epilog=EPILOG + "\n" + ENVIRONMENT, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="hta-report")
 @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
 @click.pass_context
@@ -144,11 +176,11 @@ def _check_outputs(outputs) -> None:
 
 @cli.command(epilog=ANALYZE_EPILOG)
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=str))
-@click.option("-o", "--output", default="report.html", show_default=True,
+@click.option("-o", "--output", default="report.html", show_default=True, metavar="FILE",
               help=f"Report file; the format follows the extension ({EXTENSIONS}).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help=f"Report format, overriding the extension of --output: {FORMAT_HELP}.")
-@click.option("--json", "json_path", default=None, help="Also save the result model as JSON here.")
+@click.option("--json", "json_path", default=None, metavar="FILE", help="Also save the result model as JSON here.")
 @click.option("-r", "--recursive", is_flag=True, help="Also read traces in subdirectories.")
 @click.option("--include-last-step/--drop-last-step", default=None,
               help="Keep or drop the last ProfilerStep. Default: drop it as HTA does "
@@ -230,7 +262,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
 @cli.command(epilog=COMPARE_EPILOG)
 @click.argument("base", type=click.Path(path_type=str))
 @click.argument("new", type=click.Path(path_type=str))
-@click.option("-o", "--output", default="compare.html", show_default=True,
+@click.option("-o", "--output", default="compare.html", show_default=True, metavar="FILE",
               help=f"Comparison report; the format follows the extension ({EXTENSIONS}).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help=f"Report format, overriding the extension of --output: {FORMAT_HELP}.")
@@ -285,7 +317,51 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
         raise click.exceptions.Exit(EXIT_GATE)
 
 
-@cli.command("rules", epilog=EPILOG)
+@cli.group("cache", epilog=SIMPLE_EPILOG)
+def cache_group() -> None:
+    """Show or empty the cache of parsed traces and results (the platform's
+    cache folder, or --cache-dir). It holds at most $HTA_REPORT_CACHE_MAX_SIZE
+    (default 2GiB): after each analysis the least recently used entries are
+    evicted."""
+
+
+def _cache_root(cache_dir: Optional[str]) -> Path:
+    from .cache import default_cache_dir
+
+    return Path(cache_dir) if cache_dir else default_cache_dir()
+
+
+@cache_group.command("info", epilog=SIMPLE_EPILOG)
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None, metavar="DIR",
+              help="The cache folder [default: the platform's cache folder].")
+def cache_info(cache_dir: Optional[str]) -> None:
+    """Print the cache's folder, entries, size and cap."""
+    from .cache import MAX_SIZE_ENV, usage
+    from .sizes import format_size
+
+    try:
+        u = usage(_cache_root(cache_dir))
+    except ValueError as exc:
+        raise InputError(f"{MAX_SIZE_ENV}: {exc}") from None
+    click.echo(f"folder:  {terminal(str(u.root))}\nentries: {u.entries}\n"
+               f"size:    {format_size(u.size_bytes) if u.size_bytes else '0 bytes'} "
+               f"of at most {format_size(u.max_bytes)} (${MAX_SIZE_ENV})")
+
+
+@cache_group.command("clear", epilog=SIMPLE_EPILOG)
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None, metavar="DIR",
+              help="The cache folder [default: the platform's cache folder].")
+def cache_clear(cache_dir: Optional[str]) -> None:
+    """Remove every cached parse and result (the next analysis parses again)."""
+    from .cache import clear
+    from .sizes import format_size
+
+    root = _cache_root(cache_dir)
+    removed = clear(root)
+    click.echo(f"removed {format_size(removed) if removed else '0 bytes'} from {terminal(str(root))}")
+
+
+@cli.command("rules", epilog=SIMPLE_EPILOG)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
               help="Plain text, a JSON list, or the README's markdown table.")
 @click.option("--config", "config_path", default=None, metavar="FILE.toml",
