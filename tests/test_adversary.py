@@ -232,6 +232,7 @@ def test_hand_edited_cache_entry_is_not_served(tmp_path, run_cli, edit):
     assert code == 2, err  # the real result: a high finding, from the traces, not from the edited entry
     assert "from cache)" in err and "analysis result (from cache)" not in err
     a, b = (json.loads((tmp_path / n).read_text()) for n in ("a.json", "b.json"))
+    assert [g["expression"] for g in b.pop("gates")] == ["severity>=high"] and a.pop("gates") == []
     for d in (a, b):
         d["inventory"].pop("analyzed_at")
     assert a == b
