@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from pathlib import Path
 from typing import Dict, List, Union
 
 import numpy as np
 
 from .. import __version__
 from ..errors import TraceError
-from ..load import LoadedTraces, RunSpec, quiet_hta, unreadable_error
+from ..load import LoadedTraces, Location, RunSpec, quiet_hta, unreadable_error
 from ..model import (ATTRIBUTION_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_CAUSES, IDLE_STEP, KERNEL_TYPES_STEP,
                      MEMCPY_STEP, SPAN_STEP, STEP_TIMES_STEP, TEMPORAL_STEP, WINDOWS_STEP, Aggregate, AnalysisResult,
                      Inventory, RankResult, TraceFileInfo, UnreadableTrace)
@@ -91,7 +90,7 @@ def assemble(files: List[TraceFileInfo], outcomes: List[Union[RankResult, TraceE
     return AnalysisResult(inventory=inventory, ranks=ranks, aggregate=_aggregate(ranks, types_all))
 
 
-def where(ranks: List[RankResult], trace_dir: Path):
+def where(ranks: List[RankResult], trace_dir: Location):
     """What an error over all ranks names: the one rank's file, else the directory."""
     return ranks[0].file if len(ranks) == 1 else trace_dir
 
@@ -204,7 +203,7 @@ def _inventory(trace_dir, ranks: List[RankResult], files: List[TraceFileInfo], u
     )
 
 
-def _read_manifest(trace_dir: Path) -> Dict:
+def _read_manifest(trace_dir: Location) -> Dict:
     path = trace_dir / "manifest.json"
     if not path.is_file():
         return {}

@@ -7,7 +7,7 @@ for the host (host wait), not *on what* the host spent that time.
 """
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 import pandas as pd
@@ -47,7 +47,7 @@ def _u(df: pd.DataFrame) -> np.ndarray:
     return intervals.union(df["ts"].to_numpy(dtype=float), df["end"].to_numpy(dtype=float))
 
 
-def gaps_beginning_in(idle: np.ndarray, calls, busy: np.ndarray = None) -> np.ndarray:
+def gaps_beginning_in(idle: np.ndarray, calls, busy: Optional[np.ndarray] = None) -> np.ndarray:
     """The rows of the idle union ``idle`` whose gap begins inside one of
     ``calls`` (a dataframe with ``ts``/``end``, or a union; extended by
     :data:`GAP_START_TOLERANCE_US`). A gap begins where the GPU activity
@@ -128,7 +128,7 @@ def queued_gaps(ev: RankEvents, idle: np.ndarray) -> np.ndarray:
     return idle[queued]
 
 
-def lead_lost_us(host_idle: np.ndarray, waits: pd.DataFrame, busy: np.ndarray) -> float:
+def lead_lost_us(host_idle: np.ndarray, waits: Optional[pd.DataFrame], busy: np.ndarray) -> float:
     """GPU idle (µs, in ``host_idle``: a union) that follows a blocking wait
     of ``waits`` (rows with ``ts``, ``end``, ``thread``), before the next wait
     on that thread, up to the GPU work done during the wait (``busy``: the
@@ -159,8 +159,8 @@ def lead_lost_us(host_idle: np.ndarray, waits: pd.DataFrame, busy: np.ndarray) -
 
 def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, blocking: pd.DataFrame,
                      pageable: pd.DataFrame, sync: np.ndarray, warmup: pd.DataFrame,
-                     waits: pd.DataFrame = None, top_gaps: int = 10,
-                     unrecorded: np.ndarray = None) -> IdleAttribution:
+                     waits: Optional[pd.DataFrame] = None, top_gaps: int = 10,
+                     unrecorded: Optional[np.ndarray] = None) -> IdleAttribution:
     """Split the GPU idle time of one rank inside the analyzed windows ``w``
     by host activity (µs per step; see :class:`~hta_report.model.IdleAttribution`).
 

@@ -206,7 +206,9 @@ def _innermost(ts: np.ndarray, end: np.ndarray, names: List[str], at: np.ndarray
         return [""] * len(at)
     if outermost:
         order = np.lexsort((-end, ts))
-        top_s, top_e, top_n = [], [], []
+        top_s: List[float] = []
+        top_e: List[float] = []
+        top_n: List[str] = []
         for i in order.tolist():
             if top_e and ts[i] < top_e[-1]:
                 continue  # nested in the current top-level interval
@@ -267,11 +269,11 @@ def gpu_time_by_launcher(ev: RankEvents, w: np.ndarray, out: CodeAttribution) ->
     n = len(w)
     dur = gpu["dur"].to_numpy(dtype=float)
     corr = gpu["correlation"].tolist()
-    for names, into in ((names_op, out.gpu_by_op), (names_mod, out.gpu_by_module)):
+    for launcher, into in ((names_op, out.gpu_by_op), (names_mod, out.gpu_by_module)):
         total: Dict[str, float] = defaultdict(float)
         count: Dict[str, int] = defaultdict(int)
         for c, d in zip(corr, dur.tolist()):
-            name = names.get(c, "")
+            name = launcher.get(c, "")
             if name:
                 total[name] += max(d, 0.0)
                 count[name] += 1

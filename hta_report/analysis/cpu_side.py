@@ -126,7 +126,7 @@ def _parents(ts: np.ndarray, end: np.ndarray, thread: np.ndarray) -> Optional[np
     return parent
 
 
-def _named(rows: pd.DataFrame, self_col: np.ndarray = None, limit: int = 0) -> List[NamedTime]:
+def _named(rows: pd.DataFrame, self_col: Optional[np.ndarray] = None, limit: int = 0) -> List[NamedTime]:
     if rows.empty:
         return []
     # grouped by the categorical's codes (its categories are sorted: the groups come in the

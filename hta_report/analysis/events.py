@@ -91,8 +91,10 @@ def name_strings(names: pd.Series) -> np.ndarray:
 
 def _distinct(names: pd.Series) -> pd.Series:
     """``astype(str)`` of a categorical's categories, then of a row without a value (for code -1)."""
+    dtype = names.dtype
+    assert isinstance(dtype, pd.CategoricalDtype)  # name_strings calls it for categoricals only
     k = len(names.cat.categories)
-    return pd.Series(pd.Categorical.from_codes(list(range(k)) + [-1], dtype=names.dtype)).astype(str)
+    return pd.Series(pd.Categorical.from_codes(list(range(k)) + [-1], dtype=dtype)).astype(str)
 
 
 def is_step(names: pd.Series) -> np.ndarray:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Tuple
+from typing import Dict, List, SupportsInt, Tuple, cast
 
 import numpy as np
 import pandas as pd
@@ -83,7 +83,9 @@ def stream_idle(ev: RankEvents) -> List[StreamIdle]:
     out = []
     for stream, rows in gpu.groupby("stream", sort=True):
         host, kernel, other = _idle_classes(rows, launch)
-        out.append(StreamIdle(stream=int(stream), host_wait_us=host, kernel_wait_us=kernel, other_us=other))
+        # pandas-stubs types a group key as any scalar; the ``stream`` column holds integers
+        stream_id = int(cast(SupportsInt, stream))
+        out.append(StreamIdle(stream=stream_id, host_wait_us=host, kernel_wait_us=kernel, other_us=other))
     return out
 
 

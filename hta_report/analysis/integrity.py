@@ -107,6 +107,13 @@ def _steps_back(group: np.ndarray, order: np.ndarray, ts: np.ndarray) -> np.ndar
     return back
 
 
+def _step_number(name: object) -> float:
+    """N of a ``ProfilerStep#N`` name that :func:`~.events.is_step` kept."""
+    found = STEP_NUMBER.search(str(name))
+    assert found is not None  # is_step keeps only the names this pattern matches
+    return float(found.group(1))
+
+
 def clock_jumps(ev: RankEvents):
     """Where the rank's time goes back (see the module doc): ``(count,
     largest µs, where)``, counting each step back of more than
@@ -142,7 +149,7 @@ def clock_jumps(ev: RankEvents):
     if len(cpu):
         steps = cpu[is_step(cpu["s_name"])]
         if len(steps):
-            numbers = np.array([float(STEP_NUMBER.search(str(n)).group(1)) for n in steps["s_name"]])
+            numbers = np.array([_step_number(n) for n in steps["s_name"]])
             back = _steps_back(steps["thread"].to_numpy(), numbers, steps["ts"].to_numpy(dtype=float))
             note(back, steps, lambda r: f"{thread(r)} (its ProfilerStep#N in step order)")
     if len(gpu) and "correlation" in gpu.columns:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 from concurrent.futures.process import BrokenProcessPool
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Literal, Optional, Tuple, Union
 
 from .. import progress, workers
 from ..errors import TraceError, plural
 from ..model import RankResult, TraceFileInfo
-from .rank import analyze_rank, hta_part, join_parts, own_part
+from ..load.traces import LoadedTraces
+from .rank import HtaPart, OwnPart, analyze_rank, hta_part, join_parts, own_part
 
 #: Below this many events in all, the ranks are analyzed in this process: a
 #: pool of forked workers costs about 40 ms, more than it saves on such traces.
@@ -30,10 +31,14 @@ PARALLEL_MIN_EVENTS = 2000
 #: other (2.0 x), for about 1 s more (``bench/load.py``).
 SEQUENTIAL_MIN_EVENTS = 250_000
 
-Outcome = Tuple[str, object, float]
+#: A worker's part of a rank (:func:`_run_part`): ``("ok", part, seconds)``, the
+#: part an :class:`~.rank.OwnPart` for an "own" job and an :class:`~.rank.HtaPart`
+#: or None for an "hta" one, or ``("error", (message, step), seconds)``.
+Outcome = Union[Tuple[Literal["ok"], Union[OwnPart, HtaPart, None], float],
+                Tuple[Literal["error"], Tuple[str, Optional[str]], float]]
 
 
-def analyze_ranks(loaded, infos: Optional[List[TraceFileInfo]] = None,
+def analyze_ranks(loaded: LoadedTraces, infos: Optional[List[TraceFileInfo]] = None,
                   n_workers: Optional[int] = None) -> List[Union[RankResult, TraceError]]:
     """Analyze ``infos`` (default: every file of ``loaded``), each rank's two
     parts side by side in up to ``n_workers`` forked processes (default:
@@ -57,7 +62,7 @@ def analyze_ranks(loaded, infos: Optional[List[TraceFileInfo]] = None,
     return _in_workers(loaded, infos, n)
 
 
-def _here(loaded, info: TraceFileInfo) -> Union[RankResult, TraceError]:
+def _here(loaded: LoadedTraces, info: TraceFileInfo) -> Union[RankResult, TraceError]:
     try:
         with progress.current().stage(f"analyze rank {info.rank}"):
             return analyze_rank(loaded, info)
@@ -86,7 +91,7 @@ def _run_part(kind: str, index: int, release: bool) -> Outcome:
     return "ok", part, time.perf_counter() - t0
 
 
-def _in_workers(loaded, infos: List[TraceFileInfo], n: int) -> List[Union[RankResult, TraceError]]:
+def _in_workers(loaded: LoadedTraces, infos: List[TraceFileInfo], n: int) -> List[Union[RankResult, TraceError]]:
     order = sorted(range(len(infos)), key=lambda k: -len(loaded.frame(infos[k].rank)))  # largest first
     jobs = [(kind, k) for k in order for kind in ("own", "hta")]
     outcomes: Dict[Tuple[str, int], Outcome] = {}
@@ -116,11 +121,14 @@ def _in_workers(loaded, infos: List[TraceFileInfo], n: int) -> List[Union[RankRe
 def _join(info: TraceFileInfo, own: Outcome, hta: Outcome) -> Union[RankResult, TraceError]:
     """Join a rank's two outcomes; when both parts failed, the error of the
     step that comes first in :func:`~.rank.analyze_rank` is the rank's."""
-    errors = [value for status, value, _ in (own, hta) if status == "error"]
+    errors = [outcome[1] for outcome in (own, hta) if outcome[0] == "error"]
     if errors:
         message, step = errors[0]
         return TraceError(message, info.path, step=step)
+    own_value, hta_value = own[1], hta[1]
+    # what the "own" and "hta" jobs hand back (see Outcome)
+    assert isinstance(own_value, OwnPart) and (hta_value is None or isinstance(hta_value, HtaPart))
     try:
-        return join_parts(own[1], hta[1], info)
+        return join_parts(own_value, hta_value, info)
     except TraceError as exc:
         return exc

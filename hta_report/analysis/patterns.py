@@ -80,7 +80,9 @@ def cpu_tensor_copies(ev: RankEvents, w: np.ndarray) -> Tuple[int, float, List[s
     for c, t0, t1, b in zip(htod["correlation"].to_numpy(), htod["ts"].to_numpy(float), htod["end"].to_numpy(float),
                             nbytes):
         by_corr.setdefault(c, []).append((t0, t1, b))
-    count, spans, examples = 0, [], []
+    count = 0
+    spans: List[Tuple[float, float]] = []
+    examples: List[str] = []
     for thread, t_ops in ops.groupby("thread", sort=False):
         t_to = to[to["thread"].eq(thread)]
         if t_to.empty:
@@ -160,7 +162,7 @@ def _types(value) -> List[str]:
     return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
 
 
-def conv_bias_before_bn(ev: RankEvents, w: np.ndarray) -> Tuple[int, bool, List[str]]:
+def conv_bias_before_bn(ev: RankEvents, w: np.ndarray) -> Tuple[int, int, bool, List[str]]:
     """Convolutions (:data:`CONV_OPS`) in ``w`` given a bias (their third
     ``Input Dims`` entry is not empty) whose next op on the same thread (ops
     on 0-dim tensors skipped, :func:`_next_op`) is ``aten::batch_norm``:
@@ -178,7 +180,8 @@ def conv_bias_before_bn(ev: RankEvents, w: np.ndarray) -> Tuple[int, bool, List[
     recorded = any(map(_has_shapes, convs["input_dims"].to_numpy()))
     if not recorded:
         return len(convs), 0, False, []
-    count, examples = 0, []
+    count = 0
+    examples: List[str] = []
     for thread, t_ops in ops.groupby("thread", sort=False):
         t_conv = convs[convs["thread"].eq(thread)]
         if t_conv.empty:

@@ -37,6 +37,7 @@ from ..model import (ATTRIBUTION_STEP, COMM_OVERLAP_STEP, INTEGRITY_STEP, LAUNCH
                      TEMPORAL_STEP, CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult,
                      SectionFailure, StreamIdle, TemporalBreakdown, TraceFileInfo)
 from .. import intervals
+from ..load.traces import LoadedTraces
 from . import hta_kernel_types
 from .attribution import idle_attribution
 from .code import code_attribution, gpu_time_by_launcher
@@ -143,7 +144,7 @@ def run_steps(ctx: C, steps: Sequence[Step], path: Union[str, Path],
     return ctx
 
 
-def _large(loaded, info: TraceFileInfo) -> bool:
+def _large(loaded: LoadedTraces, info: TraceFileInfo) -> bool:
     """Whether the rank of ``info`` has :data:`hta_report.workers.TRIM_MIN_EVENTS` events or more."""
     return len(loaded.frame(info.rank)) >= workers.TRIM_MIN_EVENTS
 
@@ -172,7 +173,7 @@ class RankContext:
             where HTA's own fail (:func:`join_parts`).
     """
 
-    loaded: object
+    loaded: LoadedTraces
     info: TraceFileInfo
     result: RankResult
     ev: Optional[RankEvents] = None
@@ -191,6 +192,13 @@ class RankContext:
         """The rank's trace metadata."""
         return self.loaded.meta.get(self.info.rank, {})
 
+    @property
+    def events(self) -> RankEvents:
+        """:attr:`ev` once decoded: the first step (``decoding events``, in
+        :data:`FATAL`) sets it or fails the rank, so every later step has it."""
+        assert self.ev is not None, "a step read the events before 'decoding events' ran"
+        return self.ev
+
 
 def _decode(c: RankContext) -> None:
     c.ev = RankEvents.from_loaded(c.loaded, c.info.rank)
@@ -198,28 +206,28 @@ def _decode(c: RankContext) -> None:
 
 
 def _step_times(c: RankContext) -> None:
-    c.result.steps = step_stats(c.ev)
+    c.result.steps = step_stats(c.events)
 
 
 def _cpu_side(c: RankContext) -> None:
-    c.result.cpu = cpu_side(c.ev)
+    c.result.cpu = cpu_side(c.events)
 
 
 def _windows_and_optimizer(c: RankContext) -> None:
     rr = c.result
-    c.w, _ = windows(c.ev)
-    c.hw = host_windows(c.ev)
+    c.w, _ = windows(c.events)
+    c.hw = host_windows(c.events)
     rr.window_us = float((c.w[:, 1] - c.w[:, 0]).mean()) if len(c.w) else 0.0
     rr.steps_used = int(len(c.w))
-    rr.has_runtime = bool(c.ev.cpu["s_cat"].eq("cuda_runtime").any())
-    rr.optimizer = optimizer_profile(c.ev, c.hw)
-    add_data_parallel(rr.cpu, c.ev, c.hw)
-    c.warmup = warmup_calls(c.ev)
-    rr.warmup = warmup(c.ev, c.hw, c.warmup)
+    rr.has_runtime = bool(c.events.cpu["s_cat"].eq("cuda_runtime").any())
+    rr.optimizer = optimizer_profile(c.events, c.hw)
+    add_data_parallel(rr.cpu, c.events, c.hw)
+    c.warmup = warmup_calls(c.events)
+    rr.warmup = warmup(c.events, c.hw, c.warmup)
 
 
 def _host_communication(c: RankContext) -> None:
-    c.result.comm = add_comm_metrics(CommSummary(), c.ev, c.w, c.hw)
+    c.result.comm = add_comm_metrics(CommSummary(), c.events, c.w, c.hw)
     c.result.tensor_cores.compute_major = compute_major(c.meta)
 
 
@@ -228,76 +236,77 @@ def _gpu_span(c: RankContext) -> None:
     if activity is not None and activity.span_us > 0:  # every GPU event of the file, HTA's filter aside
         span, busy = activity.span_us, activity.busy_us
     else:
-        span = c.ev.gpu_span_us
-        busy = intervals.total(intervals.union(c.ev.gpu["ts"].to_numpy(), c.ev.gpu["end"].to_numpy()))
+        span = c.events.gpu_span_us
+        busy = intervals.total(intervals.union(c.events.gpu["ts"].to_numpy(), c.events.gpu["end"].to_numpy()))
     c.result.gpu_span_us = span
     c.result.gpu_span_busy_pct = min(100.0, 100 * busy / span) if span > 0 else 0.0
 
 
 def _own_breakdowns(c: RankContext) -> None:
-    c.temporal, c.streams = exact_temporal(c.ev), stream_idle(c.ev)
+    c.temporal, c.streams = exact_temporal(c.events), stream_idle(c.events)
 
 
 def _kernels(c: RankContext) -> None:
-    c.result.top_kernels = top_kernels(c.ev, limit=50)
-    c.result.kernel_count = int(c.ev.gpu["s_cat"].eq("kernel").sum())
+    c.result.top_kernels = top_kernels(c.events, limit=50)
+    c.result.kernel_count = int(c.events.gpu["s_cat"].eq("kernel").sum())
 
 
 def _memcpy(c: RankContext) -> None:
-    c.blocking, c.pageable, c.reads = blocking_copies(c.ev), pageable_calls(c.ev), dtoh_reads(c.ev)
-    c.result.memcpy = add_copy_metrics(memcpy_summary(c.ev), c.ev, c.w, c.hw, c.blocking, c.pageable, c.reads)
+    c.blocking, c.pageable, c.reads = blocking_copies(c.events), pageable_calls(c.events), dtoh_reads(c.events)
+    c.result.memcpy = add_copy_metrics(memcpy_summary(c.events), c.events, c.w, c.hw, c.blocking, c.pageable, c.reads)
 
 
 def _gpu_communication(c: RankContext) -> None:
-    c.result.comm = add_comm_metrics(comm_summary(c.ev, 0.0), c.ev, c.w, c.hw)
+    c.result.comm = add_comm_metrics(comm_summary(c.events, 0.0), c.events, c.w, c.hw)
 
 
 def _tensor_cores(c: RankContext) -> None:
-    c.result.tensor_cores = add_misaligned_gemms(tensor_core_use(c.ev, c.meta, c.w), c.ev, c.hw)
+    c.result.tensor_cores = add_misaligned_gemms(tensor_core_use(c.events, c.meta, c.w), c.events, c.hw)
 
 
 def _integrity(c: RankContext) -> None:
-    c.result.integrity = integrity(c.ev)
+    c.result.integrity = integrity(c.events)
 
 
 def _idle_attribution(c: RankContext) -> None:
-    c.result.idle_attribution = idle_attribution(c.ev, c.w, c.result.optimizer, c.blocking, c.pageable,
-                                                 sync_contexts(c.ev, c.reads), c.warmup, sync_waits(c.ev, c.reads),
-                                                 unrecorded=unrecorded_lead(c.ev))
+    ev = c.events
+    c.result.idle_attribution = idle_attribution(ev, c.w, c.result.optimizer, c.blocking, c.pageable,
+                                                 sync_contexts(ev, c.reads), c.warmup, sync_waits(ev, c.reads),
+                                                 unrecorded=unrecorded_lead(ev))
 
 
 def _gpu_idle_split(c: RankContext) -> None:
-    gpu_idle_split(c.ev, c.result.idle)
+    gpu_idle_split(c.events, c.result.idle)
 
 
 def _occupancy(c: RankContext) -> None:
-    c.result.occupancy = occupancy(c.ev, c.w)
+    c.result.occupancy = occupancy(c.events, c.w)
 
 
 def _tensorboard(c: RankContext) -> None:
-    c.result.tensorboard = tensorboard_overview(c.ev)
+    c.result.tensorboard = tensorboard_overview(c.events)
 
 
 def _memory(c: RankContext) -> None:
-    c.result.memory = memory_summary(c.loaded.memory_events(c.info.rank), c.meta, c.ev)
+    c.result.memory = memory_summary(c.loaded.memory_events(c.info.rank), c.meta, c.events)
 
 
 def _patterns(c: RankContext) -> None:
-    c.result.patterns = code_patterns(c.ev, c.w, c.hw)
+    c.result.patterns = code_patterns(c.events, c.w, c.hw)
 
 
 def _step_breakdown(c: RankContext) -> None:
-    c.result.step_breakdown = step_breakdown(c.ev)
+    c.result.step_breakdown = step_breakdown(c.events)
 
 
 def _code(c: RankContext) -> None:
-    c.result.code = code_attribution(c.ev, c.hw, c.pageable if c.result.has_gpu else None)
+    c.result.code = code_attribution(c.events, c.hw, c.pageable if c.result.has_gpu else None)
     if c.result.has_gpu:
-        gpu_time_by_launcher(c.ev, c.w, c.result.code)
+        gpu_time_by_launcher(c.events, c.w, c.result.code)
 
 
 def _launch_context(c: RankContext) -> None:
-    c.launch = launch_context(c.ev, c.w, c.hw, c.warmup)
+    c.launch = launch_context(c.events, c.w, c.hw, c.warmup)
 
 
 #: Every rank, in order.
@@ -345,7 +354,7 @@ class OwnPart:
     streams: Optional[List[StreamIdle]] = None
 
 
-def own_part(loaded, info: TraceFileInfo) -> OwnPart:
+def own_part(loaded: LoadedTraces, info: TraceFileInfo) -> OwnPart:
     """Our per-rank analyses of one rank (:data:`OWN_STEPS`, then
     :data:`GPU_STEPS` or :data:`HOST_ONLY_STEPS`); a failing step is recorded
     in the result's ``failures`` (see :func:`run_steps`).
@@ -420,7 +429,7 @@ HTA_STEPS: List[Step] = [
 ]
 
 
-def gpu_presence(loaded, rank: int) -> Tuple[bool, bool]:
+def gpu_presence(loaded: LoadedTraces, rank: int) -> Tuple[bool, bool]:
     """Whether ``rank`` has GPU events (kernels, memcpy, memset on a stream)
     and communication kernels, from the encoded dataframe without decoding it
     (the same selection as :attr:`RankEvents.gpu`)."""
@@ -437,7 +446,7 @@ def gpu_presence(loaded, rank: int) -> Tuple[bool, bool]:
     return True, any(kernel_type(symbols[i]) == COMMUNICATION for i in names.tolist())
 
 
-def hta_part(loaded, info: TraceFileInfo) -> Optional[HtaPart]:
+def hta_part(loaded: LoadedTraces, info: TraceFileInfo) -> Optional[HtaPart]:
     """HTA's per-rank analyses of one rank (:data:`HTA_STEPS`), None for a
     rank without GPU events; a failing step is recorded in the part's
     ``failures`` (see :func:`run_steps`).
@@ -477,14 +486,13 @@ def join_parts(own: OwnPart, hta: Optional[HtaPart], info: TraceFileInfo) -> Ran
     rr.idle.streams = hta.idle.streams  # the rank-level split is ours (gpu_idle_split)
     if rr.comm.kernel_count:
         rr.comm.overlap_pct = float(hta.comm_overlap_pct)
-    ours = {TEMPORAL_STEP: own.temporal, IDLE_STEP: own.streams}
-    for f in hta.failures:
-        if f.step in REPLACEABLE and ours[f.step] is not None:
+    for f in hta.failures:  # the steps of REPLACEABLE, when ours has a result
+        if f.step == TEMPORAL_STEP and own.temporal is not None:
             rr.replaced.append(f)
-            if f.step == TEMPORAL_STEP:
-                rr.temporal = own.temporal
-            else:
-                rr.idle.streams = list(own.streams)
+            rr.temporal = own.temporal
+        elif f.step == IDLE_STEP and own.streams is not None:
+            rr.replaced.append(f)
+            rr.idle.streams = list(own.streams)
         else:
             rr.failures.append(f)
     failed = [f.step for f in rr.failures if f.step in ("launch statistics (HTA)", "launch statistics")]
@@ -493,13 +501,15 @@ def join_parts(own: OwnPart, hta: Optional[HtaPart], info: TraceFileInfo) -> Ran
         return rr
 
     def launch_metrics(r: RankResult) -> None:
+        # set by our "launch statistics" step, which did not fail (checked above)
+        assert own.launch is not None, "our part has no launch context"
         r.launch = add_launch_metrics(hta.launch, hta.slow_launches, own.launch)
 
     run_steps(rr, [(LAUNCH_STEP, launch_metrics)], info.path, rr.failures)
     return rr
 
 
-def analyze_rank(loaded, info: TraceFileInfo) -> RankResult:
+def analyze_rank(loaded: LoadedTraces, info: TraceFileInfo) -> RankResult:
     """Every per-rank analysis of one rank, in this process (failed steps in
     the result's ``failures``).
 

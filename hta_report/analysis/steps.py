@@ -18,7 +18,9 @@ def step_windows(ev: RankEvents) -> np.ndarray:
     rows = cpu[is_step(names)]
     out = []
     for name, ts, end in zip(rows["s_name"], rows["ts"], rows["end"]):
-        out.append((int(STEP_NUMBER.match(name).group(1)), float(ts), float(end)))
+        number = STEP_NUMBER.match(name)
+        assert number is not None  # is_step kept only the names this pattern matches
+        out.append((int(number.group(1)), float(ts), float(end)))
     out.sort(key=lambda r: r[1])
     # one annotation per step number (the CPU one); drop duplicates
     seen, unique = set(), []
