@@ -101,7 +101,7 @@ def engine_options(command):
                                 "30 s ($HTA_REPORT_RAY_CONNECT_TIMEOUT).")(command)
     return click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
                         help="Where each rank is parsed and analyzed: this machine's processes, or a Ray "
-                             "cluster (pip install \"hta-report[ray]\").")(command)
+                             "cluster (needs Ray: pip install \"ray>=2.10\").")(command)
 
 
 def _cache_dir(cache_dir: Optional[str], no_cache: bool) -> Optional[str | Path]:

@@ -25,6 +25,7 @@ def test_wheel_contains_templates(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "hta_report/templates/report.html.j2" in names
     assert "hta_report/templates/report.css" in names
+    assert "hta_report/py.typed" in names  # PEP 561: users' type checkers read our annotations
 
 
 def test_installed_wheel_renders_a_report(wheel, tmp_path):
