@@ -229,3 +229,15 @@ def test_the_table_check_can_fail():
     assert _table_violations(graph, table) == [
         "hta_report.model imports hta_report.api, which the row of hta_report.model does not allow",
         "hta_report.nowhere: in no row of the table"]
+
+
+def test_dir_lists_the_lazy_api_without_importing_it():
+    """``dir(hta_report)`` shows the API (pyinstrument and coverage.py users
+    explore a package that way), and listing it imports nothing heavy."""
+    code = ("import sys, hta_report; names = [n for n in dir(hta_report) if not n.startswith('_')]; "
+            "print(names); print(sorted(m for m in ('pandas', 'hta', 'hta_report.api') if m in sys.modules)); "
+            "print(all(callable(getattr(hta_report, n)) for n in names))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == str(["analyze", "compare_paths", "load_result", "profile", "rule_catalogue", "write_comparison",
+                          "write_reports"])
+    assert out[1] == "[]" and out[2] == "True"
