@@ -361,6 +361,16 @@ def cache_clear(cache_dir: Optional[str]) -> None:
     click.echo(f"removed {format_size(removed) if removed else '0 bytes'} from {terminal(str(root))}")
 
 
+@cli.command("schema", epilog=SIMPLE_EPILOG)
+@click.argument("name", type=click.Choice(["result", "comparison"]), default="result")
+def schema_command(name: str) -> None:
+    """Print the JSON Schema of a saved result (analyze --json) or of a
+    comparison (compare -o x.json), generated from the result model."""
+    from .schema import schema
+
+    click.echo(json.dumps(schema(name), indent=2, sort_keys=True))
+
+
 @cli.command("rules", epilog=SIMPLE_EPILOG)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
               help="Plain text, a JSON list, or the README's markdown table.")
