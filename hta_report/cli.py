@@ -104,6 +104,19 @@ def engine_options(command):
                              "cluster (needs Ray: pip install \"ray>=2.10\").")(command)
 
 
+def _open_html(outputs: Sequence[tuple], written: Sequence[Path]) -> None:
+    """``--open``: open each HTML report written (a regular file) with the
+    system's default browser (``click.launch``); say so when there is none."""
+    from .render import format_for_path
+
+    pages = [p for (name, fmt), p in zip(outputs, written)
+             if format_for_path(str(name), fmt) == "html" and Path(p).is_file()]
+    if not pages:
+        click.echo("hta-report: --open: no HTML report was written", err=True)
+    for page in pages:
+        click.launch(str(Path(page).resolve()))
+
+
 def _cache_dir(cache_dir: Optional[str], no_cache: bool) -> Optional[str | Path]:
     """The cache directory a command uses: None with ``--no-cache``.
 
@@ -191,6 +204,8 @@ def _check_outputs(outputs) -> None:
               help="Refuse a trace whose decompressed size passes SIZE (e.g. 500MB, 4GiB), "
                    "checked before it is loaded.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@click.option("--open", "open_report", is_flag=True,
+              help="Open the written HTML report in the default browser (as pyinstrument does).")
 @click.option("--config", "config_path", default=None, metavar="FILE.toml",
               help="Rule thresholds and disabled rules [default: [tool.hta-report] in ./pyproject.toml].")
 @click.option("--source-root", "source_root", default=None,
@@ -200,7 +215,7 @@ def _check_outputs(outputs) -> None:
 @cache_options
 @engine_options
 def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[str], recursive: bool,
-            include_last_step: Optional[bool], fail_on: tuple, max_trace_size: int, quiet: bool,
+            include_last_step: Optional[bool], fail_on: tuple, max_trace_size: int, quiet: bool, open_report: bool,
             config_path: Optional[str], source_root: Optional[str], cache_dir: Optional[str], no_cache: bool,
             verbose: bool, engine: str, ray_address: Optional[str]) -> None:
     """Analyze the Kineto traces of one run and write a report. TRACES is a
@@ -247,6 +262,8 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
             written = write_reports(result, outputs, cache=cache)
     if not quiet:
         click.echo(summary(result, [_shown_path(p) for p in written]))
+    if open_report:
+        _open_html(outputs, written)
     for line in replaced_lines(result):
         click.echo(line, err=True)
     hits = _report_gates(result.gates)
@@ -273,14 +290,16 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
               help="Refuse a saved result (analyze --json) larger than SIZE (e.g. 200MB), "
                    "checked before it is read.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@click.option("--open", "open_report", is_flag=True,
+              help="Open the written HTML report in the default browser (as pyinstrument does).")
 @click.option("--config", "config_path", default=None, metavar="FILE.toml",
               help="Rule thresholds and disabled rules for trace directories "
                    "[default: [tool.hta-report] in ./pyproject.toml].")
 @cache_options
 @engine_options
 def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: bool, fail_on: tuple,
-            max_result_size: int, quiet: bool, config_path: Optional[str], cache_dir: Optional[str], no_cache: bool,
-            verbose: bool, engine: str, ray_address: Optional[str]) -> None:
+            max_result_size: int, quiet: bool, open_report: bool, config_path: Optional[str],
+            cache_dir: Optional[str], no_cache: bool, verbose: bool, engine: str, ray_address: Optional[str]) -> None:
     """Compare BASE and NEW (each a trace directory, a trace file or a result
     saved by `analyze --json`): did the change make training faster or
     slower, and why?
@@ -313,6 +332,8 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
         written = write_comparison(comparison, [(output, fmt)])
     if not quiet:
         click.echo(comparison_summary(comparison, [_shown_path(p) for p in written]))
+    if open_report:
+        _open_html([(output, fmt)], written)
     if _report_gates(comparison.gates):
         raise click.exceptions.Exit(EXIT_GATE)
 

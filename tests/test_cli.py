@@ -252,3 +252,19 @@ def test_compare_reads_trace_files(two_ranks, tmp_path, run_cli):
                              "-o", tmp_path / "c.md")
     assert code == 0, err
     assert "rank 0 → rank 1" in (tmp_path / "c.md").read_text()
+
+
+def test_open_launches_the_html_report_only(tmp_path, run_cli, monkeypatch):
+    import click
+
+    from conftest import REPO
+
+    opened = []
+    monkeypatch.setattr(click, "launch", lambda url, **kw: opened.append(url) or 0)
+    sample = REPO / "sample_traces" / "cpu_healthy"
+    code, _, err = run_cli("analyze", sample, "-o", tmp_path / "r.html", "--json", tmp_path / "r.json", "--open",
+                           "-q")
+    assert code == 0, err
+    assert opened == [str((tmp_path / "r.html").resolve())]
+    code, _, err = run_cli("analyze", sample, "-o", tmp_path / "r.md", "--open", "-q")
+    assert code == 0 and "--open: no HTML report was written" in err and len(opened) == 1
