@@ -252,7 +252,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
     _skip_teardown()
     outputs = [(output, fmt)] + ([(json_path, "json")] if json_path else [])
     _check_outputs(outputs)
-    with progress.using(progress.Progress(verbose=verbose)):
+    with progress.using(progress.Progress(verbose=verbose, heartbeat=None if quiet else progress.HEARTBEAT_S)):
         spec = describe(list(traces), recursive=recursive, include_last_step=include_last_step,
                         max_trace_bytes=max_trace_size, engine=engine, ray_address=ray_address)
         check_outputs(outputs, spec.read_files)  # before any work
@@ -324,7 +324,7 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
     _system_allocator_for_arrow()
     _skip_teardown()
     check_outputs([(output, fmt)], input_files(base, recursive) + input_files(new, recursive))  # before any work
-    with progress.using(progress.Progress(verbose=verbose)):
+    with progress.using(progress.Progress(verbose=verbose, heartbeat=None if quiet else progress.HEARTBEAT_S)):
         comparison = compare_paths(base, new, max_result_size, recursive=recursive, config=config, engine=engine,
                                    ray_address=ray_address,
                                    cache=_cache_dir(cache_dir, no_cache))

@@ -462,14 +462,14 @@ def test_progress_line_only_on_a_terminal():
         def isatty(self):
             return True
 
+    from hta_report.progress import using
+
     tty, pipe = Tty(), io.StringIO()
     for stream in (tty, pipe):
-        p = Progress(stream=stream)
-        with p.stage("parsing"):
+        with using(Progress(stream=stream)) as p, p.stage("parsing"):
             p.update("parsed 1/2 files")
-        p.done()
     assert "parsing" in tty.getvalue() and "\r" in tty.getvalue()
-    assert pipe.getvalue() == ""
+    assert pipe.getvalue() == ""  # no heartbeat asked for
 
 
 def test_shared_values_share_equal_values_of_one_type_only():
