@@ -22,7 +22,7 @@ from . import progress
 from .cache import Cache, ResultCache, as_cache
 from .errors import InputError, OutputError, PartialInputError
 from .escape import redact_url
-from .files import is_url, location, shown
+from .files import Location, PathOrURL, is_url, location, shown
 from .model import AnalysisResult, Comparison
 from .output import check_folder, write_all_atomic
 from .render import format_for_path, reporter
@@ -314,7 +314,7 @@ def _inputs(result: AnalysisResult) -> List[str]:
         o for w in inv.windows for o in w.others] + [os.path.join(inv.input_dir, "manifest.json")]
 
 
-def input_files(path: os.PathLike | str, recursive: bool = False) -> List[Path]:
+def input_files(path: os.PathLike | str, recursive: bool = False) -> List[Location]:
     """The files a run will read from ``path``: the file itself (a saved
     result), or a directory's trace files and ``manifest.json``; nothing for
     a path that does not exist (the run reports it)."""
@@ -331,8 +331,9 @@ def input_files(path: os.PathLike | str, recursive: bool = False) -> List[Path]:
         return [p / "manifest.json"]
 
 
-def _same_file(a: os.PathLike | str, b: os.PathLike | str) -> bool:
-    if is_url(a) or is_url(b):  # a URL names no local file: only the same URL is the same file
+def _same_file(a: os.PathLike | str, b: PathOrURL) -> bool:
+    # a URL (its UPath is no os.PathLike) names no local file: only the same URL is the same file
+    if is_url(a) or is_url(b) or not isinstance(b, (str, os.PathLike)):
         return str(a) == str(b)
     try:
         return os.path.samefile(a, b)  # hard links and symbolic links included
@@ -340,7 +341,7 @@ def _same_file(a: os.PathLike | str, b: os.PathLike | str) -> bool:
         return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
 
 
-def check_outputs(outputs: Outputs, inputs: Sequence[os.PathLike | str]) -> None:
+def check_outputs(outputs: Outputs, inputs: Sequence[PathOrURL]) -> None:
     """Refuse outputs that would destroy an input or each other, or whose
     folder cannot be made (:func:`hta_report.output.check_folder`).
 
@@ -404,7 +405,7 @@ def partial_input_error(result: AnalysisResult) -> Optional[PartialInputError]:
 DEFAULT_MAX_RESULT_BYTES = 64 * 1024 ** 2
 
 
-def _read_at_most(source, limit: int, chunk: int = 1 << 20) -> bytes:
+def _read_at_most(source: Location, limit: int, chunk: int = 1 << 20) -> bytes:
     """The first ``limit`` bytes of ``source`` (fewer if it is shorter), read
     in chunks: memory follows what the file holds, not the cap.
 
@@ -423,7 +424,7 @@ def _read_at_most(source, limit: int, chunk: int = 1 << 20) -> bytes:
     return b"".join(parts)
 
 
-def load_result(path: os.PathLike | str, max_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> AnalysisResult:
+def load_result(path: PathOrURL, max_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> AnalysisResult:
     """Read a result saved by ``analyze --json``, checked against the result
     model first (:func:`hta_report.model_check.check_result`: types, finite
     numbers, ranges, known severities and statuses, required sections).
@@ -446,34 +447,36 @@ def load_result(path: os.PathLike | str, max_bytes: int = DEFAULT_MAX_RESULT_BYT
     from .load.validation import format_size
     from .model_check import ResultError, check_result
 
+    named = str(path)  # what the errors name
     cap = f"the --max-result-size cap of {format_size(max_bytes)}"
     try:
         source = location(path)
+        size: Optional[int]
         try:
             size = source.stat().st_size
         except (OSError, AttributeError, TypeError, ValueError, NotImplementedError):
             size = None  # a stream or a URL without a size: the bounded read below decides
         if isinstance(size, int) and size > max_bytes:
             raise InputError(f"a saved result of {format_size(size)}, more than {cap}: raise the cap "
-                             "to compare it", path)
+                             "to compare it", named)
         raw = _read_at_most(source, max_bytes + 1)
         if len(raw) > max_bytes:
-            raise InputError(f"a saved result larger than {cap}: raise the cap to compare it", path)
+            raise InputError(f"a saved result larger than {cap}: raise the cap to compare it", named)
         text = raw.decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise InputError(f"cannot read the result: {reason}", path) from exc
+        raise InputError(f"cannot read the result: {reason}", named) from exc
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise InputError(f"not a readable hta-report result: not JSON ({exc})", path) from exc
+        raise InputError(f"not a readable hta-report result: not JSON ({exc})", named) from exc
     if isinstance(data, dict) and data.get("kind") == "comparison":
-        raise InputError("a comparison, not a result: compare results saved by `analyze --json`", path)
+        raise InputError("a comparison, not a result: compare results saved by `analyze --json`", named)
     try:
         check_result(data)
         result = AnalysisResult.from_dict(data)
     except (ResultError, ValueError, KeyError, TypeError, RecursionError) as exc:
-        raise InputError(f"not a valid hta-report result: {exc}", path) from exc
+        raise InputError(f"not a valid hta-report result: {exc}", named) from exc
     return _redacted(result) if "://" in text else result  # saved by an older version, or edited
 
 

@@ -29,15 +29,60 @@ import re
 import warnings
 import zlib
 from pathlib import Path
-from typing import IO, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, Tuple, Type, TypeVar, Union, cast
 
 from .escape import redact_url
 
-#: A trace location as the loader handles it.
-Location = Union[Path, "os.PathLike[str]"]
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from _typeshed import WriteableBuffer
+    from typing_extensions import Self
+    from upath import UPath
+
+    from .errors import InputError
+
+#: A trace location as the loader handles it: a :class:`pathlib.Path`, or an
+#: ``upath.UPath`` for a URL (which has the ``pathlib`` interface but is no
+#: ``os.PathLike``: it names no local file).
+Location = Union[Path, "UPath"]
+
+#: A file or folder as given: a string (a path or a URL), a path, or a URL's ``upath.UPath``.
+PathOrURL = Union[str, "os.PathLike[str]", "UPath"]
+
+_T = TypeVar("_T")
 
 
-def is_url(p: Union[str, os.PathLike]) -> bool:
+class ByteStream(Protocol):
+    """An open file's bytes as the loader reads them: a local file, a URL's
+    fsspec file, or a gzip reader over either (:func:`open_bytes`,
+    :func:`open_text_stream`)."""
+
+    def read(self, size: int = ..., /) -> bytes:
+        """At most ``size`` bytes (all that is left when negative); ``b""`` at the end."""
+        ...
+
+    def readinto(self, buffer: WriteableBuffer, /) -> int:
+        """Read into ``buffer``; the number of bytes read, 0 at the end."""
+        ...
+
+    def seek(self, offset: int, whence: int = ..., /) -> int:
+        """Move to byte ``offset`` (from the start, or as ``whence`` says); the new position."""
+        ...
+
+    def close(self) -> None:
+        """Close the file."""
+        ...
+
+    def __enter__(self) -> Self:
+        ...
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType], /) -> None:
+        ...
+
+
+def is_url(p: PathOrURL) -> bool:
     """True for a URL other than ``file://`` (and for an ``upath.UPath`` of one)."""
     if isinstance(p, Path):
         return False
@@ -45,7 +90,7 @@ def is_url(p: Union[str, os.PathLike]) -> bool:
     return "://" in text and not text.startswith("file://")
 
 
-def shown(p: Union[str, os.PathLike]) -> str:
+def shown(p: PathOrURL) -> str:
     """``p`` as shown in a report, a saved result or a message: a URL with its
     login and secret query parameters redacted (:func:`hta_report.escape.redact_url`),
     a local path as is."""
@@ -53,7 +98,7 @@ def shown(p: Union[str, os.PathLike]) -> str:
     return redact_url(text) if "://" in text else text
 
 
-def location(p: Union[str, os.PathLike]) -> Location:
+def location(p: PathOrURL) -> Location:
     """``p`` as a path object: a :class:`pathlib.Path` for a local path or a
     ``file://`` URL (``file:///abs`` or ``file://localhost/abs``), an
     ``upath.UPath`` for any other URL.
@@ -65,7 +110,7 @@ def location(p: Union[str, os.PathLike]) -> Location:
             a ``file://`` URL naming another host. The message names the URL
             redacted (:func:`shown`).
     """
-    if isinstance(p, Path) or (not isinstance(p, str) and not is_url(p)):
+    if isinstance(p, Path) or (isinstance(p, os.PathLike) and not is_url(p)):  # a local upath.UPath is one too
         return Path(p)
     text = str(p)
     if text.startswith("file://"):
@@ -168,7 +213,7 @@ def _named_by_url(scheme: str) -> bool:
     return _survives_str(probe)
 
 
-def url_error(exc: BaseException, p: Union[str, os.PathLike]):
+def url_error(exc: BaseException, p: PathOrURL) -> InputError:
     """The :class:`~hta_report.errors.InputError` for a URL that failed to
     answer (connection refused, a server error, a package missing...):
     one line naming the URL (redacted) and the cause."""
@@ -177,7 +222,7 @@ def url_error(exc: BaseException, p: Union[str, os.PathLike]):
     return InputError(f"cannot read it: {failure(exc)}", shown(p))
 
 
-def unless_missing(url) -> None:
+def unless_missing(url: Location) -> None:
     """Return when the URL ``url`` (an ``upath.UPath``) is missing; raise
     when it failed to answer instead. fsspec's ``exists`` says False, and
     http's ``info`` raises ``FileNotFoundError``, for a connection refused
@@ -213,7 +258,7 @@ def failure(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def open_bytes(p: Union[str, os.PathLike]) -> IO[bytes]:
+def open_bytes(p: PathOrURL) -> ByteStream:
     """The file's bytes as stored (compressed or not), opened for reading.
 
     Raises:
@@ -222,15 +267,16 @@ def open_bytes(p: Union[str, os.PathLike]) -> IO[bytes]:
     loc = location(p)
     if isinstance(loc, Path):
         return loc.open("rb")
-    fh = _as_oserror(lambda: loc.open("rb"))
+    # UPath types open("rb") as a BinaryIO; what fsspec opens is an io.IOBase reader with readinto.
+    fh = cast(ByteStream, _as_oserror(lambda: loc.open("rb")))
     try:  # the path object may hold its filesystem (an archive, a cache): alive while the file is open
-        fh._hta_report_location = loc
+        setattr(fh, "_hta_report_location", loc)
     except (AttributeError, TypeError):  # pragma: no cover - a file object without attributes
         pass
     return fh
 
 
-def _as_oserror(call):
+def _as_oserror(call: Callable[[], _T]) -> _T:
     """``call()``, a failure of a URL's filesystem raised as ``OSError`` (as a
     local file's would be), its cause in the message."""
     try:
@@ -241,7 +287,7 @@ def _as_oserror(call):
         raise OSError(failure(exc)) from exc
 
 
-def open_text_stream(p: Union[str, os.PathLike]) -> IO[bytes]:
+def open_text_stream(p: PathOrURL) -> ByteStream:
     """The file's JSON bytes, decompressed when the name ends in ``.gz``.
 
     Raises:
@@ -251,12 +297,17 @@ def open_text_stream(p: Union[str, os.PathLike]) -> IO[bytes]:
     return _Gunzip(raw) if str(p).endswith(".gz") else raw
 
 
-try:  # ISA-L inflates at about 3x zlib's speed (the fast parser's gzip traces)
+if TYPE_CHECKING:  # the gzip module's fallback below has the same interface (IGzipFile is a gzip.GzipFile)
     from isal.igzip import IGzipFile as _GzipFile
-    from isal.isal_zlib import error as _InflateError
-except ImportError:  # pragma: no cover - a platform without isal's wheels
-    _GzipFile = gzip.GzipFile
-    _InflateError = zlib.error
+
+    _InflateError: Type[Exception]  # isal's stub declares `error` an Exception instance: it is the class
+else:
+    try:  # ISA-L inflates at about 3x zlib's speed (the fast parser's gzip traces)
+        from isal.igzip import IGzipFile as _GzipFile
+        from isal.isal_zlib import error as _InflateError
+    except ImportError:  # pragma: no cover - a platform without isal's wheels
+        _GzipFile = gzip.GzipFile
+        _InflateError = zlib.error
 
 
 class _Gunzip(_GzipFile):
@@ -264,19 +315,19 @@ class _Gunzip(_GzipFile):
     A corrupt stream raises ``zlib.error`` (ISA-L's own error type is
     translated), as the gzip module does."""
 
-    def read(self, size: int = -1) -> bytes:
+    def read(self, size: Optional[int] = -1) -> bytes:
         try:
             return super().read(size)
         except _InflateError as exc:
             raise zlib.error(str(exc)) from exc
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: WriteableBuffer) -> int:
         try:
             return super().readinto(b)
         except _InflateError as exc:
             raise zlib.error(str(exc)) from exc
 
-    def __init__(self, raw: IO[bytes]) -> None:
+    def __init__(self, raw: ByteStream) -> None:
         super().__init__(fileobj=raw, mode="rb")
         self._raw = raw
 
@@ -287,7 +338,7 @@ class _Gunzip(_GzipFile):
             self._raw.close()
 
 
-def size(p: Union[str, os.PathLike]) -> int:
+def size(p: PathOrURL) -> int:
     """The file's size as stored (bytes).
 
     Raises:
@@ -297,14 +348,14 @@ def size(p: Union[str, os.PathLike]) -> int:
     return int((loc.stat() if isinstance(loc, Path) else _as_oserror(loc.stat)).st_size)
 
 
-def identity(p: Union[str, os.PathLike]) -> str:
+def identity(p: PathOrURL) -> str:
     """A string naming the file for this run's memos: the resolved local
     path, or the URL."""
     loc = location(p)
     return str(loc.resolve()) if isinstance(loc, Path) else str(loc)
 
 
-def version_key(p: Union[str, os.PathLike]) -> Tuple[str, int, Optional[float]]:
+def version_key(p: PathOrURL) -> Tuple[str, int, Optional[float]]:
     """``(identity, size in bytes, modification time)`` of the file ``p``
     (the time in ns, or in s from a store without ns): a key for what this
     run remembers of a file, which changes when the file is rewritten.

@@ -47,7 +47,7 @@ import stat
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
 from .frames import called_name, is_user_frame, parse_frame
@@ -90,7 +90,7 @@ CAUSE_CALLS = {
 }
 
 
-def github_url(uri: str, line: int, env: Optional[Dict[str, str]] = None) -> str:
+def github_url(uri: str, line: int, env: Optional[Mapping[str, str]] = None) -> str:
     """The GitHub link of ``uri`` (relative to the repository root) at
     ``line``: ``$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/blob/$GITHUB_SHA/uri#Lline``
     when ``GITHUB_REPOSITORY`` and ``GITHUB_SHA`` are set (GitHub Actions
@@ -250,7 +250,7 @@ class SourceFinder:
         return self._trees[file]
 
 
-def _first_line(fn: ast.AST) -> int:
+def _first_line(fn: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> int:
     decos = getattr(fn, "decorator_list", [])
     return min([fn.lineno] + [d.lineno for d in decos])
 
@@ -301,8 +301,12 @@ def _call_lines(scope: ast.AST, names: Sequence[str]) -> List[int]:
     return sorted(out)
 
 
-def _loop_around(scope: ast.AST, line: int) -> Optional[ast.AST]:
-    loops = [n for n in _own_nodes(scope) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+#: The loops :func:`_loop_around` looks for.
+_Loop = Union[ast.For, ast.AsyncFor, ast.While]
+
+
+def _loop_around(scope: ast.AST, line: int) -> Optional[_Loop]:
+    loops: List[_Loop] = [n for n in _own_nodes(scope) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
              and n.lineno <= line <= (n.end_lineno or n.lineno)]
     return max(loops, key=lambda n: n.lineno) if loops else None
 
@@ -334,11 +338,12 @@ def _worst(result: AnalysisResult, f: Finding, cause: str) -> Optional[RankResul
     return max(scored, key=lambda tr: tr[0])[1] if scored else None
 
 
-def _user_frame(t: CodeTime, library: Sequence[str]) -> Optional[int]:
+def _user_frame(t: CodeTime, library: Sequence[str]) -> Optional[Tuple[int, Tuple[str, int, str]]]:
+    """The index of the first user frame of ``t`` and its ``(path, line, function)``; None when none is."""
     for i, frame in enumerate(t.frames):
         parsed = parse_frame(frame)
         if parsed and is_user_frame(parsed[0], library):
-            return i
+            return i, parsed
     return None
 
 
@@ -347,17 +352,19 @@ def finding_locations(result: AnalysisResult, f: Finding, finder: SourceFinder,
     """The source lines behind ``f`` (empty when its cause has no recorded
     time under user frames), largest time first, at most :data:`MAX_LOCATIONS`."""
     cause = CAUSES.get(f.id)
-    r = _worst(result, f, cause) if cause else None
+    if not cause:
+        return []
+    r = _worst(result, f, cause)
     if r is None:
         return []
     times = [t for t in r.code.times if t.category == cause]
     total = sum(t.time_us for t in times)
     acc: Dict[Tuple[str, int], Dict] = {}
     for t in times:
-        i = _user_frame(t, library)
-        if i is None:
+        user = _user_frame(t, library)
+        if user is None:
             continue
-        path, line, function = parse_frame(t.frames[i])
+        i, (path, line, function) = user
         entered = t.entered[i] if i < len(t.entered) else True
         callee = t.callees[i] if i < len(t.callees) else ""
         file = finder.find(path, line, function, entered)
@@ -369,19 +376,20 @@ def finding_locations(result: AnalysisResult, f: Finding, finder: SourceFinder,
             loc = acc.setdefault(key, {"file": file, "path": path, "line": ln, "function": function, "how": how,
                                        "time": 0.0, "calls": len(lines)})
             loc["time"] += t.time_us
-    out = []
+    out: List[SourceLocation] = []
     for loc in sorted(acc.values(), key=lambda d: (-d["time"], d["path"], d["line"])):
         share = float(100 * loc["time"] / total) if total > 0 else 0.0
         if share < MIN_SHARE_PCT or len(out) >= MAX_LOCATIONS:
             continue
         file = loc["file"]
         src = finder.source(file) if file is not None else None
-        excerpt, start = [], 0
+        excerpt: List[str] = []
+        start = 0
         if src is not None:
-            lines = src[0]
+            text = src[0]
             lo = max(loc["line"] - 1 - EXCERPT_CONTEXT, 0)
-            hi = min(loc["line"] + EXCERPT_CONTEXT, len(lines))
-            excerpt = [x if len(x) <= EXCERPT_WIDTH else x[:EXCERPT_WIDTH - 1] + "…" for x in lines[lo:hi]]
+            hi = min(loc["line"] + EXCERPT_CONTEXT, len(text))
+            excerpt = [x if len(x) <= EXCERPT_WIDTH else x[:EXCERPT_WIDTH - 1] + "…" for x in text[lo:hi]]
             start = lo + 1
         uri = finder.uri(file) if file is not None else loc["path"]
         out.append(SourceLocation(path=uri, line=int(loc["line"]),

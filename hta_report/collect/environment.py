@@ -8,7 +8,7 @@ import os
 import platform
 import socket
 from dataclasses import dataclass
-from typing import Any, List
+from typing import Any, List, Optional
 
 from ..errors import CollectError
 
@@ -66,20 +66,28 @@ def rank_info() -> RankInfo:
     Raises:
         CollectError: one of them is set but is not a non-negative integer.
     """
-    values = {}
-    for key, default in (("RANK", 0), ("LOCAL_RANK", None), ("WORLD_SIZE", 1)):
-        raw = os.environ.get(key)
-        if raw is None or raw == "":
-            values[key] = default
-            continue
-        try:
-            values[key] = int(raw)
-        except ValueError:
-            raise CollectError(f"environment variable {key}={raw!r} is not an integer") from None
-        if values[key] < 0:
-            raise CollectError(f"environment variable {key}={raw!r} is negative")
-    local = values["LOCAL_RANK"] if values["LOCAL_RANK"] is not None else values["RANK"]
-    return RankInfo(rank=values["RANK"], local_rank=local, world_size=max(1, values["WORLD_SIZE"]))
+    rank, local, world = _env_int("RANK"), _env_int("LOCAL_RANK"), _env_int("WORLD_SIZE")
+    rank = 0 if rank is None else rank
+    return RankInfo(rank=rank, local_rank=rank if local is None else local,
+                    world_size=max(1, 1 if world is None else world))
+
+
+def _env_int(key: str) -> Optional[int]:
+    """The environment variable ``key`` as a non-negative integer; None when unset or empty.
+
+    Raises:
+        CollectError: it is set but is not a non-negative integer.
+    """
+    raw = os.environ.get(key)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise CollectError(f"environment variable {key}={raw!r} is not an integer") from None
+    if value < 0:
+        raise CollectError(f"environment variable {key}={raw!r} is negative")
+    return value
 
 
 def current_rank() -> int:

@@ -49,9 +49,12 @@ import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, NoReturn, Optional
 
 from ..errors import CollectError
+
+if TYPE_CHECKING:
+    from torch.utils.hooks import RemovableHandle
 
 STEP_EVENTS = ("optimizer", "forward", "backward")
 _PYTHON = re.compile(r"^python[0-9.]*(\.exe)?$")
@@ -185,8 +188,9 @@ class _OptimizerSteps:
         self._step = step
         self.pending = 0
         self._depth = 0
-        self._handle = None
-        self._factory = None
+        self._handle: Optional[RemovableHandle] = None
+        #: ``Optimizer.profile_hook_step`` as torch defines it (a staticmethod), while replaced
+        self._factory: Optional[staticmethod[Any, Any]] = None
 
     @staticmethod
     def _classes():
@@ -208,7 +212,7 @@ class _OptimizerSteps:
         self._handle = register_optimizer_step_post_hook(self._post_hook)
         self._factory = Optimizer.__dict__["profile_hook_step"]
         torch_wrap = self._factory.__func__
-        Optimizer.profile_hook_step = staticmethod(lambda func: self._wrap(torch_wrap(func)))
+        setattr(Optimizer, "profile_hook_step", staticmethod(lambda func: self._wrap(torch_wrap(func))))
         for cls in self._classes():
             current = cls.__dict__.get("step")
             if current is not None and getattr(current, "hooked", False):
@@ -227,7 +231,7 @@ class _OptimizerSteps:
                 if self._depth == 0:
                     self.flush()
 
-        step.hooked = True
+        setattr(step, "hooked", True)
         setattr(step, self._MARK, True)
         return step
 
@@ -248,7 +252,7 @@ class _OptimizerSteps:
         if self._handle is not None:
             self._handle.remove()
         if self._factory is not None:
-            Optimizer.profile_hook_step = self._factory
+            setattr(Optimizer, "profile_hook_step", self._factory)
         for cls in self._classes():
             current = cls.__dict__.get("step")
             if getattr(current, self._MARK, False):
@@ -346,15 +350,15 @@ def exit_hook(before_exit: Callable[[int], None]) -> Iterator[None]:
     real_exit = os._exit
     owner = os.getpid()
 
-    def _exit(code: int = 0) -> None:
+    def _exit(status: int = 0) -> NoReturn:  # os._exit's signature (status=... included)
         if os.getpid() == owner and threading.current_thread() is threading.main_thread():
             os._exit = real_exit
             try:
-                before_exit(code)
+                before_exit(status)
             except BaseException:  # noqa: BLE001 - exiting anyway
                 pass
             _flush()
-        real_exit(code)
+        real_exit(status)
 
     os._exit = _exit
     try:
@@ -451,6 +455,7 @@ def run_script(spec: ScriptSpec) -> Outcome:
                 sys.path.insert(0, os.getcwd())
                 runpy.run_module(spec.module, run_name="__main__", alter_sys=True)
             else:
+                assert spec.path is not None  # a ScriptSpec names a module or a path
                 sys.path.insert(0, str(spec.path.resolve().parent if spec.path.is_file()
                                        else spec.path.resolve()))
                 runpy.run_path(str(spec.path), run_name="__main__")

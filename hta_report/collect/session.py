@@ -114,7 +114,7 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
         self.requested_device = device
         self.device = "cpu"
         self.quiet = quiet
-        self.run = dict(run) if run else {"mode": "api"}
+        self.run: Dict[str, Any] = dict(run) if run else {"mode": "api"}
         self.write_manifest = manifest
         self.trace_files: List[Path] = []
         self.steps_run = 0

@@ -12,7 +12,10 @@ import gzip
 import json
 import os
 from pathlib import Path
-from typing import Any, BinaryIO, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRead, SupportsWrite
 
 TRACE_SUFFIX = ".pt.trace.json.gz"
 
@@ -138,7 +141,7 @@ def _json_text(path: Path) -> bytes:
     return json.dumps(str(path))[1:-1].encode("utf-8")
 
 
-def _copy_replacing(src: BinaryIO, dst: BinaryIO, old: bytes, new: bytes,
+def _copy_replacing(src: SupportsRead[bytes], dst: SupportsWrite[bytes], old: bytes, new: bytes,
                     chunk: int = 1 << 20) -> None:
     """Copy ``src`` to ``dst`` replacing every ``old`` by ``new``, in bounded memory."""
     keep = len(old) - 1

@@ -26,7 +26,7 @@ import os
 import time
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
-from typing import Dict, List, Optional
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from .. import progress, workers
 from ..cache import Cache
@@ -35,11 +35,15 @@ from ..model import AnalysisResult
 from . import per_rank
 from .per_rank import RankRunner
 
+if TYPE_CHECKING:
+    from ..files import Location
+    from ..load.rank_file import ParsedRank
+
 logger = logging.getLogger(__name__)
 
 #: In a worker of :class:`_ForkedRunner`: the parses it made, by file index,
 #: until their rank is analyzed (each worker process has its own).
-_HELD: Dict[int, object] = {}
+_HELD: Dict[int, ParsedRank] = {}
 
 
 def measure(spec, cache: Optional[Cache]) -> AnalysisResult:
@@ -93,7 +97,7 @@ class _ForkedRunner(RankRunner):
             pool.__exit__(exc_type, exc, tb)  # left by an exception: workers stopped at once
         self.pools = []
 
-    def parse(self, paths):
+    def parse(self, paths: Sequence[Location]) -> List[per_rank.ParseOutcome]:
         from ..files import size
 
         sizes = [_size(size, p) for p in paths]

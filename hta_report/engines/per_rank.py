@@ -79,6 +79,7 @@ def measure(spec: "RunSpec", runner: RankRunner) -> AnalysisResult:
         parsed = runner.parse(paths)
     unreadable: List[UnreadableTrace] = []
     good: List[int] = []
+    summaries: List[FileParse] = []  # of the files in good
     for i, (p, got) in enumerate(zip(paths, parsed)):
         if isinstance(got, str):
             unreadable.append(UnreadableTrace(path=str(p), reason=got))
@@ -86,10 +87,11 @@ def measure(spec: "RunSpec", runner: RankRunner) -> AnalysisResult:
         for name, seconds in got.stages:
             stages.record(f"{name}{runner.parse_where}", seconds)
         good.append(i)
+        summaries.append(got)
     if not good:
         raise unreadable_error(unreadable)
-    decided = plan([parsed[i] for i in good], spec.include_last_step)
-    infos = file_infos([parsed[i] for i in good], decided)
+    decided = plan(summaries, spec.include_last_step)
+    infos = file_infos(summaries, decided)
     order = sorted(range(len(infos)), key=lambda k: infos[k].rank)
     with stages.stage(runner.analyze_stage.format(n=len(order))):
         outcomes = runner.analyze([good[k] for k in order], [infos[k] for k in order], decided)

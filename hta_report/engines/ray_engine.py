@@ -26,7 +26,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, TypedDict
 
 import ray
 
@@ -110,6 +110,15 @@ def connect_timeout() -> float:
     return value
 
 
+class _InitOptions(TypedDict, total=False):
+    """The options :func:`_connect` gives ``ray.init`` besides the address."""
+
+    logging_level: int
+    log_to_driver: bool
+    configure_logging: bool
+    include_dashboard: bool
+
+
 def _connect(address: Optional[str]) -> bool:
     """Connect to the cluster at ``address`` (else ``RAY_ADDRESS``, else start
     a Ray instance here) unless connected already; True when this call connected.
@@ -127,7 +136,7 @@ def _connect(address: Optional[str]) -> bool:
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS") or None
-    kwargs = dict(logging_level=logging.ERROR, log_to_driver=False, configure_logging=True)
+    kwargs: _InitOptions = {"logging_level": logging.ERROR, "log_to_driver": False, "configure_logging": True}
     if address is None or address == "local":
         if address is None:
             kwargs["include_dashboard"] = False
@@ -195,7 +204,7 @@ def _probe(address: str, timeout: float, where: str) -> None:
     raise InputError(f"{where}: {why}")
 
 
-def _init_within(address: str, kwargs: dict, seconds: float, timeout: float, where: str) -> None:
+def _init_within(address: str, kwargs: _InitOptions, seconds: float, timeout: float, where: str) -> None:
     """``ray.init(address=address, **kwargs)`` in a thread, waited for at most
     ``seconds``; Ray's native log lines (written to file descriptor 2)
     silenced meanwhile. A connect that completes after the wait is shut down.

@@ -21,17 +21,17 @@ the others are loaded; only when none can be read is it an error.
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 from .. import progress, workers
 from ..cache import Cache
 from ..errors import TraceError, internal_error
+from ..files import Location
 from ..model import UnreadableTrace
 from . import sizecap, validation
 from .discovery import Inputs, find_trace_files, input_dir, input_label
 from .spec import RunSpec, as_spec, describe_run
-from .parse import LOADERS, parse_files, report_parser_config, resolve_loader, sm_arg_specs
+from .parse import LOADERS, Parsed, parse_files, report_parser_config, resolve_loader, sm_arg_specs
 from .traces import (LoadedTraces, add_parsed_rank, align_and_filter, assign_ranks, file_info, quiet_hta, rekey,
                      unreadable_error)
 from .validation import DEFAULT_MAX_TRACE_BYTES
@@ -103,7 +103,7 @@ def load_traces(
                         warnings=warns, unreadable=unreadable, gpu_activity=activity)
 
 
-def _checked(paths: List[Path], max_trace_bytes: int) -> Tuple[List[Path], List[UnreadableTrace]]:
+def _checked(paths: List[Location], max_trace_bytes: int) -> Tuple[List[Location], List[UnreadableTrace]]:
     """The files that pass the checks before parsing, and the others with their
     reason. A gzip's decompressed size is checked while it is parsed
     (:mod:`.sizecap`), not by inflating it once more here.
@@ -112,11 +112,12 @@ def _checked(paths: List[Path], max_trace_bytes: int) -> Tuple[List[Path], List[
         TraceError: none passes.
     """
     unreadable: List[UnreadableTrace] = []
-    candidates: List[Path] = []
+    candidates: List[Location] = []
     for path in paths:
         try:
             if not path.name.endswith((".json", ".gz")):
-                raise TraceError("HTA reads only names ending in .json or .json.gz in lower case; rename it", path)
+                raise TraceError("HTA reads only names ending in .json or .json.gz in lower case; rename it",
+                                 str(path))
             validation.check_file(path, sizecap.precheck_cap(path, max_trace_bytes))
         except TraceError as exc:
             unreadable.append(UnreadableTrace(path=str(path), reason=exc.message))
@@ -149,8 +150,9 @@ def new_trace(loader: str):
     return Trace(trace_files={}, trace_dir=".", parser_config=_parser_config(loader))
 
 
-def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cache],
-                unreadable: List[UnreadableTrace], max_bytes: int) -> Tuple[List[Tuple[int, Path]], dict]:
+def _parse_into(trace, candidates: List[Location], loader: str, cache: Optional[Cache],
+                unreadable: List[UnreadableTrace], max_bytes: int
+                ) -> Tuple[List[Tuple[int, Location]], Dict[Location, Optional[str]]]:
     """Parse every candidate into ``trace`` (under its index): the fast parser
     first, HTA's path (:mod:`.hta_parser`) for a file it does not reproduce
     exactly; a file that fails is appended to ``unreadable``.
@@ -166,8 +168,8 @@ def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cach
 
     stages = progress.current()
     cfg = trace.parser_config
-    good: List[Tuple[int, Path]] = []
-    notes = {}
+    good: List[Tuple[int, Location]] = []
+    notes: Dict[Location, Optional[str]] = {}
     parsed = (parse_files(candidates, cfg, cache, loader, fallback=False, max_bytes=max_bytes)
               if loader == "fast" else None)
     try:
@@ -178,6 +180,7 @@ def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cach
                     raise one.error  # over the size cap: not for HTA's parser either
                 why = _why_not_fast(one)
                 if why is None:
+                    assert one is not None and one.result is not None  # a clean fast parse (_why_not_fast)
                     stages.record(f"parse {path.name}" + (" (from cache)" if one.cached else ""), one.seconds)
                     result = one.result
                 else:
@@ -185,7 +188,7 @@ def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cach
                         result, report = parse_with_hta(path, cfg, exact_times=True, max_bytes=max_bytes)
                     notes[path] = report.warning()
                 if not add_parsed_rank(trace, key, result):
-                    raise TraceError("holds no trace events HTA can analyze", path)
+                    raise TraceError("holds no trace events HTA can analyze", str(path))
             except Exception as exc:  # a trace's fault is a TraceError; anything else is a bug
                 trace.traces.pop(key, None)
                 trace.meta_data.pop(key, None)
@@ -202,7 +205,7 @@ def _parse_into(trace, candidates: List[Path], loader: str, cache: Optional[Cach
     return good, notes
 
 
-def _why_not_fast(parsed) -> Optional[str]:
+def _why_not_fast(parsed: Optional[Parsed]) -> Optional[str]:
     """Why a file goes through HTA's path instead of its fast parse (a
     :class:`~hta_report.load.parse.Parsed`, None with the ``hta`` loader),
     or None when the fast parse is used. Shown on ``-v``."""
@@ -214,6 +217,7 @@ def _why_not_fast(parsed) -> Optional[str]:
         if isinstance(parsed.error, Unsupported):
             return f"the fast parser does not handle {parsed.error}"
         return f"the fast parser failed: {validation.exception_summary(parsed.error, 120)}"
+    assert parsed.result is not None  # a Parsed holds its result or its error
     return _unclean(parsed.result[1])
 
 

@@ -4,13 +4,20 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from ..errors import InputError
+from ..files import Location, PathOrURL
 from ..model import WorkerWindows
 
-#: What ``analyze`` reads: a directory or a trace file, or a list of either.
-Inputs = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
+#: What ``analyze`` reads: a directory or a trace file (a path, a URL, or a
+#: URL's ``upath.UPath``), or a list of either.
+Inputs = Union[PathOrURL, Sequence[PathOrURL]]
+
+_T = TypeVar("_T")
 
 #: File names that sit beside traces but are not traces.
 NOT_TRACES = {"manifest.json"}
@@ -18,13 +25,13 @@ NOT_TRACES = {"manifest.json"}
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
-def is_trace_name(path: Path) -> bool:
+def is_trace_name(path: Location) -> bool:
     """True for ``*.json`` and ``*.json.gz`` files other than :data:`NOT_TRACES`."""
     name = path.name.lower()
     return (name.endswith(".json") or name.endswith(".json.gz")) and name not in NOT_TRACES
 
 
-def is_hta_report_output(path: Path) -> bool:
+def is_hta_report_output(path: Location) -> bool:
     """True for a result or comparison saved by hta-report (``analyze --json``,
     ``compare -o x.json``): uncompressed JSON whose first key is ``schema_version``
     (after a UTF-8 byte order mark, if any)."""
@@ -39,7 +46,12 @@ def is_hta_report_output(path: Path) -> bool:
     return head.lstrip().startswith(b'{') and b'"schema_version"' in head
 
 
-def input_paths(inputs: Inputs) -> List[Path]:
+def _is_one(inputs: Inputs) -> TypeIs[PathOrURL]:
+    """True when ``inputs`` names one file or folder (not a list of them)."""
+    return isinstance(inputs, (str, os.PathLike)) or hasattr(inputs, "iterdir")  # a path, or a UPath of a URL
+
+
+def input_paths(inputs: Inputs) -> List[Location]:
     """``inputs`` as a list of paths, in the order given (duplicates dropped).
 
     Raises:
@@ -47,14 +59,13 @@ def input_paths(inputs: Inputs) -> List[Path]:
     """
     from ..files import location
 
-    single = isinstance(inputs, (str, os.PathLike)) or hasattr(inputs, "iterdir")  # a path, or a UPath of a URL
-    items = [inputs] if single else list(inputs)
+    items: List[PathOrURL] = [inputs] if _is_one(inputs) else list(inputs)
     if not items:
         raise InputError("no trace directory or file given")
     return list(dict.fromkeys(location(p) for p in items))
 
 
-def input_dir(inputs: Inputs) -> Path:
+def input_dir(inputs: Inputs) -> Location:
     """The folder of the run: the directory given, else the folder of the
     given files and directories (their deepest common folder); where
     ``manifest.json`` is looked for.
@@ -82,7 +93,7 @@ def input_label(inputs: Inputs) -> str:
     return ", ".join(shown(p) for p in input_paths(inputs))
 
 
-def _asking(path: Path, question):
+def _asking(path: Location, question: Callable[[], _T]) -> _T:
     """``question()`` (a look at ``path``); a URL that fails to answer
     (connection refused, a missing package or zip member, a server error) is
     one :class:`InputError` naming it (redacted) and the cause.
@@ -102,7 +113,7 @@ def _asking(path: Path, question):
         raise url_error(exc, path) from exc
 
 
-def find_trace_files(trace_dir: Inputs, recursive: bool = False) -> List[Path]:
+def find_trace_files(trace_dir: Inputs, recursive: bool = False) -> List[Location]:
     """Every trace file named by ``trace_dir``, sorted by path.
 
     Args:
@@ -118,13 +129,13 @@ def find_trace_files(trace_dir: Inputs, recursive: bool = False) -> List[Path]:
             runs); ``recursive`` found several runs (folders with their own
             ``manifest.json``).
     """
-    files: List[Path] = []
+    files: List[Location] = []
     for path in input_paths(trace_dir):
         files += _asking(path, lambda: _found(path, recursive))
     return sorted(dict.fromkeys(files))
 
 
-def _found(path: Path, recursive: bool) -> List[Path]:
+def _found(path: Location, recursive: bool) -> List[Location]:
     """The trace files ``path`` names (see :func:`find_trace_files`)."""
     from ..files import is_url, shown, unless_missing
 
@@ -145,7 +156,7 @@ def _found(path: Path, recursive: bool) -> List[Path]:
     return [path]
 
 
-def _files_in(trace_dir: Path, recursive: bool) -> List[Path]:
+def _files_in(trace_dir: Location, recursive: bool) -> List[Location]:
     """The trace files of one directory (see :func:`find_trace_files`)."""
     pattern = "**/*" if recursive else "*"
     files = sorted(p for p in trace_dir.glob(pattern)
@@ -153,34 +164,48 @@ def _files_in(trace_dir: Path, recursive: bool) -> List[Path]:
     if not files:
         runs = find_runs(trace_dir)
         if len(runs) > 1 and not recursive:
-            raise InputError(_runs_message(trace_dir, runs, "holds no trace files itself, but"), trace_dir)
+            raise InputError(_runs_message(trace_dir, runs, "holds no trace files itself, but"), str(trace_dir))
         if len(runs) == 1 and not recursive:
             raise InputError(f"no trace files (*.json, *.json.gz) here; they are in {runs[0]}: "
-                             "pass that folder (or use --recursive)", trace_dir)
+                             "pass that folder (or use --recursive)", str(trace_dir))
         hint = "" if recursive else " (use --recursive to search subdirectories)"
-        raise InputError(f"no trace files (*.json, *.json.gz) found{hint}", trace_dir)
+        raise InputError(f"no trace files (*.json, *.json.gz) found{hint}", str(trace_dir))
     if recursive:
         runs = sorted({p.parent for p in files if (p.parent / "manifest.json").is_file()})
         if len(runs) > 1:
             raise InputError(_runs_message(trace_dir, runs, "holds", " (each with its manifest.json; "
-                                                                     "--recursive would merge them)"), trace_dir)
+                                                                     "--recursive would merge them)"), str(trace_dir))
     return files
 
 
-def find_runs(folder: Path) -> List[Path]:
+def find_runs(folder: Location) -> List[Location]:
     """The subfolders of ``folder`` (at any depth) that directly hold trace
     files: each is one run. Sorted."""
     return sorted({p.parent for p in folder.glob("*/**/*")
                    if p.is_file() and is_trace_name(p) and not is_hta_report_output(p)})
 
 
-def _runs_message(folder: Path, runs: List[Path], verb: str, why: str = "") -> str:
+def _runs_message(folder: Location, runs: List[Location], verb: str, why: str = "") -> str:
     """``holds 3 separate runs in subfolders (a, b, c): analyze one ... or compare two ...``."""
-    names = [str(r.relative_to(folder)) for r in runs]
+    names = [_relative(r, folder) for r in runs]
     shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
     return (f"{verb} {len(runs)} separate runs in subfolders ({shown}){why}: analyze one "
             f"(hta-report analyze {runs[0]}) or compare two "
             f"(hta-report compare {runs[0]} {runs[1]})")
+
+
+def _relative(path: Location, folder: Location) -> str:
+    """``path`` relative to ``folder``, which it was found under (both local
+    paths, or both URLs of one filesystem).
+
+    Raises:
+        ValueError: ``path`` is not under ``folder``.
+    """
+    if isinstance(path, Path) and isinstance(folder, Path):
+        return str(path.relative_to(folder))
+    if not isinstance(path, Path) and not isinstance(folder, Path):
+        return str(path.relative_to(folder))
+    raise ValueError(f"{path!s} is not in the subpath of {folder!s}")
 
 
 #: ``<worker>.<n>.pt.trace.json[.gz]``: a file of one profiling cycle of one
@@ -191,7 +216,7 @@ _WINDOW = re.compile(r"^(?P<worker>.+)\.(?P<n>\d+)\.pt\.trace\.json(?:\.gz)?$", 
 _HEAD_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*"?(\d+)')
 
 
-def split_windows(paths: Sequence[Path]) -> Tuple[List[Path], List[WorkerWindows]]:
+def split_windows(paths: Sequence[Location]) -> Tuple[List[Location], List[WorkerWindows]]:
     """The files to analyze, and the processes that wrote several profiling
     windows (:class:`~hta_report.model.WorkerWindows`).
 
@@ -211,12 +236,12 @@ def split_windows(paths: Sequence[Path]) -> Tuple[List[Path], List[WorkerWindows
         ``(files, windows)``: ``paths`` without the earlier windows (in their
         order), and one entry per process with several windows.
     """
-    groups: Dict[Tuple[str, str], List[Tuple[int, Path]]] = {}
+    groups: Dict[Tuple[str, str], List[Tuple[int, Location]]] = {}
     for p in paths:
         m = _WINDOW.match(p.name)
         if m:
             groups.setdefault((str(p.parent), m["worker"]), []).append((int(m["n"]), p))
-    set_aside: Dict[Path, None] = {}
+    set_aside: Dict[Location, None] = {}
     windows: List[WorkerWindows] = []
     for (_, worker), files in sorted(groups.items()):
         if len(files) < 2:
@@ -239,7 +264,7 @@ def split_windows(paths: Sequence[Path]) -> Tuple[List[Path], List[WorkerWindows
 FULL_WINDOW_SHARE = 0.5
 
 
-def _size(path: Path) -> int:
+def _size(path: Location) -> int:
     """The stored size of ``path`` (bytes); 0 when it cannot be read (the loader says why)."""
     try:
         return int(path.stat().st_size)
@@ -247,7 +272,7 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _head_rank(path: Path) -> Optional[int]:
+def _head_rank(path: Location) -> Optional[int]:
     """``distributedInfo.rank`` as written in the first 64 KiB of ``path``
     (decompressed), or None (absent, or the file cannot be read: the loader
     says why later)."""
@@ -262,7 +287,7 @@ def _head_rank(path: Path) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
-def rank_from_file_name(path: Path) -> Optional[int]:
+def rank_from_file_name(path: Location) -> Optional[int]:
     """The rank in a file name such as ``rank-3``, ``rank3`` or ``rank_3``; None if absent."""
     match = _RANK_IN_NAME.search(path.name)
     return int(match.group(1)) if match else None

@@ -31,7 +31,7 @@ import logging
 import re
 from itertools import repeat
 from operator import attrgetter
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import msgspec
 import numpy as np
@@ -46,6 +46,9 @@ from .repair import REPAIRED_NAMES, repair_names
 from .exact import EXACT_COLUMNS, EXACT_DUR, EXACT_TS, will_round  # noqa: F401 (the columns, re-exported)
 from .memory_events import NEEDLE as MEMORY_NEEDLE, note_absent
 from .whitespace import IS_WHITESPACE, Collapser
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 logger = logging.getLogger(__name__)
 
@@ -173,6 +176,13 @@ def _ws_before(buf: bytearray, i: int, lo: int) -> int:
     return lo + int(other[-1]) if len(other) else lo - 1
 
 
+def _ws_end(buf: bytearray, start: int, end: int) -> int:
+    """The index of the first byte of ``buf[start:end]`` that is not JSON whitespace (``end`` when none)."""
+    m = _WS_RUN.match(buf, start, end)
+    assert m is not None  # a run of zero or more bytes matches anywhere
+    return m.end()
+
+
 class _Buffer:
     """Decompressed bytes read block by block into one reusable buffer.
 
@@ -257,7 +267,7 @@ class _Buffer:
         i = buf.rfind(b",", lo, hi)
         while i > lo:
             j = _ws_before(buf, i, lo)
-            k = _WS_RUN.match(buf, i + 1, hi).end()
+            k = _ws_end(buf, i + 1, hi)
             if j >= lo and buf[j] == 0x7D and k < hi and buf[k] == 0x7B:
                 return j, i + 1
             i = buf.rfind(b",", lo, i)
@@ -394,7 +404,7 @@ class _Pieces:
 
     def __init__(self, sink: "_Frame", workers: int) -> None:
         self.sink, self.workers = sink, workers
-        self.pool = None
+        self.pool: Optional[ProcessPoolExecutor] = None
         self.pending: List[Any] = []
 
     def submit_bytes(self, raw: bytes) -> None:
@@ -669,7 +679,7 @@ def shared_values(values: list) -> list:
     seen: Dict[Any, Any] = {}
     if set(map(type, values)) <= {int, str}:  # no two of these types compare equal
         return list(map(seen.setdefault, values, values))
-    out = []
+    out: List[Any] = []
     append, dumps = out.append, orjson.dumps
     for v in values:
         t = type(v)
@@ -715,7 +725,8 @@ def _typed_decoder(arg_specs: Tuple[Tuple[str, str, Any, bool], ...]):
     types = {"ph": str, "cat": str, "name": str, "pid": ident, "tid": ident, "ts": number, "dur": number,
              "args": args, "id": Any, "bp": Any, "s": Any}
     event = msgspec.defstruct("Event", [(k, types[k], _NAN) for k in _FIELDS], forbid_unknown_fields=True, gc=False)
-    return msgspec.json.Decoder(List[event]), args
+    # a Struct made at run time (msgspec.defstruct) is no type mypy can use in List[...]
+    return msgspec.json.Decoder(List[event]), args  # type: ignore[valid-type]
 
 
 def _typed_piece(events: list, arg_specs) -> dict:
@@ -759,7 +770,7 @@ def _typed_piece(events: list, arg_specs) -> dict:
         else:
             columns = [tuple(map(attrgetter(a), args)) for a in names]
 
-        def arg(i: int) -> Tuple[list, bool]:
+        def arg(i: int) -> Tuple[Union[Tuple[list, _Texts], Sequence[Any]], bool]:
             if arg_specs[i][3]:
                 return _decode_shared(columns[i], getattr(defaults, names[i])), True
             return columns[i], False
@@ -804,7 +815,7 @@ class _Texts:
         return len(self.codes)
 
 
-def _decode_shared(raws: List[msgspec.Raw], default: Optional[msgspec.Raw] = None) -> Tuple[list, _Texts]:
+def _decode_shared(raws: Sequence[msgspec.Raw], default: Optional[msgspec.Raw] = None) -> Tuple[list, _Texts]:
     """The distinct values of JSON texts, each decoded once (in order of first
     appearance), and the texts as :class:`_Texts`. A column holding only the
     arg's ``default`` text (an arg the piece never has: ``In split size`` in
@@ -821,7 +832,7 @@ def _decode_shared(raws: List[msgspec.Raw], default: Optional[msgspec.Raw] = Non
     return [msgspec.json.decode(t) for t in uniques], _Texts(uniques, codes)
 
 
-def _texts_of(raws: List[msgspec.Raw]) -> List[bytes]:
+def _texts_of(raws: Sequence[msgspec.Raw]) -> List[bytes]:
     """Each JSON text as ``bytes`` (to hash): joined and split again in C, twice
     as fast as ``bytes()`` on each ``msgspec.Raw`` (9 against 18 ms for 91,500).
     Valid JSON holds no NUL byte (in a string it is written ``\\u0000``); each NUL
@@ -928,7 +939,7 @@ def _columns(n: int, keys: set, getter, types, kept_args, arg_specs) -> dict:
     keep = kept_first & ~is_trace
     idx = np.flatnonzero(keep)
     take = idx.tolist()
-    columns = {}
+    columns: Dict[str, Tuple[str, Union[np.ndarray, list, Tuple[np.ndarray, list]]]] = {}
     for k in keys:
         if k in _DROPPED or k in ("args", "cat", "name"):
             continue

@@ -13,17 +13,16 @@ equals HTA's ``parse_trace_file`` on clean traces.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 from ..errors import TraceError
-from ..files import open_text_stream
+from ..files import Location, open_text_stream
 from . import sizecap, validation
 from .repair import REPAIRED_NAMES, repair_names
 from .whitespace import Collapser
 
 
-def read_document(path: Path, kinds: Optional[Dict[str, str]] = None,
+def read_document(path: Location, kinds: Optional[Dict[str, str]] = None,
                   max_bytes: Optional[int] = None) -> Tuple[Dict[str, Any], validation.EventReport]:
     """The trace document of ``path`` (UTF-8 JSON, gzipped or not), checked,
     with the events HTA cannot analyze left out, and the report of what was
@@ -43,7 +42,7 @@ def read_document(path: Path, kinds: Optional[Dict[str, str]] = None,
     repaired = 0
     try:
         raw = read_squeezed(path, max_bytes)
-        text = validation.decode_text(raw, path)
+        text = validation.decode_text(raw, str(path))
         del raw
         try:
             doc = json.loads(text)
@@ -59,12 +58,12 @@ def read_document(path: Path, kinds: Optional[Dict[str, str]] = None,
     except TraceError:
         raise
     except Exception as exc:  # OSError, gzip, JSON, RecursionError, MemoryError
-        raise TraceError(validation.describe_error(exc), path) from exc
-    events = validation.check_document(doc, path)
+        raise TraceError(validation.describe_error(exc), str(path)) from exc
+    events = validation.check_document(doc, str(path))
     kept, report = validation.clean_events(events, kinds)
     report.repaired_names = repaired
     if not report.duration_events:
-        raise TraceError(report.empty_reason(), path)
+        raise TraceError(report.empty_reason(), str(path))
     doc["traceEvents"] = kept
     return doc, report
 
@@ -74,7 +73,7 @@ SQUEEZE_AFTER = 64 << 20
 _CHUNK = 16 << 20
 
 
-def read_squeezed(path: Path, max_bytes: Optional[int] = None) -> bytes:
+def read_squeezed(path: Location, max_bytes: Optional[int] = None) -> bytes:
     """The decompressed bytes of ``path``; past :data:`SQUEEZE_AFTER`, each
     run of whitespace outside strings is cut to its first byte
     (:class:`~hta_report.load.whitespace.Collapser`), so that the memory
@@ -112,7 +111,7 @@ def read_squeezed(path: Path, max_bytes: Optional[int] = None) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def parse_with_hta(path: Path, cfg, exact_times: bool = False,
+def parse_with_hta(path: Location, cfg, exact_times: bool = False,
                    max_bytes: Optional[int] = None) -> Tuple[tuple, validation.EventReport]:
     """``(meta, df, symbol_table)`` for ``path`` as HTA's ``parse_trace_file``
     returns them with the JSON backend and ``cfg`` (HTA's ``ParserConfig``),

@@ -30,11 +30,11 @@ from __future__ import annotations
 import codecs
 import json
 from dataclasses import dataclass, field
-from typing import List, Optional, Set, Union
+from typing import Any, List, Optional, Set, Tuple, Union
 
 import numpy as np
 
-from ..files import is_url, open_text_stream, version_key
+from ..files import PathOrURL, is_url, open_text_stream, version_key
 
 #: What every ``[memory]`` event holds, and what the pass looks for.
 NEEDLE = b'"[memory]"'
@@ -187,7 +187,8 @@ class _Block:
     def _starts_before(self, hit: int) -> List[int]:
         """The :data:`_STARTS` nearest ``{`` before ``hit`` (nearest first);
         ``hit`` never decreases from one call to the next."""
-        found, j = [], hit
+        found: List[int] = []
+        j = hit
         while len(found) < _STARTS:
             j = self.text.rfind("{", self.searched, j)
             if j < 0:
@@ -199,13 +200,14 @@ class _Block:
             del self.outcome[s]
         return self.starts[::-1]
 
-    def _decode(self, start: int):
+    def _decode(self, start: int) -> Union[Tuple[Any, int], str, None]:
         """``(object, end)`` of the object starting at ``start``; None when
         none does (not JSON, nested too deep, or longer than
         :data:`MAX_EVENT_CHARS`); :attr:`CUT` when the block ends inside it."""
         if start in self.outcome:
             return self.outcome[start]
-        text, out = self.text, None
+        text = self.text
+        out: Union[Tuple[Any, int], str, None] = None
         for width in (_FIRST_WINDOW, MAX_EVENT_CHARS):
             stop = min(len(text), start + width)
             self.decoded += 1
@@ -234,7 +236,7 @@ class _Block:
             got = self._decode(start)
             if got is self.CUT:
                 return None, start, None
-            if got is not None and got[1] > hit:
+            if isinstance(got, tuple) and got[1] > hit:  # an (object, end), not None
                 return got[0], start, got[1]
         return None, hit, hit + 1
 
@@ -251,7 +253,7 @@ class _Block:
 _ABSENT: Set[tuple] = set()
 
 
-def _identity(path) -> Optional[tuple]:
+def _identity(path: PathOrURL) -> Optional[tuple]:
     """:func:`hta_report.files.version_key` of a local file, None for a URL or
     a file that cannot be stat'ed (its pass is then never skipped)."""
     if is_url(path):
@@ -262,7 +264,7 @@ def _identity(path) -> Optional[tuple]:
         return None
 
 
-def note_absent(path) -> None:
+def note_absent(path: PathOrURL) -> None:
     """Record that every decompressed byte of the local file ``path`` was read
     (by the fast parser, :mod:`.fastparse`) and :data:`NEEDLE` is not among
     them, so that :func:`read_memory_events` skips its pass: the same answer
@@ -275,7 +277,7 @@ def note_absent(path) -> None:
         _ABSENT.add(key)
 
 
-def read_memory_events(path: Union[str, "object"]) -> MemoryEvents:
+def read_memory_events(path: PathOrURL) -> MemoryEvents:
     """Every ``[memory]`` event of the trace at ``path`` (``.json`` or
     ``.json.gz``, a local path or a URL), in file order; none, without
     reading, for a file :func:`note_absent` recorded.

@@ -10,10 +10,11 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Dict, Generator, List, Optional
 
 from .. import progress, workers
 from ..cache import Cache
+from ..files import Location
 
 #: Loaders: ``fast`` (:mod:`hta_report.load.fastparse`) or ``hta`` (HTA's own parser,
 #: the reference; also chosen by ``HTA_REPORT_LOADER=hta``).
@@ -64,7 +65,7 @@ class Parsed:
     """One file's parse: HTA's ``(meta, df, symbol_table)`` or the error raised;
     ``seconds`` of wall time, ``cached`` when read from the parse cache."""
 
-    path: Path
+    path: Location
     result: Optional[tuple] = None
     error: Optional[BaseException] = None
     seconds: float = 0.0
@@ -87,8 +88,8 @@ def _parse_one(path: str, cfg, cache_root: Optional[str], key: Optional[str], n_
     return Parsed(Path(path), result=result, seconds=time.perf_counter() - t0)
 
 
-def parse_files(paths: List[Path], cfg, cache: Optional[Cache] = None, loader: str = "fast",
-                fallback: bool = True, max_bytes: Optional[int] = None) -> Iterator[Parsed]:
+def parse_files(paths: List[Location], cfg, cache: Optional[Cache] = None, loader: str = "fast",
+                fallback: bool = True, max_bytes: Optional[int] = None) -> Generator[Parsed, None, None]:
     """Parse ``paths`` (in that order): cache hits are read, misses parsed with
     :func:`hta_report.load.fastparse.parse_trace_file`, several at once in worker
     processes (one per CPU core) when there are several (a lone large file
@@ -101,11 +102,12 @@ def parse_files(paths: List[Path], cfg, cache: Optional[Cache] = None, loader: s
 
     store = ParseCache(cache) if cache is not None else None
     keys: List[Optional[str]] = []
-    hits: dict = {}
+    hits: Dict[int, Parsed] = {}
     for i, p in enumerate(paths):
-        key = store.key(p, cfg, loader, max_bytes) if store is not None else None
+        # str(p): Cache.digest takes a path or a URL as a string (a URL's UPath is read through its string anyway)
+        key = store.key(str(p), cfg, loader, max_bytes) if store is not None else None
         keys.append(key)
-        if key is not None:
+        if store is not None and key is not None:
             t0 = time.perf_counter()
             got = store.get(key)
             if got is not None:

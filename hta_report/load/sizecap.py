@@ -12,14 +12,14 @@ is still refused from its size on disk, before parsing
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
 from ..errors import TraceError
+from ..files import Location, PathOrURL, size
 from . import validation
 
 
-def precheck_cap(path: Path, max_bytes: int) -> int:
+def precheck_cap(path: Location, max_bytes: int) -> int:
     """The cap to hand :func:`~hta_report.load.validation.check_file`: ``max_bytes``
     for a plain file; for a gzip, one it cannot inflate past, so that the check
     reads only the head and the reader enforces ``max_bytes``."""
@@ -31,17 +31,17 @@ def precheck_cap(path: Path, max_bytes: int) -> int:
         return max_bytes  # check_file names the problem
 
 
-def over_cap(path: Path, max_bytes: int) -> TraceError:
-    """The error for a gzipped trace that inflates past ``max_bytes`` (bytes)."""
+def over_cap(path: PathOrURL, max_bytes: int) -> TraceError:
+    """The error for a gzipped trace (a local path or a URL) that inflates past ``max_bytes`` (bytes)."""
     try:
-        compressed = f"{validation.format_size(Path(path).stat().st_size)} compressed; "
+        compressed = f"{validation.format_size(size(path))} compressed; "
     except OSError:
         compressed = ""
     return TraceError(f"decompresses to more than the --max-trace-size cap of {validation.format_size(max_bytes)} "
-                      f"({compressed}raise the cap to analyze it)", path)
+                      f"({compressed}raise the cap to analyze it)", str(path))
 
 
-def check(path: Path, total: int, max_bytes: Optional[int]) -> None:
+def check(path: PathOrURL, total: int, max_bytes: Optional[int]) -> None:
     """Raise :func:`over_cap`'s error once ``total`` inflated bytes pass ``max_bytes`` (None: no cap)."""
     if max_bytes is not None and total > max_bytes:
         raise over_cap(path, max_bytes)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..files import Location
 from ..model import WorkerWindows
 from .discovery import Inputs, find_trace_files, input_dir, input_label, split_windows
 from .validation import DEFAULT_MAX_TRACE_BYTES
@@ -41,8 +42,8 @@ class RunSpec:
     """
 
     label: str
-    folder: Path
-    files: Tuple[Path, ...]
+    folder: Location
+    files: Tuple[Location, ...]
     windows: Tuple[WorkerWindows, ...] = field(default_factory=tuple)
     recursive: bool = False
     include_last_step: Optional[bool] = None
@@ -52,7 +53,7 @@ class RunSpec:
     ray_address: Optional[str] = None
 
     @property
-    def read_files(self) -> List[Path]:
+    def read_files(self) -> List[Location]:
         """Every file this run reads or names: the traces analyzed, the
         windows set aside, and ``manifest.json`` (no output may replace one)."""
         others = [Path(o) for w in self.windows for o in w.others]

@@ -12,7 +12,6 @@ import copy
 import logging
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import InputError, TraceError, internal_error, one_line
@@ -20,7 +19,7 @@ from ..model import TraceFileInfo, UnreadableTrace
 from .discovery import rank_from_file_name
 from .repair import REPAIRED_NAMES
 from .step_filter import filter_steps
-from ..files import identity
+from ..files import Location, identity
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -205,7 +204,7 @@ def _distributed_rank(meta: dict) -> Tuple[Optional[int], Optional[str]]:
     return None, f"distributedInfo.rank {one_line(shown)[:40]} is not a rank"
 
 
-def assign_ranks(paths: List[Path], metas: List[dict]) -> Tuple[List[int], List[str], List[str]]:
+def assign_ranks(paths: List[Location], metas: List[dict]) -> Tuple[List[int], List[str], List[str]]:
     """Rank of each file: ``distributedInfo.rank`` (an integer, or a string of
     digits), else the file name, else the lowest unused rank in path order
     (with a warning). A ``distributedInfo.rank`` that is present but not a
@@ -234,7 +233,7 @@ def assign_ranks(paths: List[Path], metas: List[dict]) -> Tuple[List[int], List[
         ranks.append(rank)
         sources.append("file name" if rank is not None else "sequential")
 
-    seen: Dict[int, Path] = {}
+    seen: Dict[int, Location] = {}
     for path, rank in zip(paths, ranks):
         if rank is None:
             continue
@@ -259,7 +258,7 @@ def assign_ranks(paths: List[Path], metas: List[dict]) -> Tuple[List[int], List[
     return ranks, sources, warns  # type: ignore[return-value]
 
 
-def rekey(trace, keys: List[int], ranks: List[int], paths: List[Path]) -> None:
+def rekey(trace, keys: List[int], ranks: List[int], paths: List[Location]) -> None:
     """Re-key HTA's per-file dicts of ``trace`` from parse keys to real ranks
     (before alignment and filtering, which HTA does per rank)."""
     trace.traces = {ranks[i]: trace.traces[k] for i, k in enumerate(keys)}
@@ -431,10 +430,11 @@ def shift_exact_times(trace, origin: float) -> None:
             df[EXACT_TS] = df[EXACT_TS] - origin
 
 
-def file_info(path: Path, rank: int, source: str, meta: dict, size_bytes: Optional[int] = None) -> TraceFileInfo:
+def file_info(path: Location, rank: int, source: str, meta: dict, size_bytes: Optional[int] = None) -> TraceFileInfo:
     """What the inventory says of one trace file (``size_bytes``: as stored,
     read from the file when not given)."""
-    info = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+    dist = meta.get("distributedInfo")
+    info = dist if isinstance(dist, dict) else {}
     return TraceFileInfo(
         path=str(path), rank=rank, rank_source=source,
         size_bytes=path.stat().st_size if size_bytes is None else size_bytes,

@@ -31,9 +31,10 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ..errors import TraceError, one_line
+from ..files import Location
 
 #: Default cap on a trace's decompressed size (``--max-trace-size``): 4 GiB.
 DEFAULT_MAX_TRACE_BYTES = 4 * 1024 ** 3
@@ -102,12 +103,12 @@ class FileHead:
     size_bytes: Optional[int]
 
 
-def is_gzip_name(path: Path) -> bool:
+def is_gzip_name(path: Location) -> bool:
     """True for ``*.gz`` file names (any case)."""
     return path.name.lower().endswith(".gz")
 
 
-def check_file(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> FileHead:
+def check_file(path: Location, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> FileHead:
     """Refuse a file that is too large or plainly not a Kineto trace, before parsing.
 
     A ``.json`` over ``max_bytes`` is refused from its size. A ``.json.gz`` is
@@ -134,25 +135,25 @@ def check_file(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> FileHead
         gz = is_gzip_name(path)
         if gz and head and head[:2] != _GZIP_MAGIC:
             raise TraceError("not gzip data although the name ends in .gz (if it is plain JSON, rename it to .json)",
-                             path)
+                             str(path))
         if not gz and head[:2] == _GZIP_MAGIC:
-            raise TraceError("gzip data in a file whose name does not end in .gz (rename it to .json.gz)", path)
+            raise TraceError("gzip data in a file whose name does not end in .gz (rename it to .json.gz)", str(path))
         if not gz:
             if on_disk > max_bytes:
                 raise TraceError(f"is {format_size(on_disk)}, over the --max-trace-size cap of "
-                                 f"{format_size(max_bytes)} (raise the cap to analyze it)", path)
+                                 f"{format_size(max_bytes)} (raise the cap to analyze it)", str(path))
             size: Optional[int] = on_disk
         else:
             head, size = _gzip_head_and_size(path, on_disk, max_bytes)
     except TraceError:
         raise
     except (OSError, EOFError, zlib.error) as exc:
-        raise TraceError(describe_error(exc), path) from exc
-    sniff(head, path, complete=size is not None and size <= len(head))
+        raise TraceError(describe_error(exc), str(path)) from exc
+    sniff(head, str(path), complete=size is not None and size <= len(head))
     return FileHead(head=head, size_bytes=size)
 
 
-def _gzip_head_and_size(path: Path, compressed: int, max_bytes: int) -> Tuple[bytes, Optional[int]]:
+def _gzip_head_and_size(path: Location, compressed: int, max_bytes: int) -> Tuple[bytes, Optional[int]]:
     """The first :data:`HEAD_BYTES` of decompressed text and the decompressed size
     (None when not counted: the file cannot expand past ``max_bytes``).
 
@@ -175,13 +176,13 @@ def _gzip_head_and_size(path: Path, compressed: int, max_bytes: int) -> Tuple[by
             total += len(chunk)
             if total > max_bytes:
                 raise TraceError(f"decompresses to more than the --max-trace-size cap of {format_size(max_bytes)} "
-                                 f"({format_size(compressed)} compressed; raise the cap to analyze it)", path)
+                                 f"({format_size(compressed)} compressed; raise the cap to analyze it)", str(path))
             if not count_all and len(head) >= HEAD_BYTES:
                 return head, None
     return head, total
 
 
-def sniff(head: bytes, path: Path, complete: bool = False) -> None:
+def sniff(head: bytes, path: Union[str, Path], complete: bool = False) -> None:
     """Check the first bytes of a trace's text (see :func:`check_file`).
 
     Args:
@@ -255,22 +256,30 @@ def top_level_keys(text: str) -> List[str]:
     decoder = json.JSONDecoder()
     keys: List[str] = []
     ws = re.compile(r"[ \t\r\n]*")
-    i = ws.match(text, 0).end()
+
+    def skip(at: int) -> int:
+        """The index of the first character at or after ``at`` that is not JSON whitespace."""
+        m = ws.match(text, at)
+        assert m is not None  # a run of zero or more characters matches anywhere
+        return m.end()
+
+    i = skip(0)
     if text[i:i + 1] != "{":
         return keys
     i += 1
     try:
         while True:
-            i = ws.match(text, i).end()
+            i = skip(i)
             if text[i:i + 1] != '"':
                 return keys
-            key, i = json.decoder.scanstring(text, i + 1)
-            i = ws.match(text, i).end()
+            # typeshed's json.decoder lacks scanstring (the C or Python scanner JSONDecoder itself uses)
+            key, i = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]
+            i = skip(i)
             if text[i:i + 1] != ":":
                 return keys
             keys.append(key)
-            _, i = decoder.raw_decode(text, ws.match(text, i + 1).end())
-            i = ws.match(text, i).end()
+            _, i = decoder.raw_decode(text, skip(i + 1))
+            i = skip(i)
             if text[i:i + 1] != ",":
                 return keys
             i += 1
@@ -278,8 +287,8 @@ def top_level_keys(text: str) -> List[str]:
         return keys
 
 
-def decode_text(raw: bytes, path: Path) -> str:
-    """``raw`` as UTF-8 text (a leading byte-order mark is dropped).
+def decode_text(raw: bytes, path: Union[str, Path]) -> str:
+    """``raw`` as UTF-8 text (a leading byte-order mark is dropped); ``path`` is named in errors.
 
     Raises:
         TraceError: not UTF-8 (names the first bad byte and its offset).
@@ -291,8 +300,8 @@ def decode_text(raw: bytes, path: Path) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def check_document(doc: Any, path: Path) -> List[Any]:
-    """Check the top level of a parsed trace.
+def check_document(doc: Any, path: Union[str, Path]) -> List[Any]:
+    """Check the top level of a parsed trace (``path`` is named in errors).
 
     Returns:
         ``doc["traceEvents"]``.

@@ -90,8 +90,9 @@ def run_workload(cfg: WorkloadConfig, prof: Any, ranks: RankInfo) -> Dict[str, A
     dataset = SyntheticDataset(kind, cfg.steps * cfg.batch_size * ranks.world_size,
                                seq_len=SEQ_LEN.get(cfg.name, 32),
                                per_sample_ms=per_sample_ms, seed=cfg.seed)
-    sampler = (DistributedSampler(dataset, ranks.world_size, ranks.rank, shuffle=True,
-                                  seed=cfg.seed) if ranks.distributed else None)
+    sampler: Optional[DistributedSampler[int]] = (
+        DistributedSampler(dataset, ranks.world_size, ranks.rank, shuffle=True, seed=cfg.seed)
+        if ranks.distributed else None)
     loader = DataLoader(dataset, batch_size=cfg.batch_size, shuffle=sampler is None,
                         sampler=sampler, num_workers=cfg.num_workers, pin_memory=pin,
                         drop_last=True, persistent_workers=cfg.num_workers > 0)
