@@ -29,7 +29,7 @@ import re
 import warnings
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional, Protocol, Tuple, Type, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Callable, Iterable, Optional, Protocol, Tuple, Type, TypeVar, Union, cast
 
 from .escape import redact_url
 
@@ -367,3 +367,15 @@ def version_key(p: PathOrURL) -> Tuple[str, int, Optional[float]]:
     loc = location(p)
     st = loc.stat() if isinstance(loc, Path) else _as_oserror(loc.stat)
     return identity(p), st.st_size, getattr(st, "st_mtime_ns", None) or getattr(st, "st_mtime", None)
+
+
+def stored_bytes(paths: Iterable[PathOrURL]) -> int:
+    """The files' sizes as stored (bytes; compressed for a gzip), what the
+    readers count for progress; a file that cannot be sized counts 0."""
+    total = 0
+    for p in paths:
+        try:
+            total += size(p)
+        except OSError:
+            pass
+    return total

@@ -6,8 +6,8 @@ The default one does nothing, so the Python API stays silent.
 
 - on a terminal: a live status line drawn by tqdm (the stage, and while
   traces are parsed the bytes read, of how many, the rate and the time left);
-- elsewhere (a pipe, a CI log): a plain line every :data:`HEARTBEAT_S`
-  seconds while a stage runs (``hta-report: 20 s  parsing 2 files: 1.2 GB
+- elsewhere (a pipe, a CI log): a plain line once a stage has run for
+  :data:`NEW_STAGE_S` seconds, then every :data:`HEARTBEAT_S` seconds while it runs (``hta-report: 20 s  parsing 2 files: 1.2 GB
   of 2.4 GB read (49 %), 61 MB/s``), so that a long parse shows that it moves;
 - with ``verbose``, one line per finished stage with its wall time, wherever
   stderr goes.
@@ -30,6 +30,9 @@ from .escape import terminal
 
 #: Seconds between two plain progress lines when stderr is not a terminal.
 HEARTBEAT_S = 10.0
+#: Seconds a new status message must last before a plain line shows it (then
+#: one line every :data:`HEARTBEAT_S` while it lasts).
+NEW_STAGE_S = 2.0
 #: Seconds between two redraws of the live status line.
 TICK_S = 0.25
 
@@ -96,6 +99,9 @@ class Progress:
         self._t0 = time.monotonic()
         self._bytes0 = 0
         self._expected = 0
+        self._tb0 = self._message_since = time.monotonic()
+        self._shown = ""  # the message of the last plain line
+        self._bytes_depth = -1  # the stage depth whose bytes are shown (-1: none)
         self._last_line = time.monotonic()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -105,7 +111,10 @@ class Progress:
     def update(self, message: str) -> None:
         """Set the status message (shown on the live line and in plain lines)."""
         with self._lock:
-            self.message = terminal(message)[:100]
+            text = terminal(message)[:100]
+            if text != self.message:
+                self._message_since = time.monotonic()
+            self.message = text
             if self._bar is not None:
                 self._bar.set_description_str(self.message, refresh=True)
 
@@ -114,6 +123,7 @@ class Progress:
         stored); progress then shows a share of it and the time left."""
         with self._lock:
             self._bytes0, self._expected = bytes_read(), max(0, int(total))
+            self._tb0, self._bytes_depth = time.monotonic(), self._stages  # shown until this stage ends
             if self._bar is not None:
                 self._bar.reset(total=self._expected or None)
                 self._bar.bar_format = _BAR if self._expected else _NO_TOTAL
@@ -135,6 +145,11 @@ class Progress:
             yield
         finally:
             with self._lock:
+                if self._stages == self._bytes_depth:  # the stage that expected bytes is over
+                    self._bytes_depth = -1
+                    if self._bar is not None:
+                        self._bar.reset(total=None)
+                        self._bar.bar_format = _NO_TOTAL
                 self._stages -= 1
             self.record(name, time.perf_counter() - t0)
 
@@ -176,10 +191,10 @@ class Progress:
         """The plain progress line now: elapsed time, message, bytes."""
         with self._lock:
             elapsed = time.monotonic() - self._t0
-            read = bytes_read() - self._bytes0
+            read = bytes_read() - self._bytes0 if self._bytes_depth >= 0 else 0
             text = f"hta-report: {elapsed:4.0f} s  {self.message or 'working'}"
             if read > 0:
-                rate = read / max(elapsed, 1e-9)
+                rate = read / max(time.monotonic() - self._tb0, 1e-9)
                 if self._expected:
                     share = min(100.0, 100.0 * read / self._expected)
                     text += f": {_size(read)} of {_size(self._expected)} read ({share:.0f} %), {_size(rate)}/s"
@@ -191,11 +206,17 @@ class Progress:
         while not self._stop.wait(TICK_S):
             with self._lock:
                 if self._bar is not None:
-                    self._bar.update(max(0, bytes_read() - self._bytes0 - self._bar.n))
-                elif self.heartbeat is not None and self._stages \
-                        and time.monotonic() - self._last_line >= self.heartbeat:
-                    self._last_line = time.monotonic()
-                    self._write(self.line())
+                    if self._bytes_depth >= 0:
+                        self._bar.update(max(0, bytes_read() - self._bytes0 - self._bar.n))
+                    else:
+                        self._bar.refresh()  # the elapsed time moves
+                elif self.heartbeat is not None and self._stages:
+                    now = time.monotonic()
+                    fresh = self.message != self._shown and now - self._message_since >= min(NEW_STAGE_S,
+                                                                                                self.heartbeat)
+                    if fresh or now - self._last_line >= self.heartbeat:
+                        self._last_line, self._shown = now, self.message
+                        self._write(self.line())
 
     def _write(self, text: str) -> None:
         with self._lock:

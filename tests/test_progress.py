@@ -50,3 +50,19 @@ def test_the_python_api_prints_nothing(capsys):
     add_bytes(123)  # outside a command: nothing shown
     assert progress.current() is progress._NULL
     assert capsys.readouterr().err == ""
+
+
+def test_bytes_are_shown_while_their_stage_runs_only(monkeypatch):
+    monkeypatch.setattr(progress, "TICK_S", 0.01)
+    out = io.StringIO()
+    with using(Progress(stream=out, heartbeat=0.05)) as p:
+        with p.stage("parse 1 file(s) in all"):
+            p.expect_bytes(1_000_000)
+            add_bytes(1_000_000)
+            time.sleep(0.15)
+        with p.stage("analyze rank 0"):
+            time.sleep(0.15)
+    lines = out.getvalue().splitlines()
+    assert any("parse 1 file(s) in all...: 1.0 MB of 1.0 MB read (100 %)" in line for line in lines), lines
+    assert [line for line in lines if "analyze rank 0" in line] and \
+        all("read" not in line for line in lines if "analyze rank 0" in line), lines

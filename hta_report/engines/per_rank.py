@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, List, Sequence, Tuple, Union
 
 from .. import progress
 from ..errors import TraceError
+from ..files import stored_bytes
 from ..model import AnalysisResult, RankResult, TraceFileInfo, UnreadableTrace
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ def measure(spec: "RunSpec", runner: RankRunner) -> AnalysisResult:
     stages = progress.current()
     paths = list(spec.files)
     with stages.stage(runner.parse_stage.format(n=len(paths))):
+        stages.expect_bytes(stored_bytes(paths))
         parsed = runner.parse(paths)
     unreadable: List[UnreadableTrace] = []
     good: List[int] = []

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple, Union
 from .. import progress, workers
 from ..cache import Cache
 from ..errors import TraceError, internal_error
-from ..files import Location
+from ..files import Location, stored_bytes
 from ..model import UnreadableTrace
 from . import sizecap, validation
 from .discovery import Inputs, find_trace_files, input_dir, input_label
@@ -88,6 +88,7 @@ def load_traces(
     with quiet_hta():
         trace = new_trace(loader)
         with progress.current().stage(f"parse {len(candidates)} file(s) in all"):
+            progress.current().expect_bytes(stored_bytes(candidates))
             good, notes = _parse_into(trace, candidates, loader, cache, unreadable, max_trace_bytes)
         keys = [k for k, _ in good]
         paths = [p for _, p in good]

@@ -38,6 +38,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from .. import progress
 from ..errors import TraceError
 from . import sizecap
 from .compat import correlation_to_index, is_legacy_annotation, modern_category
@@ -198,6 +199,9 @@ class _Buffer:
         self.path = path
         self.gz = path.endswith(".gz")
         self.fh = open_text_stream(path)  # a local path or a URL (fsspec); ISA-L inflate when installed
+        #: the file as stored (under the gzip reader), whose position is the progress in bytes
+        self._stored_fh: Any = getattr(self.fh, "fileobj", None) if self.gz else None
+        self._stored = 0
         self.max_bytes = max_bytes if self.gz else None
         self.total = 0
         self.buf = bytearray(BLOCK_BYTES + 1)
@@ -254,7 +258,22 @@ class _Buffer:
         self.end += n
         self.eof = n == 0
         self.total += n
+        self._count_stored(n)
         sizecap.check(self.path, self.total, self.max_bytes)
+
+    def _count_stored(self, n: int) -> None:
+        """Add the bytes of the file as stored that this block consumed to the
+        run's progress (:func:`hta_report.progress.add_bytes`): ``n`` for a
+        plain file, the compressed reader's advance for a gzip."""
+        if not self.gz:
+            progress.add_bytes(n)
+            return
+        try:
+            pos = int(self._stored_fh.tell()) if self._stored_fh is not None else self._stored
+        except (OSError, ValueError, AttributeError, TypeError):
+            return
+        progress.add_bytes(pos - self._stored)
+        self._stored = pos
 
     def data(self) -> bytes:
         return bytes(self.buf[self.start:self.end])
