@@ -385,7 +385,7 @@ def test_no_cache_touches_default_cache_dir(tmp_path, monkeypatch, run_cli):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     path = shared("cpu_only")
     assert run_cli("analyze", path, "-o", tmp_path / "r.html", "-q", "--no-cache")[0] == 0
-    assert not (tmp_path / "xdg").exists()
+    assert not (tmp_path / "xdg" / "hta-report").exists()  # (matplotlib may keep its font list beside it)
     assert run_cli("analyze", path, "-o", tmp_path / "r.html", "-q")[0] == 0
     assert list((tmp_path / "xdg" / "hta-report").glob("*/*"))
 
