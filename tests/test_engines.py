@@ -4,7 +4,7 @@
   --num-cpus 2``, stopped after) gives the JSON result of ``--engine local``
   on 16 ranks (real traces given their own ``distributedInfo.rank``), an
   unreadable rank included, and ``-v`` shows the Ray stages; skipped when
-  Ray is not installed (``pip install "hta-report[ray]"``);
+  Ray is not installed (``pip install "ray>=2.10"``);
 - without Ray, ``--engine ray`` is a one-line error;
 - traces addressed by URL (fsspec's ``memory://`` and ``file://``) give the
   result of the same files by path.
@@ -111,7 +111,7 @@ def test_ray_engine_without_ray_is_one_line(tmp_path, monkeypatch, run_cli):
     code, _, err = run_cli("analyze", shared("cpu_only"), "-o", tmp_path / "r.html", "--engine", "ray", "--no-cache")
     assert code == 1
     assert err.strip().splitlines() == [
-        'hta-report: error: --engine ray needs Ray, which is not installed: pip install "hta-report[ray]"']
+        'hta-report: error: --engine ray needs Ray, which is not installed: pip install "ray>=2.10"']
     assert not (tmp_path / "r.html").exists()
 
 

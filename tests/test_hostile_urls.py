@@ -381,7 +381,7 @@ def test_http_with_a_login_end_to_end(tmp_path, http_server):
 # --- item 10: an unreachable Ray address ends in seconds, in one line ----------------------------------------------
 
 ray_installed = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                                   reason="Ray is not installed (pip install \"hta-report[ray]\")")
+                                   reason="Ray is not installed (pip install \"ray>=2.10\")")
 
 
 @ray_installed

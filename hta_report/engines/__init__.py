@@ -50,7 +50,7 @@ def measure(spec, cache: Optional[Cache]) -> AnalysisResult:
         import importlib.util
 
         if importlib.util.find_spec("ray") is None:
-            raise InputError("--engine ray needs Ray, which is not installed: pip install \"hta-report[ray]\"")
+            raise InputError("--engine ray needs Ray, which is not installed: pip install \"ray>=2.10\"")
         from . import ray_engine
 
         return ray_engine.measure(spec, cache)
