@@ -10,7 +10,7 @@ already claimed by another finding, or "not checked" with what the traces lack.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, COMMUNICATION_STEP, CPU_SIDE_STEP, MEMCPY_STEP,
                      STEP_TIMES_STEP, WINDOWS_STEP, AnalysisResult, Finding, RankGain, RankResult)
@@ -33,8 +33,9 @@ DOCS_PROFILER = "https://pytorch.org/tutorials/recipes/recipes/profiler_recipe.h
 FIRED, FINE, COVERED, NOT_CHECKED, DISABLED = CHECK_STATUSES  # the model lists them, in this order
 
 #: Run phases: the trace window first, then specific causes, then general
-#: causes (what is left of host time, step outliers), then the symptoms.
-WINDOW, CAUSE, GENERAL, SYMPTOM = 0, 1, 2, 3
+#: causes (what is left of host time, compute), then the residual rules (step
+#: outliers: the time no cause claimed), then the symptoms.
+WINDOW, CAUSE, GENERAL, RESIDUAL, SYMPTOM = 0, 1, 2, 3, 4
 
 
 @dataclass
@@ -91,7 +92,8 @@ class Rule:
         doc_url: documentation of the fix.
         check: the rule function.
         phase: when it runs (:data:`WINDOW`, :data:`CAUSE`, :data:`GENERAL`,
-            :data:`SYMPTOM`); within a phase, in rule-number order. Symptom
+            :data:`RESIDUAL`, :data:`SYMPTOM`); within a phase, in rule-number
+            order (``claims.check_order`` checks it against who owns which time). Symptom
             rules describe GPU idle time that no cause explains; at most one
             of them gives a finding.
         needs: the analysis steps (``RankResult.failures`` names) whose
@@ -202,6 +204,141 @@ def make_finding(cfg: AdviceConfig, hits: Sequence[RankResult], claims: Claims, 
     what = of_step(worst)
     return Verdict(FIRED, f"{gain_pct:.1f} % {what} at stake", f,
                    claims={rank: dict(parts) for rank, parts in claims.items()})
+
+
+#: How many ranks a finding's evidence shows (the worst first).
+EVIDENCE_RANKS = 8
+
+#: Where a rule's time is claimed from: the same pools on every rank, or each rank's own.
+Pools = Union[Sequence[str], Callable[[RankResult], Sequence[str]]]
+
+
+def pools_on(pools: Pools, r: RankResult) -> Sequence[str]:
+    """``pools`` on rank ``r``: the list itself, or what the function gives for ``r``."""
+    return pools(r) if callable(pools) else pools
+
+
+def per_step(total: float, steps: int) -> float:
+    """A figure summed over a rank's analyzed windows (µs, a count) per window.
+
+    ``steps`` is how many windows the total covers (``RankResult.steps_used``,
+    ``CpuSide.steps_used``); 0, as ``CpuSide`` has it without ``ProfilerStep``,
+    means the whole trace was the one window, so the total is its own per-step
+    figure. Only for totals over the analyzed windows: a whole-trace figure
+    (``MemcpyDirection``'s counts, bytes and times, a kernel's ``total_us``)
+    also holds the warm-up step and what lies outside the steps, so dividing
+    it by the steps would be wrong; the rules show those as "in the trace".
+    """
+    return total / max(steps, 1)
+
+
+def step_shares(ranks: Iterable[RankResult], us: Callable[[RankResult], float]) -> Dict[int, float]:
+    """Rank -> ``us(r)`` as % of its step (:func:`pct_of_step`)."""
+    return {r.rank: pct_of_step(us(r), r) for r in ranks}
+
+
+def worst_first(ranks: Iterable[RankResult], key: Callable[[RankResult], float]) -> List[RankResult]:
+    """``ranks`` by ``key``, largest first (ranks with equal keys keep their order)."""
+    return sorted(ranks, key=key, reverse=True)
+
+
+def largest(ranks: Iterable[RankResult], share: Mapping[int, float]) -> RankResult:
+    """The rank with the largest ``share`` (rank -> value; the first of equals)."""
+    return max(ranks, key=lambda r: share[r.rank])
+
+
+def up_to(ranks: Iterable[RankResult], share: Mapping[int, float]) -> str:
+    """``"up to 3.2 % of the step"``: the largest ``share`` (% of the step) of ``ranks``."""
+    w = largest(ranks, share)
+    return f"up to {share[w.rank]:.1f} % {of_step(w)}"
+
+
+def shares_over(ranks: Sequence[RankResult], us: Callable[[RankResult], float], threshold: float,
+                strict: bool = False) -> Tuple[Dict[int, float], List[RankResult]]:
+    """Each rank's ``us(r)`` as % of its step (:func:`step_shares`), and the
+    ranks whose share is at least ``threshold`` % (above it when ``strict``),
+    the largest share first."""
+    share = step_shares(ranks, us)
+    return share, worst_first([r for r in ranks if share[r.rank] > threshold
+                               or (not strict and share[r.rank] == threshold)], lambda r: share[r.rank])
+
+
+def evidence_lines(hits: Sequence[RankResult], line: Callable[[RankResult], str]) -> List[str]:
+    """``line(r)`` for the first :data:`EVIDENCE_RANKS` ranks of ``hits`` (worst first)."""
+    return [line(r) for r in hits[:EVIDENCE_RANKS]]
+
+
+@dataclass
+class Claimed:
+    """A rule's claims on the ranks where its condition holds (:func:`claim`).
+
+    Attributes:
+        hits: the ranks the finding names, worst first: those where it claims
+            time, and those whose time no other finding holds (their own is 0,
+            or the copies overlapped compute...).
+        claims: rank -> pool -> µs per step, for :attr:`hits`.
+        held: the ranks left out: their time is all claimed by other
+            findings already, which :meth:`covered` names.
+        what: what the rule measured, in words, for :meth:`covered`.
+    """
+
+    fired: Ledger
+    pools: Pools
+    hits: List[RankResult]
+    claims: Dict[int, Dict[str, float]]
+    held: List[RankResult]
+    what: str = ""
+
+    @property
+    def worst(self) -> RankResult:
+        """The first rank of :attr:`hits` (of :attr:`held` when none is left)."""
+        return (self.hits or self.held)[0]
+
+    def us(self, r: RankResult) -> float:
+        """What the rule claims on rank ``r`` (µs per step)."""
+        return sum(self.claims.get(r.rank, {}).values())
+
+    def covered(self, what: str = "") -> Verdict:
+        """The ``covered`` verdict: ``what`` the rule measured (default
+        :attr:`what`) and the findings that hold its time on :attr:`held`."""
+        ranks = self.held or self.hits
+        pools: List[str] = []
+        for r in ranks:
+            pools += [p for p in pools_on(self.pools, r) if p not in pools]
+        return covered_by(self.fired, ranks, pools, what or self.what)
+
+    def verdict(self, cfg: AdviceConfig, title: str, evidence: List[str], fix: str,
+                ranks: Optional[List[int]] = None) -> Verdict:
+        """The finding (:func:`make_finding` on :attr:`hits` with :attr:`claims`),
+        or :meth:`covered` (by :attr:`what`, else ``title``) when other
+        findings hold the time of every rank."""
+        if not self.hits:
+            return self.covered(self.what or title)
+        return make_finding(cfg, self.hits, self.claims, title, evidence, fix, ranks=ranks)
+
+
+def claim(fired: Ledger, hits: Sequence[RankResult], pools: Pools, gain_us: Callable[[RankResult], float],
+          what: str = "") -> Claimed:
+    """Claim ``gain_us(r)`` µs per step from ``pools`` on each rank of ``hits``
+    (:meth:`~hta_report.rules.claims.Ledger.take`, which defers to owners by
+    :data:`~hta_report.rules.claims.OWNERSHIP`). A rank whose time is all
+    held by other findings (a positive ``gain_us``, nothing left to claim,
+    and another finding claimed in its pools there) is left out of the
+    finding: the same time, or the same events, are not named twice. With no
+    rank left, :meth:`Claimed.verdict` is ``covered``, saying ``what`` the
+    rule measured and which findings hold its time."""
+    every = claim_each(fired, hits, pools, gain_us)
+    held = [r for r in hits if not every[r.rank] and gain_us(r) > 0 and fired.claimers(r.rank, pools_on(pools, r))]
+    kept = [r for r in hits if all(r.rank != h.rank for h in held)]
+    return Claimed(fired=fired, pools=pools, hits=kept, claims={r.rank: every[r.rank] for r in kept}, held=held,
+                   what=what)
+
+
+def claim_each(fired: Ledger, ranks: Iterable[RankResult], pools: Pools,
+               gain_us: Callable[[RankResult], float]) -> Dict[int, Dict[str, float]]:
+    """Rank -> what :meth:`~hta_report.rules.claims.Ledger.take` gives of
+    ``gain_us(r)`` µs per step from ``pools`` on it (an empty claim included)."""
+    return {r.rank: fired.take(r, pools_on(pools, r), gain_us(r)) for r in ranks}
 
 
 def complete(f: Finding, r: Rule, cfg: AdviceConfig) -> Finding:

@@ -5,8 +5,9 @@ import statistics
 from typing import List
 
 from ..model import COMM_OVERLAP_STEP, AnalysisResult, RankResult
-from .base import DOCS_DDP, Fired, Verdict, fine, make_finding, ms, not_checked, of_step, pct_of_step, per, rule
-from .claims import POOLS
+from .base import (DOCS_DDP, Fired, Verdict, claim, claim_each, evidence_lines, fine, make_finding, ms, not_checked,
+                   of_step, pct_of_step, per, rule, shares_over, up_to, worst_first)
+from .claims import claimable_by
 from .config import AdviceConfig
 
 
@@ -27,25 +28,26 @@ def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fire
     ranks = [r for r in result.ranks if r.has_gpu and r.comm.kernel_count]
     if not ranks:
         return not_checked("no communication kernels (nccl*) in the traces")
-    val = {r.rank: pct_of_step(exposed_transfer_us(r), r) for r in ranks}
-    hits = sorted([r for r in ranks if val[r.rank] > cfg.exposed_comm_pct], key=lambda r: -val[r.rank])
+    val, hits = shares_over(ranks, exposed_transfer_us, cfg.exposed_comm_pct, strict=True)
     if not hits:
-        w = max(ranks, key=lambda r: val[r.rank])
-        return fine(f"exposed communication up to {val[w.rank]:.1f} % {of_step(w)}")
+        return fine(f"exposed communication {up_to(ranks, val)}")
     worst = hits[0]
     alone = len(ranks) < 2
-    evidence = [f"rank {r.rank}: communication with no compute running {ms(r.comm.exposed_us_per_step)} {per(r)} "
-                f"({pct_of_step(r.comm.exposed_us_per_step, r):.1f} % {of_step(r)}), of which waiting for other ranks "
-                + ("unknown (one rank in the directory)" if alone else ms(r.comm.sync_wait_us_per_step))
-                + f"; {r.comm.overlap_pct:.1f} % of communication overlaps compute (HTA)" for r in hits[:8]]
     fix = ("model = DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True)\n"
            "with model.no_sync():   # during gradient accumulation micro-steps\n"
            "    loss.backward()\n"
            "# raise the batch size per GPU; FSDP: forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE")
-    claims = {r.rank: fired.take(r, ["comm:exposed"], exposed_transfer_us(r)) for r in hits}
-    return make_finding(cfg, hits, claims,
-                        f"Overlap communication with compute: {val[worst.rank]:.0f} % {of_step(worst)} is exposed "
-                        f"communication", evidence, fix)
+    return claim(fired, hits, ["comm:exposed"], exposed_transfer_us).verdict(
+        cfg, f"Overlap communication with compute: {val[worst.rank]:.0f} % {of_step(worst)} is exposed communication",
+        evidence_lines(hits, lambda r: _exposed_evidence(r, alone)), fix)
+
+
+def _exposed_evidence(r: RankResult, alone: bool) -> str:
+    """C16's line for ``r`` (``alone``: the only rank in the directory, so its wait is unknown)."""
+    return (f"rank {r.rank}: communication with no compute running {ms(r.comm.exposed_us_per_step)} {per(r)} "
+            f"({pct_of_step(r.comm.exposed_us_per_step, r):.1f} % {of_step(r)}), of which waiting for other ranks "
+            + ("unknown (one rank in the directory)" if alone else ms(r.comm.sync_wait_us_per_step))
+            + f"; {r.comm.overlap_pct:.1f} % of communication overlaps compute (HTA)")
 
 
 def wait_pools(r: RankResult) -> List[str]:
@@ -65,7 +67,9 @@ def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
     communication kernels on GPU ranks, host time in collective ops such as
     ``gloo:all_reduce`` on ranks without them), or mean step times differ
     across ranks. The gain is the larger of the biggest wait and the slowest
-    rank's excess over the median step. Synchronous data parallelism makes
+    rank's excess over the median step (claimed from the pools
+    ``claims.OWNERSHIP`` lets it take: not those of causes that run after
+    it). Synchronous data parallelism makes
     step times equal, so without collectives in the traces the rule cannot
     see a straggler: it then says "not checked" unless step times differ."""
     ranks = [r for r in result.ranks if r.steps_used and r.window_us > 0]
@@ -98,11 +102,13 @@ def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
                         f"for a slower rank): {waits}")
         evidence.append(f"rank {straggler.rank} waits least: the others wait for it")
         waiting = [r for r in with_coll if pct_of_step(r.comm.sync_wait_us_per_step, r) >= 1.0] or [waiter]
-        claims = {r.rank: fired.take(r, wait_pools(r), r.comm.sync_wait_us_per_step) for r in waiting}
+        claims = claim_each(fired, waiting, wait_pools, lambda r: r.comm.sync_wait_us_per_step)
         hits = waiting
     else:
         evidence.append(f"rank {slowest.rank}'s step is {ms(spread_us)} longer than the median ({ms(median_step)})")
-        claims = {slowest.rank: fired.take(slowest, list(POOLS), spread_us)}
+        # the slowest rank's extra time, from the pools the straggler may claim (claims.OWNERSHIP):
+        # not those of causes that run after it (the optimizer, zero_grad, compute)
+        claims = {slowest.rank: fired.take(slowest, claimable_by("rank-straggler"), spread_us)}
         hits = [slowest]
     fix = (f"# find why rank {straggler.rank} is slower: compare its section of this report with the others\n"
            "# (DataLoader wait, CPU contention, GPU clocks); uneven inputs: bucket samples by length, e.g.\n"
@@ -135,9 +141,10 @@ def data_parallel(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ve
     hits = [r for r in ranks if r.cpu.data_parallel_calls_per_step > 0]
     if not hits:
         return fine("no DataParallel.forward")
-    evidence = [f"rank {r.rank}: {r.cpu.data_parallel_calls_per_step:.1f} DataParallel.forward {per(r)}, "
-                f"{ms(r.cpu.data_parallel_us_per_step)} of host time; devices: "
-                f"{', '.join(sorted(set(r.device_names))) or 'not recorded'} ({len(r.device_names)})" for r in hits[:8]]
+    evidence = evidence_lines(hits, lambda r: (
+        f"rank {r.rank}: {r.cpu.data_parallel_calls_per_step:.1f} DataParallel.forward {per(r)}, "
+        f"{ms(r.cpu.data_parallel_us_per_step)} of host time; devices: "
+        f"{', '.join(sorted(set(r.device_names))) or 'not recorded'} ({len(r.device_names)})"))
     evidence.append("no gain estimate: DataParallel's replication and single-process threads are not separable "
                     "in one trace")
     fix = ("# one process per GPU: torchrun --nproc-per-node=NUM_GPUS train.py\n"
@@ -160,14 +167,14 @@ def non_nccl_backend(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
     gpu = [r for r in ranks if r.has_gpu]
     if not gpu:
         return not_checked("no GPU activity (a CPU backend is right for CPU training)")
-    hits = sorted([r for r in gpu if str(backend[r.rank]).lower() != "nccl"],
-                  key=lambda r: -r.comm.cpu_collective_us_per_step)
+    hits = worst_first([r for r in gpu if str(backend[r.rank]).lower() != "nccl"],
+                       lambda r: r.comm.cpu_collective_us_per_step)
     if not hits:
         return fine(f"backend {backend[gpu[0].rank]}")
     worst = hits[0]
-    evidence = [f"rank {r.rank}: distributedInfo.backend = {backend[r.rank]} with GPU activity; host time in "
-                f"collective ops {ms(r.comm.cpu_collective_us_per_step)} {per(r)}" for r in hits[:8]]
+    evidence = evidence_lines(hits, lambda r: (
+        f"rank {r.rank}: distributedInfo.backend = {backend[r.rank]} with GPU activity; host time in collective ops "
+        f"{ms(r.comm.cpu_collective_us_per_step)} {per(r)}"))
     fix = "dist.init_process_group(backend=\"nccl\")   # collectives on the GPU, over NVLink/InfiniBand"
-    claims = {r.rank: fired.take(r, ["idle:host_ops"], r.comm.cpu_collective_us_per_step) for r in hits}
-    return make_finding(cfg, hits, claims, f"Use the NCCL backend on GPUs (found {backend[worst.rank]})", evidence,
-                        fix)
+    return claim(fired, hits, ["idle:host_ops"], lambda r: r.comm.cpu_collective_us_per_step).verdict(
+        cfg, f"Use the NCCL backend on GPUs (found {backend[worst.rank]})", evidence, fix)

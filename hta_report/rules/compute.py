@@ -3,9 +3,27 @@ from __future__ import annotations
 
 from ..model import TENSOR_CORES_STEP, AnalysisResult, RankResult
 from ..names import short_names
-from .base import (DOCS_AMP, GENERAL, Fired, Verdict, covered_by, fine, make_finding, ms, not_checked, of_step,
-                   pct_of_step, per, rule)
+from .base import (DOCS_AMP, GENERAL, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step,
+                   pct_of_step, per, rule, worst_first)
 from .config import AdviceConfig
+
+
+def _major(r: RankResult) -> int:
+    """The rank's ``computeMajor`` (-1 when the trace has none)."""
+    major = r.tensor_cores.compute_major
+    return -1 if major is None else major
+
+
+def _tensor_core_evidence(r: RankResult) -> str:
+    tc = r.tensor_cores
+    shown = tc.top_non_tensor_core[:2]
+    labels = short_names([k.name for k in shown])
+    top = "; ".join(f"{labels[k.name]} ({ms(k.total_us)} in the trace)" for k in shown)
+    share = (f" ({tc.eligible_ops_kernel_pct:.0f} % of kernel time is launched by Tensor-Core-eligible ops, as "
+             "the TensorBoard profiler counts it)" if tc.eligible_ops_kernel_pct else "")
+    return (f"rank {r.rank} (computeMajor {tc.compute_major}): GEMM/convolution kernels "
+            f"{ms(tc.eligible_us_per_step)} {per(r)}{share}, {tc.tensor_core_pct:.1f} % on Tensor Cores; "
+            f"largest: {top}")
 
 
 def non_tensor_core_us(r: RankResult) -> float:
@@ -22,8 +40,11 @@ def non_tensor_core_us(r: RankResult) -> float:
 def tensor_cores_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C12: on NVIDIA GPUs with ``computeMajor`` >= 7, GEMM/convolution kernels
     spend less than ``tensor_core_pct`` of their time in Tensor Core kernels.
-    The gain bound is their non-Tensor-Core time (after the misaligned
-    16-bit GEMMs of C13, which claim their kernels first)."""
+    The gain bound is their non-Tensor-Core time, claimed from the step's
+    kernel time (the ``compute`` pool, which C12 owns; C13's misaligned
+    GEMMs and C22's zero_grad kernels claim theirs first). The pool does not
+    tell kernels apart: the ledger keeps the claims within the kernel time,
+    not a misaligned GEMM that runs without Tensor Cores out of both."""
     gpu = [r for r in result.ranks if r.has_gpu]
     if not gpu:
         return not_checked("no GPU activity in the traces")
@@ -32,36 +53,22 @@ def tensor_cores_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
         if not any(r.tensor_cores.compute_major is not None for r in gpu):
             return not_checked("no NVIDIA deviceProperties.computeMajor in the traces")
         return not_checked("no GEMM or convolution kernels in the analyzed steps")
-    hits = sorted([r for r in ranks if r.tensor_cores.compute_major >= cfg.tensor_core_min_major
-                   and r.tensor_cores.tensor_core_pct < cfg.tensor_core_pct], key=lambda r: -non_tensor_core_us(r))
+    hits = worst_first([r for r in ranks if _major(r) >= cfg.tensor_core_min_major
+                        and r.tensor_cores.tensor_core_pct < cfg.tensor_core_pct], non_tensor_core_us)
     if not hits:
         return fine(f"Tensor Core share of GEMM/convolution time at least "
                     f"{min(r.tensor_cores.tensor_core_pct for r in ranks):.0f} % "
-                    f"(computeMajor {max(r.tensor_cores.compute_major for r in ranks)})")
-    claims = {r.rank: fired.take(r, ["compute"], non_tensor_core_us(r)) for r in hits}
-    if not any(claims.values()):
-        return covered_by(fired, hits, ["compute"], "GEMM/convolution kernels without Tensor Cores")
-    worst = hits[0]
-    evidence = []
-    for r in hits[:8]:
-        tc = r.tensor_cores
-        shown = tc.top_non_tensor_core[:2]
-        labels = short_names([k.name for k in shown])
-        top = "; ".join(f"{labels[k.name]} ({ms(k.total_us)} in the trace)" for k in shown)
-        share = (f" ({tc.eligible_ops_kernel_pct:.0f} % of kernel time is launched by Tensor-Core-eligible ops, as "
-                 "the TensorBoard profiler counts it)" if tc.eligible_ops_kernel_pct else "")
-        evidence.append(f"rank {r.rank} (computeMajor {tc.compute_major}): GEMM/convolution kernels "
-                        f"{ms(tc.eligible_us_per_step)} {per(r)}{share}, {tc.tensor_core_pct:.1f} % on Tensor Cores; "
-                        f"largest: {top}")
+                    f"(computeMajor {max(_major(r) for r in ranks)})")
+    c = claim(fired, hits, ["compute"], non_tensor_core_us, "GEMM/convolution kernels without Tensor Cores")
     fix = ("with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16):   # Ampere or newer\n"
            "    loss = loss_fn(model(x), y)\n"
            "# Volta/Turing: dtype=torch.float16 with torch.amp.GradScaler(\"cuda\")\n"
            "# or keep float32 and allow TF32 matmuls on Ampere or newer:\n"
            "torch.set_float32_matmul_precision(\"high\")")
-    pct = pct_of_step(sum(claims[worst.rank].values()), worst)
-    return make_finding(cfg, hits, claims,
-                        f"Use Tensor Cores (bf16/fp16 autocast or TF32): {pct:.0f} % {of_step(worst)} is "
-                        f"GEMM/convolution without them", evidence, fix)
+    worst = c.worst
+    return c.verdict(cfg, f"Use Tensor Cores (bf16/fp16 autocast or TF32): {pct_of_step(c.us(worst), worst):.0f} % "
+                          f"{of_step(worst)} is GEMM/convolution without them",
+                     evidence_lines(c.hits, _tensor_core_evidence), fix)
 
 
 @rule("misaligned-gemm", "C13", "16-bit GEMMs with dimensions not multiples of 8",
@@ -79,15 +86,18 @@ def misaligned_gemm(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> 
         return not_checked("no input shapes in the traces (profile with record_shapes=True)")
     if not any(r.tensor_cores.half_gemm_ops_per_step for r in ranks):
         return not_checked("no fp16/bf16 GEMM ops in the analyzed steps")
-    hits = sorted([r for r in ranks if r.tensor_cores.misaligned_ops_per_step > 0],
-                  key=lambda r: -r.tensor_cores.misaligned_us_per_step)
+    hits = worst_first([r for r in ranks if r.tensor_cores.misaligned_ops_per_step > 0],
+                       lambda r: r.tensor_cores.misaligned_us_per_step)
     if not hits:
         return fine("every fp16/bf16 GEMM has dimensions that are multiples of 8")
-    evidence = [f"rank {r.rank}: {r.tensor_cores.misaligned_ops_per_step:.0f} of "
-                f"{r.tensor_cores.half_gemm_ops_per_step:.0f} fp16/bf16 GEMM ops {per(r)} are misaligned, their kernels "
-                f"{ms(r.tensor_cores.misaligned_us_per_step)} {per(r)}; e.g. "
-                + "; ".join(r.tensor_cores.misaligned_examples[:2]) for r in hits[:8]]
     fix = ("# pad hidden sizes, vocabulary and batch*sequence to multiples of 8 (64 helps on newer GPUs):\n"
            "vocab_size = (vocab_size + 63) // 64 * 64")
-    claims = {r.rank: fired.take(r, ["compute"], r.tensor_cores.misaligned_us_per_step) for r in hits}
-    return make_finding(cfg, hits, claims, "Pad fp16/bf16 GEMM dimensions to multiples of 8", evidence, fix)
+    return claim(fired, hits, ["compute"], lambda r: r.tensor_cores.misaligned_us_per_step).verdict(
+        cfg, "Pad fp16/bf16 GEMM dimensions to multiples of 8", evidence_lines(hits, _misaligned_evidence), fix)
+
+
+def _misaligned_evidence(r: RankResult) -> str:
+    tc = r.tensor_cores
+    return (f"rank {r.rank}: {tc.misaligned_ops_per_step:.0f} of {tc.half_gemm_ops_per_step:.0f} fp16/bf16 GEMM ops "
+            f"{per(r)} are misaligned, their kernels {ms(tc.misaligned_us_per_step)} {per(r)}; e.g. "
+            + "; ".join(tc.misaligned_examples[:2]))

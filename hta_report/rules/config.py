@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Collection, Dict, List, Mapping, Optional
@@ -170,7 +171,7 @@ class AdviceConfig:
 UNBOUNDED_PCT = frozenset({"straggler_pct"})
 
 
-def _threshold(key: Any, name: str, value: Any, want_int: bool, source: str):
+def _threshold(key: Any, name: str, value: Any, want_int: bool, source: str) -> float | int:
     """``value`` of the threshold ``name`` (``key`` as written), checked: a
     number (an integer where ``want_int``), finite, not negative, and at most
     100 for a ``_pct`` share (every ``_pct`` field but :data:`UNBOUNDED_PCT`).
@@ -196,7 +197,7 @@ def _threshold(key: Any, name: str, value: Any, want_int: bool, source: str):
     return int(value) if want_int else float(value)
 
 
-def load_config(path: Optional[os.PathLike | str] = None, cwd: Optional[os.PathLike | str] = None,
+def load_config(path: Optional[os.PathLike[str] | str] = None, cwd: Optional[os.PathLike[str] | str] = None,
                 rule_ids: Optional[Collection[str]] = None) -> AdviceConfig:
     """The effective configuration.
 
@@ -217,27 +218,42 @@ def load_config(path: Optional[os.PathLike | str] = None, cwd: Optional[os.PathL
             key or rule id, or a threshold out of range (NaN, infinite,
             negative, a percentage above 100).
     """
-    import tomllib
-
     if path is None:
         candidate = Path(cwd or os.getcwd()) / "pyproject.toml"
         if not candidate.is_file():
             return AdviceConfig()
-        data = _read_toml(candidate, tomllib)
+        data = _read_toml(candidate)
         table = data.get("tool", {}).get("hta-report")
         return AdviceConfig.from_mapping(table, f"{candidate} [tool.hta-report]", rule_ids) if table else AdviceConfig()
     p = Path(path)
     if not p.is_file():
         raise InputError("configuration file not found", p)
-    data = _read_toml(p, tomllib)
+    data = _read_toml(p)
     table = data.get("tool", {}).get("hta-report") if isinstance(data.get("tool"), dict) else None
     return AdviceConfig.from_mapping(table if table is not None else data, str(p), rule_ids)
 
 
-def _read_toml(path: Path, tomllib) -> Dict[str, Any]:
+def _read_toml(path: Path) -> Dict[str, Any]:
+    """The TOML file at ``path`` as a dict (``tomllib``; on Python 3.10, its
+    backport ``tomli`` when installed).
+
+    Raises:
+        InputError: the file cannot be read or is not valid TOML, or Python
+            3.10 lacks ``tomli``.
+    """
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        try:
+            # tomli: the Python 3.10 backport of tomllib, not a dependency (nor installed where mypy runs)
+            import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+        except ImportError:
+            raise InputError("reading a TOML configuration needs Python 3.11 or, on Python 3.10, "
+                             "`pip install tomli`", path) from None
     try:
         with path.open("rb") as fh:
-            return tomllib.load(fh)
+            data: Dict[str, Any] = tomllib.load(fh)
+            return data
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"not valid TOML ({exc})", path) from exc
     except OSError as exc:

@@ -1,27 +1,68 @@
-"""Copy rules: C3 pageable memory, C4 blocking copies, C15 exposed memcpy."""
+"""Copy rules: C3 pageable memory, C4 blocking copies, C15 exposed memcpy.
+
+A copy's time belongs to the rule of its kind (``claims.OWNERSHIP``): a copy
+from pageable memory to C3, with all it costs (the idle after its blocking
+``cudaMemcpyAsync``, and after the copy op that waits for it); the other
+copies of blocking copy ops to C4; every other exposed copy to C15.
+"""
 from __future__ import annotations
 
+from typing import List
+
 from ..model import AnalysisResult, RankResult
-from .base import DOCS_PINNED, Fired, Verdict, fine, make_finding, ms, not_checked, of_step, pct_of_step, per, rule
+from .base import (DOCS_PINNED, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step, per, rule,
+                   shares_over, up_to, worst_first)
 from .config import AdviceConfig
 
 
-def _gpu(result: AnalysisResult):
+def _gpu(result: AnalysisResult) -> List[RankResult]:
     return [r for r in result.ranks if r.has_gpu]
+
+
+def all_pageable_to_device(r: RankResult) -> bool:
+    """True when every copy to the device on ``r`` is from pageable memory
+    (the whole trace; device-to-host reads and memsets aside): the copy ops
+    that wait for their copies (blocking copies) copy from pageable memory
+    too, so what they cost is C3's."""
+    to_device = [d for d in r.memcpy.directions if d.direction not in ("DtoH", "Memset")]
+    return bool(to_device) and all(d.count == d.pageable_count for d in to_device)
 
 
 def pageable_gain_us(r: RankResult) -> float:
     """Exposed pageable copy time plus the GPU idle that follows the blocking
-    ``cudaMemcpyAsync`` of pageable copies to the device (µs per step)."""
-    return r.memcpy.pageable_exposed_us_per_step + r.idle_attribution.pageable_copy_us
+    ``cudaMemcpyAsync`` of pageable copies to the device (µs per step), and,
+    where every copy to the device is pageable (:func:`all_pageable_to_device`), the
+    idle after the copy ops that wait for them."""
+    blocked = r.idle_attribution.blocking_copy_us if all_pageable_to_device(r) else 0.0
+    return r.memcpy.pageable_exposed_us_per_step + r.idle_attribution.pageable_copy_us + blocked
 
 
 PAGEABLE_POOLS = ["copy:pageable", "idle:pageable_copy"]
 
 
+def pageable_pools(r: RankResult) -> List[str]:
+    """Where C3 claims on ``r``: :data:`PAGEABLE_POOLS`, and the idle after
+    blocking copy ops where their copies are all pageable."""
+    return PAGEABLE_POOLS + (["idle:blocking_copy"] if all_pageable_to_device(r) else [])
+
+
 def _pageable_to_device(r: RankResult) -> int:
     """Pageable copies other than device-to-host reads (those are synchronization, C5)."""
     return sum(d.pageable_count for d in r.memcpy.directions if d.direction != "DtoH")
+
+
+def _pageable_evidence(r: RankResult) -> str:
+    dirs = ", ".join(f"{d.pageable_count} of {d.count} {d.direction}" for d in r.memcpy.directions
+                     if d.pageable_count and d.direction != "DtoH")
+    text = (f"rank {r.rank}: pageable copies: {dirs}; exposed pageable copy time "
+            f"{ms(r.memcpy.pageable_exposed_us_per_step)} {per(r)}, GPU idle after their blocking "
+            f"cudaMemcpyAsync {ms(r.idle_attribution.pageable_copy_us)} {per(r)}")
+    if all_pageable_to_device(r) and r.memcpy.blocking_copies_per_step:
+        ops = ", ".join(f"{o.name} ×{o.count}" for o in r.memcpy.blocking_ops[:4])
+        text += (f"; {r.memcpy.blocking_copies_per_step:.1f} of them {per(r)} are issued by copy ops that then wait "
+                 f"for the stream ({ops}), and the GPU idles {ms(r.idle_attribution.blocking_copy_us)} {per(r)} "
+                 "after those")
+    return text
 
 
 @rule("pageable-memcpy", "C3", "Copies from pageable (unpinned) host memory to the device",
@@ -31,33 +72,28 @@ def _pageable_to_device(r: RankResult) -> int:
 def pageable_memcpy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C3: any ``Memcpy HtoD (Pageable -> Device)``-style copy. The gain is the
     copies' exposed time plus the GPU idle gaps that begin inside their
-    ``cudaMemcpyAsync`` calls (pinned, non-blocking copies overlap both).
+    ``cudaMemcpyAsync`` calls (pinned, non-blocking copies overlap both), and,
+    on ranks where every copy to the device is pageable, the idle after the
+    copy ops that wait for them (``non_blocking=False``: C4 leaves those
+    to C3, whose fix removes the wait too).
     Copies *to* pageable memory (``Memcpy DtoH (Device -> Pageable)``) are
     device-to-host reads such as ``.item()``: the host waits because it needs
     the value, which pinning does not change, so they count under C5."""
     ranks = _gpu(result)
     if not ranks:
         return not_checked("no GPU activity in the traces")
-    hits = [r for r in ranks if _pageable_to_device(r)]
+    hits = worst_first([r for r in ranks if _pageable_to_device(r)], pageable_gain_us)
     if not hits:
         copies = sum(d.count for r in ranks for d in r.memcpy.directions if d.direction != "Memset")
         reads = sum(d.pageable_count for r in ranks for d in r.memcpy.directions if d.direction == "DtoH")
         return fine(f"{copies} copies, none from pageable memory to the device"
                     + (f" ({reads} pageable device-to-host reads: synchronization, see sync-in-step)" if reads else ""))
-    hits.sort(key=lambda r: -pageable_gain_us(r))
-    evidence = []
-    for r in hits[:8]:
-        dirs = ", ".join(f"{d.pageable_count} of {d.count} {d.direction}" for d in r.memcpy.directions
-                         if d.pageable_count and d.direction != "DtoH")
-        evidence.append(f"rank {r.rank}: pageable copies: {dirs}; exposed pageable copy time "
-                        f"{ms(r.memcpy.pageable_exposed_us_per_step)} {per(r)}, GPU idle after their blocking "
-                        f"cudaMemcpyAsync {ms(r.idle_attribution.pageable_copy_us)} {per(r)}")
     fix = ("loader = DataLoader(ds, ..., pin_memory=True)\n"
            "x = x.to(device, non_blocking=True)\n"
            "# tensors you copy yourself: pin them once (x = x.pin_memory()), then copy with non_blocking=True")
-    claims = {r.rank: fired.take(r, PAGEABLE_POOLS, pageable_gain_us(r)) for r in hits}
-    return make_finding(cfg, hits, claims, "Pin host memory: copies from pageable memory block the host",
-                        evidence, fix)
+    return claim(fired, hits, pageable_pools, pageable_gain_us).verdict(
+        cfg, "Pin host memory: copies from pageable memory block the host", evidence_lines(hits, _pageable_evidence),
+        fix)
 
 
 def blocking_gain_us(r: RankResult) -> float:
@@ -69,6 +105,14 @@ def blocking_gain_us(r: RankResult) -> float:
 BLOCKING_POOLS = ["copy:blocking", "idle:blocking_copy"]
 
 
+def _blocking_evidence(r: RankResult) -> str:
+    ops = ", ".join(f"{o.name} ×{o.count}" for o in r.memcpy.blocking_ops[:4])
+    return (f"rank {r.rank}: {r.memcpy.blocking_copies_per_step:.1f} blocking copies {per(r)} ({ops}), "
+            f"{ms(r.memcpy.blocking_copy_us_per_step)} of host time; their copies run with no kernel "
+            f"{ms(r.memcpy.blocking_exposed_us_per_step)} {per(r)} and the GPU then idles "
+            f"{ms(r.idle_attribution.blocking_copy_us)} {per(r)}")
+
+
 @rule("blocking-copy", "C4", "Blocking copies to the device (memcpy followed by a stream synchronization)",
       "Nsight Systems cuda_memcpy_sync",
       lambda c: "any blocking copy to the device inside the steps; severity from its exposed copy and the GPU "
@@ -78,27 +122,29 @@ def blocking_copy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ve
     memcpy and then ``cudaStreamSynchronize`` (``non_blocking=False``) or a
     synchronous ``cudaMemcpy``. The gain is their copies' exposed time plus
     the GPU idle time in gaps that begin inside them (a pinned copy issued
-    ahead, non-blocking, overlaps both). Device-to-host reads count under C5."""
+    ahead, non-blocking, overlaps both). Device-to-host reads count under C5;
+    on a rank where every copy to the device is from pageable memory, the
+    blocking copies are C3's copies and their cost is C3's (``covered``)."""
     ranks = [r for r in _gpu(result) if r.has_runtime]
     if not ranks:
         return not_checked("no GPU activity with cuda_runtime calls in the traces")
-    hits = [r for r in ranks if r.memcpy.blocking_copies_per_step > 0]
+    hits = worst_first([r for r in ranks if r.memcpy.blocking_copies_per_step > 0], blocking_gain_us)
     if not hits:
         return fine("no copy op waits for its memcpy")
-    hits.sort(key=lambda r: -blocking_gain_us(r))
-    evidence = []
-    for r in hits[:8]:
-        ops = ", ".join(f"{o.name} ×{o.count}" for o in r.memcpy.blocking_ops[:4])
-        evidence.append(f"rank {r.rank}: {r.memcpy.blocking_copies_per_step:.1f} blocking copies {per(r)} ({ops}), "
-                        f"{ms(r.memcpy.blocking_copy_us_per_step)} of host time; their copies run with no kernel "
-                        f"{ms(r.memcpy.blocking_exposed_us_per_step)} {per(r)} and the GPU then idles "
-                        f"{ms(r.idle_attribution.blocking_copy_us)} {per(r)}")
+    c = claim(fired, hits, BLOCKING_POOLS, blocking_gain_us,
+              f"{hits[0].memcpy.blocking_copies_per_step:.1f} blocking copies {per(hits[0])} on rank {hits[0].rank}")
     fix = ("x = x.to(device, non_blocking=True)   # source in pinned memory: DataLoader(..., pin_memory=True)\n"
            "# results: copy into a pinned buffer with non_blocking=True and read it after an event,\n"
            "# or read them once every N steps instead of every step")
-    claims = {r.rank: fired.take(r, BLOCKING_POOLS, blocking_gain_us(r)) for r in hits}
-    return make_finding(cfg, hits, claims, "Make copies non-blocking: the host waits for each copy to finish",
-                        evidence, fix)
+    return c.verdict(cfg, "Make copies non-blocking: the host waits for each copy to finish",
+                     evidence_lines(c.hits, _blocking_evidence), fix)
+
+
+def _exposed_evidence(r: RankResult, share: float) -> str:
+    dirs = ", ".join(f"{d.direction} {d.count}× {d.total_bytes / 1e6:.1f} MB" for d in r.memcpy.directions
+                     if d.direction != "Memset")
+    return (f"rank {r.rank}: copies with no kernel running {ms(r.memcpy.other_exposed_us_per_step)} "
+            f"{per(r)} ({share:.1f} % {of_step(r)}); in the trace: {dirs}")
 
 
 @rule("exposed-memcpy", "C15", "Copies that no compute overlaps",
@@ -113,22 +159,13 @@ def exposed_memcpy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
         return not_checked("no GPU activity in the traces")
     if not any(d.direction != "Memset" for r in ranks for d in r.memcpy.directions):
         return fine("no memory copies")
-    val = {r.rank: pct_of_step(r.memcpy.other_exposed_us_per_step, r) for r in ranks}
-    hits = sorted([r for r in ranks if val[r.rank] >= cfg.exposed_memcpy_pct], key=lambda r: -val[r.rank])
+    val, hits = shares_over(ranks, lambda r: r.memcpy.other_exposed_us_per_step, cfg.exposed_memcpy_pct)
     if not hits:
-        w = max(ranks, key=lambda r: val[r.rank])
-        return fine(f"exposed copies up to {val[w.rank]:.1f} % {of_step(w)}")
+        return fine(f"exposed copies {up_to(ranks, val)}")
     worst = hits[0]
-    evidence = []
-    for r in hits[:8]:
-        dirs = ", ".join(f"{d.direction} {d.count}× {d.total_bytes / 1e6:.1f} MB" for d in r.memcpy.directions
-                         if d.direction != "Memset")
-        evidence.append(f"rank {r.rank}: copies with no kernel running {ms(r.memcpy.other_exposed_us_per_step)} "
-                        f"{per(r)} ({val[r.rank]:.1f} % {of_step(r)}); in the trace: {dirs}")
     fix = ("x = x.to(device, non_blocking=True)   # from pinned memory, so the copy overlaps compute\n"
            "# prefetch the next batch on a side stream (torch.cuda.Stream) while this one computes;\n"
            "# avoid per-step .cpu() of results")
-    claims = {r.rank: fired.take(r, ["copy:other"], r.memcpy.other_exposed_us_per_step) for r in hits}
-    return make_finding(cfg, hits, claims,
-                        f"Overlap copies with compute: {val[worst.rank]:.0f} % {of_step(worst)} only copies",
-                        evidence, fix)
+    return claim(fired, hits, ["copy:other"], lambda r: r.memcpy.other_exposed_us_per_step).verdict(
+        cfg, f"Overlap copies with compute: {val[worst.rank]:.0f} % {of_step(worst)} only copies",
+        evidence_lines(hits, lambda r: _exposed_evidence(r, val[r.rank])), fix)

@@ -13,12 +13,12 @@ import os
 import pkgutil
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional, Tuple, Union
 
 from ..model import ATTRIBUTION_STEP, AnalysisResult, Finding, RuleCheck
 from . import config as _config
 from .base import COVERED, DISABLED, FIRED, NOT_CHECKED, REGISTRY, Rule, Verdict, complete
-from .claims import Ledger
+from .claims import Ledger, check_order
 from .config import AdviceConfig
 
 #: Modules of this package that hold no rules.
@@ -45,11 +45,15 @@ def _number(r: Rule) -> int:
 #: The catalogue in rule-number order.
 RULES: List[Rule] = sorted(REGISTRY, key=_number)
 RULE_IDS = frozenset(r.id for r in RULES)
-#: By phase (trace window, specific causes, general causes, symptoms), then by number.
+#: By phase (trace window, specific causes, general causes, residual, symptoms), then by number.
 _RUN_ORDER: List[Rule] = sorted(RULES, key=lambda r: (r.phase, _number(r)))
+# who owns which time (claims.OWNERSHIP) holds for this order: owners after the rules that claim
+# first, before those that defer to them or take the rest
+check_order([r.id for r in _RUN_ORDER])
 
 
-def load_config(path: Optional[os.PathLike | str] = None, cwd: Optional[os.PathLike | str] = None) -> AdviceConfig:
+def load_config(path: Optional[os.PathLike[str] | str] = None,
+                cwd: Optional[os.PathLike[str] | str] = None) -> AdviceConfig:
     """:func:`hta_report.rules.config.load_config` checked against this
     catalogue's rule ids (an unknown id in ``disable`` is an error).
 
@@ -84,7 +88,7 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
     """
     cfg = config or AdviceConfig()
     ledger = Ledger()
-    verdicts: Dict[str, Any] = {}
+    verdicts: Dict[str, Optional[Verdict]] = {}
     symptoms: List[Rule] = []
     for r in _RUN_ORDER:
         if r.id in cfg.disable:
@@ -96,24 +100,25 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
         verdicts[r.id] = _run(r, result, cfg, ledger)
     # symptoms: every one judges what the causes left; the largest gain is the one finding
     judged = {r.id: _check(r, result, cfg, ledger) for r in symptoms}
-    fired_symptoms = sorted((r for r in symptoms if judged[r.id].status == FIRED and judged[r.id].finding),
-                            key=lambda r: (-judged[r.id].finding.gain_pct, _number(r)))
+    found = {rule_id: v.finding for rule_id, v in judged.items() if v.status == FIRED and v.finding is not None}
+    fired_symptoms = sorted((r for r in symptoms if r.id in found), key=lambda r: (-found[r.id].gain_pct, _number(r)))
     for r in symptoms:
         v = judged[r.id]
-        if fired_symptoms and r is not fired_symptoms[0] and v.status == FIRED:
-            v = Verdict(COVERED, f"{v.finding.title}; the same idle time is counted once, under "
+        if fired_symptoms and r is not fired_symptoms[0] and r.id in found:
+            v = Verdict(COVERED, f"{found[r.id].title}; the same idle time is counted once, under "
                                  f"{fired_symptoms[0].id}")
         verdicts[r.id] = _commit(r, v, cfg, ledger)
-    checks, findings = [], []
+    checks: List[RuleCheck] = []
+    findings: List[Tuple[Finding, int]] = []
     for r in RULES:
-        v = verdicts[r.id]
-        if v is None:
+        verdict = verdicts[r.id]
+        if verdict is None:
             checks.append(RuleCheck(id=r.id, rule=r.number, title=r.title, status=DISABLED,
                                     detail="disabled by configuration"))
             continue
-        checks.append(RuleCheck(id=r.id, rule=r.number, title=r.title, status=v.status, detail=v.detail))
-        if v.finding is not None:
-            findings.append((v.finding, _number(r)))
+        checks.append(RuleCheck(id=r.id, rule=r.number, title=r.title, status=verdict.status, detail=verdict.detail))
+        if verdict.finding is not None:
+            findings.append((verdict.finding, _number(r)))
     findings.sort(key=lambda fn: (-fn[0].gain_pct, fn[1]))
     return Advice(findings=[f for f, _ in findings], checks=checks)
 
@@ -131,6 +136,7 @@ def _check(r: Rule, result: AnalysisResult, cfg: AdviceConfig, ledger: Ledger) -
     if ATTRIBUTION_STEP in r.needs:  # the trace shows its GPU idle time is not known (graph replays dropped...)
         missing.update({x.rank: f"its GPU idle time is not known: {x.integrity.unreliable_reason()}"
                         for x in result.ranks if x.integrity.idle_unreliable and x.rank not in missing})
+    ledger.turn(r.id)
     if not missing:
         return r.check(result, cfg, ledger)
     note = "; ".join(f"rank {rank} not checked ({why})" for rank, why in sorted(missing.items()))
@@ -150,7 +156,7 @@ def _commit(r: Rule, v: Verdict, cfg: AdviceConfig, ledger: Ledger) -> Verdict:
     return v
 
 
-def catalogue(config: Optional[AdviceConfig] = None) -> List[Dict[str, str]]:
+def catalogue(config: Optional[AdviceConfig] = None) -> List[Dict[str, Union[str, bool]]]:
     """The rule catalogue as plain dicts (``id``, ``rule``, ``title``,
     ``threshold`` for ``config``, ``source``, ``doc_url``, ``enabled``), in
     rule-number order; what ``hta-report rules`` prints."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ..errors import plural
-from ..model import IDLE_CAUSE_LABELS, IDLE_CAUSES, AnalysisResult, RankResult
-from .base import (DOCS_COMPILE, DOCS_HTA_IDLE, SYMPTOM, Fired, Verdict, covered_by, fine, make_finding, ms,
-                   not_checked, of_step, pct_of_step, per, rule)
+from ..model import IDLE_CAUSE_LABELS, IDLE_CAUSES, AnalysisResult, GpuGap, RankResult
+from .base import (DOCS_COMPILE, DOCS_HTA_IDLE, SYMPTOM, Fired, Verdict, claim, covered_by, evidence_lines, fine,
+                   largest, make_finding, ms, not_checked, of_step, pct_of_step, per, per_step, rule, shares_over,
+                   step_shares, up_to, worst_first)
 from .claims import IDLE
 from .config import AdviceConfig
 
@@ -64,31 +65,30 @@ def low_gpu_utilization(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
     if not hits:
         w = min(ranks, key=utilization_pct)
         return fine(f"kernels busy at least {utilization_pct(w):.0f} % {of_step(w)}")
-    left = {r.rank: unexplained_idle_us(r, fired) for r in hits}
-    hits.sort(key=lambda r: -pct_of_step(left[r.rank], r))
+    left = step_shares(hits, lambda r: unexplained_idle_us(r, fired))
+    hits = worst_first(hits, lambda r: left[r.rank])
     worst = hits[0]
-    if pct_of_step(left[worst.rank], worst) < MIN_SYMPTOM_PCT:
+    if left[worst.rank] < MIN_SYMPTOM_PCT:
         return covered_by(fired, hits, IDLE, f"kernels busy {utilization_pct(worst):.0f} % {of_step(worst)} on rank "
                           f"{worst.rank}")
-    hits = [r for r in hits if pct_of_step(left[r.rank], r) >= MIN_SYMPTOM_PCT]
-    evidence = [f"rank {r.rank}: kernels run {utilization_pct(r):.1f} % {of_step(r)}; GPU idle "
-                f"{ms(r.idle_attribution.idle_us)} {per(r)}: {idle_split(r, fired)}" for r in hits[:8]]
-    rest = pct_of_step(left[worst.rank], worst)
-    title = (f"GPU kernels busy only {utilization_pct(worst):.0f} % {of_step(worst)}; {rest:.0f} % {of_step(worst)} "
-             "idle without a specific cause")
+    hits = [r for r in hits if left[r.rank] >= MIN_SYMPTOM_PCT]
+    evidence = evidence_lines(hits, lambda r: (
+        f"rank {r.rank}: kernels run {utilization_pct(r):.1f} % {of_step(r)}; GPU idle "
+        f"{ms(r.idle_attribution.idle_us)} {per(r)}: {idle_split(r, fired)}"))
+    title = (f"GPU kernels busy only {utilization_pct(worst):.0f} % {of_step(worst)}; {left[worst.rank]:.0f} % "
+             f"{of_step(worst)} idle without a specific cause")
     fix = ("# give the GPU more work per launch and the host less work per iteration:\n"
            "model = torch.compile(model)      # fewer, larger kernels; less Python per iteration\n"
            "# raise the batch size if memory allows; the idle split above shows where the time goes")
-    claims = {r.rank: fired.take(r, IDLE, left[r.rank]) for r in hits}
-    return make_finding(cfg, hits, claims, title, evidence, fix)
+    return claim(fired, hits, IDLE, lambda r: unexplained_idle_us(r, fired)).verdict(cfg, title, evidence, fix)
 
 
-def long_gaps(r: RankResult, cfg: AdviceConfig):
+def long_gaps(r: RankResult, cfg: AdviceConfig) -> List[GpuGap]:
     """Listed GPU gaps longer than ``gap_pct`` of the step."""
     return [g for g in r.idle_attribution.gaps if g.duration_us > cfg.gap_pct / 100 * r.window_us]
 
 
-def gap_explained_by(g, r: RankResult, fired: Fired) -> str:
+def gap_explained_by(g: GpuGap, r: RankResult, fired: Fired) -> str:
     """The findings that claimed the idle category holding most of gap ``g``."""
     return ", ".join(fired.claimers(r.rank, [f"idle:{g.cause}"]))
 
@@ -99,7 +99,7 @@ def unexplained_gap_us(r: RankResult, cfg: AdviceConfig, fired: Fired) -> Dict[s
     out: Dict[str, float] = {}
     for g in long_gaps(r, cfg):
         if f"idle:{g.cause}" in IDLE and not gap_explained_by(g, r, fired):  # "not recorded" is not idle
-            out[g.cause] = out.get(g.cause, 0.0) + g.duration_us / (r.steps_used or 1)
+            out[g.cause] = out.get(g.cause, 0.0) + per_step(g.duration_us, r.steps_used)
     return out
 
 
@@ -119,19 +119,18 @@ def gpu_gaps(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict
     if not hits:
         longest = max((g.duration_us for r in ranks for g in r.idle_attribution.gaps), default=0.0)
         return fine(f"longest GPU gap {ms(longest)}")
-    claims = {}
+    claims: Dict[int, Dict[str, float]] = {}
     for r in hits:
-        c: Dict[str, float] = {}
+        claims[r.rank] = {}
         for cause, us in unexplained_gap_us(r, cfg, fired).items():
-            c.update(fired.take(r, [f"idle:{cause}"], us))
-        claims[r.rank] = c
-    gain = {r.rank: sum(claims[r.rank].values()) for r in hits}
-    hits.sort(key=lambda r: -pct_of_step(gain[r.rank], r))
+            claims[r.rank].update(fired.take(r, [f"idle:{cause}"], us))
+    gain = step_shares(hits, lambda r: sum(claims[r.rank].values()))
+    hits = worst_first(hits, lambda r: gain[r.rank])
     worst = hits[0]
     n = sum(len(long_gaps(r, cfg)) for r in hits)
-    if pct_of_step(gain[worst.rank], worst) < MIN_SYMPTOM_PCT:
+    if gain[worst.rank] < MIN_SYMPTOM_PCT:
         return covered_by(fired, hits, IDLE, f"{plural(n, 'GPU gap')} longer than {cfg.gap_pct:g} % {of_step(worst)}")
-    evidence = []
+    evidence: List[str] = []
     for r in hits[:4]:
         for g in long_gaps(r, cfg)[:3]:
             by = gap_explained_by(g, r, fired)
@@ -158,25 +157,21 @@ def gpu_idle(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict
     ranks = _stepped_gpu(result)
     if not ranks:
         return not_checked("no GPU activity in the traces")
-    val = {r.rank: pct_of_step(r.idle_attribution.stream_wait_us, r) for r in ranks}
-    hits = sorted([r for r in ranks if val[r.rank] >= cfg.stream_wait_pct], key=lambda r: -val[r.rank])
+    val, hits = shares_over(ranks, lambda r: r.idle_attribution.stream_wait_us, cfg.stream_wait_pct)
     if not hits:
-        w = max(ranks, key=lambda r: val[r.rank])
-        return fine(f"GPU idle with work queued up to {val[w.rank]:.1f} % {of_step(w)} (GPU idle "
-                    f"{w.idle_pct:.1f} % {of_step(w)} on rank {w.rank})")
+        w = largest(ranks, val)
+        return fine(f"GPU idle with work queued {up_to([w], val)} (GPU idle {w.idle_pct:.1f} % {of_step(w)} on rank "
+                    f"{w.rank})")
     worst = hits[0]
-    evidence = [f"rank {r.rank}: the GPU idles {ms(r.idle_attribution.stream_wait_us)} {per(r)} ({val[r.rank]:.1f} % "
-                f"{of_step(r)}) with its next operation already launched, of {r.idle_pct:.1f} % {of_step(r)} idle "
-                "in all" for r in hits[:8]]
-    for r in hits[:2]:
-        for g in [g for g in r.idle_attribution.gaps if g.cause == "stream_wait"][:2]:
-            where = f"step {g.step}" if g.step else "trace"
-            evidence.append(f"rank {r.rank}, {where}: {ms(g.duration_us)} with work queued; host in "
-                            f"{', '.join(g.host_ops) or 'no profiled op'}")
+    evidence = evidence_lines(hits, lambda r: (
+        f"rank {r.rank}: the GPU idles {ms(r.idle_attribution.stream_wait_us)} {per(r)} ({val[r.rank]:.1f} % "
+        f"{of_step(r)}) with its next operation already launched, of {r.idle_pct:.1f} % {of_step(r)} idle in all"))
+    evidence += [f"rank {r.rank}, {f'step {g.step}' if g.step else 'trace'}: {ms(g.duration_us)} with work queued; "
+                 f"host in {', '.join(g.host_ops) or 'no profiled op'}"
+                 for r in hits[:2] for g in [g for g in r.idle_attribution.gaps if g.cause == "stream_wait"][:2]]
     fix = ("# kernels wait on events from other streams (cudaStreamWaitEvent) or on communication:\n"
            "# overlap independent work, avoid torch.cuda.synchronize()/stream.synchronize() between streams,\n"
            "# give communication its own stream (DDP does), and look for a slow peer rank (rank-straggler)")
-    claims = {r.rank: fired.take(r, ["idle:stream_wait"], r.idle_attribution.stream_wait_us) for r in hits}
-    return make_finding(cfg, hits, claims,
-                        f"GPU idle with work queued {val[worst.rank]:.0f} % {of_step(worst)}: streams wait on each "
-                        "other or on other ranks", evidence, fix)
+    return claim(fired, hits, ["idle:stream_wait"], lambda r: r.idle_attribution.stream_wait_us).verdict(
+        cfg, f"GPU idle with work queued {val[worst.rank]:.0f} % {of_step(worst)}: streams wait on each other or on "
+             "other ranks", evidence, fix)

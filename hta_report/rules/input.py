@@ -5,8 +5,8 @@ from typing import List
 
 from ..errors import plural
 from ..model import AnalysisResult, RankResult
-from .base import (DOCS_DATALOADER, Fired, Verdict, covered_by, fine, make_finding, ms, not_checked, of_step,
-                   pct_of_step, per, rule, step_words)
+from .base import (DOCS_DATALOADER, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step, pct_of_step,
+                   per, rule, shares_over, step_words, up_to, worst_first)
 from .config import AdviceConfig
 
 WORKERS_FIX = ("loader = DataLoader(ds, batch_size=..., num_workers=8, pin_memory=True,\n"
@@ -38,10 +38,6 @@ def _with_dataloader(result: AnalysisResult) -> List[RankResult]:
     return [r for r in result.ranks if r.cpu.dataloader_seen and r.steps_used]
 
 
-def _claims(hits: List[RankResult], fired: Fired):
-    return {r.rank: fired.take(r, pools(r), dataloader_wait_us(r)) for r in hits}
-
-
 @rule("dataloader-bound", "C1", "Input-bound: the step waits for the DataLoader",
       "TensorBoard profiler 5 %, XProf 5 % / 20 %",
       lambda c: f"DataLoader wait > {c.dataloader_pct:g} % of the step", DOCS_DATALOADER)
@@ -51,18 +47,15 @@ def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
     ranks = _with_dataloader(result)
     if not ranks:
         return not_checked("no enumerate(DataLoader)#... events in the traces")
-    hits = [r for r in ranks if pct_of_step(dataloader_wait_us(r), r) > cfg.dataloader_pct]
-    worst = max(ranks, key=lambda r: pct_of_step(dataloader_wait_us(r), r))
+    val, hits = shares_over(ranks, dataloader_wait_us, cfg.dataloader_pct, strict=True)
     if not hits:
-        return fine(f"DataLoader wait up to {pct_of_step(dataloader_wait_us(worst), worst):.1f} % {of_step(worst)}")
-    hits.sort(key=lambda r: -pct_of_step(dataloader_wait_us(r), r))
-    worst = hits[0]
-    evidence = [_evidence(r) for r in hits[:8]]
+        return fine(f"DataLoader wait {up_to(ranks, val)}")
+    evidence = evidence_lines(hits, _evidence)
     if any(r.cpu.dataloader_in_main_process for r in hits):
         evidence.append("batches are loaded in the main process (_SingleProcessDataLoaderIter: num_workers=0)")
-    pct = pct_of_step(dataloader_wait_us(worst), worst)
-    return make_finding(cfg, hits, _claims(hits, fired),
-                        f"Input-bound: {pct:.0f} % {of_step(worst)} waits for the DataLoader", evidence, WORKERS_FIX)
+    return claim(fired, hits, pools, dataloader_wait_us).verdict(
+        cfg, f"Input-bound: {val[hits[0].rank]:.0f} % {of_step(hits[0])} waits for the DataLoader", evidence,
+        WORKERS_FIX)
 
 
 @rule("dataloader-main-process", "C2", "DataLoader runs in the main process (num_workers=0)",
@@ -71,26 +64,24 @@ def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
 def dataloader_main_process(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C2: batches loaded on the training thread (``_SingleProcessDataLoaderIter``);
     the gain is the DataLoader wait of C1, which worker processes would take
-    off the critical path. When C1 fired on these ranks it already counts
-    that wait (its evidence names the main process): C2 is then ``covered``."""
+    off the critical path. C2 defers to C1 (``claims.OWNERSHIP``): on a rank
+    where C1 fired, C1 already counts that wait (its evidence names the main
+    process), so C2 leaves the rank out, and is ``covered`` when none is left."""
     ranks = _with_dataloader(result)
     if not ranks:
         return not_checked("no enumerate(DataLoader)#... events in the traces")
-    hits = [r for r in ranks if r.cpu.dataloader_in_main_process]
+    hits = worst_first([r for r in ranks if r.cpu.dataloader_in_main_process],
+                       lambda r: pct_of_step(dataloader_wait_us(r), r))
     if not hits:
         return fine("the DataLoader uses worker processes")
-    hits.sort(key=lambda r: -pct_of_step(dataloader_wait_us(r), r))
-    worst = hits[0]
-    claims = _claims(hits, fired)
-    if not any(claims.values()) and any(fired.free_in(r, pools(r)) < dataloader_wait_us(r) for r in hits):
-        return covered_by(fired, hits, ["idle:dataloader", "host:dataloader"],
-                          f"the DataLoader runs in the main process on {plural(len(hits), 'rank')}")
-    evidence = [f"rank {r.rank}: enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__, "
-                f"{ms(r.cpu.dataloader_us_per_step)} {per(r)} on the training thread" for r in hits[:8]]
-    evidence.append(_evidence(worst))
+    c = claim(fired, hits, pools, dataloader_wait_us,
+              f"the DataLoader runs in the main process on {plural(len(hits), 'rank')}")
+    evidence = evidence_lines(c.hits, lambda r: (
+        f"rank {r.rank}: enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__, "
+        f"{ms(r.cpu.dataloader_us_per_step)} {per(r)} on the training thread"))
+    evidence.append(_evidence(c.worst))
     fix = ("loader = DataLoader(ds, batch_size=...,\n"
            "    num_workers=max(1, os.cpu_count() // torch.cuda.device_count() - 1),\n"
            "    pin_memory=True, persistent_workers=True)")
-    return make_finding(cfg, hits, claims,
-                        "Load batches in worker processes: the DataLoader runs in the main process (num_workers=0)",
-                        evidence, fix)
+    return c.verdict(cfg, "Load batches in worker processes: the DataLoader runs in the main process (num_workers=0)",
+                     evidence, fix)

@@ -1,13 +1,16 @@
 """Launch and host rules: C9 launch-bound, C10 launch outliers, C11 full launch queue, C26 host-bound."""
 from __future__ import annotations
 
+from typing import List
+
 from ..model import LAUNCH_STEP, AnalysisResult, RankResult
-from .base import (DOCS_COMPILE, DOCS_HTA_COUNTERS, DOCS_HTA_LAUNCH, GENERAL, Fired, Verdict, covered_by, fine,
-                   make_finding, ms, not_checked, of_step, pct_of_step, per, rule)
+from .base import (DOCS_COMPILE, DOCS_HTA_COUNTERS, DOCS_HTA_LAUNCH, EVIDENCE_RANKS, GENERAL, Fired, Verdict, claim,
+                   evidence_lines, fine, largest, make_finding, ms, not_checked, of_step, pct_of_step, per, per_step,
+                   rule, shares_over, step_shares, up_to, worst_first)
 from .config import AdviceConfig
 
 
-def _launching(result: AnalysisResult):
+def _launching(result: AnalysisResult) -> List[RankResult]:
     return [r for r in result.ranks if r.has_gpu and r.launch.launches > 0]
 
 
@@ -31,26 +34,27 @@ def launch_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
     ranks = _launching(result)
     if not ranks:
         return not_checked("no kernel launches (cuda_runtime) with GPU activity in the traces")
-    val = {r.rank: pct_of_step(r.idle_attribution.launch_us, r) for r in ranks}
-    hits = sorted([r for r in ranks if val[r.rank] >= cfg.launch_pct and short_kernel_pct(r) >= cfg.short_kernel_pct],
-                  key=lambda r: -val[r.rank])
+    val, over = shares_over(ranks, lambda r: r.idle_attribution.launch_us, cfg.launch_pct)
+    hits = [r for r in over if short_kernel_pct(r) >= cfg.short_kernel_pct]
     if not hits:
-        w = max(ranks, key=lambda r: val[r.rank])
-        return fine(f"GPU idle between back-to-back launches up to {val[w.rank]:.1f} % {of_step(w)}; "
-                    f"{short_kernel_pct(w):.0f} % of kernels shorter than their launch")
-    worst = hits[0]
-    evidence = [f"rank {r.rank}: {r.launch.kernels_per_step:,.0f} kernels {per(r)}, median {r.launch.median_kernel_us:.1f} µs; "
-                f"{short_kernel_pct(r):.0f} % shorter than their launch call (median launch "
-                f"{r.launch.median_runtime_us:.1f} µs, HTA); the GPU idles {ms(r.idle_attribution.launch_us)} {per(r)} "
-                f"({val[r.rank]:.1f} %) in gaps under 100 µs between launches, against "
-                f"{ms(r.idle_attribution.host_ops_us)} in longer gaps while the host runs ops; host time in launch "
-                f"calls {ms(r.launch.launch_call_us_per_step)} {per(r)}" for r in hits[:8]]
+        w = largest(ranks, val)
+        return fine(f"GPU idle between back-to-back launches {up_to([w], val)}; {short_kernel_pct(w):.0f} % of "
+                    "kernels shorter than their launch")
+    c = claim(fired, hits, ["idle:launch"], lambda r: r.idle_attribution.launch_us,
+              f"GPU idle between back-to-back launches {val[hits[0].rank]:.1f} % {of_step(hits[0])}")
     fix = ("model = torch.compile(model, mode=\"reduce-overhead\")  # fuses kernels, replays them as a CUDA graph\n"
            "# or raise the batch size so each kernel does more work; fused optimizers: AdamW(..., fused=True)")
-    claims = {r.rank: fired.take(r, ["idle:launch"], r.idle_attribution.launch_us) for r in hits}
-    return make_finding(cfg, hits, claims,
-                        f"Launch-bound: the GPU waits between kernel launches {val[worst.rank]:.0f} % {of_step(worst)}",
-                        evidence, fix)
+    return c.verdict(cfg, f"Launch-bound: the GPU waits between kernel launches {val[c.worst.rank]:.0f} % "
+                          f"{of_step(c.worst)}", evidence_lines(c.hits, _launch_bound_evidence), fix)
+
+
+def _launch_bound_evidence(r: RankResult) -> str:
+    return (f"rank {r.rank}: {r.launch.kernels_per_step:,.0f} kernels {per(r)}, median "
+            f"{r.launch.median_kernel_us:.1f} µs; {short_kernel_pct(r):.0f} % shorter than their launch call (median "
+            f"launch {r.launch.median_runtime_us:.1f} µs, HTA); the GPU idles {ms(r.idle_attribution.launch_us)} "
+            f"{per(r)} ({pct_of_step(r.idle_attribution.launch_us, r):.1f} %) in gaps under 100 µs between launches, "
+            f"against {ms(r.idle_attribution.host_ops_us)} in longer gaps while the host runs ops; host time in "
+            f"launch calls {ms(r.launch.launch_call_us_per_step)} {per(r)}")
 
 
 @rule("host-bound", "C26", "Host-bound: the GPU waits while the host runs its own work",
@@ -67,22 +71,21 @@ def host_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdi
     ranks = [r for r in result.ranks if r.has_gpu and r.steps_used and r.window_us > 0]
     if not ranks:
         return not_checked("no GPU activity in the traces")
-    claims = {r.rank: fired.take(r, ["idle:host_ops"], r.idle_attribution.host_ops_us) for r in ranks}
-    gain = {r.rank: sum(claims[r.rank].values()) for r in ranks}
-    hits = sorted([r for r in ranks if pct_of_step(gain[r.rank], r) >= cfg.host_bound_pct],
-                  key=lambda r: -pct_of_step(gain[r.rank], r))
+    c = claim(fired, ranks, ["idle:host_ops"], lambda r: r.idle_attribution.host_ops_us)
+    gain = step_shares(ranks, c.us)
+    hits = worst_first([r for r in c.hits if gain[r.rank] >= cfg.host_bound_pct], lambda r: gain[r.rank])
     if not hits:
-        w = max(ranks, key=lambda r: pct_of_step(r.idle_attribution.host_ops_us, r))
+        w = largest(ranks, step_shares(ranks, lambda r: r.idle_attribution.host_ops_us))
+        by = fired.claimers(w.rank, ["idle:host_ops"])
         return fine(f"GPU idle in long gaps while the host runs ops up to "
                     f"{pct_of_step(w.idle_attribution.host_ops_us, w):.1f} % {of_step(w)}"
-                    + (f" (claimed by {', '.join(fired.claimers(w.rank, ['idle:host_ops']))})"
-                       if fired.claimers(w.rank, ["idle:host_ops"]) else ""))
+                    + (f" (claimed by {', '.join(by)})" if by else ""))
     worst = hits[0]
-    evidence = []
-    for r in hits[:8]:
-        top = ", ".join(f"{o.name[:60]} {ms(o.self_us / max(r.cpu.steps_used, 1))}" for o in r.cpu.top_ops[:3])
-        evidence.append(f"rank {r.rank}: the GPU idles {ms(gain[r.rank])} {per(r)} "
-                        f"({pct_of_step(gain[r.rank], r):.1f} % {of_step(r)}) in gaps of 100 µs or more while the host "
+    evidence: List[str] = []
+    for r in hits[:EVIDENCE_RANKS]:
+        top = ", ".join(f"{o.name[:60]} {ms(per_step(o.self_us, r.cpu.steps_used))}" for o in r.cpu.top_ops[:3])
+        evidence.append(f"rank {r.rank}: the GPU idles {ms(c.us(r))} {per(r)} "
+                        f"({gain[r.rank]:.1f} % {of_step(r)}) in gaps of 100 µs or more while the host "
                         f"runs ops; host time in kernel launch calls only {ms(r.launch.launch_call_us_per_step)} "
                         f"{per(r)} ({r.launch.kernels_per_step:,.0f} kernels): the host's own work, not launching, "
                         f"holds the GPU; top host ops by self time {per(r)}: {top or 'none'}")
@@ -94,8 +97,8 @@ def host_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdi
            "# per-step Python bookkeeping out of the loop or every N steps;\n"
            "model = torch.compile(model)   # less Python and framework overhead per op\n"
            "# keep per-step work on the GPU (no CPU tensors or .numpy() in the step)")
-    return make_finding(cfg, hits, {r.rank: claims[r.rank] for r in hits},
-                        f"Host-bound: the GPU waits {pct_of_step(gain[worst.rank], worst):.0f} % {of_step(worst)} "
+    return make_finding(cfg, hits, {r.rank: c.claims[r.rank] for r in hits},
+                        f"Host-bound: the GPU waits {gain[worst.rank]:.0f} % {of_step(worst)} "
                         "while the host runs its own work", evidence, fix)
 
 
@@ -117,30 +120,29 @@ def launch_outliers(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> 
     ranks = _launching(result)
     if not ranks:
         return not_checked("no kernel launches (cuda_runtime) with GPU activity in the traces")
-    val = {r.rank: pct_of_step(outlier_cost_us(r), r) for r in ranks}
-    hits = sorted([r for r in ranks if r.launch.kernel_runtime_outliers and val[r.rank] >= cfg.launch_outlier_pct
-                   and r.launch.full_queue_pct < cfg.full_queue_pct], key=lambda r: -val[r.rank])
+    val, over = shares_over(ranks, outlier_cost_us, cfg.launch_outlier_pct)
+    hits = [r for r in over if r.launch.kernel_runtime_outliers and r.launch.full_queue_pct < cfg.full_queue_pct]
     if not hits:
-        w = max(ranks, key=lambda r: val[r.rank])
         return fine(f"{sum(r.launch.kernel_runtime_outliers for r in ranks)} kernel launch calls > 50 µs "
-                    f"(one-off warm-up launches left out), up to {val[w.rank]:.1f} % {of_step(w)} beyond the "
-                    "median launch")
-    worst = hits[0]
-    claims = {r.rank: fired.take(r, ["idle:host_ops"], outlier_cost_us(r)) for r in hits}
-    if not any(claims.values()):
-        return covered_by(fired, hits, ["idle:host_ops"], f"slow kernel launch calls cost {val[worst.rank]:.1f} % "
-                          f"{of_step(worst)}")
-    evidence = [f"rank {r.rank}: {r.launch.kernel_runtime_outliers} kernel launch calls in the analyzed steps > "
-                f"{r.launch.runtime_cutoff_us:.0f} µs (HTA cutoff), {ms(r.launch.runtime_excess_us_per_step)} {per(r)} beyond "
-                f"the median launch ({r.launch.median_runtime_us:.1f} µs) while the GPU idles "
-                f"{ms(r.idle_attribution.host_ops_us)} {per(r)} during host ops; {r.launch.delay_outliers} launch delays > "
-                f"{r.launch.launch_delay_cutoff_us:.0f} µs" for r in hits[:8]]
-    fix = ("# slow launch calls usually mean CPU contention: one rank per GPU with its own cores,\n"
-           "torch.set_num_threads(cores_per_rank)   # and OMP_NUM_THREADS=cores_per_rank\n"
-           "# keep DataLoader workers below the free cores; warm up (first launches load modules) before profiling")
-    return make_finding(cfg, hits, claims,
-                        f"Kernel launch calls take too long: {val[worst.rank]:.1f} % {of_step(worst)} in slow launches",
-                        evidence, fix)
+                    f"(one-off warm-up launches left out), {up_to(ranks, val)} beyond the median launch")
+    c = claim(fired, hits, ["idle:host_ops"], outlier_cost_us,
+              f"slow kernel launch calls cost {val[hits[0].rank]:.1f} % {of_step(hits[0])}")
+    return c.verdict(cfg, f"Kernel launch calls take too long: {val[c.worst.rank]:.1f} % {of_step(c.worst)} in slow "
+                          "launches", evidence_lines(c.hits, _outlier_evidence), OUTLIER_FIX)
+
+
+OUTLIER_FIX = ("# slow launch calls usually mean CPU contention: one rank per GPU with its own cores,\n"
+               "torch.set_num_threads(cores_per_rank)   # and OMP_NUM_THREADS=cores_per_rank\n"
+               "# keep DataLoader workers below the free cores; warm up (first launches load modules) before "
+               "profiling")
+
+
+def _outlier_evidence(r: RankResult) -> str:
+    n = r.launch
+    return (f"rank {r.rank}: {n.kernel_runtime_outliers} kernel launch calls in the analyzed steps > "
+            f"{n.runtime_cutoff_us:.0f} µs (HTA cutoff), {ms(n.runtime_excess_us_per_step)} {per(r)} beyond the "
+            f"median launch ({n.median_runtime_us:.1f} µs) while the GPU idles {ms(r.idle_attribution.host_ops_us)} "
+            f"{per(r)} during host ops; {n.delay_outliers} launch delays > {n.launch_delay_cutoff_us:.0f} µs")
 
 
 @rule("full-launch-queue", "C11", "GPU-bound: the launch queue is full",
@@ -153,18 +155,17 @@ def full_launch_queue(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -
     ranks = [r for r in _launching(result) if r.launch.queue]
     if not ranks:
         return not_checked("no queue length data (needs kernel launches with correlation ids)")
-    hits = sorted([r for r in ranks if r.launch.full_queue_pct >= cfg.full_queue_pct],
-                  key=lambda r: -r.launch.full_queue_pct)
+    hits = worst_first([r for r in ranks if r.launch.full_queue_pct >= cfg.full_queue_pct],
+                       lambda r: r.launch.full_queue_pct)
     if not hits:
         return fine(f"max queue length {max(q.max for r in ranks for q in r.launch.queue):.0f} "
                     f"(limit {ranks[0].launch.queue_limit})")
-    worst = hits[0]
-    evidence = [f"rank {r.rank}: a stream held >= {r.launch.queue_limit} outstanding operations for "
-                f"{ms(r.launch.full_queue_us)} ({r.launch.full_queue_pct:.1f} % of the trace)" for r in hits[:8]]
+    evidence = evidence_lines(hits, lambda r: (
+        f"rank {r.rank}: a stream held >= {r.launch.queue_limit} outstanding operations for "
+        f"{ms(r.launch.full_queue_us)} ({r.launch.full_queue_pct:.1f} % of the trace)"))
     evidence.append("no host-side gain: the GPU is the bottleneck; see the top kernels")
     fix = ("# the host is ahead of the GPU: make the kernels faster\n"
            "model = torch.compile(model)   # fusion\n"
            "with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16): ...   # Tensor Cores")
-    return make_finding(cfg, hits, {},
-                        f"GPU-bound: the launch queue is full {worst.launch.full_queue_pct:.0f} % of the time",
-                        evidence, fix)
+    return make_finding(cfg, hits, {}, f"GPU-bound: the launch queue is full {hits[0].launch.full_queue_pct:.0f} % "
+                                       "of the time", evidence, fix)

@@ -1,10 +1,11 @@
 """C20 and C27: device memory near capacity, or under-used while kernels are small."""
 from __future__ import annotations
 
-from typing import List
+from typing import List, Tuple
 
 from ..model import MEMORY_STEP, AnalysisResult, RankResult
-from .base import DOCS_TUNING, GENERAL, Fired, Verdict, fine, make_finding, not_checked, rule
+from .base import (DOCS_TUNING, GENERAL, Fired, Verdict, evidence_lines, fine, make_finding, not_checked, rule,
+                   worst_first)
 from .config import AdviceConfig
 
 DOCS_CHECKPOINT = "https://pytorch.org/docs/stable/checkpoint.html"
@@ -22,7 +23,7 @@ def peak_pct(r: RankResult) -> float:
     return max(r.memory.peak_reserved_pct, r.memory.peak_allocated_pct)
 
 
-def _measured(result: AnalysisResult):
+def _measured(result: AnalysisResult) -> Tuple[List[RankResult], str]:
     """(ranks with [memory] events and a device capacity, a reason when there are none)."""
     ranks = [r for r in result.ranks if not r.failed(MEMORY_STEP)]
     recorded = [r for r in ranks if r.memory.recorded]
@@ -69,7 +70,7 @@ def memory_near_capacity(result: AnalysisResult, cfg: AdviceConfig, fired: Fired
     ranks, reason = _measured(result)
     if not ranks:
         return not_checked(reason)
-    hits = sorted([r for r in ranks if peak_pct(r) > cfg.memory_high_pct], key=lambda r: -peak_pct(r))
+    hits = worst_first([r for r in ranks if peak_pct(r) > cfg.memory_high_pct], peak_pct)
     if not hits:
         w = max(ranks, key=peak_pct)
         return fine(_evidence(w))
@@ -81,7 +82,7 @@ def memory_near_capacity(result: AnalysisResult, cfg: AdviceConfig, fired: Fired
     return make_finding(cfg, hits, {},
                         f"Memory near capacity: {peak_pct(worst):.0f} % of {gib(worst.memory.capacity_bytes)} at peak "
                         "(no step time measured at stake)",
-                        [_evidence(r) for r in hits[:8]], fix)
+                        evidence_lines(hits, _evidence), fix)
 
 
 def batch_headroom(r: RankResult, cfg: AdviceConfig) -> float:
@@ -119,8 +120,8 @@ def memory_under_used(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -
                     "the SMs (low-sm-occupancy did not fire): a larger batch would not fill the GPU better")
     worst = hits[0]
     k = batch_headroom(worst, cfg)
-    evidence = [_evidence(r) + f"; batch could grow at least {batch_headroom(r, cfg):.1f}× before "
-                f"{cfg.memory_high_pct:g} %" for r in hits[:8]]
+    evidence = evidence_lines(hits, lambda r: f"{_evidence(r)}; batch could grow at least "
+                                              f"{batch_headroom(r, cfg):.1f}× before {cfg.memory_high_pct:g} %")
     fix = (f"# the peak leaves room for a batch at least {k:.1f}x larger (to {cfg.memory_high_pct:g} % of the device):\n"
            f"loader = DataLoader(dataset, batch_size={max(2, int(k))} * batch_size, ...)\n"
            "# scale the learning rate with it (linear or square-root rule) and re-check convergence")

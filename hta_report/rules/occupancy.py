@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from ..model import OCCUPANCY_STEP, AnalysisResult, RankResult
 from ..names import short_names
-from .base import (DOCS_COMPILE, GENERAL, Fired, Verdict, covered_by, fine, make_finding, ms, not_checked,
-                   pct_of_step, per, rule)
+from .base import (DOCS_COMPILE, GENERAL, Fired, Verdict, claim, evidence_lines, fine, largest, ms, not_checked, per,
+                   rule, shares_over)
 from .config import AdviceConfig
 
 
@@ -35,33 +35,30 @@ def low_sm_occupancy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
             return not_checked(f"the SM occupancy analysis failed on rank {failed[0].rank}")
         reasons = sorted({r.occupancy.missing_reason for r in gpu if r.occupancy.missing_reason})
         return not_checked("; ".join(reasons) or "no compute kernels with occupancy data in the analyzed steps")
-    val = {r.rank: pct_of_step(idle_sm_us(r), r) for r in ranks}
-    hits = sorted([r for r in ranks if val[r.rank] >= cfg.idle_sm_pct], key=lambda r: -val[r.rank])
+    val, hits = shares_over(ranks, idle_sm_us, cfg.idle_sm_pct)
     if not hits:
-        w = max(ranks, key=lambda r: val[r.rank])
+        w = largest(ranks, val)
         o = w.occupancy
         return fine(f"rank {w.rank}: SM efficiency {o.sm_efficiency_pct:.0f} %, achieved occupancy "
                     f"{o.achieved_occupancy_pct:.0f} % of compute kernel time; kernels with < 1 block per SM leave "
                     f"{val[w.rank]:.1f} % of the step's SM time idle")
-    claims = {r.rank: fired.take(r, ["compute"], idle_sm_us(r)) for r in hits}
-    if not any(claims.values()):
-        return covered_by(fired, hits, ["compute"], "kernels with fewer blocks than SMs")
-    worst = hits[0]
-    evidence = []
-    for r in hits[:8]:
-        o = r.occupancy
-        shown = o.top_small[:2]
-        labels = short_names([k.name for k in shown])
-        top = "; ".join(f"{labels[k.name]} ({k.count:,}×, {k.blocks_per_sm:.2f} blocks/SM, "
-                        f"{ms(k.total_us)} in the steps)" for k in shown)
-        evidence.append(
-            f"rank {r.rank}: compute kernels {ms(o.kernel_us_per_step)} {per(r)}, SM efficiency "
+    c = claim(fired, hits, ["compute"], idle_sm_us, "kernels with fewer blocks than SMs")
+    return c.verdict(cfg, f"Kernels too small for the GPU: {val[c.worst.rank]:.0f} % of the step's SM time idle "
+                          "inside kernels with fewer blocks than SMs", evidence_lines(c.hits, _evidence), FIX)
+
+
+FIX = ("# give each kernel more work: a larger batch (see memory-under-used for the headroom),\n"
+       "# or fuse the small kernels:\n"
+       "model = torch.compile(model)")
+
+
+def _evidence(r: RankResult) -> str:
+    o = r.occupancy
+    shown = o.top_small[:2]
+    labels = short_names([k.name for k in shown])
+    top = "; ".join(f"{labels[k.name]} ({k.count:,}×, {k.blocks_per_sm:.2f} blocks/SM, "
+                    f"{ms(k.total_us)} in the steps)" for k in shown)
+    return (f"rank {r.rank}: compute kernels {ms(o.kernel_us_per_step)} {per(r)}, SM efficiency "
             f"{o.sm_efficiency_pct:.0f} %, achieved occupancy {o.achieved_occupancy_pct:.0f} % (duration-weighted); "
             f"kernels with < 1 block per SM {ms(o.small_grid_us_per_step)} {per(r)} ({o.small_grid_pct:.0f} % of "
             f"compute kernel time) leave {ms(idle_sm_us(r))} of SM time idle; largest: {top}")
-    fix = ("# give each kernel more work: a larger batch (see memory-under-used for the headroom),\n"
-           "# or fuse the small kernels:\n"
-           "model = torch.compile(model)")
-    return make_finding(cfg, hits, claims,
-                        f"Kernels too small for the GPU: {val[worst.rank]:.0f} % of the step's SM time idle "
-                        f"inside kernels with fewer blocks than SMs", evidence, fix)

@@ -1,8 +1,11 @@
 """Optimizer rules: C21 single-tensor optimizer, C22 zero_grad writing zeros."""
 from __future__ import annotations
 
+from typing import Dict
+
 from ..model import AnalysisResult, RankResult
-from .base import DOCS_OPTIM, DOCS_ZERO_GRAD, Fired, Verdict, fine, make_finding, ms, not_checked, per, rule
+from .base import (DOCS_OPTIM, DOCS_ZERO_GRAD, Fired, Verdict, claim, evidence_lines, fine, make_finding, ms,
+                   not_checked, per, rule, worst_first)
 from .config import AdviceConfig
 
 
@@ -34,36 +37,34 @@ def unfused_optimizer(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -
     ranks = [r for r in result.ranks if r.optimizer.step_calls]
     if not ranks:
         return not_checked("no Optimizer.step#... annotations in the traces")
-    hits = sorted([r for r in ranks if not r.optimizer.multi_tensor and _many(r, cfg)],
-                  key=lambda r: -optimizer_cost_us(r))
+    hits = worst_first([r for r in ranks if not r.optimizer.multi_tensor and _many(r, cfg)], optimizer_cost_us)
     if not hits:
         multi = [r for r in ranks if r.optimizer.multi_tensor]
         if multi:
             return fine(f"foreach/fused optimizer ({multi[0].optimizer.marker[:60]})")
         return fine(f"{max(r.optimizer.kernels_per_step if r.has_gpu else r.optimizer.ops_per_step for r in ranks):.0f} "
                     "kernels (CPU: ops) per optimizer step")
-    evidence = []
-    for r in hits[:8]:
-        o = r.optimizer
-        if r.has_gpu:
-            evidence.append(f"rank {r.rank}: {o.step_name} launches {o.kernels_per_step:,.0f} kernels {per(r)} "
-                            f"(median {o.median_kernel_us:.1f} µs) from {o.ops_per_step:,.0f} ops, no foreach or "
-                            f"fused op; host time {ms(o.step_us_per_step)} {per(r)}, GPU idle during it "
-                            f"{ms(r.idle_attribution.optimizer_us)}")
-        else:
-            evidence.append(f"rank {r.rank} (no GPU activity): {o.step_name} runs {o.ops_per_step:,.0f} CPU ops {per(r)}, "
-                            f"no foreach or fused op, in {ms(o.step_us_per_step)} of host time {per(r)} "
-                            f"({100 * o.step_us_per_step / r.window_us:.1f} % of the step); a fused step does the same "
-                            "arithmetic in a few ops, so it saves at most that time")
     fix = ("optimizer = torch.optim.AdamW(model.parameters(), lr=..., fused=True)   # or foreach=True\n"
            "# fused=True runs on CUDA and, since PyTorch 2.4, on CPU (Adam, AdamW, SGD, Adagrad)")
-    claims = {r.rank: fired.take(r, ["idle:optimizer"] if r.has_gpu else ["host:optimizer"], optimizer_cost_us(r))
-              for r in hits}
+    c = claim(fired, hits, lambda r: ["idle:optimizer"] if r.has_gpu else ["host:optimizer"], optimizer_cost_us)
     worst = max(hits, key=lambda r: r.optimizer.kernels_per_step if r.has_gpu else r.optimizer.ops_per_step)
     count = (f"{worst.optimizer.kernels_per_step:,.0f} kernels" if worst.has_gpu
              else f"{worst.optimizer.ops_per_step:,.0f} CPU ops")
-    return make_finding(cfg, hits, claims, f"Use a fused optimizer: the per-parameter step runs {count} per step",
-                        evidence, fix)
+    return c.verdict(cfg, f"Use a fused optimizer: the per-parameter step runs {count} per step",
+                     evidence_lines(c.hits, _unfused_evidence), fix)
+
+
+def _unfused_evidence(r: RankResult) -> str:
+    o = r.optimizer
+    if r.has_gpu:
+        return (f"rank {r.rank}: {o.step_name} launches {o.kernels_per_step:,.0f} kernels {per(r)} "
+                f"(median {o.median_kernel_us:.1f} µs) from {o.ops_per_step:,.0f} ops, no foreach or "
+                f"fused op; host time {ms(o.step_us_per_step)} {per(r)}, GPU idle during it "
+                f"{ms(r.idle_attribution.optimizer_us)}")
+    return (f"rank {r.rank} (no GPU activity): {o.step_name} runs {o.ops_per_step:,.0f} CPU ops {per(r)}, "
+            f"no foreach or fused op, in {ms(o.step_us_per_step)} of host time {per(r)} "
+            f"({100 * o.step_us_per_step / r.window_us:.1f} % of the step); a fused step does the same "
+            "arithmetic in a few ops, so it saves at most that time")
 
 
 def zero_grad_cost_us(r: RankResult) -> float:
@@ -85,25 +86,29 @@ def zero_grad_zeros(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> 
     ranks = [r for r in result.ranks if r.optimizer.zero_grad_calls]
     if not ranks:
         return not_checked("no Optimizer.zero_grad#... annotations in the traces")
-    hits = sorted([r for r in ranks if r.optimizer.zero_ops_per_step > 0], key=lambda r: -zero_grad_cost_us(r))
+    hits = worst_first([r for r in ranks if r.optimizer.zero_ops_per_step > 0], zero_grad_cost_us)
     if not hits:
         return fine("zero_grad sets gradients to None (no aten::zero_)")
-    evidence = []
-    for r in hits[:8]:
-        o = r.optimizer
-        text = (f"rank {r.rank}: {o.zero_grad_name} runs {o.zero_ops_per_step:,.0f} aten::zero_ {per(r)}, "
-                f"{ms(o.zero_grad_us_per_step)} of host time")
-        if r.has_gpu:
-            text += (f"; its kernels take {ms(o.zero_grad_kernel_us_per_step)} and the GPU idles "
-                     f"{ms(r.idle_attribution.zero_grad_us)} during it")
-        evidence.append(text)
     fix = "optimizer.zero_grad(set_to_none=True)   # the default since PyTorch 2.0"
-    claims = {}
-    for r in hits:
-        if r.has_gpu:
-            c = fired.take(r, ["idle:zero_grad"], r.idle_attribution.zero_grad_us)
-            c.update(fired.take(r, ["compute"], r.optimizer.zero_grad_kernel_us_per_step))
-        else:
-            c = fired.take(r, ["host:zero_grad"], r.optimizer.zero_grad_us_per_step)
-        claims[r.rank] = c
-    return make_finding(cfg, hits, claims, "Set gradients to None: zero_grad writes zeros every step", evidence, fix)
+    return make_finding(cfg, hits, {r.rank: _zero_grad_claim(r, fired) for r in hits},
+                        "Set gradients to None: zero_grad writes zeros every step",
+                        evidence_lines(hits, _zero_grad_evidence), fix)
+
+
+def _zero_grad_claim(r: RankResult, fired: Fired) -> Dict[str, float]:
+    """C22's claim on ``r``: the GPU idle inside zero_grad and its kernels' time, or its host time."""
+    if not r.has_gpu:
+        return fired.take(r, ["host:zero_grad"], r.optimizer.zero_grad_us_per_step)
+    out = fired.take(r, ["idle:zero_grad"], r.idle_attribution.zero_grad_us)
+    out.update(fired.take(r, ["compute"], r.optimizer.zero_grad_kernel_us_per_step))
+    return out
+
+
+def _zero_grad_evidence(r: RankResult) -> str:
+    o = r.optimizer
+    text = (f"rank {r.rank}: {o.zero_grad_name} runs {o.zero_ops_per_step:,.0f} aten::zero_ {per(r)}, "
+            f"{ms(o.zero_grad_us_per_step)} of host time")
+    if r.has_gpu:
+        text += (f"; its kernels take {ms(o.zero_grad_kernel_us_per_step)} and the GPU idles "
+                 f"{ms(r.idle_attribution.zero_grad_us)} during it")
+    return text

@@ -1,9 +1,11 @@
 """C5: host-device synchronization inside the steps."""
 from __future__ import annotations
 
+from typing import Dict, List
+
 from ..model import AnalysisResult, RankResult
-from .base import (DOCS_TUNING, Fired, Verdict, fine, make_finding, ms, not_checked, of_step, pct_of_step, per,
-                   rule)
+from .base import (DOCS_TUNING, EVIDENCE_RANKS, Fired, Verdict, fine, largest, make_finding, ms, not_checked, of_step,
+                   per, rule, shares_over, up_to)
 from .config import AdviceConfig
 
 
@@ -24,7 +26,7 @@ def sync_cost_us(r: RankResult) -> float:
 GPU_POOLS = ["idle:sync", "idle:host_ops", "idle:launch", "idle:unattributed"]
 
 
-def _claim(r: RankResult, fired: Fired):
+def _claim(r: RankResult, fired: Fired) -> Dict[str, float]:
     if not r.has_gpu:
         return fired.take(r, ["host:sync"], r.cpu.sync_us_per_step)
     a = r.idle_attribution
@@ -54,16 +56,14 @@ def sync_in_step(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
     ranks = [r for r in result.ranks if r.steps_used]
     if not ranks:
         return not_checked("no events in the traces")
-    val = {r.rank: pct_of_step(sync_cost_us(r), r) for r in ranks}
-    hits = sorted([r for r in ranks if (r.cpu.sync_calls_per_step > 0 or r.memcpy.dtoh_reads_per_step > 0)
-                   and val[r.rank] > cfg.sync_pct], key=lambda r: -val[r.rank])
+    val, over = shares_over(ranks, sync_cost_us, cfg.sync_pct, strict=True)
+    hits = [r for r in over if r.cpu.sync_calls_per_step > 0 or r.memcpy.dtoh_reads_per_step > 0]
     if not hits:
         calls = max(r.cpu.sync_calls_per_step for r in ranks)
-        w = max(ranks, key=lambda r: val[r.rank])
-        return fine(f"up to {calls:.1f} sync points {per(w)} costing up to {val[w.rank]:.1f} % {of_step(w)}")
+        return fine(f"up to {calls:.1f} sync points {per(largest(ranks, val))} costing {up_to(ranks, val)}")
     worst = hits[0]
-    evidence = []
-    for r in hits[:8]:
+    evidence: List[str] = []
+    for r in hits[:EVIDENCE_RANKS]:
         names = ", ".join(f"{e.name} ×{e.count}" for e in r.cpu.sync_events[:4])
         text = (f"rank {r.rank}: {r.cpu.sync_calls_per_step:.1f} sync points {per(r)} ({names or 'none named'}), "
                 f"host waits {ms(r.cpu.sync_us_per_step)} {per(r)}")

@@ -14,7 +14,8 @@ from typing import List
 
 from ..errors import plural
 from ..model import AnalysisResult, RankResult
-from .base import DOCS_PROFILER, WINDOW, Fired, Verdict, fine, make_finding, ms, not_checked, pct_of_step, rule
+from .base import (DOCS_PROFILER, WINDOW, Fired, Verdict, claim_each, fine, make_finding, ms, not_checked, pct_of_step,
+                   rule)
 from .config import AdviceConfig
 
 FIX = ("prof = torch.profiler.profile(\n"
@@ -87,7 +88,8 @@ def trace_window(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
         return fine(f"{min(r.steps_used for r in ranks)} or more analyzed steps per rank, no one-off warm-up, "
                     f"{plural(len(result.ranks), 'rank')}" + (f" of {_world(result)}" if _world(result) else ""))
     warm = [r for r in ranks if r.warmup.us_per_step > 0 and warmup_pct(r) >= cfg.window_warmup_pct]
-    claims = {r.rank: fired.take(r, ["idle:warmup"] if r.has_gpu else ["host:warmup"], r.warmup.us_per_step) for r in warm}
+    claims = claim_each(fired, warm, lambda r: ["idle:warmup"] if r.has_gpu else ["host:warmup"],
+                        lambda r: r.warmup.us_per_step)
     if warm:
         w = max(warm, key=warmup_pct)
         title = (f"The traced window starts with one-off warm-up ({warmup_pct(w):.0f} % of it): profile steady "
