@@ -224,7 +224,7 @@ def test_only_absurd_values_leave_the_memory_rules_not_checked(tmp_path):
         c = _check(r, rule_id)
         assert c.status == "not checked" and "2 [memory] events with values no device has" in c.detail
     shown = view.memory(r.ranks[0])
-    assert shown["state"] == "missing" and "All 2 [memory] events" in shown["reason"]
+    assert shown.state == "missing" and "All 2 [memory] events" in shown.reason
     md, page = render(r, "md"), render(r, "html")
     assert "values no device has" in md and "All 2 [memory] events" in page
     assert "1388931318491" not in md + page

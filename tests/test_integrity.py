@@ -32,8 +32,8 @@ def test_work_before_the_first_recorded_op_is_not_recorded_not_idle(tmp_path):
     assert sum(g.gain_us for f in result.findings for g in f.rank_gains) <= a.idle_us - a.unrecorded_us + 1e-6
     (note,) = view.integrity_notes(result)
     assert note.startswith("rank 0: the first GPU operation starts 5.00 ms after its launch call returned")
-    assert {"label": "not recorded by the trace", "pct": view.fmt.pct(100 * 4995 / r.window_us)} in \
-        view.headline(result)["idle_causes"]
+    assert view.IdleCause(label="not recorded by the trace", pct=view.fmt.pct(100 * 4995 / r.window_us)) in \
+        view.headline(result).idle_causes
 
 
 def test_graph_replays_without_their_kernels_are_not_advised_on(tmp_path):

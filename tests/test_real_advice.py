@@ -134,7 +134,7 @@ def test_alexnet_top_finding_is_the_trace_window(results):
     assert "schedule(wait=" in top.fix and "prof.step()" in top.fix
     # the 3 s first launch is module loading, not a slow launch to fix with set_num_threads
     assert not any(f.id == "launch-outliers" for f in r.findings)
-    assert headline(r)["top"][0]["id"] == "trace-window"
+    assert headline(r).top[0].id == "trace-window"
 
 
 def test_no_per_step_wording_without_steps(results, tmp_path):
@@ -154,11 +154,11 @@ def test_window_limits_are_reported(results):
     r = _get(results, "trace_diff/control")
     f = next(f for f in r.findings if f.id == "trace-window")
     assert "1 of the job's 8 ranks" in " ".join(f.evidence) and f.gain_pct == 0
-    assert f.id not in [x["id"] for x in headline(r)["top"]]  # under 1 %: not in the top list
+    assert f.id not in [x.id for x in headline(r).top]  # under 1 %: not in the top list
     # said once at the top: the run's note names the missing ranks, so the headline's window note is left out
-    assert headline(r)["window_note"] == "" and "only 1 of its 8 traces is here" in run(r)["world_note"]
+    assert headline(r).window_note == "" and "only 1 of its 8 traces is here" in run(r).world_note
     alexnet = _get(results, "alexnet")  # a window problem of its own (warm-up) keeps the note
-    assert headline(alexnet)["window_note"] == next(f.title for f in alexnet.findings if f.id == "trace-window")
+    assert headline(alexnet).window_note == next(f.title for f in alexnet.findings if f.id == "trace-window")
 
 
 # ------------------------------------------------- 5. launch overhead vs a slow host
@@ -215,8 +215,8 @@ def test_unfused_optimizer_on_a_cpu_trace():
 def test_step_counts_agree(results):
     r = _get(results, "trace_diff/control")
     (row,) = rank_rows(r)
-    assert row["steps"] == "5 (4 analyzed)" and r.ranks[0].steps_used == 4
-    assert all(f["gain_pct"] >= 1 for f in headline(r)["top"])
+    assert row.steps == "5 (4 analyzed)" and r.ranks[0].steps_used == 4
+    assert all(f.gain_pct >= 1 for f in headline(r).top)
 
 
 def test_permissive_thresholds_still_claim_each_time_once():

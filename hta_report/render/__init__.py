@@ -12,9 +12,19 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, Mapping, Optional, Protocol, Tuple, cast
 
 from ..model import AnalysisResult, Comparison
+
+
+class ReporterModule(Protocol):
+    """What a reporter's module provides (``html.py``, ``markdown.py``...)."""
+
+    def render(self, result: AnalysisResult, charts: Mapping[str, str]) -> str:
+        """``result`` in the module's format."""
+
+    def render_comparison(self, comparison: Comparison) -> str:
+        """``comparison`` in the module's format."""
 
 
 @dataclass(frozen=True)
@@ -36,8 +46,9 @@ class Reporter:
     module: str
     charts: bool = False
 
-    def _module(self):
-        return importlib.import_module(f"{__name__}.{self.module}")  # imported on use: jinja2, orjson...
+    def _module(self) -> "ReporterModule":
+        # imported on use: jinja2, orjson...; every module of REPORTERS has both functions (tests/test_formats.py)
+        return cast(ReporterModule, importlib.import_module(f"{__name__}.{self.module}"))
 
     def render(self, result: AnalysisResult, charts: Optional[Mapping[str, str]] = None) -> str:
         """``result`` in this format; ``charts`` (name -> data URI) for a

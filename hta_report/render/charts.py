@@ -18,7 +18,7 @@ import io
 import re
 import unicodedata
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Sequence, Tuple
 
 import matplotlib
 import numpy as np
@@ -33,7 +33,10 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from ..names import short_names  # noqa: E402
 
 if TYPE_CHECKING:
-    from ..model import AnalysisResult
+    from matplotlib.backend_bases import RendererBase
+    from matplotlib.transforms import Bbox
+
+    from ..model import AnalysisResult, RankResult
 
 PALETTE = {
     "kernels": "#2b7bba", "copies only": "#f0a030",
@@ -56,7 +59,7 @@ _LABEL_WRAP = {"wide": (48, 96), "narrow": (22, 44)}
 #: Segments narrower than this (% of the axis) get no value written in them.
 _MIN_LABELLED_PCT = 6.0
 #: One chart to draw: ``(name, function, args, kwargs)``; the function returns its data URI.
-ChartSpec = Tuple[str, Callable[..., str], tuple, Dict[str, Any]]
+ChartSpec = Tuple[str, Callable[..., str], Tuple[object, ...], Dict[str, object]]
 #: Ranks shown in the step-time chart (one line each).
 MAX_STEP_LINES = 16
 
@@ -135,13 +138,13 @@ def svg_bytes(fig: Figure, tight: str = "one draw") -> bytes:
             crop, which is also used when the SVG's root element is not
             the one expected.
     """
-    boxes: list = []
+    boxes: List[Bbox] = []
     buf = io.BytesIO()
     one_draw = tight == "one draw"
     if one_draw:
         draw = fig.draw
 
-        def draw_and_measure(renderer) -> None:
+        def draw_and_measure(renderer: RendererBase) -> None:
             draw(renderer)
             boxes.append(fig.get_tightbbox(renderer))  # inches (the figure's dpi is the renderer's here)
 
@@ -338,7 +341,7 @@ def memory_lines(t_ms: Sequence[float], allocated: Sequence[float], reserved: Se
     return _to_uri(fig)
 
 
-def rank_chart_specs(r, width: float) -> List[ChartSpec]:
+def rank_chart_specs(r: RankResult, width: float) -> List[ChartSpec]:
     """The per-rank charts of ``r`` (a ``RankResult``) as :data:`ChartSpec`
     entries: ``step_breakdown/<rank>`` and ``memory/<rank>``, each when the
     rank has the data."""

@@ -1,7 +1,13 @@
-"""Display strings for a :class:`~hta_report.model.Comparison` (HTML and markdown)."""
+"""The view of a :class:`~hta_report.model.Comparison`: typed, display-ready rows.
+
+:func:`context` builds a :class:`ComparisonView` once; the compare page
+(``templates/compare.html.j2``: it only reads, loops and tests) and the
+markdown comparison both show it.
+"""
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from dataclasses import dataclass
+from typing import Dict, List, Sequence, Tuple
 
 from ..model import Comparison, KernelDelta, MetricDelta
 from ..names import short_name, short_names
@@ -13,6 +19,90 @@ MIN_CHANGE_PP = 1.0
 BIGGEST_CHANGES = 6
 #: Kernels named under "biggest changes".
 BIGGEST_KERNELS = 3
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One metric: its ``name``, ``base`` and ``new`` values and their
+    ``change``; ``where`` (biggest changes only) says where it moved most
+    (``mean over ranks``, ``rank 3 → rank 1``, or empty)."""
+
+    name: str
+    base: str
+    new: str
+    change: str
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class VariantRow:
+    """One template variant of a kernel: its ``name`` (what sets it apart), ``full`` name and totals."""
+
+    name: str
+    full: str
+    base: str
+    new: str
+    change: str
+
+
+@dataclass(frozen=True)
+class KernelChangeRow:
+    """A kernel (or a group of its template ``variants``) whose total time
+    changed: ``name`` shortened (``shortened``), ``full`` for hover, ``type``,
+    totals and ``change``; ``note`` says ``new``, ``gone`` or how many variants."""
+
+    name: str
+    full: str
+    shortened: bool
+    type: str
+    base: str
+    new: str
+    change: str
+    variants: Tuple[VariantRow, ...]
+    note: str
+
+
+@dataclass(frozen=True)
+class FindingChange:
+    """A finding that appeared or went away."""
+
+    id: str
+    title: str
+    severity: str
+
+
+@dataclass(frozen=True)
+class RankChanges:
+    """The metrics of one rank pair (``label``: ``rank 0`` or ``rank 3 → rank 1``)."""
+
+    label: str
+    rows: Tuple[MetricRow, ...]
+
+
+@dataclass(frozen=True)
+class ComparisonView:
+    """Everything the compare page and the markdown comparison show, formatted."""
+
+    base_label: str
+    new_label: str
+    base_name: str
+    new_name: str
+    verdict: str
+    verdict_text: str
+    noise_band: str
+    biggest: Tuple[MetricRow, ...]
+    min_change: str
+    nothing_else: str
+    biggest_kernels: Tuple[KernelChangeRow, ...]
+    overall: Tuple[MetricRow, ...]
+    ranks: Tuple[RankChanges, ...]
+    only_base: str
+    only_new: str
+    kernels: Tuple[KernelChangeRow, ...]
+    no_kernels: str
+    appeared: Tuple[FindingChange, ...]
+    gone: Tuple[FindingChange, ...]
+    kept: Tuple[str, ...]
 
 
 def _value(unit: str, v: float) -> str:
@@ -28,17 +118,17 @@ def _change(m: MetricDelta) -> str:
     return f"{fmt.fixed(round(m.delta, 1) + 0.0, 1, sign=True, grouped=False)}\u00a0pp"  # + 0.0: -0.0 is 0.0
 
 
-def metric_rows(metrics: List[MetricDelta]) -> List[Dict[str, str]]:
+def metric_rows(metrics: Sequence[MetricDelta]) -> Tuple[MetricRow, ...]:
     """Rows of metric, base, new, change."""
-    return [{"name": m.name, "base": _value(m.unit, m.base), "new": _value(m.unit, m.new), "change": _change(m)}
-            for m in metrics]
+    return tuple(MetricRow(name=m.name, base=_value(m.unit, m.base), new=_value(m.unit, m.new), change=_change(m))
+                 for m in metrics)
 
 
 def _rank_label(rank: int, new_rank: int) -> str:
     return f"rank {rank}" if rank == new_rank else f"rank {rank} → rank {new_rank}"
 
 
-def biggest_changes(c: Comparison) -> List[Dict[str, str]]:
+def biggest_changes(c: Comparison) -> Tuple[MetricRow, ...]:
     """The metrics that moved most, ranked, for the top of the page: the mean
     step time first (the verdict's figure), then up to
     :data:`BIGGEST_CHANGES` percentage metrics by the size of their move
@@ -46,7 +136,7 @@ def biggest_changes(c: Comparison) -> List[Dict[str, str]]:
     once, where it moved most: over all ranks, or on one rank (``where``),
     so a move only one rank shows (sync share 8.2 → 26.7 %) is not hidden
     in a per-rank table."""
-    best: Dict[str, tuple] = {}
+    best: Dict[str, Tuple[MetricDelta, str]] = {}
     many = len(c.ranks) > 1
     for m in c.overall:
         best[m.name] = (m, "mean over ranks" if many else "")
@@ -64,39 +154,39 @@ def biggest_changes(c: Comparison) -> List[Dict[str, str]]:
     moved = sorted((v for v in best.values() if v[0].unit != "ms" and abs(v[0].delta) >= MIN_CHANGE_PP),
                    key=lambda v: (-abs(v[0].delta), v[0].name))
     rows += moved[:BIGGEST_CHANGES]
-    return [{"name": m.name, "where": where, "base": _value(m.unit, m.base), "new": _value(m.unit, m.new),
-             "change": _change(m)} for m, where in rows]
+    return tuple(MetricRow(name=m.name, where=where, base=_value(m.unit, m.base), new=_value(m.unit, m.new),
+                           change=_change(m)) for m, where in rows)
 
 
 def _kernel_change(k_delta_us: float) -> str:
     return ("+" if k_delta_us >= 0 else "−") + fmt.ms(abs(k_delta_us))
 
 
-def kernel_rows(kernels: List[KernelDelta]) -> List[Dict[str, Any]]:
+def kernel_rows(kernels: Sequence[KernelDelta]) -> Tuple[KernelChangeRow, ...]:
     """The kernels whose total time changed most, with short names distinct
     among the rows (:func:`hta_report.names.short_names`; ``full`` for hover)
     and, for a group of template variants, each variant with its own totals,
     named by what sets it apart (``…<5ul>``)."""
     labels = short_names([k.name for k in kernels])
-    rows = []
+    rows: List[KernelChangeRow] = []
     for k in kernels:
         base = short_name(k.name)
         variant_labels = {n: "…" + label[len(base):] if label.startswith(base + "<") else label
                           for n, label in short_names([v.name for v in k.variants]).items()}
-        rows.append({
-            "name": labels[k.name], "full": (f"template variants of {k.name}" if k.variants else k.name),
-            "shortened": labels[k.name] != k.name, "type": k.kernel_type,
-            "base": fmt.ms(k.base_us), "new": fmt.ms(k.new_us), "change": _kernel_change(k.delta_us),
-            "variants": [{"name": variant_labels[v.name], "full": v.name, "base": fmt.ms(v.base_us),
-                          "new": fmt.ms(v.new_us), "change": _kernel_change(v.new_us - v.base_us)}
-                         for v in k.variants],
-            "note": (f"{len(k.variants)} template variants" if k.variants else
-                     "new" if k.base_us == 0 else "gone" if k.new_us == 0 else ""),
-        })
-    return rows
+        rows.append(KernelChangeRow(
+            name=labels[k.name], full=(f"template variants of {k.name}" if k.variants else k.name),
+            shortened=labels[k.name] != k.name, type=k.kernel_type,
+            base=fmt.ms(k.base_us), new=fmt.ms(k.new_us), change=_kernel_change(k.delta_us),
+            variants=tuple(VariantRow(name=variant_labels[v.name], full=v.name, base=fmt.ms(v.base_us),
+                                      new=fmt.ms(v.new_us), change=_kernel_change(v.new_us - v.base_us))
+                           for v in k.variants),
+            note=(f"{len(k.variants)} template variants" if k.variants else
+                  "new" if k.base_us == 0 else "gone" if k.new_us == 0 else ""),
+        ))
+    return tuple(rows)
 
 
-def context(c: Comparison) -> Dict[str, Any]:
+def context(c: Comparison) -> ComparisonView:
     """Everything the compare template and markdown show, formatted."""
     change = fmt.fixed(c.step_time_change_pct, 1, sign=True, grouped=False)
     band = fmt.fixed(c.noise_band_pct, 1, grouped=False)
@@ -108,25 +198,25 @@ def context(c: Comparison) -> Dict[str, Any]:
     }[c.verdict]
     kernels = kernel_rows(c.kernels)
     biggest = biggest_changes(c)
-    return {
-        "base_label": c.base_label, "new_label": c.new_label,
-        "base_name": fmt.run_name(c.base_label), "new_name": fmt.run_name(c.new_label),
-        "verdict": c.verdict, "verdict_text": verdict_text,
-        "noise_band": fmt.pct(c.noise_band_pct),
-        "biggest": biggest,
-        "min_change": f"{MIN_CHANGE_PP:g} pp",
-        "nothing_else": (f"No {'other ' if biggest else ''}metric moved by {MIN_CHANGE_PP:g} pp or more."
-                         if len(biggest) <= (1 if c.verdict != "not comparable" else 0) else ""),
-        "biggest_kernels": kernels[:BIGGEST_KERNELS],
-        "overall": metric_rows(c.overall),
-        "ranks": [{"label": _rank_label(r.rank, r.new_rank), "rows": metric_rows(r.metrics)} for r in c.ranks],
-        "only_base": ", ".join(str(r) for r in c.ranks_only_base),
-        "only_new": ", ".join(str(r) for r in c.ranks_only_new),
-        "kernels": kernels,
-        "no_kernels": ("No GPU kernels on either side." if not any(
+    return ComparisonView(
+        base_label=c.base_label, new_label=c.new_label,
+        base_name=fmt.run_name(c.base_label), new_name=fmt.run_name(c.new_label),
+        verdict=c.verdict, verdict_text=verdict_text,
+        noise_band=fmt.pct(c.noise_band_pct),
+        biggest=biggest,
+        min_change=f"{MIN_CHANGE_PP:g} pp",
+        nothing_else=(f"No {'other ' if biggest else ''}metric moved by {MIN_CHANGE_PP:g} pp or more."
+                      if len(biggest) <= (1 if c.verdict != "not comparable" else 0) else ""),
+        biggest_kernels=kernels[:BIGGEST_KERNELS],
+        overall=metric_rows(c.overall),
+        ranks=tuple(RankChanges(label=_rank_label(r.rank, r.new_rank), rows=metric_rows(r.metrics)) for r in c.ranks),
+        only_base=", ".join(str(r) for r in c.ranks_only_base),
+        only_new=", ".join(str(r) for r in c.ranks_only_new),
+        kernels=kernels,
+        no_kernels=("No GPU kernels on either side." if not any(
             r.top_kernels for side in (c.base, c.new) if side is not None for r in side.ranks)
             else "No kernel's total time changed."),
-        "appeared": [{"id": f.id, "title": f.title, "severity": f.severity} for f in c.findings_appeared],
-        "gone": [{"id": f.id, "title": f.title, "severity": f.severity} for f in c.findings_gone],
-        "kept": list(c.findings_kept),
-    }
+        appeared=tuple(FindingChange(id=f.id, title=f.title, severity=f.severity) for f in c.findings_appeared),
+        gone=tuple(FindingChange(id=f.id, title=f.title, severity=f.severity) for f in c.findings_gone),
+        kept=tuple(c.findings_kept),
+    )

@@ -58,14 +58,14 @@ def num(value: float, digits: int = 0) -> str:
 def size(nbytes: int) -> str:
     """bytes -> ``"1.5 MB"`` (powers of 1000)."""
     try:
-        nbytes = float(nbytes)
+        value = float(nbytes)
     except OverflowError:  # an integer past the float range
         return f"{fixed(nbytes)} B"
     for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(nbytes) < 1000 or unit == "TB":
-            return f"{fixed(nbytes, 0, grouped=False)} {unit}" if unit == "B" else f"{fixed(nbytes, 1)} {unit}"
-        nbytes /= 1000
-    return f"{fixed(nbytes, 1)} TB"
+        if abs(value) < 1000 or unit == "TB":
+            return f"{fixed(value, 0, grouped=False)} {unit}" if unit == "B" else f"{fixed(value, 1)} {unit}"
+        value /= 1000
+    return f"{fixed(value, 1)} TB"
 
 
 def gbps(value: float) -> str:

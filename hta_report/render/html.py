@@ -12,13 +12,13 @@ from __future__ import annotations
 import functools
 from importlib import resources
 from pathlib import Path
-from typing import Any, Dict, Mapping
+from typing import Dict, Mapping
 
 import jinja2
 from markupsafe import Markup, escape
 
-from ..escape import html_text, is_image_data_uri, visible
-from ..model import AnalysisResult
+from ..escape import html_text, visible
+from ..model import AnalysisResult, Comparison
 from . import view
 
 
@@ -30,13 +30,6 @@ def _template_text(name: str) -> str:
         return (root / "templates" / name).read_text(encoding="utf-8")
     return resources.files("hta_report.templates").joinpath(name).read_text(encoding="utf-8")
 
-
-#: The report's charts in page order: chart name (:func:`hta_report.render.charts.report_charts`), alt text.
-CHARTS = (
-    ("gpu_time", "Chart: GPU time per rank, busy (compute, non-compute) and idle by cause, % of GPU time"),
-    ("top_kernels", "Chart: top kernels by total time over all ranks, ms"),
-    ("steps", "Chart: time per ProfilerStep, ms, per rank"),
-)
 
 _BREAK_AFTER = ("_", ",", "::")
 
@@ -56,7 +49,9 @@ def breakable(text: str) -> Markup:
 def environment() -> jinja2.Environment:
     """The jinja2 environment for our templates (autoescape on, strict
     undefined, the :func:`breakable` filter); one per process, which keeps
-    each template compiled (0.035 s for the report's)."""
+    each template compiled (0.035 s for the report's). A template's last
+    newline is kept, so a section's partial renders to whole lines; the
+    pages end with a comment, as they end without a newline."""
     env = jinja2.Environment(
         loader=jinja2.FunctionLoader(_template_text),
         autoescape=True,
@@ -64,30 +59,26 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         finalize=html_text,
+        keep_trailing_newline=True,
     )
     env.filters["breakable"] = breakable
     return env
 
 
-def context(result: AnalysisResult, charts: Mapping[str, str]) -> Dict[str, Any]:
-    """Everything the template shows, formatted; ``charts`` are the chart
+def context(result: AnalysisResult, charts: Mapping[str, str]) -> Dict[str, object]:
+    """What the page template reads: the ``report`` (:func:`hta_report.render.view.report`,
+    every section with its partial) and the ``css``; ``charts`` are the chart
     images (name -> data URI, :func:`hta_report.render.charts.report_charts`)."""
-    ctx: Dict[str, Any] = {name: section(result) for name, section in view.SECTIONS.items()}
-    charts = {k: v for k, v in charts.items() if is_image_data_uri(v)}  # images only as data we drew
-    shown = [{"alt": alt, "src": charts[name], "narrow": charts.get(f"{name}@narrow", "")}
-             for name, alt in CHARTS if name in charts]
-    for r in ctx["ranks"]:
-        for kind in ("step_breakdown", "memory"):
-            name = f"{kind}/{r['rank']}"
-            r[f"{kind}_chart"] = ({"src": charts[name], "narrow": charts.get(f"{name}@narrow", "")}
-                                  if name in charts else None)
-    ctx.update(charts=shown, css=_template_text("report.css"))
-    return ctx
+    return {"report": view.report(result, charts), "css": _template_text("report.css")}
 
 
 def prepare() -> None:
-    """Compile the report's template now (see :func:`hta_report.api.preparations`)."""
-    environment().get_template("report.html.j2")
+    """Compile the report's templates now (see :func:`hta_report.api.preparations`)."""
+    env = environment()
+    env.get_template("report.html.j2")
+    for section in view.SECTIONS:
+        if section.template:
+            env.get_template(section.template)
 
 
 def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
@@ -96,7 +87,7 @@ def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
     return environment().get_template("report.html.j2").render(**context(result, charts))
 
 
-def render_comparison(comparison) -> str:
+def render_comparison(comparison: Comparison) -> str:
     """A :class:`~hta_report.model.Comparison` as one HTML document."""
     from .compare_view import context as compare_context
 

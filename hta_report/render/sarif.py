@@ -24,10 +24,10 @@ Every trace-derived string goes through :func:`hta_report.escape.sarif_text`.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Mapping
+from typing import Dict, List, Mapping
 
 from ..escape import sarif_text
-from ..model import AnalysisResult, Comparison, Finding, SourceLocation, is_doc_url
+from ..model import AnalysisResult, Comparison, Finding, Inventory, SourceLocation, is_doc_url
 from .fmt import fixed, pct
 
 #: The schema a SARIF 2.1.0 log names (the OASIS standard, errata 01).
@@ -36,7 +36,7 @@ SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas
 LEVELS = {"high": "error", "medium": "warning", "low": "note"}
 
 
-def _location(loc: SourceLocation) -> Dict[str, Any]:
+def _location(loc: SourceLocation) -> Dict[str, object]:
     how = {"call": "this call", "def": "inside this function",
            "frame": "in this function (the line it ran when tracing started)"}
     calls = f", one of {loc.calls} such calls in {loc.function}" if loc.calls > 1 else ""
@@ -80,14 +80,14 @@ def _message(f: Finding) -> str:
     return sarif_text(" ".join(parts))
 
 
-def sarif_log(result: AnalysisResult) -> Dict[str, Any]:
+def sarif_log(result: AnalysisResult) -> Dict[str, object]:
     """The SARIF log of ``result`` as plain JSON values (see the module docstring)."""
     docs = {f.id: f.doc_url for f in result.findings if is_doc_url(f.doc_url)}  # never a link a saved result made up
-    rules: List[Dict[str, Any]] = []
+    rules: List[Dict[str, object]] = []
     index: Dict[str, int] = {}
     for c in result.checks:
         index[c.id] = len(rules)
-        rule: Dict[str, Any] = {
+        rule: Dict[str, object] = {
             "id": c.id, "name": c.rule or c.id,
             "shortDescription": {"text": sarif_text(c.title)},
             "properties": {"rule": c.rule, "status": c.status, "detail": sarif_text(c.detail),
@@ -103,7 +103,7 @@ def sarif_log(result: AnalysisResult) -> Dict[str, Any]:
             notes.append({"level": "note", "message": {"text": sarif_text(
                 f"{f.id} ({f.rule}) has no source line: {f.title}")}})
             continue
-        res: Dict[str, Any] = {
+        res: Dict[str, object] = {
             "ruleId": f.id, "level": LEVELS.get(f.severity, "note"), "message": {"text": _message(f)},
             "locations": [_location(loc) for loc in placed],
             "properties": {"severity": f.severity, "gain_ms_per_step": round(f.gain_ms_per_step, 3),
@@ -112,10 +112,10 @@ def sarif_log(result: AnalysisResult) -> Dict[str, Any]:
         if f.id in index:
             res["ruleIndex"] = index[f.id]
         results.append(res)
-    driver: Dict[str, Any] = {"name": "hta-report", "rules": rules}
+    driver: Dict[str, object] = {"name": "hta-report", "rules": rules}
     if result.inventory.tool_version:
         driver["version"] = result.inventory.tool_version
-    run: Dict[str, Any] = {"tool": {"driver": driver}, "results": results,
+    run: Dict[str, object] = {"tool": {"driver": driver}, "results": results,
                            "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": notes}]}
     return {"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [run]}
 
@@ -128,11 +128,5 @@ def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
 def render_comparison(comparison: Comparison) -> str:
     """The new side's findings as SARIF (what a pull request would merge);
     an empty run when the new side is not part of the comparison."""
-    new = comparison.new if comparison.new is not None else AnalysisResult(inventory=_empty_inventory())
+    new = comparison.new if comparison.new is not None else AnalysisResult(inventory=Inventory(input_dir=""))
     return render(new, {})
-
-
-def _empty_inventory():
-    from ..model import Inventory
-
-    return Inventory(input_dir="")

@@ -1,7 +1,7 @@
 """The short summary printed to the terminal after a report is written."""
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import List, Mapping, Sequence
 
 from ..escape import terminal
 from ..model import AnalysisResult, Comparison
@@ -9,43 +9,12 @@ from . import fmt, view
 
 
 def render(result: AnalysisResult, written: List[str]) -> str:
-    """A few lines: headline figures, top findings, files written."""
-    h = view.headline(result)
-    run = view.run(result)
-    lines = []
-    if h["has_gpu"]:
-        causes = ", ".join(f"{c['label']} {c['pct']}" for c in h["idle_causes"])
-        lines.append(f"GPU busy {h['busy']} {h['window']} (kernels {h['kernels']}), idle {h['idle']}"
-                     + (f" ({terminal(causes)})" if causes else ""))
-        lines += [f"read with care: {terminal(n)}" for n in h["integrity"]]
-    else:
-        lines.append("No GPU activity in the traces (CPU-side metrics only)")
-    step = f"mean step {h['mean_step']}" if not h["steps_note"] else h["steps_note"]
-    lines.append(f"{terminal(run['name'])}: {run['ranks']}, {step}, devices: {terminal(run['devices'])}")
-    if run["world_note"]:
-        lines.append(terminal(run["world_note"]))
-    bad = view.unreadable(result)
-    if bad["count"]:
-        lines.append(f"{bad['summary']} (listed in the report)")
-    part = view.incomplete(result)
-    if part["count"]:
-        lines.append(f"{part['summary']} (listed in the report)")
-    lines += [terminal(n) for n in view.reading_notes(result)]
-    findings = view.findings(result)
-    if findings:
-        top = [f for f in findings if f["gain_pct"] >= view.TOP_MIN_GAIN_PCT]
-        small = len(findings) - len(top)
-        top = top[:5]
-        lines.append(f"{fmt.plural(len(findings), 'finding')}" + (f", {small} below 1 % of the step or without a gain"
-                                                                   if small else "") + ":")
-        for f in top:
-            lines.append(f"  [{terminal(f['severity'])}] {terminal(f['title'])} ({f['gain']})")
-            if f["lines"]:  # the line with the largest share of its time
-                line = f["lines"][0]
-                lines.append(f"      at {terminal(line['label'])} in {terminal(line['function'])} "
-                             f"({line['share']} of its time)")
-    else:
-        lines.append(terminal(view.no_findings(result)))
+    """A few lines: the terminal lines of the report's sections
+    (:data:`hta_report.render.view.SECTIONS`: headline figures, top
+    findings), then the files written."""
+    lines: List[str] = []
+    for section in view.report(result, shown_in="terminal").sections:
+        lines += section.terminal()
     lines += [f"wrote {terminal(p)}" for p in written]
     return "\n".join(lines)
 
@@ -77,7 +46,7 @@ def comparison_summary(c: Comparison, written: List[str]) -> str:
     return "\n".join(lines)
 
 
-def catalogue_text(entries: List[Dict]) -> str:
+def catalogue_text(entries: Sequence[Mapping[str, object]]) -> str:
     """The rule catalogue (:func:`hta_report.api.rule_catalogue`) as plain text,
     one block per rule."""
     lines = []

@@ -1,17 +1,32 @@
-"""The view model: the result model turned into display-ready strings.
+"""The view model: the result model as typed, display-ready rows and sections.
 
-Shared by the HTML and markdown reporters so both say the same thing.
-Templates only read, loop and test what this module builds. Each section of
-the HTML report is a function here listed in :data:`SECTIONS` under the name
-the template reads it by.
+:func:`report` turns one :class:`~hta_report.model.AnalysisResult` into a
+:class:`Report`: frozen dataclasses holding every string a reporter shows,
+each number formatted once (with :mod:`hta_report.render.fmt`). Rows
+(``FindingRow``, ``RankRow``, ``KernelRow``...) are one table row or one
+group of figures; a :class:`Section` is one part of the report, in page
+order in :data:`SECTIONS`, and knows how it is shown:
+
+* ``template``: its HTML partial (``templates/<template>``), which only
+  reads, loops and tests the section's fields (no arithmetic, no formatting);
+* :meth:`Section.markdown`: its lines of the markdown report;
+* :meth:`Section.terminal`: its lines of the summary printed after ``analyze``.
+
+The HTML, markdown and terminal reporters walk the same list of sections, so
+a figure is formatted in one place and says the same thing everywhere.
+Trace-derived strings stay raw here: the HTML page escapes them (jinja2),
+markdown and terminal lines through :mod:`hta_report.escape`, here, as they
+are written.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List
+from dataclasses import dataclass
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
+from ..escape import is_image_data_uri, md_code, md_code_block, md_html, md_text, terminal
 from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, IDLE_CAUSE_LABELS, MEMORY_STEP, OCCUPANCY_STEP, SPAN_STEP,
                      STEP_BREAKDOWN_STEP, TEMPORAL_STEP, TENSORBOARD_STEP, WINDOWS_STEP, AnalysisResult, Finding,
-                     RankResult, is_doc_url, is_source_url)
+                     NamedTime, RankResult, SourceLocation, is_doc_url, is_source_url)
 from ..names import short_names
 from . import fmt
 
@@ -21,9 +36,1054 @@ NOT_COMPUTED = "not computed"
 #: Findings below this % of the step are not in the headline's top list.
 TOP_MIN_GAIN_PCT = 1.0
 
+#: Idle causes below this share of the window (%) are not named in the headline.
+HEADLINE_MIN_CAUSE_PCT = 0.5
 
-def _rank_label(r: RankResult) -> str:
-    return f"rank {r.rank}"
+#: The report's charts in page order: chart name (:func:`hta_report.render.charts.report_charts`), alt text.
+CHARTS = (
+    ("gpu_time", "Chart: GPU time per rank, busy (compute, non-compute) and idle by cause, % of GPU time"),
+    ("top_kernels", "Chart: top kernels by total time over all ranks, ms"),
+    ("steps", "Chart: time per ProfilerStep, ms, per rank"),
+)
+
+#: What each ``SourceLocation.how`` means, as the report says it.
+HOW = {"call": "spent in the call on this line",
+       "def": "spent inside this function (the line is its first)",
+       "frame": "spent in this function (the line it ran when tracing started; the call was not found in the source)"}
+
+#: What the memory section says for a trace without ``[memory]`` events.
+HOW_TO_RECORD_MEMORY = ("No [memory] events in this trace: profile with "
+                        "torch.profiler.profile(profile_memory=True), or hta-report collect --profile-memory.")
+
+#: Columns of the step breakdown: field of ``StepBreakdown`` (without ``_us``) -> heading.
+STEP_PARTS = {"kernel": "kernel", "memcpy": "memcpy", "memset": "memset", "runtime": "runtime",
+              "dataloader": "DataLoader", "cpu_exec": "CPU exec", "other": "other"}
+
+
+# ------------------------------------------------------------------------------------------------ rows
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What the report is about, for its title: the run's ``name`` (folder or
+    file, :func:`hta_report.render.fmt.run_name`), the question it answers
+    (``kicker``: CPU-only traces get no GPU question), the ``input`` as given,
+    ``ranks`` (``"1 rank"``), ``devices``, the collector's ``workload`` and a
+    ``world_note`` when ranks of the job are missing."""
+
+    name: str
+    kicker: str
+    input: str
+    ranks: str
+    devices: str
+    workload: str
+    world_note: str
+
+
+@dataclass(frozen=True)
+class IdleCause:
+    """One of the headline's largest idle causes: its ``label`` and ``pct`` of the window."""
+
+    label: str
+    pct: str
+
+
+@dataclass(frozen=True)
+class ExcerptRow:
+    """One line of a source excerpt: its number ``no``, its ``text``, and ``hit`` for the line itself."""
+
+    no: str
+    text: str
+    hit: bool
+
+
+@dataclass(frozen=True)
+class SourceLineRow:
+    """A finding's source line: ``label`` (``path/file.py:LINE``), ``function``,
+    ``time`` per step and ``share`` of the finding's time, ``how`` in words,
+    ``url`` (GitHub, or empty) and the ``excerpt``."""
+
+    label: str
+    function: str
+    time: str
+    share: str
+    how: str
+    url: str
+    excerpt: Tuple[ExcerptRow, ...]
+
+    @classmethod
+    def of(cls, loc: SourceLocation) -> "SourceLineRow":
+        calls = f"; one of {loc.calls} such calls in {loc.function}, the trace does not say which" \
+            if loc.calls > 1 else ""
+        return cls(
+            label=f"{loc.path}:{loc.line}", function=loc.function, time=fmt.ms(loc.time_us),
+            share=fmt.pct(loc.share_pct), how=HOW.get(loc.how, loc.how) + calls,
+            url=loc.url if is_source_url(loc.url) else "",  # nothing else read from a saved result is linked
+            excerpt=tuple(ExcerptRow(no=str(loc.excerpt_start + i), text=text, hit=loc.excerpt_start + i == loc.line)
+                          for i, text in enumerate(loc.excerpt)))
+
+
+@dataclass(frozen=True)
+class FindingRow:
+    """A finding as shown: what the model says, with its ``gain`` in words
+    (``gain_pct`` kept as a number for the top-list cut), ``ranks`` and
+    ``share`` formatted, and its source ``lines``."""
+
+    id: str
+    title: str
+    severity: str
+    evidence: Tuple[str, ...]
+    fix: str
+    doc_url: str
+    threshold: str
+    ranks: str
+    share: str
+    rule: str
+    gain: str
+    gain_pct: float
+    gain_note: str
+    lines: Tuple[SourceLineRow, ...]
+
+    @classmethod
+    def of(cls, result: AnalysisResult, f: Finding) -> "FindingRow":
+        return cls(
+            id=f.id, title=f.title, severity=f.severity, evidence=tuple(f.evidence), fix=f.fix,
+            doc_url=f.doc_url if is_doc_url(f.doc_url) else "", threshold=f.threshold,
+            ranks=", ".join(str(r) for r in f.ranks), share=fmt.pct(f.share_pct), rule=f.rule,
+            gain=_gain(result, f), gain_pct=f.gain_pct,
+            gain_note=" if the cause were removed (upper bound)" if f.gain_ms_per_step > 0 else "",
+            lines=tuple(SourceLineRow.of(loc) for loc in f.locations))
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One catalogue rule and what it concluded on this result (``css``: the status as a class name)."""
+
+    rule: str
+    id: str
+    title: str
+    status: str
+    detail: str
+    css: str
+
+
+@dataclass(frozen=True)
+class FailureRow:
+    """An analysis step that failed on a rank, and why."""
+
+    step: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class UnreadableRow:
+    """A trace file left out of the report, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """Trace files left out of the report: ``count``, ``total`` (files found),
+    ``summary`` (one line) and ``files``."""
+
+    count: int
+    total: int
+    summary: str
+    files: Tuple[UnreadableRow, ...]
+
+    @classmethod
+    def of(cls, result: AnalysisResult) -> "Unreadable":
+        inv = result.inventory
+        bad = inv.unreadable
+        total = len(bad) + len(inv.files)
+        return cls(count=len(bad), total=total,
+                   summary=(f"{len(bad)} of {total} traces could not be read; this report covers the rest"
+                            if bad else ""),
+                   files=tuple(UnreadableRow(path=u.path, reason=u.reason) for u in bad))
+
+
+@dataclass(frozen=True)
+class PartialRank:
+    """A rank analyzed in part: its number, file and failed steps."""
+
+    rank: str
+    file: str
+    failures: Tuple[FailureRow, ...]
+
+
+@dataclass(frozen=True)
+class Incomplete:
+    """Ranks analyzed in part (an analysis step failed; the rest is
+    reported): ``count``, ``summary`` (one line), the ``ranks``, and the
+    HTA analyses hta-report ``replaced`` (one line each)."""
+
+    count: int
+    summary: str
+    ranks: Tuple[PartialRank, ...]
+    replaced: Tuple[str, ...]
+
+    @classmethod
+    def of(cls, result: AnalysisResult) -> "Incomplete":
+        partial = [r for r in result.ranks if r.failures]
+        return cls(
+            count=len(partial),
+            summary=(f"{fmt.plural(len(partial), 'rank')} analyzed in part; these sections are missing, and the "
+                     "advice that needs them was not checked on these ranks" if partial else ""),
+            ranks=tuple(PartialRank(rank=str(r.rank), file=r.file, failures=_failures(r)) for r in partial),
+            replaced=tuple(replaced(result)))
+
+
+@dataclass(frozen=True)
+class RankFigures:
+    """A rank's main figures, formatted once: the per-rank table
+    (:class:`RankRow`) and the rank's own section (:class:`RankDetail`)
+    show these same strings."""
+
+    busy: str
+    kernels: str
+    idle: str
+    span_busy: str
+    gpu_span: str
+    mean_step: str
+    p90_step: str
+    dataloader: str
+    sync: str
+    exposed_comm: str
+    exposed_memcpy: str
+
+    @classmethod
+    def of(cls, r: RankResult) -> "RankFigures":
+        return cls(busy=fmt.pct(r.busy_pct), kernels=fmt.pct(r.kernel_busy_pct), idle=fmt.pct(r.idle_pct),
+                   span_busy=fmt.pct(r.gpu_span_busy_pct), gpu_span=fmt.ms(r.gpu_span_us),
+                   mean_step=fmt.ms(r.steps.mean_us), p90_step=fmt.ms(r.steps.p90_us),
+                   dataloader=fmt.pct(r.cpu.dataloader_pct), sync=fmt.pct(r.cpu.sync_pct),
+                   exposed_comm=fmt.pct(r.exposed_comm_window_pct), exposed_memcpy=fmt.pct(r.exposed_copy_window_pct))
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One rank in the per-rank table (``–`` or ``no GPU`` where the rank has
+    no such figure, :data:`NOT_COMPUTED` where its step failed)."""
+
+    rank: str
+    device: str
+    steps: str
+    mean_step: str
+    p90_step: str
+    busy: str
+    kernels: str
+    idle: str
+    span_busy: str
+    dataloader: str
+    sync: str
+    exposed_comm: str
+    exposed_memcpy: str
+
+    @classmethod
+    def of(cls, r: RankResult, x: RankFigures) -> "RankRow":
+        gpu = r.has_gpu
+        window_failed = gpu and r.failed(ATTRIBUTION_STEP, WINDOWS_STEP)
+        return cls(
+            rank=str(r.rank),
+            device=", ".join(sorted(set(r.device_names))) or ("not recorded" if gpu else "CPU"),
+            steps=(f"{r.steps.count} ({r.steps_used} analyzed)" if r.steps.count and r.steps_used != r.steps.count
+                   else str(r.steps.count)),
+            mean_step=x.mean_step if r.steps.count else "–",
+            p90_step=x.p90_step if r.steps.count else "–",
+            busy=NOT_COMPUTED if window_failed else x.busy if gpu else "no GPU",
+            kernels=NOT_COMPUTED if window_failed else x.kernels if gpu else "–",
+            idle=NOT_COMPUTED if window_failed else x.idle if gpu else "–",
+            span_busy=(NOT_COMPUTED if r.failed(SPAN_STEP) else x.span_busy) if gpu else "–",
+            dataloader=x.dataloader,
+            sync=x.sync,
+            exposed_comm=x.exposed_comm if gpu else "–",
+            exposed_memcpy=x.exposed_memcpy if gpu else "–",
+        )
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One ``ProfilerStep``: its number, duration, and whether it is the warm-up step."""
+
+    number: str
+    duration: str
+    warmup: bool
+
+
+@dataclass(frozen=True)
+class StepStatsView:
+    """A rank's step-time statistics, with a ``note`` on the warm-up step."""
+
+    count: str
+    mean: str
+    p50: str
+    p90: str
+    max: str
+    note: str
+
+
+@dataclass(frozen=True)
+class StreamIdleRow:
+    """HTA's idle time of one stream, by kind."""
+
+    stream: str
+    host: str
+    kernel: str
+    other: str
+
+
+@dataclass(frozen=True)
+class KernelTypeRow:
+    """HTA's kernel time of one kernel type."""
+
+    type: str
+    total: str
+    pct: str
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One of a rank's top kernels: ``name`` shortened (distinct among the
+    rank's), ``full`` name, whether it was ``shortened``, and its figures."""
+
+    name: str
+    full: str
+    shortened: bool
+    type: str
+    count: str
+    total: str
+    mean: str
+    min: str
+    max: str
+    pct: str
+    blocks: str
+    occupancy: str
+
+
+@dataclass(frozen=True)
+class NamedRow:
+    """A name (operator, module, synchronizing call), how often, and its total time."""
+
+    name: str
+    count: str
+    total: str
+
+    @classmethod
+    def of(cls, x: NamedTime) -> "NamedRow":
+        return cls(name=x.name, count=fmt.num(x.count), total=fmt.ms(x.total_us))
+
+
+@dataclass(frozen=True)
+class GpuByTable:
+    """GPU time by ``what`` (operator, nn.Module), with a ``note`` on how it is attributed."""
+
+    what: str
+    note: str
+    rows: Tuple[NamedRow, ...]
+
+
+@dataclass(frozen=True)
+class MemcpyRow:
+    """Copies of one direction."""
+
+    direction: str
+    count: str
+    time: str
+    bytes: str
+    bandwidth: str
+    pageable: str
+    pinned: str
+
+
+@dataclass(frozen=True)
+class MemcpyTotals:
+    """All copies of a rank: total, overlapping compute, and exposed."""
+
+    total: str
+    overlapped: str
+    exposed: str
+    exposed_pct: str
+
+
+@dataclass(frozen=True)
+class GpuTime:
+    """The rank's GPU time in each window, each labelled: ``window`` (the
+    analyzed steps or traced window: busy, kernels, idle), ``span`` (the GPU's
+    own first-to-last span, all of its operations, exact times), ``hta``
+    (HTA's temporal breakdown on its whole-µs times, or hta-report's where
+    HTA's failed: ``replaced`` says why) and the TensorBoard profiler's
+    overview (``tensorboard``, or empty)."""
+
+    window: str
+    span: str
+    hta: str
+    replaced: Tuple[str, ...]
+    tensorboard: str
+
+
+@dataclass(frozen=True)
+class CommView:
+    """A rank's communication kernels (``any``: whether it has some)."""
+
+    kernels: str
+    total: str
+    overlap: str
+    exposed: str
+    exposed_pct: str
+    any: bool
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """HTA's launch queue length of one stream."""
+
+    stream: str
+    mean: str
+    p50: str
+    max: str
+
+
+@dataclass(frozen=True)
+class LaunchView:
+    """HTA's kernel launch statistics of a rank."""
+
+    launches: str
+    short: str
+    runtime_outliers: str
+    delay_outliers: str
+    runtime_cutoff: str
+    delay_cutoff: str
+    median_runtime: str
+    median_delay: str
+    p90_delay: str
+    queue: Tuple[QueueRow, ...]
+
+
+@dataclass(frozen=True)
+class CpuOpRow:
+    """One CPU op: how often, its self time and its total time."""
+
+    name: str
+    count: str
+    self_time: str
+    total: str
+
+
+@dataclass(frozen=True)
+class CpuView:
+    """A rank's CPU side: DataLoader and synchronization ``per`` step (or
+    over the trace), as % ``of`` the step or traced window, and its top ops."""
+
+    per: str
+    of: str
+    steps_used: str
+    dataloader: str
+    dataloader_pct: str
+    dataloader_seen: bool
+    dataloader_mode: str
+    sync_calls: str
+    sync: str
+    sync_pct: str
+    sync_events: Tuple[NamedRow, ...]
+    top_ops: Tuple[CpuOpRow, ...]
+
+
+@dataclass(frozen=True)
+class Absent:
+    """A part of a rank's section that is not shown: ``state`` says why
+    (:data:`NOT_COMPUTED`, ``missing`` or ``cpu``) and ``reason`` in words
+    (empty for ``cpu``)."""
+
+    state: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class SmallKernelRow:
+    """A kernel with fewer blocks than SMs (name shortened as :class:`KernelRow`'s)."""
+
+    name: str
+    full: str
+    shortened: bool
+    count: str
+    total: str
+    blocks: str
+    occupancy: str
+    idle_sm: str
+    pct: str
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """How well the rank's compute kernels fill the GPU, ``per`` step (or
+    over the trace without steps): SM efficiency, achieved occupancy, the
+    time in kernels with fewer blocks than SMs (``small``, ``small_pct``)
+    and the SM time they leave idle, and those ``kernels``."""
+
+    state: ClassVar[str] = "shown"
+    per: str
+    kernels_with_data: str
+    kernel_time: str
+    sm_efficiency: str
+    occupancy: str
+    small: str
+    small_pct: str
+    idle_sm: str
+    kernels: Tuple[SmallKernelRow, ...]
+
+
+@dataclass(frozen=True)
+class DeviceMemoryRow:
+    """One device's memory: events, peaks and capacity (``–`` when the trace has none)."""
+
+    device: str
+    events: str
+    allocated: str
+    reserved: str
+    capacity: str
+    allocated_pct: str
+    reserved_pct: str
+
+
+@dataclass(frozen=True)
+class Memory:
+    """The rank's memory: its main ``device``, each device's row, and the main device's row (``main``)."""
+
+    state: ClassVar[str] = "shown"
+    device: str
+    devices: Tuple[DeviceMemoryRow, ...]
+    main: Optional[DeviceMemoryRow]
+
+
+@dataclass(frozen=True)
+class BreakdownRow:
+    """One step of the step breakdown: its number, warm-up mark, total and parts (ms)."""
+
+    number: str
+    warmup: bool
+    total: str
+    parts: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StepBreakdownTable:
+    """The rank's per-step breakdown: ``headings`` and one row per step."""
+
+    state: ClassVar[str] = "shown"
+    headings: Tuple[str, ...]
+    rows: Tuple[BreakdownRow, ...]
+
+
+@dataclass(frozen=True)
+class ChartImage:
+    """A chart we drew: its ``src`` data URI, the ``narrow`` drawing's (or
+    empty) and, for the page's chart section, its ``alt`` text."""
+
+    src: str
+    narrow: str
+    alt: str = ""
+
+
+@dataclass(frozen=True)
+class RankDetail:
+    """Everything the report shows of one rank in its own section."""
+
+    rank: str
+    file: str
+    has_gpu: bool
+    failures: Tuple[FailureRow, ...]
+    steps: Tuple[StepRow, ...]
+    step_stats: StepStatsView
+    idle_streams: Tuple[StreamIdleRow, ...]
+    kernel_types: Tuple[KernelTypeRow, ...]
+    kernels: Tuple[KernelRow, ...]
+    kernel_count: str
+    gpu_by: Tuple[GpuByTable, ...]
+    memcpy: Tuple[MemcpyRow, ...]
+    memcpy_summary: MemcpyTotals
+    gpu_time: Optional[GpuTime]
+    comm: CommView
+    launch: LaunchView
+    cpu: CpuView
+    occupancy: Union[Occupancy, Absent]
+    memory: Union[Memory, Absent]
+    step_breakdown: Union[StepBreakdownTable, Absent]
+    step_breakdown_chart: Optional[ChartImage]
+    memory_chart: Optional[ChartImage]
+
+    @classmethod
+    def of(cls, r: RankResult, x: RankFigures, last_step_included: bool,
+           charts: Mapping[str, str]) -> "RankDetail":
+        labels = short_names([k.name for k in r.top_kernels])
+        m, c, ln, cpu = r.memcpy, r.comm, r.launch, r.cpu
+        return cls(
+            rank=str(r.rank), file=r.file, has_gpu=r.has_gpu, failures=_failures(r),
+            steps=tuple(StepRow(number=str(s.number), duration=fmt.ms(s.duration_us), warmup=s.warmup)
+                        for s in r.steps.steps),
+            step_stats=StepStatsView(
+                count=fmt.plural(r.steps.count, "step"), mean=x.mean_step, p50=fmt.ms(r.steps.p50_us),
+                p90=x.p90_step, max=fmt.ms(r.steps.max_us),
+                note="first step (warm-up) excluded" if r.steps.warmup_excluded else "single step, used as is"),
+            idle_streams=tuple(StreamIdleRow(stream=str(s.stream), host=fmt.ms(s.host_wait_us),
+                                             kernel=fmt.ms(s.kernel_wait_us), other=fmt.ms(s.other_us))
+                               for s in r.idle.streams),
+            kernel_types=tuple(KernelTypeRow(type=k.kernel_type, total=fmt.ms(k.total_us), pct=fmt.pct(k.pct))
+                               for k in r.kernel_types),
+            kernels=tuple(KernelRow(
+                name=labels[k.name], full=k.name, shortened=labels[k.name] != k.name, type=k.kernel_type,
+                count=fmt.num(k.count), total=fmt.ms(k.total_us), mean=fmt.ms(k.mean_us), min=fmt.ms(k.min_us),
+                max=fmt.ms(k.max_us), pct=fmt.pct(k.pct),
+                blocks=fmt.fixed(k.blocks_per_sm, 2, grouped=False) if k.blocks_per_sm else "–",
+                occupancy=fmt.pct(k.occupancy_pct) if k.occupancy_pct else "–") for k in r.top_kernels),
+            kernel_count=fmt.num(r.kernel_count),
+            gpu_by=(GpuByTable(what="operator", note="the outermost CPU op around each launch, as the TensorBoard "
+                                                     "profiler's operator view",
+                               rows=tuple(NamedRow.of(n) for n in r.code.gpu_by_op)),
+                    GpuByTable(what="nn.Module", note="the innermost module around each launch; with_stack traces",
+                               rows=tuple(NamedRow.of(n) for n in r.code.gpu_by_module))),
+            memcpy=tuple(MemcpyRow(direction=d.direction, count=fmt.num(d.count), time=fmt.ms(d.total_us),
+                                   bytes=fmt.size(d.total_bytes), bandwidth=fmt.gbps(d.bandwidth_gbps),
+                                   pageable=fmt.num(d.pageable_count), pinned=fmt.num(d.pinned_count))
+                         for d in m.directions),
+            memcpy_summary=MemcpyTotals(total=fmt.ms(m.total_us), overlapped=fmt.ms(m.overlapped_us),
+                                        exposed=fmt.ms(m.exposed_us), exposed_pct=fmt.pct(m.exposed_pct)),
+            gpu_time=gpu_time(r, last_step_included, x) if r.has_gpu else None,
+            comm=CommView(kernels=fmt.num(c.kernel_count), total=fmt.ms(c.total_us), overlap=fmt.pct(c.overlap_pct),
+                          exposed=fmt.ms(c.exposed_us), exposed_pct=fmt.pct(c.exposed_pct), any=c.kernel_count > 0),
+            launch=LaunchView(
+                launches=fmt.num(ln.launches), short=fmt.num(ln.short_kernels),
+                runtime_outliers=fmt.num(ln.runtime_outliers), delay_outliers=fmt.num(ln.delay_outliers),
+                runtime_cutoff=fmt.ms(ln.runtime_cutoff_us), delay_cutoff=fmt.ms(ln.launch_delay_cutoff_us),
+                median_runtime=fmt.ms(ln.median_runtime_us), median_delay=fmt.ms(ln.median_launch_delay_us),
+                p90_delay=fmt.ms(ln.p90_launch_delay_us),
+                queue=tuple(QueueRow(stream=str(q.stream), mean=fmt.fixed(q.mean, 1, grouped=False),
+                                     p50=fmt.fixed(q.p50, 0, grouped=False), max=fmt.fixed(q.max, 0, grouped=False))
+                            for q in ln.queue)),
+            cpu=CpuView(
+                per="per step" if r.steps.count else "over the trace",
+                of="of the step" if r.steps.count else "of the traced window",
+                steps_used=fmt.plural(cpu.steps_used, "step"),
+                dataloader=fmt.ms(cpu.dataloader_us_per_step), dataloader_pct=x.dataloader,
+                dataloader_seen=cpu.dataloader_seen,
+                dataloader_mode="main process (num_workers=0)" if cpu.dataloader_in_main_process else "worker processes",
+                sync_calls=fmt.fixed(cpu.sync_calls_per_step, 1, grouped=False), sync=fmt.ms(cpu.sync_us_per_step),
+                sync_pct=x.sync,
+                sync_events=tuple(NamedRow.of(e) for e in cpu.sync_events),
+                top_ops=tuple(CpuOpRow(name=e.name, count=fmt.num(e.count), self_time=fmt.ms(e.self_us),
+                                       total=fmt.ms(e.total_us)) for e in cpu.top_ops)),
+            occupancy=occupancy(r) if r.has_gpu else Absent("cpu"),
+            memory=memory(r),
+            step_breakdown=step_breakdown(r),
+            step_breakdown_chart=_chart(charts, f"step_breakdown/{r.rank}"),
+            memory_chart=_chart(charts, f"memory/{r.rank}"),
+        )
+
+
+@dataclass(frozen=True)
+class FileRow:
+    """One trace file of the inventory."""
+
+    path: str
+    rank: str
+    source: str
+    size: str
+    world: str
+    backend: str
+
+
+@dataclass(frozen=True)
+class ManifestRow:
+    """One entry of the collector's ``manifest.json``."""
+
+    key: str
+    value: str
+
+
+# ------------------------------------------------------------------------------------------------ sections
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What the report is built from, and the parts several sections show,
+    built once: the ``result``, the ``charts`` (only images we drew), the
+    ``run``, the ``findings``, the traces left out (``unreadable``), the ranks
+    analyzed in part (``incomplete``), how the traces were read
+    (``reading``) and each rank's :class:`RankFigures` (``figures``, in
+    ``result.ranks``' order)."""
+
+    result: AnalysisResult
+    charts: Mapping[str, str]
+    run: RunView
+    findings: Tuple[FindingRow, ...]
+    unreadable: Unreadable
+    incomplete: Incomplete
+    reading: Tuple[str, ...]
+    figures: Tuple[RankFigures, ...]
+
+    @classmethod
+    def of(cls, result: AnalysisResult, charts: Optional[Mapping[str, str]] = None) -> "Basis":
+        return cls(result=result, charts={k: v for k, v in (charts or {}).items() if is_image_data_uri(v)},
+                   run=run(result), findings=findings(result), unreadable=Unreadable.of(result),
+                   incomplete=Incomplete.of(result), reading=tuple(reading_notes(result)),
+                   figures=tuple(RankFigures.of(r) for r in result.ranks))
+
+
+class Section:
+    """One section of the report: a frozen dataclass listed in
+    :data:`SECTIONS`, built from a :class:`Basis` by :meth:`of`, and shown by
+
+    * the HTML page: the partial ``templates/<template>`` (its ``section``
+      variable is this object), which renders to the section's elements,
+      each line ending in a newline, or to nothing ("" for none);
+    * the markdown report: :meth:`markdown`'s lines, starting with a blank line;
+    * the terminal summary: :meth:`terminal`'s lines.
+
+    Markdown and the terminal build only the sections that have lines of
+    their own there (:func:`report`'s ``shown_in``).
+    """
+
+    #: The section's HTML partial under ``templates/``; "" when the page does not show it.
+    template: ClassVar[str] = ""
+
+    @classmethod
+    def of(cls, b: Basis) -> "Section":
+        """The section of the report built on ``b``."""
+        raise NotImplementedError
+
+    def markdown(self) -> List[str]:
+        """The section's lines of the markdown report (none by default)."""
+        return []
+
+    def terminal(self) -> List[str]:
+        """The section's lines of the terminal summary (none by default)."""
+        return []
+
+
+@dataclass(frozen=True)
+class HeadlineSection(Section):
+    """The headline figures of the whole directory and what the reader must
+    know first. The GPU figures are % of each rank's analyzed window
+    (``window``: :func:`window_words`), mean over the GPU ranks: ``busy`` (a
+    kernel, memcpy or memset running), ``kernels`` (a kernel running: the
+    TensorBoard profiler's GPU utilization), ``idle`` and its largest
+    ``idle_causes`` (``causes``: the same in one line), the idle attribution
+    the findings claim from; ``span_note`` gives the same GPU over its own
+    span, and HTA's figure, labelled. ``step`` is the mean step in words;
+    ``top`` the largest findings; then the traces left out, the ranks
+    analyzed in part, how the traces were read and the loader's warnings."""
+
+    template: ClassVar[str] = "section_headline.html.j2"
+    run: RunView
+    has_gpu: bool
+    busy: str
+    idle: str
+    kernels: str
+    window: str
+    idle_causes: Tuple[IdleCause, ...]
+    causes: str
+    span_note: str
+    integrity: Tuple[str, ...]
+    mean_step: str
+    steps_note: str
+    step: str
+    dataloader: str
+    top: Tuple[FindingRow, ...]
+    window_note: str
+    unreadable: Unreadable
+    incomplete: Incomplete
+    reading: Tuple[str, ...]
+    warnings: Tuple[str, ...]
+
+    @classmethod
+    def of(cls, b: Basis) -> "HeadlineSection":
+        result = b.result
+        a = result.aggregate
+        ranked = sorted(((c, v) for c, v in a.idle_by_cause.items() if v >= HEADLINE_MIN_CAUSE_PCT),
+                        key=lambda cv: -cv[1])[:3]
+        causes = tuple(IdleCause(label=IDLE_CAUSE_LABELS.get(c, c), pct=fmt.pct(v)) for c, v in ranked)
+        mean_step = fmt.ms(a.mean_step_us) if a.mean_step_us else "–"
+        steps_note = "" if a.mean_step_us else "no ProfilerStep annotations"
+        return cls(
+            run=b.run, has_gpu=a.gpu_ranks > 0, busy=fmt.pct(a.busy_pct), idle=fmt.pct(a.idle_pct),
+            kernels=fmt.pct(a.kernel_busy_pct), window=window_words(result), idle_causes=causes,
+            causes=", ".join(f"{c.label} {c.pct}" for c in causes), span_note=_span_note(result),
+            integrity=tuple(integrity_notes(result)), mean_step=mean_step, steps_note=steps_note,
+            step=steps_note or f"mean step {mean_step}", dataloader=fmt.pct(a.dataloader_pct),
+            top=tuple(f for f in b.findings if f.gain_pct >= TOP_MIN_GAIN_PCT)[:3],
+            window_note=_window_note(result), unreadable=b.unreadable, incomplete=b.incomplete,
+            reading=b.reading, warnings=tuple(result.inventory.warnings))
+
+    def markdown(self) -> List[str]:
+        run = self.run
+        lines = [""]
+        if self.has_gpu:
+            causes = f" ({self.causes})" if self.causes else ""
+            lines.append(f"**GPU busy {self.busy}** {self.window} (kernels {self.kernels}), idle {self.idle}"
+                         f"{causes} · {self.step} · {run.ranks} · {md_text(run.devices)}")
+        else:
+            lines.append(f"No GPU activity in the traces (CPU-side metrics only) · {self.step} · {run.ranks} · "
+                         f"{md_text(run.devices)}")
+        if self.has_gpu and self.integrity:
+            lines += ["", "**Read the GPU figures with care:**", ""] + [f"- {md_text(n)}" for n in self.integrity]
+        lines += ["", md_code(run.input) + (f" · {md_text(run.workload)}" if run.workload else "")]
+        if run.world_note:
+            lines += ["", f"> {md_text(run.world_note)}"]
+        bad = self.unreadable
+        if bad.count:
+            lines += ["", f"**{bad.summary}:**", ""]
+            lines += [f"- {md_text(u.path)}: {md_text(u.reason)}" for u in bad.files]
+        part = self.incomplete
+        if part.count:
+            lines += ["", f"**{part.summary}:**", ""]
+            lines += [f"- rank {md_text(r.rank)} ({md_text(r.file)}): "
+                      + "; ".join(f"{md_text(f.step)}: {md_text(f.reason)}" for f in r.failures)
+                      for r in part.ranks]
+        if part.replaced:
+            lines += ["", "**Replaced:**", ""] + [f"- {md_text(x)}" for x in part.replaced]
+        if self.reading:
+            lines += ["", "**How the traces were read:**", ""] + [f"- {md_text(n)}" for n in self.reading]
+        return lines
+
+    def terminal(self) -> List[str]:
+        run = self.run
+        lines: List[str] = []
+        if self.has_gpu:
+            lines.append(f"GPU busy {self.busy} {self.window} (kernels {self.kernels}), idle {self.idle}"
+                         + (f" ({terminal(self.causes)})" if self.causes else ""))
+            lines += [f"read with care: {terminal(n)}" for n in self.integrity]
+        else:
+            lines.append("No GPU activity in the traces (CPU-side metrics only)")
+        lines.append(f"{terminal(run.name)}: {run.ranks}, {self.step}, devices: {terminal(run.devices)}")
+        if run.world_note:
+            lines.append(terminal(run.world_note))
+        if self.unreadable.count:
+            lines.append(f"{self.unreadable.summary} (listed in the report)")
+        if self.incomplete.count:
+            lines.append(f"{self.incomplete.summary} (listed in the report)")
+        lines += [terminal(n) for n in self.reading]
+        return lines
+
+
+@dataclass(frozen=True)
+class FindingsSection(Section):
+    """The findings, in the model's order (largest time at stake first), what
+    the report says without any (``no_findings``) or about source lines
+    (``stack_note``), and what each rule of the catalogue concluded."""
+
+    template: ClassVar[str] = "section_findings.html.j2"
+    findings: Tuple[FindingRow, ...]
+    no_findings: str
+    stack_note: str
+    checks: Tuple[CheckRow, ...]
+    check_counts: str
+
+    @classmethod
+    def of(cls, b: Basis) -> "FindingsSection":
+        return cls(findings=b.findings, no_findings=no_findings(b.result), stack_note=stack_note(b.result),
+                   checks=checks(b.result), check_counts=check_counts(b.result))
+
+    def markdown(self) -> List[str]:
+        lines = ["", "### Findings", ""]
+        if not self.findings:
+            lines.append(md_text(self.no_findings))
+        for f in self.findings:
+            lines.append(f"- **[{md_text(f.severity)}] {md_text(f.title)}** ({md_code(f.id)}, "
+                         f"{md_text(f.rule)}): {f.gain}")
+            for e in f.evidence:
+                lines.append(f"  - {md_text(e)}")
+            for loc in f.lines:
+                label = md_code(loc.label)
+                where = f"[{label}]({loc.url})" if loc.url else label
+                lines.append(f"  - your code: {where} in {md_code(loc.function)}: {loc.time} per step "
+                             f"({loc.share} of this finding's time), {md_text(loc.how)}")
+            if f.fix:
+                lines += ["", md_code_block(f.fix, "python", indent="  "), ""]
+        if self.stack_note and self.findings:
+            lines += ["", f"_{md_text(self.stack_note)}_"]
+        lines += ["", f"<details><summary>What was checked ({md_html(self.check_counts)})</summary>", "",
+                  "| rule | id | status | detail |", "|---|---|---|---|"]
+        for c in self.checks:
+            lines.append(f"| {md_text(c.rule)} | {md_code(c.id, table=True)} | {md_text(c.status)} | "
+                         f"{md_text(c.detail)} |")
+        lines += ["", "</details>"]
+        return lines
+
+    def terminal(self) -> List[str]:
+        if not self.findings:
+            return [terminal(self.no_findings)]
+        top = [f for f in self.findings if f.gain_pct >= TOP_MIN_GAIN_PCT]
+        small = len(self.findings) - len(top)
+        lines = [f"{fmt.plural(len(self.findings), 'finding')}"
+                 + (f", {small} below 1 % of the step or without a gain" if small else "") + ":"]
+        for f in top[:5]:
+            lines.append(f"  [{terminal(f.severity)}] {terminal(f.title)} ({f.gain})")
+            if f.lines:  # the line with the largest share of its time
+                line = f.lines[0]
+                lines.append(f"      at {terminal(line.label)} in {terminal(line.function)} "
+                             f"({line.share} of its time)")
+        return lines
+
+
+@dataclass(frozen=True)
+class ChartsSection(Section):
+    """The report's charts (:data:`CHARTS`) that were drawn, in page order (HTML only)."""
+
+    template: ClassVar[str] = "section_charts.html.j2"
+    charts: Tuple[ChartImage, ...]
+
+    @classmethod
+    def of(cls, b: Basis) -> "ChartsSection":
+        return cls(charts=tuple(ChartImage(src=b.charts[name], narrow=b.charts.get(f"{name}@narrow", ""), alt=alt)
+                                for name, alt in CHARTS if name in b.charts))
+
+
+@dataclass(frozen=True)
+class RankTableSection(Section):
+    """One row per rank; ``has_gpu`` (any rank) adds the GPU columns, whose
+    window (``window``) and span (``span_note``) markdown states below the table."""
+
+    template: ClassVar[str] = "section_rank_table.html.j2"
+    has_gpu: bool
+    rows: Tuple[RankRow, ...]
+    window: str
+    span_note: str
+
+    @classmethod
+    def of(cls, b: Basis) -> "RankTableSection":
+        return cls(has_gpu=b.result.aggregate.gpu_ranks > 0,
+                   rows=tuple(RankRow.of(r, x) for r, x in zip(b.result.ranks, b.figures)),
+                   window=window_words(b.result), span_note=_span_note(b.result))
+
+    def markdown(self) -> List[str]:
+        lines = ["", "### Per rank", "",
+                 "| rank | steps | mean step | GPU busy | kernels | idle | DataLoader | sync | exposed comm |",
+                 "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [f"| {r.rank} | {r.steps} | {r.mean_step} | {r.busy} | {r.kernels} | {r.idle} | "
+                  f"{r.dataloader} | {r.sync} | {r.exposed_comm} |" for r in self.rows]
+        if self.has_gpu:
+            lines += ["", f"_GPU figures are {md_text(self.window)}, as the findings' gains. "
+                          f"{md_text(self.span_note)}_"]
+        return lines
+
+
+@dataclass(frozen=True)
+class RankDetailsSection(Section):
+    """One section per rank (HTML); markdown shows their SM occupancy and
+    memory in one table. ``has_gpu``: whether any rank has GPU activity."""
+
+    template: ClassVar[str] = "section_ranks.html.j2"
+    has_gpu: bool
+    ranks: Tuple[RankDetail, ...]
+
+    @classmethod
+    def of(cls, b: Basis) -> "RankDetailsSection":
+        result = b.result
+        return cls(has_gpu=result.aggregate.gpu_ranks > 0,
+                   ranks=tuple(RankDetail.of(r, x, result.inventory.last_step_included, b.charts)
+                               for r, x in zip(result.ranks, b.figures)))
+
+    def markdown(self) -> List[str]:
+        rows = []
+        for r in self.ranks:
+            o, m = r.occupancy, r.memory
+            if not isinstance(o, Occupancy) and not isinstance(m, Memory):
+                continue
+            occ = ((o.sm_efficiency, o.occupancy, f"{o.small_pct} ({o.idle_sm} SM time idle {o.per})")
+                   if isinstance(o, Occupancy) else ("–", "–", "–" if o.state == "cpu" else md_text(o.reason)))
+            main = m.main if isinstance(m, Memory) else None
+            mem = ((md_text(main.device), main.allocated, main.reserved, main.capacity) if main
+                   else ("–", "–", "–", "not recorded"))
+            rows.append(f"| {r.rank} | {occ[0]} | {occ[1]} | {occ[2]} | {mem[0]} | {mem[1]} | {mem[2]} | {mem[3]} |")
+        if not rows:
+            return []
+        return ["", "### SM occupancy and memory", "",
+                "| rank | SM efficiency | achieved occupancy | kernels < 1 block/SM (% of compute kernel time) | device "
+                "| peak allocated | peak reserved | device memory |",
+                "|---:|---:|---:|---|---|---:|---:|---:|"] + rows
+
+
+@dataclass(frozen=True)
+class InventorySection(Section):
+    """What was analyzed, with which versions (HTML only)."""
+
+    template: ClassVar[str] = "section_inventory.html.j2"
+    files: Tuple[FileRow, ...]
+    unreadable: Unreadable
+    devices: str
+    pytorch: str
+    schema: str
+    steps_found: str
+    last_step: str
+    manifest: Tuple[ManifestRow, ...]
+
+    @classmethod
+    def of(cls, b: Basis) -> "InventorySection":
+        inv = b.result.inventory
+        return cls(
+            files=tuple(FileRow(path=f.path, rank=str(f.rank), source=f.rank_source, size=fmt.size(f.size_bytes),
+                                world=str(f.world_size) if f.world_size is not None else "–",
+                                backend=f.backend or "–") for f in inv.files),
+            unreadable=b.unreadable, devices=b.run.devices,
+            pytorch=inv.pytorch_version or "not recorded in the traces",
+            schema=", ".join(str(v) for v in inv.kineto_schema_versions) or "not recorded",
+            steps_found=str(inv.steps_found),
+            last_step=("included" if inv.last_step_included else
+                       "dropped, as HTA does by default (its GPU work may be cut off)"),
+            manifest=tuple(ManifestRow(key=str(k), value=str(v)) for k, v in inv.manifest.items()))
+
+
+#: The report's sections in page order; each builds itself from the :class:`Basis` (``of``).
+SECTIONS: Tuple[Type[Section], ...] = (
+    HeadlineSection,
+    FindingsSection,
+    ChartsSection,
+    RankTableSection,
+    RankDetailsSection,
+    InventorySection,
+)
+
+
+@dataclass(frozen=True)
+class Report:
+    """The whole report: its ``run`` (title), ``sections`` (:data:`SECTIONS`,
+    in page order) and what the page's header and footer say (when it was
+    analyzed, the versions, and the window of the GPU figures when any rank
+    has GPU activity)."""
+
+    run: RunView
+    sections: Tuple[Section, ...]
+    analyzed_at: str
+    tool: str
+    hta: str
+    has_gpu: bool
+    window: str
+
+
+def report(result: AnalysisResult, charts: Optional[Mapping[str, str]] = None, shown_in: str = "") -> Report:
+    """The view of ``result``: every section of :data:`SECTIONS`, built once;
+    ``charts`` (name -> data URI, :func:`hta_report.render.charts.report_charts`)
+    for the page, only images we drew being kept. ``shown_in`` (``markdown``
+    or ``terminal``): only the sections with lines of their own there are
+    built (the terminal summary needs no kernel table)."""
+    b = Basis.of(result, charts)
+    inv = result.inventory
+    return Report(run=b.run, sections=tuple(section.of(b) for section in SECTIONS if _shows(section, shown_in)),
+                  analyzed_at=inv.analyzed_at, tool=inv.tool_version, hta=inv.hta_version,
+                  has_gpu=result.aggregate.gpu_ranks > 0, window=window_words(result))
+
+
+def _shows(section: Type[Section], shown_in: str) -> bool:
+    """Whether ``section`` shows in ``shown_in``: ``markdown`` or ``terminal``
+    when it has lines of its own there (it overrides that method of
+    :class:`Section`), anything else (the page) always."""
+    if shown_in in ("markdown", "terminal"):
+        return getattr(section, shown_in) is not getattr(Section, shown_in)
+    return True
+
+
+# ------------------------------------------------------------------------------------------------ builders
 
 
 def devices(result: AnalysisResult) -> str:
@@ -69,27 +1129,19 @@ def _world_note(result: AnalysisResult) -> str:
             "and cross-rank checks (stragglers, waiting for other ranks) need every rank's trace.")
 
 
-def run(result: AnalysisResult) -> Dict[str, str]:
-    """What the report is about, for its title: the run's ``name`` (folder or
-    file, :func:`hta_report.render.fmt.run_name`), the question it answers
-    (``kicker``: CPU-only traces get no GPU question), the ``input`` as given,
-    ``ranks`` (``"1 rank"``), ``devices``, the collector's ``workload`` and a
-    ``world_note`` when ranks of the job are missing."""
+def run(result: AnalysisResult) -> RunView:
+    """What the report is about (:class:`RunView`)."""
     inv = result.inventory
-    return {
-        "name": fmt.run_name(inv.input_dir),
-        "kicker": ("hta-report · why is the GPU idle?" if result.aggregate.gpu_ranks
-                   else "hta-report · CPU-only traces: where does the step time go?"),
-        "input": inv.input_dir,
-        "ranks": fmt.plural(result.aggregate.ranks, "rank"),
-        "devices": devices(result),
-        "workload": _workload(inv.manifest),
-        "world_note": _world_note(result),
-    }
-
-
-#: Idle causes below this share of the window (%) are not named in the headline.
-HEADLINE_MIN_CAUSE_PCT = 0.5
+    return RunView(
+        name=fmt.run_name(inv.input_dir),
+        kicker=("hta-report · why is the GPU idle?" if result.aggregate.gpu_ranks
+                else "hta-report · CPU-only traces: where does the step time go?"),
+        input=inv.input_dir,
+        ranks=fmt.plural(result.aggregate.ranks, "rank"),
+        devices=devices(result),
+        workload=_workload(inv.manifest),
+        world_note=_world_note(result),
+    )
 
 
 def window_words(result: AnalysisResult) -> str:
@@ -100,39 +1152,9 @@ def window_words(result: AnalysisResult) -> str:
     return "of the analyzed steps" if any(r.steps.count for r in gpu) else "of the traced window"
 
 
-def headline(result: AnalysisResult) -> Dict[str, Any]:
-    """Headline figures of the whole directory. The GPU figures are % of each
-    rank's analyzed window (:func:`window_words`), mean over the GPU ranks:
-    ``busy`` (a kernel, memcpy or memset running), ``kernels`` (a kernel
-    running: the TensorBoard profiler's GPU utilization), ``idle`` and its
-    largest ``idle_causes`` (the idle attribution the findings claim from);
-    ``span_note`` gives the same GPU over its own span, and HTA's figure, labelled."""
-    a = result.aggregate
-    causes = sorted(((c, v) for c, v in a.idle_by_cause.items() if v >= HEADLINE_MIN_CAUSE_PCT),
-                    key=lambda cv: -cv[1])[:3]
-    return {
-        "has_gpu": a.gpu_ranks > 0,
-        "busy": fmt.pct(a.busy_pct),
-        "idle": fmt.pct(a.idle_pct),
-        "kernels": fmt.pct(a.kernel_busy_pct),
-        "window": window_words(result),
-        "idle_causes": [{"label": IDLE_CAUSE_LABELS.get(c, c), "pct": fmt.pct(v)} for c, v in causes],
-        "span_note": _span_note(result),
-        "integrity": integrity_notes(result),
-        "mean_step": fmt.ms(a.mean_step_us) if a.mean_step_us else "–",
-        "steps_note": "" if a.mean_step_us else "no ProfilerStep annotations",
-        "ranks": str(a.ranks),
-        "ranks_text": fmt.plural(a.ranks, "rank"),
-        "gpu_ranks": str(a.gpu_ranks),
-        "devices": devices(result),
-        "dataloader": fmt.pct(a.dataloader_pct),
-        "exposed_comm": fmt.pct(a.exposed_comm_pct),
-        "exposed_memcpy": fmt.pct(a.exposed_memcpy_pct),
-        "findings": len(result.findings),
-        "high": sum(f.severity == "high" for f in result.findings),
-        "top": [f for f in findings(result) if f["gain_pct"] >= TOP_MIN_GAIN_PCT][:3],
-        "window_note": _window_note(result),
-    }
+def headline(result: AnalysisResult) -> HeadlineSection:
+    """The headline section of ``result`` (:class:`HeadlineSection`)."""
+    return HeadlineSection.of(Basis.of(result))
 
 
 def _span_note(result: AnalysisResult) -> str:
@@ -164,44 +1186,21 @@ def _window_note(result: AnalysisResult) -> str:
     return f.title
 
 
-def _stepped(result: AnalysisResult, f) -> bool:
+def _stepped(result: AnalysisResult, f: Finding) -> bool:
     """Whether the rank a finding's gain is measured on has ``ProfilerStep`` annotations."""
     steps = {r.rank: r.steps.count > 0 for r in result.ranks}
     best = max(f.rank_gains, key=lambda g: g.gain_pct).rank if f.rank_gains else (f.ranks[0] if f.ranks else None)
+    if best is None:
+        return any(steps.values())
     return steps.get(best, any(steps.values()))
 
 
-def _gain(result: AnalysisResult, f) -> str:
+def _gain(result: AnalysisResult, f: Finding) -> str:
     if f.gain_ms_per_step <= 0:
         return "no gain estimate"
     if _stepped(result, f):
         return f"up to {fmt.ms(f.gain_ms_per_step * 1e3)} per step ({fmt.pct(f.gain_pct)} of the step)"
     return f"up to {fmt.ms(f.gain_ms_per_step * 1e3)} over the trace ({fmt.pct(f.gain_pct)} of the traced window)"
-
-
-#: What each ``SourceLocation.how`` means, as the report says it.
-HOW = {"call": "spent in the call on this line",
-       "def": "spent inside this function (the line is its first)",
-       "frame": "spent in this function (the line it ran when tracing started; the call was not found in the source)"}
-
-
-def source_lines(f: Finding) -> List[Dict[str, Any]]:
-    """A finding's source lines as shown: ``label`` (``path/file.py:LINE``),
-    ``function``, ``time`` per step and ``share`` of the finding's time,
-    ``how`` in words, ``url`` (GitHub, or empty) and the ``excerpt`` as rows
-    (``no``, ``text``, ``hit`` for the line itself)."""
-    out = []
-    for loc in f.locations:
-        calls = f"; one of {loc.calls} such calls in {loc.function}, the trace does not say which" \
-            if loc.calls > 1 else ""
-        out.append({
-            "label": f"{loc.path}:{loc.line}", "function": loc.function, "time": fmt.ms(loc.time_us),
-            "share": fmt.pct(loc.share_pct), "how": HOW.get(loc.how, loc.how) + calls,
-            "url": loc.url if is_source_url(loc.url) else "",  # nothing else read from a saved result is linked
-            "excerpt": [{"no": str(loc.excerpt_start + i), "text": text, "hit": loc.excerpt_start + i == loc.line}
-                        for i, text in enumerate(loc.excerpt)],
-        })
-    return out
 
 
 def stack_note(result: AnalysisResult) -> str:
@@ -214,19 +1213,9 @@ def stack_note(result: AnalysisResult) -> str:
             "(the .item() call, the Dataset's __getitem__, the optimizer step).")
 
 
-def findings(result: AnalysisResult) -> List[Dict[str, Any]]:
+def findings(result: AnalysisResult) -> Tuple[FindingRow, ...]:
     """Findings as shown, in the model's order (largest time at stake first)."""
-    return [
-        {
-            "id": f.id, "title": f.title, "severity": f.severity, "evidence": list(f.evidence),
-            "fix": f.fix, "doc_url": f.doc_url if is_doc_url(f.doc_url) else "", "threshold": f.threshold,
-            "ranks": ", ".join(str(r) for r in f.ranks), "share": fmt.pct(f.share_pct), "rule": f.rule,
-            "gain": _gain(result, f), "gain_pct": f.gain_pct,
-            "gain_note": " if the cause were removed (upper bound)" if f.gain_ms_per_step > 0 else "",
-            "lines": source_lines(f),
-        }
-        for f in result.findings
-    ]
+    return tuple(FindingRow.of(result, f) for f in result.findings)
 
 
 def no_findings(result: AnalysisResult) -> str:
@@ -247,10 +1236,10 @@ def no_findings(result: AnalysisResult) -> str:
             "no verdict on that part.")
 
 
-def checks(result: AnalysisResult) -> List[Dict[str, str]]:
+def checks(result: AnalysisResult) -> Tuple[CheckRow, ...]:
     """One row per catalogue rule: what it concluded on this result."""
-    return [{"rule": c.rule, "id": c.id, "title": c.title, "status": c.status, "detail": c.detail,
-             "css": c.status.replace(" ", "-")} for c in result.checks]
+    return tuple(CheckRow(rule=c.rule, id=c.id, title=c.title, status=c.status, detail=c.detail,
+                          css=c.status.replace(" ", "-")) for c in result.checks)
 
 
 def check_counts(result: AnalysisResult) -> str:
@@ -262,127 +1251,24 @@ def check_counts(result: AnalysisResult) -> str:
     return f"{len(result.checks)} rules: " + ", ".join(parts) if result.checks else "no rules ran"
 
 
-def rank_rows(result: AnalysisResult) -> List[Dict[str, str]]:
+def rank_rows(result: AnalysisResult) -> Tuple[RankRow, ...]:
     """One row per rank for the per-rank table."""
-    rows = []
-    for r in result.ranks:
-        gpu = r.has_gpu
-        row = {
-            "rank": str(r.rank),
-            "device": ", ".join(sorted(set(r.device_names))) or ("not recorded" if gpu else "CPU"),
-            "steps": (f"{r.steps.count} ({r.steps_used} analyzed)" if r.steps.count and r.steps_used != r.steps.count
-                      else str(r.steps.count)),
-            "mean_step": fmt.ms(r.steps.mean_us) if r.steps.count else "–",
-            "p90_step": fmt.ms(r.steps.p90_us) if r.steps.count else "–",
-            "busy": fmt.pct(r.busy_pct) if gpu else "no GPU",
-            "kernels": fmt.pct(r.kernel_busy_pct) if gpu else "–",
-            "idle": fmt.pct(r.idle_pct) if gpu else "–",
-            "span_busy": fmt.pct(r.gpu_span_busy_pct) if gpu else "–",
-            "dataloader": fmt.pct(r.cpu.dataloader_pct),
-            "sync": fmt.pct(r.cpu.sync_pct),
-            "exposed_comm": fmt.pct(r.exposed_comm_window_pct) if gpu else "–",
-            "exposed_memcpy": fmt.pct(r.exposed_copy_window_pct) if gpu else "–",
-        }
-        if gpu and r.failed(ATTRIBUTION_STEP, WINDOWS_STEP):
-            row.update(busy=NOT_COMPUTED, kernels=NOT_COMPUTED, idle=NOT_COMPUTED)
-        if gpu and r.failed(SPAN_STEP):
-            row.update(span_busy=NOT_COMPUTED)
-        rows.append(row)
-    return rows
+    return tuple(RankRow.of(r, RankFigures.of(r)) for r in result.ranks)
 
 
-def _named_rows(rows) -> List[Dict[str, str]]:
-    return [{"name": x.name, "count": fmt.num(x.count), "total": fmt.ms(x.total_us)} for x in rows]
+def _failures(r: RankResult) -> Tuple[FailureRow, ...]:
+    return tuple(FailureRow(step=f.step, reason=f.reason) for f in r.failures)
 
 
-def rank_details(result: AnalysisResult) -> List[Dict[str, Any]]:
-    """Per-rank tables: steps, idle per stream, kernels, memcpy, comm, launch, CPU side."""
-    out = []
-    for r in result.ranks:
-        d: Dict[str, Any] = {"rank": str(r.rank), "file": r.file, "has_gpu": r.has_gpu,
-                             "failures": [{"step": f.step, "reason": f.reason} for f in r.failures]}
-        d["steps"] = [
-            {"number": str(s.number), "duration": fmt.ms(s.duration_us), "warmup": s.warmup} for s in r.steps.steps
-        ]
-        d["step_stats"] = {
-            "count": fmt.plural(r.steps.count, "step"), "mean": fmt.ms(r.steps.mean_us), "p50": fmt.ms(r.steps.p50_us),
-            "p90": fmt.ms(r.steps.p90_us), "max": fmt.ms(r.steps.max_us),
-            "note": "first step (warm-up) excluded" if r.steps.warmup_excluded else "single step, used as is",
-        }
-        d["idle_streams"] = [
-            {"stream": str(s.stream), "host": fmt.ms(s.host_wait_us), "kernel": fmt.ms(s.kernel_wait_us),
-             "other": fmt.ms(s.other_us)}
-            for s in r.idle.streams
-        ]
-        d["kernel_types"] = [
-            {"type": k.kernel_type, "total": fmt.ms(k.total_us), "pct": fmt.pct(k.pct)} for k in r.kernel_types
-        ]
-        labels = short_names([k.name for k in r.top_kernels])
-        d["kernels"] = [
-            {"name": labels[k.name], "full": k.name, "shortened": labels[k.name] != k.name,
-             "type": k.kernel_type, "count": fmt.num(k.count), "total": fmt.ms(k.total_us),
-             "mean": fmt.ms(k.mean_us), "min": fmt.ms(k.min_us), "max": fmt.ms(k.max_us), "pct": fmt.pct(k.pct),
-             "blocks": fmt.fixed(k.blocks_per_sm, 2, grouped=False) if k.blocks_per_sm else "–",
-             "occupancy": fmt.pct(k.occupancy_pct) if k.occupancy_pct else "–"}
-            for k in r.top_kernels
-        ]
-        d["kernel_count"] = fmt.num(r.kernel_count)
-        d["gpu_by"] = [
-            {"what": "operator", "note": "the outermost CPU op around each launch, as the TensorBoard profiler's "
-                                          "operator view", "rows": _named_rows(r.code.gpu_by_op)},
-            {"what": "nn.Module", "note": "the innermost module around each launch; with_stack traces",
-             "rows": _named_rows(r.code.gpu_by_module)},
-        ]
-        m = r.memcpy
-        d["memcpy"] = [
-            {"direction": x.direction, "count": fmt.num(x.count), "time": fmt.ms(x.total_us),
-             "bytes": fmt.size(x.total_bytes), "bandwidth": fmt.gbps(x.bandwidth_gbps),
-             "pageable": fmt.num(x.pageable_count), "pinned": fmt.num(x.pinned_count)}
-            for x in m.directions
-        ]
-        d["memcpy_summary"] = {"total": fmt.ms(m.total_us), "overlapped": fmt.ms(m.overlapped_us),
-                               "exposed": fmt.ms(m.exposed_us), "exposed_pct": fmt.pct(m.exposed_pct)}
-        d["gpu_time"] = gpu_time(r, result.inventory.last_step_included) if r.has_gpu else {}
-        c = r.comm
-        d["comm"] = {"kernels": fmt.num(c.kernel_count), "total": fmt.ms(c.total_us), "overlap": fmt.pct(c.overlap_pct),
-                     "exposed": fmt.ms(c.exposed_us), "exposed_pct": fmt.pct(c.exposed_pct), "any": c.kernel_count > 0}
-        ln = r.launch
-        d["launch"] = {
-            "launches": fmt.num(ln.launches), "short": fmt.num(ln.short_kernels),
-            "runtime_outliers": fmt.num(ln.runtime_outliers), "delay_outliers": fmt.num(ln.delay_outliers),
-            "runtime_cutoff": fmt.ms(ln.runtime_cutoff_us), "delay_cutoff": fmt.ms(ln.launch_delay_cutoff_us),
-            "median_runtime": fmt.ms(ln.median_runtime_us), "median_delay": fmt.ms(ln.median_launch_delay_us),
-            "p90_delay": fmt.ms(ln.p90_launch_delay_us),
-            "queue": [{"stream": str(q.stream), "mean": fmt.fixed(q.mean, 1, grouped=False),
-                       "p50": fmt.fixed(q.p50, 0, grouped=False), "max": fmt.fixed(q.max, 0, grouped=False)}
-                      for q in ln.queue],
-        }
-        cpu = r.cpu
-        d["cpu"] = {
-            "per": "per step" if r.steps.count else "over the trace",
-            "of": "of the step" if r.steps.count else "of the traced window",
-            "steps_used": fmt.plural(cpu.steps_used, "step"),
-            "dataloader": fmt.ms(cpu.dataloader_us_per_step), "dataloader_pct": fmt.pct(cpu.dataloader_pct),
-            "dataloader_seen": cpu.dataloader_seen,
-            "dataloader_mode": "main process (num_workers=0)" if cpu.dataloader_in_main_process else "worker processes",
-            "sync_calls": fmt.fixed(cpu.sync_calls_per_step, 1, grouped=False), "sync": fmt.ms(cpu.sync_us_per_step),
-            "sync_pct": fmt.pct(cpu.sync_pct),
-            "sync_events": [{"name": e.name, "count": fmt.num(e.count), "total": fmt.ms(e.total_us)} for e in cpu.sync_events],
-            "top_ops": [{"name": e.name, "count": fmt.num(e.count), "self": fmt.ms(e.self_us), "total": fmt.ms(e.total_us)}
-                        for e in cpu.top_ops],
-        }
-        d["occupancy"] = occupancy(r) if r.has_gpu else {"state": "cpu"}
-        d["memory"] = memory(r)
-        d["step_breakdown"] = step_breakdown(r)
-        out.append(d)
-    return out
+def _chart(charts: Mapping[str, str], name: str) -> Optional[ChartImage]:
+    return ChartImage(src=charts[name], narrow=charts.get(f"{name}@narrow", "")) if name in charts else None
 
 
-def _step_range(numbers: List[int]) -> str:
+def _step_range(numbers: Sequence[int]) -> str:
     """``"step 6"``, ``"steps 5–9"`` or ``"steps 2, 5, 9"``."""
     if len(numbers) == 1:
         return f"step {numbers[0]}"
-    if numbers == list(range(numbers[0], numbers[-1] + 1)):
+    if list(numbers) == list(range(numbers[0], numbers[-1] + 1)):
         return f"steps {numbers[0]}–{numbers[-1]}"
     return "steps " + ", ".join(map(str, numbers))
 
@@ -402,56 +1288,49 @@ def tensorboard(r: RankResult, last_step_included: bool) -> str:
             f"included{last}): GPU utilization {fmt.pct(t.gpu_utilization_pct)}{occupancy}.")
 
 
-def gpu_time(r: RankResult, last_step_included: bool = False) -> Dict[str, Any]:
-    """The rank's GPU time in each window, each labelled: ``window`` (the
-    analyzed steps or traced window: busy, kernels, idle), ``span`` (the GPU's
-    own first-to-last span, all of its operations, exact times) and ``hta``
-    (HTA's temporal breakdown on its whole-µs times, or hta-report's where
-    HTA's failed: ``replaced`` says why)."""
+def gpu_time(r: RankResult, last_step_included: bool = False, figures: Optional[RankFigures] = None) -> GpuTime:
+    """The rank's GPU time in each window (:class:`GpuTime`); ``figures``: the
+    rank's, when already formatted."""
+    x = figures or RankFigures.of(r)
     t = r.temporal
     of = "of the analyzed steps" if r.steps.count else "of the traced window"
-    out: Dict[str, Any] = {
-        "window": (f"GPU busy {fmt.pct(r.busy_pct)} {of} (kernels {fmt.pct(r.kernel_busy_pct)}, idle "
-                   f"{fmt.pct(r.idle_pct)}), from the exact times."),
-        "span": (f"Over its own span (first to last GPU operation of the trace, all of them: "
-                 f"{fmt.ms(r.gpu_span_us)}): busy {fmt.pct(r.gpu_span_busy_pct)}, exact times."),
-        "hta": "", "replaced": [f"{f.step}: {f.reason}" for f in r.replaced],
-    }
-    out["tensorboard"] = tensorboard(r, last_step_included)
     if r.failed(TEMPORAL_STEP):
-        out["hta"] = f"HTA's temporal breakdown: {NOT_COMPUTED} ({_failure(r, TEMPORAL_STEP)})."
+        hta = f"HTA's temporal breakdown: {NOT_COMPUTED} ({_failure(r, TEMPORAL_STEP)})."
     else:
         who = "HTA's temporal breakdown, on its whole-µs times" if t.source == "HTA" else \
             "The temporal breakdown as HTA defines it, computed by hta-report from the exact times (HTA's failed)"
-        out["hta"] = (f"{who}, over {fmt.ms(t.total_us)}: compute {fmt.pct(t.compute_pct)}, non-compute "
-                      f"{fmt.pct(t.non_compute_pct)}, idle {fmt.pct(t.idle_pct)}.")
-    return out
+        hta = (f"{who}, over {fmt.ms(t.total_us)}: compute {fmt.pct(t.compute_pct)}, non-compute "
+               f"{fmt.pct(t.non_compute_pct)}, idle {fmt.pct(t.idle_pct)}.")
+    return GpuTime(
+        window=f"GPU busy {x.busy} {of} (kernels {x.kernels}, idle {x.idle}), from the exact times.",
+        span=(f"Over its own span (first to last GPU operation of the trace, all of them: "
+              f"{x.gpu_span}): busy {x.span_busy}, exact times."),
+        hta=hta, replaced=tuple(f"{f.step}: {f.reason}" for f in r.replaced),
+        tensorboard=tensorboard(r, last_step_included))
 
 
-def occupancy(r: RankResult) -> Dict[str, Any]:
-    """How well the rank's compute kernels fill the GPU: ``state`` is
-    ``shown``, ``not computed`` (the step failed, ``reason``) or ``missing``
-    (``reason``: no occupancy args); ``per`` (``per step``, or over the
-    trace without steps); the figures (``sm_efficiency``,
-    ``occupancy``, ``small`` time per step and its ``small_pct``,
-    ``idle_sm``) and the ``kernels`` with fewer blocks than SMs (shortened names)."""
+def occupancy(r: RankResult) -> Union[Occupancy, Absent]:
+    """How well the rank's compute kernels fill the GPU (:class:`Occupancy`),
+    or why it is not shown: :data:`NOT_COMPUTED` (the step failed) or
+    ``missing`` (no occupancy args)."""
     if r.failed(OCCUPANCY_STEP):
-        return {"state": NOT_COMPUTED, "reason": _failure(r, OCCUPANCY_STEP)}
+        return Absent(NOT_COMPUTED, _failure(r, OCCUPANCY_STEP))
     o = r.occupancy
     if not o.kernels_with_data:
-        return {"state": "missing", "reason": o.missing_reason or "no compute kernels in the analyzed steps"}
+        return Absent("missing", o.missing_reason or "no compute kernels in the analyzed steps")
     labels = short_names([k.name for k in o.top_small])
-    return {
-        "state": "shown", "per": "per step" if r.steps.count else "over the trace (no ProfilerStep)",
-        "kernels_with_data": fmt.num(o.kernels_with_data),
-        "kernel_time": fmt.ms(o.kernel_us_per_step), "sm_efficiency": fmt.pct(o.sm_efficiency_pct),
-        "occupancy": fmt.pct(o.achieved_occupancy_pct), "small": fmt.ms(o.small_grid_us_per_step),
-        "small_pct": fmt.pct(o.small_grid_pct), "idle_sm": fmt.ms(o.idle_sm_us_per_step),
-        "kernels": [{"name": labels[k.name], "full": k.name, "shortened": labels[k.name] != k.name,
-                     "count": fmt.num(k.count), "total": fmt.ms(k.total_us), "blocks": fmt.fixed(k.blocks_per_sm, 2, grouped=False),
-                     "occupancy": fmt.pct(k.occupancy_pct), "idle_sm": fmt.ms(k.idle_sm_us), "pct": fmt.pct(k.pct)}
-                    for k in o.top_small],
-    }
+    return Occupancy(
+        per="per step" if r.steps.count else "over the trace (no ProfilerStep)",
+        kernels_with_data=fmt.num(o.kernels_with_data),
+        kernel_time=fmt.ms(o.kernel_us_per_step), sm_efficiency=fmt.pct(o.sm_efficiency_pct),
+        occupancy=fmt.pct(o.achieved_occupancy_pct), small=fmt.ms(o.small_grid_us_per_step),
+        small_pct=fmt.pct(o.small_grid_pct), idle_sm=fmt.ms(o.idle_sm_us_per_step),
+        kernels=tuple(SmallKernelRow(name=labels[k.name], full=k.name, shortened=labels[k.name] != k.name,
+                                     count=fmt.num(k.count), total=fmt.ms(k.total_us),
+                                     blocks=fmt.fixed(k.blocks_per_sm, 2, grouped=False),
+                                     occupancy=fmt.pct(k.occupancy_pct), idle_sm=fmt.ms(k.idle_sm_us), pct=fmt.pct(k.pct))
+                      for k in o.top_small),
+    )
 
 
 def _failure(r: RankResult, step: str) -> str:
@@ -465,76 +1344,40 @@ def gib(nbytes: int) -> str:
     return f"{fmt.fixed(nbytes / 2 ** 20, 1)} MiB"
 
 
-#: What the memory section says for a trace without ``[memory]`` events.
-HOW_TO_RECORD_MEMORY = ("No [memory] events in this trace: profile with "
-                        "torch.profiler.profile(profile_memory=True), or hta-report collect --profile-memory.")
-
-
-def memory(r: RankResult) -> Dict[str, Any]:
-    """The rank's memory: ``state`` ``shown``, ``not computed`` or
-    ``missing`` (``reason`` says how to record it); per device its peaks and
-    capacity (``–`` when the trace has none, e.g. the CPU)."""
+def memory(r: RankResult) -> Union[Memory, Absent]:
+    """The rank's memory (:class:`Memory`: per device its peaks and capacity,
+    ``–`` when the trace has none, e.g. the CPU), or why it is not shown:
+    :data:`NOT_COMPUTED` or ``missing`` (``reason`` says how to record it)."""
     if r.failed(MEMORY_STEP):
-        return {"state": NOT_COMPUTED, "reason": _failure(r, MEMORY_STEP)}
+        return Absent(NOT_COMPUTED, _failure(r, MEMORY_STEP))
     m = r.memory
     if not m.recorded:
-        return {"state": "missing", "reason": HOW_TO_RECORD_MEMORY}
+        return Absent("missing", HOW_TO_RECORD_MEMORY)
     if not m.devices:  # every event held values no device has
-        return {"state": "missing", "reason": f"All {m.out_of_range:,} [memory] events of this trace hold values no "
-                                              "device has (a total beyond 2**50 bytes or the device's memory, NaN, a "
-                                              "device id outside -1..127): not believed, so no memory figures."}
-    return {
-        "state": "shown", "device": m.device,
-        "devices": [{"device": d.device, "events": fmt.num(d.events), "allocated": gib(d.peak_allocated_bytes),
-                     "reserved": gib(d.peak_reserved_bytes),
-                     "capacity": gib(d.capacity_bytes) if d.capacity_bytes else "– (not in the trace)",
-                     "allocated_pct": fmt.pct(d.peak_allocated_pct) if d.capacity_bytes else "–",
-                     "reserved_pct": fmt.pct(d.peak_reserved_pct) if d.capacity_bytes else "–"}
-                    for d in m.devices],
-    }
+        return Absent("missing", f"All {m.out_of_range:,} [memory] events of this trace hold values no "
+                                 "device has (a total beyond 2**50 bytes or the device's memory, NaN, a "
+                                 "device id outside -1..127): not believed, so no memory figures.")
+    rows = tuple(DeviceMemoryRow(device=d.device, events=fmt.num(d.events), allocated=gib(d.peak_allocated_bytes),
+                                 reserved=gib(d.peak_reserved_bytes),
+                                 capacity=gib(d.capacity_bytes) if d.capacity_bytes else "– (not in the trace)",
+                                 allocated_pct=fmt.pct(d.peak_allocated_pct) if d.capacity_bytes else "–",
+                                 reserved_pct=fmt.pct(d.peak_reserved_pct) if d.capacity_bytes else "–")
+                 for d in m.devices)
+    return Memory(device=m.device, devices=rows, main=next((d for d in rows if d.device == m.device), None))
 
 
-#: Columns of the step breakdown: field of ``StepBreakdown`` (without ``_us``) -> heading.
-STEP_PARTS = {"kernel": "kernel", "memcpy": "memcpy", "memset": "memset", "runtime": "runtime",
-              "dataloader": "DataLoader", "cpu_exec": "CPU exec", "other": "other"}
-
-
-def step_breakdown(r: RankResult) -> Dict[str, Any]:
-    """The rank's per-step breakdown table: ``state`` ``shown``, ``not
-    computed`` or ``missing`` (no ProfilerStep); ``headings`` and one row per
-    step (ms), the warm-up step marked."""
+def step_breakdown(r: RankResult) -> Union[StepBreakdownTable, Absent]:
+    """The rank's per-step breakdown table (ms, the warm-up step marked), or
+    why it is not shown: :data:`NOT_COMPUTED` or ``missing`` (no ProfilerStep)."""
     if r.failed(STEP_BREAKDOWN_STEP):
-        return {"state": NOT_COMPUTED, "reason": _failure(r, STEP_BREAKDOWN_STEP)}
+        return Absent(NOT_COMPUTED, _failure(r, STEP_BREAKDOWN_STEP))
     if not r.step_breakdown:
-        return {"state": "missing", "reason": "no ProfilerStep annotations"}
-    return {
-        "state": "shown", "headings": list(STEP_PARTS.values()),
-        "rows": [{"number": str(b.number), "warmup": b.warmup, "total": fmt.ms(b.duration_us),
-                  "parts": [fmt.ms(getattr(b, f"{k}_us")) for k in STEP_PARTS]} for b in r.step_breakdown],
-    }
-
-
-def inventory(result: AnalysisResult) -> Dict[str, Any]:
-    """What was analyzed, with which versions."""
-    inv = result.inventory
-    return {
-        "input_dir": inv.input_dir,
-        "files": [{"path": f.path, "rank": str(f.rank), "source": f.rank_source, "size": fmt.size(f.size_bytes),
-                   "world": str(f.world_size) if f.world_size is not None else "–", "backend": f.backend or "–"}
-                  for f in inv.files],
-        "devices": devices(result),
-        "pytorch": inv.pytorch_version or "not recorded in the traces",
-        "schema": ", ".join(str(v) for v in inv.kineto_schema_versions) or "not recorded",
-        "steps_found": str(inv.steps_found),
-        "last_step": ("included" if inv.last_step_included else
-                      "dropped, as HTA does by default (its GPU work may be cut off)"),
-        "hta": inv.hta_version, "tool": inv.tool_version, "analyzed_at": inv.analyzed_at,
-        "warnings": list(inv.warnings),
-        "manifest": [{"key": str(k), "value": str(v)} for k, v in inv.manifest.items()],
-        "unreadable": unreadable(result),
-        "incomplete": incomplete(result),
-        "reading": reading_notes(result),
-    }
+        return Absent("missing", "no ProfilerStep annotations")
+    return StepBreakdownTable(
+        headings=tuple(STEP_PARTS.values()),
+        rows=tuple(BreakdownRow(number=str(b.number), warmup=b.warmup, total=fmt.ms(b.duration_us),
+                                parts=tuple(fmt.ms(getattr(b, f"{k}_us")) for k in STEP_PARTS))
+                   for b in r.step_breakdown))
 
 
 def reading_notes(result: AnalysisResult) -> List[str]:
@@ -557,52 +1400,8 @@ def reading_notes(result: AnalysisResult) -> List[str]:
     return notes
 
 
-def unreadable(result: AnalysisResult) -> Dict[str, Any]:
-    """Trace files left out of the report: ``count``, ``total`` (files found),
-    ``summary`` (one line) and ``files`` (path and reason of each)."""
-    inv = result.inventory
-    bad = inv.unreadable
-    total = len(bad) + len(inv.files)
-    return {
-        "count": len(bad),
-        "total": total,
-        "summary": (f"{len(bad)} of {total} traces could not be read; this report covers the rest" if bad else ""),
-        "files": [{"path": u.path, "reason": u.reason} for u in bad],
-    }
-
-
-def incomplete(result: AnalysisResult) -> Dict[str, Any]:
-    """Ranks analyzed in part (an analysis step failed; the rest is
-    reported): ``count``, ``summary`` (one line) and ``ranks`` (rank, file,
-    and each failed step with its reason)."""
-    partial = [r for r in result.ranks if r.failures]
-    return {
-        "count": len(partial),
-        "summary": (f"{fmt.plural(len(partial), 'rank')} analyzed in part; these sections are missing, and the "
-                    "advice that needs them was not checked on these ranks" if partial else ""),
-        "ranks": [{"rank": str(r.rank), "file": r.file,
-                   "failures": [{"step": f.step, "reason": f.reason} for f in r.failures]} for r in partial],
-        "replaced": replaced(result),
-    }
-
-
 def replaced(result: AnalysisResult) -> List[str]:
     """One line per HTA analysis that failed on a rank and that hta-report
     computed itself from the exact times instead (the rank is complete)."""
     return [f"rank {r.rank}: HTA's {f.step.replace(' (HTA)', '')} failed ({f.reason}); hta-report computed "
             "it from the exact times, with HTA's definitions" for r in result.ranks for f in r.replaced]
-
-
-#: The HTML report's sections: template variable -> the function that builds it from the result.
-SECTIONS: Dict[str, Callable[[AnalysisResult], Any]] = {
-    "run": run,
-    "headline": headline,
-    "findings": findings,
-    "no_findings": no_findings,
-    "stack_note": stack_note,
-    "checks": checks,
-    "check_counts": check_counts,
-    "rank_rows": rank_rows,
-    "ranks": rank_details,
-    "inventory": inventory,
-}
