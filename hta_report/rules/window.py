@@ -20,7 +20,8 @@ from .config import AdviceConfig
 
 FIX = ("prof = torch.profiler.profile(\n"
        "    activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],\n"
-       "    schedule=torch.profiler.schedule(wait=1, warmup=2, active=5),  # skip start-up, record 5 steady steps\n"
+       "    schedule=torch.profiler.schedule(wait=1, warmup=1, active=7),  # 7 recorded, 5 analyzed (the first\n"
+       "    # and the last are left out), as hta-report collect does\n"
        "    on_trace_ready=torch.profiler.tensorboard_trace_handler(\"traces/\"),  # one file per rank\n"
        ")\n"
        "with prof:\n"
