@@ -62,3 +62,15 @@ def test_a_comparison_matches_its_gold_file(fmt, results):
     comparison = compare(results["cpu_healthy"], results["cpu_dataloader_bound"])
     check_gold(f"compare/{NAMES[fmt].replace('report', 'compare').replace('result', 'compare').replace('findings', 'compare')}",
                _scrubbed(REPORTERS[fmt].render_comparison(comparison)))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_gate_outcomes_match_their_gold_file(fmt, results):
+    """A result checked with --fail-on: each output says which gate tripped."""
+    from hta_report.gates import evaluate, parse_gate
+
+    result = results["cpu_dataloader_bound"]
+    gates = [parse_gate(g) for g in ("dataloader_pct>20", "step_time_ms>1000", "idle_pct>30")]
+    gated = dataclasses.replace(result, gates=evaluate(gates, result=result))
+    r = REPORTERS[fmt]
+    check_gold(f"gates/{NAMES[fmt]}", _scrubbed(r.render(gated, {} if r.charts else None)))

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..escape import is_image_data_uri, md_code, md_code_block, md_html, md_text, terminal
 from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, IDLE_CAUSE_LABELS, MEMORY_STEP, OCCUPANCY_STEP, SPAN_STEP,
-                     STEP_BREAKDOWN_STEP, TEMPORAL_STEP, TENSORBOARD_STEP, WINDOWS_STEP, AnalysisResult, Finding,
+                     STEP_BREAKDOWN_STEP, TEMPORAL_STEP, TENSORBOARD_STEP, WINDOWS_STEP, AnalysisResult, Finding, GateResult,
                      NamedTime, RankResult, SourceLocation, is_doc_url, is_source_url)
 from ..names import short_names
 from . import fmt
@@ -867,6 +867,50 @@ class HeadlineSection(Section):
 
 
 @dataclass(frozen=True)
+class GateRow:
+    """One ``--fail-on`` gate as shown: its ``expression``, ``outcome``
+    (``tripped`` or ``held``), the metric's ``value`` (two decimals, in the
+    metric's unit) or why it was not measured (``value`` then says so)."""
+
+    expression: str
+    outcome: str
+    value: str
+
+    @classmethod
+    def of(cls, g: GateResult) -> "GateRow":
+        value = (f"{g.metric} = {fmt.fixed(g.value, 2, grouped=False)}" if g.value is not None
+                 else f"{g.metric} not measured: {g.not_measured} (the gate fails)")
+        return cls(expression=g.expression, outcome="tripped" if g.tripped else "held", value=value)
+
+
+@dataclass(frozen=True)
+class GatesSection(Section):
+    """The ``--fail-on`` gates checked on this result (:attr:`AnalysisResult.gates`)
+    and their outcome, so that a report attached to a review says why CI
+    failed (``title``: how many of them tripped). Nothing without gates; the
+    terminal shows none (the CLI prints each tripped gate on stderr)."""
+
+    template: ClassVar[str] = "section_gates.html.j2"
+    gates: Tuple[GateRow, ...]
+    title: str
+
+    @classmethod
+    def of(cls, b: Basis) -> "GatesSection":
+        rows = tuple(GateRow.of(g) for g in b.result.gates)
+        tripped = sum(r.outcome == "tripped" for r in rows)
+        return cls(gates=rows, title=f"Quality gates: {tripped} of {len(rows)} tripped")
+
+    def markdown(self) -> List[str]:
+        if not self.gates:
+            return []
+        lines = ["", f"### {md_text(self.title)}", "",
+                 "| gate | outcome | value |", "|---|---|---|"]
+        for g in self.gates:
+            lines.append(f"| {md_code(g.expression, table=True)} | {md_text(g.outcome)} | {md_text(g.value)} |")
+        return lines
+
+
+@dataclass(frozen=True)
 class FindingsSection(Section):
     """The findings, in the model's order (largest time at stake first), what
     the report says without any (``no_findings``) or about source lines
@@ -1037,6 +1081,7 @@ class InventorySection(Section):
 #: The report's sections in page order; each builds itself from the :class:`Basis` (``of``).
 SECTIONS: Tuple[Type[Section], ...] = (
     HeadlineSection,
+    GatesSection,
     FindingsSection,
     ChartsSection,
     RankTableSection,
