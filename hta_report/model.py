@@ -22,7 +22,7 @@ import re
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 #: Version of the JSON layout written by :meth:`AnalysisResult.to_json`.
 #: Bump it on any incompatible change of the dataclasses below.
@@ -1333,6 +1333,13 @@ class Inventory:
     windows: List[WorkerWindows] = field(default_factory=list)
 
 
+#: How a result and a comparison show themselves in Jupyter (``_repr_html_``):
+#: ``"result"`` and ``"comparison"`` -> a function giving the HTML, set by
+#: :mod:`hta_report.render` when it is imported (the model imports nothing of
+#: ours; :mod:`hta_report.api`, which hands results out, imports the renderers).
+HTML_DISPLAY: Dict[str, Callable[[Any], str]] = {}
+
+
 @dataclass
 class GateResult:
     """One ``--fail-on`` expression checked against a result or a comparison
@@ -1371,6 +1378,15 @@ class AnalysisResult:
     def to_dict(self) -> Dict[str, Any]:
         """The model as plain JSON-compatible dicts and lists."""
         return dataclasses.asdict(self)
+
+    def __repr__(self) -> str:
+        return (f"<AnalysisResult {self.inventory.input_dir!r}: {len(self.ranks)} rank(s), "
+                f"{len(self.findings)} finding(s), schema {self.schema_version}>")
+
+    def _repr_html_(self) -> Optional[str]:
+        """The HTML report, for Jupyter's rich display (see :data:`HTML_DISPLAY`)."""
+        show = HTML_DISPLAY.get("result")
+        return show(self) if show is not None else None
 
     def to_json(self, indent: Optional[int] = 2) -> str:
         """The model as a JSON document (``schema_version`` first)."""
@@ -1522,6 +1538,15 @@ class Comparison:
     new: Optional[AnalysisResult] = None
     gates: List[GateResult] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
+
+    def __repr__(self) -> str:
+        return (f"<Comparison {self.base_label!r} -> {self.new_label!r}: {self.verdict}, "
+                f"step time {self.step_time_change_pct:+.1f} %>")
+
+    def _repr_html_(self) -> Optional[str]:
+        """The comparison page, for Jupyter's rich display (see :data:`HTML_DISPLAY`)."""
+        show = HTML_DISPLAY.get("comparison")
+        return show(self) if show is not None else None
 
     def to_json(self, indent: Optional[int] = 2) -> str:
         """The comparison as JSON (both full results included)."""

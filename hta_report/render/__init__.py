@@ -127,6 +127,19 @@ def _stream(path: str) -> bool:
     return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
+def _register_notebook_display() -> None:
+    """Let results and comparisons show their report in Jupyter
+    (:data:`hta_report.model.HTML_DISPLAY`, :mod:`.notebook`)."""
+    from .. import model
+    from .notebook import comparison_html, result_html
+
+    model.HTML_DISPLAY.setdefault("result", result_html)
+    model.HTML_DISPLAY.setdefault("comparison", comparison_html)
+
+
+_register_notebook_display()
+
+
 def render(result: AnalysisResult, fmt: str, charts: Optional[Mapping[str, str]] = None) -> str:
     """Render ``result`` as ``fmt`` (see :data:`REPORTERS`).
 
