@@ -66,14 +66,14 @@ def _report_gates(gates: Sequence[GateResult]) -> bool:
 
 
 class SizeType(click.ParamType):
-    """A byte size such as ``500MB`` or ``4GiB`` (see :func:`hta_report.load.validation.parse_size`)."""
+    """A byte size such as ``500MB`` or ``4GiB`` (see :func:`hta_report.sizes.parse_size`)."""
 
     name = "SIZE"
 
     def convert(self, value, param, ctx):  # noqa: D102 - click's protocol
         if isinstance(value, int):
             return value
-        from .load.validation import parse_size
+        from .sizes import parse_size
 
         try:
             return parse_size(value)

@@ -19,7 +19,7 @@ import math
 import operator
 import re
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from .errors import InputError
 from .model import (ATTRIBUTION_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, MEMCPY_STEP, TEMPORAL_STEP,
@@ -31,6 +31,7 @@ _OPS: Dict[str, Callable[[float, float], bool]] = {
 _EXPR = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|==|!=|>|<)\s*([A-Za-z]+|[-+]?\d+(?:\.\d+)?)\s*%?\s*$")
 _NUMBER = re.compile(r"^[-+]?\d+(?:\.\d+)?$")
 SEVERITY_RANK = {"low": 1, "medium": 2, "high": 3}
+S = TypeVar("S", AnalysisResult, Comparison)
 
 __all__ = ["Gate", "GateResult", "parse_gate", "evaluate", "describe", "tripped", "metrics_help",
            "RESULT_METRICS", "COMPARISON_METRICS", "SEVERITY_RANK"]
@@ -192,26 +193,27 @@ def evaluate(gates: Sequence[Gate], result: Optional[AnalysisResult] = None,
     target = comparison.new if comparison is not None else result
     out = []
     for g in gates:
-        value: Optional[float]
         if g.metric in COMPARISON_METRICS:
             if comparison is None:
                 raise ValueError(f"gate {g.text!r} needs a comparison")
-            _, get_c, missing_c = COMPARISON_METRICS[g.metric]
-            why, value = missing_c(comparison), None
-            if why is None:
-                value = get_c(comparison)
+            why, value = _measure(COMPARISON_METRICS[g.metric], comparison)
         else:
             if target is None:
                 raise ValueError(f"gate {g.text!r} needs a result")
-            _, get_r, missing_r = RESULT_METRICS[g.metric]
-            why, value = missing_r(target), None
-            if why is None:
-                value = get_r(target)
+            why, value = _measure(RESULT_METRICS[g.metric], target)
         if why is None and value is not None and not math.isfinite(value):
             why, value = f"its value is {value}", None
         hit = why is not None or (value is not None and _OPS[g.op](value, g.value))
         out.append(GateResult(expression=g.text, metric=g.metric, value=value, tripped=hit, not_measured=why or ""))
     return out
+
+
+def _measure(metric: Tuple[str, Callable[[S], float], Callable[[S], Optional[str]]],
+             subject: S) -> Tuple[Optional[str], Optional[float]]:
+    """``(why not measured, None)`` or ``(None, value)`` of one metric on its subject."""
+    _, get, missing = metric
+    why = missing(subject)
+    return (why, None) if why is not None else (None, get(subject))
 
 
 def describe(r: GateResult) -> str:

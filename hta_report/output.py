@@ -264,10 +264,7 @@ def stage_beside(real: Path, write: Callable[[str], None], mode: Optional[int] =
         if mode is not None:
             os.chmod(tmp, mode)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _remove(tmp)
         raise
     return tmp
 
@@ -285,11 +282,16 @@ def replace_atomically(path: Path, write: Callable[[str], None]) -> None:
     try:
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _remove(tmp)
         raise
+
+
+def _remove(tmp: str) -> None:
+    """Remove a temporary file left by a failed write (already gone: fine)."""
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
 
 
 def _real(target: Target) -> Path:
