@@ -37,7 +37,7 @@ A script's exit code and exceptions propagate.
 @click.command("collect", epilog=EPILOG,
                context_settings={"allow_interspersed_args": False,
                                  "help_option_names": ["-h", "--help"]})
-@click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
+@click.option("-o", "--output", required=True, type=click.Path(path_type=Path), metavar="DIR",
               help="Directory for the traces and manifest.json (created; must hold no traces).")
 @click.option("--workload", metavar="|".join(WORKLOAD_NAMES),
               help="Train a built-in model on synthetic data instead of running a script.")
