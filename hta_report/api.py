@@ -550,8 +550,9 @@ def write_comparison(comparison: Comparison, outputs: Outputs) -> List[Path]:
 
 
 def rule_catalogue(config_path: Optional[os.PathLike | str] = None) -> List[dict]:
-    """The advice rules (``id``, ``rule``, ``title``, ``threshold``, ``source``,
-    ``doc_url``, ``enabled``) with the thresholds of the effective
+    """The advice rules (``id``, ``rule``, ``title``, ``description``,
+    ``threshold``, ``source``, ``fix``, ``doc_url``, ``enabled``: see
+    :func:`hta_report.rules.catalogue`) with the thresholds of the effective
     configuration: ``config_path``, else ``[tool.hta-report]`` in
     ``./pyproject.toml``, else the defaults.
 

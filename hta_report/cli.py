@@ -187,6 +187,17 @@ def _check_outputs(outputs) -> None:
             raise OutputError(str(exc), path) from None
 
 
+def _sarif_note(result, outputs) -> None:
+    """One line on stderr when a SARIF report was written with findings placed
+    on no source line (:func:`hta_report.render.sarif.placement_note`)."""
+    from .render import format_for_path, sarif
+
+    if result is not None and any(format_for_path(path, f) == "sarif" for path, f in outputs):
+        note = sarif.placement_note(result)
+        if note:
+            click.echo(terminal(f"hta-report: SARIF: {note}"), err=True)
+
+
 @cli.command(epilog=ANALYZE_EPILOG)
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("-o", "--output", default="report.html", show_default=True, metavar="FILE",
@@ -266,6 +277,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
         _open_html(outputs, written)
     for line in replaced_lines(result):
         click.echo(line, err=True)
+    _sarif_note(result, outputs)
     hits = _report_gates(result.gates)
     partial = partial_input_error(result)
     if partial is not None:  # incomplete input wins over a tripped gate
@@ -334,6 +346,7 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
         click.echo(comparison_summary(comparison, [_shown_path(p) for p in written]))
     if open_report:
         _open_html([(output, fmt)], written)
+    _sarif_note(comparison.new, [(output, fmt)])
     if _report_gates(comparison.gates):
         raise click.exceptions.Exit(EXIT_GATE)
 

@@ -6,17 +6,25 @@ analyzing a side is :func:`hta_report.api.compare_paths`'s job.
 from __future__ import annotations
 
 import math
+import re
 import sys
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .model import (ATTRIBUTION_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, MEMCPY_STEP, STEP_TIMES_STEP, WINDOWS_STEP,
-                    AnalysisResult, Comparison, KernelDelta, KernelVariant, MetricDelta, RankComparison, RankResult)
-from .names import family
+                    AnalysisResult, Comparison, CpuOpDelta, KernelDelta, KernelVariant, MetricDelta, RankComparison,
+                    RankResult, SideInfo)
+from .names import family, rank_ranges
 
 #: Smallest noise band (%) a verdict uses, however steady the steps are.
 MIN_NOISE_BAND_PCT = 1.0
+#: A PyTorch build's GPU runtime in its version: ``2.4.0+cu121``, ``2.5.1+rocm6.2``.
+_TORCH_CUDA = re.compile(r"\+cu([0-9]{2,3})(?![0-9])")
+_TORCH_ROCM = re.compile(r"\+rocm([0-9]+(?:\.[0-9]+)?)")
+#: How ``hta-report collect`` lists a device in ``manifest.json`` (``device_names``):
+#: ``cpu: AMD EPYC (2 logical cores)``, ``cuda:0: NVIDIA H100``.
+_MANIFEST_DEVICE = re.compile(r"(cpu|cuda:[0-9]+): (.+)")
 
 
 def _bounded(x: float) -> float:
@@ -106,14 +114,132 @@ def _kernel_deltas(kb: Dict[str, Tuple[str, float]], kn: Dict[str, Tuple[str, fl
     return out
 
 
+def _cpu_op_times(a: AnalysisResult) -> Dict[str, float]:
+    """Each host op's self time per analyzed step (µs), the mean over the
+    ranks whose CPU-side step ran, from the ops each rank lists (0 where a
+    rank does not list it)."""
+    ranks = [r for r in a.ranks if not r.failed(CPU_SIDE_STEP)]
+    totals: Dict[str, float] = {}
+    for r in ranks:
+        steps = max(r.cpu.steps_used, 1)  # 0: no ProfilerStep, the trace was the one window
+        for o in r.cpu.top_ops:
+            totals[o.name] = _bounded(totals.get(o.name, 0.0) + o.self_us / steps)
+    return {n: _bounded(t / len(ranks)) for n, t in totals.items()}
+
+
+def cpu_op_deltas(base: AnalysisResult, new: AnalysisResult, top: int = 10) -> List[CpuOpDelta]:
+    """The ``top`` host ops whose self time per step changed most (see
+    :class:`hta_report.model.CpuOpDelta`), largest change first; ops whose
+    time did not change are left out."""
+    tb, tn = _cpu_op_times(base), _cpu_op_times(new)
+    deltas = [CpuOpDelta(name=n, base_us=tb.get(n, 0.0), new_us=tn.get(n, 0.0),
+                         delta_us=_bounded(tn.get(n, 0.0) - tb.get(n, 0.0))) for n in sorted(set(tb) | set(tn))]
+    return sorted((d for d in deltas if d.delta_us != 0), key=lambda d: (-abs(d.delta_us), d.name))[:top]
+
+
+def _gpu_runtime(a: AnalysisResult) -> Optional[str]:
+    """``CUDA 12.4`` / ``HIP 6.4.43483`` from the traces, else the build the
+    PyTorch version names; None when nothing says (see :class:`SideInfo`)."""
+    found = set()
+    for f in a.inventory.files:
+        if f.cuda_runtime_version:
+            v = f.cuda_runtime_version
+            found.add(f"CUDA {v // 1000}.{v % 1000 // 10}")
+        if f.hip_runtime_version:
+            v = f.hip_runtime_version
+            found.add(f"HIP {v // 10_000_000}.{v // 100_000 % 100}.{v % 100_000}")
+    if found:
+        return ", ".join(sorted(found))
+    torch = a.inventory.pytorch_version or ""
+    cuda, rocm = _TORCH_CUDA.search(torch), _TORCH_ROCM.search(torch)
+    if cuda:
+        return f"CUDA {cuda.group(1)[:-1]}.{cuda.group(1)[-1]}"
+    if rocm:
+        return f"ROCm {rocm.group(1)}"
+    return None
+
+
+def _manifest_devices(manifest: Dict[str, Any], gpu: bool) -> List[str]:
+    """The devices ``manifest.json`` lists (``device_names``): its GPUs (or,
+    for a CPU-only side, its CPU) without the ``cuda:0:`` or ``cpu:`` prefix;
+    a name of another shape is kept whole."""
+    listed = manifest.get("device_names")
+    if not isinstance(listed, list):
+        return []
+    gpus: List[str] = []
+    cpus: List[str] = []
+    other: List[str] = []
+    for d in listed:
+        if not isinstance(d, str) or not d:
+            continue
+        m = _MANIFEST_DEVICE.fullmatch(d)
+        if m is None:
+            other.append(d)
+        else:
+            (cpus if m.group(1) == "cpu" else gpus).append(m.group(2))
+    return sorted(set((gpus or other) if gpu else (cpus or other)))
+
+
+def side_info(a: AnalysisResult, label: str) -> SideInfo:
+    """What ``a`` ran on (:class:`hta_report.model.SideInfo`), from its
+    inventory (the traces' headers) and ``manifest.json``."""
+    inv = a.inventory
+    manifest = inv.manifest if isinstance(inv.manifest, dict) else {}
+    gpu = any(r.has_gpu for r in a.ranks)
+    devices, source = list(inv.devices), "traces"
+    if not devices:
+        devices, source = _manifest_devices(manifest, gpu), "manifest.json"
+    world = max((f.world_size for f in inv.files if f.world_size), default=0)
+    listed_world = manifest.get("world_size")
+    if not world and isinstance(listed_world, int) and not isinstance(listed_world, bool) and listed_world > 0:
+        world = listed_world
+    return SideInfo(label=label, gpu=gpu, devices=devices, devices_from=source if devices else "",
+                    world_size=world or None, ranks=sorted(r.rank for r in a.ranks),
+                    torch_version=inv.pytorch_version or None, gpu_runtime=_gpu_runtime(a))
+
+
+def _devices_words(s: SideInfo) -> str:
+    names = ", ".join(s.devices)
+    if s.gpu:
+        return names or "a GPU whose model is not recorded"
+    return f"CPU only: {names}" if names else "CPU only"
+
+
+def differences(b: SideInfo, n: SideInfo) -> List[str]:
+    """One sentence per way the two sides' set-ups differ, base first: the
+    devices (or GPU against CPU only), the world size, the ranks analyzed, the
+    PyTorch version, the GPU runtime. What a side does not record is not
+    compared."""
+    out = []
+    if b.gpu != n.gpu or (b.devices and n.devices and b.devices != n.devices):
+        out.append(f"The sides ran on different devices ({_devices_words(b)} vs {_devices_words(n)}): "
+                   "the change measures the hardware too.")
+    if b.world_size and n.world_size and b.world_size != n.world_size:
+        out.append(f"The sides ran with different world sizes ({b.world_size} vs {n.world_size} ranks): "
+                   "each rank's share of the work and its communication differ.")
+    if b.ranks and n.ranks and b.ranks != n.ranks:
+        out.append(f"The sides analyzed different ranks ({'rank' if len(b.ranks) == 1 else 'ranks'} "
+                   f"{rank_ranges(b.ranks)} vs {'rank' if len(n.ranks) == 1 else 'ranks'} {rank_ranges(n.ranks)}): "
+                   "ranks of one job may do different work.")
+    if b.torch_version and n.torch_version and b.torch_version != n.torch_version:
+        out.append(f"The sides ran different PyTorch versions ({b.torch_version} vs {n.torch_version}): "
+                   "the change measures the software too.")
+    if b.gpu_runtime and n.gpu_runtime and b.gpu_runtime != n.gpu_runtime:
+        out.append(f"The sides ran different GPU runtimes ({b.gpu_runtime} vs {n.gpu_runtime}): "
+                   "the change measures the software too.")
+    return out
+
+
 def compare(base: AnalysisResult, new: AnalysisResult, base_label: str = "base", new_label: str = "new",
-            top_kernels: int = 15) -> Comparison:
+            top_kernels: int = 15, top_cpu_ops: int = 10) -> Comparison:
     """Compare two results (see :class:`hta_report.model.Comparison` for the verdict rule).
 
     Kernel deltas use each side's top 50 kernels per rank by total time (what
     the result model keeps), summed over ranks, template-argument variants of
     one kernel grouped (:func:`hta_report.names.family`), ordered by |delta|;
-    kernels whose total did not change are left out.
+    kernels whose total did not change are left out. Host op deltas
+    (:func:`cpu_op_deltas`) are per step, as the sides' step counts may differ.
+    ``sides`` and ``differences``: :func:`side_info`, :func:`differences`.
     """
     ob, on = _overall(base), _overall(new)
     overall = [_delta(name, ob[name][0] if ob[name][0] == "ms" else "pp", ob[name][1], on[name][1])
@@ -144,6 +270,7 @@ def compare(base: AnalysisResult, new: AnalysisResult, base_label: str = "base",
         verdict = "regressed" if change > band else "improved" if change < -band else "unchanged"
     else:
         change, verdict = 0.0, "not comparable"
+    sides = [side_info(base, base_label), side_info(new, new_label)]
     return Comparison(
         base_label=base_label, new_label=new_label, verdict=verdict, noise_band_pct=band,
         step_time_change_pct=change, overall=overall, ranks=ranks,
@@ -154,4 +281,5 @@ def compare(base: AnalysisResult, new: AnalysisResult, base_label: str = "base",
         findings_gone=[f for i, f in ids_b.items() if i not in ids_n],
         findings_kept=sorted(set(ids_b) & set(ids_n)),
         base=base, new=new,
+        sides=sides, differences=differences(*sides), cpu_ops=cpu_op_deltas(base, new, top_cpu_ops),
     )

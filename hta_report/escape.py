@@ -7,8 +7,12 @@ its output kind; none of them may start markup, a link, an image, an HTML
 tag, a GitHub @mention or reference, or a terminal escape sequence.
 
 * :func:`terminal`: a line on stdout or stderr;
-* :func:`md_text`: markdown prose and table cells;
-* :func:`md_code`: a markdown code span (names shown as code);
+* :func:`md_text`: markdown prose;
+* :func:`md_code`: a markdown code span: kernel, op, device and file names,
+  any identifier a reader may copy (nothing is added inside a code span, so
+  what is copied is the name: ``grep`` finds it);
+* :func:`md_cell`: prose in a markdown table cell; every table cell is cut
+  at :data:`MD_CELL_MAX` characters (:func:`clip`; ``md_code(..., table=True)`` too);
 * :func:`md_code_block`: a fenced markdown code block;
 * :func:`md_html`: text inside raw HTML in markdown (``<summary>...</summary>``);
 * :func:`sarif_text`: a SARIF ``message.text`` (GitHub code scanning shows it);
@@ -25,8 +29,8 @@ import html
 import re
 import unicodedata
 
-__all__ = ["visible", "terminal", "md_text", "md_code", "md_code_block", "md_html", "sarif_text", "html_text",
-           "is_image_data_uri", "redact_url"]
+__all__ = ["visible", "terminal", "md_text", "md_code", "md_cell", "clip", "MD_CELL_MAX", "md_code_block", "md_html",
+           "sarif_text", "html_text", "is_image_data_uri", "redact_url"]
 
 #: A word joiner: invisible, and it stops GitHub's filters that run on the
 #: rendered text (mentions, issue references, emoji, autolinks).
@@ -44,9 +48,21 @@ _MD_INLINE = frozenset("\\`*_~[]<>&|$#!")
 _MD_LEADING = re.compile(r"^(?:[-+=]|[0-9]{1,9}[.)])")
 #: Where GitHub's text filters would still act on the rendered (unescaped)
 #: text: ``@user``, ``#12``, ``http://``, ``mailto:x``, ``:emoji:``, ``www.``,
-#: ``GH-12``. A word joiner goes after the trigger.
-_TRIGGERS = re.compile(r"(?:[@#](?=[A-Za-z0-9/])|:(?=[A-Za-z0-9_+/-])|(?i:www)(?=\.)"
-                       r"|(?i:(?<![A-Za-z0-9])gh-)(?=[0-9]))")
+#: ``GH-12``. A word joiner goes after the trigger, and only there: a colon
+#: opens an emoji only when a name and another colon follow, a scheme only
+#: before ``//`` (or after ``mailto``, ``xmpp``), and ``#`` a reference only
+#: before a digit, so that ``aten::add``, ``gloo:all_reduce``,
+#: ``Optimizer.step#AdamW.step`` and ``cuda:0`` in prose stay as written.
+_TRIGGERS = re.compile(r"(?:@(?=[A-Za-z0-9/._+-])|#(?=[0-9]|$)|:(?=//|[A-Za-z0-9_+-]+:)"
+                       r"|(?:(?<=[Mm][Aa][Ii][Ll][Tt][Oo])|(?<=[Xx][Mm][Pp][Pp])):(?=[A-Za-z0-9])"
+                       r"|(?i:www)(?=\.)|(?i:(?<![A-Za-z0-9])gh-)(?=[0-9]))")
+#: A text that ends in ``:name``, which the text after it (``: reason``) would
+#: close into an emoji: a word joiner goes at its end (a name searched for
+#: in the copied line is still found in it).
+_OPEN_EMOJI_END = re.compile(r":[A-Za-z0-9_+-]+$")
+#: The longest text a markdown table cell shows (characters, before escaping):
+#: longer text is cut (:func:`clip`), ending in "…"; the HTML report shows it whole.
+MD_CELL_MAX = 200
 
 
 def visible(text: object, keep_newlines: bool = False, keep_spaces: bool = False) -> str:
@@ -108,11 +124,14 @@ def terminal(text: object) -> str:
 
 
 def _breaks(text: str) -> str:
-    return _TRIGGERS.sub(lambda m: m.group(0) + WJ, text)
+    s = _TRIGGERS.sub(lambda m: m.group(0) + WJ, text)
+    return s + WJ if _OPEN_EMOJI_END.search(s) else s
 
 
 def md_text(text: object) -> str:
-    """``text`` as inert GitHub-flavoured markdown, for prose and table cells:
+    """``text`` as inert GitHub-flavoured markdown, for prose (in a table
+    cell: :func:`md_cell`); names a reader may copy go in code spans
+    (:func:`md_code`) instead:
     one line (line breaks as `` / ``, other controls :func:`visible`); backslash-escaped, each character that could
     start markup (``\\ ` * _ ~ [ ] < > & | $ # !``, and a list marker or
     ordered-list number at the start): no emphasis, link, image, HTML tag,
@@ -120,8 +139,9 @@ def md_text(text: object) -> str:
     trailing spaces as ``&#32;`` (no indented code, no hard line break); and
     a word joiner after what GitHub's text filters would turn into a
     mention, a reference, an emoji or a link (``@user``, ``#12``, ``GH-12``,
-    ``:name:``, ``http://``, ``www.``). Other punctuation is kept as is, so
-    that file names and kernel names stay readable in the raw markdown."""
+    ``:name:``, ``http://``, ``www.``; nowhere else, see :data:`_TRIGGERS`).
+    Other punctuation is kept as is, so that file names and kernel names
+    stay readable in the raw markdown."""
     s = _breaks(_one_line(text))  # before the backslashes: they would hide what follows a trigger
     s = "".join("\\" + c if c in _MD_INLINE else c for c in s)
     s = _MD_LEADING.sub(lambda m: m.group(0)[:-1] + "\\" + m.group(0)[-1], s)
@@ -133,16 +153,34 @@ def md_text(text: object) -> str:
     return "&#32;" * lead + core + "&#32;" * trail
 
 
+def clip(text: object, limit: int = MD_CELL_MAX) -> str:
+    """``text`` on one line (as :func:`md_text`) cut to at most ``limit``
+    characters, the last one "…"; unchanged when it fits. The one cut of a
+    markdown table cell (:data:`MD_CELL_MAX`)."""
+    s = _one_line(text)
+    return s if len(s) <= limit else s[: max(limit - 1, 0)] + "…"
+
+
+def md_cell(text: object) -> str:
+    """Prose in a markdown table cell: :func:`md_text` of ``text`` cut at
+    :data:`MD_CELL_MAX` characters (:func:`clip`)."""
+    return md_text(clip(text))
+
+
 def md_code(text: object, table: bool = False) -> str:
     """``text`` as one markdown code span: nothing inside a code span is
-    markup, and GitHub's filters skip it. The fence is one backtick more than
-    the longest run of backticks in ``text`` (padded with a space when
-    ``text`` starts or ends with one); one line (as :func:`md_text`). In a table
-    cell (``table``) ``|`` is written ``\\|``, as GitHub's tables require even
-    inside code."""
+    markup, GitHub's filters skip it, and nothing is added to it (no word
+    joiner), so that the name copied from the rendered comment is the name.
+    The fence is one backtick more than the longest run of backticks in
+    ``text`` (CommonMark: a run of another length cannot close it; padded
+    with a space when ``text`` starts or ends with a backtick or a space,
+    which CommonMark strips); one line (as :func:`md_text`). In a table cell
+    (``table``) the text is cut at :data:`MD_CELL_MAX` characters
+    (:func:`clip`) and ``|`` is written ``\\|``, as GitHub's tables require
+    even inside code."""
     s = _one_line(text)
     if table:
-        s = s.replace("|", "\\|")
+        s = clip(s).replace("|", "\\|")
     if not s:
         return "` `"
     longest = max((len(run) for run in re.findall(r"`+", s)), default=0)

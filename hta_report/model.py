@@ -1268,7 +1268,12 @@ class TraceFileInfo:
     (``distributedInfo``, ``file name`` or ``sequential``).
     ``repaired_names`` counts event names that were not valid JSON (PyTorch
     left a double quote unescaped, pytorch/pytorch#146900) and were repaired
-    while reading (:mod:`hta_report.load.repair`)."""
+    while reading (:mod:`hta_report.load.repair`).
+    ``cuda_runtime_version`` and ``hip_runtime_version`` are the GPU runtime
+    the profiler ran on, as Kineto writes it at the top of the trace (CUDA:
+    major × 1000 + minor × 10, ``12040`` is 12.4; HIP: major × 10^7 +
+    minor × 10^5 + patch, ``60443483`` is 6.4.43483); None when the trace
+    does not say (older PyTorch, CPU-only traces)."""
 
     path: str
     rank: int
@@ -1279,6 +1284,8 @@ class TraceFileInfo:
     world_size: Optional[int] = None
     backend: Optional[str] = None
     repaired_names: int = 0
+    cuda_runtime_version: Optional[int] = None
+    hip_runtime_version: Optional[int] = None
 
 
 @dataclass
@@ -1511,6 +1518,55 @@ class RankComparison:
 
 
 @dataclass
+class SideInfo:
+    """What one side of a comparison ran on, as its traces and ``manifest.json`` say.
+
+    Attributes:
+        label: the side's label (as :attr:`Comparison.base_label` or ``new_label``).
+        gpu: whether any of its ranks has GPU activity.
+        devices: the distinct device names: the GPUs of the traces'
+            ``deviceProperties``, else those of ``manifest.json``
+            (``device_names``: its GPUs, or its CPU for a CPU-only run);
+            empty when neither says.
+        devices_from: where ``devices`` come from: ``traces``,
+            ``manifest.json``, or ``""`` (not recorded).
+        world_size: the job's number of ranks: the traces'
+            ``distributedInfo.world_size`` (the largest), else the manifest's
+            ``world_size``; None when neither says.
+        ranks: the ranks analyzed.
+        torch_version: PyTorch's version (``manifest.json``'s
+            ``torch_version``); None when not recorded.
+        gpu_runtime: the GPU runtime, ``CUDA 12.4`` or ``HIP 6.4.43483``
+            (the traces' ``cuda_runtime_version`` or ``hip_runtime_version``),
+            else the build the PyTorch version names (``2.4.0+cu121``:
+            ``CUDA 12.1``; ``+rocm6.2``: ``ROCm 6.2``); None when nothing says.
+    """
+
+    label: str
+    gpu: bool = False
+    devices: List[str] = field(default_factory=list)
+    devices_from: str = ""
+    world_size: Optional[int] = None
+    ranks: List[int] = field(default_factory=list)
+    torch_version: Optional[str] = None
+    gpu_runtime: Optional[str] = None
+
+
+@dataclass
+class CpuOpDelta:
+    """A host op's self time per analyzed step on both sides (µs): the mean
+    over ranks of each rank's self time in the op per analyzed step (per
+    traced window without ``ProfilerStep``), from the ops each rank lists
+    (:attr:`CpuSide.top_ops`, its ops with the most self time: an op a rank
+    does not list counts 0 there). ``delta_us`` = new − base (µs per step)."""
+
+    name: str
+    base_us: float
+    new_us: float
+    delta_us: float
+
+
+@dataclass
 class Comparison:
     """``new`` against ``base``: overall and per-rank deltas, kernels that
     changed most, findings that appeared or went away, and a verdict.
@@ -1519,6 +1575,12 @@ class Comparison:
     ``not comparable`` (no ProfilerStep on a side). It compares the mean
     step time against ``noise_band_pct``: the larger coefficient of variation
     (std / mean × 100) of the two sides' analyzed step times, at least 1 %.
+
+    ``sides`` says what each side ran on (base, then new: devices, world
+    size, ranks, PyTorch and CUDA/ROCm versions) and ``differences`` one
+    sentence per way they differ (the step time change then measures that
+    difference too); ``cpu_ops`` are the host ops whose self time per step
+    changed most (:class:`CpuOpDelta`), largest change first.
     """
 
     base_label: str
@@ -1537,6 +1599,9 @@ class Comparison:
     base: Optional[AnalysisResult] = None
     new: Optional[AnalysisResult] = None
     gates: List[GateResult] = field(default_factory=list)
+    sides: List[SideInfo] = field(default_factory=list)
+    differences: List[str] = field(default_factory=list)
+    cpu_ops: List[CpuOpDelta] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def __repr__(self) -> str:

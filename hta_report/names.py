@@ -20,7 +20,7 @@ only in values and scalar types (``…_cta_per_row_1<float, float, float,
 2ul>`` and ``…<float, float, float, 5ul>``).
 
 Pure string functions with no dependency: reporters, the comparison and the
-rules use them.
+rules use them (:func:`rank_ranges` too: rank numbers as read, ``0–7``).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional
 
-__all__ = ["short_name", "short_names", "family", "ellipsize", "DEFAULT_LIMIT"]
+__all__ = ["short_name", "short_names", "family", "ellipsize", "rank_ranges", "DEFAULT_LIMIT"]
 
 #: Longest label (characters) :func:`short_names` gives before cutting with "…".
 DEFAULT_LIMIT = 100
@@ -257,6 +257,22 @@ def ellipsize(text: str, limit: int = DEFAULT_LIMIT) -> str:
     if cut >= limit // 2:
         head = head[: cut + 1]
     return head.rstrip(", :<(") + "…"
+
+
+def rank_ranges(ranks: Iterable[int]) -> str:
+    """Rank numbers as read, runs of three or more as ranges: ``3``, ``0, 1``,
+    ``0–7``, ``0, 2, 4–6``."""
+    ordered = sorted(set(ranks))
+    parts: List[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if j == i else f"{ordered[i]}, {ordered[j]}" if j == i + 1
+                     else f"{ordered[i]}–{ordered[j]}")
+        i = j + 1
+    return ", ".join(parts)
 
 
 def _differing(nodes: List[_Node], names: int, values: int) -> Optional[List[bool]]:

@@ -42,10 +42,13 @@ class TraceBuilder:
         world_size, backend: the rest of ``distributedInfo``.
         gpu_name, compute_major: ``deviceProperties`` (None: no deviceProperties).
         base_ts: absolute time of t = 0.
+        header: more top-level keys (``cuda_runtime_version``...).
     """
 
     def __init__(self, rank: Optional[int] = None, world_size: int = 1, gpu_name: Optional[str] = "NVIDIA H100",
-                 base_ts: float = 1_000_000.0, compute_major: int = 9, backend: str = "nccl") -> None:
+                 base_ts: float = 1_000_000.0, compute_major: int = 9, backend: str = "nccl",
+                 header: Optional[Dict[str, Any]] = None) -> None:
+        self.header = dict(header or {})
         self.events: List[Dict[str, Any]] = []
         self.rank = rank
         self.world_size = world_size
@@ -156,6 +159,7 @@ class TraceBuilder:
                                         "computeMajor": self.compute_major, "computeMinor": 0, "numSms": 132}]
         if self.rank is not None:
             doc["distributedInfo"] = {"backend": self.backend, "rank": self.rank, "world_size": self.world_size}
+        doc.update(self.header)
         meta = [{"name": "process_name", "ph": "M", "ts": self.base, "pid": PID, "tid": 0, "args": {"name": "python"}}]
         doc["traceEvents"] = meta + self.events
         doc["traceName"] = "built"

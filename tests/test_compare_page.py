@@ -1,15 +1,22 @@
 """The compare page a reviewer reads: biggest changes first, short kernel names, template variants grouped."""
+import dataclasses
+import json
 import re
+from pathlib import Path
 
 import pytest
 
 from conftest import shared
 from hta_report.api import analyze
 from hta_report.compare import compare
+from hta_report.model import AnalysisResult
 from hta_report.render import render_comparison
 from hta_report.render.compare_view import biggest_changes
+from hta_report.render.terminal import comparison_summary
 from kineto import TraceBuilder
 from test_report_html import visible_text
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 
 SPLIT = ("void split_embedding_codegen_forward_unweighted_kernel<float, float, float, long, {}ul>("
          "at::GenericPackedTensorAccessor<float, 1ul, at::RestrictPtrTraits, long>, "
@@ -92,3 +99,140 @@ def test_no_visible_line_is_longer_than_300_characters(control_vs_test):
     split = [k for k in control_vs_test.kernels if k.variants]
     assert split and all(len(k.variants) == 2 for k in split)
     assert all(re.search(r", [25]ul>\(", v.name) for k in split for v in k.variants)
+
+
+# --- what each side ran on, and how the two differ (issue 32, item 6) --------------------------------
+
+
+def _gpu_run(path, rank, world, gpu, header, step_us):
+    b = TraceBuilder(rank=rank, world_size=world, gpu_name=gpu, header=header)
+    for i in range(6):
+        b.step(i + 1, i * step_us, step_us)
+        b.cpu_op("aten::mm", i * step_us + 20, 50)
+        b.kernel("volta_sgemm_128x64_nn", i * step_us + 100, step_us / 2)
+    b.write(path / f"rank-{rank}.json")
+    return analyze(path)
+
+
+@pytest.fixture(scope="module")
+def a100_vs_v100(tmp_path_factory):
+    """Rank 3 of 8 on an A100 (CUDA 12.4) against rank 1 of 2 on a V100 (CUDA 11.8)."""
+    base = _gpu_run(tmp_path_factory.mktemp("a100"), 3, 8, "NVIDIA A100-SXM4-80GB", {"cuda_runtime_version": 12040},
+                    1000)
+    new = _gpu_run(tmp_path_factory.mktemp("v100"), 1, 2, "Tesla V100-SXM2-16GB", {"cuda_runtime_version": 11080},
+                   1550)
+    return compare(base, new, "runs/a100", "runs/v100")
+
+
+def test_each_side_says_what_it_ran_on(a100_vs_v100):
+    b, n = a100_vs_v100.sides
+    assert (b.label, b.gpu, b.devices, b.devices_from, b.world_size, b.ranks, b.gpu_runtime) == (
+        "runs/a100", True, ["NVIDIA A100-SXM4-80GB"], "traces", 8, [3], "CUDA 12.4")
+    assert (n.devices, n.world_size, n.ranks, n.gpu_runtime, n.torch_version) == (
+        ["Tesla V100-SXM2-16GB"], 2, [1], "CUDA 11.8", None)
+    assert a100_vs_v100.differences == [
+        "The sides ran on different devices (NVIDIA A100-SXM4-80GB vs Tesla V100-SXM2-16GB): "
+        "the change measures the hardware too.",
+        "The sides ran with different world sizes (8 vs 2 ranks): each rank's share of the work and its "
+        "communication differ.",
+        "The sides analyzed different ranks (rank 3 vs rank 1): ranks of one job may do different work.",
+        "The sides ran different GPU runtimes (CUDA 12.4 vs CUDA 11.8): the change measures the software too.",
+    ]
+    assert a100_vs_v100.verdict == "regressed"
+
+
+def test_the_devices_and_the_warnings_are_in_every_output(a100_vs_v100):
+    md = render_comparison(a100_vs_v100, "md")
+    assert ("- base `runs/a100`: `NVIDIA A100-SXM4-80GB`, rank 3 of 8, PyTorch not recorded, CUDA 12.4\n"
+            "- new `runs/v100`: `Tesla V100-SXM2-16GB`, rank 1 of 2, PyTorch not recorded, CUDA 11.8\n") in md
+    assert "> [!WARNING]\n> **Not like for like:**\n>\n> - The sides ran on different devices (NVIDIA A100-SXM4" in md
+    assert md.index("different devices") < md.index("### Biggest changes")  # next to the verdict
+    html = render_comparison(a100_vs_v100, "html")
+    text = visible_text(html)
+    at = text.index("NVIDIA A100-SXM4-80GB, rank 3 of 8, PyTorch not recorded, CUDA 12.4")
+    assert text[at - 1:at + 3] == ["base", text[at], "new", "Tesla V100-SXM2-16GB, rank 1 of 2, PyTorch not recorded, "
+                                                            "CUDA 11.8"]
+    assert "Not like for like:" in text and all(d in text for d in a100_vs_v100.differences)
+    term = comparison_summary(a100_vs_v100, ["c.md"]).splitlines()
+    assert term[1:3] == ["base: NVIDIA A100-SXM4-80GB, rank 3 of 8, PyTorch not recorded, CUDA 12.4",
+                         "new: Tesla V100-SXM2-16GB, rank 1 of 2, PyTorch not recorded, CUDA 11.8"]
+    assert [line for line in term if line.startswith("warning: ")] == [
+        f"warning: {d}" for d in a100_vs_v100.differences]
+    json_doc = json.loads(render_comparison(a100_vs_v100, "json"))
+    assert json_doc["sides"][0]["devices"] == ["NVIDIA A100-SXM4-80GB"] and len(json_doc["differences"]) == 4
+
+
+def test_like_for_like_sides_give_no_warning(a100_vs_v100):
+    same = compare(a100_vs_v100.base, a100_vs_v100.base)
+    assert same.differences == []
+    assert "[!WARNING]" not in render_comparison(same, "md")
+    assert "Not like for like" not in render_comparison(same, "html")
+    assert "warning:" not in comparison_summary(same, [])
+
+
+def _edited(result, **inventory):
+    data = json.loads(result.to_json())
+    data["inventory"].update(inventory)
+    for f in data["inventory"]["files"]:
+        f["cuda_runtime_version"] = None
+    return AnalysisResult.from_dict(data)
+
+
+def test_versions_from_the_manifest_are_compared(a100_vs_v100):
+    """PyTorch's version is the manifest's; without a runtime in the traces the
+    CUDA or ROCm build is the one the version names (``+cu121``, ``+rocm6.2``)."""
+    base = _edited(a100_vs_v100.base, pytorch_version="2.4.0+cu121",
+                   manifest={"world_size": 8, "device_names": ["cpu: Xeon", "cuda:0: NVIDIA A100-SXM4-80GB"]})
+    new = _edited(a100_vs_v100.base, pytorch_version="2.5.1+rocm6.2", devices=[],
+                  manifest={"device_names": ["cpu: EPYC", "cuda:0: AMD Instinct MI300X"]})
+    c = compare(base, new)
+    b, n = c.sides
+    assert (b.torch_version, b.gpu_runtime, n.torch_version, n.gpu_runtime) == (
+        "2.4.0+cu121", "CUDA 12.1", "2.5.1+rocm6.2", "ROCm 6.2")
+    assert (n.devices, n.devices_from) == (["AMD Instinct MI300X"], "manifest.json")  # the GPU, not the CPU
+    assert c.differences == [
+        "The sides ran on different devices (NVIDIA A100-SXM4-80GB vs AMD Instinct MI300X): "
+        "the change measures the hardware too.",
+        "The sides ran different PyTorch versions (2.4.0+cu121 vs 2.5.1+rocm6.2): the change measures the software too.",
+        "The sides ran different GPU runtimes (CUDA 12.1 vs ROCm 6.2): the change measures the software too.",
+    ]
+    assert "`AMD Instinct MI300X` (from manifest.json), rank 3 of 8, PyTorch 2.5.1+rocm6.2, ROCm 6.2" in \
+        render_comparison(c, "md")
+
+
+def test_a_comparison_saved_before_the_sides_were_recorded_still_renders(a100_vs_v100):
+    old = dataclasses.replace(a100_vs_v100, sides=[], differences=[], cpu_ops=[])
+    md = render_comparison(old, "md")
+    assert "base: `runs/a100` · new: `runs/v100`" in md and "[!WARNING]" not in md
+    assert "No CPU op's time per step changed." in md
+    assert 'id="cpu-ops"' in render_comparison(old, "html")
+
+
+@pytest.fixture(scope="module")
+def cpu_runs():
+    return compare(analyze(SAMPLES / "cpu_healthy", cache=None), analyze(SAMPLES / "cpu_dataloader_bound", cache=None),
+                   "sample_traces/cpu_healthy", "sample_traces/cpu_dataloader_bound")
+
+
+def test_two_cpu_runs_show_the_cpu_ops_that_changed_most(cpu_runs):
+    top = cpu_runs.cpu_ops[0]
+    assert top.name == "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    assert top.new_us > 10 * top.base_us and top.delta_us == pytest.approx(top.new_us - top.base_us)
+    assert [abs(o.delta_us) for o in cpu_runs.cpu_ops] == sorted((abs(o.delta_us) for o in cpu_runs.cpu_ops),
+                                                                 reverse=True)
+    assert 3 <= len(cpu_runs.cpu_ops) <= 10 and cpu_runs.differences == []
+    md = render_comparison(cpu_runs, "md")
+    assert ("- base `sample_traces/cpu_healthy`: CPU only: `AMD EPYC (2 logical cores)` (from manifest.json), "
+            "rank 0 of 1, PyTorch 2.13.0+cpu") in md
+    # no kernel: the ops lead the biggest changes, and have a table of their own
+    lead = next(line for line in md.splitlines() if line.startswith("CPU ops that changed most"))
+    assert "`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`" in lead
+    assert md.index(lead) < md.index("### Findings") < md.index("### CPU ops whose time per step changed most")
+    assert re.search(r"^\| `enumerate\(DataLoader\)#_SingleProcessDataLoaderIter\.__next__` \| [0-9]+ µs \| "
+                     r"[0-9.]+ ms \| \+[0-9.]+ ms \|$", md, re.M)
+    html = render_comparison(cpu_runs, "html")
+    assert 'id="cpu-ops"' in html and "CPU ops that changed most" in html
+    term = comparison_summary(cpu_runs, [])
+    assert "CPU ops that changed most (self time per step): +" in term
+    assert "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" in term
+    assert "base: CPU only: AMD EPYC (2 logical cores) (from manifest.json), rank 0 of 1, PyTorch 2.13.0+cpu" in term

@@ -59,8 +59,9 @@ def test_rules_command_json(run_cli):
     entries = json.loads(out)
     assert len(entries) >= 20 and {e["id"] for e in entries} == set(RULE_IDS)
     for e in entries:
-        assert set(e) == {"id", "rule", "title", "threshold", "source", "doc_url", "enabled"}
+        assert set(e) == {"id", "rule", "title", "description", "threshold", "source", "fix", "doc_url", "enabled"}
         assert e["threshold"] and e["source"] and e["doc_url"].startswith("https://")
+        assert e["description"] and e["fix"] and "C" + e["rule"].lstrip("C") not in e["description"] + e["fix"]
     assert any("proposal" in e["source"] for e in entries)
 
 
@@ -69,6 +70,10 @@ def test_rules_command_text_shows_the_configured_thresholds(tmp_path, run_cli):
     code, out, _ = run_cli("rules", "--config", tmp_path / "c.toml")
     assert code == 0
     assert "DataLoader wait > 7 % of the step" in out and "gpu-gaps  [disabled]" in out
+    assert out.splitlines()[0] == "trace-window"  # the id heads each rule, no number
+    code, md, _ = run_cli("rules", "--format", "markdown", "--config", tmp_path / "c.toml")
+    assert code == 0 and "DataLoader wait > 7 % of the step" in md
+    assert "**Long stretches with no GPU work** (disabled by the configuration)" in md
 
 
 def test_analyze_with_config(tmp_path, run_cli):

@@ -65,18 +65,84 @@ SCHEMA = Path(__file__).parent / "fixtures" / "sarif" / "sarif-schema-2.1.0.json
 
 
 def sarif_errors(doc) -> list:
-    """Every violation of the official SARIF 2.1.0 schema (draft-04) in ``doc``."""
+    """Every violation of the official SARIF 2.1.0 schema (draft-04) in
+    ``doc``, then of what GitHub code scanning requires (:func:`github_errors`)."""
     import jsonschema
 
     schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
     validator = jsonschema.Draft4Validator(schema, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER)
-    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
+    return errors or github_errors(doc)
+
+
+def _text(obj, key) -> str:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value.get("text", "") if isinstance(value, dict) else ""
+
+
+def github_errors(doc) -> list:
+    """What GitHub code scanning needs of a SARIF upload beyond the schema
+    (docs.github.com, "SARIF support for code scanning"), and what it shows
+    well: every rule with ``id``, ``name``, ``shortDescription``,
+    ``fullDescription``, ``help`` (text and markdown) and ``properties``
+    (tags, precision); every result with a ``ruleId`` of those rules (and a
+    matching ``ruleIndex``), a message, exactly one location with a
+    repository-relative URI and a ``startLine``, ``partialFingerprints``;
+    related locations with an ``id`` and a location of their own."""
+    errors = []
+    for i, run in enumerate(doc.get("runs", [])):
+        rules = run["tool"]["driver"].get("rules", [])
+        ids = [r.get("id") for r in rules]
+        if len(set(ids)) != len(ids):
+            errors.append(f"runs/{i}: rule ids repeat")
+        for r in rules:
+            where = f"runs/{i}/rules/{r.get('id')}"
+            for key in ("shortDescription", "fullDescription", "help"):
+                if not _text(r, key).strip():
+                    errors.append(f"{where}: no {key}")
+            if not (r.get("help") or {}).get("markdown", "").strip():
+                errors.append(f"{where}: no help markdown")
+            if not r.get("name"):
+                errors.append(f"{where}: no name")
+            props = r.get("properties") or {}
+            if not props.get("tags") or props.get("precision") not in ("very-high", "high", "medium", "low"):
+                errors.append(f"{where}: properties need tags and a precision")
+        for j, res in enumerate(run.get("results", [])):
+            where = f"runs/{i}/results/{j}"
+            if res.get("ruleId") not in ids:
+                errors.append(f"{where}: ruleId {res.get('ruleId')!r} is no rule of the run")
+            elif "ruleIndex" in res and ids[res["ruleIndex"]] != res["ruleId"]:
+                errors.append(f"{where}: ruleIndex does not point at its rule")
+            if not _text(res, "message").strip():
+                errors.append(f"{where}: no message")
+            if not res.get("partialFingerprints"):
+                errors.append(f"{where}: no partialFingerprints")
+            locations = res.get("locations", [])
+            if len(locations) != 1:
+                errors.append(f"{where}: {len(locations)} locations, GitHub takes one")
+            for k, loc in enumerate(locations + res.get("relatedLocations", [])):
+                phys = loc.get("physicalLocation", {})
+                uri = phys.get("artifactLocation", {}).get("uri", "")
+                if not uri or uri.startswith("/") or ":" in uri or ".." in uri.split("/"):
+                    errors.append(f"{where}/location {k}: URI {uri!r} is not relative to the repository")
+                if phys.get("region", {}).get("startLine", 0) < 1:
+                    errors.append(f"{where}/location {k}: no startLine")
+                if k >= len(locations) and "id" not in loc:
+                    errors.append(f"{where}/related location {k}: no id")
+    return errors
 
 
 def test_schema_check_can_fail():
-    # the check itself: a log the schema forbids is reported
+    # the check itself: a log the schema forbids is reported, and one GitHub would not take
     assert sarif_errors({"version": "2.1.0", "runs": [{"tool": {}}]})
     assert sarif_errors({"version": "9", "runs": []})
+    bare = {"version": "2.1.0", "runs": [{"tool": {"driver": {"name": "x", "rules": [{"id": "r"}]}}, "results": [
+        {"ruleId": "r", "message": {"text": "m"}}]}]}
+    assert set(sarif_errors(bare)) == {
+        "runs/0/rules/r: no shortDescription", "runs/0/rules/r: no fullDescription", "runs/0/rules/r: no help",
+        "runs/0/rules/r: no help markdown", "runs/0/rules/r: no name",
+        "runs/0/rules/r: properties need tags and a precision", "runs/0/results/0: no partialFingerprints",
+        "runs/0/results/0: 0 locations, GitHub takes one"}
 
 
 def _with_location(result, path="train.py", line=12):
@@ -91,22 +157,31 @@ def _with_location(result, path="train.py", line=12):
 def test_sarif_is_valid_and_puts_each_finding_on_its_lines(tmp_path, run_cli):
     simple_gpu_trace().write(tmp_path / "t.json")
     result = _with_location(analyze(tmp_path))
+    result.findings[0].locations.append(SourceLocation(path="lib/data.py", line=3, function="load", how="def",
+                                                       time_us=1000.0, share_pct=20.0))
     doc = json.loads(render(result, "sarif"))
     assert sarif_errors(doc) == []
     run = doc["runs"][0]
-    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == [c.id for c in result.checks]  # one per rule
-    (res,) = run["results"]  # only the finding with a line: GitHub rejects results without one
+    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == sorted(c.id for c in result.checks)  # one per rule
+    assert [r["ruleId"] for r in run["results"]] == [f.id for f in result.findings]  # every finding, in order
+    res = run["results"][0]
     assert res["ruleId"] == result.checks[0].id and res["level"] == "error"
     assert run["tool"]["driver"]["rules"][res["ruleIndex"]]["id"] == res["ruleId"]
     loc = res["locations"][0]["physicalLocation"]
     assert loc == {"artifactLocation": {"uri": "train.py"}, "region": {"startLine": 12}}
+    assert res["locations"][0]["message"]["text"] == \
+        "main: 5.00 ms per step (80 % of the finding's time) spent in the call on this line"
+    (other,) = res["relatedLocations"]  # the finding's other lines
+    assert other["id"] == 1 and other["physicalLocation"]["artifactLocation"]["uri"] == "lib/data.py"
+    assert other["message"]["text"].endswith("spent inside this function (the line is its first)")
     text = res["message"]["text"]
-    assert "5.00 ms per step (25.0 % of the step)" in text and "Fix: do x" in text
+    assert "5.00 ms per step (25.0 % of the step)" in text and "Fix: do x" in text and "not tied" not in text
     # trace-derived text cannot open an embedded link, a mention or a terminal sequence
     assert "\\[x\\](1)" in text and "@\u2060team" in text and "\x1b" not in text
-    unlocated = [f for f in result.findings if not f.locations]
-    notes = run["invocations"][0]["toolExecutionNotifications"]
-    assert len(notes) == len(unlocated)
+    for r in run["results"][1:]:  # findings without a line: anchored (the trace is outside the repository)
+        assert r["locations"][0]["physicalLocation"] == {"artifactLocation": {"uri": "pyproject.toml"},
+                                                         "region": {"startLine": 1}}
+        assert "Not tied to a source line" in r["message"]["text"]
 
 
 def test_sarif_from_the_cli_by_extension_and_format(tmp_path, run_cli):
@@ -448,7 +523,9 @@ def test_hostile_paths_and_functions_stay_inert_in_markdown_html_and_sarif(tmp_p
         assert sarif_errors(doc) == []
         assert "\x1b" not in json.dumps(doc, ensure_ascii=False)
         if not sarif.placeable(hostile.findings[0].locations[0]):  # a URL, an absolute path, a way out, controls
-            assert doc["runs"][0]["results"] == [], text
+            res = doc["runs"][0]["results"][0]  # the finding, anchored: its path is not a location
+            assert res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "pyproject.toml", text
+            assert "not paths under the source root" in res["message"]["text"]
             continue
         res = doc["runs"][0]["results"][0]
         assert res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("/train.py")
@@ -467,8 +544,8 @@ def test_compare_writes_the_new_sides_findings_as_sarif(tmp_path, run_cli):
     assert code in (0, 2), err
     doc = json.loads((tmp_path / "c.sarif").read_text())
     assert sarif_errors(doc) == []
-    notes = doc["runs"][0]["invocations"][0]["toolExecutionNotifications"]
-    assert any("sync-in-step" in n["message"]["text"] for n in notes)  # no stacks: a note, not a result
+    (res,) = [r for r in doc["runs"][0]["results"] if r["ruleId"] == "sync-in-step"]  # no stacks: still a result
+    assert "Not tied to a source line: the traces have no Python stacks" in res["message"]["text"]
 
 
 def test_library_modules_configuration_is_checked(tmp_path):

@@ -3,9 +3,8 @@
 TensorBoard's "step time breakdown" (one stacked bar per step) gives each
 instant of a step to the first category active then, in this priority order:
 kernel, memcpy, memset, runtime, DataLoader, CPU exec, other
-(``tb_plugin/torch_tb_profiler/profiler/overall_parser.py``; the order is
-also note 2 of ``ADVICE_RULES.md``). Steps are re-based to the device as
-TensorBoard does (:func:`~hta_report.analysis.regions.rebased_steps`).
+(``tb_plugin/torch_tb_profiler/profiler/overall_parser.py``). Steps are
+re-based to the device as TensorBoard does (:func:`~hta_report.analysis.regions.rebased_steps`).
 """
 from __future__ import annotations
 

@@ -442,6 +442,8 @@ def file_info(path: Location, rank: int, source: str, meta: dict, size_bytes: Op
         world_size=_small_int(info.get("world_size")),
         backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
         repaired_names=_small_int(meta.get(REPAIRED_NAMES)) or 0,
+        cuda_runtime_version=_version(meta.get("cuda_runtime_version")),
+        hip_runtime_version=_version(meta.get("hip_runtime_version")),
     )
 
 
@@ -450,6 +452,13 @@ def _small_int(value: Any) -> Optional[int]:
     if isinstance(value, int) and not isinstance(value, bool) and -MAX_RANK <= value < MAX_RANK:
         return value
     return None
+
+
+def _version(value: Any) -> Optional[int]:
+    """A version number as Kineto writes it (``cuda_runtime_version``: an
+    int, 12040), or None when it is absent, not an int, 0 or negative."""
+    v = _small_int(value)
+    return v if v is not None and v > 0 else None
 
 
 def unreadable_error(unreadable: List[UnreadableTrace]) -> TraceError:

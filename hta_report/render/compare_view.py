@@ -2,15 +2,16 @@
 
 :func:`context` builds a :class:`ComparisonView` once; the compare page
 (``templates/compare.html.j2``: it only reads, loops and tests) and the
-markdown comparison both show it.
+markdown comparison both show it; the terminal summary shows its rows of
+what each side ran on (:func:`side_rows`) and of CPU ops (:func:`cpu_op_rows`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
-from ..model import Comparison, KernelDelta, MetricDelta
-from ..names import short_name, short_names
+from ..model import Comparison, CpuOpDelta, KernelDelta, MetricDelta, SideInfo
+from ..names import rank_ranges, short_name, short_names
 from . import fmt
 
 #: Percentage-point moves smaller than this are left out of "biggest changes".
@@ -19,6 +20,10 @@ MIN_CHANGE_PP = 1.0
 BIGGEST_CHANGES = 6
 #: Kernels named under "biggest changes".
 BIGGEST_KERNELS = 3
+#: CPU ops named under "biggest changes" when no kernel changed (CPU runs).
+BIGGEST_CPU_OPS = 3
+#: CPU ops each rank lists (:attr:`hta_report.model.CpuSide.top_ops`).
+CPU_OPS_LISTED = 15
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,44 @@ class KernelChangeRow:
 
 
 @dataclass(frozen=True)
+class CpuOpRow:
+    """A host op whose self time per step changed: its ``name`` (whole), self
+    time per step on each side and ``change``; ``note`` says ``only in base``
+    or ``only in new`` (the other side does not list it among its ops with
+    the most self time)."""
+
+    name: str
+    base: str
+    new: str
+    change: str
+    note: str
+
+
+@dataclass(frozen=True)
+class SideRow:
+    """What one side ran on: ``role`` (``base`` or ``new``) and ``label``;
+    ``devices`` the device names (each shown as a name), ``devices_text``
+    them joined or what is known without them (``CPU only``, ``GPU model not
+    recorded``), ``devices_note`` where they come from when not from the
+    traces (``from manifest.json``); ``ranks`` (``rank 3 of 8``), ``torch``
+    (``PyTorch 2.4.0``, ``PyTorch not recorded``) and ``runtime`` (``CUDA
+    12.4``, ``CUDA/ROCm not recorded``; empty on a CPU-only side that names
+    none); ``line`` all of it in one line (``NVIDIA H100, rank 0 of 1,
+    PyTorch 2.4.0, CUDA 12.4``); ``cpu_only``: no rank has GPU activity."""
+
+    role: str
+    label: str
+    cpu_only: bool
+    devices: Tuple[str, ...]
+    devices_text: str
+    devices_note: str
+    ranks: str
+    torch: str
+    runtime: str
+    line: str
+
+
+@dataclass(frozen=True)
 class FindingChange:
     """A finding that appeared or went away."""
 
@@ -90,10 +133,16 @@ class ComparisonView:
     verdict: str
     verdict_text: str
     noise_band: str
+    sides: Tuple[SideRow, ...]
+    differences: Tuple[str, ...]
     biggest: Tuple[MetricRow, ...]
     min_change: str
     nothing_else: str
     biggest_kernels: Tuple[KernelChangeRow, ...]
+    biggest_cpu_ops: Tuple[CpuOpRow, ...]
+    cpu_ops: Tuple[CpuOpRow, ...]
+    cpu_ops_note: str
+    no_cpu_ops: str
     overall: Tuple[MetricRow, ...]
     ranks: Tuple[RankChanges, ...]
     only_base: str
@@ -186,6 +235,36 @@ def kernel_rows(kernels: Sequence[KernelDelta]) -> Tuple[KernelChangeRow, ...]:
     return tuple(rows)
 
 
+def cpu_op_rows(ops: Sequence[CpuOpDelta]) -> Tuple[CpuOpRow, ...]:
+    """The host ops whose self time per step changed most, as rows."""
+    return tuple(CpuOpRow(name=o.name, base=fmt.ms(o.base_us), new=fmt.ms(o.new_us), change=_kernel_change(o.delta_us),
+                          note="only in new" if o.base_us == 0 else "only in base" if o.new_us == 0 else "")
+                 for o in ops)
+
+
+def _ranks_text(s: SideInfo) -> str:
+    ranks = f"{'rank' if len(s.ranks) == 1 else 'ranks'} {rank_ranges(s.ranks)}" if s.ranks else "no rank"
+    return f"{ranks} of {s.world_size}" if s.world_size else f"{ranks} (world size not recorded)"
+
+
+def side_rows(c: Comparison) -> Tuple[SideRow, ...]:
+    """What each side ran on (:attr:`Comparison.sides`), base first; none for
+    a comparison saved before they were recorded."""
+    rows = []
+    for role, s in zip(("base", "new"), c.sides):
+        names = ", ".join(s.devices)
+        text = (names or "GPU model not recorded") if s.gpu else (f"CPU only: {names}" if names else "CPU only")
+        note = f"from {s.devices_from}" if s.devices and s.devices_from != "traces" else ""
+        torch = f"PyTorch {s.torch_version}" if s.torch_version else "PyTorch not recorded"
+        runtime = s.gpu_runtime or ("CUDA/ROCm not recorded" if s.gpu else "")
+        ranks = _ranks_text(s)
+        line = ", ".join(x for x in (text + (f" ({note})" if note else ""), ranks, torch, runtime) if x)
+        rows.append(SideRow(role=role, label=s.label, cpu_only=not s.gpu, devices=tuple(s.devices),
+                            devices_text=text, devices_note=note,
+                            ranks=ranks, torch=torch, runtime=runtime, line=line))
+    return tuple(rows)
+
+
 def context(c: Comparison) -> ComparisonView:
     """Everything the compare template and markdown show, formatted."""
     change = fmt.fixed(c.step_time_change_pct, 1, sign=True, grouped=False)
@@ -198,16 +277,27 @@ def context(c: Comparison) -> ComparisonView:
     }[c.verdict]
     kernels = kernel_rows(c.kernels)
     biggest = biggest_changes(c)
+    cpu_ops = cpu_op_rows(c.cpu_ops)
     return ComparisonView(
         base_label=c.base_label, new_label=c.new_label,
         base_name=fmt.run_name(c.base_label), new_name=fmt.run_name(c.new_label),
         verdict=c.verdict, verdict_text=verdict_text,
         noise_band=fmt.pct(c.noise_band_pct),
+        sides=side_rows(c),
+        differences=tuple(c.differences),
         biggest=biggest,
         min_change=f"{MIN_CHANGE_PP:g} pp",
         nothing_else=(f"No {'other ' if biggest else ''}metric moved by {MIN_CHANGE_PP:g} pp or more."
                       if len(biggest) <= (1 if c.verdict != "not comparable" else 0) else ""),
         biggest_kernels=kernels[:BIGGEST_KERNELS],
+        biggest_cpu_ops=() if kernels else cpu_ops[:BIGGEST_CPU_OPS],
+        cpu_ops=cpu_ops,
+        cpu_ops_note=(f"Self time per analyzed step (time in the op itself, not in the ops it calls), mean over "
+                      f"ranks, of each rank's {CPU_OPS_LISTED} ops with the most self time: an op a side does not "
+                      "list (only in base, only in new) counts 0 there."),
+        no_cpu_ops=("No CPU op on either side." if not any(
+            r.cpu.top_ops for side in (c.base, c.new) if side is not None for r in side.ranks)
+            else "No CPU op's time per step changed."),
         overall=metric_rows(c.overall),
         ranks=tuple(RankChanges(label=_rank_label(r.rank, r.new_rank), rows=metric_rows(r.metrics)) for r in c.ranks),
         only_base=", ".join(str(r) for r in c.ranks_only_base),

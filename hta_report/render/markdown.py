@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from typing import List, Mapping, Sequence
 
-from ..escape import md_code, md_html, md_text
+from ..escape import MD_CELL_MAX, clip, md_cell, md_code, md_html, md_text
 from ..model import AnalysisResult, Comparison
 from . import view
+from .compare_view import KernelChangeRow, SideRow
 
 #: GitHub's limit on a pull-request comment (characters).
 GITHUB_COMMENT_LIMIT = 65_536
@@ -39,20 +40,67 @@ def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:
     return fit("\n".join(lines) + "\n")
 
 
+def _side(s: SideRow) -> str:
+    """A list item saying what one side ran on, device names as code."""
+    names = ", ".join(md_code(d) for d in s.devices)
+    devices = (f"CPU only: {names}" if s.cpu_only else names) if s.devices else md_text(s.devices_text)
+    if s.devices_note:
+        devices += f" ({md_text(s.devices_note)})"
+    return f"- {s.role} {md_code(s.label)}: " + ", ".join([devices] + [md_text(x) for x in (s.ranks, s.torch, s.runtime)
+                                                                        if x])
+
+
+def _name_cell(name: str, note: str = "") -> str:
+    """A table cell holding a name (as code) and a ``note``, within
+    :data:`~hta_report.escape.MD_CELL_MAX` characters: the name is cut first."""
+    if not note:
+        return md_code(name, table=True)
+    return f"{md_code(clip(name, max(MD_CELL_MAX - len(note) - 3, 1)), table=True)} ({md_text(note)})"
+
+
+def _kernel_cell(k: KernelChangeRow) -> str:
+    """The kernel table's first cell: the name and, for a group, its variants
+    with their change, as many as fit in :data:`~hta_report.escape.MD_CELL_MAX`
+    characters (then how many more: the HTML report lists them all)."""
+    if not k.variants:
+        return _name_cell(k.name, k.note)
+    name = clip(k.name, MD_CELL_MAX // 2)
+    room = MD_CELL_MAX - len(name) - len(f" ({k.note}: )") - len(f", {len(k.variants)} more")
+    shown: list[str] = []
+    for x in k.variants:
+        label = clip(x.name, max(room - len(x.change) - 1, 1))
+        if shown and len(label) + len(x.change) + 3 > room:
+            break
+        shown.append(f"{md_code(label, table=True)} {x.change}")
+        room -= len(label) + len(x.change) + 3
+    more = len(k.variants) - len(shown)
+    return (f"{md_code(name, table=True)} ({md_text(k.note)}: " + ", ".join(shown)
+            + (f", {more} more" if more else "") + ")")
+
+
 def render_comparison(c: Comparison) -> str:
-    """Verdict, the biggest changes (ranked), findings that appeared or went
-    away, kernels that changed most (short names, template variants
-    grouped), all metrics and per-rank tables, as GitHub-flavoured markdown."""
+    """Verdict, what each side ran on (and how the sides differ), the biggest
+    changes (ranked), findings that appeared or went away, kernels that
+    changed most (short names, template variants grouped), CPU ops whose
+    time per step changed most, all metrics and per-rank tables, as
+    GitHub-flavoured markdown. Names are code spans; no table cell is
+    longer than :data:`~hta_report.escape.MD_CELL_MAX` characters."""
     from .compare_view import context
 
     v = context(c)
     lines = [f"## hta-report compare: {md_text(v.base_name)} → {md_text(v.new_name)}", "",
-             f"**Verdict: {v.verdict}** — {v.verdict_text}", "",
-             f"base: {md_code(v.base_label)} · new: {md_code(v.new_label)}", "",
-             "### Biggest changes", ""]
+             f"**Verdict: {v.verdict}** — {v.verdict_text}", ""]
+    if v.sides:
+        lines += [_side(s) for s in v.sides] + [""]
+    else:
+        lines += [f"base: {md_code(v.base_label)} · new: {md_code(v.new_label)}", ""]
+    if v.differences:
+        lines += ["> [!WARNING]", "> **Not like for like:**", ">"] + [f"> - {md_text(d)}" for d in v.differences]
+        lines.append("")
+    lines += ["### Biggest changes", ""]
     if v.biggest:
         lines += ["| metric | base | new | change |", "|---|---:|---:|---:|"]
-        lines += [f"| {md_text(m.name)}{' (' + md_text(m.where) + ')' if m.where else ''} | {m.base} | "
+        lines += [f"| {md_cell(m.name)}{' (' + md_cell(m.where) + ')' if m.where else ''} | {m.base} | "
                   f"{m.new} | **{m.change}** |" for m in v.biggest]
     if v.nothing_else:
         lines += ["", v.nothing_else] if v.biggest else [v.nothing_else]
@@ -60,6 +108,10 @@ def render_comparison(c: Comparison) -> str:
         lines += ["", "Kernels that changed most: " + "; ".join(
             f"{k.change} {md_code(k.name)} ({k.base} → {k.new}{', ' + md_text(k.note) if k.note else ''})"
             for k in v.biggest_kernels)]
+    if v.biggest_cpu_ops:
+        lines += ["", "CPU ops that changed most (self time per step): " + "; ".join(
+            f"{o.change} {md_code(clip(o.name))} ({o.base} → {o.new}{', ' + md_text(o.note) if o.note else ''})"
+            for o in v.biggest_cpu_ops)]
     lines += ["", "### Findings", ""]
     lines += [f"- appeared: **[{md_text(f.severity)}] {md_text(f.title)}** ({md_code(f.id)})"
               for f in v.appeared]
@@ -73,29 +125,54 @@ def render_comparison(c: Comparison) -> str:
         lines.append(v.no_kernels)
     else:
         lines += ["| kernel | base | new | change |", "|---|---:|---:|---:|"]
-        for k in v.kernels:
-            name = md_code(k.name, table=True)
-            if k.variants:
-                name += f" ({md_text(k.note)}: " + ", ".join(
-                    f"{md_code(x.name, table=True)} {x.change}" for x in k.variants) + ")"
-            elif k.note:
-                name += f" ({md_text(k.note)})"
-            lines.append(f"| {name} | {k.base} | {k.new} | {k.change} |")
+        lines += [f"| {_kernel_cell(k)} | {k.base} | {k.new} | {k.change} |" for k in v.kernels]
+    lines += ["", "### CPU ops whose time per step changed most", ""]
+    if not v.cpu_ops:
+        lines.append(v.no_cpu_ops)
+    else:
+        lines += ["| op | base | new | change |", "|---|---:|---:|---:|"]
+        lines += [f"| {_name_cell(o.name, o.note)} | {o.base} | {o.new} | {o.change} |" for o in v.cpu_ops]
+        lines += ["", f"_{md_text(v.cpu_ops_note)}_"]
     lines += ["", "<details><summary>All metrics</summary>", "", "| metric | base | new | change |",
               "|---|---:|---:|---:|"]
-    lines += [f"| {md_text(m.name)} | {m.base} | {m.new} | {m.change} |" for m in v.overall]
+    lines += [f"| {md_cell(m.name)} | {m.base} | {m.new} | {m.change} |" for m in v.overall]
     lines += ["", "</details>"]
     for r in v.ranks:
         lines += ["", f"<details><summary>{md_html(r.label)}</summary>", "", "| metric | base | new | change |",
                   "|---|---:|---:|---:|"]
-        lines += [f"| {md_text(m.name)} | {m.base} | {m.new} | {m.change} |" for m in r.rows]
+        lines += [f"| {md_cell(m.name)} | {m.base} | {m.new} | {m.change} |" for m in r.rows]
         lines += ["", "</details>"]
     return fit("\n".join(lines) + "\n")
 
 
+#: The command that writes ``docs/RULES.md`` (its first lines say so).
+RULES_DOC_COMMAND = "hta-report rules --format markdown > docs/RULES.md"
+
+
 def catalogue_markdown(entries: Sequence[Mapping[str, object]]) -> str:
     """The rule catalogue (:func:`hta_report.api.rule_catalogue`) as the
-    README's markdown table: rule, id, when it fires, source of the threshold."""
-    lines = ["| rule | id | fires when | source of the threshold |", "| --- | --- | --- | --- |"]
-    lines += [f"| {e['rule']} | `{e['id']}` | {_cell(e['threshold'])} | {_cell(e['source'])} |" for e in entries]
+    document ``docs/RULES.md``: an index table (id, what it finds, when it
+    fires), then one section per rule, headed by its id (so that
+    ``docs/RULES.md#<id>`` links to it): what it checks, the threshold and its
+    source, the fix, its documentation and the number saved results keep in
+    their ``rule`` field."""
+    lines = ["# Rule catalogue", "",
+             f"<!-- generated: refresh with `{RULES_DOC_COMMAND}` (a test checks it) -->", "",
+             "Every rule of hta-report's advice, in the order the reports list them. A rule's id is its one "
+             "name: the reports show it, SARIF results carry it as `ruleId`, and `disable = [...]` in "
+             "`[tool.hta-report]` (or `--config FILE.toml`) takes it. \"Fires when\" gives the default "
+             "thresholds (`hta-report rules --config FILE.toml` shows yours); \"proposal\" marks a threshold "
+             "with no published source. A finding's estimated gain is an upper bound of the time per step "
+             "saved if its cause were removed, and its severity follows that gain (`high_pct`, `medium_pct`).",
+             "", "| id | finds | fires when |", "| --- | --- | --- |"]
+    lines += [f"| [`{e['id']}`](#{e['id']}) | {_cell(e['title'])} | {_cell(e['threshold'])} |" for e in entries]
+    for e in entries:
+        off = "" if e["enabled"] else " (disabled by the configuration)"
+        lines += ["", f"## {e['id']}", "", f"**{e['title']}**{off}", "",
+                  f"- **Checks:** {e['description']}", f"- **Fires when:** {e['threshold']}",
+                  f"- **Source of the threshold:** {e['source']}", f"- **Fix:** {e['fix']}"]
+        if e["doc_url"]:
+            lines.append(f"- **Documentation:** <{e['doc_url']}>")
+        lines.append(f"- **In saved results:** findings and checks of this rule carry `\"rule\": \"{e['rule']}\"` "
+                     "beside the id (the number earlier versions showed)")
     return "\n".join(lines) + "\n"

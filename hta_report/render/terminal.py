@@ -37,24 +37,34 @@ def replaced_lines(result: AnalysisResult) -> List[str]:
 
 
 def comparison_summary(c: Comparison, written: List[str]) -> str:
-    """A few lines after ``compare``: the verdict, findings that appeared or went away, files written."""
+    """A few lines after ``compare``: the verdict, what each side ran on and
+    a warning per way they differ, the CPU ops that changed most when no
+    kernel did, findings that appeared or went away, files written."""
+    from .compare_view import BIGGEST_CPU_OPS, cpu_op_rows, side_rows
+
     change = fmt.fixed(c.step_time_change_pct, 1, sign=True, grouped=False)
     lines = [f"{terminal(c.verdict)}: mean step time {change} % "
-             f"(noise band ±{fmt.fixed(c.noise_band_pct, 1, grouped=False)} %)",
-             f"findings appeared: {len(c.findings_appeared)}, went away: {len(c.findings_gone)}"]
+             f"(noise band ±{fmt.fixed(c.noise_band_pct, 1, grouped=False)} %)"]
+    lines += [f"{s.role}: {terminal(s.line)}" for s in side_rows(c)]
+    lines += [f"warning: {terminal(d)}" for d in c.differences]
+    if not c.kernels and c.cpu_ops:
+        lines.append("CPU ops that changed most (self time per step): " + "; ".join(
+            f"{o.change} {terminal(o.name)}" for o in cpu_op_rows(c.cpu_ops[:BIGGEST_CPU_OPS])))
+    lines.append(f"findings appeared: {len(c.findings_appeared)}, went away: {len(c.findings_gone)}")
     lines += [f"wrote {terminal(p)}" for p in written]
     return "\n".join(lines)
 
 
 def catalogue_text(entries: Sequence[Mapping[str, object]]) -> str:
     """The rule catalogue (:func:`hta_report.api.rule_catalogue`) as plain text,
-    one block per rule."""
+    one block per rule, headed by its id (the rule's one name)."""
     lines = []
     for e in entries:
-        state = "" if e["enabled"] else "  [disabled]"
-        lines.append(f"{e['rule']:<4} {e['id']}{state}")
-        lines.append(f"     {e['title']}")
-        lines.append(f"     fires when: {e['threshold']}")
-        lines.append(f"     source: {e['source']}")
-    lines.append(f"{len(entries)} rules; thresholds from [tool.hta-report] in pyproject.toml or --config FILE.toml")
+        state = "  [disabled]" if not e["enabled"] else ""
+        lines.append(f"{e['id']}{state}")
+        lines.append(f"    {e['title']}")
+        lines.append(f"    fires when: {e['threshold']}")
+        lines.append(f"    source: {e['source']}")
+    lines.append(f"{len(entries)} rules; thresholds from [tool.hta-report] in pyproject.toml or --config FILE.toml; "
+                 "what each checks and its fix: hta-report rules --format markdown (docs/RULES.md)")
     return "\n".join(lines)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
-from ..escape import is_image_data_uri, md_code, md_code_block, md_html, md_text, terminal
+from ..escape import is_image_data_uri, md_cell, md_code, md_code_block, md_html, md_text, terminal
 from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, IDLE_CAUSE_LABELS, MEMORY_STEP, OCCUPANCY_STEP, SPAN_STEP,
                      STEP_BREAKDOWN_STEP, TEMPORAL_STEP, TENSORBOARD_STEP, WINDOWS_STEP, AnalysisResult, Finding, GateResult,
                      NamedTime, RankResult, SourceLocation, is_doc_url, is_source_url)
@@ -69,7 +69,9 @@ class RunView:
     file, :func:`hta_report.render.fmt.run_name`), the question it answers
     (``kicker``: CPU-only traces get no GPU question), the ``input`` as given,
     ``ranks`` (``"1 rank"``), ``devices``, the collector's ``workload`` and a
-    ``world_note`` when ranks of the job are missing."""
+    ``world_note`` when ranks of the job are missing; ``device_names`` the
+    names ``devices`` lists and ``devices_note`` where they come from when
+    not from the traces (``from manifest.json``)."""
 
     name: str
     kicker: str
@@ -78,6 +80,15 @@ class RunView:
     devices: str
     workload: str
     world_note: str
+    device_names: Tuple[str, ...] = ()
+    devices_note: str = ""
+
+    def devices_markdown(self) -> str:
+        """``devices`` in markdown: each name a code span (copied as it is)."""
+        if not self.device_names:
+            return md_text(self.devices)
+        return ", ".join(md_code(d) for d in self.device_names) + (
+            f" ({md_text(self.devices_note)})" if self.devices_note else "")
 
 
 @dataclass(frozen=True)
@@ -138,7 +149,6 @@ class FindingRow:
     threshold: str
     ranks: str
     share: str
-    rule: str
     gain: str
     gain_pct: float
     gain_note: str
@@ -149,7 +159,7 @@ class FindingRow:
         return cls(
             id=f.id, title=f.title, severity=f.severity, evidence=tuple(f.evidence), fix=f.fix,
             doc_url=f.doc_url if is_doc_url(f.doc_url) else "", threshold=f.threshold,
-            ranks=", ".join(str(r) for r in f.ranks), share=fmt.pct(f.share_pct), rule=f.rule,
+            ranks=", ".join(str(r) for r in f.ranks), share=fmt.pct(f.share_pct),
             gain=_gain(result, f), gain_pct=f.gain_pct,
             gain_note=" if the cause were removed (upper bound)" if f.gain_ms_per_step > 0 else "",
             lines=tuple(SourceLineRow.of(loc) for loc in f.locations))
@@ -157,9 +167,9 @@ class FindingRow:
 
 @dataclass(frozen=True)
 class CheckRow:
-    """One catalogue rule and what it concluded on this result (``css``: the status as a class name)."""
+    """One catalogue rule (by its id, the rule's one name) and what it
+    concluded on this result (``css``: the status as a class name)."""
 
-    rule: str
     id: str
     title: str
     status: str
@@ -821,10 +831,10 @@ class HeadlineSection(Section):
         if self.has_gpu:
             causes = f" ({self.causes})" if self.causes else ""
             lines.append(f"**GPU busy {self.busy}** {self.window} (kernels {self.kernels}), idle {self.idle}"
-                         f"{causes} · {self.step} · {run.ranks} · {md_text(run.devices)}")
+                         f"{causes} · {self.step} · {run.ranks} · {run.devices_markdown()}")
         else:
             lines.append(f"No GPU activity in the traces (CPU-side metrics only) · {self.step} · {run.ranks} · "
-                         f"{md_text(run.devices)}")
+                         f"{run.devices_markdown()}")
         if self.has_gpu and self.integrity:
             lines += ["", "**Read the GPU figures with care:**", ""] + [f"- {md_text(n)}" for n in self.integrity]
         lines += ["", md_code(run.input) + (f" · {md_text(run.workload)}" if run.workload else "")]
@@ -833,11 +843,11 @@ class HeadlineSection(Section):
         bad = self.unreadable
         if bad.count:
             lines += ["", f"**{bad.summary}:**", ""]
-            lines += [f"- {md_text(u.path)}: {md_text(u.reason)}" for u in bad.files]
+            lines += [f"- {md_code(u.path)}: {md_text(u.reason)}" for u in bad.files]
         part = self.incomplete
         if part.count:
             lines += ["", f"**{part.summary}:**", ""]
-            lines += [f"- rank {md_text(r.rank)} ({md_text(r.file)}): "
+            lines += [f"- rank {md_text(r.rank)} ({md_code(r.file)}): "
                       + "; ".join(f"{md_text(f.step)}: {md_text(f.reason)}" for f in r.failures)
                       for r in part.ranks]
         if part.replaced:
@@ -933,8 +943,7 @@ class FindingsSection(Section):
         if not self.findings:
             lines.append(md_text(self.no_findings))
         for f in self.findings:
-            lines.append(f"- **[{md_text(f.severity)}] {md_text(f.title)}** ({md_code(f.id)}, "
-                         f"{md_text(f.rule)}): {f.gain}")
+            lines.append(f"- **[{md_text(f.severity)}] {md_text(f.title)}** ({md_code(f.id)}): {f.gain}")
             for e in f.evidence:
                 lines.append(f"  - {md_text(e)}")
             for loc in f.lines:
@@ -947,10 +956,9 @@ class FindingsSection(Section):
         if self.stack_note and self.findings:
             lines += ["", f"_{md_text(self.stack_note)}_"]
         lines += ["", f"<details><summary>What was checked ({md_html(self.check_counts)})</summary>", "",
-                  "| rule | id | status | detail |", "|---|---|---|---|"]
+                  "| rule | status | detail |", "|---|---|---|"]
         for c in self.checks:
-            lines.append(f"| {md_text(c.rule)} | {md_code(c.id, table=True)} | {md_text(c.status)} | "
-                         f"{md_text(c.detail)} |")
+            lines.append(f"| {md_code(c.id, table=True)} | {md_text(c.status)} | {md_cell(c.detail)} |")
         lines += ["", "</details>"]
         return lines
 
@@ -1035,9 +1043,9 @@ class RankDetailsSection(Section):
             if not isinstance(o, Occupancy) and not isinstance(m, Memory):
                 continue
             occ = ((o.sm_efficiency, o.occupancy, f"{o.small_pct} ({o.idle_sm} SM time idle {o.per})")
-                   if isinstance(o, Occupancy) else ("–", "–", "–" if o.state == "cpu" else md_text(o.reason)))
+                   if isinstance(o, Occupancy) else ("–", "–", "–" if o.state == "cpu" else md_cell(o.reason)))
             main = m.main if isinstance(m, Memory) else None
-            mem = ((md_text(main.device), main.allocated, main.reserved, main.capacity) if main
+            mem = ((md_code(main.device, table=True), main.allocated, main.reserved, main.capacity) if main
                    else ("–", "–", "–", "not recorded"))
             rows.append(f"| {r.rank} | {occ[0]} | {occ[1]} | {occ[2]} | {mem[0]} | {mem[1]} | {mem[2]} | {mem[3]} |")
         if not rows:
@@ -1131,16 +1139,25 @@ def _shows(section: Type[Section], shown_in: str) -> bool:
 # ------------------------------------------------------------------------------------------------ builders
 
 
-def devices(result: AnalysisResult) -> str:
-    """The devices of the run: from the traces (``deviceProperties``), else
-    from the collector's ``manifest.json`` (``device_names``, said so), else
-    what is known (``"GPU model not recorded in the traces"`` or ``"CPU only"``)."""
+def device_names(result: AnalysisResult) -> Tuple[Tuple[str, ...], str]:
+    """The run's device names and where they come from: the traces'
+    (``deviceProperties``; ``""``), else the collector's ``manifest.json``'s
+    (``device_names``; ``"from manifest.json"``), else none."""
     inv = result.inventory
     if inv.devices:
-        return ", ".join(inv.devices)
+        return tuple(inv.devices), ""
     listed = inv.manifest.get("device_names") if isinstance(inv.manifest, dict) else None
     if isinstance(listed, list) and listed:
-        return ", ".join(str(d) for d in listed) + " (from manifest.json)"
+        return tuple(str(d) for d in listed), "from manifest.json"
+    return (), ""
+
+
+def devices(result: AnalysisResult) -> str:
+    """The devices of the run (:func:`device_names`, the manifest's said so),
+    else what is known (``"GPU model not recorded in the traces"`` or ``"CPU only"``)."""
+    names, note = device_names(result)
+    if names:
+        return ", ".join(names) + (f" ({note})" if note else "")
     return "GPU model not recorded in the traces" if result.aggregate.gpu_ranks else "CPU only"
 
 
@@ -1186,6 +1203,8 @@ def run(result: AnalysisResult) -> RunView:
         devices=devices(result),
         workload=_workload(inv.manifest),
         world_note=_world_note(result),
+        device_names=device_names(result)[0],
+        devices_note=device_names(result)[1],
     )
 
 
@@ -1283,7 +1302,7 @@ def no_findings(result: AnalysisResult) -> str:
 
 def checks(result: AnalysisResult) -> Tuple[CheckRow, ...]:
     """One row per catalogue rule: what it concluded on this result."""
-    return tuple(CheckRow(rule=c.rule, id=c.id, title=c.title, status=c.status, detail=c.detail,
+    return tuple(CheckRow(id=c.id, title=c.title, status=c.status, detail=c.detail,
                           css=c.status.replace(" ", "-")) for c in result.checks)
 
 

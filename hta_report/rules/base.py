@@ -85,7 +85,9 @@ class Rule:
 
     Attributes:
         id: stable kebab-case id.
-        number: its number in ``ADVICE_RULES.md`` (``C1``...).
+        number: its internal number (``C1``...): the catalogue's order,
+            and the ``rule`` field of findings and checks in saved results;
+            never shown (the id is the rule's one public name).
         title: what it detects, for the catalogue.
         source: where the threshold comes from ("proposal" when unpublished).
         threshold: the trigger in words for a given configuration.
@@ -99,6 +101,11 @@ class Rule:
         needs: the analysis steps (``RankResult.failures`` names) whose
             figures it reads: a rank where one of them failed is left out of
             this rule alone, and its check says so (:data:`CORE` and more).
+        description: what it checks, in a few sentences of markdown for
+            ``docs/RULES.md`` and SARIF's ``fullDescription`` (no figure of a
+            run, no threshold value: those depend on the configuration).
+        fix: how to remove the cause, in markdown (SARIF's ``help``; a
+            finding's own ``fix`` is the code for its run).
     """
 
     id: str
@@ -110,6 +117,8 @@ class Rule:
     check: Check
     phase: int = CAUSE
     needs: Tuple[str, ...] = ()
+    description: str = ""
+    fix: str = ""
 
     @property
     def symptom(self) -> bool:
@@ -126,19 +135,24 @@ CORE = (STEP_TIMES_STEP, CPU_SIDE_STEP, WINDOWS_STEP, MEMCPY_STEP, COMMUNICATION
 
 
 def rule(id: str, number: str, title: str, source: str, threshold: Callable[[AdviceConfig], str], doc_url: str,
-         phase: int = CAUSE, needs: Sequence[str] = ()) -> Callable[[Check], Check]:
+         phase: int = CAUSE, needs: Sequence[str] = (), *, description: str, fix: str) -> Callable[[Check], Check]:
     """Register the decorated function as a rule of the catalogue; it needs
-    the analysis steps :data:`CORE` and ``needs``.
+    the analysis steps :data:`CORE` and ``needs``; ``description`` and
+    ``fix`` document it (``docs/RULES.md``, SARIF's rule metadata).
 
     Raises:
-        ValueError: a rule with this id or number is registered already.
+        ValueError: a rule with this id or number is registered already, or
+            its description or fix is empty.
     """
     def wrap(fn: Check) -> Check:
         taken = [r for r in REGISTRY if r.id == id or r.number == number]
         if taken:
             raise ValueError(f"rule {id} ({number}) clashes with {taken[0].id} ({taken[0].number})")
+        if not description.strip() or not fix.strip():
+            raise ValueError(f"rule {id} needs a description and a fix (docs/RULES.md, SARIF's help)")
         REGISTRY.append(Rule(id=id, number=number, title=title, source=source, threshold=threshold,
-                             doc_url=doc_url, check=fn, phase=phase, needs=CORE + tuple(needs)))
+                             doc_url=doc_url, check=fn, phase=phase, needs=CORE + tuple(needs),
+                             description=" ".join(description.split()), fix=" ".join(fix.split())))
         return fn
     return wrap
 

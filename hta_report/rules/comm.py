@@ -20,7 +20,13 @@ def exposed_transfer_us(r: RankResult) -> float:
 @rule("exposed-communication", "C16", "Communication that no compute overlaps",
       "TensorBoard profiler 10 %",
       lambda c: f"exposed communication (beyond waiting for other ranks) > {c.exposed_comm_pct:g} % of the step",
-      DOCS_DDP, needs=(COMM_OVERLAP_STEP,))
+      DOCS_DDP, needs=(COMM_OVERLAP_STEP,),
+      description=("Communication kernel time with no compute kernel running, less the time spent waiting "
+                   "for slower ranks (that is `rank-straggler`'s)."),
+      fix=("Overlap communication with compute: DDP buckets (`DDP(model, bucket_cap_mb=50, "
+           "gradient_as_bucket_view=True)`), `model.no_sync()` during gradient accumulation, a "
+           "larger batch per GPU; FSDP: `forward_prefetch=True`, "
+           "`backward_prefetch=BackwardPrefetch.BACKWARD_PRE`."))
 def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C16: communication kernel time with no compute kernel running, minus
     the time spent waiting for slower ranks (that is C17), above
@@ -60,7 +66,14 @@ def wait_pools(r: RankResult) -> List[str]:
 
 @rule("rank-straggler", "C17", "A slow rank holds the others back",
       "proposal; HTA straggler analysis (sync wait), SageMaker Debugger",
-      lambda c: f"sync wait or step-time spread across ranks >= {c.straggler_pct:g} % of the step", DOCS_DDP)
+      lambda c: f"sync wait or step-time spread across ranks >= {c.straggler_pct:g} % of the step", DOCS_DDP,
+      description=("With two ranks or more: the time other ranks wait in collectives for the slowest (HTA's "
+                   '"sync wait"), or the spread of mean step times across ranks. Without collectives in the '
+                   'traces a straggler cannot be seen, and the rule says "not checked" unless step times '
+                   "differ."),
+      fix=("Find why the slow rank is slower: compare its section of the report with the others' "
+           "(DataLoader wait, CPU contention, GPU clocks); with uneven inputs, bucket samples by "
+           "length so that every rank gets the same work per iteration."))
 def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C17: with two or more ranks, other ranks wait in collectives for the
     slowest (collective time beyond the smallest rank's, HTA's "sync wait":
@@ -129,7 +142,13 @@ def _basis(ranks: List[RankResult]) -> str:
 
 @rule("data-parallel", "C18", "torch.nn.DataParallel instead of DistributedDataParallel",
       "TensorBoard profiler, performance tuning guide",
-      lambda c: "any DataParallel.forward; no gain estimate from one process's trace", DOCS_DDP)
+      lambda c: "any DataParallel.forward; no gain estimate from one process's trace", DOCS_DDP,
+      description=("`torch.nn.DataParallel` (`DataParallel.forward` annotations): it replicates the model "
+                   "and scatters inputs every step and drives every GPU from one Python process. One "
+                   "process's trace cannot bound the gain (estimate 0)."),
+      fix=("Run one process per GPU with DistributedDataParallel: `torchrun "
+           '--nproc-per-node=NUM_GPUS train.py`, `dist.init_process_group("nccl")`, `model = '
+           "DDP(model.to(local_rank), device_ids=[local_rank])`."))
 def data_parallel(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C18: ``DataParallel.forward`` annotations. DataParallel replicates the
     model and scatters inputs every step and drives all GPUs from one Python
@@ -155,7 +174,11 @@ def data_parallel(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ve
 
 @rule("non-nccl-backend", "C19", "A non-NCCL process group backend on GPUs",
       "TensorBoard profiler",
-      lambda c: "distributedInfo.backend other than nccl on a rank with GPU activity", DOCS_DDP)
+      lambda c: "distributedInfo.backend other than nccl on a rank with GPU activity", DOCS_DDP,
+      description=("A process group backend other than NCCL (`gloo`...) on a rank with GPU activity, from "
+                   "`distributedInfo.backend` (RCCL keeps the name `nccl` on AMD GPUs). The gain bound is "
+                   "the host time in collective ops per step."),
+      fix=('Use NCCL for GPU collectives: `dist.init_process_group(backend="nccl")`.'))
 def non_nccl_backend(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C19: ``distributedInfo.backend`` is ``gloo`` (or another backend than
     ``nccl``, the name RCCL keeps on AMD GPUs) on a rank with GPU activity. The gain bound is the host

@@ -36,7 +36,14 @@ def non_tensor_core_us(r: RankResult) -> float:
 @rule("tensor-cores-unused", "C12", "GEMMs and convolutions do not use Tensor Cores",
       "TensorBoard profiler (0 % on computeMajor >= 7); XProf 16-bit share < 10 %",
       lambda c: (f"computeMajor >= {c.tensor_core_min_major} and Tensor Core share of GEMM/convolution "
-                 f"kernel time < {c.tensor_core_pct:g} %"), DOCS_AMP, phase=GENERAL, needs=(TENSOR_CORES_STEP,))
+                 f"kernel time < {c.tensor_core_pct:g} %"), DOCS_AMP, phase=GENERAL, needs=(TENSOR_CORES_STEP,),
+      description=("On NVIDIA GPUs with Tensor Cores (`computeMajor` 7 or more), the share of GEMM and "
+                   "convolution kernel time spent in Tensor Core kernels. The gain bound is their time "
+                   "outside Tensor Cores."),
+      fix=('Run matrix math in 16 bits: `with torch.autocast(device_type="cuda", '
+           "dtype=torch.bfloat16):` (Ampere or newer; Volta and Turing: `float16` with "
+           "`torch.amp.GradScaler`), or keep float32 and allow TF32: "
+           '`torch.set_float32_matmul_precision("high")`.'))
 def tensor_cores_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C12: on NVIDIA GPUs with ``computeMajor`` >= 7, GEMM/convolution kernels
     spend less than ``tensor_core_pct`` of their time in Tensor Core kernels.
@@ -73,7 +80,12 @@ def tensor_cores_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
 
 @rule("misaligned-gemm", "C13", "16-bit GEMMs with dimensions not multiples of 8",
       "PyTorch profiler pattern matcher, performance tuning guide",
-      lambda c: "any fp16/bf16 mm/addmm/bmm/linear with a last-two dimension not a multiple of 8", DOCS_AMP, needs=(TENSOR_CORES_STEP,))
+      lambda c: "any fp16/bf16 mm/addmm/bmm/linear with a last-two dimension not a multiple of 8", DOCS_AMP, needs=(TENSOR_CORES_STEP,),
+      description=("fp16/bf16 GEMM ops (`mm`, `addmm`, `bmm`, `linear`) whose inputs' last two dimensions "
+                   "are not all multiples of 8, which Tensor Cores need. The gain bound is their kernels' "
+                   "GPU time. Needs `record_shapes=True`."),
+      fix=("Pad hidden sizes, the vocabulary and batch × sequence to multiples of 8 (64 helps on "
+           "newer GPUs), e.g. `vocab_size = (vocab_size + 63) // 64 * 64`."))
 def misaligned_gemm(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C13: ``c10::Half``/``c10::BFloat16`` GEMM ops whose inputs' last two
     dimensions are not all multiples of 8 (Tensor Cores need aligned shapes).

@@ -31,62 +31,62 @@ class AdviceConfig:
             % of the step; XProf's "highly input bound" band (20 %).
         medium_pct: ``medium`` from this % of the step; XProf's "moderately
             input bound" band (5 %). Below it a finding is ``low``.
-        dataloader_pct: C1, GPU idle waiting for (or, without GPU activity, host
+        dataloader_pct: ``dataloader-bound``, GPU idle waiting for (or, without GPU activity, host
             time in) the DataLoader above this % of the step (TensorBoard
             profiler 5 %, XProf 5 %).
-        sync_pct: C5, cost of host-device synchronization above this % of the
+        sync_pct: ``sync-in-step``, cost of host-device synchronization above this % of the
             step (proposal: Nsight Systems ``cuda_api_sync`` lists every call).
-        gpu_utilization_pct: C6, kernel-busy time below this % of the step
+        gpu_utilization_pct: ``low-gpu-utilization``, kernel-busy time below this % of the step
             (TensorBoard profiler and Nsight Systems ``gpu_time_util``: 50 %).
-        gap_pct: C7, GPU gaps longer than this % of the step (proposal;
+        gap_pct: ``gpu-gaps``, GPU gaps longer than this % of the step (proposal;
             Nsight Systems ``gpu_gaps`` uses 500 ms for whole runs).
-        stream_wait_pct: C8, GPU idle with the next operation already
+        stream_wait_pct: ``gpu-idle``, GPU idle with the next operation already
             launched (HTA's "other" idle) at or above this % of the step
             (proposal; XProf's 5 % "moderate" band).
-        launch_pct: C9, GPU idle in gaps under 100 µs between launches at or
+        launch_pct: ``launch-bound``, GPU idle in gaps under 100 µs between launches at or
             above this % of the step (XProf kernel-launch time: 3 % moderate).
-        short_kernel_pct: C9, and at least this % of kernels shorter than their
+        short_kernel_pct: ``launch-bound``, and at least this % of kernels shorter than their
             launch call (HTA's short-kernel test; the share is a proposal):
             kernels that outlast their launch keep the GPU fed, and the
             sub-µs gaps between them are not launch overhead to remove.
-        host_bound_pct: C26, GPU idle in gaps of 100 µs or more while the host
+        host_bound_pct: ``host-bound``, GPU idle in gaps of 100 µs or more while the host
             runs its own ops at or above this % of the step (proposal;
             XProf's 5 % "moderate" band).
-        window_min_steps: C0, fewer analyzed steps than this (warm-up step
+        window_min_steps: ``trace-window``, fewer analyzed steps than this (warm-up step
             excluded) make the trace window too short to judge a step
             (proposal; SageMaker Debugger's step-outlier rule needs more).
-        window_warmup_pct: C0, one-off warm-up calls taking at least this % of
+        window_warmup_pct: ``trace-window``, one-off warm-up calls taking at least this % of
             the analyzed window fire the rule (proposal).
-        launch_outlier_pct: C10, launch calls over HTA's 50 µs cutoff costing at
+        launch_outlier_pct: ``launch-outliers``, launch calls over HTA's 50 µs cutoff costing at
             least this % of the step beyond the median launch (proposal).
-        full_queue_pct: C11, a stream's launch queue at HTA's limit (1024) for
+        full_queue_pct: ``full-launch-queue``, a stream's launch queue at HTA's limit (1024) for
             at least this % of the trace (proposal for "a significant time").
-        tensor_core_pct: C12, Tensor Core share of GEMM/convolution kernel time
+        tensor_core_pct: ``tensor-cores-unused``, Tensor Core share of GEMM/convolution kernel time
             below this % (TensorBoard profiler: 0 %; XProf: 16-bit share < 10 %).
-        tensor_core_min_major: C12, only on GPUs with this computeMajor or more
+        tensor_core_min_major: ``tensor-cores-unused``, only on GPUs with this computeMajor or more
             (Tensor Cores since Volta, 7; TensorBoard profiler).
-        exposed_memcpy_pct: C15, exposed copy time at or above this % of the
+        exposed_memcpy_pct: ``exposed-memcpy``, exposed copy time at or above this % of the
             step (XProf: output 5 % moderate / 20 % high).
-        exposed_comm_pct: C16, exposed communication above this % of the step
+        exposed_comm_pct: ``exposed-communication``, exposed communication above this % of the step
             (TensorBoard profiler 10 %).
-        straggler_pct: C17, synchronization wait or step-time spread across
+        straggler_pct: ``rank-straggler``, synchronization wait or step-time spread across
             ranks at or above this % of the median step (proposal, XProf's 5 %
             "moderate" band; SageMaker Debugger uses a histogram distance of 0.2).
             The wait is the one a rank shows in every analyzed step, so
             scheduling noise that moves from rank to rank does not count.
-        optimizer_kernels_per_step: C21, a non-foreach, non-fused optimizer
+        optimizer_kernels_per_step: ``unfused-optimizer``, a non-foreach, non-fused optimizer
             step launching at least this many kernels per step (proposal).
-        idle_sm_pct: C14, SM time left idle by compute kernels with fewer
+        idle_sm_pct: ``low-sm-occupancy``, SM time left idle by compute kernels with fewer
             blocks than SMs (Σ dur × (1 − blocks per SM)) at or above this %
-            of the step (proposal: ADVICE_RULES.md C14 has no published
-            threshold; the same band as ``medium_pct``).
-        memory_high_pct: C20, peak reserved or allocated memory above this %
+            of the step (proposal: no published threshold; the same band as
+            ``medium_pct``).
+        memory_high_pct: ``memory-near-capacity``, peak reserved or allocated memory above this %
             of the device memory (TensorBoard profiler memory view: 90 %).
-        memory_low_pct: C27, peak memory below this % of the device memory
+        memory_low_pct: ``memory-under-used``, peak memory below this % of the device memory
             (SageMaker Debugger's BatchSize rule: GPU memory p95 < 70 %).
-        step_outlier_sigma: C24, a step longer than the mean + this many
+        step_outlier_sigma: ``step-time-outliers``, a step longer than the mean + this many
             standard deviations of the other steps (SageMaker Debugger: 3).
-        step_outlier_min_steps: C24, needs at least this many analyzed steps
+        step_outlier_min_steps: ``step-time-outliers``, needs at least this many analyzed steps
             (proposal).
         disable: rule ids not to run.
         library_modules: more top-level modules (``mylib``) or path prefixes

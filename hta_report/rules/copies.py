@@ -68,7 +68,14 @@ def _pageable_evidence(r: RankResult) -> str:
 @rule("pageable-memcpy", "C3", "Copies from pageable (unpinned) host memory to the device",
       "Nsight Systems cuda_memcpy_async",
       lambda c: "any copy from pageable memory to the device; severity from its exposed time and the idle after it",
-      DOCS_PINNED)
+      DOCS_PINNED,
+      description=("Copies to the device from pageable (unpinned) host memory: each blocks the host in "
+                   "`cudaMemcpyAsync` and cannot overlap compute. The gain is their exposed copy time and "
+                   "the GPU idle that begins inside those calls. Device-to-host reads (`.item()`, `.cpu()`) "
+                   "count under `sync-in-step`."),
+      fix=("Copy from pinned memory without blocking: `DataLoader(..., pin_memory=True)` and "
+           "`x.to(device, non_blocking=True)`; pin tensors you copy yourself once (`x = "
+           "x.pin_memory()`)."))
 def pageable_memcpy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C3: any ``Memcpy HtoD (Pageable -> Device)``-style copy. The gain is the
     copies' exposed time plus the GPU idle gaps that begin inside their
@@ -116,7 +123,14 @@ def _blocking_evidence(r: RankResult) -> str:
 @rule("blocking-copy", "C4", "Blocking copies to the device (memcpy followed by a stream synchronization)",
       "Nsight Systems cuda_memcpy_sync",
       lambda c: "any blocking copy to the device inside the steps; severity from its exposed copy and the GPU "
-                "idle after it", DOCS_PINNED)
+                "idle after it", DOCS_PINNED,
+      description=("Copy ops inside the steps that copy to the device and then wait for the copy "
+                   "(`non_blocking=False`: a memcpy followed by `cudaStreamSynchronize`, or a synchronous "
+                   "`cudaMemcpy`). The gain is their exposed copy time and the GPU idle that begins inside "
+                   "them."),
+      fix=("Issue the copy ahead and let it overlap: `x.to(device, non_blocking=True)` from pinned "
+           "memory; read results through a pinned buffer after an event, or every N steps instead of "
+           "every step."))
 def blocking_copy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C4: ``aten::copy_``/``aten::to`` ops that copy to the device, call a
     memcpy and then ``cudaStreamSynchronize`` (``non_blocking=False``) or a
@@ -149,7 +163,12 @@ def _exposed_evidence(r: RankResult, share: float) -> str:
 
 @rule("exposed-memcpy", "C15", "Copies that no compute overlaps",
       "XProf 5 % moderate / 20 % high",
-      lambda c: f"exposed asynchronous copy time >= {c.exposed_memcpy_pct:g} % of the step", DOCS_PINNED)
+      lambda c: f"exposed asynchronous copy time >= {c.exposed_memcpy_pct:g} % of the step", DOCS_PINNED,
+      description=("Asynchronous copy time with no compute or communication kernel running, per step "
+                   "(pageable copies are `pageable-memcpy`, copies of blocking copy ops `blocking-copy`)."),
+      fix=("Overlap copies with compute: `x.to(device, non_blocking=True)` from pinned memory, "
+           "prefetch the next batch on a side stream (`torch.cuda.Stream`), no per-step `.cpu()` of "
+           "results."))
 def exposed_memcpy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C15: copy time with no compute or communication kernel running, per
     step, for asynchronous copies (pageable copies are C3, copies of blocking

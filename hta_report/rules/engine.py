@@ -2,8 +2,8 @@
 
 Every module of this package other than :data:`INFRASTRUCTURE` is a rule
 module: it is imported here, and its ``@rule`` functions register themselves
-(``tests/test_rules.py`` checks that each registers at least one rule, and
-that the README's rule table is :func:`catalogue_markdown`).
+(``tests/test_architecture.py`` checks that each registers at least one rule,
+and that ``docs/RULES.md`` is the catalogue, ``hta-report rules --format markdown``).
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _number(r: Rule) -> int:
     return int(r.number.lstrip("C"))
 
 
-#: The catalogue in rule-number order.
+#: The catalogue, in the order of the rules' internal numbers (the order the reports list them).
 RULES: List[Rule] = sorted(REGISTRY, key=_number)
 RULE_IDS = frozenset(r.id for r in RULES)
 #: By phase (trace window, specific causes, general causes, residual, symptoms), then by number.
@@ -157,9 +157,11 @@ def _commit(r: Rule, v: Verdict, cfg: AdviceConfig, ledger: Ledger) -> Verdict:
 
 
 def catalogue(config: Optional[AdviceConfig] = None) -> List[Dict[str, Union[str, bool]]]:
-    """The rule catalogue as plain dicts (``id``, ``rule``, ``title``,
-    ``threshold`` for ``config``, ``source``, ``doc_url``, ``enabled``), in
-    rule-number order; what ``hta-report rules`` prints."""
+    """The rule catalogue as plain dicts (``id``, ``rule``: the internal
+    number saved results keep, ``title``, ``description``, ``threshold`` for
+    ``config``, ``source``, ``fix``, ``doc_url``, ``enabled``), in catalogue
+    order; what ``hta-report rules`` prints (``--format markdown``: ``docs/RULES.md``)."""
     cfg = config or AdviceConfig()
-    return [{"id": r.id, "rule": r.number, "title": r.title, "threshold": r.threshold(cfg), "source": r.source,
-             "doc_url": r.doc_url, "enabled": r.id not in cfg.disable} for r in RULES]
+    return [{"id": r.id, "rule": r.number, "title": r.title, "description": r.description,
+             "threshold": r.threshold(cfg), "source": r.source, "fix": r.fix, "doc_url": r.doc_url,
+             "enabled": r.id not in cfg.disable} for r in RULES]

@@ -53,7 +53,13 @@ def utilization_pct(r: RankResult) -> float:
 @rule("low-gpu-utilization", "C6", "Low GPU utilization (kernels busy < half the step)",
       "TensorBoard profiler, Nsight Systems gpu_time_util (50 %)",
       lambda c: f"kernel-busy time < {c.gpu_utilization_pct:g} % of the step; gain: idle no other finding explains",
-      DOCS_COMPILE, phase=SYMPTOM)
+      DOCS_COMPILE, phase=SYMPTOM,
+      description=("Kernels run for less than the threshold share of the step. A symptom: the gain is only "
+                   "the idle time that no cause found by another rule explains, and at most one of "
+                   "`low-gpu-utilization` and `gpu-gaps` gives a finding."),
+      fix=("Give the GPU more work per launch and the host less per iteration: "
+           "`torch.compile(model)`, a larger batch if memory allows; the report's idle split shows "
+           "where the time goes."))
 def low_gpu_utilization(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C6: kernels run less than ``gpu_utilization_pct`` of the step. The gain
     is the idle time that no finding before it claims (DataLoader, copies,
@@ -106,7 +112,13 @@ def unexplained_gap_us(r: RankResult, cfg: AdviceConfig, fired: Fired) -> Dict[s
 @rule("gpu-gaps", "C7", "Long stretches with no GPU work",
       "proposal (10 % of the step); Nsight Systems gpu_gaps uses 500 ms",
       lambda c: f"a GPU gap longer than {c.gap_pct:g} % of the step; gain: gaps no other finding explains",
-      DOCS_HTA_IDLE, phase=SYMPTOM)
+      DOCS_HTA_IDLE, phase=SYMPTOM,
+      description=("Stretches with no kernel, copy or memset longer than the threshold share of the step, "
+                   "with what the host did meanwhile. A symptom: the gain counts only gaps no other finding "
+                   "explains."),
+      fix=("Look at the host ops listed for each gap: that is what the GPU waited for (data loading: "
+           "more DataLoader workers; synchronization: no `.item()`/`.cpu()` in the loop; checkpoint "
+           "or logging I/O: off the training thread, or less often)."))
 def gpu_gaps(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C7: gaps with no kernel, memcpy or memset longer than ``gap_pct`` of the
     step, with what the host did meanwhile. The gain counts the gaps whose
@@ -148,7 +160,13 @@ def gpu_gaps(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict
 @rule("gpu-idle", "C8", "GPU idle with work queued: streams wait on each other or on other ranks",
       "HTA idle time breakdown ('other' idle); threshold: proposal",
       lambda c: (f"GPU idle with the next operation already launched (gaps >= 30 µs) >= {c.stream_wait_pct:g} % "
-                 "of the step"), DOCS_HTA_IDLE)
+                 "of the step"), DOCS_HTA_IDLE,
+      description=('GPU idle although the operation that ends the gap was already launched (HTA\'s "other" '
+                   "idle): the GPU waits on an event from another stream, on a collective's peers or on a "
+                   "stream dependency, not on the host."),
+      fix=("Overlap independent work across streams, avoid `torch.cuda.synchronize()` and "
+           "`stream.synchronize()` between streams, give communication its own stream (DDP does), "
+           "and look for a slow peer rank (`rank-straggler`)."))
 def gpu_idle(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C8: the GPU idles although the operation that ends the gap had been
     launched before the gap began (HTA's 'other' idle, seen on the whole

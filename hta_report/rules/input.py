@@ -40,7 +40,12 @@ def _with_dataloader(result: AnalysisResult) -> List[RankResult]:
 
 @rule("dataloader-bound", "C1", "Input-bound: the step waits for the DataLoader",
       "TensorBoard profiler 5 %, XProf 5 % / 20 %",
-      lambda c: f"DataLoader wait > {c.dataloader_pct:g} % of the step", DOCS_DATALOADER)
+      lambda c: f"DataLoader wait > {c.dataloader_pct:g} % of the step", DOCS_DATALOADER,
+      description=("GPU idle time while the host waits for the next batch (`enumerate(DataLoader)#...`), or "
+                   "host time in the DataLoader on ranks without GPU activity, as a share of the step."),
+      fix=("Load batches ahead of the step in worker processes: `DataLoader(ds, num_workers=N, "
+           "pin_memory=True, persistent_workers=True, prefetch_factor=4)`, with N up to the CPU "
+           "cores per GPU; move heavy augmentation to the GPU or offline."))
 def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C1: GPU idle while the host is in ``enumerate(DataLoader)#...`` (host
     time in it on ranks without GPU activity) above ``dataloader_pct`` of the step."""
@@ -60,7 +65,12 @@ def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
 
 @rule("dataloader-main-process", "C2", "DataLoader runs in the main process (num_workers=0)",
       "PyTorch profiler pattern matcher, PyTorch Lightning",
-      lambda c: "any _SingleProcessDataLoaderIter; severity from the DataLoader wait", DOCS_DATALOADER)
+      lambda c: "any _SingleProcessDataLoaderIter; severity from the DataLoader wait", DOCS_DATALOADER,
+      description=("Batches loaded on the training thread (`_SingleProcessDataLoaderIter`: `num_workers=0`). "
+                   "Its time is the DataLoader wait; where `dataloader-bound` fired on a rank it already "
+                   "counts that wait, and this rule is covered by it."),
+      fix=("Give the DataLoader worker processes: `DataLoader(ds, num_workers=N, pin_memory=True, "
+           "persistent_workers=True)`, with N about the CPU cores per GPU minus one."))
 def dataloader_main_process(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C2: batches loaded on the training thread (``_SingleProcessDataLoaderIter``);
     the gain is the DataLoader wait of C1, which worker processes would take

@@ -22,7 +22,12 @@ def short_kernel_pct(r: RankResult) -> float:
 @rule("launch-bound", "C9", "Launch-bound: the GPU waits between back-to-back kernel launches",
       "XProf kernel launch 3 % / 15 %; HTA launch-delay cutoff 100 µs",
       lambda c: (f"GPU idle in gaps < 100 µs between launches >= {c.launch_pct:g} % of the step and "
-                 f">= {c.short_kernel_pct:g} % of kernels shorter than their launch"), DOCS_COMPILE, needs=(LAUNCH_STEP,))
+                 f">= {c.short_kernel_pct:g} % of kernels shorter than their launch"), DOCS_COMPILE, needs=(LAUNCH_STEP,),
+      description=("The GPU idles in many short gaps (under HTA's 100 µs launch-delay cutoff) between "
+                   "back-to-back kernels, and enough kernels are shorter than their launch call: per-kernel "
+                   "launch overhead. Long gaps while the host runs its own ops are `host-bound` instead."),
+      fix=('Launch fewer, larger kernels: `torch.compile(model, mode="reduce-overhead")` (fusion and '
+           "CUDA graphs), a larger batch, fused optimizers (`AdamW(..., fused=True)`)."))
 def launch_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C9: the GPU idles in short gaps (under HTA's 100 µs launch-delay
     cutoff) while the host runs ops and launch calls, or between queued
@@ -60,7 +65,14 @@ def _launch_bound_evidence(r: RankResult) -> str:
 @rule("host-bound", "C26", "Host-bound: the GPU waits while the host runs its own work",
       "TensorBoard profiler CPU Exec category; XProf host-bound; threshold: proposal",
       lambda c: (f"GPU idle in gaps >= 100 µs while the host runs ops or annotated code >= {c.host_bound_pct:g} % "
-                 "of the step"), DOCS_COMPILE, phase=GENERAL, needs=(LAUNCH_STEP,))
+                 "of the step"), DOCS_COMPILE, phase=GENERAL, needs=(LAUNCH_STEP,),
+      description=("The GPU idles in gaps of 100 µs or more while the host runs its own CPU ops, Python or "
+                   "annotated code (not data loading, copies, synchronization, the optimizer or slow launch "
+                   "calls, which other rules claim): the host's work per step outlasts the GPU's. The host "
+                   "time in launch calls, small against this idle, tells it apart from `launch-bound`."),
+      fix=("Move CPU work off the training step: preprocessing into DataLoader workers, per-step "
+           "Python bookkeeping out of the loop or every N steps, no CPU tensors or `.numpy()` in the "
+           "step; `torch.compile(model)` cuts Python and framework overhead per op."))
 def host_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C26: the GPU idles in gaps of 100 µs or more while the host runs CPU
     ops, Python or annotated code (not DataLoader, copies, synchronization,
@@ -111,7 +123,13 @@ def outlier_cost_us(r: RankResult) -> float:
 
 @rule("launch-outliers", "C10", "Slow kernel launch calls",
       "HTA runtime cutoff 50 µs; cost share: proposal",
-      lambda c: f"launch calls > 50 µs costing >= {c.launch_outlier_pct:g} % of the step", DOCS_HTA_LAUNCH, needs=(LAUNCH_STEP,))
+      lambda c: f"launch calls > 50 µs costing >= {c.launch_outlier_pct:g} % of the step", DOCS_HTA_LAUNCH, needs=(LAUNCH_STEP,),
+      description=("Kernel launch calls (`cudaLaunchKernel`...) slower than HTA's 50 µs cutoff, beyond the "
+                   "median launch. Copy calls are left out (they wait by design), and so are ranks whose "
+                   "launch queue is full (there the GPU is the bottleneck)."),
+      fix=("Slow launch calls usually mean CPU contention: one rank per GPU with its own cores, "
+           "`torch.set_num_threads(cores_per_rank)` (and `OMP_NUM_THREADS`), DataLoader workers "
+           "below the free cores; warm up before profiling (the first launches load modules)."))
 def launch_outliers(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C10: kernel launch calls (``cudaLaunchKernel``...) longer than HTA's
     50 µs cutoff (:func:`outlier_cost_us`). Copy calls are left out: they wait
@@ -147,7 +165,12 @@ def _outlier_evidence(r: RankResult) -> str:
 
 @rule("full-launch-queue", "C11", "GPU-bound: the launch queue is full",
       "HTA queue limit 1024; 'a significant time': proposal",
-      lambda c: f"a stream at 1024 outstanding operations >= {c.full_queue_pct:g} % of the trace", DOCS_HTA_COUNTERS, needs=(LAUNCH_STEP,))
+      lambda c: f"a stream at 1024 outstanding operations >= {c.full_queue_pct:g} % of the trace", DOCS_HTA_COUNTERS, needs=(LAUNCH_STEP,),
+      description=("A stream's launch queue at HTA's limit (1024 outstanding operations) for a share of the "
+                   "trace: the host blocks on launches because the GPU is the bottleneck. No host-side gain "
+                   "exists (the estimate is 0)."),
+      fix=("The host is ahead of the GPU: make the kernels faster (`torch.compile(model)` for "
+           'fusion, `torch.autocast(device_type="cuda", dtype=torch.bfloat16)` for Tensor Cores).'))
 def full_launch_queue(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C11: a stream's launch queue at HTA's limit (1024) for ``full_queue_pct``
     of the trace: the host blocks on launches, the GPU is the bottleneck. No

@@ -61,7 +61,13 @@ def _evidence(r: RankResult) -> str:
 @rule("memory-near-capacity", "C20", "Device memory near capacity",
       "TensorBoard profiler memory view (> 90 %)",
       lambda c: f"peak reserved or allocated memory > {c.memory_high_pct:g} % of the device's totalGlobalMem",
-      DOCS_CHECKPOINT, phase=GENERAL, needs=(MEMORY_STEP,))
+      DOCS_CHECKPOINT, phase=GENERAL, needs=(MEMORY_STEP,),
+      description=("The caching allocator's peak (reserved, or allocated when larger) near the device "
+                   "memory: out-of-memory errors and allocator retries are close. It claims no step time "
+                   "(gain 0)."),
+      fix=("Lower the peak: bf16/fp16 activations (`torch.autocast`), recomputed activations "
+           "(`torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)`), smaller "
+           "micro-batches with gradient accumulation to keep the global batch."))
 def memory_near_capacity(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C20: the caching allocator's peak (reserved, or allocated when larger)
     passes ``memory_high_pct`` of the device memory: out-of-memory errors and
@@ -97,9 +103,15 @@ def batch_headroom(r: RankResult, cfg: AdviceConfig) -> float:
 
 
 @rule("memory-under-used", "C27", "Device memory under-used while kernels are too small: raise the batch size",
-      "SageMaker Debugger BatchSize rule (GPU memory p95 < 70 %); DLProf; with C14",
+      "SageMaker Debugger BatchSize rule (GPU memory p95 < 70 %); DLProf; with low-sm-occupancy",
       lambda c: (f"peak reserved and allocated memory < {c.memory_low_pct:g} % of the device's totalGlobalMem "
-                 "and low-sm-occupancy fired on the rank"), DOCS_TUNING, phase=GENERAL, needs=(MEMORY_STEP,))
+                 "and low-sm-occupancy fired on the rank"), DOCS_TUNING, phase=GENERAL, needs=(MEMORY_STEP,),
+      description=("The memory peak stays low while `low-sm-occupancy` fired on the same rank: a larger "
+                   "batch would fill both. The time at stake is `low-sm-occupancy`'s, so this finding claims "
+                   "none (gain 0)."),
+      fix=("Raise the batch size toward the headroom the finding gives (to the "
+           "`memory-near-capacity` threshold), and scale the learning rate with it (linear or "
+           "square-root rule), then re-check convergence."))
 def memory_under_used(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C27 (C20's other half): the peak stays under ``memory_low_pct`` of the
     device memory while low-sm-occupancy fired on the same rank: a larger

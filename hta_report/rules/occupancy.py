@@ -17,7 +17,12 @@ def idle_sm_us(r: RankResult) -> float:
 @rule("low-sm-occupancy", "C14", "Kernels too small to fill the GPU (fewer blocks than SMs)",
       "TensorBoard profiler Est. SM Efficiency / Achieved Occupancy (no published threshold: proposal)",
       lambda c: (f"SM time left idle by compute kernels with < 1 block per SM >= {c.idle_sm_pct:g} % "
-                 "of the step"), DOCS_COMPILE, phase=GENERAL, needs=(OCCUPANCY_STEP,))
+                 "of the step"), DOCS_COMPILE, phase=GENERAL, needs=(OCCUPANCY_STEP,),
+      description=("Compute kernels launched with fewer blocks than the GPU has SMs leave SMs idle while "
+                   "they run. The gain bound is that idle SM time per step (duration × (1 − blocks per SM)); "
+                   "kernel latency makes the real gain smaller."),
+      fix=("Give each kernel more work: a larger batch (`memory-under-used` gives the headroom), or "
+           "fuse the small kernels with `torch.compile(model)`."))
 def low_sm_occupancy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C14: compute kernels launched with fewer blocks than the GPU has SMs
     (Kineto's ``blocks per SM`` < 1) leave SMs idle while they run. The gain

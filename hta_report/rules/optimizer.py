@@ -26,7 +26,12 @@ def _many(r: RankResult, cfg: AdviceConfig) -> bool:
 @rule("unfused-optimizer", "C21", "Per-parameter (single-tensor) optimizer step",
       "PyTorch profiler pattern matcher; kernel count: proposal",
       lambda c: (f"Optimizer.step without foreach/fused ops launching >= {c.optimizer_kernels_per_step:g} "
-                 "kernels (CPU: ops) per step"), DOCS_OPTIM)
+                 "kernels (CPU: ops) per step"), DOCS_OPTIM,
+      description=("An optimizer step without `foreach` or fused ops (the per-parameter, single-tensor loop) "
+                   "launching many kernels per step (on ranks without GPU activity: running many CPU ops)."),
+      fix=("Use a fused or foreach optimizer: `torch.optim.AdamW(model.parameters(), lr=..., "
+           "fused=True)` (or `foreach=True`); `fused=True` runs on CUDA and, since PyTorch 2.4, on "
+           "CPU for Adam, AdamW, SGD and Adagrad."))
 def unfused_optimizer(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C21: ``Optimizer.step#...`` with no ``aten::_foreach_*``/``aten::_fused_*``
     op or fused kernel, launching at least ``optimizer_kernels_per_step``
@@ -79,7 +84,11 @@ def zero_grad_cost_us(r: RankResult) -> float:
 
 @rule("zero-grad-zeros", "C22", "zero_grad writes zeros instead of setting gradients to None",
       "PyTorch profiler pattern matcher, performance tuning guide",
-      lambda c: "any aten::zero_ inside Optimizer.zero_grad (not under aten::zeros)", DOCS_ZERO_GRAD)
+      lambda c: "any aten::zero_ inside Optimizer.zero_grad (not under aten::zeros)", DOCS_ZERO_GRAD,
+      description=("`Optimizer.zero_grad` writing zeros into every gradient (`aten::zero_` ops, not part of "
+                   "`aten::zeros`) every step, instead of dropping the gradients."),
+      fix=("Set gradients to None: `optimizer.zero_grad(set_to_none=True)` (the default since "
+           "PyTorch 2.0)."))
 def zero_grad_zeros(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C22: ``Optimizer.zero_grad#...`` containing ``aten::zero_`` ops that are
     not part of an ``aten::zeros``: gradients are zero-filled every step."""

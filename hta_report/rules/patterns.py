@@ -28,7 +28,12 @@ def _analyzed(result: AnalysisResult) -> List[RankResult]:
 @rule("cpu-tensor-copied", "C23", "Tensor filled on the CPU, then copied to the GPU",
       "PyTorch profiler pattern matcher (ExtraCUDACopyPattern), performance tuning guide",
       lambda c: "any aten::to with an HtoD copy right after aten::fill_/zero_/normal_/uniform_ on the CPU",
-      DOCS_TARGET_DEVICE, needs=(PATTERNS_STEP,))
+      DOCS_TARGET_DEVICE, needs=(PATTERNS_STEP,),
+      description=("Tensors filled on the CPU (`aten::fill_`, `zero_`, `normal_`, `uniform_`) and then "
+                   'copied to the GPU (`torch.zeros(n).to("cuda")`) instead of made there. The gain bound is '
+                   "those copies' GPU time that no kernel hides."),
+      fix=('Make the tensor where it is used: `torch.zeros(n, device="cuda")`, `torch.randn(..., '
+           "device=x.device)`."))
 def cpu_tensor_copied(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C23: ``torch.zeros(...).to("cuda")``: the tensor is filled by the CPU
     and copied to the GPU instead of made there. The gain bound is the GPU
@@ -60,7 +65,12 @@ def cpu_tensor_copied(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -
 @rule("conv-bias-before-bn", "C25", "Convolution with a bias directly followed by BatchNorm",
       "PyTorch performance tuning guide; PyTorch profiler recipes",
       lambda c: "any conv1d/2d/3d with a bias whose next op is aten::batch_norm (needs record_shapes)",
-      DOCS_CONV_BIAS, needs=(PATTERNS_STEP,))
+      DOCS_CONV_BIAS, needs=(PATTERNS_STEP,),
+      description=("A convolution (`conv1d`/`2d`/`3d`) with a bias whose next op is `aten::batch_norm`: "
+                   "BatchNorm subtracts the per-channel mean, so the bias only costs its add and its "
+                   "gradient. No step time is measured for it (gain 0). Needs `record_shapes=True`."),
+      fix=("Drop the bias of convolutions followed by BatchNorm: `nn.Conv2d(in_channels, "
+           "out_channels, kernel_size, bias=False)`."))
 def conv_bias_before_bn(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C25: BatchNorm subtracts the per-channel mean, so a bias added by the
     convolution before it does nothing but cost a bias add and its gradient.
@@ -92,7 +102,13 @@ def extra_syncs(r: RankResult) -> float:
 @rule("no-sync-accumulation", "C28", "Gradient accumulation under DDP all-reduces in every micro-step",
       "PyTorch DDP documentation (no_sync); proposal: more than one synchronized micro-step per step",
       lambda c: "more than one DistributedDataParallel.forward micro-step with an all-reduce per ProfilerStep",
-      DOCS_NO_SYNC, needs=(PATTERNS_STEP,))
+      DOCS_NO_SYNC, needs=(PATTERNS_STEP,),
+      description=("Gradient accumulation under DistributedDataParallel (several "
+                   "`DistributedDataParallel.forward` per `ProfilerStep`) where more than one micro-step "
+                   "all-reduces the gradients: every micro-step but the last should run inside "
+                   "`model.no_sync()`."),
+      fix=("Accumulate without synchronizing: run every micro-step but the last inside "
+           "`model.no_sync()`, so that only the last backward all-reduces."))
 def no_sync_accumulation(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C28: with gradient accumulation (several ``DistributedDataParallel.forward``
     per ``ProfilerStep``), every micro-step but the last should run inside

@@ -41,7 +41,13 @@ def outlier_cost_us(r: RankResult, sigma: float) -> float:
 @rule("step-time-outliers", "C24", "Some steps take much longer than the others",
       "SageMaker Debugger StepOutlier (3 σ); minimum steps: proposal",
       lambda c: f"a step > mean + {c.step_outlier_sigma:g} σ of the other steps "
-                f"(needs >= {c.step_outlier_min_steps} analyzed steps)", DOCS_PROFILER, phase=RESIDUAL)
+                f"(needs >= {c.step_outlier_min_steps} analyzed steps)", DOCS_PROFILER, phase=RESIDUAL,
+      description=("Steps longer than the mean plus a number of standard deviations of the other analyzed "
+                   "steps (warm-up excluded). It runs after every cause, so its gain is only the outliers' "
+                   "extra time no other finding claimed."),
+      fix=("See what ran in the slow steps (the trace in Perfetto, or the report's steps chart): "
+           "periodic evaluation, checkpointing or logging; garbage collection (`gc.freeze()` after "
+           "setup); DataLoader worker restarts (`persistent_workers=True`)."))
 def step_time_outliers(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C24: steps longer than the mean + ``step_outlier_sigma`` σ of the other
     analyzed steps (warm-up excluded), on ranks with at least

@@ -48,7 +48,14 @@ def _reads(r: RankResult) -> str:
 
 @rule("sync-in-step", "C5", "Host-device synchronization in the step",
       "proposal; Nsight Systems cuda_api_sync lists every call",
-      lambda c: f"cost of synchronization > {c.sync_pct:g} % of the step", DOCS_TUNING)
+      lambda c: f"cost of synchronization > {c.sync_pct:g} % of the step", DOCS_TUNING,
+      description=("Host-device synchronization inside the steps: `cudaStreamSynchronize`, "
+                   "`cudaDeviceSynchronize`, `cudaEventSynchronize`, `.item()` and other device-to-host "
+                   "reads. The cost is the GPU idle that follows (the work the host could have queued "
+                   "meanwhile)."),
+      fix=("Keep values on the GPU inside the loop: no `loss.item()`, `print(tensor)`, "
+           "`tensor.cpu()` or data-dependent Python control flow per step; accumulate on the GPU "
+           "(`running += loss.detach()`) and read once every N steps."))
 def sync_in_step(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C5: ``cudaStreamSynchronize``/``cudaDeviceSynchronize``/``cudaEventSynchronize``,
     ``aten::item``/``aten::_local_scalar_dense`` and device-to-host reads

@@ -73,7 +73,17 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
       "PyTorch profiler recipe (schedule with wait/warmup, prof.step()); thresholds: proposal",
       lambda c: (f"one-off warm-up >= {c.window_warmup_pct:g} % of the window, no ProfilerStep, fewer than "
                  f"{c.window_min_steps} analyzed steps, or fewer traces than distributedInfo.world_size"),
-      DOCS_PROFILER, phase=WINDOW)
+      DOCS_PROFILER, phase=WINDOW,
+      description=("Whether the traced window can answer the question at all: one-off warm-up work (CUDA "
+                   "context creation, allocator growth, the first kernel launches) inside the analyzed "
+                   "steps, no `ProfilerStep` annotations (figures then cover the whole trace), too few "
+                   "analyzed steps to judge a step, or fewer trace files than the job's "
+                   "`distributedInfo.world_size`. The gain is the warm-up time inside the window; the other "
+                   "limits have none."),
+      fix=("Record steady steps only: a profiler schedule with wait and warm-up steps "
+           "(`schedule=torch.profiler.schedule(wait=1, warmup=1, active=7)`), `prof.step()` at the "
+           "end of every iteration, and one trace file per rank (`tensorboard_trace_handler`); "
+           "`hta-report collect` does all three."))
 def trace_window(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C0: one-off warm-up inside the analyzed window (:class:`~hta_report.model.Warmup`),
     no ``ProfilerStep`` annotations, fewer than ``window_min_steps`` analyzed
