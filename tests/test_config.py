@@ -35,6 +35,7 @@ def test_config_file_top_level_or_tool_table(tmp_path):
 @pytest.mark.parametrize("text, needle", [
     ("bogus = 1\n", "unknown configuration key 'bogus'"),
     ('disable = ["no-such-rule"]\n', "unknown rule id 'no-such-rule'"),
+    ('disable = ["C1"]\n', "unknown rule id 'C1' in disable: rules are named by their slug, e.g. dataloader-bound"),
     ('disable = "gpu-gaps"\n', "disable must be a list"),
     ('dataloader_pct = "high"\n', "dataloader_pct must be a number"),
     ("step_outlier_min_steps = 2.5\n", "must be an integer"),

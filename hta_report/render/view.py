@@ -916,7 +916,7 @@ class GatesSection(Section):
         lines = ["", f"### {md_text(self.title)}", "",
                  "| gate | outcome | value |", "|---|---|---|"]
         for g in self.gates:
-            lines.append(f"| {md_code(g.expression, table=True)} | {md_text(g.outcome)} | {md_text(g.value)} |")
+            lines.append(f"| {md_code(g.expression, table=True)} | {md_text(g.outcome)} | {md_cell(g.value)} |")
         return lines
 
 

@@ -153,7 +153,10 @@ class AdviceConfig:
                     raise InputError("disable must be a list of rule ids, e.g. disable = [\"gpu-gaps\"]", source)
                 unknown = [v for v in value if rule_ids is not None and v not in rule_ids]
                 if unknown:
-                    raise InputError(f"unknown rule id {unknown[0]!r} in disable (see `hta-report rules`)", source)
+                    hint = (": rules are named by their slug, e.g. dataloader-bound (docs/RULES.md lists both)"
+                            if unknown[0][:1] == "C" and unknown[0][1:].isdigit() else "")
+                    raise InputError(f"unknown rule id {unknown[0]!r} in disable{hint} (see `hta-report rules`)",
+                                     source)
                 kwargs[name] = list(value)
                 continue
             if name == "library_modules":
