@@ -93,6 +93,10 @@ def reports(tmp_path_factory):
     lines = analyze(_stack_trace(tmp / "stack"), source_root=tmp / "repo")
     assert any(f.locations and f.locations[0].excerpt for f in lines.findings)
     out["lines"] = write_reports(lines, [(tmp / "lines.html", None)])[0]
+    healthy = analyze(REPO / "sample_traces" / "cpu_healthy")
+    (tmp / "cpu-compare.html").write_text(render_comparison(
+        compare(healthy, analyze(REPO / "sample_traces" / "cpu_dataloader_bound")), "html"))
+    out["cpu-compare"] = tmp / "cpu-compare.html"
     control, test = SHARED_TRACES / "trace_diff" / "control", SHARED_TRACES / "trace_diff" / "test"
     if control.is_dir() and test.is_dir():
         base, new = analyze(control), analyze(test)
@@ -208,3 +212,21 @@ def test_chart_labels_are_distinct(reports):
     kernel_labels = {l.replace("\n", "") for svg in svgs for l in _chart_tick_labels(svg)}
     assert {"vectorized_elementwise_kernel<FillFunctor>",
             "vectorized_elementwise_kernel<CUDAFunctor_add>"} <= kernel_labels
+
+
+def _visible_text(page: Path) -> str:
+    body = re.sub(r"<(style|script)[^>]*>.*?</\1>", " ", page.read_text(encoding="utf-8"), flags=re.S)
+    return htmllib.unescape(re.sub(r"<[^>]+>", " ", body))
+
+
+def test_compare_pages_name_both_sides_devices(reports):
+    """The compare pages the browser loads say what each side ran on, and warn
+    when the sides differ (an A100 rank 3 of 8 against a V100 rank 1 of 2)."""
+    _, out = reports
+    cpu = " ".join(_visible_text(out["cpu-compare"]).split())
+    assert cpu.count("AMD EPYC (2 logical cores)") >= 2 and "CPU ops that changed most" in cpu
+    if "control-vs-test" not in out:
+        pytest.skip("the shared trace_diff traces are absent")
+    gpu = " ".join(_visible_text(out["control-vs-test"]).split())
+    assert "NVIDIA A100-PG509-200" in gpu and "Tesla V100-SXM2-16GB" in gpu
+    assert "rank 3 of 8" in gpu and "rank 1 of 2" in gpu and "different devices" in gpu
