@@ -175,6 +175,7 @@ def _locate(result: AnalysisResult, config, source_root: Optional[os.PathLike | 
     from .errors import one_line
     from .locate import locate
 
+    result.inventory.source_root = os.path.abspath(os.fspath(source_root)) if source_root is not None else ""
     with progress.current().stage("source lines"):
         try:
             return locate(result, source_root, library=getattr(config, "library_modules", ()) or ())

@@ -1321,7 +1321,10 @@ class Inventory:
     ``files`` are the traces the report covers; ``unreadable`` those that were
     found but could not be read or analyzed (the report covers the rest);
     ``windows`` the processes that wrote several profiling windows, of which
-    the latest is analyzed (:class:`WorkerWindows`).
+    the latest is analyzed (:class:`WorkerWindows`); ``source_root`` the
+    ``--source-root`` the findings' lines were located under ("" when none
+    was given: the git work tree of each file, or of the current directory),
+    where SARIF anchors the findings that have no line.
     """
 
     input_dir: str
@@ -1338,6 +1341,7 @@ class Inventory:
     manifest: Dict[str, Any] = field(default_factory=dict)
     unreadable: List[UnreadableTrace] = field(default_factory=list)
     windows: List[WorkerWindows] = field(default_factory=list)
+    source_root: str = ""
 
 
 #: How a result and a comparison show themselves in Jupyter (``_repr_html_``):

@@ -241,3 +241,21 @@ def test_no_line_on_stderr_when_every_finding_has_its_line(tmp_path):
     result.findings = []
     assert sarif.placement_note(result, tmp_path) == ""
     assert _log(result, tmp_path)["runs"][0]["results"] == []
+
+
+def test_the_anchor_follows_source_root(tmp_path, monkeypatch, run_cli):
+    """``--source-root`` decides where line-less findings go, whatever the
+    current directory: the trace folder's manifest under that root."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO / "sample_traces" / "cpu_dataloader_bound", repo / "traces")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    code, _, err = run_cli("analyze", repo / "traces", "-o", tmp_path / "f.sarif", "--source-root", repo,
+                           "--no-cache")
+    assert code == 0, err
+    results = json.loads((tmp_path / "f.sarif").read_text())["runs"][0]["results"]
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results}
+    assert results and uris == {"traces/manifest.json"}
+    assert "anchored to traces/manifest.json" in err

@@ -39,9 +39,11 @@
      d. ``pyproject.toml`` at the source root (where ``[tool.hta-report]``
         sets the thresholds), named whether or not it exists.
 
-  The source root is the one :func:`hta_report.locate.source_root_for`
-  gives without ``--source-root``: the git work tree of the current
-  directory, else the current directory (:func:`sarif_log` takes another).
+  The source root is the ``--source-root`` the result's lines were located
+  under (``inventory.source_root``), else the one
+  :func:`hta_report.locate.source_root_for` gives without it: the git work
+  tree of the current directory, else the current directory
+  (:func:`sarif_log` takes another).
 * ``invocations``: the run succeeded, with what each rule concluded on this
   run in its properties (``checks``).
 
@@ -224,6 +226,13 @@ def anchor(result: AnalysisResult, root: Optional[Path]) -> Anchor:
     return fallback
 
 
+def _root_of(result: AnalysisResult) -> Optional[Path]:
+    """The source root of ``result``: its ``--source-root`` when one was given
+    (``inventory.source_root``), else the current directory's (:func:`_default_root`)."""
+    given = result.inventory.source_root
+    return Path(given) if given else _default_root()
+
+
 def _default_root() -> Optional[Path]:
     from ..locate import source_root_for
 
@@ -350,10 +359,10 @@ def _result(result: AnalysisResult, f: Finding, where: Anchor, index: Dict[str, 
 def sarif_log(result: AnalysisResult, root: Optional[Path] = None) -> Dict[str, object]:
     """The SARIF log of ``result`` as plain JSON values (see the module
     docstring); ``root``: the source root findings without a line are
-    anchored under (default: the current directory's,
-    :func:`hta_report.locate.source_root_for`)."""
+    anchored under (default: the ``--source-root`` the result was located
+    with, else the current directory's, :func:`hta_report.locate.source_root_for`)."""
     if root is None:
-        root = _default_root()
+        root = _root_of(result)
     rules = rule_descriptors()
     known = {str(r["id"]) for r in rules}
     rules += [_unknown_rule(i) for i in sorted({f.id for f in result.findings} - known)]
@@ -377,7 +386,7 @@ def placement_note(result: AnalysisResult, root: Optional[Path] = None) -> str:
     unplaced = [f for f in result.findings if not any(placeable(loc) for loc in f.locations)]
     if not unplaced:
         return ""
-    where = anchor(result, root if root is not None else _default_root())
+    where = anchor(result, root if root is not None else _root_of(result))
     n, total = len(unplaced), len(result.findings)
     verb = "has" if n == 1 else "have"
     return (f"{n} of {total} finding{'s' if total > 1 else ''} {verb} no source line; "
