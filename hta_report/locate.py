@@ -113,14 +113,6 @@ def _git_root(path: Path) -> Optional[Path]:
     return None
 
 
-def _inside(path: Path, root: Path) -> bool:
-    """Whether ``path`` (resolved) is ``root`` (resolved) or lies under it."""
-    try:
-        path.relative_to(root)
-        return True
-    except ValueError:
-        return False
-
 
 def source_root_for(source_root: Optional[os.PathLike | str] = None,
                     cwd: Optional[os.PathLike | str] = None) -> Path:
@@ -163,7 +155,7 @@ class SourceFinder:
                 b = Path(b).resolve()
             except (OSError, RuntimeError, ValueError):
                 continue
-            if _inside(b, self.root) and b not in bases:
+            if b.is_relative_to(self.root) and b not in bases:
                 bases.append(b)
         self.bases = bases
 
@@ -205,7 +197,7 @@ class SourceFinder:
     def readable(self, file: Path) -> bool:
         """Whether ``file`` (resolved) may be read: inside the root, named
         ``*.py``, a regular file of at most :data:`MAX_SOURCE_BYTES`."""
-        if file.suffix != ".py" or not _inside(file, self.root):
+        if file.suffix != ".py" or not file.is_relative_to(self.root):
             return False
         try:
             st = file.stat()

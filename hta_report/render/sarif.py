@@ -129,11 +129,11 @@ def _within(path: str, base: Optional[Path], root: Path) -> Optional[str]:
             return None
         p = base / p
     lexical = Path(os.path.normpath(p))
-    if not _under(lexical, root):
+    if not lexical.is_relative_to(root):
         return None
     try:
         real = lexical.resolve()
-        if not _under(real, root) or not real.is_file():
+        if not real.is_relative_to(root) or not real.is_file():
             return None
     except (OSError, RuntimeError, ValueError):
         return None
@@ -142,14 +142,6 @@ def _within(path: str, base: Optional[Path], root: Path) -> Optional[str]:
     if not _relative(rel) or any(x in _NOT_USER_DIRS for x in parts):
         return None
     return rel
-
-
-def _under(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-        return True
-    except ValueError:
-        return False
 
 
 def _script_words(manifest: Mapping[str, object]) -> Tuple[List[str], Optional[str]]:
