@@ -303,7 +303,6 @@ class ResultCache:
         is not used."""
         content = dataclasses.replace(result, inventory=dataclasses.replace(result.inventory, analyzed_at=""),
                                       gates=[])  # gates are this command's, not the charts'
-
         key = make_key({"format": CACHE_FORMAT, "code": code_fingerprint("all"),
                         "result": hashlib.blake2b(content.to_json().encode(), digest_size=20).hexdigest()})
         data = self._read(f"{key}.charts.json", key)

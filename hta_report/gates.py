@@ -33,7 +33,7 @@ _NUMBER = re.compile(r"^[-+]?\d+(?:\.\d+)?$")
 SEVERITY_RANK = {"low": 1, "medium": 2, "high": 3}
 S = TypeVar("S", AnalysisResult, Comparison)
 
-__all__ = ["Gate", "GateResult", "parse_gate", "evaluate", "describe", "tripped", "metrics_help",
+__all__ = ["Gate", "GateResult", "parse_gate", "evaluate", "describe", "metrics_help",
            "RESULT_METRICS", "COMPARISON_METRICS", "SEVERITY_RANK"]
 
 
@@ -118,7 +118,6 @@ def _both(check: Callable[[AnalysisResult], Optional[str]]) -> Callable[[Compari
     return missing
 
 
-#: Metrics of a comparison (the new side's result metrics apply too).
 def _idle_increase(c: Comparison) -> float:
     """GPU idle of new minus base, percentage points (NaN without both sides)."""
     if c.base is None or c.new is None:
@@ -126,6 +125,7 @@ def _idle_increase(c: Comparison) -> float:
     return c.new.aggregate.idle_pct - c.base.aggregate.idle_pct
 
 
+#: Metrics of a comparison (the new side's result metrics apply too).
 COMPARISON_METRICS: Dict[str, ComparisonMetric] = {
     "step_time_regression": ("mean step time change new vs base, % (positive = slower)",
                              lambda c: c.step_time_change_pct, _comparable),
@@ -223,12 +223,6 @@ def describe(r: GateResult) -> str:
         return f"{r.expression} ({r.metric} not measured: {r.not_measured}; the gate fails)"
     shown = f"{r.value:.2f}" if abs(r.value) < 1e15 else f"{r.value:.3g}"  # not hundreds of digits
     return f"{r.expression} ({r.metric} = {shown})"
-
-
-def tripped(gates: Sequence[Gate], result: Optional[AnalysisResult] = None,
-            comparison: Optional[Comparison] = None) -> List[str]:
-    """The gates that trip (:func:`evaluate`), each as :func:`describe` words it."""
-    return [describe(r) for r in evaluate(gates, result=result, comparison=comparison) if r.tripped]
 
 
 def metrics_help(comparison: bool = False) -> str:
