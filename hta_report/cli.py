@@ -117,21 +117,37 @@ def _open_html(outputs: Sequence[tuple], written: Sequence[Path]) -> None:
         click.launch(str(Path(page).resolve()))
 
 
-def _cache_dir(cache_dir: Optional[str], no_cache: bool) -> Optional[str | Path]:
+def _cache_dir(cache_dir: Optional[str], no_cache: bool) -> Optional[Path]:
     """The cache directory a command uses: None with ``--no-cache``.
 
     Raises:
         InputError: ``HTA_REPORT_CACHE_MAX_SIZE`` is set to something that is not a size.
     """
-    from .cache import MAX_SIZE_ENV, default_cache_dir, max_cache_bytes
-
     if no_cache:
         return None
+    _cache_cap()
+    return _cache_root(cache_dir)
+
+
+def _cache_root(cache_dir: Optional[str]) -> Path:
+    """``--cache-dir``, else the platform's cache folder."""
+    from .cache import default_cache_dir
+
+    return Path(cache_dir) if cache_dir else default_cache_dir()
+
+
+def _cache_cap() -> int:
+    """The cache's size cap (bytes).
+
+    Raises:
+        InputError: ``HTA_REPORT_CACHE_MAX_SIZE`` is set to something that is not a size.
+    """
+    from .cache import MAX_SIZE_ENV, max_cache_bytes
+
     try:
-        max_cache_bytes()
+        return max_cache_bytes()
     except ValueError as exc:
         raise InputError(f"{MAX_SIZE_ENV}: {exc}") from None
-    return cache_dir or default_cache_dir()
 
 
 @click.group(epilog=EPILOG + "\n" + ENVIRONMENT, context_settings={"help_option_names": ["-h", "--help"]})
@@ -359,12 +375,6 @@ def cache_group() -> None:
     evicted."""
 
 
-def _cache_root(cache_dir: Optional[str]) -> Path:
-    from .cache import default_cache_dir
-
-    return Path(cache_dir) if cache_dir else default_cache_dir()
-
-
 @cache_group.command("info", epilog=SIMPLE_EPILOG)
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None, metavar="DIR",
               help="The cache folder [default: the platform's cache folder].")
@@ -373,10 +383,7 @@ def cache_info(cache_dir: Optional[str]) -> None:
     from .cache import MAX_SIZE_ENV, usage
     from .sizes import format_size
 
-    try:
-        u = usage(_cache_root(cache_dir))
-    except ValueError as exc:
-        raise InputError(f"{MAX_SIZE_ENV}: {exc}") from None
+    u = usage(_cache_root(cache_dir), max_bytes=_cache_cap())
     click.echo(f"folder:  {terminal(str(u.root))}\nentries: {u.entries}\n"
                f"size:    {format_size(u.size_bytes) if u.size_bytes else '0 bytes'} "
                f"of at most {format_size(u.max_bytes)} (${MAX_SIZE_ENV})")
