@@ -395,10 +395,12 @@ class GpuGap:
         duration_us: length (µs).
         step: the ``ProfilerStep`` number it starts in (0 without steps).
         cause: the :class:`IdleAttribution` category holding most of it
-            (``warmup``, ``stream_wait``, ``dataloader``, ``pageable_copy``, ``blocking_copy``,
+            (``warmup``, ``edge``, ``stream_wait``, ``dataloader``, ``pageable_copy``, ``blocking_copy``,
             ``sync``, ``zero_grad``, ``optimizer``, ``launch``, ``host_ops``,
             ``unattributed``).
-        host_ops: host events running during the gap, longest overlap first.
+        host_ops: what the host ran during the gap, longest overlap first:
+            the innermost events (ops, runtime calls, Python frames) on
+            threads that launch GPU work, not the spans that wrap them.
     """
 
     start_us: float
@@ -426,12 +428,18 @@ class IdleAttribution:
     1. ``warmup_us``: the host is inside a one-off warm-up call (CUDA context
        or stream creation, allocator growth, lazy kernel loading; see
        :class:`Warmup`);
-    2. ``stream_wait_us``: gaps of 30 µs or more (HTA's kernel-wait cutoff)
-       whose ending GPU operation had been launched (its launch call had
-       returned) before the gap began: work was queued, yet the GPU waited,
-       on an event from another stream, a collective's peers or a stream
-       dependency (HTA's "other" idle), not on the host. Shorter such gaps
-       are HTA's kernel wait and go to ``launch_us``;
+    1a. ``edge_us``: without ``ProfilerStep`` annotations, the traced
+       window's host-only edges, before the rank's first GPU operation and
+       after its last: where the profiler started and stopped, not a GPU gap
+       of the workload; no finding claims it;
+    2. ``stream_wait_us``: stretches of 30 µs or more (HTA's kernel-wait
+       cutoff) during which some GPU operation, on any stream, had been
+       launched (its launch call had returned) and had not started: work was
+       queued, yet the GPU waited, on an event from another stream
+       (``cudaStreamWaitEvent``), a collective's peers or a stream dependency
+       (HTA's "other" idle), not on the host. A gap is split at the launch of
+       the operation that ends it: only the part before it is the host's.
+       Shorter such stretches are HTA's kernel wait and go to ``launch_us``;
     3. ``dataloader_us``: the host is inside ``enumerate(DataLoader)#...``;
     4. ``pageable_copy_us``: idle gaps that begin inside the ``cudaMemcpyAsync``
        of a copy from pageable host memory to the device (the call blocks the
@@ -446,13 +454,18 @@ class IdleAttribution:
        ``cudaMemcpyAsync`` of a few bytes to pageable memory; ``.cpu()``), or
        the outermost ``aten::`` op that contains one (``aten::nonzero``,
        ``aten::to``...), so a gap that opens just before the call inside the
-       same op counts too;
+       same op counts too. Only where the host waited for queued GPU work:
+       a context whose waits all returned with no earlier GPU work left to
+       finish (at least 10 µs of it) drained nothing, and the idle around it
+       is the host's (later categories);
     7. ``zero_grad_us``: the host is inside ``Optimizer.zero_grad#...`` that
        writes zeros (``aten::zero_``); 0 when it does not;
     8. ``optimizer_us``: the host is inside ``Optimizer.step#...`` without a
        foreach or fused implementation; 0 when it has one;
-    9. ``launch_us``: the host is running ops, launch calls or annotated code
-       and the gap is shorter than HTA's launch-delay cutoff (100 µs): the GPU
+    9. ``launch_us``: the host is running ops, launch calls, Python frames or
+       leaf annotations, on a thread that launches GPU work (annotations that
+       only enclose other events, such as ``execute_…`` or ``step[…]``, are
+       not host work of their own), and the gap is shorter than HTA's launch-delay cutoff (100 µs): the GPU
        waits between back-to-back launches (per-kernel launch overhead);
        with the queued gaps under 30 µs (2.);
     10. ``host_ops_us``: the same in longer gaps: the host is busy with CPU
@@ -461,8 +474,8 @@ class IdleAttribution:
 
     ``sync_lead_us`` is not a category: it is the part of the launch, host
     ops and unattributed idle that follows a blocking synchronization (before
-    the next one on that thread), up to the GPU work done while the host
-    waited in it. While the host waits, the GPU works off the queue the host
+    the next one on that thread), up to the queued GPU work done while the
+    host waited in it (not a read's own copy). While the host waits, the GPU works off the queue the host
     had built up; after it the host has nothing queued ahead, so host work
     that the queue would have covered shows as GPU idle: a synchronization
     costs up to that too.
@@ -475,6 +488,7 @@ class IdleAttribution:
     idle_us: float = 0.0
     unrecorded_us: float = 0.0
     warmup_us: float = 0.0
+    edge_us: float = 0.0
     stream_wait_us: float = 0.0
     dataloader_us: float = 0.0
     blocking_copy_us: float = 0.0
@@ -865,12 +879,14 @@ TENSORBOARD_STEP = "TensorBoard overview"
 INTEGRITY_STEP = "trace integrity"
 
 #: The categories of :class:`IdleAttribution`, in the order it hands idle time out.
-IDLE_CAUSES = ("unrecorded", "warmup", "stream_wait", "dataloader", "pageable_copy", "blocking_copy", "sync",
+IDLE_CAUSES = ("unrecorded", "warmup", "edge", "stream_wait", "dataloader", "pageable_copy", "blocking_copy", "sync",
                "zero_grad", "optimizer", "launch", "host_ops", "unattributed")
-#: Idle causes no finding may claim: time the trace shows the GPU was not idle in.
-UNCLAIMABLE_CAUSES = ("unrecorded",)
+#: Idle causes no finding may claim: time the trace shows the GPU was not idle in,
+#: and the host-only edges of a window without steps.
+UNCLAIMABLE_CAUSES = ("unrecorded", "edge")
 #: How the reports name each of :data:`IDLE_CAUSES`.
-IDLE_CAUSE_LABELS = {"unrecorded": "not recorded by the trace", "warmup": "warm-up", "stream_wait": "queued work waiting", "dataloader": "DataLoader",
+IDLE_CAUSE_LABELS = {"unrecorded": "not recorded by the trace", "warmup": "warm-up",
+                     "edge": "window edge (host only)", "stream_wait": "queued work waiting", "dataloader": "DataLoader",
                      "pageable_copy": "pageable copies", "blocking_copy": "blocking copies",
                      "sync": "synchronization", "zero_grad": "zero_grad", "optimizer": "optimizer step",
                      "launch": "between launches", "host_ops": "host ops",

@@ -24,8 +24,9 @@ def test_work_before_the_first_recorded_op_is_not_recorded_not_idle(tmp_path):
     r = result.ranks[0]
     assert r.integrity.unrecorded_us == pytest.approx(4995)
     a = r.idle_attribution
-    # not "host ops": only the 5 µs of the launch call itself are
-    assert a.unrecorded_us == pytest.approx(4995) and a.host_ops_us == pytest.approx(5)
+    # not "host ops": only the 5 µs of the launch call itself are host time, at the window's
+    # host-only edge (no ProfilerStep: before the first GPU operation)
+    assert a.unrecorded_us == pytest.approx(4995) and a.host_ops_us == 0 and a.edge_us == pytest.approx(5)
     # findings claim only the idle that was idle: the 10 µs gaps between launches and the launch call
     claimed = [p for f in result.findings for g in f.rank_gains for p in g.sources]
     assert "idle:unrecorded" not in claimed

@@ -47,7 +47,9 @@ def test_item_reads_are_synchronization_not_pageable_copies(results):
     assert m.dtoh_reads_per_step == 10 and (m.dtoh_read_min_bytes, m.dtoh_read_max_bytes) == (8, 7832)
     a = rank.idle_attribution
     # the GPU idle after them goes to synchronization; pinning would not remove it
-    assert a.pageable_copy_us == 0 and a.sync_us > 500
+    # (issue 29 item 5: only the reads that drained queued GPU work are billed: 247 µs of the
+    # 500+ billed before, when every read's gap went to sync)
+    assert a.pageable_copy_us == 0 and a.sync_us > 200
     assert m.pageable_calls_per_step == 0 and m.blocking_copies_per_step == 0
     assert not any(f.id in ("pageable-memcpy", "blocking-copy") for f in r.findings)
     assert "device-to-host reads" in check(r, "pageable-memcpy").detail
@@ -167,8 +169,10 @@ def test_host_bound_is_told_apart_from_launch_bound(results):
     ids = [f.id for f in r.findings]
     assert "host-bound" in ids and "launch-bound" not in ids
     rank = r.ranks[0]
-    # the GPU idles far longer in long gaps than the host spends in launch calls
-    assert rank.idle_attribution.host_ops_us > 10 * rank.launch.launch_call_us_per_step
+    # the GPU idles far longer in long gaps than the host spends in launch calls (host ops: only
+    # while an op, runtime call or Python frame ran on a launching thread, not the self time of
+    # "## backward ##" with nothing recorded inside it, which is "no profiled host activity")
+    assert rank.idle_attribution.host_ops_us > 5 * rank.launch.launch_call_us_per_step
     c = _get(results, "trace_diff/control")
     ids = [f.id for f in c.findings]
     assert "launch-bound" in ids and "host-bound" not in ids

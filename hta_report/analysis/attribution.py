@@ -15,7 +15,8 @@ import pandas as pd
 from ..model import IDLE_CAUSES, GpuGap, IdleAttribution, OptimizerProfile
 from .. import intervals
 from .cpu_side import DATALOADER_PREFIXES
-from .events import RankEvents, is_step
+from .events import RankEvents
+from .gap_causes import DRAIN_MIN_US, drained_us, host_work, innermost_names, queued_work
 from .optimizer import step_regions, zero_grad_regions
 from .regions import containing_index, per_step, rebased_steps
 from .steps import analyzed_windows
@@ -24,11 +25,6 @@ from .steps import analyzed_windows
 #: start and its end plus this tolerance (µs): the call returns right after
 #: the GPU drains, and CPU and GPU clocks are aligned only to a few µs.
 GAP_START_TOLERANCE_US = 10.0
-#: Host event categories counted as the host executing framework code.
-HOST_OP_CATEGORIES = ("cpu_op", "cuda_runtime", "cuda_driver")
-#: Host annotations (besides ``ProfilerStep#N``, which spans everything) and
-#: Python frames: the host is running the code they name.
-HOST_CODE_CATEGORIES = ("user_annotation", "python_function")
 #: Gaps shorter than this (µs) while the host runs ops are launch overhead
 #: between back-to-back kernels (HTA's launch-delay cutoff, 100 µs); longer
 #: ones mean the host was busy with other work.
@@ -70,11 +66,38 @@ def _named(df: pd.DataFrame, name: str) -> pd.DataFrame:
 
 
 def host_activity(ev: RankEvents) -> np.ndarray:
-    """When the host runs profiled code, as a union (µs): CPU ops, runtime
-    and driver calls, annotations other than ``ProfilerStep#N`` and Python frames."""
-    cpu = ev.cpu
-    code = cpu["s_cat"].isin(HOST_CODE_CATEGORIES) & ~is_step(cpu["s_name"])
-    return _u(cpu[cpu["s_cat"].isin(HOST_OP_CATEGORIES) | code])
+    """When the host runs profiled code, as a union (µs): the innermost
+    events on threads that launch GPU work (:func:`.gap_causes.host_work`)."""
+    return host_work(ev)
+
+
+def window_edges(ev: RankEvents, wu: np.ndarray) -> np.ndarray:
+    """Without ``ProfilerStep`` annotations, the traced window's host-only
+    edges, a union (µs): from its start to the rank's first GPU operation
+    and from its last one to its end. The profiler started and stopped
+    there; no step of the workload lies between, so that idle is no GPU gap.
+    Empty when the windows are steps (idle at a step's start is the step's)."""
+    if len(wu) == 0 or ev.gpu.empty or len(analyzed_windows(rebased_steps(ev))):
+        return np.empty((0, 2))
+    first, last = float(ev.gpu["ts"].min()), float(ev.gpu["end"].max())
+    return np.array([[wu[0, 0], max(wu[0, 0], first)], [min(last, wu[-1, 1]), wu[-1, 1]]])
+
+
+def drained_syncs(sync: np.ndarray, waits: Optional[pd.DataFrame], drained: np.ndarray) -> np.ndarray:
+    """The rows of the sync-context union ``sync`` (µs) that hold a blocking
+    wait of ``waits`` that waited for queued GPU work (``drained``, per wait,
+    :func:`.gap_causes.drained_waits`), or no wait at all (a synchronizing op
+    whose wait the trace does not show): a wait that returns at once drains
+    nothing, and the idle around it is the host's."""
+    if len(sync) == 0 or waits is None or waits.empty:
+        return sync
+    k = containing_index(sync, waits["ts"].to_numpy(dtype=float))
+    has = np.zeros(len(sync), dtype=bool)
+    has[k[k >= 0]] = True
+    drains = np.zeros(len(sync), dtype=bool)
+    hit = (k >= 0) & drained
+    drains[k[hit]] = True
+    return sync[~has | drains]
 
 
 def full_gap_bounds(idle: np.ndarray, busy: np.ndarray):
@@ -105,43 +128,32 @@ def full_gap_length(idle: np.ndarray, busy: np.ndarray) -> np.ndarray:
     return after - before
 
 
-def queued_gaps(ev: RankEvents, idle: np.ndarray) -> np.ndarray:
-    """Rows of the idle union ``idle`` whose ending GPU operation was already
-    launched (its runtime or driver call had returned) when the gap began:
-    the GPU had work queued and waited on something else than the host."""
-    if len(idle) == 0:
+def whole_rows(parts: np.ndarray, idle: np.ndarray) -> np.ndarray:
+    """The rows of ``parts`` (pieces of the union ``idle``, µs) that are a
+    whole row of ``idle``."""
+    if len(parts) == 0 or len(idle) == 0:
         return np.empty((0, 2))
-    gpu = ev.gpu
-    ts = gpu["ts"].to_numpy(dtype=float)
-    order = np.argsort(ts, kind="stable")
-    j = np.searchsorted(ts[order], idle[:, 1], side="left")
-    ok = j < len(ts)
-    first = order[np.minimum(j, len(ts) - 1)]
-    ok &= np.abs(ts[first] - idle[:, 1]) < 1e-6  # an operation starts where the gap ends (not a window edge)
-    cpu = ev.cpu
-    runtime = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver")) & (cpu["correlation"] > 0)]
-    if runtime.empty:
-        return np.empty((0, 2))
-    launch_end = runtime.groupby("correlation")["end"].max()
-    ends = pd.Series(gpu["correlation"].to_numpy()[first]).map(launch_end).to_numpy(dtype=float)
-    queued = ok & (ends <= idle[:, 0])  # NaN (no launch call) compares False
-    return idle[queued]
+    k = containing_index(idle, parts[:, 0])
+    row = idle[np.maximum(k, 0)]
+    same = (k >= 0) & (np.abs(row[:, 0] - parts[:, 0]) < 1e-6) & (np.abs(row[:, 1] - parts[:, 1]) < 1e-6)
+    return parts[same]
 
 
-def lead_lost_us(host_idle: np.ndarray, waits: Optional[pd.DataFrame], busy: np.ndarray) -> float:
+def lead_lost_us(host_idle: np.ndarray, waits: Optional[pd.DataFrame], drained: np.ndarray) -> float:
     """GPU idle (µs, in ``host_idle``: a union) that follows a blocking wait
     of ``waits`` (rows with ``ts``, ``end``, ``thread``), before the next wait
-    on that thread, up to the GPU work done during the wait (``busy``: the
-    GPU's activity). While the host waits, the GPU works off the queue the
-    host had built up; afterwards the host has nothing queued ahead, so host
-    work that queue would have covered shows as GPU idle, up to its length.
-    A wait on an idle GPU gives up no lead."""
+    on that thread, up to the queued GPU work done during the wait
+    (``drained``, µs per wait: :func:`.gap_causes.drained_us`). While the
+    host waits, the GPU works off the queue the host had built up; afterwards
+    the host has nothing queued ahead, so host work that queue would have
+    covered shows as GPU idle, up to its length. A wait on an idle GPU (a
+    read whose only GPU work is its own copy) gives up no lead."""
     if waits is None or waits.empty or len(host_idle) == 0:
         return 0.0
     ts, end, thr = waits["ts"].to_numpy(dtype=float), waits["end"].to_numpy(dtype=float), waits["thread"].to_numpy()
     order = np.lexsort((ts, thr))
     ts, end, thr = ts[order], end[order], thr[order]
-    wait = intervals.overlap_each(np.column_stack([ts, end]), busy)
+    wait = np.asarray(drained, dtype=float)[order]
     # waits less than MERGE_WAITS_US apart (a copy, then its stream sync) are one wait
     new = np.ones(len(ts), dtype=bool)
     new[1:] = (thr[1:] != thr[:-1]) | (ts[1:] - end[:-1] >= MERGE_WAITS_US)
@@ -196,16 +208,20 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
     host = host_activity(ev)
     all_busy = _u(gpu)
     short = idle[full_gap_length(idle, all_busy) < SHORT_GAP_US]
-    queued = queued_gaps(ev, idle)
-    q_short = queued[(queued[:, 1] - queued[:, 0]) < KERNEL_WAIT_US]
+    queued = queued_work(ev, idle)
+    short_q = (queued[:, 1] - queued[:, 0]) < KERNEL_WAIT_US
+    q_short = whole_rows(queued[short_q], idle)  # gaps queued from start to end: HTA's kernel wait
+    queued = queued[~short_q]  # a short wait after a launch inside a longer gap stays the host's
+    drained = drained_us(ev, waits)
     regions: Dict[str, np.ndarray] = {
         "unrecorded": unrecorded if unrecorded is not None else np.empty((0, 2)),
         "warmup": _u(warmup),
+        "edge": window_edges(ev, wu),
         "stream_wait": queued,
         "dataloader": _u(cpu[cpu["s_name"].str.startswith(DATALOADER_PREFIXES)]),
         "pageable_copy": gaps_beginning_in(idle, pageable, all_busy),
         "blocking_copy": gaps_beginning_in(idle, blocking, all_busy),
-        "sync": gaps_beginning_in(idle, sync, all_busy),
+        "sync": gaps_beginning_in(idle, drained_syncs(sync, waits, drained >= DRAIN_MIN_US), all_busy),
         "zero_grad": _u(zero_grad_regions(ev, None)) if opt.zero_ops_per_step > 0 else np.empty((0, 2)),
         "optimizer": (_u(_named(step_regions(ev, None), opt.step_name)) if opt.step_calls and not opt.multi_tensor
                       else np.empty((0, 2))),
@@ -215,7 +231,8 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
     remaining = idle
     parts: Dict[str, np.ndarray] = {}
     # queued gaps under HTA's kernel-wait cutoff are launch latency: taken out first, counted as launch
-    q_launch = intervals.subtract(intervals.intersect(remaining, q_short), regions["warmup"])
+    q_launch = intervals.subtract(intervals.subtract(intervals.intersect(remaining, q_short), regions["warmup"]),
+                                  regions["edge"])
     remaining = intervals.subtract(remaining, q_launch)
     for name in CATEGORIES[:-1]:
         part = intervals.intersect(remaining, regions[name])
@@ -229,7 +246,7 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
     out.unattributed_us = per_step(intervals.total(remaining), n)
     host_idle = intervals.union(*(np.concatenate([parts[c][:, i] for c in ("launch", "host_ops", "unattributed")])
                                   for i in (0, 1)))
-    out.sync_lead_us = per_step(lead_lost_us(host_idle, waits, all_busy), n)
+    out.sync_lead_us = per_step(lead_lost_us(host_idle, waits, drained), n)
     out.gaps = _longest_gaps(ev, idle, parts, top_gaps)
     return out
 
@@ -239,23 +256,12 @@ def _longest_gaps(ev: RankEvents, idle: np.ndarray, parts: Dict[str, np.ndarray]
         return []
     steps = analyzed_windows(rebased_steps(ev))
     order = np.argsort(-(idle[:, 1] - idle[:, 0]), kind="stable")[:top]
-    cpu = ev.cpu
-    host = cpu[cpu["s_cat"].isin(("cpu_op", "user_annotation")) & ~is_step(cpu["s_name"])]
-    hts, hend = host["ts"].to_numpy(dtype=float), host["end"].to_numpy(dtype=float)
     gaps = []
     for i in order:
         g0, g1 = float(idle[i, 0]), float(idle[i, 1])
         gap = np.array([[g0, g1]])
         cause = max(CATEGORIES, key=lambda c: intervals.overlap(gap, parts[c]))
-        ov = np.minimum(hend, g1) - np.maximum(hts, g0)
-        sel = np.flatnonzero(ov > 0)
-        names: List[str] = []
-        for j in sel[np.argsort(-ov[sel], kind="stable")]:
-            name = str(host["s_name"].iloc[j])
-            if name not in names:
-                names.append(name)
-            if len(names) == 3:
-                break
+        names = innermost_names(ev.cpu, g0, g1)
         step = 0
         if len(steps):
             k = np.searchsorted(steps[:, 1], g0, side="right") - 1
