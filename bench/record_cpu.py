@@ -18,11 +18,15 @@ import os
 import sys
 import time
 
+#: Samples per micro-batch of the ``micro-batches`` case.
+MICRO_BATCH = 2
 #: The cases: name -> (ranks, description).
 CASES = {
     "healthy": (1, "fused AdamW, cheap in-memory dataset"),
     "slow-data": (1, "Dataset.__getitem__ does CPU work: the step waits for the DataLoader (num_workers=0)"),
     "unfused-optimizer": (1, "AdamW(foreach=False) over many small parameters (PyTorch's default on CPU)"),
+    "per-sample-loop": (1, "the model called once per sample: 64 forwards of one sample per step, one backward"),
+    "micro-batches": (1, "gradient accumulation over micro-batches of 2: 32 forwards and backwards per step"),
     "ddp-healthy": (2, "two gloo ranks, DDP, fused AdamW"),
     "ddp-straggler": (2, "two gloo ranks; rank 1 preprocesses each batch on the CPU first"),
 }
@@ -44,11 +48,12 @@ def _burn(torch, ms: float) -> None:
 
 
 def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, steps: int = 7,
-        layers: int = 0, clean: bool = False) -> None:
+        layers: int = 0, clean: bool = False, shapes: bool = False) -> None:
     """Train ``steps`` iterations under the profiler (wait 1, warm-up 1,
     active ``steps - 2``) and write the trace of this rank into ``out``
     (``layers``: hidden layers of the model, 0 for the case's default;
-    ``clean``: the same script with the case's cause switched off, a baseline)."""
+    ``clean``: the same script with the case's cause switched off, a baseline;
+    ``shapes``: ``record_shapes=True``)."""
     import torch
     from torch.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler
 
@@ -58,6 +63,8 @@ def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, ste
     width, layers, batch = 512, 4, 128
     if case == "unfused-optimizer":
         width, layers = 64, 24  # many small parameters: per-parameter work dominates
+    if case in ("per-sample-loop", "micro-batches"):
+        batch = 64  # samples per optimizer step
     layers = layers_override or layers
     model = _model(torch, layers, width)
     if world > 1:
@@ -90,8 +97,15 @@ def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, ste
         if case == "ddp-straggler" and rank == 1:
             _burn(torch, straggle_ms)
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
+        if case == "per-sample-loop" and not clean:
+            loss = sum(loss_fn(model(x[i:i + 1]), y[i:i + 1]) for i in range(len(x))) / len(x)
+            loss.backward()
+        elif case == "micro-batches" and not clean:
+            for i in range(0, len(x), MICRO_BATCH):  # accumulate gradients over micro-batches
+                (loss_fn(model(x[i:i + MICRO_BATCH]), y[i:i + MICRO_BATCH]) * MICRO_BATCH / len(x)).backward()
+        else:
+            loss = loss_fn(model(x), y)
+            loss.backward()
         opt.step()
 
     # calibrate the injected cost against this machine's step time (strength = share of the resulting step)
@@ -107,7 +121,8 @@ def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, ste
     straggle_ms = extra_ms if case == "ddp-straggler" else 0.0
 
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=steps - 2),
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes,
+                 schedule=schedule(wait=1, warmup=1, active=steps - 2),
                  on_trace_ready=tensorboard_trace_handler(out)) as prof:
         for _ in range(steps):
             step(*next(it))
@@ -125,12 +140,12 @@ def _worker(rank: int, out: str, case: str, strength: float, world: int, port: i
 
 
 def record(out: str, case: str, strength: float = 0.4, port: int = 29531, layers: int = 0,
-           clean: bool = False) -> None:
+           clean: bool = False, shapes: bool = False) -> None:
     """Record ``case`` into ``out`` (one trace per rank)."""
     ranks = CASES[case][0]
     os.makedirs(out, exist_ok=True)
     if ranks == 1:
-        run(out, case, strength, layers=layers, clean=clean)
+        run(out, case, strength, layers=layers, clean=clean, shapes=shapes)
         return
     import torch.multiprocessing as mp
     mp.spawn(_worker, args=(out, case, strength, ranks, port, layers, clean), nprocs=ranks, join=True)
@@ -144,8 +159,9 @@ def main(argv=None) -> int:
     ap.add_argument("--port", type=int, default=29531)
     ap.add_argument("--layers", type=int, default=0, help="hidden layers of the model (0: the case's default)")
     ap.add_argument("--clean", action="store_true", help="the same script with the cause switched off (a baseline)")
+    ap.add_argument("--record-shapes", action="store_true", help="profile(record_shapes=True): input shapes in the trace")
     args = ap.parse_args(argv)
-    record(args.out, args.case, args.strength, args.port, args.layers, args.clean)
+    record(args.out, args.case, args.strength, args.port, args.layers, args.clean, args.record_shapes)
     return 0
 
 

@@ -249,6 +249,13 @@ class StepValue:
     us: float
 
 
+#: Share of the compared steps in which one rank must arrive last at the
+#: collectives (or have the longest step) to be taken for a straggler: all of
+#: them with fewer than 4 steps. Under noise alone each of two ranks is last
+#: in about half the steps (:class:`CommSummary`, ``rank-straggler``).
+MOST_STEPS = 0.75
+
+
 @dataclass
 class CommSummary:
     """Communication (NCCL/RCCL/HCCL kernels) of a rank.
@@ -272,9 +279,14 @@ class CommSummary:
     ``collective_basis`` says which: ``kernels``, ``host`` or ``""`` (no
     collective seen). ``kernel_us_by_step`` and ``host_collective_us_by_step``
     give those two times in each analyzed step (by ``ProfilerStep`` number);
-    with steps in common across ranks the wait is taken per step: a rank
-    that waits in every step gets the mean of its waits, any other none, so
-    ranks that take turns being late through noise do not look like stragglers.
+    with steps in common across ranks the wait is taken per step. Per step,
+    the rank with the least collective time arrived last (the others waited
+    for it): ``late_steps`` counts the steps in which this rank did, of
+    ``compared_steps`` steps common to the ranks (0: not compared). Only a rank
+    last in most of them is a straggler; the others' wait is then the median of
+    their per-step waits (µs), any other rank's 0: ranks that take turns being
+    late through noise show no wait, and one slow step neither makes a
+    straggler nor drags the wait.
     """
 
     kernel_count: int = 0
@@ -289,6 +301,8 @@ class CommSummary:
     collective_basis: str = ""
     kernel_us_by_step: List[StepValue] = field(default_factory=list)
     host_collective_us_by_step: List[StepValue] = field(default_factory=list)
+    late_steps: int = 0
+    compared_steps: int = 0
 
 
 @dataclass
@@ -368,7 +382,13 @@ class CpuSide:
       ``cudaEventSynchronize``, ``aten::item``, ``aten::_local_scalar_dense``;
     * ``top_ops``: CPU ops by self time over the whole analyzed window;
     * ``DataParallel.forward`` annotations (``torch.nn.DataParallel``): calls
-      and host time (µs) per step.
+      and host time (µs) per step;
+    * forward passes: ``loss_calls_per_step``, calls of the loss op ``loss_op``
+      (the most called of ``aten::cross_entropy_loss``, ``aten::mse_loss``...:
+      one per forward pass ending in a loss); ``backward_passes_per_step``,
+      those loss calls followed by a backward pass before the next one;
+      ``loss_batch``, the median leading dimension of the loss op's input
+      (samples per pass; 0 when shapes were not recorded).
     """
 
     steps_used: int = 0
@@ -383,6 +403,10 @@ class CpuSide:
     top_ops: List[NamedTime] = field(default_factory=list)
     data_parallel_calls_per_step: float = 0.0
     data_parallel_us_per_step: float = 0.0
+    loss_calls_per_step: float = 0.0
+    backward_passes_per_step: float = 0.0
+    loss_batch: int = 0
+    loss_op: str = ""
 
 
 @dataclass

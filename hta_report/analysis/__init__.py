@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 from typing import Dict, List, Union
 
 import numpy as np
@@ -10,7 +11,7 @@ import numpy as np
 from .. import __version__
 from ..errors import TraceError
 from ..load import LoadedTraces, Location, RunSpec, quiet_hta, unreadable_error
-from ..model import (ATTRIBUTION_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_CAUSES, IDLE_STEP, KERNEL_TYPES_STEP,
+from ..model import (MOST_STEPS, ATTRIBUTION_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_CAUSES, IDLE_STEP, KERNEL_TYPES_STEP,
                      MEMCPY_STEP, SPAN_STEP, STEP_TIMES_STEP, TEMPORAL_STEP, WINDOWS_STEP, Aggregate, AnalysisResult,
                      Inventory, RankResult, TraceFileInfo, UnreadableTrace)
 from .gpu_time import combine_kernel_type_shares
@@ -105,11 +106,14 @@ def _sync_wait(ranks: List[RankResult]) -> None:
     ``collective_basis`` on every rank with collectives.
 
     With analyzed steps common to those ranks, the wait is taken per step
-    (each step's collective time minus that step's smallest): a rank that
-    waits in every step gets the mean of its per-step waits, any other rank
-    the smallest of them (0: it was the slowest once). Ranks that take turns
-    being late (scheduling noise) then show no wait, while a rank that is
-    always late makes the others wait in every step."""
+    (µs: each step's collective time minus that step's smallest). The rank
+    with the smallest collective time of a step arrived last at its
+    collectives (the others waited for it); ``late_steps`` counts those steps
+    per rank and ``compared_steps`` the steps compared. Only when one rank
+    arrived last in at least :data:`MOST_STEPS` of the steps do the others
+    get a wait, the median of their per-step waits: ranks that take turns
+    being late (scheduling noise) show none, and one slow step neither makes
+    a straggler nor drags the wait (a mean would)."""
     kernels = {r.rank: r for r in ranks if r.has_gpu and r.comm.kernel_count and r.comm.us_per_step > 0
                and not r.failed(COMMUNICATION_STEP)}
     host = {r.rank: r for r in ranks if r.rank not in kernels and r.comm.cpu_collective_us_per_step > 0
@@ -124,12 +128,18 @@ def _sync_wait(ranks: List[RankResult]) -> None:
         by_step = {k: {s.number: s.us for s in (r.comm.kernel_us_by_step if basis == "kernels"
                                                  else r.comm.host_collective_us_by_step)} for k, r in group.items()}
         common = sorted(set.intersection(*(set(v) for v in by_step.values())))
-        for k, r in group.items():
-            if common:
-                waits = [by_step[k][n] - min(v[n] for v in by_step.values()) for n in common]
-                r.comm.sync_wait_us_per_step = (sum(waits) / len(waits)) if min(waits) > 0 else 0.0
-            else:
+        if not common:
+            for k, r in group.items():
                 r.comm.sync_wait_us_per_step = total[k] - min(total.values())
+            continue
+        last = [min(group, key=lambda k: by_step[k][n]) for n in common]  # least time in collectives: came last
+        for k, r in group.items():
+            r.comm.late_steps, r.comm.compared_steps = last.count(k), len(common)
+        straggler = max(group, key=last.count)
+        consistent = last.count(straggler) >= math.ceil(MOST_STEPS * len(common))
+        for k, r in group.items():
+            waits = [by_step[k][n] - min(v[n] for v in by_step.values()) for n in common]
+            r.comm.sync_wait_us_per_step = float(np.median(waits)) if consistent and k != straggler else 0.0
 
 
 def _mean(values: List[float]) -> float:

@@ -1,8 +1,9 @@
 """CPU-side metrics: DataLoader time, host-device synchronization, top CPU ops."""
 from __future__ import annotations
 
+import json
 from array import array
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,16 @@ SYNC_NAMES = (
     "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize",
     "aten::item", "aten::_local_scalar_dense",
 )
+#: Loss ops: one call (of the outermost) per forward pass that ends in a loss.
+LOSS_OPS = (
+    "aten::cross_entropy_loss", "aten::nll_loss_nd", "aten::nll_loss", "aten::nll_loss2d", "aten::mse_loss",
+    "aten::l1_loss", "aten::smooth_l1_loss", "aten::huber_loss", "aten::binary_cross_entropy",
+    "aten::binary_cross_entropy_with_logits", "aten::kl_div", "aten::ctc_loss", "aten::margin_ranking_loss",
+    "aten::cosine_embedding_loss", "aten::hinge_embedding_loss", "aten::soft_margin_loss",
+    "aten::multilabel_margin_loss", "aten::poisson_nll_loss",
+)
+#: Name prefix of the autograd engine's node evaluations (a backward pass runs them).
+BACKWARD_PREFIX = "autograd::engine::evaluate_function"
 #: Name prefixes of the DataLoader iteration annotations.
 DATALOADER_PREFIXES = ("enumerate(DataLoader)#", "enumerate(DataPipe)#")
 
@@ -170,6 +181,7 @@ def cpu_side(ev: RankEvents, top: int = 15) -> CpuSide:
     sync_per_step = float(intervals.overlap_each(win, sync_u).mean())
     sync_points = len(intervals.union(sync["ts"].to_numpy(), sync["end"].to_numpy()))
 
+    loss_calls, backwards, batch, loss_op = forward_passes(cpu[in_window], win)
     ops_mask = cpu["s_cat"].isin(["cpu_op", "user_annotation", "cuda_runtime"]) & ~is_step(names)
     ops = cpu.loc[ops_mask & in_window, ["ts", "end", "dur", "thread", "s_name", "s_cat"]]  # most rows: columns used only
     self_t = self_times(ops)
@@ -185,4 +197,53 @@ def cpu_side(ev: RankEvents, top: int = 15) -> CpuSide:
         sync_pct=100 * sync_per_step / step_us if step_us else 0.0,
         sync_events=_named(sync),
         top_ops=_named(ops.loc[is_op, ["s_name", "dur"]], self_t[is_op], limit=top),
+        loss_calls_per_step=loss_calls,
+        backward_passes_per_step=backwards,
+        loss_batch=batch,
+        loss_op=loss_op,
     )
+
+
+def forward_passes(cpu: pd.DataFrame, win: np.ndarray) -> Tuple[float, float, int, str]:
+    """Forward and backward passes per step, from the loss ops (:data:`LOSS_OPS`):
+    the calls per window of ``win`` (rows: start, end in µs) of the loss op
+    called most (the outermost of a nested chain, e.g. ``aten::cross_entropy_loss``
+    over ``aten::nll_loss``), one per forward pass that ends in a loss; the
+    backward passes, loss calls after which a backward node
+    (:data:`BACKWARD_PREFIX`) starts before the next loss call (a per-sample
+    loop summing N losses has one, gradient accumulation one per micro-batch);
+    the median batch, the leading dimension of the loss op's first input
+    (0: shapes not recorded); the loss op's name. Means over the windows."""
+    loss = cpu[cpu["s_name"].isin(LOSS_OPS)]
+    if loss.empty or not len(win):
+        return 0.0, 0.0, 0, ""
+    by_name = pd.DataFrame({"name": loss["s_name"].astype(str).to_numpy(), "dur": loss["dur"].to_numpy(dtype=float)})
+    g = by_name.groupby("name").agg(n=("dur", "size"), total=("dur", "sum")).sort_values(["n", "total"])
+    name = str(g.index[-1])
+    rows = loss[loss["s_name"].astype(str).to_numpy() == name]
+    starts = np.sort(rows["ts"].to_numpy(dtype=float))
+    bw = np.sort(cpu.loc[cpu["s_name"].str.startswith(BACKWARD_PREFIX), "ts"].to_numpy(dtype=float))
+    calls = backwards = 0
+    for s, e in win:
+        mine = starts[(starts >= s) & (starts < e)]
+        nxt = np.append(mine[1:], e)
+        calls += len(mine)
+        backwards += int((np.searchsorted(bw, nxt, side="left") > np.searchsorted(bw, mine, side="left")).sum())
+    batch = 0
+    if "input_dims" in rows.columns:
+        lead = [d[0][0] for d in map(_dims, rows["input_dims"].to_numpy()) if d and d[0]]
+        batch = int(np.median(lead)) if lead else 0
+    return calls / len(win), backwards / len(win), batch, name
+
+
+def _dims(value) -> List[List[int]]:
+    """``Input Dims`` as HTA holds them (a list, or its JSON text): the shapes of lists of ints."""
+    dims = value
+    if isinstance(value, str):
+        try:
+            dims = json.loads(value) if value.startswith("[") else []
+        except ValueError:
+            return []
+    if not isinstance(dims, (list, tuple)):
+        return []
+    return [list(d) for d in dims if isinstance(d, (list, tuple)) and all(isinstance(x, int) for x in d)]

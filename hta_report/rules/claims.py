@@ -146,7 +146,8 @@ OWNERSHIP: Dict[str, Owner] = {
     "host:zero_grad": Owner("zero-grad-zeros", rest=("step-time-outliers",)),
     "host:optimizer": Owner("unfused-optimizer", rest=("step-time-outliers",)),
     "host:collective_wait": Owner(_STRAGGLER, rest=("no-sync-accumulation", "step-time-outliers")),
-    "host:other": Owner(None, rest=(_STRAGGLER, "no-sync-accumulation", "step-time-outliers")),
+    # tiny-batches: (N - 1)/N of the host time of N small forward/backward passes, the rest of the step
+    "host:other": Owner(None, rest=("tiny-batches", _STRAGGLER, "no-sync-accumulation", "step-time-outliers")),
 }
 
 

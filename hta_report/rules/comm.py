@@ -1,10 +1,11 @@
 """Distributed rules: C16 exposed communication, C17 rank imbalance (stragglers)."""
 from __future__ import annotations
 
+import math
 import statistics
-from typing import List
+from typing import List, Tuple
 
-from ..model import COMM_OVERLAP_STEP, AnalysisResult, RankResult
+from ..model import COMM_OVERLAP_STEP, MOST_STEPS, AnalysisResult, RankResult
 from .base import (DOCS_DDP, Fired, Verdict, claim, claim_each, evidence_lines, fine, make_finding, ms, not_checked,
                    of_step, pct_of_step, per, rule, shares_over, up_to, worst_first)
 from .claims import claimable_by
@@ -66,69 +67,109 @@ def wait_pools(r: RankResult) -> List[str]:
 
 @rule("rank-straggler", "C17", "A slow rank holds the others back",
       "proposal; HTA straggler analysis (sync wait), SageMaker Debugger",
-      lambda c: f"sync wait or step-time spread across ranks >= {c.straggler_pct:g} % of the step", DOCS_DDP,
-      description=("With two ranks or more: the time other ranks wait in collectives for the slowest (HTA's "
-                   '"sync wait"), or the spread of mean step times across ranks. Without collectives in the '
-                   'traces a straggler cannot be seen, and the rule says "not checked" unless step times '
-                   "differ."),
+      lambda c: (f"with collectives: the others' median wait for the same rank, last to arrive in most steps, "
+                 f">= {c.straggler_pct:g} % of the step; without: the median step-time spread >= "
+                 f"{c.straggler_pct:g} %"), DOCS_DDP,
+      description=("With two ranks or more. With collectives on two ranks: the rank that arrives last at the "
+                   "collectives (least time in them) in most steps is the straggler, and the others' wait for "
+                   'it is the median over steps of their collective time beyond that step\'s smallest (HTA\'s '
+                   '"sync wait"): one slow step makes no straggler. Without collectives no wait can be seen: '
+                   "the rule speaks only of a step-time spread, the rank whose step is longest in most steps "
+                   "(median excess over the median rank)."),
       fix=("Find why the slow rank is slower: compare its section of the report with the others' "
            "(DataLoader wait, CPU contention, GPU clocks); with uneven inputs, bucket samples by "
            "length so that every rank gets the same work per iteration."))
 def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
-    """C17: with two or more ranks, other ranks wait in collectives for the
-    slowest (collective time beyond the smallest rank's, HTA's "sync wait":
-    communication kernels on GPU ranks, host time in collective ops such as
-    ``gloo:all_reduce`` on ranks without them), or mean step times differ
-    across ranks. The gain is the larger of the biggest wait and the slowest
-    rank's excess over the median step (claimed from the pools
-    ``claims.OWNERSHIP`` lets it take: not those of causes that run after
-    it). Synchronous data parallelism makes
-    step times equal, so without collectives in the traces the rule cannot
-    see a straggler: it then says "not checked" unless step times differ."""
+    """C17 with two or more ranks. With collectives on two ranks or more
+    (communication kernels, or host time in collective ops such as
+    ``gloo:all_reduce``): the rank that arrived last (least collective time)
+    in at least :data:`~hta_report.model.MOST_STEPS` of the steps is a
+    straggler when the others' median per-step wait for it (HTA's "sync
+    wait", :class:`~hta_report.model.CommSummary`) is ``straggler_pct`` of
+    the step or more; that wait is the gain, claimed from the waiting ranks'
+    pools. Synchronous data parallelism makes step times equal, so step
+    times are not read then. Without collectives on two ranks no wait shows:
+    the rule then judges the step-time spread (:func:`step_spread`: the rank
+    slowest in most steps, its median excess over the median rank), says it
+    is a spread, and claims that excess from the slow rank's pools
+    (``claims.OWNERSHIP``: not those of causes that run after it)."""
     ranks = [r for r in result.ranks if r.steps_used and r.window_us > 0]
     if len(ranks) < 2:
         world = max((f.world_size or 0 for f in result.inventory.files), default=0)
         return not_checked("needs two or more ranks with steps in the directory"
                            + (f" (the traces hold {len(ranks)} of {world} ranks)" if world > len(ranks) else ""))
+    slowest, spread_us, slow_in, compared = step_spread(ranks)
     median_step = statistics.median(r.window_us for r in ranks)
+    spread = (f"step-time spread {100 * spread_us / median_step:.1f} % of the median step (median over "
+              f"{compared} steps; rank {slowest.rank} slowest in {slow_in})")
     with_coll = [r for r in ranks if r.comm.collective_basis]
-    waiter = max(ranks, key=lambda r: r.comm.sync_wait_us_per_step)
-    slowest = max(ranks, key=lambda r: r.window_us)
-    wait_us, spread_us = waiter.comm.sync_wait_us_per_step, slowest.window_us - median_step
-    by_wait = wait_us >= spread_us
-    worst, gain = (waiter, wait_us) if by_wait else (slowest, spread_us)
-    pct = pct_of_step(gain, worst)
+    if len(with_coll) < 2:
+        return _spread_verdict(cfg, fired, ranks, slowest, spread_us, slow_in, compared, spread)
+    waiter = max(with_coll, key=lambda r: r.comm.sync_wait_us_per_step)
+    wait_us = waiter.comm.sync_wait_us_per_step
+    pct = pct_of_step(wait_us, waiter)
+    late = max(with_coll, key=lambda r: r.comm.late_steps)
+    arrival = (f"; rank {late.rank} arrived last in {late.comm.late_steps} of {late.comm.compared_steps} steps"
+               if late.comm.compared_steps else "")
     if pct < cfg.straggler_pct:
-        if len(with_coll) < 2:
-            return not_checked(f"no collective ops or communication kernels on two ranks: a wait for a slow rank "
-                               f"would not show (step-time spread {100 * spread_us / median_step:.1f} %)")
-        return fine(f"wait for other ranks in collectives up to {pct_of_step(wait_us, waiter):.1f} % "
-                    f"{of_step(waiter)} ({_basis(with_coll)}), step-time spread "
-                    f"{100 * spread_us / median_step:.1f} % of the median step")
-    straggler = min(with_coll, key=lambda r: r.comm.sync_wait_us_per_step) if by_wait and with_coll else slowest
-    steps = ", ".join(f"rank {r.rank} {ms(r.window_us)}" for r in ranks[:8])
-    evidence = [f"mean step per rank: {steps}"]
-    if by_wait:
-        waits = ", ".join(f"rank {r.rank} {ms(r.comm.sync_wait_us_per_step)}" for r in
-                          sorted(with_coll, key=lambda r: -r.comm.sync_wait_us_per_step)[:8])
-        evidence.append(f"time in collectives {per(worst)} beyond the fastest rank's ({_basis(with_coll)}; waiting "
-                        f"for a slower rank): {waits}")
-        evidence.append(f"rank {straggler.rank} waits least: the others wait for it")
-        waiting = [r for r in with_coll if pct_of_step(r.comm.sync_wait_us_per_step, r) >= 1.0] or [waiter]
-        claims = claim_each(fired, waiting, wait_pools, lambda r: r.comm.sync_wait_us_per_step)
-        hits = waiting
-    else:
-        evidence.append(f"rank {slowest.rank}'s step is {ms(spread_us)} longer than the median ({ms(median_step)})")
-        # the slowest rank's extra time, from the pools the straggler may claim (claims.OWNERSHIP):
-        # not those of causes that run after it (the optimizer, zero_grad, compute)
-        claims = {slowest.rank: fired.take(slowest, claimable_by("rank-straggler"), spread_us)}
-        hits = [slowest]
+        return fine(f"wait for other ranks in collectives up to {pct:.1f} % {of_step(waiter)} "
+                    f"({_basis(with_coll)}{arrival}), {spread}")
+    straggler = min(with_coll, key=lambda r: (r.comm.sync_wait_us_per_step, -r.comm.late_steps))
+    waits = ", ".join(f"rank {r.rank} {ms(r.comm.sync_wait_us_per_step)}" for r in
+                      sorted(with_coll, key=lambda r: -r.comm.sync_wait_us_per_step)[:8])
+    evidence = [f"time in collectives {per(waiter)} beyond the step's smallest, median over the steps "
+                f"({_basis(with_coll)}; waiting for a slower rank): {waits}"]
+    if straggler.comm.compared_steps:
+        evidence.append(f"rank {straggler.rank} spent the least time in collectives, i.e. arrived last, in "
+                        f"{straggler.comm.late_steps} of {straggler.comm.compared_steps} steps: the others wait for it")
+    evidence.append("mean step per rank: " + ", ".join(f"rank {r.rank} {ms(r.window_us)}" for r in ranks[:8]))
+    waiting = [r for r in with_coll if pct_of_step(r.comm.sync_wait_us_per_step, r) >= 1.0] or [waiter]
+    claims = claim_each(fired, waiting, wait_pools, lambda r: r.comm.sync_wait_us_per_step)
     fix = (f"# find why rank {straggler.rank} is slower: compare its section of this report with the others\n"
            "# (DataLoader wait, CPU contention, GPU clocks); uneven inputs: bucket samples by length, e.g.\n"
            "# a length-grouped sampler, so every rank gets the same work per iteration")
-    return make_finding(cfg, hits, claims,
-                        f"Rank {straggler.rank} is a straggler: other ranks wait {pct:.0f} % {of_step(worst)} for it",
+    return make_finding(cfg, waiting, claims,
+                        f"Rank {straggler.rank} is a straggler: other ranks wait {pct:.0f} % {of_step(waiter)} for it",
                         evidence, fix, ranks=[straggler.rank])
+
+
+def step_spread(ranks: List[RankResult]) -> Tuple[RankResult, float, int, int]:
+    """The slowest rank by step time, robustly: per analyzed step common to
+    ``ranks``, each rank's excess over that step's median across ranks (µs);
+    the rank longest in the most steps, its median excess over the steps,
+    in how many steps it was longest, and how many were compared. Without
+    steps in common: mean steps (``window_us``), one step compared."""
+    times = [{s.number: s.duration_us for s in r.steps.steps if not s.warmup} for r in ranks]
+    common = sorted(set.intersection(*(set(t) for t in times)))
+    if not common:
+        median_step = statistics.median(r.window_us for r in ranks)
+        slow = max(ranks, key=lambda r: r.window_us)
+        return slow, max(0.0, slow.window_us - median_step), 1, 1
+    longest = [max(range(len(ranks)), key=lambda i: times[i][n]) for n in common]
+    k = max(range(len(ranks)), key=longest.count)
+    excess = [times[k][n] - statistics.median(t[n] for t in times) for n in common]
+    return ranks[k], max(0.0, statistics.median(excess)), longest.count(k), len(common)
+
+
+def _spread_verdict(cfg: AdviceConfig, fired: Fired, ranks: List[RankResult], slowest: RankResult, spread_us: float,
+                    slow_in: int, compared: int, spread: str) -> Verdict:
+    """C17 without collectives on two ranks: a step-time spread, never a wait (none can be seen)."""
+    unseen = "no collective ops or communication kernels on two ranks: a wait for a slow rank would not show"
+    pct = pct_of_step(spread_us, slowest)
+    if pct < cfg.straggler_pct or slow_in < math.ceil(MOST_STEPS * compared):
+        return not_checked(f"{unseen} ({spread})")
+    steps = ", ".join(f"rank {r.rank} {ms(r.window_us)}" for r in ranks[:8])
+    evidence = [f"rank {slowest.rank}'s step is the longest in {slow_in} of {compared} steps, by a median "
+                f"{ms(spread_us)} over the median rank's", f"mean step per rank: {steps}",
+                f"{unseen}: whether other ranks wait for it is not known"]
+    # the slowest rank's extra time, from the pools the straggler may claim (claims.OWNERSHIP):
+    # not those of causes that run after it (the optimizer, zero_grad, compute)
+    claims = {slowest.rank: fired.take(slowest, claimable_by("rank-straggler"), spread_us)}
+    fix = (f"# find why rank {slowest.rank}'s steps are longer: compare its section of this report with the "
+           "others\n# (DataLoader wait, CPU contention, GPU clocks); uneven inputs: bucket samples by length")
+    return make_finding(cfg, [slowest], claims,
+                        f"Rank {slowest.rank}'s steps are {pct:.0f} % longer than the median rank's "
+                        "(step-time spread; no collectives in the traces)", evidence, fix, ranks=[slowest.rank])
 
 
 def _basis(ranks: List[RankResult]) -> str:
