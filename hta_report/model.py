@@ -538,6 +538,11 @@ class Warmup:
     creates the context, ``cudaFree``/``cudaMalloc`` grow the caching
     allocator, ``cudaStreamCreate*``, ``cuInit``...), or the first launch of a
     kernel in the trace while the GPU waits for it (lazy module loading).
+    Whatever their length: CUDA/HIP stream capture (``*StreamBeginCapture``
+    to ``*StreamEndCapture``, a serving engine's ``capture_*`` annotation:
+    a graph is captured once, then replayed) and one-off tuning
+    (``cudaEventSynchronize`` inside a cuDNN/MIOpen convolution in benchmark
+    mode, Triton's ``compile``).
 
     ``us_per_step`` is the host time in them per analyzed window (µs);
     ``calls`` lists them by name (count, total µs).
@@ -546,6 +551,73 @@ class Warmup:
     threshold_us: float = 1000.0
     us_per_step: float = 0.0
     calls: List[NamedTime] = field(default_factory=list)
+
+
+#: The values of :attr:`Workload.kind`.
+WORKLOAD_KINDS = ("training", "inference", "graph-capture")
+#: Stream capture spanning at least this share of a trace makes it a capture window (proposal: half).
+CAPTURE_SHARE = 0.5
+
+
+@dataclass
+class Workload:
+    """What a rank's trace runs, read from its events
+    (:func:`hta_report.analysis.workload.workload`): the advice's words
+    depend on it (a capture window is a one-off, an inference server has no
+    optimizer, compiled code is already compiled).
+
+    Attributes:
+        kind: ``training`` (backward ops: ``autograd::engine::evaluate_function``,
+            ``*Backward*``, or ``Optimizer.step#...``), ``graph-capture``
+            (CUDA/HIP stream capture spans at least :data:`CAPTURE_SHARE` of the
+            traced span: ``cudaStreamBeginCapture`` to ``cudaStreamEndCapture``,
+            or a ``capture_*`` annotation), ``inference`` (ops without any
+            backward or optimizer op, 10 or more of them), or ``""`` (not
+            known: a GPU-only trace, too few ops to tell, or the step failed). One of :data:`WORKLOAD_KINDS` or ``""``.
+        serving: the serving engine the trace names (``vLLM``: its
+            ``vllm/`` frames or ``execute_N_context_M(...)_generation_K(...)``
+            annotations; ``SGLang``: ``step[DECODE ...]``/``step[EXTEND ...]``
+            annotations or ``sglang/`` frames; ``Hugging Face pipeline``:
+            ``transformers/pipelines/`` frames), else ``""``.
+        phase: ``prefill``, ``decode``, ``prefill and decode`` where the
+            annotations say so (vLLM's context/generation counts, SGLang's
+            ``EXTEND``/``PREFILL``/``DECODE``), else ``""``.
+        compiled: torch.compile'd code ran: ``Torch-Compiled Region``,
+            ``CompiledFxGraph`` or ``TorchDynamo Cache Lookup`` events, or
+            Inductor's ``triton_poi_``/``triton_red_``/``triton_per_`` kernels.
+        graph_launches: CUDA/HIP graph launches (``cudaGraphLaunch``,
+            ``hipGraphLaunch``) in the trace: each replays a captured graph.
+        capture_us: host time inside stream capture, the whole trace (µs).
+        span_us: the host events' span, first start to last end (µs).
+        evidence: what the kind was read from, one line each (names as the trace spells them).
+    """
+
+    kind: str = ""
+    serving: str = ""
+    phase: str = ""
+    compiled: bool = False
+    graph_launches: int = 0
+    capture_us: float = 0.0
+    span_us: float = 0.0
+    evidence: List[str] = field(default_factory=list)
+
+    @property
+    def capture_pct(self) -> float:
+        """Stream capture as % of the host span (0 without a span)."""
+        return 100 * self.capture_us / self.span_us if self.span_us > 0 else 0.0
+
+    @property
+    def label(self) -> str:
+        """The kind in words for a headline, e.g. ``inference (SGLang, decode; graph replay; compiled)``;
+        ``""`` when the kind is unknown."""
+        if not self.kind:
+            return ""
+        names = {"training": "training", "inference": "inference", "graph-capture": "CUDA/HIP graph capture"}
+        parts = [p for p in (self.serving, self.phase) if p]
+        extra = (["graph replay"] if self.graph_launches and self.kind != "graph-capture" else []) + \
+            (["compiled"] if self.compiled else [])
+        inner = "; ".join(x for x in (", ".join(parts), ", ".join(extra)) if x)
+        return names[self.kind] + (f" ({inner})" if inner else "")
 
 
 @dataclass
@@ -901,6 +973,7 @@ COMM_OVERLAP_STEP = "communication overlap (HTA)"
 TENSOR_CORES_STEP = "Tensor Core use"
 TENSORBOARD_STEP = "TensorBoard overview"
 INTEGRITY_STEP = "trace integrity"
+WORKLOAD_STEP = "workload kind"
 
 #: The categories of :class:`IdleAttribution`, in the order it hands idle time out.
 IDLE_CAUSES = ("unrecorded", "warmup", "edge", "stream_wait", "dataloader", "pageable_copy", "blocking_copy", "sync",
@@ -1083,6 +1156,7 @@ class RankResult:
     optimizer: OptimizerProfile = field(default_factory=OptimizerProfile)
     tensor_cores: TensorCoreUse = field(default_factory=TensorCoreUse)
     warmup: Warmup = field(default_factory=Warmup)
+    workload: Workload = field(default_factory=Workload)
     occupancy: OccupancySummary = field(default_factory=OccupancySummary)
     memory: MemorySummary = field(default_factory=MemorySummary)
     step_breakdown: List[StepBreakdown] = field(default_factory=list)

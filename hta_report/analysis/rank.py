@@ -34,7 +34,7 @@ from .. import workers
 from ..errors import HtaReportError, TraceError, bug_reason, internal_error
 from ..model import (ATTRIBUTION_STEP, COMM_OVERLAP_STEP, INTEGRITY_STEP, LAUNCH_STEP, TENSORBOARD_STEP, SPAN_STEP, TENSOR_CORES_STEP, WINDOWS_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, MEMORY_STEP,
                      OCCUPANCY_STEP, PATTERNS_STEP, STEP_BREAKDOWN_STEP, STEP_TIMES_STEP,
-                     TEMPORAL_STEP, CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult,
+                     TEMPORAL_STEP, WORKLOAD_STEP, CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult,
                      SectionFailure, StreamIdle, TemporalBreakdown, TraceFileInfo)
 from .. import intervals
 from ..load.traces import LoadedTraces
@@ -60,6 +60,7 @@ from .step_breakdown import step_breakdown
 from .steps import step_stats
 from .transfers import add_comm_metrics, comm_overlap, comm_summary, memcpy_summary
 from .warmup import warmup, warmup_calls
+from .workload import workload
 
 
 @contextlib.contextmanager
@@ -226,6 +227,10 @@ def _windows_and_optimizer(c: RankContext) -> None:
     rr.warmup = warmup(c.events, c.hw, c.warmup)
 
 
+def _workload(c: RankContext) -> None:
+    c.result.workload = workload(c.events)
+
+
 def _host_communication(c: RankContext) -> None:
     c.result.comm = add_comm_metrics(CommSummary(), c.events, c.w, c.hw)
     c.result.tensor_cores.compute_major = compute_major(c.meta)
@@ -314,6 +319,7 @@ OWN_STEPS: List[Step] = [
     ("decoding events", _decode),
     (STEP_TIMES_STEP, _step_times),
     (CPU_SIDE_STEP, _cpu_side),
+    (WORKLOAD_STEP, _workload),
     (WINDOWS_STEP, _windows_and_optimizer),
     (MEMORY_STEP, _memory),
     (STEP_BREAKDOWN_STEP, _step_breakdown),

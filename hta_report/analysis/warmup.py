@@ -19,6 +19,7 @@ from .. import intervals
 from .events import RankEvents
 from .launch import KERNEL_LAUNCH_APIS
 from .regions import per_step
+from .workload import capture_rows, tuning_rows
 
 #: A call this long (µs) or longer can be warm-up; a warm launch, allocation
 #: or stream query takes µs (proposal: 1 ms).
@@ -44,7 +45,19 @@ def warmup_calls(ev: RankEvents) -> pd.DataFrame:
     (:data:`SETUP_APIS`) lasting :data:`WARMUP_CALL_US` or more, and first
     launches of a kernel (by name, in the trace) lasting as long whose kernel
     started less than the call's duration after it returned (the GPU waited
-    for the launch itself, not a full queue)."""
+    for the launch itself, not a full queue); and, whatever their length,
+    CUDA/HIP stream capture (:func:`~hta_report.analysis.workload.capture_rows`:
+    a graph is captured once, then replayed) and one-off tuning (cuDNN/MIOpen
+    benchmark syncs, Triton compiles: :func:`~hta_report.analysis.workload.tuning_rows`)."""
+    once = [x for x in (capture_rows(ev), tuning_rows(ev)) if len(x)]
+    calls = _setup_and_first_launches(ev)
+    if not once:
+        return calls
+    both = pd.concat(([calls] if len(calls) else []) + once)
+    return both[~both.index.duplicated()].sort_values("ts")
+
+
+def _setup_and_first_launches(ev: RankEvents) -> pd.DataFrame:
     cpu = ev.cpu
     host = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver")) & (cpu["dur"] >= WARMUP_CALL_US)]
     if host.empty:

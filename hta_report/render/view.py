@@ -69,7 +69,10 @@ class RunView:
     file, :func:`hta_report.render.fmt.run_name`), the question it answers
     (``kicker``: CPU-only traces get no GPU question), the ``input`` as given,
     ``ranks`` (``"1 rank"``), ``devices``, the collector's ``workload`` and a
-    ``world_note`` when ranks of the job are missing; ``device_names`` the
+    ``world_note`` when ranks of the job are missing; ``kind`` what the traces
+    run, read from their events (``inference (SGLang, decode; graph replay)``:
+    :attr:`~hta_report.model.Workload.label`, each distinct one of the ranks;
+    empty when unknown); ``device_names`` the
     names ``devices`` lists and ``devices_note`` where they come from when
     not from the traces (``from manifest.json``)."""
 
@@ -82,6 +85,7 @@ class RunView:
     world_note: str
     device_names: Tuple[str, ...] = ()
     devices_note: str = ""
+    kind: str = ""
 
     def devices_markdown(self) -> str:
         """``devices`` in markdown: each name a code span (copied as it is)."""
@@ -622,6 +626,8 @@ class RankDetail:
     step_breakdown: Union[StepBreakdownTable, Absent]
     step_breakdown_chart: Optional[ChartImage]
     memory_chart: Optional[ChartImage]
+    workload: str = ""
+    workload_evidence: Tuple[str, ...] = ()
 
     @classmethod
     def of(cls, r: RankResult, x: RankFigures, last_step_included: bool,
@@ -630,6 +636,7 @@ class RankDetail:
         m, c, ln, cpu = r.memcpy, r.comm, r.launch, r.cpu
         return cls(
             rank=str(r.rank), file=r.file, has_gpu=r.has_gpu, failures=_failures(r),
+            workload=r.workload.label, workload_evidence=tuple(r.workload.evidence),
             steps=tuple(StepRow(number=str(s.number), duration=fmt.ms(s.duration_us), warmup=s.warmup)
                         for s in r.steps.steps),
             step_stats=StepStatsView(
@@ -828,13 +835,14 @@ class HeadlineSection(Section):
     def markdown(self) -> List[str]:
         run = self.run
         lines = [""]
+        kind = f" · {md_text(run.kind)}" if run.kind else ""
         if self.has_gpu:
             causes = f" ({self.causes})" if self.causes else ""
             lines.append(f"**GPU busy {self.busy}** {self.window} (kernels {self.kernels}), idle {self.idle}"
-                         f"{causes} · {self.step} · {run.ranks} · {run.devices_markdown()}")
+                         f"{causes} · {self.step} · {run.ranks} · {run.devices_markdown()}{kind}")
         else:
             lines.append(f"No GPU activity in the traces (CPU-side metrics only) · {self.step} · {run.ranks} · "
-                         f"{run.devices_markdown()}")
+                         f"{run.devices_markdown()}{kind}")
         if self.has_gpu and self.integrity:
             lines += ["", "**Read the GPU figures with care:**", ""] + [f"- {md_text(n)}" for n in self.integrity]
         lines += ["", md_code(run.input) + (f" · {md_text(run.workload)}" if run.workload else "")]
@@ -865,7 +873,8 @@ class HeadlineSection(Section):
             lines += [f"read with care: {terminal(n)}" for n in self.integrity]
         else:
             lines.append("No GPU activity in the traces (CPU-side metrics only)")
-        lines.append(f"{terminal(run.name)}: {run.ranks}, {self.step}, devices: {terminal(run.devices)}")
+        lines.append(f"{terminal(run.name)}: {run.ranks}, " + (f"{terminal(run.kind)}, " if run.kind else "")
+                     + f"{self.step}, devices: {terminal(run.devices)}")
         if run.world_note:
             lines.append(terminal(run.world_note))
         if self.unreadable.count:
@@ -1175,6 +1184,12 @@ def _workload(manifest: Dict[str, Any]) -> str:
     return ""
 
 
+def _kind(result: AnalysisResult) -> str:
+    """The ranks' workload labels (:attr:`~hta_report.model.Workload.label`), each distinct one once."""
+    labels = [r.workload.label for r in result.ranks if r.workload.label]
+    return " / ".join(dict.fromkeys(labels))
+
+
 def _world_note(result: AnalysisResult) -> str:
     """A remark when the traces name a larger world than the ranks found
     (``distributedInfo.world_size`` 8, one trace): the report covers only those."""
@@ -1205,6 +1220,7 @@ def run(result: AnalysisResult) -> RunView:
         world_note=_world_note(result),
         device_names=device_names(result)[0],
         devices_note=device_names(result)[1],
+        kind=_kind(result),
     )
 
 

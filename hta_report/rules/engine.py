@@ -20,9 +20,10 @@ from . import config as _config
 from .base import COVERED, DISABLED, FIRED, NOT_CHECKED, REGISTRY, Rule, Verdict, complete
 from .claims import Ledger, check_order
 from .config import AdviceConfig
+from .wording import fix_for
 
 #: Modules of this package that hold no rules.
-INFRASTRUCTURE = frozenset({"base", "claims", "config", "engine"})
+INFRASTRUCTURE = frozenset({"base", "claims", "config", "engine", "wording"})
 
 
 def _import_rule_modules() -> List[str]:
@@ -81,6 +82,9 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
     the causes; only the one with the largest gain gives a finding, the
     others are ``covered`` by it.
 
+    Each finding's fix is in the words of its ranks' workload (training,
+    inference, a graph-capture window, compiled code: :mod:`~hta_report.rules.wording`).
+
     Findings are sorted by estimated gain (% of the step), ties by rule number.
     Every rule reports a :class:`~hta_report.model.RuleCheck`: ``fired``,
     ``fine``, ``covered``, ``not checked`` (its data is absent from the
@@ -107,7 +111,7 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
         if fired_symptoms and r is not fired_symptoms[0] and r.id in found:
             v = Verdict(COVERED, f"{found[r.id].title}; the same idle time is counted once, under "
                                  f"{fired_symptoms[0].id}")
-        verdicts[r.id] = _commit(r, v, cfg, ledger)
+        verdicts[r.id] = _commit(r, v, result, cfg, ledger)
     checks: List[RuleCheck] = []
     findings: List[Tuple[Finding, int]] = []
     for r in RULES:
@@ -124,7 +128,7 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
 
 
 def _run(r: Rule, result: AnalysisResult, cfg: AdviceConfig, ledger: Ledger) -> Verdict:
-    return _commit(r, _check(r, result, cfg, ledger), cfg, ledger)
+    return _commit(r, _check(r, result, cfg, ledger), result, cfg, ledger)
 
 
 def _check(r: Rule, result: AnalysisResult, cfg: AdviceConfig, ledger: Ledger) -> Verdict:
@@ -148,10 +152,14 @@ def _check(r: Rule, result: AnalysisResult, cfg: AdviceConfig, ledger: Ledger) -
     return v
 
 
-def _commit(r: Rule, v: Verdict, cfg: AdviceConfig, ledger: Ledger) -> Verdict:
-    """Complete a fired verdict's finding and record its claims in the ledger."""
+def _commit(r: Rule, v: Verdict, result: AnalysisResult, cfg: AdviceConfig, ledger: Ledger) -> Verdict:
+    """Complete a fired verdict's finding, give it the fix in the words of its
+    ranks' workload (:func:`~hta_report.rules.wording.fix_for`) and record
+    its claims in the ledger."""
     if v.status == FIRED and v.finding is not None:
         complete(v.finding, r, cfg)
+        f = v.finding
+        f.fix = fix_for(r.id, [x for x in result.ranks if x.rank in f.ranks], f.fix)
         ledger.commit(r.id, v.finding.ranks, v.claims)
     return v
 

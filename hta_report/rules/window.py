@@ -44,7 +44,12 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
     """What limits the traced window, one line each (empty: nothing)."""
     out: List[str] = []
     for r in result.ranks:
-        if r.warmup.us_per_step > 0 and warmup_pct(r) >= cfg.window_warmup_pct:
+        if r.workload.kind == "graph-capture":
+            w = r.workload
+            out.append(f"rank {r.rank}: CUDA/HIP stream capture takes {ms(w.capture_us)} of the trace's "
+                       f"{ms(w.span_us)} ({w.capture_pct:.0f} %): a graph is captured once, at start-up, then "
+                       "replayed for every batch; the capture's timing says nothing about the replay")
+        elif r.warmup.us_per_step > 0 and warmup_pct(r) >= cfg.window_warmup_pct:
             calls = ", ".join(f"{c.name} {ms(c.total_us)}" + (f" ×{c.count}" if c.count > 1 else "")
                               for c in r.warmup.calls[:4])
             out.append(f"rank {r.rank}: one-off warm-up takes {ms(r.warmup.us_per_step)} "
@@ -86,7 +91,9 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
            "`hta-report collect` does all three."))
 def trace_window(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C0: one-off warm-up inside the analyzed window (:class:`~hta_report.model.Warmup`),
-    no ``ProfilerStep`` annotations, fewer than ``window_min_steps`` analyzed
+    a trace that records a CUDA/HIP-graph capture (``Workload.kind``
+    ``graph-capture``: the capture is among the warm-up calls), no
+    ``ProfilerStep`` annotations, fewer than ``window_min_steps`` analyzed
     steps, or fewer traces than the job's ``distributedInfo.world_size``. The
     gain is the warm-up time (GPU ranks: the GPU idle while the host is in
     those calls), which a profiler schedule with wait and warm-up steps
@@ -101,7 +108,12 @@ def trace_window(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
     warm = [r for r in ranks if r.warmup.us_per_step > 0 and warmup_pct(r) >= cfg.window_warmup_pct]
     claims = claim_each(fired, warm, lambda r: ["idle:warmup"] if r.has_gpu else ["host:warmup"],
                         lambda r: r.warmup.us_per_step)
-    if warm:
+    capture = [r for r in warm if r.workload.kind == "graph-capture"]
+    if capture:
+        w = max(capture, key=warmup_pct)
+        title = (f"The trace records a CUDA/HIP-graph capture ({warmup_pct(w):.0f} % of it), a one-off at start-up: "
+                 "profile the graph replay")
+    elif warm:
         w = max(warm, key=warmup_pct)
         title = (f"The traced window starts with one-off warm-up ({warmup_pct(w):.0f} % of it): profile steady "
                  "steps with a schedule")
