@@ -336,6 +336,8 @@ class LaunchSummary:
       rank's trace span;
     * ``launch_call_us_per_step``: host time inside kernel launch calls per
       analyzed step (µs), to compare with the GPU idle while the host runs ops.
+    * ``launch_source``: who counted the launches: ``"HTA"``, or ``"hta-report"``
+      (HTA's definitions, our count) where HTA knows none of the calls (``hip*``, ``cuLaunchKernel``).
 
     One-off warm-up launches (:class:`Warmup`) are left out of the outliers.
     """
@@ -358,6 +360,7 @@ class LaunchSummary:
     full_queue_us: float = 0.0
     full_queue_pct: float = 0.0
     launch_call_us_per_step: float = 0.0
+    launch_source: str = ""
 
 
 @dataclass
@@ -662,29 +665,33 @@ class TensorCoreUse:
     """Tensor Core use of GEMM and convolution kernels (TensorBoard's check).
 
     ``compute_major`` is ``deviceProperties.computeMajor`` (None when not
-    recorded or not an NVIDIA GPU). Eligible kernels are launched from
+    recorded or not an NVIDIA GPU). ``amd_matrix_cores``: on an AMD GPU, whether
+    it has matrix cores (MFMA: Instinct MI100 or newer, or MFMA kernels ran), else None.
+    Eligible kernels are launched from
     ``aten::mm``/``addmm``/``bmm``/``baddbmm``/``matmul``/``linear``/``conv*``
     ops (or named like GEMM/convolution kernels); Tensor Core kernels are the
     eligible ones whose name contains one of TensorBoard's substrings
     (``884``, ``1688``, ``16816``, ``hmma``, ``xmma``, ``gmma``, ``wgmma``) or
-    ``tensorop``/``tensor16x8``. Times are µs per analyzed step;
+    ``tensorop``/``tensor16x8``/``wmma``/``nvjet_``, or AMD matrix-core (MFMA) kernels. Times are µs per analyzed step;
     ``tensor_core_pct`` is of eligible kernel time. ``top_non_tensor_core``
     lists eligible kernels that do not use Tensor Cores, by time.
     ``eligible_ops_kernel_pct`` is the TensorBoard profiler's share: kernel
     time launched by its Tensor-Core-eligible ops (mm, addmm, bmm, linear,
     conv* and their backward nodes), % of kernel time launched by any op.
 
-    Misaligned 16-bit GEMMs (PyTorch's pattern matcher): ``aten::mm``/``addmm``/
+    Misaligned 16-bit GEMMs: ``aten::mm``/``addmm``/
     ``bmm``/``baddbmm``/``matmul``/``linear`` ops with a ``c10::Half`` or
-    ``c10::BFloat16`` input whose last two dimensions are not all multiples
-    of 8 (needs ``record_shapes``; ``shapes_recorded`` says whether the trace
+    ``c10::BFloat16`` input whose ``K`` or ``N`` is not a multiple of 8 (not
+    ``M``, the token count; needs ``record_shapes``; ``shapes_recorded`` says whether the trace
     has input shapes). Per step: ``half_gemm_ops_per_step`` 16-bit GEMM ops,
     ``misaligned_ops_per_step`` misaligned ones and ``misaligned_us_per_step``
-    the GPU time of their kernels (µs); ``misaligned_examples`` shows a few
+    the GPU time of their kernels (µs), ``misaligned_bound_us_per_step`` the most
+    padding could save of it (µs, a bound); ``misaligned_examples`` shows a few
     (op and input dimensions).
     """
 
     compute_major: Optional[int] = None
+    amd_matrix_cores: Optional[bool] = None
     eligible_us_per_step: float = 0.0
     tensor_core_us_per_step: float = 0.0
     tensor_core_pct: float = 0.0
@@ -695,6 +702,7 @@ class TensorCoreUse:
     misaligned_ops_per_step: float = 0.0
     misaligned_us_per_step: float = 0.0
     misaligned_examples: List[str] = field(default_factory=list)
+    misaligned_bound_us_per_step: float = 0.0
 
 
 @dataclass

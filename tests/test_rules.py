@@ -384,7 +384,9 @@ def gemm_trace(dims: Optional[list]) -> TraceBuilder:
 def test_misaligned_gemm_fires(tmp_path):
     r = run(tmp_path, gemm_trace([[64, 1020], [1020, 1020], [1020]]))
     f = finding(r, "misaligned-gemm")
-    assert f.gain_pct == pytest.approx(50.0)  # the linear's kernel, 500 µs
+    # at most what padding K = N = 1020 could save of the linear's 500 µs kernel (issue 29): a bound, not all of it
+    from hta_report.analysis.kernels import padding_bound
+    assert f.gain_pct == pytest.approx(50.0 * padding_bound("aten::linear", [[64, 1020], [1020, 1020]]))
     assert "1020" in " ".join(f.evidence)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import List, Optional, Tuple
 
@@ -17,18 +18,31 @@ from .regions import in_windows, launched_from, per_step
 ELIGIBLE_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
                 "aten::conv", "aten::_convolution", "aten::cudnn_convolution")
 #: Kernel names of GEMMs and convolutions (cuBLAS/CUTLASS GEMMs, cuDNN implicit-GEMM,
-#: FFT and Winograd convolutions); ``fbgemm`` is FBGEMM's library prefix, not a GEMM.
+#: FFT and Winograd convolutions, cuBLAS's ``nvjet_*`` GEMMs on Hopper and Blackwell,
+#: Tensile/hipBLASLt's ``Cijk_*`` GEMMs on ROCm); ``fbgemm`` is FBGEMM's library prefix, not a GEMM.
 ELIGIBLE_KERNEL = re.compile(r"(?<!fb)gemm|gemv|cutlass|xmma|[sh]\d*cudnn|convolve|conv2d|conv3d|convolution|fprop|dgrad|"
-                             r"wgrad|winograd|fft2d|implicit_gemm", re.IGNORECASE)
+                             r"wgrad|winograd|fft2d|implicit_gemm|^nvjet_|^Cijk_", re.IGNORECASE)
 #: Kernels that GEMM/convolution ops (or cuDNN) launch but that do no matrix math:
 #: batch norm, layout and dtype conversions, padding, elementwise epilogues,
 #: reductions and split-K reductions, pooling, softmax.
 NOT_MATMUL_KERNEL = re.compile(r"bn_fw|bn_bw|batch_?norm|nchwToNhwc|nhwcToNchw|scalePacked|computeOffsets|"
                                r"elementwise|reduce_kernel|splitKreduce|pooling|softmax|im2col|col2im|"
                                r"fill|copy|cast|transpose_|permute", re.IGNORECASE)
-#: Name parts of Tensor Core kernels: TensorBoard's allowlist plus CUTLASS's ``tensorop`` and cuDNN's ``tensor16x8``.
-TENSOR_CORE = re.compile(r"884|1688|16816|hmma|xmma|gmma|wgmma|tensorop|tensor16x8", re.IGNORECASE)
+#: Name parts of Tensor Core kernels: TensorBoard's allowlist plus CUTLASS's ``tensorop``,
+#: cuDNN's ``tensor16x8``, WMMA and cuBLAS's ``nvjet_*`` (its Hopper/Blackwell GEMMs, all on
+#: Tensor Cores), and AMD's matrix-core (MFMA) kernels: :data:`MATRIX_CORE`.
+TENSOR_CORE = re.compile(r"884|1688|16816|hmma|xmma|gmma|wgmma|wmma|tensorop|tensor16x8|^nvjet_", re.IGNORECASE)
+#: AMD matrix-core (MFMA) kernels: Tensile/hipBLASLt GEMMs name their matrix
+#: instruction (``Cijk_..._MI16x16x1_...``; a kernel without one has no ``MI``
+#: part), Composable Kernel names its XDL (MFMA) pipelines ``xdl``/``xdlops``,
+#: MIOpen's assembly implicit GEMMs ``igemm_*_gtcx*`` (``x``: xdlops), and
+#: ``mfma`` appears in hand-written kernels' names.
+MATRIX_CORE = re.compile(r"_MI[1-9]\d*x\d+x\d+|xdl|mfma|igemm_\w*?gtcx", re.IGNORECASE)
 _NOT_NVIDIA = re.compile(r"AMD|Radeon|Instinct|\bMI\d", re.IGNORECASE)
+#: AMD Instinct GPUs with matrix cores (CDNA: MI100, MI200, MI300 and newer), by device name.
+_AMD_MATRIX_CORES = re.compile(r"\bMI[1-9]\d\d", re.IGNORECASE)
+#: AMD's wavefront: 64 lanes on every CDNA/GCN GPU, where NVIDIA's warp has 32.
+AMD_WARP_SIZE = 64
 
 
 #: The TensorBoard profiler's Tensor-Core-eligible ops (``TC_OP_Allowlist``,
@@ -89,14 +103,27 @@ def tb_eligible_share(ev: RankEvents, w: np.ndarray) -> float:
     return 100 * under / total if total > 0 else 0.0
 
 
+def _device_props(meta: dict) -> List[dict]:
+    props = meta.get("deviceProperties") if isinstance(meta, dict) else None
+    return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+
+
+def amd_device(meta: dict) -> bool:
+    """True when the trace's ``deviceProperties`` describe an AMD GPU: an AMD
+    name (``AMD Instinct MI300X``, ``AMD Radeon Graphics``) or, where ROCm
+    left the name empty, a warp of :data:`AMD_WARP_SIZE` lanes (ROCm reports
+    the GCN architecture's major as ``computeMajor``: 9 on an MI300X is no
+    NVIDIA compute capability)."""
+    return any(_NOT_NVIDIA.search(str(p.get("name", ""))) or p.get("warpSize") == AMD_WARP_SIZE
+               for p in _device_props(meta))
+
+
 def compute_major(meta: dict, device: Optional[int] = None) -> Optional[int]:
     """``deviceProperties[].computeMajor`` of ``device`` (else the largest
-    recorded); None when absent or when the device is not an NVIDIA GPU."""
-    props = meta.get("deviceProperties") if isinstance(meta, dict) else None
-    if not isinstance(props, list):
-        return None
-    cands = [p for p in props if isinstance(p, dict) and isinstance(p.get("computeMajor"), int)]
-    if not cands or any(_NOT_NVIDIA.search(str(p.get("name", ""))) for p in cands):
+    recorded); None when absent or when the device is not an NVIDIA GPU
+    (:func:`amd_device`)."""
+    cands = [p for p in _device_props(meta) if isinstance(p.get("computeMajor"), int)]
+    if not cands or amd_device(meta):
         return None
     mine = [p for p in cands if p.get("id") == device]
     if mine:
@@ -112,11 +139,20 @@ def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> 
     (:data:`ELIGIBLE_KERNEL`), and are not one of the helper kernels such ops
     launch (:data:`NOT_MATMUL_KERNEL`: batch norm, layout conversions,
     elementwise epilogues...): a batch-norm kernel is not a convolution
-    without Tensor Cores."""
+    without Tensor Cores. On an AMD GPU (:func:`amd_device`, or ``hip*``
+    runtime calls) ``compute_major`` stays None (ROCm's ``computeMajor`` is
+    no compute capability), matrix-core kernels (:data:`MATRIX_CORE`) count
+    as Tensor Core kernels, and ``amd_matrix_cores`` says whether the GPU has
+    matrix cores: an Instinct MI100 or newer by name, or any MFMA kernel in
+    the rank's trace."""
     n = len(w)
     kernels = ev.gpu[ev.gpu["s_cat"].eq("kernel") & ev.gpu["kernel_type"].eq("COMPUTATION")]
     device = int(kernels["pid"].iloc[0]) if len(kernels) and str(kernels["pid"].iloc[0]).isdigit() else None
-    out = TensorCoreUse(compute_major=compute_major(meta, device))
+    amd = amd_device(meta) or bool(ev.cpu["s_name"].str.startswith("hip").any())
+    out = TensorCoreUse(compute_major=None if amd else compute_major(meta, device))
+    if amd:
+        named = any(_AMD_MATRIX_CORES.search(str(p.get("name", ""))) for p in _device_props(meta))
+        out.amd_matrix_cores = named or bool(kernels["s_name"].str.contains(MATRIX_CORE).any())
     kernels = in_windows(kernels, w)
     if kernels.empty:
         return out
@@ -129,7 +165,7 @@ def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> 
                        & ~kernels["s_name"].str.contains(NOT_MATMUL_KERNEL)]
     if eligible.empty:
         return out
-    is_tc = eligible["s_name"].str.contains(TENSOR_CORE)
+    is_tc = eligible["s_name"].str.contains(TENSOR_CORE) | eligible["s_name"].str.contains(MATRIX_CORE)
     total = float(eligible["dur"].sum())
     tc = float(eligible[is_tc]["dur"].sum())
     out.eligible_us_per_step = per_step(total, n)
@@ -166,14 +202,63 @@ def _has_shapes(value) -> bool:
     return isinstance(value, (list, tuple)) and len(value) > 0 and isinstance(value[0], (list, tuple))
 
 
-def misaligned(dims: List[List[int]]) -> bool:
-    """True when an input among the first two has a last-two dimension that is
-    not a multiple of 8 (PyTorch's ``MatMulDimInFP16Pattern``)."""
-    return any(any(x % 8 for x in d[-2:]) for d in dims[:2] if d)
+#: Tensor Cores load 16-byte rows: K and N multiples of 8 16-bit elements
+#: (NVIDIA, "Matrix Multiplication Background", Tensor Core requirements).
+ALIGN = 8
+
+
+def gemm_k_n(name: str, dims: List[List[int]]) -> Tuple[Optional[int], Optional[int]]:
+    """The dimensions of a GEMM op that set its operands' row length: ``K``
+    (the reduction) and ``N`` (the output columns), from ``Input Dims``:
+    ``linear`` (input ``[..., K]``, weight ``[N, K]``), ``mm``/``bmm``/``matmul``
+    (``[..., M, K]`` x ``[..., K, N]``), ``addmm``/``baddbmm`` (bias, then the
+    two). ``M``, the rows (tokens, batch × sequence), is no row length of any
+    operand: it is never a leading dimension and needs no alignment. None
+    where the shapes do not tell (``N`` of a matrix-vector product)."""
+    first = 1 if name in ("aten::addmm", "aten::baddbmm") else 0
+    if len(dims) < first + 2 or not dims[first] or not dims[first + 1]:
+        return None, None
+    a, b = dims[first], dims[first + 1]
+    k = a[-1]
+    if name == "aten::linear":
+        return k, (b[0] if len(b) == 2 else None)
+    return k, (b[-1] if len(b) >= 2 else None)
+
+
+def misaligned(name: str, dims: List[List[int]]) -> bool:
+    """True when the GEMM op ``name``'s ``K`` or ``N`` (:func:`gemm_k_n`) is
+    not a multiple of :data:`ALIGN`, the dimensions Tensor Cores need
+    aligned; the token count ``M`` does not count (PyTorch's
+    ``MatMulDimInFP16Pattern`` tests every last-two dimension, ``M`` too)."""
+    return any(x is not None and x % ALIGN for x in gemm_k_n(name, dims))
+
+
+def padding_bound(name: str, dims: List[List[int]]) -> float:
+    """At most which share of a misaligned 16-bit GEMM's kernel time padding
+    ``K`` and ``N`` to multiples of :data:`ALIGN` could save (0 to 1), a bound:
+    since cuBLAS 11 (and on ROCm) a misaligned GEMM still runs on Tensor
+    Cores, loading ``g = gcd(K, N, 8)`` elements per instruction instead of
+    8 (NVIDIA, "Matrix Multiplication Background": alignment is a
+    requirement before cuBLAS 11.0, an efficiency gain after). A kernel
+    bound by nothing but those loads runs at most ``8 / g`` times slower than
+    aligned, while the padded GEMM does ``padded / actual`` times the work
+    (``K·N`` rounded up, over ``K·N``): padding saves at most
+    ``1 - (g / 8) · padded / actual`` of the time, 0 where padding adds more
+    work than narrow loads cost (``N = 1``: a vector padded to 8 columns)."""
+    known = [x for x in gemm_k_n(name, dims) if x]
+    if not known:
+        return 0.0
+    g = math.gcd(ALIGN, *known)
+    actual = float(np.prod(known))
+    padded = float(np.prod([-(-x // ALIGN) * ALIGN for x in known]))
+    return max(0.0, 1.0 - (g / ALIGN) * padded / actual)
 
 
 def add_misaligned_gemms(out: TensorCoreUse, ev: RankEvents, w: np.ndarray, examples: int = 3) -> TensorCoreUse:
-    """Fill the misaligned 16-bit GEMM fields of ``out`` over the host windows ``w``."""
+    """Fill the misaligned 16-bit GEMM fields of ``out`` over the host windows
+    ``w``: 16-bit GEMM ops per step, those whose ``K`` or ``N`` is not a
+    multiple of 8 (:func:`misaligned`), their kernels' time per step and the
+    most padding could save of it (:func:`padding_bound`), µs."""
     n = len(w)
     cpu = ev.cpu
     if "input_dims" not in cpu.columns:
@@ -187,14 +272,23 @@ def add_misaligned_gemms(out: TensorCoreUse, ev: RankEvents, w: np.ndarray, exam
     bad_rows: List[Tuple[str, str]] = []
     mask = []
     for name, text in zip(half["s_name"], half["input_dims"]):
-        bad = misaligned(_dims(text))
+        bad = misaligned(str(name), _dims(text))
         mask.append(bad)
         if bad and len(bad_rows) < examples:
-            bad_rows.append((str(name), str(_dims(text))))
+            k, n_ = gemm_k_n(str(name), _dims(text))
+            bad_rows.append((str(name), f"{_dims(text)} (K={k}, N={n_})"))
     bad = half[np.array(mask, dtype=bool)] if len(half) else half
     out.half_gemm_ops_per_step = per_step(len(half), n)
     out.misaligned_ops_per_step = per_step(len(bad), n)
     kernels = launched_from(ev, bad) if len(bad) else bad
     out.misaligned_us_per_step = per_step(float(kernels["dur"].sum()) if len(kernels) else 0.0, n)
+    share = np.array([padding_bound(str(name), _dims(text)) for name, text in zip(bad["s_name"], bad["input_dims"])])
+    saved, seen = 0.0, pd.Index([])
+    for bound in sorted(set(share.tolist()), reverse=True):  # a kernel of nested GEMM ops counts once, at its largest
+        mine = launched_from(ev, bad[share == bound])
+        mine = mine[~mine.index.isin(seen)]
+        saved += bound * float(mine["dur"].sum())
+        seen = seen.union(mine.index)
+    out.misaligned_bound_us_per_step = per_step(saved, n)
     out.misaligned_examples = [f"{name} {dims}" for name, dims in bad_rows]
     return out

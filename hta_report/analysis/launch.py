@@ -1,7 +1,8 @@
-"""Kernel launch overhead and queue length, from HTA."""
+"""Kernel launch overhead and queue length, from HTA (launch statistics
+counted from the events where HTA finds no launch it knows: :mod:`.launch_calls`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
 import numpy as np
@@ -9,16 +10,17 @@ import pandas as pd
 
 from ..model import LaunchSummary, QueueStat
 from .events import RankEvents
+from .launch_calls import KERNEL_LAUNCH_APIS, empty_stats, launch_stats
 from .regions import in_windows, per_step
+
+__all__ = ["KERNEL_LAUNCH_APIS", "LaunchContext", "add_launch_metrics", "fill_launch_stats", "launch_context",
+           "launch_summary"]
 
 #: HTA's defaults for ``get_cuda_kernel_launch_stats`` (µs).
 RUNTIME_CUTOFF_US = 50
 LAUNCH_DELAY_CUTOFF_US = 100
-#: Kernel launch calls (copies and memsets are left out: a pageable or
-#: synchronous copy call waits for the GPU by design, see the copy rules).
-KERNEL_LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-                      "cudaLaunchCooperativeKernel", "cudaGraphLaunch", "hipLaunchKernel",
-                      "hipExtModuleLaunchKernel", "hipModuleLaunchKernel")
+#: ``LaunchSummary.launch_source``: counted by HTA, or by hta-report where HTA found no launch.
+HTA_SOURCE, OWN_SOURCE = "HTA", "hta-report"
 #: HTA's ``CUDA_MAX_LAUNCH_QUEUE_PER_STREAM``: the host blocks when a stream has this many outstanding operations.
 QUEUE_LIMIT = 1024
 
@@ -39,19 +41,7 @@ def launch_summary(view, rank: int) -> Tuple[LaunchSummary, pd.DataFrame]:
     ).get(rank)
     out = LaunchSummary(runtime_cutoff_us=float(RUNTIME_CUTOFF_US), launch_delay_cutoff_us=float(LAUNCH_DELAY_CUTOFF_US),
                         queue_limit=QUEUE_LIMIT)
-    slow = pd.DataFrame({"correlation": pd.Series(dtype="int64"), "cpu_duration": pd.Series(dtype=float)})
-    if stats is not None and len(stats):
-        cpu = stats["cpu_duration"].to_numpy(dtype=float)
-        gpu = stats["gpu_duration"].to_numpy(dtype=float)
-        delay = stats["launch_delay"].to_numpy(dtype=float)
-        out.launches = int(len(stats))
-        out.short_kernels = int((gpu < cpu).sum())
-        out.runtime_outliers = int((cpu > RUNTIME_CUTOFF_US).sum())
-        out.delay_outliers = int((delay > LAUNCH_DELAY_CUTOFF_US).sum())
-        out.median_runtime_us = float(np.median(cpu))
-        out.median_launch_delay_us = float(np.median(delay))
-        out.p90_launch_delay_us = float(np.percentile(delay, 90))
-        slow = stats.loc[cpu > RUNTIME_CUTOFF_US, ["correlation", "cpu_duration"]].reset_index(drop=True)
+    slow = fill_launch_stats(out, stats if stats is not None else empty_stats(), HTA_SOURCE)
     series = view.get_queue_length_time_series(ranks=[rank]).get(rank)
     if series is not None and len(series):
         queue = view.get_queue_length_summary_from_time_series({rank: series})
@@ -63,6 +53,34 @@ def launch_summary(view, rank: int) -> Tuple[LaunchSummary, pd.DataFrame]:
                 ))
         out.full_queue_us = _time_at_limit(series)
     return out, slow
+
+
+def fill_launch_stats(out: LaunchSummary, stats: pd.DataFrame, source: str) -> pd.DataFrame:
+    """Fill HTA's fields of ``out`` from a launch statistics frame ``stats``
+    (HTA's, or :func:`.launch_calls.launch_stats`: ``cpu_duration``,
+    ``gpu_duration``, ``launch_delay`` in µs) by HTA's definitions: launches,
+    GPU work shorter than its call, calls over :data:`RUNTIME_CUTOFF_US`,
+    delays over :data:`LAUNCH_DELAY_CUTOFF_US`, median call, median and p90
+    delay; ``source`` names who counted them (``launch_source``, set only
+    when there are launches).
+
+    Returns:
+        The calls over the runtime cutoff (``correlation``, ``cpu_duration``).
+    """
+    if not len(stats):
+        return stats.loc[:, ["correlation", "cpu_duration"]].reset_index(drop=True)
+    cpu = stats["cpu_duration"].to_numpy(dtype=float)
+    gpu = stats["gpu_duration"].to_numpy(dtype=float)
+    delay = stats["launch_delay"].to_numpy(dtype=float)
+    out.launches = int(len(stats))
+    out.short_kernels = int((gpu < cpu).sum())
+    out.runtime_outliers = int((cpu > RUNTIME_CUTOFF_US).sum())
+    out.delay_outliers = int((delay > LAUNCH_DELAY_CUTOFF_US).sum())
+    out.median_runtime_us = float(np.median(cpu))
+    out.median_launch_delay_us = float(np.median(delay))
+    out.p90_launch_delay_us = float(np.percentile(delay, 90))
+    out.launch_source = source
+    return stats.loc[cpu > RUNTIME_CUTOFF_US, ["correlation", "cpu_duration"]].reset_index(drop=True)
 
 
 @dataclass
@@ -80,6 +98,9 @@ class LaunchContext:
     span_us: float
     #: host time in kernel launch calls per step (µs)
     launch_call_us_per_step: float = 0.0
+    #: every launch call of the rank with its GPU work, counted by us
+    #: (:func:`.launch_calls.launch_stats`), for a rank HTA finds none on
+    stats: pd.DataFrame = field(default_factory=empty_stats)
 
 
 def launch_context(ev: RankEvents, w: np.ndarray, hw: Optional[np.ndarray] = None,
@@ -88,7 +109,9 @@ def launch_context(ev: RankEvents, w: np.ndarray, hw: Optional[np.ndarray] = Non
     windows ``w`` (re-based, for GPU work) and ``hw`` (host, for launch calls):
     kernels (not memcpy or memset) per step and their median duration, the
     kernel launch calls (:data:`KERNEL_LAUNCH_APIS`, runtime or driver) inside
-    the windows but the one-off ``warmup`` calls, and their host time per step."""
+    the windows but the one-off ``warmup`` calls, their host time per step,
+    and every launch call of the rank paired with its GPU work
+    (:func:`.launch_calls.launch_stats`)."""
     n = len(w)
     kernels = in_windows(ev.gpu[ev.gpu["s_cat"].eq("kernel")], w)
     cpu = ev.cpu
@@ -103,6 +126,7 @@ def launch_context(ev: RankEvents, w: np.ndarray, hw: Optional[np.ndarray] = Non
         launch_calls=calls[["correlation"]].reset_index(drop=True),
         span_us=float(ev.df["end"].max() - ev.df["ts"].min()) if len(ev.df) else 0.0,
         launch_call_us_per_step=per_step(float(calls["dur"].clip(lower=0).sum()), n),
+        stats=launch_stats(ev),
     )
 
 
@@ -113,7 +137,14 @@ def add_launch_metrics(out: LaunchSummary, slow: pd.DataFrame, ctx: LaunchContex
     cutoff inside the windows and, per step, the time they spent beyond the
     median launch call (µs), and the time some stream's queue held
     :data:`QUEUE_LIMIT` or more operations as % of the rank's trace span.
+    Where HTA found no launch (it knows only ``cudaLaunchKernel``,
+    ``cudaLaunchKernelExC`` and the CUDA async copy and memset calls: a ROCm
+    trace's ``hip*`` calls, Triton's ``cuLaunchKernel`` and graph launches
+    are unknown to it), HTA's fields are filled from our own count
+    (``ctx.stats``, the same definitions) and ``launch_source`` says so.
     """
+    if not out.launches and len(ctx.stats):
+        slow = fill_launch_stats(out, ctx.stats, OWN_SOURCE)
     out.kernels_per_step = ctx.kernels_per_step
     out.median_kernel_us = ctx.median_kernel_us
     out.launch_call_us_per_step = ctx.launch_call_us_per_step

@@ -56,7 +56,7 @@ def launch_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
 def _launch_bound_evidence(r: RankResult) -> str:
     return (f"rank {r.rank}: {r.launch.kernels_per_step:,.0f} kernels {per(r)}, median "
             f"{r.launch.median_kernel_us:.1f} µs; {short_kernel_pct(r):.0f} % shorter than their launch call (median "
-            f"launch {r.launch.median_runtime_us:.1f} µs, HTA); the GPU idles {ms(r.idle_attribution.launch_us)} "
+            f"launch {r.launch.median_runtime_us:.1f} µs, {r.launch.launch_source or 'HTA'}); the GPU idles {ms(r.idle_attribution.launch_us)} "
             f"{per(r)} ({pct_of_step(r.idle_attribution.launch_us, r):.1f} %) in gaps under 100 µs between launches, "
             f"against {ms(r.idle_attribution.host_ops_us)} in longer gaps while the host runs ops; host time in "
             f"launch calls {ms(r.launch.launch_call_us_per_step)} {per(r)}")
