@@ -17,6 +17,7 @@ not hold yet are listed there with the reason).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterable, List, Tuple
 
 HERE = Path(__file__).resolve().parent
-SHARED = HERE.parent.parent / "shared" / "traces"
+SHARED = Path(os.environ.get("HTA_REPORT_SHARED", HERE.parent.parent / "shared")) / "traces"
 sys.path.insert(0, str(HERE.parent))
 
 from hta_report.api import analyze  # noqa: E402
@@ -150,6 +151,15 @@ def _sync_cheap(run: str) -> Check:
     return check
 
 
+FIXTURES = HERE.parent / "tests" / "fixtures" / "plain_profiler"
+
+
+def _stragglers() -> Tuple[bool, str]:
+    healthy, slow = analyze(FIXTURES / "gloo_healthy"), analyze(FIXTURES / "gloo_straggler")
+    ids = [f.id for f in healthy.findings], [f.ranks for f in slow.findings if f.id == "rank-straggler"]
+    return "rank-straggler" not in ids[0] and ids[1] == [[1]], f"healthy: {_findings(healthy)}; slow: {_findings(slow)}"
+
+
 def _names_preprocess() -> Tuple[bool, str]:
     r = report("tracelens/h100_timesformer")
     f = next((f for f in r.findings if f.id == "host-bound"), None)
@@ -218,8 +228,8 @@ EXPECTATIONS: List[Expectation] = [
     Expectation("E13", 5, ("tracelens/h100_bert_small",),
                 "a read on an already idle GPU costs what the host waited (0.03 ms): sync-in-step < 2 %",
                 _sync_cheap("tracelens/h100_bert_small")),
-    Expectation("E14", 5, ("tracelens/mi300_bert_small",), "the same on MI300X: sync-in-step < 2 %",
-                _sync_cheap("tracelens/mi300_bert_small")),
+    Expectation("E14", 8, (), "a balanced 2-rank gloo job is no straggler; the one with a slow rank is",
+                _stragglers),
     Expectation("E15", 6, ("tracelens/h100_timesformer",),
                 "host-bound names the pipeline's video preprocessing, not aten::to", _names_preprocess),
     Expectation("E16", 1, INFERENCE, "no training-loop advice on inference and capture traces",
@@ -248,7 +258,10 @@ def main(argv=None) -> int:
         if missing:
             print(f"{e.id:4} skip  {e.says} (absent: {missing[0]})")
             continue
-        ok, said = e.check()
+        try:
+            ok, said = e.check()
+        except Exception as exc:  # the code under test lacks what the check reads: the reading does not hold
+            ok, said = False, f"cannot be read: {exc!r}"
         held += ok
         print(f"{e.id:4} {'holds' if ok else 'MISS '} [item {e.item}] {e.says}\n       report: {said}")
     print(f"\n{held} of {len(todo)} expectations hold")

@@ -84,6 +84,18 @@ def test_misaligned_gemm_ignores_the_token_count_and_claims_a_bound(tmp_path):
     assert "at most" in "\n".join(f.evidence) and "N=1023" in "\n".join(f.evidence)
 
 
+def test_kernels_launched_through_the_driver_api_belong_to_their_op(tmp_path):
+    # cuBLAS and Triton launch through cuLaunchKernel (category cuda_driver): the op's kernel
+    # time must count it, as it counts cudaLaunchKernel (before: 0 µs, the rule stayed quiet)
+    b = _linear_trace([1023, 1024])
+    for ev in b.events:
+        if ev.get("cat") == "cuda_runtime" and ev["name"] == "cudaLaunchKernel":
+            ev["cat"], ev["name"] = "cuda_driver", "cuLaunchKernel"
+    b.write(tmp_path / "r.json")
+    tc = analyze(tmp_path, include_last_step=True).ranks[0].tensor_cores
+    assert tc.misaligned_ops_per_step == 1 and tc.misaligned_us_per_step == pytest.approx(400.0)
+
+
 # ------------------------------------------------------------------ item 2: AMD devices
 
 

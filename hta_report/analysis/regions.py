@@ -12,15 +12,18 @@ import pandas as pd
 
 from .. import intervals
 from .events import RankEvents, memoized
+from .launch_calls import KERNEL_LAUNCH_APIS
 from .steps import analyzed_windows, step_windows
 
-#: cuda_runtime / HIP calls that put work on a GPU stream (HTA's launch list plus copies and memsets).
-LAUNCH_APIS = (
-    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-    "cudaLaunchCooperativeKernel", "cudaGraphLaunch", "hipLaunchKernel", "hipExtModuleLaunchKernel",
-    "hipModuleLaunchKernel", "cudaMemcpyAsync", "cudaMemcpy", "cudaMemsetAsync", "cudaMemset",
+#: Runtime and driver calls that put work on a GPU stream: the kernel launches of
+#: :data:`~.launch_calls.KERNEL_LAUNCH_APIS` (HTA's list, HIP's, Triton's
+#: ``cuLaunchKernel``, graph launches) plus copies and memsets.
+LAUNCH_APIS = KERNEL_LAUNCH_APIS + (
+    "cudaMemcpyAsync", "cudaMemcpy", "cudaMemsetAsync", "cudaMemset",
     "hipMemcpyAsync", "hipMemcpy", "hipMemcpyWithStream", "hipMemsetAsync",
 )
+#: Host event categories of those calls (Triton launches through the driver API).
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 
 
 def windows(ev: RankEvents) -> Tuple[np.ndarray, bool]:
@@ -62,7 +65,7 @@ def rebased_steps(ev: RankEvents) -> np.ndarray:
     if len(steps) == 0 or not ev.has_gpu:
         return steps
     cpu = ev.cpu
-    runtime = cpu[cpu["s_cat"].eq("cuda_runtime") & (cpu["correlation"] > 0)]
+    runtime = cpu[cpu["s_cat"].isin(LAUNCH_CATEGORIES) & (cpu["correlation"] > 0)]
     gpu_end = ev.gpu.groupby("correlation")["end"].max()
     launched = runtime[["ts", "correlation"]].join(gpu_end, on="correlation", how="inner")
     if launched.empty:
@@ -130,10 +133,11 @@ def containing_index(u: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 
 def launched_from(ev: RankEvents, regions: pd.DataFrame) -> pd.DataFrame:
-    """GPU events (kernels, memcpys, memsets) launched by ``cuda_runtime``
-    calls that start inside ``regions`` on the same thread (linked by ``correlation``)."""
+    """GPU events (kernels, memcpys, memsets) launched by runtime or driver
+    calls (``cuda_runtime``, ``cuda_driver``: Triton's ``cuLaunchKernel``)
+    that start inside ``regions`` on the same thread (linked by ``correlation``)."""
     cpu = ev.cpu
-    runtime = cpu[cpu["s_cat"].eq("cuda_runtime")]
+    runtime = cpu[cpu["s_cat"].isin(LAUNCH_CATEGORIES)]
     runtime = runtime[starts_inside(runtime, regions)]
     corr = runtime["correlation"]
     corr = corr[corr > 0] if len(corr) else corr
