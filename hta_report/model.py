@@ -366,12 +366,14 @@ class LaunchSummary:
 @dataclass
 class NamedTime:
     """A CPU-side event name with its count and time (µs). ``self_us`` is time
-    not spent in child events on the same thread."""
+    not spent in child events on the same thread; ``category`` the events'
+    Kineto category (``cpu_op``, ``user_annotation``...; empty where not kept)."""
 
     name: str
     count: int
     total_us: float
     self_us: float = 0.0
+    category: str = ""
 
 
 @dataclass

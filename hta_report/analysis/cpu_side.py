@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -148,8 +148,12 @@ def _named(rows: pd.DataFrame, self_col: Optional[np.ndarray] = None, limit: int
     g = g.sort_values("selft" if self_col is not None else "total", ascending=False)
     if limit:
         g = g.head(limit)
-    return [NamedTime(name=str(n), count=int(r["count"]), total_us=float(r["total"]), self_us=float(r["selft"]))
-            for n, r in g.iterrows()]
+    cats: Dict[str, str] = {}
+    if "s_cat" in rows.columns and len(g):
+        kept = rows[rows["s_name"].isin(g.index)]
+        cats = {str(n): str(c) for n, c in zip(kept["s_name"].astype(str), kept["s_cat"].astype(str))}
+    return [NamedTime(name=str(n), count=int(r["count"]), total_us=float(r["total"]), self_us=float(r["selft"]),
+                      category=cats.get(str(n), "")) for n, r in g.iterrows()]
 
 
 def cpu_side(ev: RankEvents, top: int = 15) -> CpuSide:
@@ -196,7 +200,7 @@ def cpu_side(ev: RankEvents, top: int = 15) -> CpuSide:
         sync_us_per_step=sync_per_step,
         sync_pct=100 * sync_per_step / step_us if step_us else 0.0,
         sync_events=_named(sync),
-        top_ops=_named(ops.loc[is_op, ["s_name", "dur"]], self_t[is_op], limit=top),
+        top_ops=_named(ops.loc[is_op, ["s_name", "dur", "s_cat"]], self_t[is_op], limit=top),
         loss_calls_per_step=loss_calls,
         backward_passes_per_step=backwards,
         loss_batch=batch,

@@ -95,7 +95,9 @@ def host_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdi
     worst = hits[0]
     evidence: List[str] = []
     for r in hits[:EVIDENCE_RANKS]:
-        top = ", ".join(f"{o.name[:60]} {ms(per_step(o.self_us, r.cpu.steps_used))}" for o in r.cpu.top_ops[:3])
+        # ops, not annotations: an annotation's self time is what no recorded op covered inside it
+        ops = [o for o in r.cpu.top_ops if o.category != "user_annotation"]
+        top = ", ".join(f"{o.name[:60]} {ms(per_step(o.self_us, r.cpu.steps_used))}" for o in ops[:3])
         evidence.append(f"rank {r.rank}: the GPU idles {ms(c.us(r))} {per(r)} "
                         f"({gain[r.rank]:.1f} % {of_step(r)}) in gaps of 100 µs or more while the host "
                         f"runs ops; host time in kernel launch calls only {ms(r.launch.launch_call_us_per_step)} "
