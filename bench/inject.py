@@ -26,8 +26,10 @@ What is added is what ``torch.profiler`` writes for the real thing:
   the step waits that long for it (it lasts longer and everything after it
   moves later).
 
-Every added runtime call gets a fresh correlation id shared with its GPU
-operation, with ``External id`` and flow events as the trace's own; the host
+Every added runtime call gets a correlation id shared with its GPU
+operation, with ``External id`` and flow events as the trace's own, and the
+ids are then handed out again in call order (:meth:`Trace.renumber`), as
+CUPTI numbers calls as they are made; the host
 timeline after an insertion moves later by the inserted time, enclosing
 annotations on that thread grow, and the GPU work launched after it is
 replayed stream by stream (each operation starts after its new launch and
@@ -88,7 +90,7 @@ class Trace:
                and isinstance(e["args"].get("correlation"), (int, float))]
         ext = [int(e["args"].get("External id", 0)) for e in self.ev if isinstance(e.get("args"), dict)
                and isinstance(e["args"].get("External id"), (int, float))]
-        self._next = max(ids + ext + [0]) + 1_000_000
+        self._next = self._first_id = max(ids + ext + [0]) + 1_000_000
         gpu = self.gpu_ops()
         by_stream: Dict[tuple, float] = defaultdict(float)
         for e in gpu:
@@ -260,11 +262,13 @@ class Trace:
         its readiness moved; one that waited longer waited on something else
         (another stream's event, a collective's peers): it moves with the
         operation that ended last before it started, and never starts before
-        it is ready. Returns the new end of ``upto`` (stopping there) and, with
-        ``apply``, moves the operations."""
+        it is ready. Only an operation launched before it can hold it back (a
+        stream waits on events recorded before its wait was queued): work
+        launched later never moves work launched earlier. Returns the new end
+        of ``upto`` (stopping there) and, with ``apply``, moves the operations."""
         neg = float("-inf")
         prev: Dict[tuple, Tuple[float, float]] = {}
-        ends: List[Tuple[float, float]] = []  # (original end, delay), sorted
+        ends: List[Tuple[float, float, float]] = []  # (original end, delay, original launch), sorted
         new_ts: Dict[int, float] = {}
         for e in sorted(gpu, key=lambda e: float(e["ts"])):
             start, dur = float(e["ts"]), float(e.get("dur", 0))
@@ -277,11 +281,16 @@ class Trace:
             if start - ready_orig <= 5.0:
                 new = start + max(0.0, ready_new - ready_orig)
             else:
-                i = bisect_right(ends, (start, float("inf")))
-                dep = ends[i - 1][1] if i else 0.0  # the operation that ended last before it started
+                # the operation launched before it that ended last before it started
+                i, dep = bisect_right(ends, (start, float("inf"), float("inf"))), 0.0
+                while i > 0:
+                    i -= 1
+                    if ends[i][2] <= l_orig or l_orig == neg:  # an op without its launch: the last one
+                        dep = ends[i][1]
+                        break
                 new = max(start + dep, ready_new + 5.0 if ready_new > neg else start)
             prev[key] = (start + dur, new + dur)
-            insort(ends, (start + dur, new - start))
+            insort(ends, (start + dur, new - start, l_orig))
             new_ts[id(e)] = new
             if upto is not None and e is upto:
                 return new + dur
@@ -289,6 +298,32 @@ class Trace:
             for e in gpu:
                 e["ts"] = new_ts[id(e)]
         return neg
+
+    def renumber(self) -> None:
+        """Correlation ids in the order the calls were made, as CUPTI numbers
+        them: the inserted calls got fresh ids above every other, which would
+        put them last in launch order although they run mid-trace (a GPU
+        stream's work then seems to run out of order, and hta-report's clock
+        check rightly refuses the rank). The ids in use are handed out again
+        to the runtime and driver calls sorted by start time; their GPU
+        operations and flow events follow."""
+        calls = [e for e in self.ev if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver")
+                 and isinstance(e.get("args"), dict) and isinstance(e["args"].get("correlation"), (int, float))
+                 and e["args"]["correlation"] > 0]
+        calls.sort(key=lambda e: float(e["ts"]))
+        new = dict(zip((int(e["args"]["correlation"]) for e in calls),
+                       sorted(int(e["args"]["correlation"]) for e in calls)))
+        for e in self.ev:
+            args = e.get("args")
+            if isinstance(args, dict) and isinstance(args.get("correlation"), (int, float)):
+                old = int(args["correlation"])
+                if old in new:
+                    if args.get("External id") == old and e.get("cat") in ("cuda_runtime", "cuda_driver") + GPU_CATS \
+                            and old >= self._first_id:
+                        args["External id"] = new[old]  # an inserted call's own id
+                    args["correlation"] = new[old]
+            if e.get("cat") in FLOW_CATS and "id" in e and isinstance(e["id"], (int, float)) and int(e["id"]) in new:
+                e["id"] = new[int(e["id"])]
 
     def _fix_flows(self) -> None:
         """Flow events follow the runtime call (host side) and the GPU operation (device side)."""
@@ -409,6 +444,7 @@ def inject(doc: dict, cause: str, strength: float) -> dict:
         else:
             raise ValueError(f"unknown cause {cause!r} (one of {', '.join(CAUSES)})")
     t.deoverlap()
+    t.renumber()
     t._fix_flows()
     return t.doc
 
@@ -457,6 +493,7 @@ def inject_straggler(slow: dict, waiting: dict, strength: float) -> Tuple[dict, 
         end = float(k["ts"]) + float(k["dur"])
         w.shift_from(end, extra, skip=k)
         k["dur"] = float(k["dur"]) + extra
+    s.renumber()
     s._fix_flows()
     w._fix_flows()
     return s.doc, w.doc
