@@ -55,7 +55,8 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
             out.append(f"rank {r.rank}: one-off warm-up takes {ms(r.warmup.us_per_step)} "
                        f"({warmup_pct(r):.1f} %) of the {'step' if r.steps.count else 'traced window'}: {calls} "
                        f"(calls of {ms(r.warmup.threshold_us)} or more that set up the device, context, streams or "
-                       "memory, or first launches that load a kernel's module)")
+                       "memory, or first launches that load a kernel's module; cuDNN benchmark syncs and Triton "
+                       "compiles, which tune once and are not syncs to remove from the step)")
     no_steps = [r.rank for r in result.ranks if not r.steps.count]
     if no_steps:
         out.append(f"{'rank' if len(no_steps) == 1 else 'ranks'} {', '.join(map(str, no_steps[:8]))}: no ProfilerStep annotations: there is no step to "
