@@ -622,7 +622,8 @@ class Workload:
         extra = (["graph replay"] if self.graph_launches and self.kind != "graph-capture" else []) + \
             (["compiled"] if self.compiled else [])
         inner = "; ".join(x for x in (", ".join(parts), ", ".join(extra)) if x)
-        return names[self.kind] + (f" ({inner})" if inner else "")
+        # a saved result may hold any string (renderers escape it): an unknown kind is shown as it is
+        return names.get(self.kind, self.kind) + (f" ({inner})" if inner else "")
 
 
 @dataclass
