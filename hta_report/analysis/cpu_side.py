@@ -1,7 +1,6 @@
 """CPU-side metrics: DataLoader time, host-device synchronization, top CPU ops."""
 from __future__ import annotations
 
-import json
 from array import array
 from typing import Dict, List, Optional, Tuple
 
@@ -11,6 +10,7 @@ import pandas as pd
 from ..model import CpuSide, NamedTime
 from .. import intervals
 from .events import RankEvents, is_step
+from .kernels import input_dims
 from .steps import analyzed_windows, step_windows
 
 #: Event names that block the host until the device catches up.
@@ -235,19 +235,6 @@ def forward_passes(cpu: pd.DataFrame, win: np.ndarray) -> Tuple[float, float, in
         backwards += int((np.searchsorted(bw, nxt, side="left") > np.searchsorted(bw, mine, side="left")).sum())
     batch = 0
     if "input_dims" in rows.columns:
-        lead = [d[0][0] for d in map(_dims, rows["input_dims"].to_numpy()) if d and d[0]]
+        lead = [d[0][0] for d in map(input_dims, rows["input_dims"].to_numpy()) if d and d[0]]
         batch = int(np.median(lead)) if lead else 0
     return calls / len(win), backwards / len(win), batch, name
-
-
-def _dims(value) -> List[List[int]]:
-    """``Input Dims`` as HTA holds them (a list, or its JSON text): the shapes of lists of ints."""
-    dims = value
-    if isinstance(value, str):
-        try:
-            dims = json.loads(value) if value.startswith("[") else []
-        except ValueError:
-            return []
-    if not isinstance(dims, (list, tuple)):
-        return []
-    return [list(d) for d in dims if isinstance(d, (list, tuple)) and all(isinstance(x, int) for x in d)]

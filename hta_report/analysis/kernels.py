@@ -182,8 +182,10 @@ GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matm
 _HALF = re.compile(r"c10::Half|c10::BFloat16|\bHalf\b|BFloat16")
 
 
-def _dims(value) -> List[List[int]]:
-    """``Input Dims`` as HTA holds them (a list, or its JSON text)."""
+def input_dims(value) -> List[List[int]]:
+    """One op's ``Input Dims`` as HTA holds them (a list, or its JSON text):
+    the shapes that are lists of ints (``[]`` for a non-tensor input is kept;
+    anything else, or unparsable text, is left out)."""
     dims = value
     if isinstance(value, str):
         try:
@@ -270,19 +272,22 @@ def add_misaligned_gemms(out: TensorCoreUse, ev: RankEvents, w: np.ndarray, exam
         return out
     half = gemm[gemm["input_type"].astype(str).str.contains(_HALF)]
     bad_rows: List[Tuple[str, str]] = []
-    mask = []
+    mask, shares = [], []
     for name, text in zip(half["s_name"], half["input_dims"]):
-        bad = misaligned(str(name), _dims(text))
+        dims = input_dims(text)
+        bad = misaligned(str(name), dims)
         mask.append(bad)
-        if bad and len(bad_rows) < examples:
-            k, n_ = gemm_k_n(str(name), _dims(text))
-            bad_rows.append((str(name), f"{_dims(text)} (K={k}, N={n_})"))
+        if bad:
+            shares.append(padding_bound(str(name), dims))
+            if len(bad_rows) < examples:
+                k, n_ = gemm_k_n(str(name), dims)
+                bad_rows.append((str(name), f"{dims} (K={k}, N={n_})"))
     bad = half[np.array(mask, dtype=bool)] if len(half) else half
     out.half_gemm_ops_per_step = per_step(len(half), n)
     out.misaligned_ops_per_step = per_step(len(bad), n)
     kernels = launched_from(ev, bad) if len(bad) else bad
     out.misaligned_us_per_step = per_step(float(kernels["dur"].sum()) if len(kernels) else 0.0, n)
-    share = np.array([padding_bound(str(name), _dims(text)) for name, text in zip(bad["s_name"], bad["input_dims"])])
+    share = np.array(shares)
     saved, seen = 0.0, pd.Index([])
     for bound in sorted(set(share.tolist()), reverse=True):  # a kernel of nested GEMM ops counts once, at its largest
         mine = launched_from(ev, bad[share == bound])

@@ -19,7 +19,7 @@ import pandas as pd
 from ..model import CodePatterns
 from .. import intervals
 from .events import COMMUNICATION, RankEvents, name_strings
-from .kernels import _dims, _has_shapes
+from .kernels import _has_shapes, input_dims
 from .regions import in_windows, per_step
 
 #: Ops that fill a CPU tensor (``ExtraCUDACopyPattern.init_ops``).
@@ -190,7 +190,7 @@ def conv_bias_before_bn(ev: RankEvents, w: np.ndarray) -> Tuple[int, int, bool, 
         all_dims = t_ops["input_dims"].to_numpy()
         for stop, name, dims_text in zip(t_conv["end"].to_numpy(float), name_strings(t_conv["s_name"]),
                                          t_conv["input_dims"].to_numpy()):
-            dims = _dims(dims_text)
+            dims = input_dims(dims_text)
             if len(dims) < 3 or not dims[2]:
                 continue
             nxt = _next_op(np.flatnonzero(ts >= stop), all_dims)
@@ -208,7 +208,7 @@ def _next_op(after: np.ndarray, all_dims: np.ndarray):
     += 1`` (``aten::add_`` with ``Input Dims`` ``[[], [], []]``) that runs
     between a convolution and its ``aten::batch_norm``; None when there is none."""
     for i in after[:4]:
-        dims = _dims(all_dims[i])
+        dims = input_dims(all_dims[i])
         if dims and not any(dims):
             continue
         return int(i)
