@@ -263,7 +263,7 @@ def step_lines(series: Dict[str, List[float]], steps: Dict[str, List[int]], titl
 #: Colors of the step breakdown's parts (TensorBoard's order).
 STEP_COLORS = {"kernel": "#2b7bba", "memcpy": "#f0a030", "memset": "#bcbd22", "runtime": "#d9534f",
                "DataLoader": "#8e6bbf", "CPU exec": "#3aa76d", "other": "#c8ccd2"}
-#: Ranks that get their own step breakdown and memory charts (the tables cover every rank).
+#: Ranks that get their own step breakdown and memory charts: the first of those the report shows one by one.
 MAX_RANK_CHARTS = 8
 #: Half the width of a step's column (x units: one per step).
 _HALF_COLUMN = 0.35
@@ -379,7 +379,11 @@ def report_charts(result: "AnalysisResult") -> Dict[str, str]:
     """The analyze report's charts, name -> data URI: ``gpu_time`` (kernels,
     copies and idle by cause per rank, % of the analyzed window), ``top_kernels``
     (total time, all ranks), ``steps`` (time per step) and, for the first
-    :data:`MAX_RANK_CHARTS` ranks, ``step_breakdown/<rank>`` and
+    :data:`MAX_RANK_CHARTS` ranks the report shows one by one
+    (:func:`hta_report.render.view.shown_ranks`: past
+    :data:`~hta_report.render.view.RANKS_SHOWN` ranks the worst, whose rows
+    alone, and their mean over all ranks, the GPU-time chart draws),
+    ``step_breakdown/<rank>`` and
     ``memory/<rank>`` (:func:`rank_chart_specs`); each also as
     ``<name>@narrow``. Charts without data are left out."""
     return draw(chart_specs(result))
@@ -398,22 +402,51 @@ def draw(specs: Sequence[ChartSpec]) -> Dict[str, str]:
     return {name: fn(*args, **kwargs) for name, fn, args, kwargs in specs}
 
 
+def _gpu_time_shares(r: "RankResult") -> Dict[str, float]:
+    """One row of the GPU-time chart: the rank's kernels, copies only and
+    idle groups (:data:`IDLE_GROUPS`), % of its analyzed window (``window_us`` > 0)."""
+    row = {"kernels": r.kernel_busy_pct, "copies only": max(0.0, r.busy_pct - r.kernel_busy_pct)}
+    row.update({name: sum(100 * getattr(r.idle_attribution, f"{c}_us") / r.window_us for c in causes)
+                for name, causes in IDLE_GROUPS.items()})
+    return row
+
+
+def gpu_time_rows(ranks: Sequence["RankResult"], mean_over: Sequence["RankResult"] = ()
+                  ) -> Tuple[List[str], Dict[str, List[float]]]:
+    """The GPU-time chart's row labels and series (% of each rank's analyzed
+    window): one row per rank of ``ranks`` and, when ``mean_over`` is given
+    (the report shows only some ranks, :func:`hta_report.render.view.shown_ranks`),
+    a last row of the mean over those ranks: each segment's mean, so that
+    the row adds up as each rank's does (a median per segment would not)."""
+    rows = [_gpu_time_shares(r) for r in ranks]
+    labels = [f"rank {r.rank}" for r in ranks]
+    if mean_over:
+        every = [_gpu_time_shares(r) for r in mean_over]
+        rows.append({k: sum(x[k] for x in every) / len(every) for k in every[0]})
+        labels.append(f"mean of all {len(mean_over)} ranks")
+    names = ["kernels", "copies only", *IDLE_GROUPS]
+    return labels, {name: [row[name] for row in rows] for name in names}
+
+
 def chart_specs(result: "AnalysisResult") -> List[ChartSpec]:
     """What :func:`report_charts` draws, as :data:`ChartSpec` entries (in page
     order), so that a caller may draw them in several processes."""
+    from .view import shown_ranks
+
     out: List[ChartSpec] = []
     gpu = [r for r in result.ranks if r.has_gpu]
+    # past view.RANKS_SHOWN ranks, the ranks the report shows one by one (the worst, worst first)
+    shown = [result.ranks[i] for i in shown_ranks(result)]
+    cut = len(shown) < len(result.ranks)
     for drawing, width in (("wide", WIDE_IN), ("narrow", NARROW_IN)):
         suffix = "" if drawing == "wide" else "@narrow"
         windowed = [r for r in gpu if r.window_us > 0]
         if windowed:
             of = "of the analyzed steps" if any(r.steps.count for r in windowed) else "of the traced window"
-            series = {"kernels": [r.kernel_busy_pct for r in windowed],
-                      "copies only": [max(0.0, r.busy_pct - r.kernel_busy_pct) for r in windowed]}
-            series.update({name: [sum(100 * getattr(r.idle_attribution, f"{c}_us") / r.window_us for c in causes)
-                                  for r in windowed] for name, causes in IDLE_GROUPS.items()})
+            labels, series = gpu_time_rows([r for r in shown if r.has_gpu and r.window_us > 0] if cut else windowed,
+                                           windowed if cut else [])
             out.append(("gpu_time" + suffix, stacked_bars, (
-                [f"rank {r.rank}" for r in windowed], series, f"% {of}",
+                labels, series, f"% {of}",
                 "GPU time per rank: busy, and idle by what the host did"), {"width": width}))
         totals: Dict[str, float] = {}
         for r in gpu:
@@ -425,12 +458,12 @@ def chart_specs(result: "AnalysisResult") -> List[ChartSpec]:
             out.append(("top_kernels" + suffix, bars, (
                 [names[n] for n, _ in top], [t / 1e3 for _, t in top], "total time (ms), all ranks",
                 "Top kernels by total time"), {"width": width, "unit": " ms"}))
-        stepped = [r for r in result.ranks if r.steps.count][:MAX_STEP_LINES]
+        stepped = [r for r in shown if r.steps.count][:MAX_STEP_LINES]
         if any(r.steps.count >= 2 for r in stepped):
             out.append(("steps" + suffix, step_lines, (
                 {f"rank {r.rank}": [s.duration_us / 1e3 for s in r.steps.steps] for r in stepped},
                 {f"rank {r.rank}": [s.number for s in r.steps.steps] for r in stepped},
                 "Time per step"), {"width": width}))
-        for r in result.ranks[:MAX_RANK_CHARTS]:
+        for r in shown[:MAX_RANK_CHARTS]:
             out += [(name + suffix, fn, args, kwargs) for name, fn, args, kwargs in rank_chart_specs(r, width)]
     return out

@@ -39,6 +39,22 @@ TOP_MIN_GAIN_PCT = 1.0
 #: Idle causes below this share of the window (%) are not named in the headline.
 HEADLINE_MIN_CAUSE_PCT = 0.5
 
+#: Ranks the report shows one by one: past this many, the per-rank table, the
+#: per-rank sections, the per-rank rows of the charts and the per-rank notes
+#: show the worst ``RANKS_SHOWN`` ranks (:func:`shown_ranks`), the table adds
+#: each column's spread over every rank (:func:`rank_spread`), and the others
+#: are left to the JSON result (``ranks[]``), which keeps them all. 16: the
+#: most lines the step-time chart draws with a readable legend
+#: (:data:`hta_report.render.charts.MAX_STEP_LINES`), a table that fits one
+#: screen, and a rank's own section is 60 to 90 kB of HTML (measured on the
+#: 64-rank copy of ``hta/two_ranks``), so 16 of them keep the page near 1.5 MB
+#: whatever the job's size, where 512 ranks made it 43 MB. Real jobs have 128
+#: to 1,024 ranks; one of up to 16 ranks is shown as before.
+RANKS_SHOWN = 16
+
+#: The statistics of the per-rank table's spread rows (name, quantile 0-1).
+SPREAD = (("min", 0.0), ("median", 0.5), ("p90", 0.9), ("max", 1.0))
+
 #: The report's charts in page order: chart name (:func:`hta_report.render.charts.report_charts`), alt text.
 CHARTS = (
     ("gpu_time", "Chart: GPU time per rank, busy (compute, non-compute) and idle by cause, % of GPU time"),
@@ -738,13 +754,24 @@ class Basis:
     incomplete: Incomplete
     reading: Tuple[str, ...]
     figures: Tuple[RankFigures, ...]
+    shown: Tuple[int, ...] = ()
 
     @classmethod
     def of(cls, result: AnalysisResult, charts: Optional[Mapping[str, str]] = None) -> "Basis":
+        shown = shown_ranks(result)
         return cls(result=result, charts={k: v for k, v in (charts or {}).items() if is_image_data_uri(v)},
                    run=run(result), findings=findings(result), unreadable=Unreadable.of(result),
                    incomplete=Incomplete.of(result), reading=tuple(reading_notes(result)),
-                   figures=tuple(RankFigures.of(r) for r in result.ranks))
+                   figures=tuple(RankFigures.of(result.ranks[i]) for i in shown), shown=shown)
+
+    def shown_pairs(self) -> List[Tuple[RankResult, RankFigures]]:
+        """The ranks shown one by one (:func:`shown_ranks`, in that order) with their figures."""
+        return [(self.result.ranks[i], x) for i, x in zip(self.shown, self.figures)]
+
+    def more(self) -> str:
+        """``"496 more ranks"`` past :data:`RANKS_SHOWN`, else ""."""
+        n = len(self.result.ranks) - len(self.shown)
+        return f"{fmt.plural(n, 'more rank')}" if n > 0 else ""
 
 
 class Section:
@@ -826,7 +853,7 @@ class HeadlineSection(Section):
             run=b.run, has_gpu=a.gpu_ranks > 0, busy=fmt.pct(a.busy_pct), idle=fmt.pct(a.idle_pct),
             kernels=fmt.pct(a.kernel_busy_pct), window=window_words(result), idle_causes=causes,
             causes=", ".join(f"{c.label} {c.pct}" for c in causes), span_note=_span_note(result),
-            integrity=tuple(integrity_notes(result)), mean_step=mean_step, steps_note=steps_note,
+            integrity=tuple(integrity_notes(result, b.shown)), mean_step=mean_step, steps_note=steps_note,
             step=steps_note or f"mean step {mean_step}", dataloader=fmt.pct(a.dataloader_pct),
             top=tuple(f for f in b.findings if f.gain_pct >= TOP_MIN_GAIN_PCT)[:3],
             window_note=_window_note(result), unreadable=b.unreadable, incomplete=b.incomplete,
@@ -1003,26 +1030,43 @@ class ChartsSection(Section):
 @dataclass(frozen=True)
 class RankTableSection(Section):
     """One row per rank; ``has_gpu`` (any rank) adds the GPU columns, whose
-    window (``window``) and span (``span_note``) markdown states below the table."""
+    window (``window``) and span (``span_note``) markdown states below the table.
+    Past :data:`RANKS_SHOWN` ranks, ``rows`` are the worst ones
+    (:func:`shown_ranks`, worst first; ``cut_note`` says so), ``spread`` each
+    column's min, median, p90 and max over every rank (:func:`rank_spread`)
+    and ``more`` how many ranks only the JSON result lists; else ``rows`` are
+    every rank in the model's order and the three are empty."""
 
     template: ClassVar[str] = "section_rank_table.html.j2"
     has_gpu: bool
     rows: Tuple[RankRow, ...]
     window: str
     span_note: str
+    cut_note: str = ""
+    spread: Tuple[RankRow, ...] = ()
+    more: str = ""
 
     @classmethod
     def of(cls, b: Basis) -> "RankTableSection":
+        more = b.more()
         return cls(has_gpu=b.result.aggregate.gpu_ranks > 0,
-                   rows=tuple(RankRow.of(r, x) for r, x in zip(b.result.ranks, b.figures)),
-                   window=window_words(b.result), span_note=_span_note(b.result))
+                   rows=tuple(RankRow.of(r, x) for r, x in b.shown_pairs()),
+                   window=window_words(b.result), span_note=_span_note(b.result),
+                   cut_note=cut_note(b.result, len(b.shown)) if more else "",
+                   spread=rank_spread(b.result) if more else (), more=more)
 
     def markdown(self) -> List[str]:
-        lines = ["", "### Per rank", "",
-                 "| rank | steps | mean step | GPU busy | kernels | idle | DataLoader | sync | exposed comm |",
-                 "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines = ["", "### Per rank", ""]
+        if self.cut_note:
+            lines += [md_text(self.cut_note), ""]
+        lines += ["| rank | steps | mean step | GPU busy | kernels | idle | DataLoader | sync | exposed comm |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         lines += [f"| {r.rank} | {r.steps} | {r.mean_step} | {r.busy} | {r.kernels} | {r.idle} | "
                   f"{r.dataloader} | {r.sync} | {r.exposed_comm} |" for r in self.rows]
+        lines += [f"| _{r.rank}_ | {r.steps} | {r.mean_step} | {r.busy} | {r.kernels} | {r.idle} | "
+                  f"{r.dataloader} | {r.sync} | {r.exposed_comm} |" for r in self.spread]
+        if self.more:
+            lines += ["", f"{self.more}: in the JSON result (`--json FILE`, `ranks[]`)."]
         if self.has_gpu:
             lines += ["", f"_GPU figures are {md_text(self.window)}, as the findings' gains. "
                           f"{md_text(self.span_note)}_"]
@@ -1032,18 +1076,21 @@ class RankTableSection(Section):
 @dataclass(frozen=True)
 class RankDetailsSection(Section):
     """One section per rank (HTML); markdown shows their SM occupancy and
-    memory in one table. ``has_gpu``: whether any rank has GPU activity."""
+    memory in one table. ``has_gpu``: whether any rank has GPU activity.
+    Past :data:`RANKS_SHOWN` ranks only the shown ones (:func:`shown_ranks`),
+    and ``more`` says how many ranks only the JSON result lists."""
 
     template: ClassVar[str] = "section_ranks.html.j2"
     has_gpu: bool
     ranks: Tuple[RankDetail, ...]
+    more: str = ""
 
     @classmethod
     def of(cls, b: Basis) -> "RankDetailsSection":
         result = b.result
         return cls(has_gpu=result.aggregate.gpu_ranks > 0,
                    ranks=tuple(RankDetail.of(r, x, result.inventory.last_step_included, b.charts)
-                               for r, x in zip(result.ranks, b.figures)))
+                               for r, x in b.shown_pairs()), more=b.more())
 
     def markdown(self) -> List[str]:
         rows = []
@@ -1062,7 +1109,9 @@ class RankDetailsSection(Section):
         return ["", "### SM occupancy and memory", "",
                 "| rank | SM efficiency | achieved occupancy | kernels < 1 block/SM (% of compute kernel time) | device "
                 "| peak allocated | peak reserved | device memory |",
-                "|---:|---:|---:|---|---|---:|---:|---:|"] + rows
+                "|---:|---:|---:|---|---|---:|---:|---:|"] + rows + (
+            ["", f"The ranks of the table above; {self.more}: in the JSON result (`--json FILE`, `ranks[]`)."]
+            if self.more else [])
 
 
 @dataclass(frozen=True)
@@ -1251,10 +1300,21 @@ def _span_note(result: AnalysisResult) -> str:
     return text + "."
 
 
-def integrity_notes(result: AnalysisResult) -> List[str]:
+def integrity_notes(result: AnalysisResult, shown: Optional[Sequence[int]] = None) -> List[str]:
     """Where the traces show their GPU figures cannot be fully trusted
-    (:class:`~hta_report.model.Integrity`), one line per rank and finding."""
-    return [f"rank {r.rank}: {note}" for r in result.ranks for note in r.integrity.notes]
+    (:class:`~hta_report.model.Integrity`), one line per rank and finding.
+    ``shown``: indices of the ranks shown one by one (:func:`shown_ranks`);
+    when they are not all the ranks, only theirs, then one line saying how
+    many other ranks have notes (the JSON result keeps them)."""
+    ranks = result.ranks if shown is None else [result.ranks[i] for i in shown]
+    lines = [f"rank {r.rank}: {note}" for r in ranks for note in r.integrity.notes]
+    if shown is not None and len(shown) < len(result.ranks):
+        kept = set(shown)
+        others = sum(1 for i, r in enumerate(result.ranks) if i not in kept and r.integrity.notes)
+        if others:
+            lines.append(f"{fmt.plural(others, 'more rank')} with such notes: in the JSON result "
+                         "(ranks[].integrity.notes)")
+    return lines
 
 
 def _window_note(result: AnalysisResult) -> str:
@@ -1329,6 +1389,89 @@ def check_counts(result: AnalysisResult) -> str:
         counts[c.status] = counts.get(c.status, 0) + 1
     parts = [f"{counts[s]} {s}" for s in CHECK_STATUSES if counts.get(s)]
     return f"{len(result.checks)} rules: " + ", ".join(parts) if result.checks else "no rules ran"
+
+
+def _badness(r: RankResult) -> Tuple[bool, float, float]:
+    """How bad a rank looks, larger worse: first its GPU idle (% of its
+    analyzed steps, :attr:`~hta_report.model.RankResult.idle_pct`) where it
+    has GPU activity and that figure was computed, then its mean step (µs)."""
+    idle = r.has_gpu and r.window_us > 0 and not r.failed(ATTRIBUTION_STEP, WINDOWS_STEP)
+    return idle, r.idle_pct if idle else 0.0, r.steps.mean_us
+
+
+def shown_ranks(result: AnalysisResult, limit: int = RANKS_SHOWN) -> Tuple[int, ...]:
+    """Indices into ``result.ranks`` of the ranks the report shows one by one.
+
+    Up to ``limit`` (:data:`RANKS_SHOWN`) ranks: every rank, in the model's
+    order. Past it: the ``limit`` worst, worst first, the tie broken by rank
+    order. Worst is the most GPU idle as % of the rank's analyzed steps,
+    the figure the headline leads with ("idle X %" is its mean over ranks)
+    and that every finding's gain is a part of (the idle attribution), so the
+    ranks shown are those with the most time at stake; ranks without GPU
+    figures follow those with them, and among them (and on equal idle) the
+    longest mean step (µs) comes first: the slowest rank, which the others
+    wait for at each collective."""
+    ranks = result.ranks
+    if len(ranks) <= limit:
+        return tuple(range(len(ranks)))
+    order = sorted(range(len(ranks)), key=lambda i: tuple(-x for x in _badness(ranks[i])) + (i,))
+    return tuple(order[:limit])
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0 to 1) of ``values`` (not empty), interpolated
+    linearly between the two nearest (numpy's default method)."""
+    v = sorted(values)
+    pos = q * (len(v) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def rank_spread(result: AnalysisResult) -> Tuple[RankRow, ...]:
+    """The per-rank table's spread rows: per statistic of :data:`SPREAD`
+    (min, median, p90, max) one :class:`RankRow` (its ``rank`` the
+    statistic's name, its ``device`` the ranks it covers) whose every
+    column is that statistic over all of ``result``'s ranks that have the
+    figure (GPU columns over the GPU ranks where it was computed, step times
+    over the ranks with ``ProfilerStep`` annotations); ``–`` where none has it.
+    Units as the table's: ms for step times, % for the rest."""
+    ranks = result.ranks
+    gpu = [r for r in ranks if r.has_gpu]
+    windowed = [r for r in gpu if not r.failed(ATTRIBUTION_STEP, WINDOWS_STEP)]
+    stepped = [r for r in ranks if r.steps.count]
+    spanned = [r for r in gpu if not r.failed(SPAN_STEP)]
+
+    def column(rs: Sequence[RankResult], get: Any, show: Any) -> List[str]:
+        values = [float(get(r)) for r in rs]
+        return [show(quantile(values, q)) if values else "–" for _, q in SPREAD]
+
+    def count(v: float) -> str:
+        return fmt.fixed(v, 0 if float(v).is_integer() else 1)
+
+    cols = {
+        "steps": column(ranks, lambda r: r.steps.count, count),
+        "mean_step": column(stepped, lambda r: r.steps.mean_us, fmt.ms),
+        "p90_step": column(stepped, lambda r: r.steps.p90_us, fmt.ms),
+        "busy": column(windowed, lambda r: r.busy_pct, fmt.pct),
+        "kernels": column(windowed, lambda r: r.kernel_busy_pct, fmt.pct),
+        "idle": column(windowed, lambda r: r.idle_pct, fmt.pct),
+        "span_busy": column(spanned, lambda r: r.gpu_span_busy_pct, fmt.pct),
+        "dataloader": column(ranks, lambda r: r.cpu.dataloader_pct, fmt.pct),
+        "sync": column(ranks, lambda r: r.cpu.sync_pct, fmt.pct),
+        "exposed_comm": column(gpu, lambda r: r.exposed_comm_window_pct, fmt.pct),
+        "exposed_memcpy": column(gpu, lambda r: r.exposed_copy_window_pct, fmt.pct),
+    }
+    over = f"all {fmt.plural(len(ranks), 'rank')}"
+    return tuple(RankRow(rank=name, device=over, **{k: v[i] for k, v in cols.items()})
+                 for i, (name, _) in enumerate(SPREAD))
+
+
+def cut_note(result: AnalysisResult, shown: int) -> str:
+    """What the per-rank table says when it shows ``shown`` of the ranks (:func:`shown_ranks`)."""
+    n = len(result.ranks)
+    return (f"The {shown} of {n} ranks with the most GPU idle (% of their analyzed steps; then the longest mean "
+            f"step), worst first; below them, each column's min, median, p90 and max over all {n} ranks.")
 
 
 def rank_rows(result: AnalysisResult) -> Tuple[RankRow, ...]:
