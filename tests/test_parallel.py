@@ -46,6 +46,27 @@ def test_workers_give_the_result_of_one_process_on_simulated_ranks(tmp_path, mon
     assert one["ranks"][1]["comm"]["overlap_pct"] > 0
 
 
+def test_a_worker_holds_one_parse_in_memory_and_reads_the_others_back(tmp_path, monkeypatch):
+    """5 ranks on 2 workers: each worker writes the parse it holds to disk
+    before it parses its next file (3 spills: 3 files on one worker, 2 on the
+    other), the result is that of one process, and the spill folder is gone."""
+    import tempfile
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for rank in range(5):
+        training_trace(rank=rank, world_size=5, steps=5, allreduce_us=100.0 * rank,
+                       slow_launch_us=80.0).write(traces / f"rank{rank}.json")
+    spill_root = tmp_path / "tmp"
+    spill_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
+    one = result_json(traces, 1, monkeypatch)
+    stages = []
+    assert result_json(traces, 2, monkeypatch, stages) == one
+    assert stages.count("spill the worker's previous parse to disk") == 3
+    assert list(spill_root.iterdir()) == []
+
+
 def test_gpu_presence_agrees_with_the_decoded_events(tmp_path):
     from hta_report.analysis.events import RankEvents
     from hta_report.load import load_traces
