@@ -69,7 +69,8 @@ REPO = HERE.parent
 BASE = REPO.parent / "shared" / "traces" / "hta" / "trace_diff" / "control" / "control.json.gz"
 #: The base trace of each format (see the module docstring).
 BASES = {"whole-us": BASE, "fractional": BASE,
-         "kineto-text": REPO / "sample_traces" / "cpu_healthy" / "rank-0.vm_7600.1.pt.trace.json.gz"}
+         "kineto-text": next(iter(sorted((REPO / "sample_traces" / "cpu_healthy").glob("rank-0*.json.gz"))),
+                             REPO / "sample_traces" / "cpu_healthy" / "rank-0.json.gz")}
 sys.path.insert(0, str(HERE))
 
 
