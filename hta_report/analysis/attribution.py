@@ -261,7 +261,7 @@ def _longest_gaps(ev: RankEvents, idle: np.ndarray, parts: Dict[str, np.ndarray]
         g0, g1 = float(idle[i, 0]), float(idle[i, 1])
         gap = np.array([[g0, g1]])
         cause = max(CATEGORIES, key=lambda c: intervals.overlap(gap, parts[c]))
-        names = innermost_names(ev.cpu, g0, g1)
+        names = innermost_names(ev, g0, g1)
         step = 0
         if len(steps):
             k = np.searchsorted(steps[:, 1], g0, side="right") - 1
