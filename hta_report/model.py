@@ -986,6 +986,7 @@ TENSOR_CORES_STEP = "Tensor Core use"
 TENSORBOARD_STEP = "TensorBoard overview"
 INTEGRITY_STEP = "trace integrity"
 WORKLOAD_STEP = "workload kind"
+REPLAY_STEP = "replay"
 
 #: The categories of :class:`IdleAttribution`, in the order it hands idle time out.
 IDLE_CAUSES = ("unrecorded", "warmup", "edge", "stream_wait", "dataloader", "pageable_copy", "blocking_copy", "sync",
@@ -1103,6 +1104,59 @@ class SourceLocation:
 
 
 @dataclass
+class ReplayOp:
+    """One entry of a rank's critical path (:attr:`Replay.critical_path`):
+    ``name`` (a GPU operation, a runtime call, the innermost CPU op holding
+    host work, ``launch latency``, ``GPU queue``, a DataLoader annotation),
+    ``kind`` (``cpu`` or ``gpu``) and ``us``, its time on the path per
+    analyzed step (µs)."""
+
+    name: str = ""
+    kind: str = ""
+    us: float = 0.0
+
+
+@dataclass
+class WhatIf:
+    """A replayed edit of a rank's execution graph (:attr:`Replay.whatifs`):
+    ``edit`` names it (``no host-device sync``, ``DataLoader hidden``, see
+    :data:`hta_report.analysis.replay.EDITS`); the mean analyzed step is
+    ``step_us_before`` as measured and ``step_us_after`` as replayed with the
+    edit (µs)."""
+
+    edit: str = ""
+    step_us_before: float = 0.0
+    step_us_after: float = 0.0
+
+
+@dataclass
+class Replay:
+    """The replay of a rank's execution graph (:mod:`hta_report.analysis.replay`, issue 30).
+
+    Attributes:
+        measured_step_us, replayed_step_us: mean analyzed step as measured and
+            as the replay of the unmodified graph gives it (µs); without
+            ``ProfilerStep`` annotations the whole window is one step.
+        error_pct: ``|replayed - measured| / measured`` (%): the fidelity check.
+        steps: analyzed steps replayed (0: not replayed, ``note`` says why).
+        critical_path: the :data:`~hta_report.analysis.replay.TOP_PATH_OPS`
+            entries with the most time on the steps' critical paths.
+        host_share_pct: share of the critical path on the host (%).
+        whatifs: the edits replayed.
+        note: what was not modelled on this rank, or why it was not replayed.
+    """
+
+    measured_step_us: float = 0.0
+    replayed_step_us: float = 0.0
+    error_pct: float = 0.0
+    steps: int = 0
+    critical_path: List[ReplayOp] = field(default_factory=list)
+    host_share_pct: float = 0.0
+    whatifs: List[WhatIf] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
 class SectionFailure:
     """One analysis step that failed on a rank whose other steps were
     reported: ``step`` names it (e.g. ``temporal breakdown (HTA)``) and
@@ -1178,6 +1232,7 @@ class RankResult:
     replaced: List[SectionFailure] = field(default_factory=list)
     tensorboard: TensorBoardOverview = field(default_factory=TensorBoardOverview)
     integrity: Integrity = field(default_factory=Integrity)
+    replay: Replay = field(default_factory=Replay)
 
     def failed(self, *steps: str) -> bool:
         """Whether any of ``steps`` (names such as :data:`TEMPORAL_STEP`) failed on this rank."""

@@ -61,6 +61,7 @@ SHARES: Dict[str, FrozenSet[str]] = {
                             "exposed_memcpy_pct", "kernel_busy_pct", "span_busy_pct", "hta_busy_pct"}),
     "RankResult": frozenset({"gpu_span_busy_pct"}),
     "TensorBoardOverview": frozenset({"*"}),
+    "Replay": frozenset({"host_share_pct"}),
 }
 #: Aggregate figures added in schema version 3: absent from older results
 #: (whose busy and idle are HTA's, of the GPU span).

@@ -34,7 +34,7 @@ from .. import workers
 from ..errors import HtaReportError, TraceError, bug_reason, internal_error
 from ..model import (ATTRIBUTION_STEP, COMM_OVERLAP_STEP, INTEGRITY_STEP, LAUNCH_STEP, TENSORBOARD_STEP, SPAN_STEP, TENSOR_CORES_STEP, WINDOWS_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, MEMORY_STEP,
                      OCCUPANCY_STEP, PATTERNS_STEP, STEP_BREAKDOWN_STEP, STEP_TIMES_STEP,
-                     TEMPORAL_STEP, WORKLOAD_STEP, CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult,
+                     TEMPORAL_STEP, WORKLOAD_STEP, REPLAY_STEP, CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult,
                      SectionFailure, StreamIdle, TemporalBreakdown, TraceFileInfo)
 from .. import intervals
 from ..load.traces import LoadedTraces
@@ -56,6 +56,7 @@ from .tensorboard import tensorboard_overview
 from .optimizer import optimizer_profile
 from .patterns import code_patterns
 from .regions import host_windows, windows
+from .replay import replay
 from .step_breakdown import step_breakdown
 from .steps import step_stats
 from .transfers import add_comm_metrics, comm_overlap, comm_summary, memcpy_summary
@@ -105,6 +106,7 @@ NEEDS = {
     ATTRIBUTION_STEP: (WINDOWS_STEP, MEMCPY_STEP),
     "launch statistics": (WINDOWS_STEP,),
     CODE_STEP: (WINDOWS_STEP,),
+    REPLAY_STEP: (WINDOWS_STEP,),
 }
 
 
@@ -227,6 +229,10 @@ def _windows_and_optimizer(c: RankContext) -> None:
     rr.warmup = warmup(c.events, c.hw, c.warmup)
 
 
+def _replay(c: RankContext) -> None:
+    c.result.replay = replay(c.events, c.hw)
+
+
 def _workload(c: RankContext) -> None:
     c.result.workload = workload(c.events)
 
@@ -321,6 +327,7 @@ OWN_STEPS: List[Step] = [
     (CPU_SIDE_STEP, _cpu_side),
     (WORKLOAD_STEP, _workload),
     (WINDOWS_STEP, _windows_and_optimizer),
+    (REPLAY_STEP, _replay),
     (MEMORY_STEP, _memory),
     (STEP_BREAKDOWN_STEP, _step_breakdown),
     (PATTERNS_STEP, _patterns),

@@ -1,0 +1,484 @@
+"""The execution graph of one rank, for :mod:`.replay` to schedule (issue 30).
+
+Nodes (times µs, the trace's exact times):
+
+* on each host thread that launches GPU work, its runtime and driver calls
+  in order: launches (calls whose correlation id has GPU work), synchronizing
+  calls (:data:`~.copies.WAIT_APIS`), stream-wait calls
+  (:data:`~.gap_causes.STREAM_WAIT_APIS`) and blocking copies (a copy call
+  that returns only after its copy ended: ``cudaMemcpy``, pageable
+  ``cudaMemcpyAsync``), which become a launch plus a wait node; calls nested
+  in another call on the thread fold into the outer one;
+* zero-length markers at the analyzed step boundaries (the ``ProfilerStep``
+  windows on the host) on the step thread;
+* GPU operations (kernels, memcpys, memsets) on each stream.
+
+Edges go from a predecessor's end, with an offset: ``host`` (the thread's
+previous item; the offset is the measured host time between them, with the
+part inside a DataLoader annotation (:data:`~.cpu_side.DATALOADER_PREFIXES`)
+kept apart so an edit can remove it), ``launch`` (launch call -> its GPU
+operations; the offset makes the operation start the launch latency after
+the call's start: measured where its stream was idle at the launch, else the
+median of those), ``stream`` (stream order), ``cross`` (a GPU operation
+launched right after a ``cudaStreamWaitEvent`` waits for the operation on
+another stream that ended last before it started; the trace carries no
+event ids, so the edge is inferred), ``wait`` (a synchronizing call waits for
+the GPU work it returned after: the last operation launched before it on
+the stream whose work ended last before the call returned; a device
+synchronize waits for every stream) and ``anchor`` (from the origin: the
+first item of a thread, a GPU operation without a launch in the window, at
+their measured time).
+
+Each node's replayed start is the latest of its predecessors' ends plus the
+edge offsets, plus its own measured ``delay`` (the measured start minus that
+latest constraint: back-to-back gaps between queued kernels, waits the trace
+does not explain); its end is the start plus ``dur`` (for a waiting call, the
+part after what it waited for ended). Replaying the measured graph returns
+the measured times.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Tuple
+
+import numpy as np
+import pandas as pd
+
+from .. import intervals
+from .copies import MEMCPY_APIS, WAIT_APIS
+from .cpu_side import DATALOADER_PREFIXES
+from .events import RankEvents, is_step, name_strings
+from .gap_causes import STREAM_WAIT_APIS, launching_threads
+from .regions import LAUNCH_CATEGORIES
+
+#: Node kinds.
+HOST, GPU, MARKER, ORIGIN = 0, 1, 2, 3
+#: Wait kinds of a node: none, a synchronizing call, a blocking device-to-host
+#: read (``.item()``'s pageable copy), another blocking copy.
+NO_WAIT, SYNC, READ, COPY = 0, 1, 2, 3
+#: Edge kinds.
+E_HOST, E_LAUNCH, E_STREAM, E_CROSS, E_WAIT, E_ANCHOR = range(6)
+#: Device-wide synchronizing calls (every stream).
+DEVICE_SYNC_APIS = ("cudaDeviceSynchronize", "hipDeviceSynchronize")
+#: Names of device-to-host copies (CUDA, HIP): a blocking one is a read the host waits for.
+DTOH_PREFIXES = ("Memcpy DtoH", "hipMemcpy DtoH", "MEMCPY_DTOH")
+#: Clock tolerance (µs) between a GPU operation's end and the host call that
+#: returned after it (CPU and GPU clocks are aligned to a few µs, as
+#: :data:`~.attribution.GAP_START_TOLERANCE_US` assumes).
+CLOCK_TOLERANCE_US = 2.0
+#: How far back (operations, by end time) a wait's inference looks for an
+#: operation launched before the wait: bounds the work on a pathological trace.
+MAX_LOOKBACK = 2000
+
+
+@dataclass
+class Graph:
+    """A rank's execution graph (see the module doc). Node 0 is the origin
+    (time 0). Edges are in CSR form by target: the edges into node ``i`` are
+    ``ptr[i]:ptr[i+1]`` of ``src``/``off``/``ekind``/``dl``.
+
+    Attributes:
+        kind, name, thread: per node (``thread``: host thread code, or stream for GPU nodes).
+        wait: per node, its wait kind (:data:`SYNC`, :data:`READ`, :data:`COPY`, :data:`NO_WAIT`).
+        m_start, m_end: measured times of each node as the schedule sees them (µs).
+        dur, delay: per node (µs), see the module doc.
+        src, off, ekind, dl: per edge: source node, offset (µs), kind, DataLoader part of a host offset (µs).
+        gap: per edge, the measured host interval ``(a, b)`` a host edge spans (NaN otherwise).
+        order: a topological order of the nodes.
+        markers: measured time -> marker node, on the step thread.
+        step_thread: the thread code of the markers.
+        dl_names: the thread's DataLoader annotation name (for the critical path).
+    """
+
+    kind: np.ndarray
+    name: List[str]
+    thread: np.ndarray
+    wait: np.ndarray
+    m_start: np.ndarray
+    m_end: np.ndarray
+    dur: np.ndarray
+    delay: np.ndarray
+    ptr: np.ndarray
+    src: np.ndarray
+    off: np.ndarray
+    ekind: np.ndarray
+    dl: np.ndarray
+    gap: np.ndarray
+    order: List[int]
+    markers: Dict[float, int] = field(default_factory=dict)
+    step_thread: int = -1
+    dl_name: str = "DataLoader"
+
+    @property
+    def size(self) -> int:
+        """Number of nodes, the origin included."""
+        return len(self.kind)
+
+
+class _Builder:
+    """Collects nodes and edges (lists), then packs them into a :class:`Graph`."""
+
+    def __init__(self) -> None:
+        self.kind: List[int] = [ORIGIN]
+        self.name: List[str] = ["origin"]
+        self.thread: List[int] = [-1]
+        self.wait: List[int] = [NO_WAIT]
+        self.start: List[float] = [0.0]
+        self.end: List[float] = [0.0]
+        # per edge: dst, src, off, kind, dl, a, b (columns, not tuples: no objects for the collector to track)
+        self.edges: Tuple[List[float], ...] = ([], [], [], [], [], [], [])
+
+    def node(self, kind: int, name: str, thread: int, start: float, end: float, wait: int = NO_WAIT) -> int:
+        self.kind.append(kind)
+        self.name.append(name)
+        self.thread.append(thread)
+        self.wait.append(wait)
+        self.start.append(start)
+        self.end.append(end)
+        return len(self.kind) - 1
+
+    def nodes(self, kind: int, names: List[str], threads: List[int], starts: List[float],
+              ends: List[float]) -> np.ndarray:
+        """Add one node per entry (no waits); returns their indices."""
+        first = len(self.kind)
+        self.kind += [kind] * len(names)
+        self.name += names
+        self.thread += threads
+        self.wait += [NO_WAIT] * len(names)
+        self.start += starts
+        self.end += ends
+        return np.arange(first, len(self.kind))
+
+    def bulk(self, dst: np.ndarray, src: np.ndarray, off: np.ndarray, kind: int) -> None:
+        """Add one edge of ``kind`` per entry (no DataLoader part, no host interval)."""
+        n = len(dst)
+        for col, v in zip(self.edges, (dst.tolist(), src.tolist(), off.tolist(), [kind] * n, [0.0] * n,
+                                       [np.nan] * n, [np.nan] * n)):
+            col.extend(v)
+
+    def edge(self, dst: int, src: int, off: float, kind: int, dl: float = 0.0,
+             a: float = np.nan, b: float = np.nan) -> None:
+        for col, v in zip(self.edges, (dst, src, off, kind, dl, a, b)):
+            col.append(v)
+
+
+def _outermost(calls: pd.DataFrame) -> np.ndarray:
+    """Per row of ``calls`` (sorted by thread, start, longest first): the
+    position of the outermost call holding it on its thread (itself when none)."""
+    n = len(calls)
+    ts, end, thr = (calls[c].to_numpy() for c in ("ts", "end", "thread"))
+    outer = np.arange(n)
+    cur, cur_end, cur_thr = -1, -np.inf, None
+    for i in range(n):
+        if thr[i] == cur_thr and ts[i] < cur_end:
+            outer[i] = cur
+        else:
+            cur, cur_end, cur_thr = i, end[i], thr[i]
+    return outer
+
+
+def _dl_cover(dl: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Length of the union ``dl`` inside each ``[a, b]`` (µs, 0 where b < a)."""
+    if len(dl) == 0 or len(a) == 0:
+        return np.zeros(len(a))
+    return np.clip(intervals.overlap_each(np.column_stack([a, np.maximum(a, b)]), dl), 0.0, None)
+
+
+def step_thread(ev: RankEvents) -> int:
+    """The host thread holding the ``ProfilerStep#N`` annotations; without
+    them, the launching thread with the most runtime calls (-1: none)."""
+    cpu = ev.cpu
+    steps = cpu[is_step(cpu["s_name"])]
+    if len(steps):
+        return int(steps["thread"].iloc[0])
+    calls = cpu[cpu["s_cat"].isin(LAUNCH_CATEGORIES) & (cpu["correlation"] > 0)]
+    if calls.empty:
+        return -1
+    return int(calls["thread"].value_counts().index[0])
+
+
+def build_graph(ev: RankEvents, bounds: np.ndarray, lo: float, hi: float) -> Graph:
+    """The execution graph of ``ev`` for the host calls starting in ``[lo, hi)``
+    (µs) and the GPU work they launch, with a marker at each time of
+    ``bounds`` (µs, the step boundaries) on the step thread
+    (:func:`step_thread`). See the module doc for nodes and edges."""
+    cpu, gpu = ev.cpu, ev.gpu
+    b = _Builder()
+    st = step_thread(ev)
+    threads = set(launching_threads(cpu).tolist()) | {st}
+    rt = cpu[cpu["s_cat"].isin(LAUNCH_CATEGORIES) & cpu["thread"].isin(threads)]
+    rt = rt[(rt["ts"] >= lo) & (rt["ts"] < hi)]
+    names = pd.Series(name_strings(rt["s_name"]), index=rt.index)
+    corr = pd.to_numeric(rt["correlation"], errors="coerce").fillna(-1).astype(np.int64)
+    gcorr = pd.to_numeric(gpu["correlation"], errors="coerce").fillna(-1).astype(np.int64).to_numpy()
+    launches = corr.isin(set(gcorr[gcorr > 0].tolist())) & (corr > 0)
+    keep = launches | names.isin(WAIT_APIS + STREAM_WAIT_APIS)
+    calls = pd.DataFrame({"ts": rt["ts"].to_numpy(float), "end": rt["end"].to_numpy(float),
+                          "thread": rt["thread"].to_numpy(), "name": names.to_numpy(),
+                          "corr": corr.to_numpy(), "launch": launches.to_numpy()})[keep.to_numpy()]
+    calls = calls.sort_values(["thread", "ts", "end"], ascending=[True, True, False], kind="stable")
+    outer = _outermost(calls)
+    # GPU ops launched by the kept calls: correlation -> outermost call position
+    is_l = calls["launch"].to_numpy()
+    l_corr, l_pos = calls["corr"].to_numpy()[is_l], outer[is_l]
+    by_corr = np.argsort(l_corr, kind="stable")
+    l_corr, l_pos = l_corr[by_corr], l_pos[by_corr]
+    g_ts, g_end = gpu["ts"].to_numpy(float), gpu["end"].to_numpy(float)
+    g_stream = gpu["stream"].to_numpy().astype(np.int64)
+    g_names = name_strings(gpu["s_name"])
+    k = np.searchsorted(l_corr, gcorr, side="right") - 1  # the last call of each correlation id
+    hit = (k >= 0) & (l_corr[np.maximum(k, 0)] == gcorr) if len(l_corr) else np.zeros(len(gcorr), dtype=bool)
+    g_call = np.where(hit, l_pos[np.maximum(k, 0)] if len(l_pos) else -1, -1).astype(np.int64)
+    mine = g_call >= 0
+    if mine.any():  # and ops without a launch in the window that run while it lasts
+        last = float(g_end[mine].max())
+        mine |= (g_call < 0) & (g_end > lo) & (g_ts < last)
+    gsel = np.flatnonzero(mine)
+    gsel = gsel[np.lexsort((g_ts[gsel], g_stream[gsel]))]
+    # blocking copies: a copy call that returned after its copy ended
+    c_ts, c_end = calls["ts"].to_numpy(), calls["end"].to_numpy()
+    c_names = calls["name"].to_numpy()
+    ops_end = np.full(len(calls), -np.inf)
+    np.maximum.at(ops_end, g_call[gsel][g_call[gsel] >= 0], g_end[gsel][g_call[gsel] >= 0])
+    dtoh = np.zeros(len(calls), dtype=bool)
+    is_d = gpu["s_name"].str.startswith(DTOH_PREFIXES).fillna(False).to_numpy(dtype=bool)
+    sel_d = gsel[(g_call[gsel] >= 0) & is_d[gsel]]
+    dtoh[g_call[sel_d]] = True
+    blocking = (ops_end > -np.inf) & (c_end >= ops_end - CLOCK_TOLERANCE_US) & np.isin(c_names, MEMCPY_APIS)
+    blocking &= outer == np.arange(len(calls))
+    # host chains
+    first_node = np.full(len(calls), -1)  # the node a call's GPU ops hang on
+    last_node = np.full(len(calls), -1)  # the node the host chain continues from
+    dl_rows = cpu[cpu["s_name"].str.startswith(DATALOADER_PREFIXES).fillna(False).to_numpy(dtype=bool)]
+    dl_name = str(dl_rows["s_name"].iloc[0]) if len(dl_rows) else "DataLoader"
+    marks = sorted(set(float(x) for x in bounds))
+    markers: Dict[float, int] = {}
+    c_thr = calls["thread"].to_numpy()
+    waits: List[Tuple[int, int, float, float]] = []  # (node, call position, s, e) of synchronizing calls
+    stream_waits: List[Tuple[int, int]] = []  # (thread, call position)
+    for thr in sorted(threads):
+        rows = np.flatnonzero((c_thr == thr) & (outer == np.arange(len(calls))))
+        items: List[Tuple[float, int, int]] = [(float(c_ts[p]), 1, int(p)) for p in rows]
+        if thr == st:
+            items += [(m, 0, -1) for m in marks]
+        if not items:
+            continue
+        items.sort()
+        du = dl_rows[dl_rows["thread"] == thr]
+        dl_u = intervals.union(du["ts"].to_numpy(float), du["end"].to_numpy(float)) if len(du) else np.empty((0, 2))
+        prev, prev_end = -1, 0.0
+        pending: List[Tuple[int, int, float, float, float]] = []  # host edges: dst, src, a, b
+        for t, is_call, p in items:
+            if not is_call:
+                node = b.node(MARKER, "step boundary", thr, t, t)
+                markers[t] = node
+                head = tail = node
+                s = t
+            else:
+                s, e, nm = float(c_ts[p]), float(c_end[p]), str(c_names[p])
+                if blocking[p]:
+                    head = b.node(HOST, nm, thr, s, s)
+                    wkind = READ if dtoh[p] else COPY
+                    tail = b.node(HOST, nm, thr, s, e, wait=wkind)
+                    b.edge(tail, head, 0.0, E_HOST)
+                    waits.append((tail, p, s, e))
+                elif nm in WAIT_APIS:
+                    head = tail = b.node(HOST, nm, thr, s, e, wait=SYNC)
+                    waits.append((tail, p, s, e))
+                else:
+                    head = tail = b.node(HOST, nm, thr, s, e)
+                    if nm in STREAM_WAIT_APIS:
+                        stream_waits.append((thr, p))
+                first_node[p], last_node[p] = head, tail
+            if prev < 0:
+                b.edge(head, 0, s, E_ANCHOR)
+            else:
+                pending.append((head, prev, prev_end, s, 0.0))
+            prev, prev_end = tail, (float(c_end[p]) if is_call else t)
+        if pending:
+            a = np.array([x[2] for x in pending])
+            z = np.array([x[3] for x in pending])
+            cover = _dl_cover(dl_u, a, z)
+            for (dst, src, a0, z0, _), d in zip(pending, cover.tolist()):
+                b.edge(dst, src, z0 - a0, E_HOST, dl=d, a=a0, b=z0)
+    # GPU nodes, stream order, launch edges
+    gnode = np.full(len(gpu), -1)
+    gnode[gsel] = b.nodes(GPU, g_names[gsel].tolist(), g_stream[gsel].tolist(), g_ts[gsel].tolist(),
+                          g_end[gsel].tolist())
+    _gpu_edges(b, gsel, gnode, g_call, g_ts, g_end, g_stream, c_ts, first_node)
+    _wait_edges(b, waits, calls, gsel, g_call, g_ts, g_end, g_stream, gnode, c_names)
+    _cross_edges(b, stream_waits, calls, outer, gsel, g_call, g_ts, g_end, g_stream, gnode)
+    return _pack(b, markers, st, dl_name)
+
+
+def _gpu_edges(b: _Builder, gsel: np.ndarray, gnode: np.ndarray, g_call: np.ndarray, g_ts: np.ndarray,
+               g_end: np.ndarray, g_stream: np.ndarray, c_ts: np.ndarray, first_node: np.ndarray) -> None:
+    """``stream``, ``launch`` and ``anchor`` edges of the GPU ops ``gsel``
+    (sorted by stream, then start). The launch latency is the measured one
+    (op start - call start) where the stream was idle when the call began,
+    else the median of those."""
+    if not len(gsel):
+        return
+    node, stream = gnode[gsel], g_stream[gsel]
+    same = np.r_[False, stream[1:] == stream[:-1]]  # has a previous op on its stream
+    prev_end = np.r_[-np.inf, g_end[gsel][:-1]]
+    b.bulk(node[same], np.r_[-1, node[:-1]][same], np.zeros(int(same.sum())), E_STREAM)
+    p = g_call[gsel]
+    has = p >= 0
+    call_ts = np.where(has, c_ts[np.maximum(p, 0)], np.nan)
+    idle = has & (~same | (prev_end <= call_ts))
+    lat = g_ts[gsel] - call_ts
+    med = float(np.median(lat[idle])) if idle.any() else 0.0
+    lat = np.where(idle, lat, med)
+    head = first_node[np.maximum(p, 0)]
+    head_dur = np.array(b.end)[head] - np.array(b.start)[head]
+    b.bulk(node[has], head[has], (lat - head_dur)[has], E_LAUNCH)
+    anchor = ~has & ~same
+    b.bulk(node[anchor], np.zeros(int(anchor.sum()), dtype=np.int64), g_ts[gsel][anchor], E_ANCHOR)
+
+
+def _launch_time(gsel: np.ndarray, g_call: np.ndarray, g_ts: np.ndarray, c_ts: np.ndarray) -> np.ndarray:
+    """When each op of ``gsel`` was launched (its call's start; its own start without one)."""
+    p = g_call[gsel]
+    return np.where(p >= 0, c_ts[np.maximum(p, 0)], g_ts[gsel])
+
+
+def _wait_edges(b: _Builder, waits, calls, gsel, g_call, g_ts, g_end, g_stream, gnode, c_names) -> None:
+    """``wait`` edges of the synchronizing calls and blocking copies (module doc)."""
+    if not waits or not len(gsel):
+        return
+    c_ts = calls["ts"].to_numpy()
+    launched = _launch_time(gsel, g_call, g_ts, c_ts)
+    ends = g_end[gsel]
+    by_end = np.argsort(ends, kind="stable")
+    ends_sorted = ends[by_end]
+    streams = g_stream[gsel]
+    per_stream: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
+    for s_ in np.unique(streams).tolist():
+        rows = np.flatnonzero(streams == s_)  # in stream order (gsel is sorted by stream, start)
+        per_stream[s_] = (rows, np.maximum.accumulate(launched[rows]))
+    for node, p, s, e in waits:
+        if b.wait[node] != SYNC:  # a blocking copy waits for its own copies (and, by stream order, what came before)
+            own = np.flatnonzero(g_call[gsel] == p)
+            for r in own.tolist():
+                b.edge(node, int(gnode[gsel[r]]), 0.0, E_WAIT)
+            _finish_wait(b, node, s, e)
+            continue
+        deps: List[int] = []
+        if str(c_names[p]) in DEVICE_SYNC_APIS:
+            for rows, lt in per_stream.values():
+                k = int(np.searchsorted(lt, s, side="left")) - 1
+                if k >= 0:
+                    deps.append(int(rows[k]))
+        else:
+            k = int(np.searchsorted(ends_sorted, e + CLOCK_TOLERANCE_US, side="right")) - 1
+            stop = max(-1, k - MAX_LOOKBACK)
+            while k > stop and launched[by_end[k]] >= s:
+                k -= 1
+            if k > stop:
+                r = int(by_end[k])
+                rows, lt = per_stream[int(streams[r])]
+                j = int(np.searchsorted(lt, s, side="left")) - 1
+                last = int(rows[j]) if j >= 0 else r
+                deps.append(last if ends[last] <= e + CLOCK_TOLERANCE_US else r)
+        for r in deps:
+            b.edge(node, int(gnode[gsel[r]]), 0.0, E_WAIT)
+        _finish_wait(b, node, s, e)
+
+
+def _finish_wait(b: _Builder, node: int, s: float, e: float) -> None:
+    """Set a waiting node's measured start (when what it waited for ended, or
+    its call's start) later, in :func:`_pack`, from its wait edges; here its end."""
+    b.end[node] = e
+
+
+def _cross_edges(b: _Builder, stream_waits, calls, outer, gsel, g_call, g_ts, g_end, g_stream, gnode) -> None:
+    """``cross`` edges: the first launch after each ``cudaStreamWaitEvent`` on
+    its thread waits for the op of another stream, launched before the wait,
+    that ended last before the launched op started."""
+    if not stream_waits or not len(gsel):
+        return
+    c_ts, c_thr = calls["ts"].to_numpy(), calls["thread"].to_numpy()
+    is_launch = calls["launch"].to_numpy() & (outer == np.arange(len(calls)))
+    launched = _launch_time(gsel, g_call, g_ts, c_ts)
+    ends = g_end[gsel]
+    by_end = np.argsort(ends, kind="stable")
+    ends_sorted = ends[by_end]
+    first_op: Dict[int, int] = {}
+    for r in range(len(gsel) - 1, -1, -1):  # the first op (row of gsel) of each call
+        p = int(g_call[gsel[r]])
+        if p >= 0:
+            first_op[p] = r if p not in first_op or g_ts[gsel[r]] <= g_ts[gsel[first_op[p]]] else first_op[p]
+    for thr, p in stream_waits:
+        nxt = np.flatnonzero(is_launch & (c_thr == thr) & (c_ts > c_ts[p]))
+        if not len(nxt) or int(nxt[0]) not in first_op:
+            continue
+        r = first_op[int(nxt[0])]
+        start, stream = g_ts[gsel[r]], g_stream[gsel[r]]
+        k = int(np.searchsorted(ends_sorted, start + CLOCK_TOLERANCE_US, side="right")) - 1
+        stop = max(-1, k - MAX_LOOKBACK)
+        while k > stop and (launched[by_end[k]] >= c_ts[p] or g_stream[gsel[by_end[k]]] == stream):
+            k -= 1
+        if k > stop:
+            b.edge(int(gnode[gsel[r]]), int(gnode[gsel[by_end[k]]]), 0.0, E_CROSS)
+
+
+def _pack(b: _Builder, markers: Dict[float, int], st: int, dl_name: str) -> Graph:
+    """The :class:`Graph` of ``b``: CSR edges, waiting nodes' measured starts,
+    each node's delay and a topological order."""
+    n = len(b.kind)
+    dst = np.array(b.edges[0], dtype=np.int64)
+    order_e = np.argsort(dst, kind="stable")
+    cols = [np.array(col, dtype=float)[order_e] for col in b.edges]
+    dst_s = dst[order_e]
+    src = cols[1].astype(np.int64)
+    off, ekind, dl = cols[2], cols[3].astype(np.int64), cols[4]
+    gap = np.column_stack([cols[5], cols[6]])
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(ptr, dst_s + 1, 1)
+    ptr = np.cumsum(ptr)
+    m_start, m_end = np.array(b.start), np.array(b.end)
+    wait = np.array(b.wait)
+    kind = np.array(b.kind)
+    # a waiting node starts when what it waited for ended, or at its call's start
+    w_nodes = np.flatnonzero(wait != NO_WAIT)
+    for i in w_nodes.tolist():
+        sl = slice(ptr[i], ptr[i + 1])
+        dep = ekind[sl] == E_WAIT
+        if dep.any():
+            m_start[i] = max(m_start[i], float(m_end[src[sl][dep]].max()))
+    dur = np.maximum(m_end - m_start, 0.0)
+    # delay: measured start minus the latest constraint
+    cons = np.full(n, -np.inf)
+    if len(src):
+        np.maximum.at(cons, dst_s, m_end[src] + off)
+    delay = np.where(np.isfinite(cons), m_start - cons, m_start)
+    delay[0] = 0.0
+    return Graph(kind=kind, name=b.name, thread=np.array(b.thread), wait=wait, m_start=m_start, m_end=m_end,
+                 dur=dur, delay=delay, ptr=ptr, src=src, off=off, ekind=ekind, dl=dl, gap=gap,
+                 order=_topological(n, ptr, src), markers=markers, step_thread=st, dl_name=dl_name)
+
+
+def _topological(n: int, ptr: np.ndarray, src: np.ndarray) -> List[int]:
+    """Kahn's order of the nodes (edges into ``i``: ``src[ptr[i]:ptr[i+1]]``);
+    a node on a cycle (a malformed trace) is left out, as are those after it."""
+    indeg = np.diff(ptr).astype(np.int64)
+    dst = np.repeat(np.arange(n), np.diff(ptr))
+    out_order = np.argsort(src, kind="stable")
+    optr = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(optr, src + 1, 1)
+    optr = np.cumsum(optr)
+    succ = dst[out_order].tolist()
+    optr_l = optr.tolist()
+    deg = indeg.tolist()
+    ready = [i for i in range(n) if deg[i] == 0]
+    out: List[int] = []
+    while ready:
+        i = ready.pop()
+        out.append(i)
+        for k in range(optr_l[i], optr_l[i + 1]):
+            j = succ[k]
+            deg[j] -= 1
+            if deg[j] == 0:
+                ready.append(j)
+    return out

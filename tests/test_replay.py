@@ -1,0 +1,166 @@
+"""The replay of a rank's execution graph (issue 30, first slice): fidelity,
+what-ifs and the critical path on synthetic traces played on ``kineto.Sim``,
+where the trace "after the fix" is the same loop built without the cause,
+so each what-if's prediction is checked against a measured step time."""
+
+import json
+
+import numpy as np
+import pytest
+
+from hta_report.analysis import rank as rank_steps
+from hta_report.analysis.events import RankEvents
+from hta_report.analysis.regions import host_windows
+from hta_report.analysis.replay import replay, schedule
+from hta_report.analysis.replay_graph import build_graph
+from hta_report.load import load_traces
+from hta_report.model import REPLAY_STEP, AnalysisResult, RankResult, Replay
+from hta_report.model_check import check_result
+from kineto import ELEMENTWISE, TC_GEMM, Sim, TraceBuilder, training_trace
+
+
+def _events(tmp_path, b: TraceBuilder, name: str = "t") -> RankEvents:
+    d = tmp_path / name
+    d.mkdir()
+    b.write(d / "rank-0.json")
+    loaded = load_traces(d, include_last_step=True)
+    return RankEvents.from_loaded(loaded, loaded.files[0].rank)
+
+
+def _replay(tmp_path, b: TraceBuilder, name: str = "t") -> Replay:
+    ev = _events(tmp_path, b, name)
+    return replay(ev, host_windows(ev))
+
+
+def _after(r: Replay, edit: str) -> float:
+    return next(w.step_us_after for w in r.whatifs if w.edit == edit)
+
+
+def sync_loop(sync: bool, steps: int = 6, ops: int = 20) -> TraceBuilder:
+    """Per step: a 1 ms GEMM, then (``sync``) ``loss.item()``, which waits for
+    it, then ``ops`` host ops of 70 µs each launching a 10 µs kernel. Without the
+    sync the host runs the ops while the GEMM runs: host-bound, no GPU backlog."""
+    b = TraceBuilder(rank=0)
+    sim = Sim(b)
+    for s in range(1, steps + 1):
+        t0 = sim.t
+        sim.op("aten::mm", [(TC_GEMM, 1000.0)], host_us=20)
+        if sync:
+            sim.item()
+        for _ in range(ops):
+            sim.op("aten::add", [(ELEMENTWISE, 10.0)], host_us=70)
+        sim.idle(20)
+        b.step(s, t0, sim.t - t0)
+    return b
+
+
+def test_replay_of_the_unmodified_trace_reproduces_the_measured_step(tmp_path):
+    """Host-bound and GPU-bound parts, slow launches, a sync every step."""
+    b = training_trace(steps=6, item_every_step=True, slow_launch_us=80.0, dataloader_us=300.0)
+    r = _replay(tmp_path, b)
+    ev = _events(tmp_path, b, "again")
+    hw = host_windows(ev)
+    measured = float((hw[:, 1] - hw[:, 0]).mean())
+    assert r.steps == len(hw) == 5
+    assert r.measured_step_us == pytest.approx(measured)
+    assert r.replayed_step_us == pytest.approx(measured, rel=0.01)
+    assert r.error_pct < 1.0
+
+
+def test_every_node_replays_at_its_measured_time(tmp_path):
+    """The schedule of the unmodified graph puts every node (host calls, GPU
+    operations, waits) where the trace has it: the graph's edges and delays
+    explain the measured times."""
+    ev = _events(tmp_path, training_trace(steps=4, item_every_step=True, allreduce_us=200.0))
+    hw = host_windows(ev)
+    g = build_graph(ev, hw.ravel(), float(hw[0, 0]), float(hw[-1, 1]))
+    start, end, _ = schedule(g)
+    assert np.allclose(np.array(end)[1:], g.m_end[1:], atol=1e-6)
+    assert (g.ekind == 4).any(), "the item() syncs wait for GPU work"
+
+
+def test_no_sync_whatif_predicts_the_loop_built_without_the_sync(tmp_path):
+    with_sync = _replay(tmp_path, sync_loop(sync=True), "sync")
+    without = _replay(tmp_path, sync_loop(sync=False), "nosync")
+    predicted = _after(with_sync, "no host-device sync")
+    # the sync costs the step more than 10 %: returning the measured time fails
+    assert with_sync.measured_step_us > 1.3 * without.measured_step_us
+    assert predicted == pytest.approx(without.measured_step_us, rel=0.10)
+
+
+def test_dataloader_whatif_predicts_the_loop_without_the_dataloader_wait(tmp_path):
+    """The DataLoader wait at a step's start overlaps the previous step's
+    backward on the GPU (``loss.item()`` per forward layer, none at the
+    step's end): without it the first sync waits for that backward, so the
+    step gains less than the 2 ms of host time; the prediction must see it."""
+    slow = _replay(tmp_path, training_trace(steps=6, item_per_layer=True, dataloader_us=2000.0), "slow")
+    fast = _replay(tmp_path, training_trace(steps=6, item_per_layer=True, dataloader_us=0.0), "fast")
+    predicted = _after(slow, "DataLoader hidden")
+    assert slow.measured_step_us > 1.3 * fast.measured_step_us
+    assert predicted == pytest.approx(fast.measured_step_us, rel=0.10)
+    # removing the host time alone would predict 2 ms less, 10 % below the measured step without it
+    assert slow.measured_step_us - 2000.0 < 0.9 * fast.measured_step_us
+    # and a trace without DataLoader time gains nothing
+    assert _after(fast, "DataLoader hidden") == pytest.approx(fast.measured_step_us, rel=0.01)
+
+
+def test_critical_path_names_the_dominant_op(tmp_path):
+    r = _replay(tmp_path, sync_loop(sync=True, ops=10))  # 10 x 64 µs of host work after the 1 ms GEMM
+    top = r.critical_path[0]
+    assert (top.name, top.kind) == (TC_GEMM, "gpu")
+    assert top.us == pytest.approx(1000.0, rel=0.05)
+    assert 0 < r.host_share_pct < 100
+    dl = _replay(tmp_path, training_trace(steps=4, dataloader_us=5000.0), "dl").critical_path[0]
+    assert dl.name.startswith("enumerate(DataLoader)#") and dl.kind == "cpu"
+
+
+def test_without_gpu_the_rank_is_not_replayed(tmp_path):
+    b = TraceBuilder(rank=0, gpu_name=None)
+    for s in range(1, 4):
+        b.step(s, s * 100.0, 100.0)
+        b.cpu_op("aten::add", s * 100.0 + 10, 50.0)
+    r = _replay(tmp_path, b)
+    assert r.steps == 0 and r.replayed_step_us == 0.0 and "no GPU work" in r.note
+
+
+def test_without_steps_the_whole_window_is_replayed(tmp_path):
+    b = TraceBuilder(rank=0)
+    sim = Sim(b)
+    for _ in range(10):
+        sim.op("aten::mm", [(TC_GEMM, 200.0)], host_us=30)
+    sim.synchronize()
+    r = _replay(tmp_path, b)
+    assert r.steps == 1 and "no ProfilerStep" in r.note
+    assert r.error_pct < 1.0
+    assert r.measured_step_us == pytest.approx(sim.t, rel=0.02)
+
+
+def test_a_failing_replay_fails_only_its_step(tmp_path, monkeypatch):
+    d = tmp_path / "run"
+    d.mkdir()
+    training_trace(steps=4).write(d / "rank-0.json")
+    loaded = load_traces(d, include_last_step=True)
+
+    def broken(ev, hw):
+        raise ValueError("boom")
+
+    monkeypatch.setattr(rank_steps, "replay", broken)
+    rr = rank_steps.own_part(loaded, loaded.files[0]).result
+    assert [f.step for f in rr.failures] == [REPLAY_STEP]
+    assert rr.steps.count == 4 and rr.replay == Replay()
+
+
+def test_replay_round_trips_through_the_result_json(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    training_trace(steps=4, item_every_step=True).write(d / "rank-0.json")
+    loaded = load_traces(d, include_last_step=True)
+    rr = rank_steps.own_part(loaded, loaded.files[0]).result
+    assert isinstance(rr, RankResult) and rr.replay.steps == 3 and len(rr.replay.whatifs) == 2
+    from hta_report.api import analyze
+    result = analyze(d, include_last_step=True)
+    doc = json.loads(result.to_json())
+    check_result(doc)
+    back = AnalysisResult.from_dict(doc)
+    assert back.ranks[0].replay == result.ranks[0].replay
+    assert doc["ranks"][0]["replay"]["measured_step_us"] > 0
