@@ -24,7 +24,7 @@ from .errors import InputError, OutputError, PartialInputError
 from .escape import redact_url
 from .files import Location, PathOrURL, is_url, location, shown
 from .model import AnalysisResult, Comparison
-from .output import check_folder, write_all_atomic
+from .output import Parts, Text, check_folder, write_all_atomic
 from .render import format_for_path, reporter
 
 if TYPE_CHECKING:
@@ -271,8 +271,11 @@ def write_reports(result: AnalysisResult, outputs: Outputs,
     check_outputs(outputs, _inputs(result))
     charts: List[Dict[str, str]] = []
 
-    def render_as(fmt: str) -> str:
+    def render_as(fmt: str) -> Text:
         rep = reporter(fmt)
+        make = rep.render_parts(result)
+        if make is not None:  # written part by part as made: a result of many ranks is never held as text
+            return Parts(make)
         if rep.charts and not charts:
             with progress.current().stage("draw charts"):
                 charts.append(report_charts(result, cache))
@@ -365,7 +368,7 @@ def check_outputs(outputs: Outputs, inputs: Sequence[PathOrURL]) -> None:
         seen.append(path)
 
 
-def _render_and_write(render_as: Callable[[str], str], outputs: Outputs) -> List[Path]:
+def _render_and_write(render_as: Callable[[str], Text], outputs: Outputs) -> List[Path]:
     """Render with ``render_as(format)`` once per output, timed as stages, then
     write them all atomically (see :func:`write_reports`)."""
     stage = progress.current().stage

@@ -23,7 +23,7 @@ import types
 import typing
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 #: Version of the JSON layout written by :meth:`AnalysisResult.to_json`.
 #: Bump it on any incompatible change of the dataclasses below.
@@ -1581,35 +1581,47 @@ class AnalysisResult:
         return show(self) if show is not None else None
 
     def to_json(self, indent: Optional[int] = 2) -> str:
-        """The model as a JSON document (``schema_version`` first), the text
-        ``json.dumps(to_dict(), indent=indent)`` gives, built one rank at a
-        time: the plain-dict copy of every rank at once took ~350 kB per
-        rank at the peak (1,024 ranks: ~360 MB beside the result), one rank's
-        copy at a time takes one rank's.
+        """The model as a JSON document (``schema_version`` first): the text
+        ``json.dumps(to_dict(), indent=indent)`` gives, made of
+        :meth:`json_parts`.
 
         Raises:
             ValueError: a figure is NaN or infinite (not JSON).
         """
+        return "".join(self.json_parts(indent))
+
+    def json_parts(self, indent: Optional[int] = 2) -> Iterator[str]:
+        """:meth:`to_json`'s text in parts, made as they are asked for: the
+        document around the ranks, then each rank's text (from one rank's
+        plain-dict copy at a time). A writer that writes each part as it comes
+        never holds the document: at 1,024 ranks of ``bench/scale.py`` it is
+        65 MB of text, and the plain-dict copy of every rank at once plus the
+        text took 200 MB beside the 83 MB result.
+
+        Raises:
+            ValueError: a figure is NaN or infinite (not JSON), raised when
+                the part holding it is made.
+        """
         data = dataclasses.asdict(dataclasses.replace(self, ranks=[]))
         data = {"schema_version": data.pop("schema_version"), **data}
         if not self.ranks:
-            return json.dumps(data, indent=indent, allow_nan=False)
+            yield json.dumps(data, indent=indent, allow_nan=False)
+            return
         token = f"ranks-{uuid.uuid4().hex}"  # stands for the array in the document's text
         data["ranks"] = token
-        text = json.dumps(data, indent=indent, allow_nan=False)
+        head, tail = json.dumps(data, indent=indent, allow_nan=False).split(f'"{token}"', 1)
         if indent is None:
-            sep, first, last = ", ", "[", "]"
+            sep, first, last, newline = ", ", "[", "]", "\n"
         else:
-            pad = " " * indent if isinstance(indent, int) else str(indent)
+            pad = (" " * indent if isinstance(indent, int) else str(indent)) * 2
             # the array's items sit two levels deep: inside the document, inside "ranks"
-            sep, first, last = ",\n" + pad * 2, "[\n" + pad * 2, "\n" + pad + "]"
-        items = []
-        for rank in self.ranks:
+            sep, first, last, newline = ",\n" + pad, "[\n" + pad, "\n" + pad[:len(pad) // 2] + "]", "\n" + pad
+        yield head + first
+        for i, rank in enumerate(self.ranks):
             item = json.dumps(dataclasses.asdict(rank), indent=indent, allow_nan=False)
             # JSON text holds no raw newline inside a string: each one starts an indented line
-            items.append(item.replace("\n", "\n" + pad * 2) if indent is not None else item)
-        head, tail = text.split(f'"{token}"', 1)
-        return head + first + sep.join(items) + last + tail
+            yield (sep if i else "") + (item if indent is None else item.replace("\n", newline))
+        yield last + tail
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "AnalysisResult":

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 from .errors import OutputError
 
@@ -32,6 +32,24 @@ TMP_NAME_BYTES = 64
 MAX_LINKS = 40
 #: Bytes written to a written-through target per ``write`` call.
 _CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class Parts:
+    """A text written in parts as ``make()`` makes them (a report too large to
+    hold whole: the JSON of a thousand ranks); ``make`` is called once per
+    write. A part that raises leaves the target as :func:`write_all_atomic`
+    promises: a regular file untouched."""
+
+    make: Callable[[], Iterable[str]]
+
+
+#: What a target is given: its whole text, or its text in :class:`Parts`.
+Text = Union[str, Parts]
+
+
+def _parts(text: Text) -> Iterable[str]:
+    return text.make() if isinstance(text, Parts) else (text,)
 
 
 @dataclass(frozen=True)
@@ -54,7 +72,7 @@ class Target:
     fd: Optional[int] = None
 
 
-def write_all_atomic(files: Sequence[Tuple[os.PathLike | str, str]]) -> List[Path]:
+def write_all_atomic(files: Sequence[Tuple[os.PathLike | str, Text]]) -> List[Path]:
     """Write several files so that a failure leaves every regular file as it was.
 
     Each target is classified first (:func:`target_of`; a directory, socket,
@@ -72,7 +90,7 @@ def write_all_atomic(files: Sequence[Tuple[os.PathLike | str, str]]) -> List[Pat
     strings) are written as backslash escapes.
 
     Args:
-        files: ``(path, text)`` pairs.
+        files: ``(path, text)`` pairs; a text may come in :class:`Parts`.
 
     Returns:
         The paths written, as given, in order.
@@ -301,16 +319,17 @@ def _real(target: Target) -> Path:
     return target.real
 
 
-def _write_text(text: str) -> Callable[[str], None]:
-    """A writer for :func:`stage_beside`: ``text`` as UTF-8, characters UTF-8
-    cannot encode (lone surrogates) as backslash escapes."""
+def _write_text(text: Text) -> Callable[[str], None]:
+    """A writer for :func:`stage_beside`: ``text`` (whole or in parts) as
+    UTF-8, characters UTF-8 cannot encode (lone surrogates) as backslash escapes."""
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as fh:
-            fh.write(text)
+            for part in _parts(text):
+                fh.write(part)
     return write
 
 
-def _stage(target: Target, text: str) -> str:
+def _stage(target: Target, text: Text) -> str:
     """Write ``text`` to a new temporary file beside the file ``target``
     replaces, with the mode the report should have (:func:`_mode_for`); returns
     its name (removed again if writing fails).
@@ -325,14 +344,15 @@ def _stage(target: Target, text: str) -> str:
         raise OutputError(f"cannot write: {_reason(exc)}", target.path) from exc
 
 
-def _write_through(target: Target, text: str) -> None:
-    """Write ``text`` to a FIFO, a device or a file descriptor without
-    replacing it (see :func:`write_all_atomic`).
+def _write_through(target: Target, text: Text) -> None:
+    """Write ``text`` (whole or in parts) to a FIFO, a device or a file
+    descriptor without replacing it (see :func:`write_all_atomic`).
 
     Raises:
         OutputError: it cannot be opened or written (names the file).
     """
-    data = text.encode("utf-8", errors="backslashreplace")
+    if isinstance(text, Parts):  # made whole first: a part that fails must not leave half a report in a pipe
+        text = "".join(text.make())
     try:
         if target.how == "fd":
             for stream in (sys.stdout, sys.stderr):
@@ -347,10 +367,11 @@ def _write_through(target: Target, text: str) -> None:
             fd = os.open(target.path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOCTTY", 0)
                          | getattr(os, "O_CLOEXEC", 0))
         try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view[:_CHUNK])
-                view = view[n:]
+            for part in _parts(text):
+                view = memoryview(part.encode("utf-8", errors="backslashreplace"))
+                while view:
+                    n = os.write(fd, view[:_CHUNK])
+                    view = view[n:]
         finally:
             os.close(fd)
     except OSError as exc:

@@ -31,3 +31,34 @@ def test_to_json_without_ranks_and_with_nan():
     bad = dataclasses.replace(result.ranks[0], window_us=float("nan"))
     with pytest.raises(ValueError):
         dataclasses.replace(result, ranks=[bad]).to_json()
+
+
+def test_the_json_report_is_written_part_by_part_with_the_same_text(tmp_path):
+    from hta_report.api import write_reports
+
+    result = load_result(GOLD)
+    out = tmp_path / "r.json"
+    write_reports(result, [(out, None)])
+    assert out.read_text(encoding="utf-8") == result.to_json()
+
+
+def test_a_part_that_fails_leaves_the_old_report_whole(tmp_path, monkeypatch):
+    from hta_report.api import write_reports
+    from hta_report.model import AnalysisResult
+
+    result = load_result(GOLD)
+    out = tmp_path / "r.json"
+    out.write_text("the good report", encoding="utf-8")
+    made = []
+
+    def failing(self, indent=2):
+        yield "{"
+        made.append(1)
+        raise ValueError("Out of range float values are not JSON compliant")
+
+    monkeypatch.setattr(AnalysisResult, "json_parts", failing)
+    with pytest.raises(ValueError):
+        write_reports(result, [(out, None), (tmp_path / "r.md", None)])
+    assert made  # the writer did ask for parts (the failure came from writing, not before it)
+    assert out.read_text(encoding="utf-8") == "the good report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Protocol, Tuple, cast
+from typing import Callable, Dict, Iterable, Mapping, Optional, Protocol, Tuple, cast
 
 from ..model import AnalysisResult, Comparison
 
@@ -62,6 +62,16 @@ class Reporter:
     def render_comparison(self, comparison: Comparison) -> str:
         """``comparison`` in this format."""
         return self._module().render_comparison(comparison)
+
+    def render_parts(self, result: AnalysisResult) -> Optional[Callable[[], Iterable[str]]]:
+        """For a format that can be written in parts as they are made (a
+        module with ``render_parts(result)``: JSON), what makes them, each call
+        a new run over the same text as :meth:`render`; else None (render it whole)."""
+        module = self._module()
+        make = getattr(module, "render_parts", None)
+        if make is None:
+            return None
+        return lambda: make(result)
 
 
 #: Every output format. An output path's extension picks one, the longest
