@@ -62,3 +62,18 @@ def test_a_part_that_fails_leaves_the_old_report_whole(tmp_path, monkeypatch):
     assert made  # the writer did ask for parts (the failure came from writing, not before it)
     assert out.read_text(encoding="utf-8") == "the good report"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def test_ranks_share_their_equal_strings_and_say_the_same():
+    from hta_report.model import share_strings
+
+    a, b = load_result(GOLD), load_result(GOLD)
+    before = a.to_json()
+    kind_a, kind_b = a.ranks[0].workload.kind, b.ranks[1].workload.kind
+    assert kind_a == kind_b == "training" and kind_a is not kind_b  # each read made its own copy
+    table = {}
+    for r in a.ranks + b.ranks:
+        share_strings(r, table)
+    assert a.ranks[0].workload.kind is b.ranks[1].workload.kind
+    assert a.ranks[0].file == b.ranks[0].file and a.ranks[0].file is b.ranks[0].file
+    assert a.to_json() == before

@@ -143,7 +143,7 @@ class _ForkedRunner(RankRunner):
                      for j in order}
         futures = [submitted[j] for j in range(len(keys))]
         out = []
-        for info, got in zip(infos, _collect(futures, "analyzed", "ranks")):
+        for info, got in zip(infos, _collect(futures, "analyzed", "ranks", each=_share_strings({}))):
             status, value, seconds = got
             out.append((TraceError(value[0], info.path, step=value[1]) if status == "error" else value, seconds))
         return out
@@ -183,8 +183,9 @@ def _size(size, path) -> int:
         return 0
 
 
-def _collect(futures: List[Future], done_label: str, unit: str) -> list:
-    """The futures' results in order, with progress as they come.
+def _collect(futures: List[Future], done_label: str, unit: str, each=None) -> list:
+    """The futures' results in order, with progress as they come; ``each``
+    (if given) is called on each result as it arrives.
 
     Raises:
         BrokenProcessPool: a worker died.
@@ -193,9 +194,23 @@ def _collect(futures: List[Future], done_label: str, unit: str) -> list:
     workers.idle()
     out = []
     for k, future in enumerate(futures, 1):
-        out.append(future.result())
+        got = future.result()
+        if each is not None:
+            each(got)
+        out.append(got)
         stages.update(f"{done_label} {k}/{len(futures)} {unit}")
     return out
+
+
+def _share_strings(table: dict):
+    """For :func:`_collect`: each rank's result (``("ok", RankResult, s)``)
+    shares its strings with the ranks before it (:func:`hta_report.model.share_strings`)."""
+    from ..model import share_strings
+
+    def share(got) -> None:
+        if got[0] == "ok":
+            share_strings(got[1], table)
+    return share
 
 
 def _parse_held(index: int, path: str, max_trace_bytes: int, loader: str, cache_dir: Optional[str],

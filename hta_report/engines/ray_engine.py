@@ -33,7 +33,7 @@ import ray
 from .. import progress
 from ..errors import InputError, TraceError
 from ..escape import redact_url
-from ..model import TraceFileInfo
+from ..model import TraceFileInfo, share_strings
 from . import per_rank
 from .per_rank import RankRunner
 
@@ -270,10 +270,11 @@ class _native_stderr_silenced:
             os.close(self.saved)
 
 
-def _gather(refs: List, label: str, unit: str) -> List:
+def _gather(refs: List, label: str, unit: str, each=None) -> List:
     """``ray.get`` of ``refs`` in their order, with progress as they finish;
     a task that failed for good (its worker died on every try, or a bug
-    raised) comes back as the exception."""
+    raised) comes back as the exception; ``each`` (if given) is called on
+    each other result as it is fetched."""
     stages = progress.current()
     pending = list(refs)
     done = 0
@@ -284,9 +285,13 @@ def _gather(refs: List, label: str, unit: str) -> List:
     out = []
     for ref in refs:
         try:
-            out.append(ray.get(ref))
+            got = ray.get(ref)
         except (ray.exceptions.RayError, ray.exceptions.RayTaskError) as exc:
             out.append(exc)
+            continue
+        if each is not None:
+            each(got)
+        out.append(got)
     return out
 
 
@@ -316,7 +321,12 @@ class _RayRunner(RankRunner):
 
     def analyze(self, keys, infos, plan):
         refs = [_analyze_task.remote(self.parses[k], info, plan, self.loader) for k, info in zip(keys, infos)]
-        outcomes = _gather(refs, "ray: analyzed", "ranks")
+        table: dict = {}
+
+        def share(got) -> None:  # ranks repeat their names: one string each (model.share_strings)
+            if got[0] == "ok":
+                share_strings(got[1], table)
+        outcomes = _gather(refs, "ray: analyzed", "ranks", each=share)
         self.parses = []  # the parses in the object store can go
         out = []
         for info, got in zip(infos, outcomes):
