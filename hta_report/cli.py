@@ -314,7 +314,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
 @click.option("-r", "--recursive", is_flag=True, help="Also read traces in subdirectories.")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="EXPR",
               help="Exit 2 when EXPR holds, e.g. 'step_time_regression>5%' (repeatable; metrics below).")
-@click.option("--max-result-size", "max_result_size", type=SizeType(), default="64MiB", show_default=True,
+@click.option("--max-result-size", "max_result_size", type=SizeType(), default="128MiB", show_default=True,
               help="Refuse a saved result (analyze --json) larger than SIZE (e.g. 200MB), "
                    "checked before it is read.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")

@@ -439,7 +439,7 @@ def test_an_oversized_result_is_refused_before_it_is_read(saved, tmp_path, run_c
     finally:
         tracemalloc.stop()
     assert code == 1 and err.count("\n") == 1, err
-    assert str(big) in err and "64 MiB" in err and "--max-result-size" in err
+    assert str(big) in err and "128 MiB" in err and "--max-result-size" in err
     assert peak < DEFAULT_MAX_RESULT_BYTES // 4, f"{peak:,} bytes allocated to refuse it"
     assert not (tmp_path / "c.md").exists()
     # the cap is the caller's: lowered, a small result is refused; raised, a large one is read
