@@ -25,6 +25,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
+
 def share_strings(obj: Any, table: Dict[str, str]) -> None:
     """Make every string held in ``obj`` (a model dataclass, list or dict,
     walked through) the one equal string of ``table``, adding new ones:
@@ -35,23 +36,22 @@ def share_strings(obj: Any, table: Dict[str, str]) -> None:
     shared (207 distinct strings over 64 ranks)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
-            if type(value) is str:
-                object.__setattr__(obj, f.name, table.setdefault(value, value))
-            elif isinstance(value, (list, dict)) or dataclasses.is_dataclass(value):
-                share_strings(value, table)
+            object.__setattr__(obj, f.name, _shared(getattr(obj, f.name), table))
     elif isinstance(obj, list):
-        for i, value in enumerate(obj):
-            if type(value) is str:
-                obj[i] = table.setdefault(value, value)
-            elif isinstance(value, (list, dict)) or dataclasses.is_dataclass(value):
-                share_strings(value, table)
+        obj[:] = [_shared(value, table) for value in obj]
     elif isinstance(obj, dict):
         for key, value in obj.items():
-            if type(value) is str:
-                obj[key] = table.setdefault(value, value)
-            elif isinstance(value, (list, dict)) or dataclasses.is_dataclass(value):
-                share_strings(value, table)
+            obj[key] = _shared(value, table)
+
+
+def _shared(value: Any, table: Dict[str, str]) -> Any:
+    """``value`` for :func:`share_strings`: a string, the table's equal one; a
+    dataclass, list or dict, itself with its strings shared; else itself."""
+    if type(value) is str:
+        return table.setdefault(value, value)
+    if isinstance(value, (list, dict)) or dataclasses.is_dataclass(value):
+        share_strings(value, table)
+    return value
 
 
 #: Version of the JSON layout written by :meth:`AnalysisResult.to_json`.

@@ -143,7 +143,7 @@ class _ForkedRunner(RankRunner):
                      for j in order}
         futures = [submitted[j] for j in range(len(keys))]
         out = []
-        for info, got in zip(infos, _collect(futures, "analyzed", "ranks", each=_share_strings({}))):
+        for info, got in zip(infos, _collect(futures, "analyzed", "ranks", each=per_rank.share_result_strings())):
             status, value, seconds = got
             out.append((TraceError(value[0], info.path, step=value[1]) if status == "error" else value, seconds))
         return out
@@ -200,17 +200,6 @@ def _collect(futures: List[Future], done_label: str, unit: str, each=None) -> li
         out.append(got)
         stages.update(f"{done_label} {k}/{len(futures)} {unit}")
     return out
-
-
-def _share_strings(table: dict):
-    """For :func:`_collect`: each rank's result (``("ok", RankResult, s)``)
-    shares its strings with the ranks before it (:func:`hta_report.model.share_strings`)."""
-    from ..model import share_strings
-
-    def share(got) -> None:
-        if got[0] == "ok":
-            share_strings(got[1], table)
-    return share
 
 
 def _parse_held(index: int, path: str, max_trace_bytes: int, loader: str, cache_dir: Optional[str],

@@ -18,7 +18,7 @@
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence, Tuple, Union
 
 from .. import progress
 from ..errors import TraceError
@@ -34,6 +34,21 @@ ParseOutcome = Union["FileParse", str]
 #: Phase 3's answer for one rank: its result or the error of its failing
 #: step, and the seconds its analysis took where it ran.
 AnalyzeOutcome = Tuple[Union[RankResult, TraceError], float]
+
+
+def share_result_strings() -> Callable[[Any], None]:
+    """What both runners call on each phase-3 answer as it arrives (a
+    ``("ok", RankResult, seconds)`` or an error tuple): the result's strings
+    made one with those of the ranks before it
+    (:func:`hta_report.model.share_strings`), one table per run."""
+    from ..model import share_strings
+
+    table: Dict[str, str] = {}
+
+    def share(got: Any) -> None:
+        if got[0] == "ok":
+            share_strings(got[1], table)
+    return share
 
 
 class RankRunner:

@@ -33,7 +33,7 @@ import ray
 from .. import progress
 from ..errors import InputError, TraceError
 from ..escape import redact_url
-from ..model import TraceFileInfo, share_strings
+from ..model import TraceFileInfo
 from . import per_rank
 from .per_rank import RankRunner
 
@@ -321,12 +321,7 @@ class _RayRunner(RankRunner):
 
     def analyze(self, keys, infos, plan):
         refs = [_analyze_task.remote(self.parses[k], info, plan, self.loader) for k, info in zip(keys, infos)]
-        table: dict = {}
-
-        def share(got) -> None:  # ranks repeat their names: one string each (model.share_strings)
-            if got[0] == "ok":
-                share_strings(got[1], table)
-        outcomes = _gather(refs, "ray: analyzed", "ranks", each=share)
+        outcomes = _gather(refs, "ray: analyzed", "ranks", each=per_rank.share_result_strings())
         self.parses = []  # the parses in the object store can go
         out = []
         for info, got in zip(infos, outcomes):
