@@ -243,26 +243,24 @@ def _cpu_s(pids: Iterable[int], seen: Dict[Tuple[int, float], float]) -> None:
             pass
 
 
-def _pss(pid: int) -> int:
+def _proc_bytes(pid: int, name: str, key: str) -> int:
+    """The ``key:`` line of ``/proc/PID/NAME`` (a figure in kB) in bytes; 0 when unreadable."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup") as fh:
+        with open(f"/proc/{pid}/{name}") as fh:
             for line in fh:
-                if line.startswith("Pss:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
     return 0
+
+
+def _pss(pid: int) -> int:
+    return _proc_bytes(pid, "smaps_rollup", "Pss")
 
 
 def _hwm(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return _proc_bytes(pid, "status", "VmHWM")
 
 
 def run(cmd: List[str], env: Dict[str, str], ray_temp: Optional[str] = None) -> dict:
