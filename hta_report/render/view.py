@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
+import numpy as np
+
 from ..escape import is_image_data_uri, md_cell, md_code, md_code_block, md_html, md_text, terminal
 from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, IDLE_CAUSE_LABELS, MEMORY_STEP, OCCUPANCY_STEP, SPAN_STEP,
                      STEP_BREAKDOWN_STEP, TEMPORAL_STEP, TENSORBOARD_STEP, WINDOWS_STEP, AnalysisResult, Finding, GateResult,
@@ -1420,12 +1422,9 @@ def shown_ranks(result: AnalysisResult, limit: int = RANKS_SHOWN) -> Tuple[int, 
 
 def quantile(values: Sequence[float], q: float) -> float:
     """The ``q`` quantile (0 to 1) of ``values`` (not empty), interpolated
-    linearly between the two nearest (numpy's default method)."""
-    v = sorted(values)
-    pos = q * (len(v) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+    linearly between the two nearest: ``numpy.quantile``, as the step
+    statistics' p50 and p90 (:func:`hta_report.analysis.steps.step_stats`)."""
+    return float(np.quantile(values, q))
 
 
 def rank_spread(result: AnalysisResult) -> Tuple[RankRow, ...]:
