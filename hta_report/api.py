@@ -195,17 +195,18 @@ def _analyze_uncached(spec: "RunSpec", config, cache: Optional[Cache]) -> Analys
 
     result = measure(spec, cache)
     with analysis_step("advice", where(result.ranks, spec.folder)), progress.current().stage("advice"):
-        result.findings, result.checks = _advise(result, config, advise)
+        _advise(result, config, advise)
     return result
 
 
-def _advise(result: AnalysisResult, config, advise) -> Tuple[list, list]:
-    """Findings and checks of ``result``. A rank where an analysis step failed
-    (``RankResult.failures``) is left out of the rules that read that step's
-    figures only (each rule's ``needs``), and their checks say so: no rule
-    reads the defaults of a section that was not computed."""
+def _advise(result: AnalysisResult, config, advise) -> None:
+    """Give ``result`` its findings, checks and what the fixes buy together.
+    A rank where an analysis step failed (``RankResult.failures``) is left out
+    of the rules that read that step's figures only (each rule's ``needs``),
+    and their checks say so: no rule reads the defaults of a section that was
+    not computed."""
     advice = advise(result, config)
-    return advice.findings, advice.checks
+    result.findings, result.checks, result.together = advice.findings, advice.checks, advice.together
 
 
 def report_charts(result: AnalysisResult, cache: Optional[Cache | os.PathLike | str] = None) -> Dict[str, str]:

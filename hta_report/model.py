@@ -23,7 +23,7 @@ import types
 import typing
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
 
 def share_strings(obj: Any, table: Dict[str, str]) -> None:
@@ -1145,17 +1145,34 @@ class ReplayOp:
     us: float = 0.0
 
 
+#: The :attr:`WhatIf.edit` of the what-if that replays every edit of
+#: :data:`hta_report.analysis.replay.EDITS` at once (:attr:`Replay.whatifs`):
+#: what the fixes buy together, without adding up gains that share time.
+ALL_EDITS = "every edit together"
+
+
+def combined_edit(labels: Iterable[str]) -> str:
+    """The :attr:`WhatIf.edit` of the what-if that replays the edits
+    ``labels`` together: one label as it is, several sorted and joined with
+    ``" + "`` (``"DataLoader hidden + no host-device sync"``)."""
+    return " + ".join(sorted(set(labels)))
+
+
 @dataclass
 class WhatIf:
-    """A replayed edit of a rank's execution graph (:attr:`Replay.whatifs`):
-    ``edit`` names it (``no host-device sync``, ``DataLoader hidden``, see
-    :data:`hta_report.analysis.replay.EDITS`); the mean analyzed step is
+    """A replayed edit of a rank's execution graph (:attr:`Replay.whatifs`,
+    :attr:`Finding.whatif`): ``edit`` names it (``DataLoader hidden``, ``no
+    host-device sync``..., see :data:`hta_report.analysis.replay.EDITS`;
+    :data:`ALL_EDITS` is every edit that changes the rank, at once) and
+    ``description`` spells it out; the mean analyzed step of rank ``rank`` is
     ``step_us_before`` as measured and ``step_us_after`` as replayed with the
-    edit (µs)."""
+    edit (µs): a prediction that a trace recorded after the fix checks."""
 
     edit: str = ""
     step_us_before: float = 0.0
     step_us_after: float = 0.0
+    description: str = ""
+    rank: int = 0
 
 
 @dataclass
@@ -1409,6 +1426,11 @@ class Finding:
             rank's findings add up to at most its step.
         locations: the user's source lines that cause it, largest share
             first (``with_stack=True`` traces; see :mod:`hta_report.locate`).
+        whatif: the step time the replay predicts after the fix, on the
+            worst rank that was replayed (:mod:`hta_report.analysis.replay`),
+            for a rule whose fix is an edit of the execution graph
+            (``Rule.edit``); None where the rule has no edit or no rank of it
+            was replayed: the gain is then only the upper bound above.
     """
 
     id: str
@@ -1425,6 +1447,7 @@ class Finding:
     rule: str = ""
     rank_gains: List[RankGain] = field(default_factory=list)
     locations: List[SourceLocation] = field(default_factory=list)
+    whatif: Optional[WhatIf] = None
 
 
 #: The hosts our rules' documentation links point at (``Finding.doc_url``;
@@ -1595,6 +1618,11 @@ class AnalysisResult:
     checks: List[RuleCheck] = field(default_factory=list)
     gates: List[GateResult] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
+    #: The fixes of two or more findings with a replayed edit, replayed
+    #: together on the rank where they save the most (``edit``: their edits,
+    #: :func:`combined_edit`); None when fewer than two such findings share a
+    #: rank. Their gains are not added up: this is what they buy together.
+    together: Optional[WhatIf] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """The model as plain JSON-compatible dicts and lists."""

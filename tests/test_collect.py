@@ -494,3 +494,32 @@ def test_torchrun_two_ranks_write_two_traces(tmp_path):
     assert sorted(m["trace_files"]) == [p.name for p in files]
     assert m["run"]["distributed_backend"] == "gloo"
     assert elapsed < 60, f"torchrun test took {elapsed:.0f} s"
+
+
+def test_cuda_runs_record_synchronization_events(tmp_path, monkeypatch):
+    """On CUDA the profiler gets ``_ExperimentalConfig(enable_cuda_sync_events=True)``
+    (what a synchronization waited for; issue 30) and the manifest says so; on
+    the CPU it gets no experimental configuration. The profiler is replaced
+    by a recorder: this machine has no GPU."""
+    import torch
+
+    from hta_report.collect import environment, session
+
+    seen = []
+
+    class Recorder:
+        def __init__(self, **kwargs):
+            seen.append(kwargs)
+
+        def start(self):
+            pass
+
+    monkeypatch.setattr(torch.profiler, "profile", Recorder)
+    for device in ("cuda", "cpu"):
+        monkeypatch.setattr(environment, "resolve_device", lambda requested, d=device: d)
+        prof = session.profile(tmp_path / device, device=device, manifest=False)
+        prof.start()
+        assert prof.sync_events is (device == "cuda")
+    cuda, cpu = seen
+    assert type(cuda["experimental_config"]).__name__ == "_ExperimentalConfig"
+    assert "experimental_config" not in cpu

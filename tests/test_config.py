@@ -60,7 +60,7 @@ def test_rules_command_json(run_cli):
     entries = json.loads(out)
     assert len(entries) >= 20 and {e["id"] for e in entries} == set(RULE_IDS)
     for e in entries:
-        assert set(e) == {"id", "rule", "title", "description", "threshold", "source", "fix", "doc_url", "enabled"}
+        assert set(e) == {"id", "rule", "title", "description", "threshold", "source", "fix", "doc_url", "edit", "enabled"}
         assert e["threshold"] and e["source"] and e["doc_url"].startswith("https://")
         assert e["description"] and e["fix"] and "C" + e["rule"].lstrip("C") not in e["description"] + e["fix"]
     assert any("proposal" in e["source"] for e in entries)

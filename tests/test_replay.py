@@ -11,10 +11,10 @@ import pytest
 from hta_report.analysis import rank as rank_steps
 from hta_report.analysis.events import RankEvents
 from hta_report.analysis.regions import host_windows
-from hta_report.analysis.replay import replay, schedule
+from hta_report.analysis.replay import EDITS, replay, schedule
 from hta_report.analysis.replay_graph import build_graph
 from hta_report.load import load_traces
-from hta_report.model import REPLAY_STEP, AnalysisResult, RankResult, Replay
+from hta_report.model import ALL_EDITS, REPLAY_STEP, AnalysisResult, RankResult, Replay
 from hta_report.model_check import check_result
 from kineto import ELEMENTWISE, TC_GEMM, Sim, TraceBuilder, training_trace
 
@@ -114,13 +114,32 @@ def test_critical_path_names_the_dominant_op(tmp_path):
     assert dl.name.startswith("enumerate(DataLoader)#") and dl.kind == "cpu"
 
 
-def test_without_gpu_the_rank_is_not_replayed(tmp_path):
+def test_without_gpu_the_host_timeline_is_replayed_and_edited(tmp_path):
+    """A CPU-only rank: each 1,000 µs step holds a 300 µs DataLoader fetch, a
+    100 µs zero_grad writing zeros (80 µs of aten::zero_) and a 50 µs
+    aten::item; nothing overlaps the host, so each edit removes exactly its
+    ops' time, and all of them together the sum."""
     b = TraceBuilder(rank=0, gpu_name=None)
-    for s in range(1, 4):
-        b.step(s, s * 100.0, 100.0)
-        b.cpu_op("aten::add", s * 100.0 + 10, 50.0)
+    for s in range(1, 6):
+        t = s * 1000.0
+        b.step(s, t, 1000.0)
+        b.cpu_op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t + 10, 300.0, cat="user_annotation")
+        b.cpu_op("aten::linear", t + 320, 400.0)
+        b.cpu_op("Optimizer.zero_grad#AdamW.zero_grad", t + 730, 100.0, cat="user_annotation")
+        b.cpu_op("aten::zero_", t + 740, 80.0)
+        b.cpu_op("aten::item", t + 850, 50.0)
     r = _replay(tmp_path, b)
-    assert r.steps == 0 and r.replayed_step_us == 0.0 and "no GPU work" in r.note
+    assert r.steps > 0 and r.error_pct < 1e-6 and "no GPU work" in r.note
+    assert r.measured_step_us == pytest.approx(1000.0)
+    assert _after(r, "DataLoader hidden") == pytest.approx(700.0)
+    assert _after(r, "zero_grad sets None") == pytest.approx(920.0)
+    assert _after(r, "no host-device sync") == pytest.approx(950.0)
+    assert _after(r, "copies pinned and async") == pytest.approx(1000.0)
+    assert _after(r, ALL_EDITS) == pytest.approx(1000.0 - 300 - 80 - 50)
+    path = {op.name: op.us for op in r.critical_path}  # a whole step on the path, by the ops' self time
+    assert path == pytest.approx({"aten::linear": 400.0, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__":
+                                  300.0, "host work": 150.0, "aten::zero_": 80.0, "aten::item": 50.0})
+    assert r.host_share_pct == pytest.approx(100.0)
 
 
 def test_without_steps_the_whole_window_is_replayed(tmp_path):
@@ -141,7 +160,7 @@ def test_a_failing_replay_fails_only_its_step(tmp_path, monkeypatch):
     training_trace(steps=4).write(d / "rank-0.json")
     loaded = load_traces(d, include_last_step=True)
 
-    def broken(ev, hw):
+    def broken(ev, hw, rank=0):
         raise ValueError("boom")
 
     monkeypatch.setattr(rank_steps, "replay", broken)
@@ -156,7 +175,7 @@ def test_replay_round_trips_through_the_result_json(tmp_path):
     training_trace(steps=4, item_every_step=True).write(d / "rank-0.json")
     loaded = load_traces(d, include_last_step=True)
     rr = rank_steps.own_part(loaded, loaded.files[0]).result
-    assert isinstance(rr, RankResult) and rr.replay.steps == 3 and len(rr.replay.whatifs) == 2
+    assert isinstance(rr, RankResult) and rr.replay.steps == 3 and len(rr.replay.whatifs) >= len(EDITS) + 1
     from hta_report.api import analyze
     result = analyze(d, include_last_step=True)
     doc = json.loads(result.to_json())
@@ -164,3 +183,27 @@ def test_replay_round_trips_through_the_result_json(tmp_path):
     back = AnalysisResult.from_dict(doc)
     assert back.ranks[0].replay == result.ranks[0].replay
     assert doc["ranks"][0]["replay"]["measured_step_us"] > 0
+
+
+def _step_with_gpu_tail(tmp_path, b: TraceBuilder, name: str) -> float:
+    """The mean step of a trace as the what-ifs measure it (:func:`replay.span`:
+    until the GPU work the steps launched ends, per step), µs."""
+    from hta_report.analysis import replay as R
+    ev = _events(tmp_path, b, name)
+    g, w, steps = R.rank_graph(ev, host_windows(ev))
+    return R.span(g, w, R.schedule(g)[1], steps) / len(w)
+
+
+@pytest.mark.parametrize("edit, before, after", [
+    ("zero_grad sets None", dict(set_to_none=False, params=200), dict(set_to_none=True, params=200)),
+    ("no host-device sync", dict(item_every_step=True, host_op_us=150), dict(item_every_step=False, host_op_us=150)),
+])
+def test_an_edit_predicts_the_loop_built_without_the_cause(tmp_path, edit, before, after):
+    """zero_grad writing 200 zero-fills per step (GPU-bound once the host runs
+    ahead), and a host-bound loop reading the loss every step: the edit's
+    prediction lands within 10 % of the same loop built without the cause."""
+    r = _replay(tmp_path, training_trace(steps=6, **before), "before")
+    measured_after = _step_with_gpu_tail(tmp_path, training_trace(steps=6, **after), "after")
+    predicted = _after(r, edit)
+    assert predicted < r.measured_step_us
+    assert abs(predicted - measured_after) <= 0.10 * measured_after

@@ -22,14 +22,23 @@ has no depth limit.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
+from itertools import combinations
 from typing import Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from ..model import Replay, ReplayOp, WhatIf
+import pandas as pd
+
+from .. import intervals
+from ..model import ALL_EDITS, Replay, ReplayOp, WhatIf, combined_edit
+from .copies import MEMCPY_APIS
+from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES, self_times
 from .events import RankEvents, is_step, name_strings
+from .optimizer import zero_grad_regions, zero_writes
 from .regions import LAUNCH_CATEGORIES
-from .replay_graph import E_ANCHOR, E_HOST, E_LAUNCH, E_WAIT, GPU, MARKER, READ, SYNC, Graph, build_graph, step_thread
+from .replay_graph import (COPY, E_ANCHOR, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, MARKER, READ, SYNC, Graph,
+                           build_graph, step_thread)
 from .steps import analyzed_windows, step_windows
 
 #: Ops named on a rank's critical path (:attr:`Replay.critical_path`).
@@ -37,27 +46,46 @@ TOP_PATH_OPS = 5
 #: How many ops (by start) before a host interval's middle are searched for the
 #: innermost one holding it; bounds the naming's work (ops nest a few levels deep).
 NAME_LOOKBACK = 64
-#: The edits replayed on every rank: (label, function of the graph returning
-#: the edge offsets and the dropped-edge mask to schedule with).
-EDITS: List[Tuple[str, str]] = [
-    ("no host-device sync", "every synchronizing call and blocking device-to-host read stops waiting "
-                            "for the GPU (keeps its own overhead)"),
-    ("DataLoader hidden", "the host's time inside DataLoader iteration annotations goes to 0 (workers hide it)"),
-]
+#: Up to this many edits that change a rank, every combination of them is
+#: replayed (``Replay.whatifs``, labels :func:`~hta_report.model.combined_edit`);
+#: past it only the pairs and all of them (a replay per combination).
+MAX_ALL_SUBSETS = 3
+#: A host interval at least this long (µs) on the critical path is named by
+#: the self time of the ops inside it (:func:`_self_time_split`), not by the
+#: op holding its middle: a whole step on a rank without GPU work, long
+#: Python between two launches.
+SPLIT_HOST_US = 1000.0
+@dataclass
+class Edit:
+    """The schedule's inputs after an edit (:func:`schedule`): per edge, its
+    offset ``off`` (µs) and whether it is dropped (``drop``); per node, its
+    ``dur`` and ``delay`` (µs). Edit functions change them in place."""
+
+    off: np.ndarray
+    drop: np.ndarray
+    dur: np.ndarray
+    delay: np.ndarray
+
+    @classmethod
+    def of(cls, g: Graph) -> "Edit":
+        """The unmodified graph's inputs (copies)."""
+        return cls(off=g.off.copy(), drop=np.zeros(len(g.off), dtype=bool), dur=g.dur.copy(), delay=g.delay.copy())
 
 
-def schedule(g: Graph, off: Optional[np.ndarray] = None, drop: Optional[np.ndarray] = None
-             ) -> Tuple[List[float], List[float], List[int]]:
+EditFunction = Callable[[RankEvents, Graph, Edit], None]
+
+
+def schedule(g: Graph, edit: Optional[Edit] = None) -> Tuple[List[float], List[float], List[int]]:
     """Replayed ``(start, end, binding edge)`` of every node of ``g`` (µs;
-    edge -1: none), with the edge offsets ``off`` (default ``g.off``) and
-    without the edges ``drop`` (a boolean mask). A node starts at its latest
-    predecessor's end plus the edge's offset, plus its own delay; it ends
-    ``g.dur`` later."""
-    offs = (g.off if off is None else off).tolist()
+    edge -1: none), with the inputs of ``edit`` (default: the graph's own). A
+    node starts at its latest predecessor's end plus the edge's offset, plus
+    its own delay; it ends ``dur`` later."""
+    e = edit or Edit(off=g.off, drop=np.zeros(0, dtype=bool), dur=g.dur, delay=g.delay)
+    offs = e.off.tolist()
     src = g.src.tolist()
     ptr = g.ptr.tolist()
-    delay, dur = g.delay.tolist(), g.dur.tolist()
-    dropped = drop.tolist() if drop is not None else None
+    delay, dur = e.delay.tolist(), e.dur.tolist()
+    dropped = e.drop.tolist() if e.drop.any() else None
     n = g.size
     start, end = [0.0] * n, [0.0] * n
     arg = [-1] * n
@@ -75,31 +103,106 @@ def schedule(g: Graph, off: Optional[np.ndarray] = None, drop: Optional[np.ndarr
     return start, end, arg
 
 
-def edit_no_sync(g: Graph) -> Tuple[np.ndarray, np.ndarray]:
-    """Edit (a): the wait edges into synchronizing calls and blocking reads dropped."""
-    dst = np.repeat(np.arange(g.size), np.diff(g.ptr))
-    drop = (g.ekind == E_WAIT) & np.isin(g.wait[dst], (SYNC, READ))
-    return g.off, drop
+def _edge_targets(g: Graph) -> np.ndarray:
+    """The target node of every edge."""
+    return np.repeat(np.arange(g.size), np.diff(g.ptr))
 
 
-def edit_no_dataloader(g: Graph) -> Tuple[np.ndarray, np.ndarray]:
-    """Edit (b): the host's DataLoader time removed from the host edges."""
-    return g.off - g.dl, np.zeros(len(g.off), dtype=bool)
+def edit_no_sync(ev: RankEvents, g: Graph, e: Edit) -> None:
+    """Synchronizing calls and blocking device-to-host reads gone: they wait
+    for nothing and take no time (the value stays on the GPU). On a rank
+    without GPU work in the graph, the host time of the ops that read a
+    value (:data:`~.cpu_side.SYNC_NAMES`: ``aten::item``...) is removed."""
+    waiting = np.isin(g.wait, (SYNC, READ))
+    e.drop |= (g.ekind == E_WAIT) & waiting[_edge_targets(g)]
+    e.dur[waiting] = 0.0
+    if not (g.kind == GPU).any():
+        cpu = ev.cpu
+        remove_host_ops(g, e, cpu[cpu["s_name"].isin(SYNC_NAMES)])
 
 
-EDIT_FUNCTIONS: Dict[str, Callable[[Graph], Tuple[np.ndarray, np.ndarray]]] = {
-    "no host-device sync": edit_no_sync, "DataLoader hidden": edit_no_dataloader}
+def edit_no_dataloader(ev: RankEvents, g: Graph, e: Edit) -> None:
+    """The host's time inside DataLoader iteration annotations removed from
+    the host edges (workers hide the loading)."""
+    host = g.dl > 0  # host edges only (a launch edge's offset may be negative)
+    e.off[host] = np.maximum(e.off[host] - g.dl[host], 0.0)
 
 
-def step_times(g: Graph, w: np.ndarray, end: List[float], gpu_tail: bool) -> np.ndarray:
+def edit_async_copies(ev: RankEvents, g: Graph, e: Edit) -> None:
+    """Copies made from pinned memory with ``non_blocking=True``: a blocking
+    copy call (pageable ``cudaMemcpyAsync``, ``cudaMemcpy``) and a
+    synchronization right after a copy call on its thread stop waiting for
+    the GPU. The copies keep their measured durations (pinned memory usually
+    copies faster: the prediction leaves that out)."""
+    dst = _edge_targets(g)
+    after_copy = np.zeros(g.size, dtype=bool)
+    host = g.ekind == E_HOST
+    after_copy[dst[host]] = np.isin(np.asarray(g.name, dtype=object)[g.src[host]], MEMCPY_APIS)
+    waiting = (g.wait[dst] == COPY) | ((g.wait[dst] == SYNC) & after_copy[dst])
+    e.drop |= (g.ekind == E_WAIT) & waiting
+
+
+def edit_no_zero_fill(ev: RankEvents, g: Graph, e: Edit) -> None:
+    """``zero_grad(set_to_none=True)``: the ``aten::zero_`` ops inside
+    ``Optimizer.zero_grad`` (:func:`~.optimizer.zero_writes`) removed with
+    the GPU work they launch."""
+    ops = zero_writes(ev, zero_grad_regions(ev, None))
+    remove_host_ops(g, e, ops)
+
+
+def remove_host_ops(g: Graph, e: Edit, ops: pd.DataFrame) -> None:
+    """Remove the host time of ``ops`` (CPU rows: ``thread``, ``ts``, ``end``,
+    µs) from ``e``: host edges lose the part of their interval the ops cover,
+    host calls starting inside them take no time and wait for nothing, and
+    the GPU operations those calls launch take no time."""
+    if ops.empty:
+        return
+    dst = _edge_targets(g)
+    host = np.flatnonzero(g.ekind == E_HOST)
+    gone = np.zeros(g.size, dtype=bool)
+    for thr, rows in ops.groupby("thread", sort=False):
+        u = intervals.union(rows["ts"].to_numpy(float), rows["end"].to_numpy(float))
+        on = host[g.thread[dst[host]] == thr]
+        if len(on):
+            e.off[on] = np.maximum(e.off[on] - np.clip(intervals.overlap_each(g.gap[on], u), 0.0, None), 0.0)
+        calls = np.flatnonzero((g.kind == HOST) & (g.thread == thr))
+        k = np.searchsorted(u[:, 0], g.m_start[calls], side="right") - 1
+        inside = (k >= 0) & (g.m_start[calls] < u[np.maximum(k, 0), 1])
+        gone[calls[inside]] = True
+    launched = (g.ekind == E_LAUNCH) & gone[g.src]
+    gone[dst[launched]] = True
+    e.dur[gone] = 0.0
+    e.delay[gone & (g.kind == GPU)] = 0.0
+    e.drop |= (g.ekind == E_WAIT) & gone[dst]
+
+
+#: The edits a rule's fix can name (``Rule.edit``): label -> (what the edit
+#: does, in words for the report, and the function that makes it).
+EDITS: Dict[str, Tuple[str, EditFunction]] = {
+    "no host-device sync": ("the synchronizing calls and blocking device-to-host reads (.item(), .cpu()) are "
+                            "gone: the host no longer waits for the GPU", edit_no_sync),
+    "DataLoader hidden": ("the host's time inside DataLoader iteration goes to 0 (workers prepare the "
+                          "batches ahead)", edit_no_dataloader),
+    "copies pinned and async": ("host-to-device copies stop blocking the host (pinned memory, "
+                                "non_blocking=True); copy durations unchanged", edit_async_copies),
+    "zero_grad sets None": ("the aten::zero_ ops inside zero_grad and the GPU work they launch are gone "
+                            "(zero_grad(set_to_none=True))", edit_no_zero_fill),
+}
+
+
+def step_times(g: Graph, w: np.ndarray, end: List[float], gpu_tail: bool, last_tail: bool = False) -> np.ndarray:
     """Replayed duration (µs) of each window ``[start, end]`` of ``w`` (the
-    markers' replayed times); ``gpu_tail``: the window also lasts until the
-    last GPU operation ends (a window without steps)."""
+    markers' replayed times); ``gpu_tail``: every window also lasts until the
+    last GPU operation ends (a window without steps); ``last_tail``: the last
+    window does (the GPU work the steps leave behind: what a what-if compares,
+    :func:`whatif`)."""
     out = []
-    last_gpu = float(np.asarray(end)[g.kind == GPU].max()) if gpu_tail and (g.kind == GPU).any() else -np.inf
-    for a, z in w.tolist():
+    last_gpu = float(np.asarray(end)[g.kind == GPU].max()) if (gpu_tail or last_tail) and (g.kind == GPU).any() \
+        else -np.inf
+    rows = w.tolist()
+    for i, (a, z) in enumerate(rows):
         t0, t1 = end[g.markers[a]], end[g.markers[z]]
-        if gpu_tail:
+        if gpu_tail or (last_tail and i == len(rows) - 1):
             t1 = max(t1, last_gpu)
         out.append(t1 - t0)
     return np.array(out, dtype=float)
@@ -182,38 +285,131 @@ def name_host_work(ev: RankEvents, g: Graph, acc: Dict[Tuple[str, str], float]) 
                     found[qi] = rows[jj]
                     break
                 jj -= 1
-    for (_, us), f in zip(todo, found.tolist()):
-        out[(str(names[f]) if f >= 0 else "host work", "cpu")] += us
+    long = (spans[:, 1] - spans[:, 0]) >= SPLIT_HOST_US
+    split = _SelfTimeSplit(ops, names, spans[long]) if long.any() else None
+    for (key, us), f, (a, z), t, is_long in zip(todo, found.tolist(), spans.tolist(), threads.tolist(),
+                                                long.tolist()):
+        parts = split.of(a, z, t, float(g.dl[int(key[0].split(":")[1])]), us) if split is not None and is_long \
+            else {}
+        if parts:
+            for name, part in parts.items():
+                out[(name, "cpu")] += part
+        else:
+            out[(str(names[f]) if f >= 0 else "host work", "cpu")] += us
     return out
+
+
+class _SelfTimeSplit:
+    """Names a long host interval (:data:`SPLIT_HOST_US` or more: a whole
+    step of a rank without GPU work, long Python between two launches) by
+    the self time of the ops of ``ops`` (CPU rows, with their ``names``)
+    inside it, computed once for all intervals."""
+
+    def __init__(self, ops: pd.DataFrame, names: np.ndarray, spans: np.ndarray) -> None:
+        ts, end = ops["ts"].to_numpy(float), ops["end"].to_numpy(float)
+        u = intervals.union(spans[:, 0], spans[:, 1])  # only ops inside one of the long intervals count
+        k = np.searchsorted(u[:, 0], ts, side="right") - 1
+        inside = (k >= 0) & (end <= u[np.maximum(k, 0), 1])
+        ops, names = ops[inside], np.asarray(names)[inside]
+        self.ts, self.end = ts[inside], end[inside]
+        self.thr = ops["thread"].to_numpy()
+        self.own = self_times(ops)  # an op's children lie inside it: the same self time as over all ops
+        self.codes, uniq = pd.factorize(pd.Series(names, dtype=object))
+        self.uniq = [str(x) for x in uniq]
+        dl = ops["s_name"].str.startswith(DATALOADER_PREFIXES).fillna(False).to_numpy(dtype=bool)
+        self.keep = np.ones(len(ops), dtype=bool)  # not inside a DataLoader annotation (named apart)
+        mid = (self.ts + self.end) / 2
+        for t in np.unique(self.thr[dl]).tolist():
+            u = intervals.union(self.ts[dl & (self.thr == t)], self.end[dl & (self.thr == t)])
+            k = np.searchsorted(u[:, 0], mid, side="right") - 1
+            self.keep &= ~((self.thr == t) & (k >= 0) & (mid < u[np.maximum(k, 0), 1]))
+        self.by_start = np.lexsort((self.ts, self.thr))
+
+    def of(self, a: float, z: float, thr: int, dl_us: float, us: float) -> Dict[str, float]:
+        """The ``us`` µs of ``[a, z]`` on thread ``thr`` by name: the self
+        time of the ops that lie entirely inside it and outside DataLoader
+        annotations (whose ``dl_us`` the path names apart), scaled to ``us``;
+        the rest is ``host work`` (Python outside ops). Empty: no op inside."""
+        o = self.by_start
+        lo = np.searchsorted(self.thr[o], thr, side="left")
+        hi = np.searchsorted(self.thr[o], thr, side="right")
+        rows = o[lo:hi]
+        rows = rows[np.searchsorted(self.ts[rows], a, side="left"):np.searchsorted(self.ts[rows], z, side="right")]
+        rows = rows[(self.end[rows] <= z) & self.keep[rows]]
+        if not len(rows):
+            return {}
+        by = np.bincount(self.codes[rows], weights=self.own[rows], minlength=len(self.uniq))
+        room = max(z - a - dl_us, 0.0)
+        scale = us / room if room > 0 else 0.0
+        out = {self.uniq[i]: float(by[i]) * scale for i in np.flatnonzero(by > 0).tolist()}
+        total = float(by.sum())
+        if room > total:
+            out["host work"] = out.get("host work", 0.0) + (room - total) * scale
+        return out
 
 
 def rank_graph(ev: RankEvents, hw: np.ndarray) -> Union[str, Tuple[Graph, np.ndarray, bool]]:
     """The graph :func:`replay` schedules, the windows it measures (``(n, 2)``
-    µs) and whether they are steps; or why the rank is not replayed."""
-    if not ev.has_gpu:
-        return "the rank has no GPU work"
+    µs) and whether they are steps; or why the rank is not replayed. A rank
+    without GPU work is its host timeline: the step thread's markers and
+    the host time between them."""
     if len(hw) == 0:
         return "no analyzed window"
     steps = len(analyzed_windows(step_windows(ev))) > 0
     w = np.asarray(hw, dtype=float)
     lo, hi = float(w[0, 0]), float(w[-1, 1])
-    if not steps:  # the window ends at the step thread's last runtime call
+    if not steps and ev.has_gpu:  # the window ends at the step thread's last runtime call
         w = np.array([[lo, _last_call_end(ev, lo)]])
         hi = float(w[0, 1]) + 1e-6
+    elif not steps:
+        w = np.array([[lo, hi]])
+        hi += 1e-6
     g = build_graph(ev, w.ravel(), lo, hi)
-    if not (g.kind == GPU).any() or not ((g.ekind == E_LAUNCH).any()):
+    if ev.has_gpu and (not (g.kind == GPU).any() or not ((g.ekind == E_LAUNCH).any())):
         return "no GPU work launched by host calls in the analyzed window"
     if len(g.order) < g.size:
         return "the trace's times order its events in a cycle (a malformed trace)"
     return g, w, steps
 
 
-def replay(ev: RankEvents, hw: np.ndarray) -> Replay:
+def span(g: Graph, w: np.ndarray, end: List[float], steps: bool) -> float:
+    """Replayed time (µs) from the first window's start to the last one's
+    end, or to the end of the GPU work, whichever is later (the GPU work the
+    steps leave behind counts, so a host that gets ahead of a busy GPU gains
+    nothing it would lose to that GPU later). Unlike a sum of step times it
+    never grows when an edit removes a constraint: the windows' starts are
+    not fixed points (a step that starts earlier is longer)."""
+    t1 = step_times(g, w[-1:], end, not steps, last_tail=True)[0] + end[g.markers[float(w[-1, 0])]]
+    return float(t1 - end[g.markers[float(w[0, 0])]])
+
+
+def whatif(ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, labels: List[str], measured: float,
+           base: float, rank: int = 0) -> Tuple[WhatIf, bool]:
+    """Replay ``g`` with the edits ``labels`` of :data:`EDITS` made together
+    (in that order): the mean step ``measured`` (µs) less what the edit saves
+    of the replayed :func:`span` of the windows ``w``, per window; ``base``
+    is that span on the unmodified replay (µs). Also whether the edits
+    changed the graph's inputs at all (when not, nothing is scheduled)."""
+    e = Edit.of(g)
+    for label in labels:
+        EDITS[label][1](ev, g, e)
+    changed = bool(e.drop.any()) or not (np.array_equal(e.off, g.off) and np.array_equal(e.dur, g.dur)
+                                         and np.array_equal(e.delay, g.delay))
+    saved = (base - span(g, w, schedule(g, e)[1], steps)) / len(w) if changed else 0.0
+    label = combined_edit(labels)
+    text = "; ".join(EDITS[x][0] for x in labels)
+    return WhatIf(edit=label, description=text, step_us_before=measured, rank=rank,
+                  step_us_after=max(0.0, measured - saved)), changed
+
+
+def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0) -> Replay:
     """Replay one rank (see the module doc) over its analyzed host windows
     ``hw`` (``(n, 2)`` µs: the analyzed ``ProfilerStep`` windows, or the whole
     trace), with the fidelity figures, the critical path and the what-ifs of
-    :data:`EDITS`. A rank without GPU work or without host launches is not
-    replayed: the ``note`` says why and the figures stay 0."""
+    :data:`EDITS`: one by one, the combinations of those that change the
+    rank (:data:`MAX_ALL_SUBSETS`), and all of them (:data:`ALL_EDITS`). A rank
+    whose GPU work no host call launches in the window is not replayed: the
+    ``note`` says why and the figures stay 0."""
     built = rank_graph(ev, hw)
     if isinstance(built, str):
         return Replay(note=f"not replayed: {built}")
@@ -232,15 +428,23 @@ def replay(ev: RankEvents, hw: np.ndarray) -> Replay:
     n = len(w)
     host = sum(us for (_, kind), us in named.items() if kind == "cpu")
     m_mean, r_mean = float(measured.mean()), float(replayed.mean())
-    whatifs = []
-    for label, _ in EDITS:
-        off, drop = EDIT_FUNCTIONS[label](g)
-        _, e2, _ = schedule(g, off, drop)
-        whatifs.append(WhatIf(edit=label, step_us_before=m_mean,
-                              step_us_after=float(step_times(g, w, e2, not steps).mean())))
-    note = ("collectives keep their measured durations (other ranks are not replayed); host threads wait for "
-            "each other only through the GPU; cross-stream waits and synchronizations are inferred from the "
-            "times (the trace has no event ids)")
+    base = span(g, w, end, steps)
+    singles = [whatif(ev, g, w, steps, [label], m_mean, base, rank) for label in EDITS]
+    whatifs = [x for x, _ in singles]
+    changed = [label for label, (_, did) in zip(EDITS, singles) if did]
+    combos = [list(c) for size in range(2, len(changed) + 1) for c in combinations(changed, size)
+              if len(changed) <= MAX_ALL_SUBSETS or size in (2, len(changed))]
+    whatifs += [whatif(ev, g, w, steps, c, m_mean, base, rank)[0] for c in combos]
+    everything = whatifs[-1] if len(changed) > 1 else next((x for x in whatifs if x.edit in changed), None)
+    whatifs.append(WhatIf(edit=ALL_EDITS, step_us_before=m_mean, rank=rank,
+                          description=everything.description if everything else "no edit changes this rank",
+                          step_us_after=everything.step_us_after if everything else m_mean))
+    if ev.has_gpu:
+        note = ("collectives keep their measured durations (other ranks are not replayed); host threads wait "
+                "for each other only through the GPU; cross-stream waits and synchronizations are inferred "
+                "from the times (the trace has no event ids)")
+    else:
+        note = "no GPU work: the step thread's host time alone (nothing overlaps it)"
     if not steps:
         note = ("no ProfilerStep: one window, from the trace's start to the end of the main thread's last "
                 "runtime call or of the last GPU operation, whichever is later; " + note)
@@ -262,7 +466,7 @@ def _last_call_end(ev: RankEvents, lo: float) -> float:
 def measured_times(g: Graph, w: np.ndarray, gpu_tail: bool) -> np.ndarray:
     """Measured duration (µs) of each window of ``w``, as :func:`step_times` replays it."""
     d = w[:, 1] - w[:, 0]
-    if gpu_tail:
+    if gpu_tail and (g.kind == GPU).any():
         last_gpu = float(g.m_end[g.kind == GPU].max())
         d = np.maximum(w[:, 1], last_gpu) - w[:, 0]
     return d

@@ -63,6 +63,21 @@ def prepare_output_dir(out_dir: Path) -> Path:
     return out_dir
 
 
+
+def cuda_sync_events_config(torch: Any) -> Optional[Any]:
+    """The profiler's experimental configuration that records CUDA
+    synchronization events (``cuda_sync`` events: stream and device
+    synchronizes, event waits with their event ids), which say what each
+    synchronization waited for: HTA's critical path needs them, and the
+    replay (:mod:`hta_report.analysis.replay`), which infers those edges from
+    the times, can be checked against them. None where this PyTorch has no
+    such option."""
+    try:
+        from torch.profiler import _ExperimentalConfig
+        return _ExperimentalConfig(enable_cuda_sync_events=True)
+    except (ImportError, TypeError, AttributeError):
+        return None
+
 class profile:  # noqa: N801 - mirrors torch.profiler.profile
     """Profile a loop with ``torch.profiler`` and write traces hta-report can analyze.
 
@@ -113,6 +128,8 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
                         "profile_memory": profile_memory}
         self.requested_device = device
         self.device = "cpu"
+        #: Whether the profiler records CUDA synchronization events (:func:`cuda_sync_events_config`).
+        self.sync_events = False
         self.quiet = quiet
         self.run: Dict[str, Any] = dict(run) if run else {"mode": "api"}
         self.write_manifest = manifest
@@ -185,12 +202,18 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
         if self.device == "cuda":
             activities.append(ProfilerActivity.CUDA)
         s = self.schedule
+        extra = {}
+        sync_config = cuda_sync_events_config(torch) if self.device == "cuda" else None
+        if sync_config is not None:
+            extra["experimental_config"] = sync_config
+            self.sync_events = True
         self._prof = torch.profiler.profile(
             activities=activities,
             schedule=schedule(wait=s["wait"], warmup=s["warmup"], active=s["active"],
                               repeat=s["repeat"]),
             on_trace_ready=self._on_trace_ready,
             **self.options,
+            **extra,
         )
         self._start_time = utc_now_iso()
         self._start_epoch = time.time()
@@ -304,7 +327,8 @@ class profile:  # noqa: N801 - mirrors torch.profiler.profile
         names, complete = self._all_trace_files()
         data = build_manifest(
             start_time=self._start_time, schedule=self.schedule,
-            profiler={**self.options, "activities": ["CPU", "CUDA"] if self.device == "cuda" else ["CPU"]},
+            profiler={**self.options, "activities": ["CPU", "CUDA"] if self.device == "cuda" else ["CPU"],
+                      "cuda_sync_events": self.sync_events},
             world_size=self._ranks.world_size, devices=env.device_names(self.device),
             device=self.device, host=self._host, trace_files=names, steps_run=self.steps_run,
             run=self.run)

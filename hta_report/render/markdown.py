@@ -154,8 +154,8 @@ def catalogue_markdown(entries: Sequence[Mapping[str, object]]) -> str:
     document ``docs/RULES.md``: an index table (id, what it finds, when it
     fires), then one section per rule, headed by its id (so that
     ``docs/RULES.md#<id>`` links to it): what it checks, the threshold and its
-    source, the fix, its documentation and the number saved results keep in
-    their ``rule`` field."""
+    source, the fix, the replayed edit behind its prediction (or none), its
+    documentation and the number saved results keep in their ``rule`` field."""
     lines = ["# Rule catalogue", "",
              f"<!-- generated: refresh with `{RULES_DOC_COMMAND}` (a test checks it) -->", "",
              "Every rule of hta-report's advice, in the order the reports list them. A rule's id is its one "
@@ -163,7 +163,9 @@ def catalogue_markdown(entries: Sequence[Mapping[str, object]]) -> str:
              "`[tool.hta-report]` (or `--config FILE.toml`) takes it. \"Fires when\" gives the default "
              "thresholds (`hta-report rules --config FILE.toml` shows yours); \"proposal\" marks a threshold "
              "with no published source. A finding's estimated gain is an upper bound of the time per step "
-             "saved if its cause were removed, and its severity follows that gain (`high_pct`, `medium_pct`).",
+             "saved if its cause were removed, and its severity follows that gain (`high_pct`, `medium_pct`). "
+             "A rule with a replayed edit also predicts the step time after its fix: the trace's execution "
+             "graph replayed with that edit (`Finding.whatif`).",
              "", "| id | finds | fires when |", "| --- | --- | --- |"]
     lines += [f"| [`{e['id']}`](#{e['id']}) | {_cell(e['title'])} | {_cell(e['threshold'])} |" for e in entries]
     for e in entries:
@@ -171,6 +173,10 @@ def catalogue_markdown(entries: Sequence[Mapping[str, object]]) -> str:
         lines += ["", f"## {e['id']}", "", f"**{e['title']}**{off}", "",
                   f"- **Checks:** {e['description']}", f"- **Fires when:** {e['threshold']}",
                   f"- **Source of the threshold:** {e['source']}", f"- **Fix:** {e['fix']}"]
+        if e.get("edit"):
+            lines.append(f"- **Prediction:** the replay's edit `{e['edit']}`")
+        else:
+            lines.append("- **Prediction:** none: the gain is an upper bound")
         if e["doc_url"]:
             lines.append(f"- **Documentation:** <{e['doc_url']}>")
         lines.append(f"- **In saved results:** findings and checks of this rule carry `\"rule\": \"{e['rule']}\"` "

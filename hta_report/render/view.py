@@ -29,6 +29,7 @@ from ..escape import is_image_data_uri, md_cell, md_code, md_code_block, md_html
 from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, IDLE_CAUSE_LABELS, MEMORY_STEP, OCCUPANCY_STEP, SPAN_STEP,
                      STEP_BREAKDOWN_STEP, TEMPORAL_STEP, TENSORBOARD_STEP, WINDOWS_STEP, AnalysisResult, Finding, GateResult,
                      NamedTime, RankResult, SourceLocation, is_doc_url, is_source_url)
+from ..model import ALL_EDITS
 from ..names import short_names
 from . import fmt
 
@@ -160,7 +161,8 @@ class SourceLineRow:
 class FindingRow:
     """A finding as shown: what the model says, with its ``gain`` in words
     (``gain_pct`` kept as a number for the top-list cut), ``ranks`` and
-    ``share`` formatted, and its source ``lines``."""
+    ``share`` formatted, its source ``lines``, and the replay's
+    ``prediction`` for its fix with the ``edit`` it replayed (empty: none)."""
 
     id: str
     title: str
@@ -175,6 +177,8 @@ class FindingRow:
     gain_pct: float
     gain_note: str
     lines: Tuple[SourceLineRow, ...]
+    prediction: str = ""
+    edit: str = ""
 
     @classmethod
     def of(cls, result: AnalysisResult, f: Finding) -> "FindingRow":
@@ -184,7 +188,8 @@ class FindingRow:
             ranks=", ".join(str(r) for r in f.ranks), share=fmt.pct(f.share_pct),
             gain=_gain(result, f), gain_pct=f.gain_pct,
             gain_note=" if the cause were removed (upper bound)" if f.gain_ms_per_step > 0 else "",
-            lines=tuple(SourceLineRow.of(loc) for loc in f.locations))
+            lines=tuple(SourceLineRow.of(loc) for loc in f.locations), prediction=prediction(result, f),
+            edit=f.whatif.description if f.whatif is not None else "")
 
 
 @dataclass(frozen=True)
@@ -354,6 +359,54 @@ class StepStatsView:
     p90: str
     max: str
     note: str
+
+
+@dataclass(frozen=True)
+class PathRow:
+    """One entry of a rank's critical path: ``name``, ``kind`` (``cpu`` or
+    ``gpu``), its ``time`` on the path per step and its ``share`` of the path."""
+
+    name: str
+    kind: str
+    time: str
+    share: str
+
+
+@dataclass(frozen=True)
+class ReplayView:
+    """A rank's replay (:class:`~hta_report.model.Replay`): ``fidelity`` (the
+    replayed step against the measured one), ``path`` (the top entries of
+    the critical path), ``together`` (every edit at once, in words; empty
+    when the rank has none that changes its step) and ``note`` (what the
+    replay leaves out, or why the rank was not replayed)."""
+
+    replayed: bool
+    fidelity: str
+    path: Tuple[PathRow, ...]
+    host_share: str
+    together: str
+    note: str
+
+    @classmethod
+    def of(cls, r: RankResult) -> "ReplayView":
+        rp = r.replay
+        if rp.steps == 0:
+            return cls(replayed=False, fidelity="", path=(), host_share="", together="", note=rp.note)
+        per = "per step" if r.steps.count > 0 else "over the traced window"
+        total = sum(op.us for op in rp.critical_path)
+        whole = rp.replayed_step_us if rp.replayed_step_us > 0 else total
+        together = ""
+        for w in rp.whatifs:
+            if w.edit == ALL_EDITS and w.step_us_before > 0 and w.step_us_after < w.step_us_before * 0.995:
+                together = (f"Every edit the replay knows, together: {fmt.ms(w.step_us_before)} → "
+                            f"{fmt.ms(w.step_us_after)} ({_change(w.step_us_before, w.step_us_after)}) {per}")
+        return cls(replayed=True,
+                   fidelity=(f"replayed {fmt.ms(rp.replayed_step_us)} {per} against {fmt.ms(rp.measured_step_us)} "
+                             f"measured ({fmt.pct(rp.error_pct)} apart) over {fmt.plural(rp.steps, 'step')}"),
+                   path=tuple(PathRow(name=op.name, kind=op.kind, time=fmt.ms(op.us),
+                                      share=fmt.pct(100 * op.us / whole if whole > 0 else 0.0))
+                              for op in rp.critical_path),
+                   host_share=fmt.pct(rp.host_share_pct), together=together, note=rp.note)
 
 
 @dataclass(frozen=True)
@@ -646,6 +699,7 @@ class RankDetail:
     memory_chart: Optional[ChartImage]
     workload: str = ""
     workload_evidence: Tuple[str, ...] = ()
+    replay: Optional[ReplayView] = None
 
     @classmethod
     def of(cls, r: RankResult, x: RankFigures, last_step_included: bool,
@@ -654,7 +708,7 @@ class RankDetail:
         m, c, ln, cpu = r.memcpy, r.comm, r.launch, r.cpu
         return cls(
             rank=str(r.rank), file=r.file, has_gpu=r.has_gpu, failures=_failures(r),
-            workload=r.workload.label, workload_evidence=tuple(r.workload.evidence),
+            workload=r.workload.label, workload_evidence=tuple(r.workload.evidence), replay=ReplayView.of(r),
             steps=tuple(StepRow(number=str(s.number), duration=fmt.ms(s.duration_us), warmup=s.warmup)
                         for s in r.steps.steps),
             step_stats=StepStatsView(
@@ -841,6 +895,7 @@ class HeadlineSection(Section):
     incomplete: Incomplete
     reading: Tuple[str, ...]
     warnings: Tuple[str, ...]
+    together: str = ""
 
     @classmethod
     def of(cls, b: Basis) -> "HeadlineSection":
@@ -859,7 +914,7 @@ class HeadlineSection(Section):
             step=steps_note or f"mean step {mean_step}", dataloader=fmt.pct(a.dataloader_pct),
             top=tuple(f for f in b.findings if f.gain_pct >= TOP_MIN_GAIN_PCT)[:3],
             window_note=_window_note(result), unreadable=b.unreadable, incomplete=b.incomplete,
-            reading=b.reading, warnings=tuple(result.inventory.warnings))
+            reading=b.reading, warnings=tuple(result.inventory.warnings), together=together(result))
 
     def markdown(self) -> List[str]:
         run = self.run
@@ -877,6 +932,8 @@ class HeadlineSection(Section):
         lines += ["", md_code(run.input) + (f" · {md_text(run.workload)}" if run.workload else "")]
         if run.world_note:
             lines += ["", f"> {md_text(run.world_note)}"]
+        if self.together:
+            lines += ["", md_text(self.together)]
         bad = self.unreadable
         if bad.count:
             lines += ["", f"**{bad.summary}:**", ""]
@@ -906,6 +963,8 @@ class HeadlineSection(Section):
                      + f"{self.step}, devices: {terminal(run.devices)}")
         if run.world_note:
             lines.append(terminal(run.world_note))
+        if self.together:
+            lines.append(terminal(self.together))
         if self.unreadable.count:
             lines.append(f"{self.unreadable.summary} (listed in the report)")
         if self.incomplete.count:
@@ -982,6 +1041,9 @@ class FindingsSection(Section):
             lines.append(md_text(self.no_findings))
         for f in self.findings:
             lines.append(f"- **[{md_text(f.severity)}] {md_text(f.title)}** ({md_code(f.id)}): {f.gain}")
+            if f.prediction:
+                lines.append(f"  - predicted after the fix: {md_text(f.prediction)} (replay of the trace: "
+                             f"{md_text(f.edit)})")
             for e in f.evidence:
                 lines.append(f"  - {md_text(e)}")
             for loc in f.lines:
@@ -1009,6 +1071,8 @@ class FindingsSection(Section):
                  + (f", {small} below 1 % of the step or without a gain" if small else "") + ":"]
         for f in top[:5]:
             lines.append(f"  [{terminal(f.severity)}] {terminal(f.title)} ({f.gain})")
+            if f.prediction:
+                lines.append(f"      predicted after the fix: {f.prediction}")
             if f.lines:  # the line with the largest share of its time
                 line = f.lines[0]
                 lines.append(f"      at {terminal(line.label)} in {terminal(line.function)} "
@@ -1343,6 +1407,49 @@ def _gain(result: AnalysisResult, f: Finding) -> str:
     if _stepped(result, f):
         return f"up to {fmt.ms(f.gain_ms_per_step * 1e3)} per step ({fmt.pct(f.gain_pct)} of the step)"
     return f"up to {fmt.ms(f.gain_ms_per_step * 1e3)} over the trace ({fmt.pct(f.gain_pct)} of the traced window)"
+
+
+def together(result: AnalysisResult) -> str:
+    """What the fixes with a replayed edit buy together
+    (:attr:`AnalysisResult.together`), with what each predicts alone:
+    ``"dataloader-bound and sync-in-step fixed together: step 20.00 ms →
+    12.00 ms (-40.0 %) on rank 0, replaying the trace (each alone: -30.0 %,
+    -15.0 %)"``; empty without one."""
+    w = result.together
+    if w is None or not w.step_us_before > 0:
+        return ""
+    parts = set(w.edit.split(" + "))
+    mine = [f for f in result.findings if f.whatif is not None and f.whatif.edit in parts and w.rank in f.ranks]
+    if len(mine) < 2:
+        return ""
+    steps = {r.rank: r.steps.count > 0 for r in result.ranks}
+    unit = "step" if steps.get(w.rank, True) else "traced window"
+    rank = next((x for x in result.ranks if x.rank == w.rank), None)
+    singles = {x.edit: x for x in rank.replay.whatifs} if rank is not None else {}
+    alone = [_change(x.step_us_before, x.step_us_after) for x in
+             (singles.get(f.whatif.edit) for f in mine if f.whatif is not None) if x is not None]
+    names = ", ".join(f.id for f in mine[:-1]) + f" and {mine[-1].id}"
+    return (f"{names} fixed together: {unit} {fmt.ms(w.step_us_before)} → {fmt.ms(w.step_us_after)} "
+            f"({_change(w.step_us_before, w.step_us_after)}) on rank {w.rank}, replaying the trace"
+            + (f" (each alone: {', '.join(alone)})" if alone else ""))
+
+
+def _change(before: float, after: float) -> str:
+    """``after`` against ``before`` in % with its sign: ``"-35.5 %"``."""
+    return f"{fmt.fixed((after - before) / before * 100, 1, sign=True, grouped=False)} %"
+
+
+def prediction(result: AnalysisResult, f: Finding) -> str:
+    """The replay's prediction for ``f``'s fix (``Finding.whatif``):
+    ``"step 16.75 ms → 10.81 ms (-35.5 %) on rank 0"``; empty without one
+    (``FindingRow.edit`` says what the replay changed)."""
+    w = f.whatif
+    if w is None or not w.step_us_before > 0:
+        return ""
+    steps = {r.rank: r.steps.count > 0 for r in result.ranks}
+    unit = "step" if steps.get(w.rank, True) else "traced window"
+    return (f"{unit} {fmt.ms(w.step_us_before)} → {fmt.ms(w.step_us_after)} "
+            f"({_change(w.step_us_before, w.step_us_after)}) on rank {w.rank}")
 
 
 def stack_note(result: AnalysisResult) -> str:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, COMMUNICATION_STEP, CPU_SIDE_STEP, MEMCPY_STEP,
-                     STEP_TIMES_STEP, WINDOWS_STEP, AnalysisResult, Finding, RankGain, RankResult)
+                     STEP_TIMES_STEP, WINDOWS_STEP, AnalysisResult, Finding, RankGain, RankResult, WhatIf,
+                     combined_edit)
 from .claims import Claims, Ledger
 from .config import AdviceConfig
 
@@ -106,6 +107,10 @@ class Rule:
             run, no threshold value: those depend on the configuration).
         fix: how to remove the cause, in markdown (SARIF's ``help``; a
             finding's own ``fix`` is the code for its run).
+        edit: the edit of the execution graph the fix means, a label of
+            :data:`hta_report.analysis.replay.EDITS` (``""``: none; the
+            finding's gain stays an upper bound). The engine gives the
+            finding the replay's prediction for it (``Finding.whatif``).
     """
 
     id: str
@@ -119,6 +124,7 @@ class Rule:
     needs: Tuple[str, ...] = ()
     description: str = ""
     fix: str = ""
+    edit: str = ""
 
     @property
     def symptom(self) -> bool:
@@ -135,10 +141,12 @@ CORE = (STEP_TIMES_STEP, CPU_SIDE_STEP, WINDOWS_STEP, MEMCPY_STEP, COMMUNICATION
 
 
 def rule(id: str, number: str, title: str, source: str, threshold: Callable[[AdviceConfig], str], doc_url: str,
-         phase: int = CAUSE, needs: Sequence[str] = (), *, description: str, fix: str) -> Callable[[Check], Check]:
+         phase: int = CAUSE, needs: Sequence[str] = (), *, description: str, fix: str,
+         edit: str = "") -> Callable[[Check], Check]:
     """Register the decorated function as a rule of the catalogue; it needs
     the analysis steps :data:`CORE` and ``needs``; ``description`` and
-    ``fix`` document it (``docs/RULES.md``, SARIF's rule metadata).
+    ``fix`` document it (``docs/RULES.md``, SARIF's rule metadata); ``edit``
+    names the replay's edit its fix means (:attr:`Rule.edit`).
 
     Raises:
         ValueError: a rule with this id or number is registered already, or
@@ -152,7 +160,8 @@ def rule(id: str, number: str, title: str, source: str, threshold: Callable[[Adv
             raise ValueError(f"rule {id} needs a description and a fix (docs/RULES.md, SARIF's help)")
         REGISTRY.append(Rule(id=id, number=number, title=title, source=source, threshold=threshold,
                              doc_url=doc_url, check=fn, phase=phase, needs=CORE + tuple(needs),
-                             description=" ".join(description.split()), fix=" ".join(fix.split())))
+                             description=" ".join(description.split()), fix=" ".join(fix.split()),
+                             edit=edit))
         return fn
     return wrap
 
@@ -363,3 +372,43 @@ def complete(f: Finding, r: Rule, cfg: AdviceConfig) -> Finding:
     f.threshold = f"{r.threshold(cfg)} ({r.source})"
     f.doc_url = f.doc_url or r.doc_url
     return f
+
+
+def together(result: AnalysisResult, findings: Sequence[Finding], edits: Mapping[str, str]) -> Optional[WhatIf]:
+    """What the fixes of ``findings`` with a replayed edit (``edits``: rule id
+    -> edit label) buy together: on each rank where two or more of them fired
+    and each alone shortens the replayed step, the what-if of their edits
+    replayed together (:func:`~hta_report.model.combined_edit`); of those,
+    the one saving the largest share of its rank's step. None when no rank
+    has two such findings (or the replay did not combine them)."""
+    best: Optional[WhatIf] = None
+    for x in result.ranks:
+        by_edit = {w.edit: w for w in x.replay.whatifs}
+        labels = {edits[f.id] for f in findings if f.id in edits and x.rank in f.ranks}
+        labels = {e for e in labels if e in by_edit and by_edit[e].step_us_after < by_edit[e].step_us_before}
+        if len(labels) < 2:
+            continue
+        hit = by_edit.get(combined_edit(labels))
+        if hit is None or not hit.step_us_before > 0:
+            continue
+        if best is None or (hit.step_us_before - hit.step_us_after) / hit.step_us_before > \
+                (best.step_us_before - best.step_us_after) / best.step_us_before:
+            best = hit
+    return best
+
+
+def predicted(f: Finding, r: Rule, result: AnalysisResult) -> Optional[WhatIf]:
+    """The replay's prediction for ``f``'s fix (``r.edit``) on the finding's
+    worst rank that was replayed (largest ``gain_pct`` in ``f.rank_gains``,
+    else the first of ``f.ranks``), or None: no edit, or no rank of it was
+    replayed with that edit."""
+    if not r.edit:
+        return None
+    order = [g.rank for g in sorted(f.rank_gains, key=lambda g: -g.gain_pct)] or list(f.ranks)
+    by_rank = {x.rank: x for x in result.ranks}
+    for rank in order:
+        x = by_rank.get(rank)
+        hit = next((w for w in x.replay.whatifs if w.edit == r.edit), None) if x is not None else None
+        if hit is not None and hit.step_us_before > 0:
+            return hit
+    return None

@@ -15,9 +15,9 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple, Union
 
-from ..model import ATTRIBUTION_STEP, AnalysisResult, Finding, RuleCheck
+from ..model import ATTRIBUTION_STEP, AnalysisResult, Finding, RuleCheck, WhatIf
 from . import config as _config
-from .base import COVERED, DISABLED, FIRED, NOT_CHECKED, REGISTRY, Rule, Verdict, complete
+from .base import COVERED, DISABLED, FIRED, NOT_CHECKED, REGISTRY, Rule, Verdict, complete, predicted, together
 from .claims import Ledger, check_order
 from .config import AdviceConfig
 from .wording import fix_for
@@ -66,10 +66,12 @@ def load_config(path: Optional[os.PathLike[str] | str] = None,
 
 @dataclass
 class Advice:
-    """Findings (largest estimated gain first) and one check per catalogue rule."""
+    """Findings (largest estimated gain first), one check per catalogue rule,
+    and what the findings' replayed edits buy together (:func:`~.base.together`)."""
 
     findings: List[Finding]
     checks: List[RuleCheck]
+    together: Optional[WhatIf] = None
 
 
 def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Advice:
@@ -124,7 +126,9 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
         if verdict.finding is not None:
             findings.append((verdict.finding, _number(r)))
     findings.sort(key=lambda fn: (-fn[0].gain_pct, fn[1]))
-    return Advice(findings=[f for f, _ in findings], checks=checks)
+    fired = [f for f, _ in findings]
+    return Advice(findings=fired, checks=checks,
+                  together=together(result, fired, {r.id: r.edit for r in RULES if r.edit}))
 
 
 def _run(r: Rule, result: AnalysisResult, cfg: AdviceConfig, ledger: Ledger) -> Verdict:
@@ -160,6 +164,7 @@ def _commit(r: Rule, v: Verdict, result: AnalysisResult, cfg: AdviceConfig, ledg
         complete(v.finding, r, cfg)
         f = v.finding
         f.fix = fix_for(r.id, [x for x in result.ranks if x.rank in f.ranks], f.fix)
+        f.whatif = predicted(f, r, result)
         ledger.commit(r.id, v.finding.ranks, v.claims)
     return v
 
@@ -167,9 +172,10 @@ def _commit(r: Rule, v: Verdict, result: AnalysisResult, cfg: AdviceConfig, ledg
 def catalogue(config: Optional[AdviceConfig] = None) -> List[Dict[str, Union[str, bool]]]:
     """The rule catalogue as plain dicts (``id``, ``rule``: the internal
     number saved results keep, ``title``, ``description``, ``threshold`` for
-    ``config``, ``source``, ``fix``, ``doc_url``, ``enabled``), in catalogue
+    ``config``, ``source``, ``fix``, ``doc_url``, ``edit``: the replay's edit
+    behind its prediction or ``""``, ``enabled``), in catalogue
     order; what ``hta-report rules`` prints (``--format markdown``: ``docs/RULES.md``)."""
     cfg = config or AdviceConfig()
     return [{"id": r.id, "rule": r.number, "title": r.title, "description": r.description,
              "threshold": r.threshold(cfg), "source": r.source, "fix": r.fix, "doc_url": r.doc_url,
-             "enabled": r.id not in cfg.disable} for r in RULES]
+             "edit": r.edit, "enabled": r.id not in cfg.disable} for r in RULES]

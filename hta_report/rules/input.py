@@ -45,7 +45,8 @@ def _with_dataloader(result: AnalysisResult) -> List[RankResult]:
                    "host time in the DataLoader on ranks without GPU activity, as a share of the step."),
       fix=("Load batches ahead of the step in worker processes: `DataLoader(ds, num_workers=N, "
            "pin_memory=True, persistent_workers=True, prefetch_factor=4)`, with N up to the CPU "
-           "cores per GPU; move heavy augmentation to the GPU or offline."))
+           "cores per GPU; move heavy augmentation to the GPU or offline."),
+      edit="DataLoader hidden")
 def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C1: GPU idle while the host is in ``enumerate(DataLoader)#...`` (host
     time in it on ranks without GPU activity) above ``dataloader_pct`` of the step."""
@@ -70,7 +71,8 @@ def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
                    "Its time is the DataLoader wait; where `dataloader-bound` fired on a rank it already "
                    "counts that wait, and this rule is covered by it."),
       fix=("Give the DataLoader worker processes: `DataLoader(ds, num_workers=N, pin_memory=True, "
-           "persistent_workers=True)`, with N about the CPU cores per GPU minus one."))
+           "persistent_workers=True)`, with N about the CPU cores per GPU minus one."),
+      edit="DataLoader hidden")
 def dataloader_main_process(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C2: batches loaded on the training thread (``_SingleProcessDataLoaderIter``);
     the gain is the DataLoader wait of C1, which worker processes would take

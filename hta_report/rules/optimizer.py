@@ -88,7 +88,8 @@ def zero_grad_cost_us(r: RankResult) -> float:
       description=("`Optimizer.zero_grad` writing zeros into every gradient (`aten::zero_` ops, not part of "
                    "`aten::zeros`) every step, instead of dropping the gradients."),
       fix=("Set gradients to None: `optimizer.zero_grad(set_to_none=True)` (the default since "
-           "PyTorch 2.0)."))
+           "PyTorch 2.0)."),
+      edit="zero_grad sets None")
 def zero_grad_zeros(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C22: ``Optimizer.zero_grad#...`` containing ``aten::zero_`` ops that are
     not part of an ``aten::zeros``: gradients are zero-filled every step."""

@@ -55,7 +55,8 @@ def _reads(r: RankResult) -> str:
                    "meanwhile)."),
       fix=("Keep values on the GPU inside the loop: no `loss.item()`, `print(tensor)`, "
            "`tensor.cpu()` or data-dependent Python control flow per step; accumulate on the GPU "
-           "(`running += loss.detach()`) and read once every N steps."))
+           "(`running += loss.detach()`) and read once every N steps."),
+      edit="no host-device sync")
 def sync_in_step(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C5: ``cudaStreamSynchronize``/``cudaDeviceSynchronize``/``cudaEventSynchronize``,
     ``aten::item``/``aten::_local_scalar_dense`` and device-to-host reads

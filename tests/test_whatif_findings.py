@@ -1,0 +1,110 @@
+"""Findings carry the replay's prediction for their fix (issue 30): the rules
+that name an edit get ``Finding.whatif`` from their worst replayed rank, the
+others keep a bound; the reports show the prediction and the critical path;
+an edit only removes constraints, so it never predicts a slower step."""
+
+import json
+
+import pytest
+
+from conftest import REPO, SHARED_ROOT
+from hta_report.analysis.replay import EDITS
+from hta_report.api import analyze
+from hta_report.model import ALL_EDITS
+from hta_report.render import render
+from hta_report.rules.engine import RULES
+
+SAMPLE = REPO / "sample_traces" / "cpu_dataloader_bound"
+#: Shared runs where a rule with an edit fires (checked below) and the replay runs on GPU ranks.
+EDITED_RUNS = ["hta/distributed_info_unavailable", "tracelens/mi300_qwen_chat", "legacy/tb_resnet50_num_workers_4",
+               "hta/amd_trace"]
+
+
+def test_every_edit_a_rule_names_is_one_the_replay_makes():
+    named = {r.id: r.edit for r in RULES if r.edit}
+    assert set(named.values()) <= set(EDITS)
+    assert named == {"dataloader-bound": "DataLoader hidden", "dataloader-main-process": "DataLoader hidden",
+                     "sync-in-step": "no host-device sync", "pageable-memcpy": "copies pinned and async",
+                     "blocking-copy": "copies pinned and async", "zero-grad-zeros": "zero_grad sets None"}
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return analyze(SAMPLE)
+
+
+def test_a_finding_with_an_edit_carries_its_rank_s_replayed_step(sample):
+    f = next(f for f in sample.findings if f.id == "dataloader-bound")
+    rank = next(x for x in sample.ranks if x.rank == f.whatif.rank)
+    replayed = next(w for w in rank.replay.whatifs if w.edit == "DataLoader hidden")
+    assert f.whatif == replayed
+    assert f.whatif.step_us_before == pytest.approx(rank.steps.mean_us, rel=1e-6)
+    # a CPU-only rank: nothing overlaps the host, so hiding the DataLoader saves exactly its time
+    assert f.whatif.step_us_before - f.whatif.step_us_after == pytest.approx(f.gain_ms_per_step * 1e3, rel=1e-3)
+    unfused = next(f for f in sample.findings if f.id == "unfused-optimizer")
+    assert unfused.whatif is None  # no edit: the gain stays a bound
+
+
+def test_reports_show_the_prediction_and_the_critical_path(sample):
+    md = render(sample, "md")
+    line = next(x for x in md.splitlines() if "predicted after the fix" in x)
+    assert "16.75 ms → 10.81 ms (-35.5 %) on rank 0" in line and "DataLoader" in line
+    page = render(sample, "html")
+    assert "Predicted after the fix:" in page and "Critical path (replay)" in page
+    assert "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" in page.split("Critical path (replay)")[1]
+    doc = json.loads(render(sample, "json"))
+    f = next(f for f in doc["findings"] if f["id"] == "dataloader-bound")
+    assert set(f["whatif"]) >= {"edit", "step_us_before", "step_us_after"}
+    assert next(f for f in doc["findings"] if f["id"] == "unfused-optimizer")["whatif"] is None
+
+
+@pytest.mark.parametrize("run", EDITED_RUNS)
+def test_edits_never_predict_a_slower_step_and_together_beat_each_alone(run):
+    path = SHARED_ROOT / run
+    if not path.is_dir():
+        pytest.skip(f"{path} not available (../shared is absent)")
+    result = analyze(path)
+    replayed = [x for x in result.ranks if x.replay.steps]
+    assert replayed
+    for x in replayed:
+        after = {w.edit: w.step_us_after for w in x.replay.whatifs}
+        assert set(after) >= set(EDITS) | {ALL_EDITS}  # and the combinations of those that change the rank
+        before = x.replay.measured_step_us
+        assert all(v <= before * (1 + 1e-9) for v in after.values()), after
+        assert after[ALL_EDITS] <= min(after[e] for e in EDITS) * (1 + 1e-9)
+    edited = [f for f in result.findings if f.whatif is not None]
+    assert edited, [f.id for f in result.findings]
+    for f in edited:
+        assert f.whatif.edit == next(r.edit for r in RULES if r.id == f.id)
+        assert f.whatif.rank in f.ranks
+
+
+def test_removing_the_reads_of_a_rank_without_gpu_events_saves_their_host_time():
+    """HTA's A100 trace without kernels: the .item() reads are host time only."""
+    path = SHARED_ROOT / "hta" / "distributed_info_unavailable"
+    if not path.is_dir():
+        pytest.skip(f"{path} not available (../shared is absent)")
+    f = next(f for f in analyze(path).findings if f.id == "sync-in-step")
+    assert f.whatif is not None and f.whatif.step_us_after < f.whatif.step_us_before
+
+
+def test_two_fixes_are_replayed_together_not_added_up(tmp_path):
+    """A loop that loads batches in the main process and zero-fills 100
+    gradients per step: both findings predict their fix, and the result says
+    what the two buy together (one replay of both edits), which the reports show."""
+    from kineto import training_trace
+
+    training_trace(steps=8, workers=False, dataloader_us=1500, set_to_none=False, params=100).write(
+        tmp_path / "rank-0.json")
+    result = analyze(tmp_path)
+    fired = {f.id: f for f in result.findings}
+    assert fired["dataloader-bound"].whatif is not None and fired["zero-grad-zeros"].whatif is not None
+    both = result.together
+    assert both is not None and both.edit == "DataLoader hidden + zero_grad sets None" and both.rank == 0
+    assert both.step_us_after < min(fired[i].whatif.step_us_after for i in ("dataloader-bound", "zero-grad-zeros"))
+    rank = result.ranks[0]
+    assert both in rank.replay.whatifs
+    line = next(x for x in render(result, "md").splitlines() if "fixed together" in x)
+    assert line.startswith("dataloader-bound and zero-grad-zeros fixed together: step ")
+    assert "Together:" in render(result, "html")
+    assert json.loads(render(result, "json"))["together"]["edit"] == both.edit
