@@ -3,18 +3,31 @@
 A saved result (``analyze --json``, one side of ``compare``) or a result-cache
 entry is a file anyone can edit. :func:`check_result` checks the plain JSON
 document against the result model (:mod:`hta_report.model`) before it is
-rebuilt: types (an ``int`` field holds an integer, not a bool, a string or a
-float), finite numbers (no NaN or infinity), ranges (counts and ranks not
-negative; shares of a whole, such as HTA's temporal breakdown, within 0–100
-%; the ranges hold for everything ``analyze`` writes, which the trace fuzzer
-checks), known values (finding severities, check statuses, rank sources),
-links (a finding's ``doc_url`` only to the rules' documentation,
-:func:`~hta_report.model.is_doc_url`; a source line's ``url`` only of a
-GitHub line link's shape: a cache entry edited to ``javascript:`` is a miss,
-a saved result is refused), the
-sections every result has, and one result per rank. The first problem is
-raised as a :class:`ResultError` naming where it is
-(``aggregate.idle_pct: NaN, expected a finite number``).
+rebuilt, in two parts:
+
+* the types, by msgspec (``msgspec.convert(data, type=AnalysisResult,
+  strict=True)``, the library that writes the published JSON Schema,
+  :mod:`hta_report.schema`): an ``int`` field holds an integer, not a bool,
+  a string or a float; a ``float`` field a number within the float range; a
+  list a list; an object an object; the fields without a default are there;
+  any type msgspec reads (an ``Optional`` dataclass added to the model, say)
+  is checked with no code here;
+* what the model's plain annotations do not say, by :func:`check_values`, a
+  pass over the document with a plan made once per class: finite numbers (no
+  NaN or infinity), ranges (counts and ranks not negative; shares of a whole,
+  such as HTA's temporal breakdown, within 0–100 %; the ranges hold for
+  everything ``analyze`` writes, which the trace fuzzer checks), known values
+  (:data:`ENUMS`: finding severities, check statuses, rank sources); then,
+  on the result, links (a finding's ``doc_url`` only to the rules'
+  documentation, :func:`~hta_report.model.is_doc_url`; a source line's
+  ``url`` only of a GitHub line link's shape: a cache entry edited to
+  ``javascript:`` is a miss, a saved result is refused), the sections every
+  result has, and one result per rank.
+
+The first problem is raised as a :class:`ResultError` naming where it is
+(``aggregate.idle_pct: NaN, expected a finite number``); msgspec's own
+messages (``Expected `int`, got `str` - at `$.ranks[0].rank```) are put in
+the same form (``ranks[0].rank: '0' (a string), expected an integer``).
 
 Keys the model does not know are ignored, and a field the model gives a
 default may be absent (a result saved before the field was added), except in
@@ -23,16 +36,20 @@ default may be absent (a result saved before the field was added), except in
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import re
 import sys
 import types
 import typing
-from typing import Any, Dict, FrozenSet, List, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple
+
+import msgspec
 
 from .model import (CHECK_STATUSES, DOC_HOSTS, READABLE_SCHEMA_VERSIONS, Aggregate, AnalysisResult, is_doc_url,
                     is_source_url, type_hints)
 
-__all__ = ["ResultError", "check_result", "ENUMS", "SHARES"]
+__all__ = ["ResultError", "check_result", "check_values", "ENUMS", "SHARES"]
 
 #: Allowed values of string fields: (class name, field) -> values.
 ENUMS: Dict[Tuple[str, str], FrozenSet[str]] = {
@@ -74,8 +91,8 @@ AGGREGATE_SINCE_3 = frozenset({"kernel_busy_pct", "span_busy_pct", "hta_busy_pct
 #: copied from the trace); every other integer (counts, bytes, ranks) may not.
 SIGNED_INTS = frozenset({"number", "stream", "world_size", "schema_version", "compute_major",
                          "kineto_schema_versions", "steps"})
-#: Largest integer a float field may hold (float() of a larger one overflows).
-_MAX_FLOAT_INT = int(sys.float_info.max)
+#: Largest finite float: an integer above it in a float field overflows (µs, %, bytes alike).
+_MAX_FLOAT = sys.float_info.max
 #: Slack for float rounding at the ends of 0–100 %.
 _PCT_SLACK = 1e-6
 #: The sections every result has (and Aggregate's figures, above).
@@ -110,84 +127,195 @@ def _fail(path: str, value: Any, expected: str) -> None:
     raise ResultError(f"{path or 'the document'}: {_describe(value)}, expected {expected}")
 
 
-def _number(path: str, value: Any, integer: bool, owner: str, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-        _fail(path, value, "an integer" if integer else "a number")
-    if isinstance(value, float) and not math.isfinite(value):
-        _fail(path, value, "a finite number")
-    if not integer and isinstance(value, int) and not -_MAX_FLOAT_INT <= value <= _MAX_FLOAT_INT:
-        _fail(path, value, "a finite number")  # past the float range: float() would overflow
-    shares = SHARES.get(owner, frozenset())
-    if name in shares or ("*" in shares and name.endswith("_pct")):
-        if not -_PCT_SLACK <= value <= 100 + _PCT_SLACK:
-            _fail(path, value, "a share within 0–100 %")
-    elif integer and name not in SIGNED_INTS and value < 0:
-        _fail(path, value, "a count, not negative")
+#: msgspec's names of JSON types (``Expected `int`, got `str```) -> ours.
+_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
+          "array": "a list", "object": "an object", "null": "null"}
+#: Python's JSON types -> msgspec's names of them.
+_KINDS = {bool: "bool", int: "int", float: "float", str: "str", list: "array", dict: "object", type(None): "null"}
+#: A msgspec error: what, then where (``- at `$.ranks[0].rank```, or ``- at
+#: `key` in `$.manifest``` for an object's key).
+_MSGSPEC_ERROR = re.compile(r"(?P<what>.*?)(?: - at `(?P<at>[^`]*)`(?: in `(?P<within>[^`]*)`)?)?", re.S)
+#: One step of msgspec's path: ``.name``, ``[3]``, or ``[...]`` (a key it does not name).
+_STEP = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
+
+#: A field's check in :func:`check_values`' plan: ``("model", class)``,
+#: ``("list", item)``, ``("dict", value)``, ``("num", integer, share,
+#: signed)`` or ``("enum", allowed)``; None: nothing beyond msgspec's types.
+Spec = Optional[Tuple[Any, ...]]
+
+
+def _join(path: str, key: Any) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+def _kind(value: Any) -> str:
+    """msgspec's name of a JSON value's type (``str``, ``array``...)."""
+    return _KINDS.get(type(value), type(value).__name__)
+
+
+def _follow(value: Any, steps: List[Tuple[str, str]], path: str, want: Any) -> Tuple[str, Any]:
+    """The dotted path and the value at msgspec's ``steps`` from ``value``; at
+    a ``[...]`` step, the first key whose value (at the steps after it)
+    satisfies ``want``.
+
+    Raises:
+        LookupError, TypeError: the steps do not lead anywhere in ``value``.
+    """
+    for i, (name, index) in enumerate(steps):
+        if name:
+            path, value = _join(path, name), value[name]
+        elif index != "...":
+            path, value = _join(path, int(index)), value[int(index)]
+        else:
+            for key, item in value.items():
+                try:
+                    found = _follow(item, steps[i + 1:], _join(path, key), want)
+                except (LookupError, TypeError):
+                    continue
+                if want(found[1]):
+                    return found
+            raise LookupError(path)
+    return path, value
+
+
+def _translated(exc: msgspec.ValidationError, data: Any) -> ResultError:
+    """msgspec's ``exc`` about ``data`` as our one line: the dotted path, the
+    value found there and what was expected (``ranks[0].rank: '0' (a
+    string), expected an integer``)."""
+    m = _MSGSPEC_ERROR.fullmatch(str(exc))
+    what, at, within = (m.group("what"), m.group("at"), m.group("within")) if m else (str(exc), None, None)
+    missing = re.match(r"Object missing required field `([^`]*)`", what)
+    got = re.search(r"got `([^`]*)`", what)
+
+    def want(v: Any) -> bool:  # the value msgspec means, under a key it does not name
+        if missing:
+            return isinstance(v, dict) and missing.group(1) not in v
+        if got:
+            return _kind(v) == got.group(1)
+        return _kind(v) == "int" and abs(v) > _MAX_FLOAT  # "Number out of range"
+
+    try:
+        path, value = _follow(data, _STEP.findall((within or at or "$")[1:]), "", want)
+    except (LookupError, TypeError):  # pragma: no cover - msgspec's path is always in the document
+        return ResultError(f"the document: {exc}")
+    place = path or "the document"
+    if within is not None:
+        return ResultError(f"{place}: a key that is not a string")
+    if missing:
+        return ResultError(f"{_join(path, missing.group(1))}: missing")
+    expected = re.match(r"Expected `([^`]*)`", what)
+    if expected and got:
+        names = [n for n in expected.group(1).split(" | ") if n != "null"] or ["null"]
+        return ResultError(f"{place}: {_describe(value)}, expected "
+                           + " or ".join(_WORDS.get(n, f"`{n}`") for n in names))
+    if what.startswith("Number out of range"):  # an integer past the float range: float() would overflow
+        return ResultError(f"{place}: {_describe(value)}, expected a finite number")
+    return ResultError(f"{place}: {what}")  # msgspec's words (a Literal: "Invalid enum value 'x'")
+
+
+def _spec(tp: Any, owner: str, name: str) -> Spec:
+    """What :func:`check_values` checks in a value of type ``tp`` held by
+    field ``name`` of class ``owner`` (the items of a list or the values of an
+    object are checked as their field is)."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return ("model", tp)
+    if origin is list and len(args) == 1:
+        item = _spec(args[0], owner, name)
+        return None if item is None else ("list", item)
+    if origin is dict and len(args) == 2:
+        value = _spec(args[1], owner, name)  # Dict[str, Any] (the collector's manifest) is free-form
+        return None if value is None else ("dict", value)
+    inner = [a for a in args if a is not type(None)]
+    if origin in (typing.Union, types.UnionType) and len(inner) == 1:  # Optional[X]: X is checked
+        return _spec(inner[0], owner, name)
+    if tp in (int, float):
+        shares = SHARES.get(owner, frozenset())
+        share = name in shares or ("*" in shares and name.endswith("_pct"))
+        return ("num", tp is int, share, name in SIGNED_INTS)
+    if tp is str and (owner, name) in ENUMS:
+        return ("enum", ENUMS[(owner, name)])
+    return None  # bool, free text, Any, and any other type msgspec checked
+
+
+@functools.lru_cache(maxsize=None)
+def _plan(cls: type) -> Tuple[Tuple[str, Tuple[Any, ...]], ...]:
+    """The fields of model class ``cls`` that :func:`check_values` looks at, with their checks."""
+    hints = type_hints(cls)
+    found = ((f.name, _spec(hints[f.name], cls.__name__, f.name)) for f in dataclasses.fields(cls))
+    return tuple((name, spec) for name, spec in found if spec is not None)
+
+
+def _problem(spec: Tuple[Any, ...], value: Any) -> Optional[str]:
+    """What a number or an enum's string should have been; None when it is fine."""
+    if spec[0] == "enum":
+        return None if value in spec[1] else "one of " + ", ".join(sorted(spec[1]))
+    _, integer, share, signed = spec
+    if not integer and not math.isfinite(value):
+        return "a finite number"
+    if share and not -_PCT_SLACK <= value <= 100 + _PCT_SLACK:
+        return "a share within 0–100 %"
+    if integer and not share and not signed and value < 0:
+        return "a count, not negative"
     # Times may be negative: HTA rounds fractional timestamps inwards, so a
     # sub-µs event can end before it starts (a step time <= 0 is "no steps"
     # to the verdict and the gates).
+    return None
 
 
-def _check(tp: Any, value: Any, path: str, owner: str = "", name: str = "", version: int = 3) -> None:
-    origin = typing.get_origin(tp)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            _fail(path, value, "an object")
-        hints = type_hints(tp)
-        for f in dataclasses.fields(tp):
-            sub = f"{path}.{f.name}" if path else f.name
-            if f.name not in value:
-                required = (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING) \
-                    or (tp is Aggregate and (version >= 3 or f.name not in AGGREGATE_SINCE_3)) \
-                    or (tp is AnalysisResult and f.name in REQUIRED_TOP)
-                if required:
-                    raise ResultError(f"{sub}: missing")
+def _visit(spec: Tuple[Any, ...], value: Any, path: str) -> None:
+    kind = spec[0]
+    if kind == "model":
+        for name, sub in _plan(spec[1]):
+            if name not in value or value[name] is None:
                 continue
-            _check(hints[f.name], value[f.name], sub, tp.__name__, f.name, version)
+            if sub[0] in ("num", "enum"):
+                problem = _problem(sub, value[name])
+                if problem is not None:
+                    _fail(_join(path, name), value[name], problem)
+            else:
+                _visit(sub, value[name], _join(path, name))
         return
-    if origin in (list, List):
-        if not isinstance(value, list):
-            _fail(path, value, "a list")
-        (item,) = typing.get_args(tp)
-        for i, v in enumerate(value):
-            _check(item, v, f"{path}[{i}]", owner, name, version)
-        return
-    if origin in (dict, Dict):
-        if not isinstance(value, dict):
-            _fail(path, value, "an object")
-        args = typing.get_args(tp)
-        if args and args[1] is not Any:  # typed values (a finding's claimed time by source): checked
-            for k, v in value.items():
-                _check(args[1], v, f"{path}.{k}", owner, name, version)
-        return  # Dict[str, Any] is free-form (the collector's manifest): shown escaped, never computed with
-    if origin in (typing.Union, types.UnionType):
-        if value is None:
-            return
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        _check(inner[0], value, path, owner, name, version)
-        return
-    if tp is Any:
-        return
-    if tp is bool:
-        if not isinstance(value, bool):
-            _fail(path, value, "true or false")
-        return
-    if tp is str:
-        if not isinstance(value, str):
-            _fail(path, value, "a string")
-        allowed = ENUMS.get((owner, name))
-        if allowed is not None and value not in allowed:
-            _fail(path, value, "one of " + ", ".join(sorted(allowed)))
-        return
-    if tp in (int, float):
-        _number(path, value, tp is int, owner, name)
-        return
-    raise TypeError(f"model_check: no check for {tp!r} at {path}")  # pragma: no cover - a new model type
+    sub = spec[1]
+    items = enumerate(value) if kind == "list" else value.items()
+    leaf = sub[0] in ("num", "enum")
+    for key, item in items:
+        if item is None:
+            continue
+        if not leaf:
+            _visit(sub, item, _join(path, key))
+        elif (problem := _problem(sub, item)) is not None:
+            _fail(_join(path, key), item, problem)
+
+
+def check_values(data: Any, model: type) -> None:
+    """Check a plain JSON document against model dataclass ``model``: its
+    types by msgspec (``msgspec.convert(data, type=model, strict=True)``:
+    unknown keys ignored, fields with a default may be absent), then what
+    plain annotations do not say: numbers finite; the fields of
+    :data:`SHARES` within 0–100 % (with 1e-6 of slack for float rounding);
+    integers not negative except :data:`SIGNED_INTS`; the strings of
+    :data:`ENUMS` among their values.
+
+    Raises:
+        ResultError: the first problem, as ``"<dotted path>: <value>, expected <what>"``
+            (a type error chained to msgspec's ``ValidationError``).
+    """
+    try:
+        msgspec.convert(data, type=model, strict=True)
+    except msgspec.ValidationError as exc:
+        raise _translated(exc, data) from exc
+    _visit(("model", model), data, "")
 
 
 def check_result(data: Any) -> None:
     """Check a result document (``json.loads`` of ``analyze --json``) against
-    the result model; see the module docstring for what is checked.
+    the result model: :func:`check_values`, then the sections every result
+    has, one result per rank, ``aggregate.gpu_ranks`` at most
+    ``aggregate.ranks``, and the findings' links; see the module docstring.
 
     Raises:
         ResultError: the first problem, as ``"<dotted path>: <value>, expected <what>"``.
@@ -200,14 +328,20 @@ def check_result(data: Any) -> None:
     if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_SCHEMA_VERSIONS:
         raise ResultError(f"schema_version is {_describe(version)}; this hta-report reads "
                           f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}")
-    _check(AnalysisResult, data, "", version=version)
+    check_values(data, AnalysisResult)
+    for name in REQUIRED_TOP:
+        if name not in data:
+            raise ResultError(f"{name}: missing")
+    agg = data["aggregate"]
+    for f in dataclasses.fields(Aggregate):
+        if f.name not in agg and (version >= 3 or f.name not in AGGREGATE_SINCE_3):
+            raise ResultError(f"aggregate.{f.name}: missing")
     ranks = [r["rank"] for r in data["ranks"]]
     seen = set()
     for i, r in enumerate(ranks):
         if r in seen:
             raise ResultError(f"ranks[{i}].rank: rank {r} appears twice")
         seen.add(r)
-    agg = data["aggregate"]
     if agg["gpu_ranks"] > agg["ranks"]:
         raise ResultError(f"aggregate.gpu_ranks: {agg['gpu_ranks']}, expected at most aggregate.ranks ({agg['ranks']})")
     for i, f in enumerate(data.get("findings") or []):
