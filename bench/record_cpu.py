@@ -8,8 +8,14 @@ optimizer, a cheap dataset). Used by ``bench/diagnosis.py`` (the real-derived
 tier) and by the tests; the traces go where the caller says (a temporary
 directory), never into the repository.
 
-Usage: ``python bench/record_cpu.py OUT_DIR CASE [--strength 0.4]`` with CASE one of
-:data:`CASES`; ``ddp-*`` cases spawn two gloo ranks.
+``fix`` records the same script after the fix a user would make for the
+case's cause (:data:`FIXES`): the other half of a before/after pair for
+``bench/whatif.py --pairs`` (the cause's cost stays in the script, only the
+fix changes; ``extra_ms`` gives both halves the same injected cost).
+
+Usage: ``python bench/record_cpu.py OUT_DIR CASE [--strength 0.4] [--fix] [--extra-ms MS]``
+with CASE one of :data:`CASES`; ``ddp-*`` cases spawn two gloo ranks. The
+injected cost it used is printed as ``extra_ms <ms>``.
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Optional
 
 #: Samples per micro-batch of the ``micro-batches`` case.
 MICRO_BATCH = 2
@@ -29,6 +36,19 @@ CASES = {
     "micro-batches": (1, "gradient accumulation over micro-batches of 2: 32 forwards and backwards per step"),
     "ddp-healthy": (2, "two gloo ranks, DDP, fused AdamW"),
     "ddp-straggler": (2, "two gloo ranks; rank 1 preprocesses each batch on the CPU first"),
+    "item-per-step": (1, "loss.item() read every step (a host-device sync on a GPU, a scalar read on the CPU)"),
+    "zero-grad-zeros": (1, "zero_grad(set_to_none=False) over many large parameters: every gradient zeroed by aten::zero_"),
+}
+#: DataLoader worker processes of the ``slow-data`` fix: 2, not the issue's 4,
+#: since this machine has 2 cores (4 workers would time-share them with the
+#: training process; 2 already hide a slow batch at the strengths used).
+FIX_WORKERS = 2
+#: The fix :func:`run` applies with ``fix=True``: case -> what changes.
+FIXES = {
+    "slow-data": f"DataLoader(num_workers={FIX_WORKERS}): the slow __getitem__ runs in worker processes",
+    "item-per-step": "the per-step loss.item() removed",
+    "zero-grad-zeros": "zero_grad(set_to_none=True)",
+    "unfused-optimizer": "AdamW(foreach=True)",
 }
 
 
@@ -48,12 +68,16 @@ def _burn(torch, ms: float) -> None:
 
 
 def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, steps: int = 7,
-        layers: int = 0, clean: bool = False, shapes: bool = False) -> None:
+        layers: int = 0, clean: bool = False, shapes: bool = False, fix: bool = False,
+        extra_ms: Optional[float] = None) -> float:
     """Train ``steps`` iterations under the profiler (wait 1, warm-up 1,
     active ``steps - 2``) and write the trace of this rank into ``out``
     (``layers``: hidden layers of the model, 0 for the case's default;
     ``clean``: the same script with the case's cause switched off, a baseline;
-    ``shapes``: ``record_shapes=True``)."""
+    ``shapes``: ``record_shapes=True``; ``fix``: the case's fix of
+    :data:`FIXES` applied, the cause's cost kept; ``extra_ms``: the injected
+    cost (ms per step) instead of ``strength`` times the step measured here).
+    Returns the injected cost used (ms per step, 0 for a case without one)."""
     import torch
     from torch.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler
 
@@ -65,6 +89,12 @@ def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, ste
         width, layers = 64, 24  # many small parameters: per-parameter work dominates
     if case in ("per-sample-loop", "micro-batches"):
         batch = 64  # samples per optimizer step
+    if case == "zero-grad-zeros":
+        # 8.4M parameters and a small batch: zeroing the gradients (and adding into them in
+        # backward) is a measurable share of the step next to the matmuls
+        width, layers, batch = 1024, 8, 8
+    if fix and case not in FIXES:
+        raise ValueError(f"case {case!r} has no fix (one of {', '.join(FIXES)})")
     layers = layers_override or layers
     model = _model(torch, layers, width)
     if world > 1:
@@ -87,7 +117,9 @@ def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, ste
     slow_batch_ms = 0.0
     sampler = BatchSampler(SequentialSampler(range(len(data_x))), batch, drop_last=True)
     loader = DataLoader(Batches(), sampler=sampler, batch_size=None, num_workers=0)
-    if case == "unfused-optimizer" and not clean:
+    if case == "unfused-optimizer" and fix:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+    elif case == "unfused-optimizer" and not clean:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
@@ -96,7 +128,7 @@ def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, ste
     def step(x, y):
         if case == "ddp-straggler" and rank == 1:
             _burn(torch, straggle_ms)
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad(set_to_none=not (case == "zero-grad-zeros" and not clean and not fix))
         if case == "per-sample-loop" and not clean:
             loss = sum(loss_fn(model(x[i:i + 1]), y[i:i + 1]) for i in range(len(x))) / len(x)
             loss.backward()
@@ -106,19 +138,27 @@ def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, ste
         else:
             loss = loss_fn(model(x), y)
             loss.backward()
+            if case == "item-per-step" and not clean and not fix:
+                seen.append(loss.item())  # logging the loss every step
         opt.step()
 
     # calibrate the injected cost against this machine's step time (strength = share of the resulting step)
+    seen: list = []
     it = iter(loader)
     straggle_ms = 0.0
     t0 = time.perf_counter()
     for _ in range(3):
         step(*next(it))
     step_ms = (time.perf_counter() - t0) / 3 * 1e3
-    extra_ms = 0.0 if clean else strength / (1 - strength) * step_ms
+    if extra_ms is None:
+        extra_ms = 0.0 if clean or case not in ("slow-data", "ddp-straggler") else strength / (1 - strength) * step_ms
     if case == "slow-data":
         slow_batch_ms = extra_ms
     straggle_ms = extra_ms if case == "ddp-straggler" else 0.0
+    if case == "slow-data" and fix:  # workers fork now, with the calibrated cost; they start before the profiler
+        loader = DataLoader(Batches(), sampler=sampler, batch_size=None, num_workers=FIX_WORKERS)
+        it = iter(loader)
+        step(*next(it))
 
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
     with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes,
@@ -130,6 +170,7 @@ def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, ste
     if world > 1:
         import torch.distributed as dist
         dist.destroy_process_group()
+    return extra_ms
 
 
 def _worker(rank: int, out: str, case: str, strength: float, world: int, port: int, layers: int,
@@ -140,15 +181,20 @@ def _worker(rank: int, out: str, case: str, strength: float, world: int, port: i
 
 
 def record(out: str, case: str, strength: float = 0.4, port: int = 29531, layers: int = 0,
-           clean: bool = False, shapes: bool = False) -> None:
-    """Record ``case`` into ``out`` (one trace per rank)."""
+           clean: bool = False, shapes: bool = False, fix: bool = False,
+           extra_ms: Optional[float] = None) -> Optional[float]:
+    """Record ``case`` into ``out`` (one trace per rank); ``fix`` and
+    ``extra_ms`` as in :func:`run` (single-rank cases only). Returns the
+    injected cost used (ms per step), None for the multi-rank cases."""
     ranks = CASES[case][0]
+    if (fix and case not in FIXES) or (ranks > 1 and extra_ms is not None):
+        raise ValueError(f"case {case!r}: fix is for {', '.join(FIXES)}; extra_ms for the single-rank cases")
     os.makedirs(out, exist_ok=True)
     if ranks == 1:
-        run(out, case, strength, layers=layers, clean=clean, shapes=shapes)
-        return
+        return run(out, case, strength, layers=layers, clean=clean, shapes=shapes, fix=fix, extra_ms=extra_ms)
     import torch.multiprocessing as mp
     mp.spawn(_worker, args=(out, case, strength, ranks, port, layers, clean), nprocs=ranks, join=True)
+    return None
 
 
 def main(argv=None) -> int:
@@ -160,8 +206,14 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", type=int, default=0, help="hidden layers of the model (0: the case's default)")
     ap.add_argument("--clean", action="store_true", help="the same script with the cause switched off (a baseline)")
     ap.add_argument("--record-shapes", action="store_true", help="profile(record_shapes=True): input shapes in the trace")
+    ap.add_argument("--fix", action="store_true", help="the case's fix applied (FIXES), its cause's cost kept")
+    ap.add_argument("--extra-ms", type=float, default=None,
+                    help="the injected cost (ms per step) instead of calibrating it from --strength")
     args = ap.parse_args(argv)
-    record(args.out, args.case, args.strength, args.port, args.layers, args.clean, args.record_shapes)
+    used = record(args.out, args.case, args.strength, args.port, args.layers, args.clean, args.record_shapes,
+                  args.fix, args.extra_ms)
+    if used is not None:
+        print(f"extra_ms {used:.6f}")
     return 0
 
 

@@ -207,3 +207,49 @@ def test_an_edit_predicts_the_loop_built_without_the_cause(tmp_path, edit, befor
     predicted = _after(r, edit)
     assert predicted < r.measured_step_us
     assert abs(predicted - measured_after) <= 0.10 * measured_after
+
+
+@pytest.mark.parametrize("backwards", [1, 2])
+def test_set_to_none_also_drops_backward_s_adds_into_zeroed_gradients(tmp_path, backwards):
+    """Two parameters: zero_grad writes two zeros (2 × 40 µs), then each
+    backward's AccumulateGrad adds into them (2 × 30 µs per backward). With
+    set_to_none the first backward takes the gradients as they are; with two
+    backwards per step (accumulation) the adds stay, so only the zeros go."""
+    b = TraceBuilder(rank=0, gpu_name=None)
+    for s in range(1, 6):
+        t = s * 1000.0
+        b.step(s, t, 1000.0)
+        b.cpu_op("Optimizer.zero_grad#SGD.zero_grad", t + 10, 100.0, cat="user_annotation")
+        b.cpu_op("aten::zero_", t + 15, 40.0)
+        b.cpu_op("aten::zero_", t + 60, 40.0)
+        for k in range(backwards):
+            for p in range(2):
+                t0 = t + 200 + 200 * k + 80 * p
+                b.cpu_op("torch::autograd::AccumulateGrad", t0, 50.0)
+                b.cpu_op("aten::add_", t0 + 5, 30.0)
+    r = _replay(tmp_path, b, f"b{backwards}")
+    saved = r.measured_step_us - _after(r, "zero_grad sets None")
+    assert saved == pytest.approx(80.0 + (60.0 if backwards == 1 else 0.0))
+
+
+def test_another_thread_s_work_moves_with_the_step_thread(tmp_path):
+    """Per 1,000 µs step the training thread loads a batch (400 µs of
+    DataLoader), launches a 50 µs kernel, then a second thread (autograd's
+    backward thread) launches 300 µs of kernels after idling; a sync at the
+    step's end waits for them. Hiding the DataLoader must move the backward
+    thread's launches too (they are triggered by the training thread), so the
+    step shortens by the DataLoader time; pinned at their measured times they
+    would not move at all."""
+    b = TraceBuilder(rank=0)
+    bwd = 2
+    for s in range(1, 6):
+        t = s * 1000.0
+        b.step(s, t, 1000.0)
+        b.cpu_op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t + 5, 400.0, cat="user_annotation")
+        b.kernel("fwd", t + 420, 50.0, launch_ts=t + 410)
+        for k in range(3):  # the backward thread, after idling since the last step
+            b.kernel("bwd", t + 500 + 100 * k, 100.0, launch_ts=t + 480 + 5 * k, tid=bwd)
+        b.runtime("cudaDeviceSynchronize", t + 500, 310.0)
+    r = _replay(tmp_path, b)
+    assert r.error_pct < 1e-6
+    assert r.measured_step_us - _after(r, "DataLoader hidden") == pytest.approx(400.0, abs=1.0)

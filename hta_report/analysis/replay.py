@@ -46,6 +46,8 @@ TOP_PATH_OPS = 5
 #: How many ops (by start) before a host interval's middle are searched for the
 #: innermost one holding it; bounds the naming's work (ops nest a few levels deep).
 NAME_LOOKBACK = 64
+#: The autograd node that accumulates a parameter's gradient (its ``aten::add_`` adds into the old gradient).
+ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 #: Up to this many edits that change a rank, every combination of them is
 #: replayed (``Replay.whatifs``, labels :func:`~hta_report.model.combined_edit`);
 #: past it only the pairs and all of them (a replay per combination).
@@ -145,9 +147,29 @@ def edit_async_copies(ev: RankEvents, g: Graph, e: Edit) -> None:
 def edit_no_zero_fill(ev: RankEvents, g: Graph, e: Edit) -> None:
     """``zero_grad(set_to_none=True)``: the ``aten::zero_`` ops inside
     ``Optimizer.zero_grad`` (:func:`~.optimizer.zero_writes`) removed with
-    the GPU work they launch."""
-    ops = zero_writes(ev, zero_grad_regions(ev, None))
-    remove_host_ops(g, e, ops)
+    the GPU work they launch, and so are the ``aten::add_`` ops of
+    backward's gradient accumulation (``AccumulateGrad`` then takes the new
+    gradient as it is instead of adding it to zeros) when there are no more
+    accumulations than zero-fills (one backward per step: with several, the
+    later ones still add)."""
+    zeros = zero_writes(ev, zero_grad_regions(ev, None))
+    if zeros.empty:
+        return
+    cpu = ev.cpu
+    names = cpu["s_name"]
+    acc = cpu[names.eq(ACCUMULATE_GRAD)]
+    adds = cpu.iloc[0:0]
+    if 0 < len(acc) <= len(zeros):
+        adds = cpu[names.eq("aten::add_")]
+        inside = np.zeros(len(adds), dtype=bool)
+        for thr, rows in acc.groupby("thread", sort=False):
+            u = intervals.union(rows["ts"].to_numpy(float), rows["end"].to_numpy(float))
+            on = adds["thread"].to_numpy() == thr
+            ts = adds["ts"].to_numpy(float)
+            k = np.searchsorted(u[:, 0], ts, side="right") - 1
+            inside |= on & (k >= 0) & (ts < u[np.maximum(k, 0), 1])
+        adds = adds[inside]
+    remove_host_ops(g, e, pd.concat([zeros, adds]) if len(adds) else zeros)
 
 
 def remove_host_ops(g: Graph, e: Edit, ops: pd.DataFrame) -> None:
@@ -162,7 +184,7 @@ def remove_host_ops(g: Graph, e: Edit, ops: pd.DataFrame) -> None:
     gone = np.zeros(g.size, dtype=bool)
     for thr, rows in ops.groupby("thread", sort=False):
         u = intervals.union(rows["ts"].to_numpy(float), rows["end"].to_numpy(float))
-        on = host[g.thread[dst[host]] == thr]
+        on = host[g.thread[g.src[host]] == thr]  # a host edge spans its source's thread
         if len(on):
             e.off[on] = np.maximum(e.off[on] - np.clip(intervals.overlap_each(g.gap[on], u), 0.0, None), 0.0)
         calls = np.flatnonzero((g.kind == HOST) & (g.thread == thr))
@@ -182,11 +204,12 @@ EDITS: Dict[str, Tuple[str, EditFunction]] = {
     "no host-device sync": ("the synchronizing calls and blocking device-to-host reads (.item(), .cpu()) are "
                             "gone: the host no longer waits for the GPU", edit_no_sync),
     "DataLoader hidden": ("the host's time inside DataLoader iteration goes to 0 (workers prepare the "
-                          "batches ahead)", edit_no_dataloader),
+                          "batches ahead, on CPU cores the training process leaves free)", edit_no_dataloader),
     "copies pinned and async": ("host-to-device copies stop blocking the host (pinned memory, "
                                 "non_blocking=True); copy durations unchanged", edit_async_copies),
-    "zero_grad sets None": ("the aten::zero_ ops inside zero_grad and the GPU work they launch are gone "
-                            "(zero_grad(set_to_none=True))", edit_no_zero_fill),
+    "zero_grad sets None": ("the aten::zero_ ops inside zero_grad, and backward's adds into the zeroed "
+                            "gradients, are gone with the GPU work they launch (zero_grad(set_to_none=True))",
+                            edit_no_zero_fill),
 }
 
 
@@ -265,8 +288,7 @@ def name_host_work(ev: RankEvents, g: Graph, acc: Dict[Tuple[str, str], float]) 
     keys = np.array([int(label.split(":")[1]) for (label, _), _ in todo], dtype=np.int64)
     spans = g.gap[keys]
     mids = (spans[:, 0] + spans[:, 1]) / 2
-    dst = np.searchsorted(g.ptr, keys, side="right") - 1
-    threads = g.thread[dst]
+    threads = g.thread[g.src[keys]]  # a host edge's interval is its source's thread's (a trigger: the step thread's)
     ops = cpu[cpu["s_cat"].isin(("cpu_op", "user_annotation")) & cpu["thread"].isin(np.unique(threads))
               & (cpu["ts"] <= float(np.nanmax(spans[:, 1]))) & (cpu["end"] >= float(np.nanmin(spans[:, 0])))]
     ops = ops[~is_step(ops["s_name"])]  # a step's annotation holds everything: not a name for its host work

@@ -66,6 +66,9 @@ DTOH_PREFIXES = ("Memcpy DtoH", "hipMemcpy DtoH", "MEMCPY_DTOH")
 #: returned after it (CPU and GPU clocks are aligned to a few µs, as
 #: :data:`~.attribution.GAP_START_TOLERANCE_US` assumes).
 CLOCK_TOLERANCE_US = 2.0
+#: An idle gap on a host thread other than the step thread at least this
+#: long (µs) ends with a call that waits for the step thread (:func:`_trigger_edges`).
+TRIGGER_GAP_US = 50.0
 #: How far back (operations, by end time) a wait's inference looks for an
 #: operation launched before the wait: bounds the work on a pathological trace.
 MAX_LOOKBACK = 2000
@@ -256,6 +259,7 @@ def build_graph(ev: RankEvents, bounds: np.ndarray, lo: float, hi: float) -> Gra
     c_thr = calls["thread"].to_numpy()
     waits: List[Tuple[int, int, float, float]] = []  # (node, call position, s, e) of synchronizing calls
     stream_waits: List[Tuple[int, int]] = []  # (thread, call position)
+    triggers: List[Tuple[int, float, bool]] = []  # (node, start, first) of other threads' calls after idling
     for thr in sorted(threads):
         rows = np.flatnonzero((c_thr == thr) & (outer == np.arange(len(calls))))
         items: List[Tuple[float, int, int]] = [(float(c_ts[p]), 1, int(p)) for p in rows]
@@ -290,8 +294,10 @@ def build_graph(ev: RankEvents, bounds: np.ndarray, lo: float, hi: float) -> Gra
                     if nm in STREAM_WAIT_APIS:
                         stream_waits.append((thr, p))
                 first_node[p], last_node[p] = head, tail
-            if prev < 0:
+            if prev < 0 and thr == st:
                 b.edge(head, 0, s, E_ANCHOR)
+            elif prev < 0:
+                triggers.append((head, s, True))  # anchored by _trigger_edges where nothing triggers it
             else:
                 pending.append((head, prev, prev_end, s, 0.0))
             prev, prev_end = tail, (float(c_end[p]) if is_call else t)
@@ -299,8 +305,14 @@ def build_graph(ev: RankEvents, bounds: np.ndarray, lo: float, hi: float) -> Gra
             a = np.array([x[2] for x in pending])
             z = np.array([x[3] for x in pending])
             cover = _dl_cover(dl_u, a, z)
-            for (dst, src, a0, z0, _), d in zip(pending, cover.tolist()):
-                b.edge(dst, src, z0 - a0, E_HOST, dl=d, a=a0, b=z0)
+            busy = z - a if thr == st else _dl_cover(_thread_ops(cpu, thr), a, z)
+            for (dst, src, a0, z0, _), d, u in zip(pending, cover.tolist(), busy.tolist()):
+                if z0 - a0 - u >= TRIGGER_GAP_US:  # the thread idled: it waits for the step thread, not the gap
+                    b.edge(dst, src, u, E_HOST, dl=min(d, u), a=a0, b=z0)
+                    triggers.append((dst, z0, False))
+                else:
+                    b.edge(dst, src, z0 - a0, E_HOST, dl=d, a=a0, b=z0)
+    _trigger_edges(b, triggers, st, dl_rows)
     # GPU nodes, stream order, launch edges
     gnode = np.full(len(gpu), -1)
     gnode[gsel] = b.nodes(GPU, g_names[gsel].tolist(), g_stream[gsel].tolist(), g_ts[gsel].tolist(),
@@ -309,6 +321,53 @@ def build_graph(ev: RankEvents, bounds: np.ndarray, lo: float, hi: float) -> Gra
     _wait_edges(b, waits, calls, gsel, g_call, g_ts, g_end, g_stream, gnode, c_names)
     _cross_edges(b, stream_waits, calls, outer, gsel, g_call, g_ts, g_end, g_stream, gnode)
     return _pack(b, markers, st, dl_name)
+
+
+def _thread_ops(cpu: pd.DataFrame, thr: int) -> np.ndarray:
+    """Union of the CPU ops and annotations of thread ``thr`` (``ProfilerStep``
+    aside): when the thread runs code of its own (µs intervals)."""
+    rows = cpu[cpu["thread"].eq(thr) & cpu["s_cat"].isin(("cpu_op", "user_annotation"))]
+    rows = rows[~is_step(rows["s_name"])]
+    return intervals.union(rows["ts"].to_numpy(float), rows["end"].to_numpy(float)) if len(rows) \
+        else np.empty((0, 2))
+
+
+def _trigger_edges(b: _Builder, triggers: List[Tuple[int, float, bool]], st: int, dl_rows: pd.DataFrame) -> None:
+    """``host`` edges from the step thread to the other threads: each call
+    that starts another thread's work (its ``first``, or one after the thread
+    idled :data:`TRIGGER_GAP_US` or more with no op of its own running, whose
+    own-thread edge then keeps only the thread's busy time) waits for the
+    step thread's item that ended last before it, for the measured time
+    between them: the autograd engine's backward threads, for one, run when
+    the training thread calls ``backward()``. The interval is the step
+    thread's, DataLoader part included, so an edit that shortens the step
+    thread moves the other threads' work with it. A first call that nothing
+    on the step thread precedes keeps its measured time (an ``anchor``)."""
+    if not triggers:
+        return
+    mine = [i for i in range(1, len(b.kind)) if b.thread[i] == st and b.kind[i] in (HOST, MARKER)]
+    if not mine:
+        for node, s, first in triggers:
+            if first:
+                b.edge(node, 0, s, E_ANCHOR)
+        return
+    ends = np.array([b.end[i] for i in mine])
+    order = np.argsort(ends, kind="stable")
+    ends_sorted = ends[order]
+    du = dl_rows[dl_rows["thread"] == st]
+    dl_u = intervals.union(du["ts"].to_numpy(float), du["end"].to_numpy(float)) if len(du) else np.empty((0, 2))
+    picked = []
+    for node, s, first in triggers:
+        k = int(np.searchsorted(ends_sorted, s, side="right")) - 1
+        if k >= 0:
+            picked.append((node, mine[int(order[k])], float(ends_sorted[k]), s))
+        elif first:
+            b.edge(node, 0, s, E_ANCHOR)
+    if not picked:
+        return
+    cover = _dl_cover(dl_u, np.array([x[2] for x in picked]), np.array([x[3] for x in picked]))
+    for (node, src, a, s), d in zip(picked, cover.tolist()):
+        b.edge(node, src, s - a, E_HOST, dl=d, a=a, b=s)
 
 
 def _gpu_edges(b: _Builder, gsel: np.ndarray, gnode: np.ndarray, g_call: np.ndarray, g_ts: np.ndarray,

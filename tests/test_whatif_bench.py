@@ -1,0 +1,76 @@
+"""bench/whatif.py's prediction parts (issue 30): ``--quick`` runs one cause
+injected into a real trace and one fix pair recorded here; these tests run
+the same functions and check what they return (structure, finite errors),
+not the figures: the bench reports those against the issue's targets."""
+import math
+import sys
+
+import pytest
+from conftest import REPO, SHARED_TRACES
+
+sys.path.insert(0, str(REPO / "bench"))
+
+
+def _whatif():
+    import whatif
+    return whatif
+
+
+@pytest.mark.slow
+def test_quick_injected_case_predicts_a_finite_step(capsys):
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"{SHARED_TRACES} not available (../shared is absent)")
+    w = _whatif()
+    preds = w.run_injected(SHARED_TRACES, quick=True)
+    assert len(preds) == 1
+    p = preds[0]
+    assert p.rule in {"dataloader-bound", "dataloader-main-process", "sync-in-step", "pageable-memcpy",
+                      "unfused-optimizer"}, p.note
+    assert p.edit  # an edit's label, or "bound"
+    for us in (p.before_us, p.predicted_us, p.actual_us):
+        assert math.isfinite(us) and us > 0
+    assert math.isfinite(p.error_pct)
+    assert p.actual_us < p.before_us  # the injected cause made the step longer
+    if p.edit == "DataLoader hidden":  # a stall the host waits out: hiding it gives the trace without it back
+        assert abs(p.error_pct) < 2.0, p
+    summary = w.report("injected", preds, w.INJECTED_TARGET)
+    out = capsys.readouterr().out
+    assert p.rule in out and "median" in out
+    assert set(summary) == {"median", "worst"}
+
+
+@pytest.mark.slow
+def test_quick_fix_pair_predicts_the_recorded_after_side(capsys):
+    pytest.importorskip("torch")
+    w = _whatif()
+    preds = w.run_pairs(repeats=1, quick=True)
+    assert len(preds) == 1
+    p = preds[0]
+    assert p.label.startswith("slow-data")
+    assert math.isfinite(p.actual_us) and p.actual_us > 0  # the "after" side was recorded and measured
+    if p.rule:  # the before side's DataLoader finding predicted a step
+        assert p.rule in w.PAIR_RULES["slow-data"]
+        assert math.isfinite(p.predicted_us) and math.isfinite(p.error_pct)
+        assert 0 < p.predicted_us <= p.before_us
+    else:
+        assert "no finding" in p.note and math.isnan(p.error_pct)
+    w.report("pairs", preds, w.PAIRS_TARGET)
+    assert p.label.split()[0] in capsys.readouterr().out
+
+
+def test_error_is_signed_and_absent_without_a_finding():
+    w = _whatif()
+    assert w.Prediction("x", "r", "e", 0, 120.0, 90.0, 100.0).error_pct == pytest.approx(-10.0)
+    assert w.Prediction("x", "r", "e", 0, 120.0, 110.0, 100.0).error_pct == pytest.approx(10.0)
+    assert math.isnan(w.Prediction("x", before_us=120.0, actual_us=100.0).error_pct)
+
+
+def test_fix_knob_is_known_for_every_pair_case():
+    import record_cpu
+    w = _whatif()
+    assert set(w.PAIR_RULES) <= set(record_cpu.FIXES)
+    assert set(record_cpu.FIXES) <= set(record_cpu.CASES)
+    with pytest.raises(ValueError):
+        record_cpu.record("/nonexistent-never-written", "ddp-healthy", fix=True)  # no fix for this case
+    with pytest.raises(ValueError):
+        record_cpu.record("/nonexistent-never-written", "healthy", fix=True)
