@@ -27,7 +27,8 @@ Prediction (the issue's "How it is judged", bullets 2 and 3):
   finding predicts the "after" side's measured step (target: median <= 10 %,
   worst <= 25 %).
 
-``--all`` runs the three parts, ``--quick`` one injected case and one pair.
+``--all`` runs the three parts, ``--quick`` one injected case and one pair;
+``--cost TRACE_DIR`` times ``analyze`` with and without the replay stage.
 
 Usage: ``python bench/whatif.py [--shared DIR] [--only SUBSTRING] [--injected] [--pairs] [--all] [--quick]
 [--strength 0.3] [--repeats 3]``.
@@ -304,6 +305,34 @@ def report(title: str, preds: List[Prediction], target: Tuple[float, float]) -> 
     return {"median": statistics.median(edited) if edited else nan, "worst": max(edited) if edited else nan}
 
 
+def cost(trace_dir: Path, runs: int = 3) -> Dict[str, float]:
+    """What the replay stage adds to ``analyze`` on ``trace_dir`` (the issue's
+    target: at most 20 % on the 300 MB benchmark trace): ``analyze`` (no
+    cache) with and without the stage, alternating, ``runs`` times each in
+    this process (the per-rank analyses run in this process for a single
+    rank); prints and returns the medians (s) and their ratio."""
+    import hta_report.analysis.rank as rank_steps
+    from hta_report.api import analyze
+    from hta_report.model import Replay
+
+    real = rank_steps.replay
+    times: Dict[bool, List[float]] = {True: [], False: []}
+    for _ in range(runs):
+        for with_replay in (True, False):
+            rank_steps.replay = real if with_replay else (lambda ev, hw, rank=0: Replay(note="skipped"))
+            t = time.perf_counter()
+            try:
+                analyze(trace_dir)
+            finally:
+                rank_steps.replay = real
+            times[with_replay].append(time.perf_counter() - t)
+    on, off = statistics.median(times[True]), statistics.median(times[False])
+    print(f"\nreplay cost on {trace_dir}: analyze {on:.2f} s with the replay, {off:.2f} s without "
+          f"(medians of {runs}): +{(on / off - 1) * 100:.1f} % (target <= 20 %); runs with "
+          f"{', '.join(f'{x:.2f}' for x in times[True])} / without {', '.join(f'{x:.2f}' for x in times[False])}")
+    return {"with": on, "without": off, "ratio": on / off}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "traces")
@@ -315,7 +344,12 @@ def main() -> int:
     ap.add_argument("--strength", type=float, default=STRENGTH,
                     help="share of the step the injected cause takes")
     ap.add_argument("--repeats", type=int, default=REPEATS, help="recordings of each side of a pair")
+    ap.add_argument("--cost", type=Path, metavar="TRACE_DIR",
+                    help="what the replay adds to analyze on this folder (e.g. the 300 MB benchmark trace)")
     args = ap.parse_args()
+    if args.cost:
+        cost(args.cost)
+        return 0
     injected, pairs = args.injected or args.all or args.quick, args.pairs or args.all or args.quick
     if not (injected or pairs) or args.all:
         fidelity(args)

@@ -1145,10 +1145,23 @@ class ReplayOp:
     us: float = 0.0
 
 
-#: The :attr:`WhatIf.edit` of the what-if that replays every edit of
-#: :data:`hta_report.analysis.replay.EDITS` at once (:attr:`Replay.whatifs`):
-#: what the fixes buy together, without adding up gains that share time.
+#: The :attr:`WhatIf.edit` of the what-if that replays at once every edit of
+#: :data:`hta_report.analysis.replay.EDITS` that saves time on the rank
+#: (:func:`saves`; :attr:`Replay.whatifs`): what the fixes buy together,
+#: without adding up gains that share time.
 ALL_EDITS = "every edit together"
+
+
+#: The least share of the step (%) a what-if must save for its edit to count
+#: as changing the rank: the replay combines only those, and ``together``
+#: names only those (a saving below it is the replay's rounding).
+WHATIF_MIN_SAVING_PCT = 0.1
+
+
+def saves(w: "WhatIf") -> bool:
+    """Whether the what-if ``w`` saves at least :data:`WHATIF_MIN_SAVING_PCT` of its step."""
+    return w.step_us_before > 0 and w.step_us_before - w.step_us_after >= \
+        w.step_us_before * WHATIF_MIN_SAVING_PCT / 100
 
 
 def combined_edit(labels: Iterable[str]) -> str:

@@ -21,6 +21,7 @@ has no depth limit.
 """
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import combinations
@@ -31,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals
-from ..model import ALL_EDITS, Replay, ReplayOp, WhatIf, combined_edit
+from ..model import WHATIF_MIN_SAVING_PCT, ALL_EDITS, Replay, ReplayOp, WhatIf, combined_edit, saves
 from .copies import MEMCPY_APIS
 from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES, self_times
 from .events import RankEvents, is_step, name_strings
@@ -244,21 +245,20 @@ def critical_path(g: Graph, start: List[float], end: List[float], arg: List[int]
     acc: Dict[Tuple[str, str], float] = defaultdict(float)
     t1 = end[t1_node]
     node = t1_node
-    clip = (lambda t: min(max(t, t0), t1))
-    kinds, names, src, ek = g.kind, g.name, g.src, g.ekind
+    kinds, names, src, ek, dl = g.as_lists()
     while node > 0:
-        s, e = clip(start[node]), clip(end[node])
+        s, e = min(max(start[node], t0), t1), min(max(end[node], t0), t1)
         if e > s and kinds[node] != MARKER:
             acc[(names[node], "gpu" if kinds[node] == GPU else "cpu")] += e - s
         k = arg[node]
         if k < 0:
             break
-        p = int(src[k])
-        pe = clip(end[p])
+        p = src[k]
+        pe = min(max(end[p], t0), t1)
         if s > pe:
-            kind = int(ek[k])
+            kind = ek[k]
             if kind == E_HOST:
-                d = min(float(g.dl[k]), s - pe)
+                d = min(dl[k], s - pe)
                 if d > 0:
                     acc[(g.dl_name, "cpu")] += d
                 if s - pe - d > 0:
@@ -295,21 +295,24 @@ def name_host_work(ev: RankEvents, g: Graph, acc: Dict[Tuple[str, str], float]) 
     ts, en, thr = ops["ts"].to_numpy(float), ops["end"].to_numpy(float), ops["thread"].to_numpy()
     names = name_strings(ops["s_name"])
     order = np.lexsort((ts, thr))
-    found = np.full(len(keys), -1, dtype=np.int64)
+    found = [-1] * len(keys)
+    mids_l = mids.tolist()
     for t in np.unique(threads).tolist():
         rows = order[thr[order] == t]  # the thread's ops by start
         q = np.flatnonzero(threads == t)
         j = np.searchsorted(ts[rows], mids[q], side="right") - 1
+        rows_l, ends_l = rows.tolist(), en[rows].tolist()
         for qi, jj in zip(q.tolist(), j.tolist()):
             stop = max(-1, jj - NAME_LOOKBACK)
+            mid = mids_l[qi]
             while jj > stop:  # the latest-starting op still open at the middle is the innermost
-                if en[rows[jj]] > mids[qi]:
-                    found[qi] = rows[jj]
+                if ends_l[jj] > mid:
+                    found[qi] = rows_l[jj]
                     break
                 jj -= 1
     long = (spans[:, 1] - spans[:, 0]) >= SPLIT_HOST_US
     split = _SelfTimeSplit(ops, names, spans[long]) if long.any() else None
-    for (key, us), f, (a, z), t, is_long in zip(todo, found.tolist(), spans.tolist(), threads.tolist(),
+    for (key, us), f, (a, z), t, is_long in zip(todo, found, spans.tolist(), threads.tolist(),
                                                 long.tolist()):
         parts = split.of(a, z, t, float(g.dl[int(key[0].split(":")[1])]), us) if split is not None and is_long \
             else {}
@@ -405,8 +408,25 @@ def span(g: Graph, w: np.ndarray, end: List[float], steps: bool) -> float:
     return float(t1 - end[g.markers[float(w[0, 0])]])
 
 
+def most_saved(g: Graph, e: Edit) -> float:
+    """An upper bound (µs) of what the edit ``e`` can save anywhere in the
+    replay of ``g``, without scheduling: the sum over nodes of how much
+    earlier each could start and end given its measured predecessors (the
+    edited offsets and dropped edges, its edited delay and duration). In a
+    schedule where every start is a latest predecessor's end plus an offset,
+    no node ends earlier than the sum of these local reductions."""
+    dst = _edge_targets(g)
+    keep = ~e.drop
+    cons = np.full(g.size, -np.inf)
+    np.maximum.at(cons, dst[keep], g.m_end[g.src[keep]] + e.off[keep])
+    start = np.where(np.isfinite(cons), cons, 0.0) + e.delay
+    earlier = np.clip(g.m_start - start, 0.0, None)
+    earlier[0] = 0.0
+    return float(earlier.sum() + np.clip(g.dur - e.dur, 0.0, None).sum())
+
+
 def whatif(ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, labels: List[str], measured: float,
-           base: float, rank: int = 0) -> Tuple[WhatIf, bool]:
+           base: float, rank: int = 0, memo: Optional[Dict[bytes, float]] = None) -> Tuple[WhatIf, bool]:
     """Replay ``g`` with the edits ``labels`` of :data:`EDITS` made together
     (in that order): the mean step ``measured`` (µs) less what the edit saves
     of the replayed :func:`span` of the windows ``w``, per window; ``base``
@@ -417,7 +437,16 @@ def whatif(ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, labels: List[st
         EDITS[label][1](ev, g, e)
     changed = bool(e.drop.any()) or not (np.array_equal(e.off, g.off) and np.array_equal(e.dur, g.dur)
                                          and np.array_equal(e.delay, g.delay))
-    saved = (base - span(g, w, schedule(g, e)[1], steps)) / len(w) if changed else 0.0
+    saved = 0.0
+    if changed and most_saved(g, e) < base * WHATIF_MIN_SAVING_PCT / 100:
+        changed = False  # it cannot save what counts (saves()): not scheduled, reported as saving nothing
+    if changed:  # edits that come to the same inputs (a combination that adds nothing) are scheduled once
+        key = hashlib.blake2b(b"".join(np.ascontiguousarray(a).tobytes() for a in (e.off, e.drop, e.dur, e.delay)),
+                              digest_size=16).digest()
+        memo = {} if memo is None else memo
+        if key not in memo:
+            memo[key] = span(g, w, schedule(g, e)[1], steps)
+        saved = (base - memo[key]) / len(w)
     label = combined_edit(labels)
     text = "; ".join(EDITS[x][0] for x in labels)
     return WhatIf(edit=label, description=text, step_us_before=measured, rank=rank,
@@ -451,20 +480,22 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0) -> Replay:
     host = sum(us for (_, kind), us in named.items() if kind == "cpu")
     m_mean, r_mean = float(measured.mean()), float(replayed.mean())
     base = span(g, w, end, steps)
-    singles = [whatif(ev, g, w, steps, [label], m_mean, base, rank) for label in EDITS]
+    memo: Dict[bytes, float] = {}
+    singles = [whatif(ev, g, w, steps, [label], m_mean, base, rank, memo) for label in EDITS]
     whatifs = [x for x, _ in singles]
-    changed = [label for label, (_, did) in zip(EDITS, singles) if did]
+    changed = [label for label, (x, did) in zip(EDITS, singles) if did and saves(x)]
     combos = [list(c) for size in range(2, len(changed) + 1) for c in combinations(changed, size)
               if len(changed) <= MAX_ALL_SUBSETS or size in (2, len(changed))]
-    whatifs += [whatif(ev, g, w, steps, c, m_mean, base, rank)[0] for c in combos]
+    whatifs += [whatif(ev, g, w, steps, c, m_mean, base, rank, memo)[0] for c in combos]
     everything = whatifs[-1] if len(changed) > 1 else next((x for x in whatifs if x.edit in changed), None)
     whatifs.append(WhatIf(edit=ALL_EDITS, step_us_before=m_mean, rank=rank,
                           description=everything.description if everything else "no edit changes this rank",
                           step_us_after=everything.step_us_after if everything else m_mean))
     if ev.has_gpu:
-        note = ("collectives keep their measured durations (other ranks are not replayed); host threads wait "
-                "for each other only through the GPU; cross-stream waits and synchronizations are inferred "
-                "from the times (the trace has no event ids)")
+        note = ("collectives keep their measured durations (other ranks are not replayed); a host thread that "
+                "starts work after idling waits for the training thread, otherwise threads wait for each other "
+                "only through the GPU; cross-stream waits and synchronizations are inferred from the times (the "
+                "trace has no event ids)")
     else:
         note = "no GPU work: the step thread's host time alone (nothing overlaps it)"
     if not steps:

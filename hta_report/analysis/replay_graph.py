@@ -39,7 +39,7 @@ the measured times.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -111,11 +111,21 @@ class Graph:
     markers: Dict[float, int] = field(default_factory=dict)
     step_thread: int = -1
     dl_name: str = "DataLoader"
+    _lists: Optional[Tuple[List[int], List[str], List[int], List[int], List[float]]] = field(
+        default=None, repr=False, compare=False)
 
     @property
     def size(self) -> int:
         """Number of nodes, the origin included."""
         return len(self.kind)
+
+    def as_lists(self) -> Tuple[List[int], List[str], List[int], List[int], List[float]]:
+        """``kind``, ``name``, ``src``, ``ekind`` and ``dl`` as Python lists,
+        made once (a walk element by element reads lists several times
+        faster than arrays)."""
+        if self._lists is None:
+            self._lists = (self.kind.tolist(), self.name, self.src.tolist(), self.ekind.tolist(), self.dl.tolist())
+        return self._lists
 
 
 class _Builder:
@@ -152,11 +162,14 @@ class _Builder:
         self.end += ends
         return np.arange(first, len(self.kind))
 
-    def bulk(self, dst: np.ndarray, src: np.ndarray, off: np.ndarray, kind: int) -> None:
-        """Add one edge of ``kind`` per entry (no DataLoader part, no host interval)."""
+    def bulk(self, dst: np.ndarray, src: np.ndarray, off: np.ndarray, kind: int, dl: Optional[np.ndarray] = None,
+             a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None) -> None:
+        """Add one edge of ``kind`` per entry (by default no DataLoader part and no host interval)."""
         n = len(dst)
-        for col, v in zip(self.edges, (dst.tolist(), src.tolist(), off.tolist(), [kind] * n, [0.0] * n,
-                                       [np.nan] * n, [np.nan] * n)):
+        for col, v in zip(self.edges, (dst.tolist(), src.tolist(), off.tolist(), [kind] * n,
+                                       [0.0] * n if dl is None else dl.tolist(),
+                                       [np.nan] * n if a is None else a.tolist(),
+                                       [np.nan] * n if b is None else b.tolist())):
             col.extend(v)
 
     def edge(self, dst: int, src: int, off: float, kind: int, dl: float = 0.0,
@@ -262,56 +275,69 @@ def build_graph(ev: RankEvents, bounds: np.ndarray, lo: float, hi: float) -> Gra
     triggers: List[Tuple[int, float, bool]] = []  # (node, start, first) of other threads' calls after idling
     for thr in sorted(threads):
         rows = np.flatnonzero((c_thr == thr) & (outer == np.arange(len(calls))))
-        items: List[Tuple[float, int, int]] = [(float(c_ts[p]), 1, int(p)) for p in rows]
-        if thr == st:
-            items += [(m, 0, -1) for m in marks]
-        if not items:
+        m = np.array(marks if thr == st else [], dtype=float)
+        if not len(rows) and not len(m):
             continue
-        items.sort()
+        # the thread's items by (start, marker before call, position): as sorting (t, is_call, p) tuples
+        it_t = np.concatenate([c_ts[rows].astype(float), m])
+        it_call = np.concatenate([np.ones(len(rows), dtype=bool), np.zeros(len(m), dtype=bool)])
+        it_p = np.concatenate([rows, np.full(len(m), -1)]).astype(np.int64)
+        o = np.lexsort((it_p, it_call, it_t))
+        it_t, it_call, it_p = it_t[o], it_call[o], it_p[o]
+        pp = np.where(it_call, it_p, len(calls))  # markers read the padding after the last call
+
+        def at(values: np.ndarray, pad: object) -> np.ndarray:
+            return np.append(values, [pad])[pp]
+        blk = it_call & at(blocking, False).astype(bool)
+        names_it = np.where(it_call, at(c_names, ""), "step boundary")
+        is_wait = it_call & ~blk & np.isin(names_it, WAIT_APIS)
+        width = np.where(blk, 2, 1)
+        head = len(b.kind) + np.concatenate([[0], np.cumsum(width)[:-1]]).astype(np.int64)
+        tail = head + width - 1
+        ends_it = np.where(it_call, at(c_end, 0.0), it_t).astype(float)
+        total = int(width.sum())
+        kind = np.full(total, HOST, dtype=np.int64)
+        name = np.empty(total, dtype=object)
+        start = np.empty(total)
+        stop = np.empty(total)
+        wait = np.full(total, NO_WAIT, dtype=np.int64)
+        h, tl = head - len(b.kind), tail - len(b.kind)
+        kind[h] = np.where(it_call, HOST, MARKER)
+        name[h], name[tl] = names_it, names_it
+        start[h], start[tl] = it_t, it_t
+        stop[h] = np.where(blk, it_t, ends_it)
+        stop[tl] = ends_it
+        wait[h] = np.where(is_wait, SYNC, NO_WAIT)
+        wait[tl[blk]] = np.where(at(dtoh, False)[blk], READ, COPY)
+        b.kind += kind.tolist()
+        b.name += name.tolist()
+        b.thread += [int(thr)] * total
+        b.wait += wait.tolist()
+        b.start += start.tolist()
+        b.end += stop.tolist()
+        b.bulk(tail[blk], head[blk], np.zeros(int(blk.sum())), E_HOST)
+        for n_, p_, s_, e_ in zip(tail[blk | is_wait].tolist(), it_p[blk | is_wait].tolist(),
+                                  it_t[blk | is_wait].tolist(), ends_it[blk | is_wait].tolist()):
+            waits.append((n_, p_, s_, e_))
+        sw = it_call & ~blk & ~is_wait & np.isin(names_it, STREAM_WAIT_APIS)
+        stream_waits += [(thr, p_) for p_ in it_p[sw].tolist()]
+        first_node[it_p[it_call]], last_node[it_p[it_call]] = head[it_call], tail[it_call]
+        for t_, n_ in zip(it_t[~it_call].tolist(), head[~it_call].tolist()):
+            markers[t_] = n_
+        if thr == st:
+            b.edge(int(head[0]), 0, float(it_t[0]), E_ANCHOR)
+        else:
+            triggers.append((int(head[0]), float(it_t[0]), True))  # anchored by _trigger_edges where nothing triggers it
         du = dl_rows[dl_rows["thread"] == thr]
         dl_u = intervals.union(du["ts"].to_numpy(float), du["end"].to_numpy(float)) if len(du) else np.empty((0, 2))
-        prev, prev_end = -1, 0.0
-        pending: List[Tuple[int, int, float, float, float]] = []  # host edges: dst, src, a, b
-        for t, is_call, p in items:
-            if not is_call:
-                node = b.node(MARKER, "step boundary", thr, t, t)
-                markers[t] = node
-                head = tail = node
-                s = t
-            else:
-                s, e, nm = float(c_ts[p]), float(c_end[p]), str(c_names[p])
-                if blocking[p]:
-                    head = b.node(HOST, nm, thr, s, s)
-                    wkind = READ if dtoh[p] else COPY
-                    tail = b.node(HOST, nm, thr, s, e, wait=wkind)
-                    b.edge(tail, head, 0.0, E_HOST)
-                    waits.append((tail, p, s, e))
-                elif nm in WAIT_APIS:
-                    head = tail = b.node(HOST, nm, thr, s, e, wait=SYNC)
-                    waits.append((tail, p, s, e))
-                else:
-                    head = tail = b.node(HOST, nm, thr, s, e)
-                    if nm in STREAM_WAIT_APIS:
-                        stream_waits.append((thr, p))
-                first_node[p], last_node[p] = head, tail
-            if prev < 0 and thr == st:
-                b.edge(head, 0, s, E_ANCHOR)
-            elif prev < 0:
-                triggers.append((head, s, True))  # anchored by _trigger_edges where nothing triggers it
-            else:
-                pending.append((head, prev, prev_end, s, 0.0))
-            prev, prev_end = tail, (float(c_end[p]) if is_call else t)
-        if pending:
-            a = np.array([x[2] for x in pending])
-            z = np.array([x[3] for x in pending])
+        if len(it_t) > 1:  # host edges: each item waits for the thread's previous one, for the time between
+            a, z = ends_it[:-1], it_t[1:]
             cover = _dl_cover(dl_u, a, z)
             busy = z - a if thr == st else _dl_cover(_thread_ops(cpu, thr), a, z)
-            for (dst, src, a0, z0, _), d, u in zip(pending, cover.tolist(), busy.tolist()):
-                if z0 - a0 - u >= TRIGGER_GAP_US:  # the thread idled: it waits for the step thread, not the gap
-                    b.edge(dst, src, u, E_HOST, dl=min(d, u), a=a0, b=z0)
-                    triggers.append((dst, z0, False))
-                else:
-                    b.edge(dst, src, z0 - a0, E_HOST, dl=d, a=a0, b=z0)
+            idle = z - a - busy >= TRIGGER_GAP_US  # the thread idled: it waits for the step thread, not the gap
+            b.bulk(head[1:], tail[:-1], np.where(idle, busy, z - a), E_HOST, dl=np.where(idle, np.minimum(cover, busy),
+                   cover), a=a, b=z)
+            triggers += [(n_, t_, False) for n_, t_ in zip(head[1:][idle].tolist(), z[idle].tolist())]
     _trigger_edges(b, triggers, st, dl_rows)
     # GPU nodes, stream order, launch edges
     gnode = np.full(len(gpu), -1)
@@ -463,16 +489,22 @@ def _cross_edges(b: _Builder, stream_waits, calls, outer, gsel, g_call, g_ts, g_
     ends = g_end[gsel]
     by_end = np.argsort(ends, kind="stable")
     ends_sorted = ends[by_end]
-    first_op: Dict[int, int] = {}
-    for r in range(len(gsel) - 1, -1, -1):  # the first op (row of gsel) of each call
-        p = int(g_call[gsel[r]])
-        if p >= 0:
-            first_op[p] = r if p not in first_op or g_ts[gsel[r]] <= g_ts[gsel[first_op[p]]] else first_op[p]
+    rs = np.flatnonzero(g_call[gsel] >= 0)  # the first op (row of gsel) of each call: earliest start, then row
+    rs = rs[np.lexsort((rs, g_ts[gsel[rs]], g_call[gsel[rs]]))]
+    calls_of = g_call[gsel[rs]]
+    lead = np.r_[True, calls_of[1:] != calls_of[:-1]] if len(rs) else np.zeros(0, dtype=bool)
+    first_op: Dict[int, int] = dict(zip(calls_of[lead].tolist(), rs[lead].tolist()))
+    launches: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}  # thread -> (its launch positions by start, starts)
+    for thr in {t for t, _ in stream_waits}:
+        rows = np.flatnonzero(is_launch & (c_thr == thr))
+        rows = rows[np.argsort(c_ts[rows], kind="stable")]
+        launches[thr] = (rows, c_ts[rows])
     for thr, p in stream_waits:
-        nxt = np.flatnonzero(is_launch & (c_thr == thr) & (c_ts > c_ts[p]))
-        if not len(nxt) or int(nxt[0]) not in first_op:
+        rows, starts = launches[thr]
+        i = int(np.searchsorted(starts, c_ts[p], side="right"))  # the first launch after the wait
+        if i >= len(rows) or int(rows[i]) not in first_op:
             continue
-        r = first_op[int(nxt[0])]
+        r = first_op[int(rows[i])]
         start, stream = g_ts[gsel[r]], g_stream[gsel[r]]
         k = int(np.searchsorted(ends_sorted, start + CLOCK_TOLERANCE_US, side="right")) - 1
         stop = max(-1, k - MAX_LOOKBACK)
@@ -515,7 +547,22 @@ def _pack(b: _Builder, markers: Dict[float, int], st: int, dl_name: str) -> Grap
     delay[0] = 0.0
     return Graph(kind=kind, name=b.name, thread=np.array(b.thread), wait=wait, m_start=m_start, m_end=m_end,
                  dur=dur, delay=delay, ptr=ptr, src=src, off=off, ekind=ekind, dl=dl, gap=gap,
-                 order=_topological(n, ptr, src), markers=markers, step_thread=st, dl_name=dl_name)
+                 order=_order(m_start, ptr, src), markers=markers, step_thread=st, dl_name=dl_name)
+
+
+def _order(m_start: np.ndarray, ptr: np.ndarray, src: np.ndarray) -> List[int]:
+    """A topological order of the nodes: by measured start (node number on
+    ties), which every edge respects in a well-formed trace (checked here,
+    vectorized); else Kahn's (:func:`_topological`: a launch whose kernel
+    the clocks put before it, a cycle)."""
+    n = len(m_start)
+    order = np.lexsort((np.arange(n), m_start))
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    dst = np.repeat(np.arange(n), np.diff(ptr))
+    if len(src) == 0 or bool((pos[src] < pos[dst]).all()):
+        return order.tolist()
+    return _topological(n, ptr, src)
 
 
 def _topological(n: int, ptr: np.ndarray, src: np.ndarray) -> List[int]:

@@ -14,7 +14,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 
 from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, COMMUNICATION_STEP, CPU_SIDE_STEP, MEMCPY_STEP,
                      STEP_TIMES_STEP, WINDOWS_STEP, AnalysisResult, Finding, RankGain, RankResult, WhatIf,
-                     combined_edit)
+                     combined_edit, saves)
 from .claims import Claims, Ledger
 from .config import AdviceConfig
 
@@ -378,14 +378,15 @@ def together(result: AnalysisResult, findings: Sequence[Finding], edits: Mapping
     """What the fixes of ``findings`` with a replayed edit (``edits``: rule id
     -> edit label) buy together: on each rank where two or more of them fired
     and each alone shortens the replayed step, the what-if of their edits
-    replayed together (:func:`~hta_report.model.combined_edit`); of those,
+    replayed together (:func:`~hta_report.model.combined_edit`; "shortens":
+    :func:`~hta_report.model.saves`); of those,
     the one saving the largest share of its rank's step. None when no rank
     has two such findings (or the replay did not combine them)."""
     best: Optional[WhatIf] = None
     for x in result.ranks:
         by_edit = {w.edit: w for w in x.replay.whatifs}
         labels = {edits[f.id] for f in findings if f.id in edits and x.rank in f.ranks}
-        labels = {e for e in labels if e in by_edit and by_edit[e].step_us_after < by_edit[e].step_us_before}
+        labels = {e for e in labels if e in by_edit and saves(by_edit[e])}
         if len(labels) < 2:
             continue
         hit = by_edit.get(combined_edit(labels))
