@@ -109,3 +109,13 @@ def test_two_fixes_are_replayed_together_not_added_up(tmp_path):
     assert line.startswith("dataloader-bound and zero-grad-zeros fixed together: step ")
     assert "Together:" in render(result, "html")
     assert json.loads(render(result, "json"))["together"]["edit"] == both.edit
+
+
+def test_sarif_carries_the_prediction(sample):
+    doc = json.loads(render(sample, "sarif"))
+    res = next(r for r in doc["runs"][0]["results"] if r["ruleId"] == "dataloader-bound")
+    f = next(f for f in sample.findings if f.id == "dataloader-bound")
+    assert "Predicted after the fix" in res["message"]["text"]
+    assert res["properties"]["predicted_step_ms"] == pytest.approx(f.whatif.step_us_after / 1e3, abs=1e-3)
+    unfused = next(r for r in doc["runs"][0]["results"] if r["ruleId"] == "unfused-optimizer")
+    assert "predicted_step_ms" not in unfused["properties"] and "Predicted" not in unfused["message"]["text"]

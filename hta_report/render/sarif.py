@@ -315,6 +315,10 @@ def _message(f: Finding, unplaced: str = "") -> str:
         parts.append(unplaced)
     parts.append(f"Estimated gain: up to {fixed(f.gain_ms_per_step, 2)} ms per step ({pct(f.gain_pct)} of the step) "
                  f"on the worst rank{'s' if len(f.ranks) > 1 else ''} ({ranks or 'all ranks'}).")
+    w = f.whatif
+    if w is not None and w.step_us_before > 0:
+        parts.append(f"Predicted after the fix (replay of the trace: {w.description}): step "
+                     f"{fixed(w.step_us_before / 1e3, 2)} ms -> {fixed(w.step_us_after / 1e3, 2)} ms on rank {w.rank}.")
     if f.evidence:
         parts.append("Evidence: " + "; ".join(f.evidence) + ".")
     if f.fix:
@@ -343,8 +347,12 @@ def _result(result: AnalysisResult, f: Finding, where: Anchor, index: Dict[str, 
             f"{where.uri}: {where.what}; this finding is not tied to a line of it: {why}")}}]
         uri = where.uri
     res["partialFingerprints"] = {FINGERPRINT_KEY: fingerprint(f, uri)}
-    res["properties"] = {"severity": f.severity, "gain_ms_per_step": round(f.gain_ms_per_step, 3),
-                         "gain_pct": round(f.gain_pct, 2), "ranks": list(f.ranks), "placed_on_line": bool(placed)}
+    props: Dict[str, object] = {"severity": f.severity, "gain_ms_per_step": round(f.gain_ms_per_step, 3),
+                                "gain_pct": round(f.gain_pct, 2), "ranks": list(f.ranks),
+                                "placed_on_line": bool(placed)}
+    if f.whatif is not None and f.whatif.step_us_before > 0:  # the replay's prediction (README: the replay)
+        props["predicted_step_ms"] = round(f.whatif.step_us_after / 1e3, 3)
+    res["properties"] = props
     return res
 
 
