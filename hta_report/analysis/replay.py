@@ -492,10 +492,9 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0) -> Replay:
                           description=everything.description if everything else "no edit changes this rank",
                           step_us_after=everything.step_us_after if everything else m_mean))
     if ev.has_gpu:
-        note = ("collectives keep their measured durations (other ranks are not replayed); a host thread that "
-                "starts work after idling waits for the training thread, otherwise threads wait for each other "
-                "only through the GPU; cross-stream waits and synchronizations are inferred from the times (the "
-                "trace has no event ids)")
+        note = ("collectives keep their measured durations (other ranks are not replayed); another host thread "
+                "waits for the training thread after idling, else only through the GPU; cross-stream waits and "
+                "synchronizations are inferred from the times (the trace has no event ids)")
     else:
         note = "no GPU work: the step thread's host time alone (nothing overlaps it)"
     if not steps:

@@ -378,7 +378,8 @@ class ReplayView:
     replayed step against the measured one), ``path`` (the top entries of
     the critical path), ``together`` (every edit at once, in words; empty
     when the rank has none that changes its step) and ``note`` (what the
-    replay leaves out, or why the rank was not replayed)."""
+    replay leaves out, or why the rank was not replayed; ``notes``: its
+    parts, one per line)."""
 
     replayed: bool
     fidelity: str
@@ -386,6 +387,7 @@ class ReplayView:
     host_share: str
     together: str
     note: str
+    notes: Tuple[str, ...] = ()
 
     @classmethod
     def of(cls, r: RankResult) -> "ReplayView":
@@ -406,7 +408,8 @@ class ReplayView:
                    path=tuple(PathRow(name=op.name, kind=op.kind, time=fmt.ms(op.us),
                                       share=fmt.pct(100 * op.us / whole if whole > 0 else 0.0))
                               for op in rp.critical_path),
-                   host_share=fmt.pct(rp.host_share_pct), together=together, note=rp.note)
+                   host_share=fmt.pct(rp.host_share_pct), together=together, note=rp.note,
+                   notes=tuple(part.strip() for part in rp.note.split("; ") if part.strip()))
 
 
 @dataclass(frozen=True)
