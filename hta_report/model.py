@@ -1146,9 +1146,10 @@ class ReplayOp:
 
 
 #: The :attr:`WhatIf.edit` of the what-if that replays at once every edit of
-#: :data:`hta_report.analysis.replay.EDITS` that saves time on the rank
-#: (:func:`saves`; :attr:`Replay.whatifs`): what the fixes buy together,
-#: without adding up gains that share time.
+#: :data:`hta_report.analysis.replay.EDITS` that changes the rank's graph
+#: (:attr:`Replay.whatifs`): what the fixes buy together, without adding up
+#: gains that share time (and with what two constraints on the same step
+#: hide from each edit alone).
 ALL_EDITS = "every edit together"
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals
-from ..model import WHATIF_MIN_SAVING_PCT, ALL_EDITS, Replay, ReplayOp, WhatIf, combined_edit, saves
+from ..model import WHATIF_MIN_SAVING_PCT, ALL_EDITS, Replay, ReplayOp, WhatIf, combined_edit
 from .copies import MEMCPY_APIS
 from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES, self_times
 from .events import RankEvents, is_step, name_strings
@@ -426,21 +426,23 @@ def most_saved(g: Graph, e: Edit) -> float:
 
 
 def whatif(ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, labels: List[str], measured: float,
-           base: float, rank: int = 0, memo: Optional[Dict[bytes, float]] = None) -> Tuple[WhatIf, bool]:
+           base: float, rank: int = 0, memo: Optional[Dict[bytes, float]] = None) -> Tuple[WhatIf, bool, bool]:
     """Replay ``g`` with the edits ``labels`` of :data:`EDITS` made together
     (in that order): the mean step ``measured`` (µs) less what the edit saves
     of the replayed :func:`span` of the windows ``w``, per window; ``base``
     is that span on the unmodified replay (µs). Also whether the edits
-    changed the graph's inputs at all (when not, nothing is scheduled)."""
+    changed the graph's inputs at all, and whether they were scheduled (not
+    when they change nothing, or :func:`most_saved` says they cannot save
+    :data:`~hta_report.model.WHATIF_MIN_SAVING_PCT` of the step)."""
     e = Edit.of(g)
     for label in labels:
         EDITS[label][1](ev, g, e)
     changed = bool(e.drop.any()) or not (np.array_equal(e.off, g.off) and np.array_equal(e.dur, g.dur)
                                          and np.array_equal(e.delay, g.delay))
     saved = 0.0
-    if changed and most_saved(g, e) < base * WHATIF_MIN_SAVING_PCT / 100:
-        changed = False  # it cannot save what counts (saves()): not scheduled, reported as saving nothing
-    if changed:  # edits that come to the same inputs (a combination that adds nothing) are scheduled once
+    # an edit that cannot save what counts (saves()) is not scheduled and reported as saving nothing
+    scheduled = changed and most_saved(g, e) >= base * WHATIF_MIN_SAVING_PCT / 100
+    if scheduled:  # edits that come to the same inputs (a combination that adds nothing) are scheduled once
         key = hashlib.blake2b(b"".join(np.ascontiguousarray(a).tobytes() for a in (e.off, e.drop, e.dur, e.delay)),
                               digest_size=16).digest()
         memo = {} if memo is None else memo
@@ -450,7 +452,7 @@ def whatif(ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, labels: List[st
     label = combined_edit(labels)
     text = "; ".join(EDITS[x][0] for x in labels)
     return WhatIf(edit=label, description=text, step_us_before=measured, rank=rank,
-                  step_us_after=max(0.0, measured - saved)), changed
+                  step_us_after=max(0.0, measured - saved)), changed, scheduled
 
 
 def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0) -> Replay:
@@ -482,12 +484,19 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0) -> Replay:
     base = span(g, w, end, steps)
     memo: Dict[bytes, float] = {}
     singles = [whatif(ev, g, w, steps, [label], m_mean, base, rank, memo) for label in EDITS]
-    whatifs = [x for x, _ in singles]
-    changed = [label for label, (x, did) in zip(EDITS, singles) if did and saves(x)]
-    combos = [list(c) for size in range(2, len(changed) + 1) for c in combinations(changed, size)
-              if len(changed) <= MAX_ALL_SUBSETS or size in (2, len(changed))]
+    whatifs = [x for x, _, _ in singles]
+    # combinations of the edits replayed alone; and all the edits that change the graph at once, since
+    # one that saves little alone can save much with another, when both constraints hold the same step
+    replayed_alone = [label for label, (_, _, did) in zip(EDITS, singles) if did]
+    changing = [label for label, (_, did, _) in zip(EDITS, singles) if did]
+    combos = [list(c) for size in range(2, len(replayed_alone) + 1) for c in combinations(replayed_alone, size)
+              if len(replayed_alone) <= MAX_ALL_SUBSETS or size in (2, len(replayed_alone))]
     whatifs += [whatif(ev, g, w, steps, c, m_mean, base, rank, memo)[0] for c in combos]
-    everything = whatifs[-1] if len(changed) > 1 else next((x for x in whatifs if x.edit in changed), None)
+    if len(changing) > 1:
+        everything: Optional[WhatIf] = next((x for x in whatifs if x.edit == combined_edit(changing)), None) \
+            or whatif(ev, g, w, steps, changing, m_mean, base, rank, memo)[0]
+    else:
+        everything = next((x for x in whatifs if x.edit in changing), None)
     whatifs.append(WhatIf(edit=ALL_EDITS, step_us_before=m_mean, rank=rank,
                           description=everything.description if everything else "no edit changes this rank",
                           step_us_after=everything.step_us_after if everything else m_mean))

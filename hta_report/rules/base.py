@@ -376,20 +376,22 @@ def complete(f: Finding, r: Rule, cfg: AdviceConfig) -> Finding:
 
 def together(result: AnalysisResult, findings: Sequence[Finding], edits: Mapping[str, str]) -> Optional[WhatIf]:
     """What the fixes of ``findings`` with a replayed edit (``edits``: rule id
-    -> edit label) buy together: on each rank where two or more of them fired
-    and each alone shortens the replayed step, the what-if of their edits
-    replayed together (:func:`~hta_report.model.combined_edit`; "shortens":
-    :func:`~hta_report.model.saves`); of those,
-    the one saving the largest share of its rank's step. None when no rank
-    has two such findings (or the replay did not combine them)."""
+    -> edit label) buy together: on each rank where two or more of them fired,
+    the what-if of their edits replayed together
+    (:func:`~hta_report.model.combined_edit`), or, where the replay did not
+    combine them all (it combines the edits it replayed), of those that alone
+    save time (:func:`~hta_report.model.saves`); of those ranks, the one
+    saving the largest share of its step. None when no rank has two such
+    findings (or the replay did not combine them)."""
     best: Optional[WhatIf] = None
     for x in result.ranks:
         by_edit = {w.edit: w for w in x.replay.whatifs}
         labels = {edits[f.id] for f in findings if f.id in edits and x.rank in f.ranks}
-        labels = {e for e in labels if e in by_edit and saves(by_edit[e])}
-        if len(labels) < 2:
-            continue
-        hit = by_edit.get(combined_edit(labels))
+        labels = {e for e in labels if e in by_edit}
+        hit = by_edit.get(combined_edit(labels)) if len(labels) > 1 else None
+        if hit is None:  # the replay combined only the edits it replayed: those that could save time
+            labels = {e for e in labels if saves(by_edit[e])}
+            hit = by_edit.get(combined_edit(labels)) if len(labels) > 1 else None
         if hit is None or not hit.step_us_before > 0:
             continue
         if best is None or (hit.step_us_before - hit.step_us_after) / hit.step_us_before > \
