@@ -37,9 +37,9 @@ from .copies import MEMCPY_APIS
 from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES, self_times
 from .events import RankEvents, is_step, name_strings
 from .optimizer import zero_grad_regions, zero_writes
-from .regions import LAUNCH_CATEGORIES
+from .regions import LAUNCH_CATEGORIES, containing_index, starts_inside
 from .replay_graph import (COPY, E_ANCHOR, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, MARKER, READ, SYNC, Graph,
-                           build_graph, step_thread)
+                           build_graph, edge_targets, step_thread)
 from .steps import analyzed_windows, step_windows
 
 #: Ops named on a rank's critical path (:attr:`Replay.critical_path`).
@@ -106,18 +106,13 @@ def schedule(g: Graph, edit: Optional[Edit] = None) -> Tuple[List[float], List[f
     return start, end, arg
 
 
-def _edge_targets(g: Graph) -> np.ndarray:
-    """The target node of every edge."""
-    return np.repeat(np.arange(g.size), np.diff(g.ptr))
-
-
 def edit_no_sync(ev: RankEvents, g: Graph, e: Edit) -> None:
     """Synchronizing calls and blocking device-to-host reads gone: they wait
     for nothing and take no time (the value stays on the GPU). On a rank
     without GPU work in the graph, the host time of the ops that read a
     value (:data:`~.cpu_side.SYNC_NAMES`: ``aten::item``...) is removed."""
     waiting = np.isin(g.wait, (SYNC, READ))
-    e.drop |= (g.ekind == E_WAIT) & waiting[_edge_targets(g)]
+    e.drop |= (g.ekind == E_WAIT) & waiting[edge_targets(g.ptr)]
     e.dur[waiting] = 0.0
     if not (g.kind == GPU).any():
         cpu = ev.cpu
@@ -137,7 +132,7 @@ def edit_async_copies(ev: RankEvents, g: Graph, e: Edit) -> None:
     synchronization right after a copy call on its thread stop waiting for
     the GPU. The copies keep their measured durations (pinned memory usually
     copies faster: the prediction leaves that out)."""
-    dst = _edge_targets(g)
+    dst = edge_targets(g.ptr)
     after_copy = np.zeros(g.size, dtype=bool)
     host = g.ekind == E_HOST
     after_copy[dst[host]] = np.isin(np.asarray(g.name, dtype=object)[g.src[host]], MEMCPY_APIS)
@@ -162,14 +157,7 @@ def edit_no_zero_fill(ev: RankEvents, g: Graph, e: Edit) -> None:
     adds = cpu.iloc[0:0]
     if 0 < len(acc) <= len(zeros):
         adds = cpu[names.eq("aten::add_")]
-        inside = np.zeros(len(adds), dtype=bool)
-        for thr, rows in acc.groupby("thread", sort=False):
-            u = intervals.union(rows["ts"].to_numpy(float), rows["end"].to_numpy(float))
-            on = adds["thread"].to_numpy() == thr
-            ts = adds["ts"].to_numpy(float)
-            k = np.searchsorted(u[:, 0], ts, side="right") - 1
-            inside |= on & (k >= 0) & (ts < u[np.maximum(k, 0), 1])
-        adds = adds[inside]
+        adds = adds[starts_inside(adds, acc)]
     remove_host_ops(g, e, pd.concat([zeros, adds]) if len(adds) else zeros)
 
 
@@ -180,7 +168,7 @@ def remove_host_ops(g: Graph, e: Edit, ops: pd.DataFrame) -> None:
     the GPU operations those calls launch take no time."""
     if ops.empty:
         return
-    dst = _edge_targets(g)
+    dst = edge_targets(g.ptr)
     host = np.flatnonzero(g.ekind == E_HOST)
     gone = np.zeros(g.size, dtype=bool)
     for thr, rows in ops.groupby("thread", sort=False):
@@ -189,9 +177,7 @@ def remove_host_ops(g: Graph, e: Edit, ops: pd.DataFrame) -> None:
         if len(on):
             e.off[on] = np.maximum(e.off[on] - np.clip(intervals.overlap_each(g.gap[on], u), 0.0, None), 0.0)
         calls = np.flatnonzero((g.kind == HOST) & (g.thread == thr))
-        k = np.searchsorted(u[:, 0], g.m_start[calls], side="right") - 1
-        inside = (k >= 0) & (g.m_start[calls] < u[np.maximum(k, 0), 1])
-        gone[calls[inside]] = True
+        gone[calls[containing_index(u, g.m_start[calls]) >= 0]] = True
     launched = (g.ekind == E_LAUNCH) & gone[g.src]
     gone[dst[launched]] = True
     e.dur[gone] = 0.0
@@ -333,7 +319,7 @@ class _SelfTimeSplit:
     def __init__(self, ops: pd.DataFrame, names: np.ndarray, spans: np.ndarray) -> None:
         ts, end = ops["ts"].to_numpy(float), ops["end"].to_numpy(float)
         u = intervals.union(spans[:, 0], spans[:, 1])  # only ops inside one of the long intervals count
-        k = np.searchsorted(u[:, 0], ts, side="right") - 1
+        k = containing_index(u, ts)
         inside = (k >= 0) & (end <= u[np.maximum(k, 0), 1])
         ops, names = ops[inside], np.asarray(names)[inside]
         self.ts, self.end = ts[inside], end[inside]
@@ -346,8 +332,7 @@ class _SelfTimeSplit:
         mid = (self.ts + self.end) / 2
         for t in np.unique(self.thr[dl]).tolist():
             u = intervals.union(self.ts[dl & (self.thr == t)], self.end[dl & (self.thr == t)])
-            k = np.searchsorted(u[:, 0], mid, side="right") - 1
-            self.keep &= ~((self.thr == t) & (k >= 0) & (mid < u[np.maximum(k, 0), 1]))
+            self.keep &= ~((self.thr == t) & (containing_index(u, mid) >= 0))
         self.by_start = np.lexsort((self.ts, self.thr))
 
     def of(self, a: float, z: float, thr: int, dl_us: float, us: float) -> Dict[str, float]:
@@ -415,7 +400,7 @@ def most_saved(g: Graph, e: Edit) -> float:
     edited offsets and dropped edges, its edited delay and duration). In a
     schedule where every start is a latest predecessor's end plus an offset,
     no node ends earlier than the sum of these local reductions."""
-    dst = _edge_targets(g)
+    dst = edge_targets(g.ptr)
     keep = ~e.drop
     cons = np.full(g.size, -np.inf)
     np.maximum.at(cons, dst[keep], g.m_end[g.src[keep]] + e.off[keep])

@@ -550,6 +550,12 @@ def _pack(b: _Builder, markers: Dict[float, int], st: int, dl_name: str) -> Grap
                  order=_order(m_start, ptr, src), markers=markers, step_thread=st, dl_name=dl_name)
 
 
+def edge_targets(ptr: np.ndarray) -> np.ndarray:
+    """The target node of every edge of a graph whose edges into node ``i``
+    are ``ptr[i]:ptr[i+1]`` (CSR by target, :class:`Graph`)."""
+    return np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
+
+
 def _order(m_start: np.ndarray, ptr: np.ndarray, src: np.ndarray) -> List[int]:
     """A topological order of the nodes: by measured start (node number on
     ties), which every edge respects in a well-formed trace (checked here,
@@ -559,7 +565,7 @@ def _order(m_start: np.ndarray, ptr: np.ndarray, src: np.ndarray) -> List[int]:
     order = np.lexsort((np.arange(n), m_start))
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
-    dst = np.repeat(np.arange(n), np.diff(ptr))
+    dst = edge_targets(ptr)
     if len(src) == 0 or bool((pos[src] < pos[dst]).all()):
         return order.tolist()
     return _topological(n, ptr, src)
@@ -569,7 +575,7 @@ def _topological(n: int, ptr: np.ndarray, src: np.ndarray) -> List[int]:
     """Kahn's order of the nodes (edges into ``i``: ``src[ptr[i]:ptr[i+1]]``);
     a node on a cycle (a malformed trace) is left out, as are those after it."""
     indeg = np.diff(ptr).astype(np.int64)
-    dst = np.repeat(np.arange(n), np.diff(ptr))
+    dst = edge_targets(ptr)
     out_order = np.argsort(src, kind="stable")
     optr = np.zeros(n + 1, dtype=np.int64)
     np.add.at(optr, src + 1, 1)
