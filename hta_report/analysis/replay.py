@@ -39,7 +39,7 @@ from .events import RankEvents, is_step, name_strings
 from .optimizer import zero_grad_regions, zero_writes
 from .regions import LAUNCH_CATEGORIES, containing_index, starts_inside
 from .replay_graph import (COPY, E_ANCHOR, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, MARKER, READ, SYNC, Graph,
-                           build_graph, edge_targets, step_thread)
+                           build_graph, edge_targets, latest_constraint, step_thread)
 from .steps import analyzed_windows, step_windows
 
 #: Ops named on a rank's critical path (:attr:`Replay.critical_path`).
@@ -82,28 +82,92 @@ def schedule(g: Graph, edit: Optional[Edit] = None) -> Tuple[List[float], List[f
     """Replayed ``(start, end, binding edge)`` of every node of ``g`` (µs;
     edge -1: none), with the inputs of ``edit`` (default: the graph's own). A
     node starts at its latest predecessor's end plus the edge's offset, plus
-    its own delay; it ends ``dur`` later."""
-    e = edit or Edit(off=g.off, drop=np.zeros(0, dtype=bool), dur=g.dur, delay=g.delay)
-    offs = e.off.tolist()
-    src = g.src.tolist()
-    ptr = g.ptr.tolist()
-    delay, dur = e.delay.tolist(), e.dur.tolist()
-    dropped = e.drop.tolist() if e.drop.any() else None
+    its own delay; it ends ``dur`` later. A node's first edge binds on ties,
+    and a node without a usable edge (none, or all dropped) starts at 0 plus
+    its delay."""
+    order, count, first, src0, src1, src = g.in_order()
+    offs, delay, dur = _inputs(g, edit)
     n = g.size
     start, end = [0.0] * n, [0.0] * n
     arg = [-1] * n
     ninf = float("-inf")
-    for i in g.order:
-        best, b = ninf, -1
-        for k in range(ptr[i], ptr[i + 1]):
-            if dropped is not None and dropped[k]:
-                continue
-            t = end[src[k]] + offs[k]
-            if t > best:
-                best, b = t, k
-        s = (best if b >= 0 else 0.0) + delay[i]
+    for i, c, k, a, z in zip(order, count, first, src0, src1):  # nodes with 1 or 2 edges unrolled: most of them
+        if c == 1:
+            t = end[a] + offs[k]
+            if t > ninf:
+                s, b = t + delay[i], k
+            else:
+                s, b = 0.0 + delay[i], -1
+        else:
+            best, b = ninf, -1
+            if c == 2:
+                t = end[a] + offs[k]
+                if t > best:
+                    best, b = t, k
+                t = end[z] + offs[k + 1]
+                if t > best:
+                    best, b = t, k + 1
+            else:
+                for j in range(k, k + c):
+                    t = end[src[j]] + offs[j]
+                    if t > best:
+                        best, b = t, j
+            s = (best if b >= 0 else 0.0) + delay[i]
         start[i], end[i], arg[i] = s, s + dur[i], b
     return start, end, arg
+
+
+def schedule_ends(g: Graph, edit: Optional[Edit] = None) -> List[float]:
+    """The replayed end (µs) of every node of ``g``: :func:`schedule`'s
+    second list (the same float operations in the same order), without the
+    starts and binding edges (what a what-if needs, :func:`span`)."""
+    order, count, first, src0, src1, src = g.in_order()
+    offs, delay, dur = _inputs(g, edit)
+    end = [0.0] * g.size
+    ninf = float("-inf")
+    for i, c, k, a, z in zip(order, count, first, src0, src1):
+        if c == 1:
+            t = end[a] + offs[k]
+            end[i] = ((t if t > ninf else 0.0) + delay[i]) + dur[i]
+            continue
+        best = ninf
+        if c == 2:
+            t = end[a] + offs[k]
+            if t > best:
+                best = t
+            t = end[z] + offs[k + 1]
+            if t > best:
+                best = t
+        else:
+            for j in range(k, k + c):
+                t = end[src[j]] + offs[j]
+                if t > best:
+                    best = t
+        end[i] = ((best if best > ninf else 0.0) + delay[i]) + dur[i]
+    return end
+
+
+def _inputs(g: Graph, edit: Optional[Edit]) -> Tuple[List[float], List[float], List[float]]:
+    """Edge offsets, node delays and durations (µs) of ``edit`` (default:
+    ``g``'s own) as lists; a dropped edge's offset is -inf, so that it never
+    binds (a node whose edges are all dropped starts at its delay)."""
+    base = g.input_lists()
+    if edit is None:
+        return base
+    off = np.where(edit.drop, -np.inf, edit.off) if edit.drop.any() else edit.off
+    return _patched(off, g.off, base[0]), _patched(edit.delay, g.delay, base[1]), _patched(edit.dur, g.dur, base[2])
+
+
+def _patched(values: np.ndarray, base: np.ndarray, base_list: List[float]) -> List[float]:
+    """``values.tolist()``, made from ``base_list`` (``base.tolist()``) where
+    few values differ from ``base`` (compared bit for bit: NaN and -0.0 too)."""
+    diff = np.flatnonzero(values.view(np.int64) != base.view(np.int64))
+    if len(diff) > len(values) // 8:  # patching one by one costs more than converting past some share
+        return values.tolist()
+    out = base_list.copy()
+    for i, v in zip(diff.tolist(), values[diff].tolist()):
+        out[i] = v
+    return out
 
 
 def edit_no_sync(ev: RankEvents, g: Graph, e: Edit) -> None:
@@ -218,95 +282,140 @@ def step_times(g: Graph, w: np.ndarray, end: List[float], gpu_tail: bool, last_t
     return np.array(out, dtype=float)
 
 
-def critical_path(g: Graph, start: List[float], end: List[float], arg: List[int], t0: float, t1_node: int
-                  ) -> Dict[Tuple[str, str], float]:
+class PathLabels:
+    """Integer codes of the critical path's ``(name, kind)`` entries for a
+    graph ``g`` (:func:`critical_path` adds up time by code, without a key
+    made per node walked): per node, its name with kind ``gpu`` (a GPU
+    operation) or ``cpu``; and the entries the edges stand for (the
+    DataLoader annotation's, ``launch latency``, ``GPU queue``). Equal
+    ``(name, kind)`` pairs share a code."""
+
+    def __init__(self, g: Graph) -> None:
+        code: Dict[str, int] = {}
+        codes = [code.setdefault(name, len(code)) for name in g.name]  # by first appearance
+        self.names: List[str] = list(code)
+        self.ids: List[int] = (np.array(codes, dtype=np.int64) * 2 + (g.kind == GPU)).tolist()
+
+        def of(name: str, gpu: bool) -> int:
+            if name not in code:
+                code[name] = len(self.names)
+                self.names.append(name)
+            return code[name] * 2 + int(gpu)
+        self.dl, self.launch, self.queue = of(g.dl_name, False), of("launch latency", True), of("GPU queue", True)
+
+    def key(self, i: int) -> Tuple[str, str]:
+        """The ``(name, kind)`` of code ``i``."""
+        return self.names[i // 2], "gpu" if i % 2 else "cpu"
+
+    def named(self, acc: Dict[int, float]) -> Dict[Tuple[str, str], float]:
+        """``acc`` (µs by code) by ``(name, kind)``, in the same order."""
+        return {self.key(i): us for i, us in acc.items()}
+
+
+def critical_path(g: Graph, start: List[float], end: List[float], arg: List[int], t0: float, t1_node: int,
+                  labels: PathLabels) -> Tuple[Dict[int, float], Dict[int, float]]:
     """Time (µs) on the critical path of the window from ``t0`` to node
-    ``t1_node``'s end, by ``(name, kind)``: walking back from that node along
-    each node's binding edge, a node's own time goes to its name (kind
-    ``gpu`` for GPU operations, else ``cpu``) and an edge's offset to what it
-    stands for (a host edge: the host work between two calls, named later by
-    :func:`name_host_work`, its DataLoader part by the annotation; a launch
-    edge: ``launch latency``; the measured delays of queued GPU work: ``GPU
-    queue``). The times add up to the window's length."""
-    acc: Dict[Tuple[str, str], float] = defaultdict(float)
+    ``t1_node``'s end, by ``(name, kind)`` code of ``labels``, and by host
+    edge: walking back from that node along each node's binding edge, a
+    node's own time goes to its name (kind ``gpu`` for GPU operations, else
+    ``cpu``) and an edge's offset to what it stands for (a host edge: the
+    host work between two calls, by edge number in the second dict, named
+    later by :func:`name_host_work`, its DataLoader part by the annotation;
+    a launch edge: ``launch latency``; the measured delays of queued GPU
+    work: ``GPU queue``). The times add up to the window's length."""
+    acc: Dict[int, float] = defaultdict(float)
+    host: Dict[int, float] = defaultdict(float)
     t1 = end[t1_node]
     node = t1_node
-    kinds, names, src, ek, dl = g.as_lists()
-    while node > 0:
-        s, e = min(max(start[node], t0), t1), min(max(end[node], t0), t1)
+    kinds, _, src, ek, dl = g.as_lists()
+    ids, dl_id, launch_id, queue_id = labels.ids, labels.dl, labels.launch, labels.queue
+    while node > 0:  # min(max(x, t0), t1) written out: the same values, without the calls
+        s = start[node]
+        s = t0 if t0 > s else s
+        s = t1 if t1 < s else s
+        e = end[node]
+        e = t0 if t0 > e else e
+        e = t1 if t1 < e else e
         if e > s and kinds[node] != MARKER:
-            acc[(names[node], "gpu" if kinds[node] == GPU else "cpu")] += e - s
+            acc[ids[node]] += e - s
         k = arg[node]
         if k < 0:
             break
         p = src[k]
-        pe = min(max(end[p], t0), t1)
+        p_end = end[p]
+        pe = t0 if t0 > p_end else p_end
+        pe = t1 if t1 < pe else pe
         if s > pe:
             kind = ek[k]
             if kind == E_HOST:
-                d = min(dl[k], s - pe)
+                d = dl[k]
+                d = s - pe if s - pe < d else d
                 if d > 0:
-                    acc[(g.dl_name, "cpu")] += d
+                    acc[dl_id] += d
                 if s - pe - d > 0:
-                    acc[(f"@host:{k}", "cpu")] += s - pe - d
+                    host[k] += s - pe - d
             elif kind == E_LAUNCH:
-                acc[("launch latency", "gpu")] += s - pe
+                acc[launch_id] += s - pe
             elif kind != E_ANCHOR:
-                acc[("GPU queue", "gpu")] += s - pe
-        if end[p] <= t0:
+                acc[queue_id] += s - pe
+        if p_end <= t0:
             break
         node = p
-    return acc
+    return acc, host
 
 
-def name_host_work(ev: RankEvents, g: Graph, acc: Dict[Tuple[str, str], float]) -> Dict[Tuple[str, str], float]:
-    """``acc`` with its host-edge entries (``@host:K``) named by the innermost
-    CPU op or annotation (``ProfilerStep#N`` aside) on the edge's thread
-    holding the middle of its measured interval (``host work`` where none does)."""
+def name_host_work(ev: RankEvents, g: Graph, acc: Dict[Tuple[str, str], float], host: Dict[int, float]
+                   ) -> Dict[Tuple[str, str], float]:
+    """``acc`` (µs by ``(name, kind)``) with the host edges' time ``host``
+    (µs by edge number, :func:`critical_path`) added, each named by the
+    innermost CPU op or annotation (``ProfilerStep#N`` aside) on the edge's
+    thread holding the middle of its measured interval (``host work`` where
+    none does), or split by :class:`_SelfTimeSplit` where it is
+    :data:`SPLIT_HOST_US` or longer."""
     out: Dict[Tuple[str, str], float] = defaultdict(float)
-    todo = [(key, us) for key, us in acc.items() if key[0].startswith("@host:")]
     for key, us in acc.items():
-        if not key[0].startswith("@host:"):
-            out[key] += us
-    if not todo:
+        out[key] += us
+    if not host:
         return out
     cpu = ev.cpu
-    keys = np.array([int(label.split(":")[1]) for (label, _), _ in todo], dtype=np.int64)
+    keys = np.fromiter(host.keys(), dtype=np.int64, count=len(host))
     spans = g.gap[keys]
     mids = (spans[:, 0] + spans[:, 1]) / 2
     threads = g.thread[g.src[keys]]  # a host edge's interval is its source's thread's (a trigger: the step thread's)
-    ops = cpu[cpu["s_cat"].isin(("cpu_op", "user_annotation")) & cpu["thread"].isin(np.unique(threads))
-              & (cpu["ts"] <= float(np.nanmax(spans[:, 1]))) & (cpu["end"] >= float(np.nanmin(spans[:, 0])))]
-    ops = ops[~is_step(ops["s_name"])]  # a step's annotation holds everything: not a name for its host work
+    # a step's annotation holds everything: not a name for its host work
+    ops = cpu.loc[cpu["s_cat"].isin(("cpu_op", "user_annotation")) & cpu["thread"].isin(np.unique(threads))
+                  & (cpu["ts"] <= float(np.nanmax(spans[:, 1]))) & (cpu["end"] >= float(np.nanmin(spans[:, 0])))
+                  & ~is_step(cpu["s_name"]), ["ts", "end", "dur", "thread", "s_name"]]
     ts, en, thr = ops["ts"].to_numpy(float), ops["end"].to_numpy(float), ops["thread"].to_numpy()
     names = name_strings(ops["s_name"])
     order = np.lexsort((ts, thr))
-    found = [-1] * len(keys)
-    mids_l = mids.tolist()
+    found = np.full(len(keys), -1, dtype=np.int64)
     for t in np.unique(threads).tolist():
         rows = order[thr[order] == t]  # the thread's ops by start
         q = np.flatnonzero(threads == t)
         j = np.searchsorted(ts[rows], mids[q], side="right") - 1
-        rows_l, ends_l = rows.tolist(), en[rows].tolist()
-        for qi, jj in zip(q.tolist(), j.tolist()):
-            stop = max(-1, jj - NAME_LOOKBACK)
-            mid = mids_l[qi]
-            while jj > stop:  # the latest-starting op still open at the middle is the innermost
-                if ends_l[jj] > mid:
-                    found[qi] = rows_l[jj]
-                    break
-                jj -= 1
+        stop = np.maximum(-1, j - NAME_LOOKBACK)
+        # the latest-starting op still open at the middle is the innermost: step back, all intervals at once
+        live = np.flatnonzero(j > stop)
+        while len(live):
+            hit = en[rows[j[live]]] > mids[q[live]]
+            found[q[live[hit]]] = rows[j[live[hit]]]
+            live = live[~hit]
+            j[live] -= 1
+            live = live[j[live] > stop[live]]
     long = (spans[:, 1] - spans[:, 0]) >= SPLIT_HOST_US
     split = _SelfTimeSplit(ops, names, spans[long]) if long.any() else None
-    for (key, us), f, (a, z), t, is_long in zip(todo, found, spans.tolist(), threads.tolist(),
-                                                long.tolist()):
-        parts = split.of(a, z, t, float(g.dl[int(key[0].split(":")[1])]), us) if split is not None and is_long \
-            else {}
-        if parts:
-            for name, part in parts.items():
-                out[(name, "cpu")] += part
-        else:
-            out[(str(names[f]) if f >= 0 else "host work", "cpu")] += us
+    labels = np.where(found >= 0, names[np.maximum(found, 0)] if len(names) else "", "host work").tolist()
+    long_at = set(np.flatnonzero(long).tolist()) if split is not None else set()
+    for i, (label, us) in enumerate(zip(labels, host.values())):
+        if i in long_at and split is not None:
+            a, z = spans[i].tolist()
+            parts = split.of(a, z, int(threads[i]), float(g.dl[keys[i]]), us)
+            if parts:
+                for name, part in parts.items():
+                    out[(name, "cpu")] += part
+                continue
+        out[(label, "cpu")] += us
     return out
 
 
@@ -334,17 +443,17 @@ class _SelfTimeSplit:
             u = intervals.union(self.ts[dl & (self.thr == t)], self.end[dl & (self.thr == t)])
             self.keep &= ~((self.thr == t) & (containing_index(u, mid) >= 0))
         self.by_start = np.lexsort((self.ts, self.thr))
+        self.thr_by_start, self.ts_by_start = self.thr[self.by_start], self.ts[self.by_start]
 
     def of(self, a: float, z: float, thr: int, dl_us: float, us: float) -> Dict[str, float]:
         """The ``us`` µs of ``[a, z]`` on thread ``thr`` by name: the self
         time of the ops that lie entirely inside it and outside DataLoader
         annotations (whose ``dl_us`` the path names apart), scaled to ``us``;
         the rest is ``host work`` (Python outside ops). Empty: no op inside."""
-        o = self.by_start
-        lo = np.searchsorted(self.thr[o], thr, side="left")
-        hi = np.searchsorted(self.thr[o], thr, side="right")
-        rows = o[lo:hi]
-        rows = rows[np.searchsorted(self.ts[rows], a, side="left"):np.searchsorted(self.ts[rows], z, side="right")]
+        lo = int(np.searchsorted(self.thr_by_start, thr, side="left"))
+        hi = int(np.searchsorted(self.thr_by_start, thr, side="right"))
+        ts = self.ts_by_start[lo:hi]
+        rows = self.by_start[lo + int(np.searchsorted(ts, a, side="left")):lo + int(np.searchsorted(ts, z, side="right"))]
         rows = rows[(self.end[rows] <= z) & self.keep[rows]]
         if not len(rows):
             return {}
@@ -400,10 +509,7 @@ def most_saved(g: Graph, e: Edit) -> float:
     edited offsets and dropped edges, its edited delay and duration). In a
     schedule where every start is a latest predecessor's end plus an offset,
     no node ends earlier than the sum of these local reductions."""
-    dst = edge_targets(g.ptr)
-    keep = ~e.drop
-    cons = np.full(g.size, -np.inf)
-    np.maximum.at(cons, dst[keep], g.m_end[g.src[keep]] + e.off[keep])
+    cons = latest_constraint(g.ptr, np.where(e.drop, -np.inf, g.m_end[g.src] + e.off))
     start = np.where(np.isfinite(cons), cons, 0.0) + e.delay
     earlier = np.clip(g.m_start - start, 0.0, None)
     earlier[0] = 0.0
@@ -432,7 +538,7 @@ def whatif(ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, labels: List[st
                               digest_size=16).digest()
         memo = {} if memo is None else memo
         if key not in memo:
-            memo[key] = span(g, w, schedule(g, e)[1], steps)
+            memo[key] = span(g, w, schedule_ends(g, e), steps)
         saved = (base - memo[key]) / len(w)
     label = combined_edit(labels)
     text = "; ".join(EDITS[x][0] for x in labels)
@@ -455,12 +561,16 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0) -> Replay:
     start, end, arg = schedule(g)
     measured = measured_times(g, w, not steps)
     replayed = step_times(g, w, end, not steps)
-    acc: Dict[Tuple[str, str], float] = defaultdict(float)
+    labels = PathLabels(g)
+    acc: Dict[int, float] = defaultdict(float)
+    host_us: Dict[int, float] = defaultdict(float)
     for a, z in w.tolist():
-        t0 = end[g.markers[a]]
-        for key, us in critical_path(g, start, end, arg, t0, g.markers[z]).items():
-            acc[key] += us
-    named = name_host_work(ev, g, acc)
+        on_path, host_edges = critical_path(g, start, end, arg, end[g.markers[a]], g.markers[z], labels)
+        for code, us in on_path.items():
+            acc[code] += us
+        for k, us in host_edges.items():
+            host_us[k] += us
+    named = name_host_work(ev, g, labels.named(acc), host_us)
     total = sum(named.values())
     top = sorted(named.items(), key=lambda kv: -kv[1])[:TOP_PATH_OPS]
     n = len(w)

@@ -113,6 +113,9 @@ class Graph:
     dl_name: str = "DataLoader"
     _lists: Optional[Tuple[List[int], List[str], List[int], List[int], List[float]]] = field(
         default=None, repr=False, compare=False)
+    _walk: Optional[Tuple[List[int], ...]] = field(default=None, init=False, repr=False, compare=False)
+    _inputs: Optional[Tuple[List[float], List[float], List[float]]] = field(
+        default=None, init=False, repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -127,6 +130,29 @@ class Graph:
             self._lists = (self.kind.tolist(), self.name, self.src.tolist(), self.ekind.tolist(), self.dl.tolist())
         return self._lists
 
+    def input_lists(self) -> Tuple[List[float], List[float], List[float]]:
+        """``off``, ``delay`` and ``dur`` as lists (µs), made once."""
+        if self._inputs is None:
+            self._inputs = (self.off.tolist(), self.delay.tolist(), self.dur.tolist())
+        return self._inputs
+
+    def in_order(self) -> Tuple[List[int], ...]:
+        """For a walk of the nodes in :attr:`order`, made once: per node in
+        that order, its number, its number of incoming edges, its first edge
+        and the sources of its first two edges (-1 where it has fewer); then
+        every edge's source (lists: read element by element)."""
+        if self._walk is None:
+            order = np.asarray(self.order, dtype=np.int64)
+            first = self.ptr[order]
+            count = self.ptr[order + 1] - first
+            last = max(len(self.src) - 1, 0)
+            src = self.src if len(self.src) else np.full(1, -1, dtype=np.int64)
+            src0 = np.where(count >= 1, src[np.minimum(first, last)], -1)
+            src1 = np.where(count >= 2, src[np.minimum(first + 1, last)], -1)
+            self._walk = (order.tolist(), count.tolist(), first.tolist(), src0.tolist(), src1.tolist(),
+                          self.src.tolist())
+        return self._walk
+
 
 class _Builder:
     """Collects nodes and edges (lists), then packs them into a :class:`Graph`."""
@@ -138,8 +164,10 @@ class _Builder:
         self.wait: List[int] = [NO_WAIT]
         self.start: List[float] = [0.0]
         self.end: List[float] = [0.0]
-        # per edge: dst, src, off, kind, dl, a, b (columns, not tuples: no objects for the collector to track)
-        self.edges: Tuple[List[float], ...] = ([], [], [], [], [], [], [])
+        # per edge: dst, src, off, kind, dl, a, b: numpy chunks in the order added, and the single edges
+        # added since the last chunk (columns, not tuples: no objects for the collector to track)
+        self.chunks: List[Tuple[np.ndarray, ...]] = []
+        self.pending: Tuple[List[float], ...] = ([], [], [], [], [], [], [])
 
     def node(self, kind: int, name: str, thread: int, start: float, end: float, wait: int = NO_WAIT) -> int:
         self.kind.append(kind)
@@ -166,31 +194,48 @@ class _Builder:
              a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None) -> None:
         """Add one edge of ``kind`` per entry (by default no DataLoader part and no host interval)."""
         n = len(dst)
-        for col, v in zip(self.edges, (dst.tolist(), src.tolist(), off.tolist(), [kind] * n,
-                                       [0.0] * n if dl is None else dl.tolist(),
-                                       [np.nan] * n if a is None else a.tolist(),
-                                       [np.nan] * n if b is None else b.tolist())):
-            col.extend(v)
+        if not n:
+            return
+        self._flush()
+        nan = np.full(n, np.nan)
+        self.chunks.append((np.asarray(dst, dtype=np.int64), np.asarray(src, dtype=float), np.asarray(off, dtype=float),
+                            np.full(n, float(kind)), np.zeros(n) if dl is None else np.asarray(dl, dtype=float),
+                            nan if a is None else np.asarray(a, dtype=float),
+                            nan if b is None else np.asarray(b, dtype=float)))
 
     def edge(self, dst: int, src: int, off: float, kind: int, dl: float = 0.0,
              a: float = np.nan, b: float = np.nan) -> None:
-        for col, v in zip(self.edges, (dst, src, off, kind, dl, a, b)):
+        for col, v in zip(self.pending, (dst, src, off, kind, dl, a, b)):
             col.append(v)
+
+    def _flush(self) -> None:
+        if self.pending[0]:
+            self.chunks.append((np.array(self.pending[0], dtype=np.int64),)
+                               + tuple(np.array(col, dtype=float) for col in self.pending[1:]))
+            self.pending = ([], [], [], [], [], [], [])
+
+    def edge_columns(self) -> Tuple[np.ndarray, ...]:
+        """The edges added so far, in that order: ``dst`` (int64), then
+        ``src``, ``off``, ``kind``, ``dl``, ``a``, ``b`` (float64)."""
+        self._flush()
+        if not self.chunks:
+            return (np.zeros(0, dtype=np.int64),) + tuple(np.zeros(0) for _ in range(6))
+        return tuple(np.concatenate([c[j] for c in self.chunks]) for j in range(7))
 
 
 def _outermost(calls: pd.DataFrame) -> np.ndarray:
     """Per row of ``calls`` (sorted by thread, start, longest first): the
     position of the outermost call holding it on its thread (itself when none)."""
     n = len(calls)
-    ts, end, thr = (calls[c].to_numpy() for c in ("ts", "end", "thread"))
-    outer = np.arange(n)
+    ts, end, thr = (calls[c].to_numpy().tolist() for c in ("ts", "end", "thread"))  # lists: read faster one by one
+    outer = list(range(n))
     cur, cur_end, cur_thr = -1, -np.inf, None
     for i in range(n):
         if thr[i] == cur_thr and ts[i] < cur_end:
             outer[i] = cur
         else:
             cur, cur_end, cur_thr = i, end[i], thr[i]
-    return outer
+    return np.array(outer, dtype=np.int64)
 
 
 def _dl_cover(dl: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -222,17 +267,19 @@ def build_graph(ev: RankEvents, bounds: np.ndarray, lo: float, hi: float) -> Gra
     b = _Builder()
     st = step_thread(ev)
     threads = set(launching_threads(cpu).tolist()) | {st}
-    rt = cpu[cpu["s_cat"].isin(LAUNCH_CATEGORIES) & cpu["thread"].isin(threads)]
-    rt = rt[(rt["ts"] >= lo) & (rt["ts"] < hi)]
-    names = pd.Series(name_strings(rt["s_name"]), index=rt.index)
-    corr = pd.to_numeric(rt["correlation"], errors="coerce").fillna(-1).astype(np.int64)
+    ts_all = cpu["ts"]
+    rt = cpu.loc[cpu["s_cat"].isin(LAUNCH_CATEGORIES) & cpu["thread"].isin(threads) & (ts_all >= lo) & (ts_all < hi),
+                 ["ts", "end", "thread", "s_name", "correlation"]]
+    names = pd.Series(name_strings(rt["s_name"]), dtype=object)  # not the str dtype: a copy of every name
+    corr = pd.to_numeric(rt["correlation"], errors="coerce").fillna(-1).astype(np.int64).to_numpy()
     gcorr = pd.to_numeric(gpu["correlation"], errors="coerce").fillna(-1).astype(np.int64).to_numpy()
-    launches = corr.isin(set(gcorr[gcorr > 0].tolist())) & (corr > 0)
-    keep = launches | names.isin(WAIT_APIS + STREAM_WAIT_APIS)
+    launches = pd.Series(corr).isin(gcorr[gcorr > 0]).to_numpy() & (corr > 0)  # hashed: np.isin sorts
+    keep = launches | names.isin(WAIT_APIS + STREAM_WAIT_APIS).to_numpy()
     calls = pd.DataFrame({"ts": rt["ts"].to_numpy(float), "end": rt["end"].to_numpy(float),
-                          "thread": rt["thread"].to_numpy(), "name": names.to_numpy(),
-                          "corr": corr.to_numpy(), "launch": launches.to_numpy()})[keep.to_numpy()]
+                          "thread": rt["thread"].to_numpy(), "row": np.arange(len(rt)),
+                          "corr": corr, "launch": launches})[keep]
     calls = calls.sort_values(["thread", "ts", "end"], ascending=[True, True, False], kind="stable")
+    c_names = names.to_numpy()[calls["row"].to_numpy()]
     outer = _outermost(calls)
     # GPU ops launched by the kept calls: correlation -> outermost call position
     is_l = calls["launch"].to_numpy()
@@ -253,7 +300,6 @@ def build_graph(ev: RankEvents, bounds: np.ndarray, lo: float, hi: float) -> Gra
     gsel = gsel[np.lexsort((g_ts[gsel], g_stream[gsel]))]
     # blocking copies: a copy call that returned after its copy ended
     c_ts, c_end = calls["ts"].to_numpy(), calls["end"].to_numpy()
-    c_names = calls["name"].to_numpy()
     ops_end = np.full(len(calls), -np.inf)
     np.maximum.at(ops_end, g_call[gsel][g_call[gsel] >= 0], g_end[gsel][g_call[gsel] >= 0])
     dtoh = np.zeros(len(calls), dtype=bool)
@@ -352,8 +398,8 @@ def build_graph(ev: RankEvents, bounds: np.ndarray, lo: float, hi: float) -> Gra
 def _thread_ops(cpu: pd.DataFrame, thr: int) -> np.ndarray:
     """Union of the CPU ops and annotations of thread ``thr`` (``ProfilerStep``
     aside): when the thread runs code of its own (µs intervals)."""
-    rows = cpu[cpu["thread"].eq(thr) & cpu["s_cat"].isin(("cpu_op", "user_annotation"))]
-    rows = rows[~is_step(rows["s_name"])]
+    rows = cpu.loc[cpu["thread"].eq(thr) & cpu["s_cat"].isin(("cpu_op", "user_annotation")) & ~is_step(cpu["s_name"]),
+                   ["ts", "end"]]
     return intervals.union(rows["ts"].to_numpy(float), rows["end"].to_numpy(float)) if len(rows) \
         else np.empty((0, 2))
 
@@ -371,13 +417,15 @@ def _trigger_edges(b: _Builder, triggers: List[Tuple[int, float, bool]], st: int
     on the step thread precedes keeps its measured time (an ``anchor``)."""
     if not triggers:
         return
-    mine = [i for i in range(1, len(b.kind)) if b.thread[i] == st and b.kind[i] in (HOST, MARKER)]
+    kinds = np.array(b.kind)
+    mine = np.flatnonzero((np.array(b.thread) == st) & ((kinds == HOST) | (kinds == MARKER)))
+    mine = mine[mine > 0].tolist()
     if not mine:
         for node, s, first in triggers:
             if first:
                 b.edge(node, 0, s, E_ANCHOR)
         return
-    ends = np.array([b.end[i] for i in mine])
+    ends = np.array(b.end)[mine]
     order = np.argsort(ends, kind="stable")
     ends_sorted = ends[order]
     du = dl_rows[dl_rows["thread"] == st]
@@ -442,9 +490,13 @@ def _wait_edges(b: _Builder, waits, calls, gsel, g_call, g_ts, g_end, g_stream, 
     for s_ in np.unique(streams).tolist():
         rows = np.flatnonzero(streams == s_)  # in stream order (gsel is sorted by stream, start)
         per_stream[s_] = (rows, np.maximum.accumulate(launched[rows]))
+    calls_of = g_call[gsel]
+    by_call = np.argsort(calls_of, kind="stable")  # each call's ops (rows of gsel) together, in row order
+    calls_sorted = calls_of[by_call]
+    launched_by_end = launched[by_end].tolist()
     for node, p, s, e in waits:
         if b.wait[node] != SYNC:  # a blocking copy waits for its own copies (and, by stream order, what came before)
-            own = np.flatnonzero(g_call[gsel] == p)
+            own = by_call[np.searchsorted(calls_sorted, p, side="left"):np.searchsorted(calls_sorted, p, side="right")]
             for r in own.tolist():
                 b.edge(node, int(gnode[gsel[r]]), 0.0, E_WAIT)
             _finish_wait(b, node, s, e)
@@ -458,7 +510,7 @@ def _wait_edges(b: _Builder, waits, calls, gsel, g_call, g_ts, g_end, g_stream, 
         else:
             k = int(np.searchsorted(ends_sorted, e + CLOCK_TOLERANCE_US, side="right")) - 1
             stop = max(-1, k - MAX_LOOKBACK)
-            while k > stop and launched[by_end[k]] >= s:
+            while k > stop and launched_by_end[k] >= s:
                 k -= 1
             if k > stop:
                 r = int(by_end[k])
@@ -493,41 +545,62 @@ def _cross_edges(b: _Builder, stream_waits, calls, outer, gsel, g_call, g_ts, g_
     rs = rs[np.lexsort((rs, g_ts[gsel[rs]], g_call[gsel[rs]]))]
     calls_of = g_call[gsel[rs]]
     lead = np.r_[True, calls_of[1:] != calls_of[:-1]] if len(rs) else np.zeros(0, dtype=bool)
-    first_op: Dict[int, int] = dict(zip(calls_of[lead].tolist(), rs[lead].tolist()))
-    launches: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}  # thread -> (its launch positions by start, starts)
-    for thr in {t for t, _ in stream_waits}:
+    lead_calls, lead_rows = calls_of[lead], rs[lead]  # by call position
+    w_thr = np.array([t for t, _ in stream_waits])
+    w_ts = c_ts[np.array([p for _, p in stream_waits], dtype=np.int64)]
+    first = np.full(len(stream_waits), -1, dtype=np.int64)  # per wait, the first launch after it (call position)
+    for thr in np.unique(w_thr).tolist():
         rows = np.flatnonzero(is_launch & (c_thr == thr))
         rows = rows[np.argsort(c_ts[rows], kind="stable")]
-        launches[thr] = (rows, c_ts[rows])
-    for thr, p in stream_waits:
-        rows, starts = launches[thr]
-        i = int(np.searchsorted(starts, c_ts[p], side="right"))  # the first launch after the wait
-        if i >= len(rows) or int(rows[i]) not in first_op:
-            continue
-        r = first_op[int(rows[i])]
-        start, stream = g_ts[gsel[r]], g_stream[gsel[r]]
-        k = int(np.searchsorted(ends_sorted, start + CLOCK_TOLERANCE_US, side="right")) - 1
-        stop = max(-1, k - MAX_LOOKBACK)
-        while k > stop and (launched[by_end[k]] >= c_ts[p] or g_stream[gsel[by_end[k]]] == stream):
-            k -= 1
-        if k > stop:
-            b.edge(int(gnode[gsel[r]]), int(gnode[gsel[by_end[k]]]), 0.0, E_CROSS)
+        q = np.flatnonzero(w_thr == thr)
+        i = np.searchsorted(c_ts[rows], w_ts[q], side="right")
+        first[q] = np.where(i < len(rows), rows[np.minimum(i, len(rows) - 1)] if len(rows) else -1, -1)
+    j = np.searchsorted(lead_calls, first)
+    found = (first >= 0) & (j < len(lead_calls)) & (lead_calls[np.minimum(j, max(len(lead_calls) - 1, 0))] == first) \
+        if len(lead_calls) else np.zeros(len(first), dtype=bool)
+    if not found.any():
+        return
+    r = lead_rows[j[found]]  # per wait with one, the launched op's row of gsel (its call's first op)
+    wait_ts = w_ts[found].astype(float)
+    stream = g_stream[gsel[r]]
+    # the op (position by end) that ended last before the launched op started, launched before the wait, on
+    # another stream: per other stream, the last of its ops by end that qualifies; the latest of those
+    k0 = np.searchsorted(ends_sorted, g_ts[gsel[r]] + CLOCK_TOLERANCE_US, side="right") - 1
+    stop = np.maximum(-1, k0 - MAX_LOOKBACK)
+    best = np.full(len(r), -1, dtype=np.int64)
+    stream_by_end = g_stream[gsel[by_end]]
+    launched_by_end = launched[by_end]
+    launched_l = launched_by_end.tolist()
+    for t in np.unique(stream_by_end).tolist():
+        pos = np.flatnonzero(stream_by_end == t)  # positions by end of the stream's ops, ascending
+        j = np.searchsorted(pos, k0, side="right") - 1
+        cand = np.where(j >= 0, pos[np.maximum(j, 0)], -1)
+        ok = (cand > stop) & ~(launched_by_end[np.maximum(cand, 0)] >= wait_ts)
+        pos_l = pos.tolist()
+        for q in np.flatnonzero((cand > stop) & ~ok).tolist():  # launched after the wait: look further back
+            jj, lim, c = int(j[q]) - 1, int(stop[q]), float(wait_ts[q])
+            while jj >= 0 and pos_l[jj] > lim and launched_l[pos_l[jj]] >= c:
+                jj -= 1
+            if jj >= 0 and pos_l[jj] > lim:
+                cand[q], ok[q] = pos_l[jj], True
+        best = np.where(ok & (stream != t), np.maximum(best, cand), best)
+    hit = best > stop
+    b.bulk(gnode[gsel[r[hit]]], gnode[gsel[by_end[best[hit]]]], np.zeros(int(hit.sum())), E_CROSS)
 
 
 def _pack(b: _Builder, markers: Dict[float, int], st: int, dl_name: str) -> Graph:
     """The :class:`Graph` of ``b``: CSR edges, waiting nodes' measured starts,
     each node's delay and a topological order."""
     n = len(b.kind)
-    dst = np.array(b.edges[0], dtype=np.int64)
+    cols = list(b.edge_columns())
+    dst = cols[0]
     order_e = np.argsort(dst, kind="stable")
-    cols = [np.array(col, dtype=float)[order_e] for col in b.edges]
+    cols = [col[order_e] for col in cols]
     dst_s = dst[order_e]
     src = cols[1].astype(np.int64)
     off, ekind, dl = cols[2], cols[3].astype(np.int64), cols[4]
     gap = np.column_stack([cols[5], cols[6]])
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.add.at(ptr, dst_s + 1, 1)
-    ptr = np.cumsum(ptr)
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(dst_s, minlength=n))]).astype(np.int64)
     m_start, m_end = np.array(b.start), np.array(b.end)
     wait = np.array(b.wait)
     kind = np.array(b.kind)
@@ -540,14 +613,25 @@ def _pack(b: _Builder, markers: Dict[float, int], st: int, dl_name: str) -> Grap
             m_start[i] = max(m_start[i], float(m_end[src[sl][dep]].max()))
     dur = np.maximum(m_end - m_start, 0.0)
     # delay: measured start minus the latest constraint
-    cons = np.full(n, -np.inf)
-    if len(src):
-        np.maximum.at(cons, dst_s, m_end[src] + off)
+    cons = latest_constraint(ptr, m_end[src] + off)
     delay = np.where(np.isfinite(cons), m_start - cons, m_start)
     delay[0] = 0.0
     return Graph(kind=kind, name=b.name, thread=np.array(b.thread), wait=wait, m_start=m_start, m_end=m_end,
                  dur=dur, delay=delay, ptr=ptr, src=src, off=off, ekind=ekind, dl=dl, gap=gap,
                  order=_order(m_start, ptr, src), markers=markers, step_thread=st, dl_name=dl_name)
+
+
+def latest_constraint(ptr: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per node, the largest of ``values`` (µs, one per edge, CSR by target
+    as ``ptr``: :class:`Graph`) over its incoming edges, as
+    ``np.maximum.at`` gives it; -inf for a node without any (NaN where one
+    is NaN)."""
+    n = len(ptr) - 1
+    cons = np.full(n, -np.inf)
+    has = np.flatnonzero(ptr[1:] > ptr[:-1])
+    if len(has):
+        cons[has] = np.maximum.reduceat(values, ptr[has])
+    return cons
 
 
 def edge_targets(ptr: np.ndarray) -> np.ndarray:
@@ -562,7 +646,7 @@ def _order(m_start: np.ndarray, ptr: np.ndarray, src: np.ndarray) -> List[int]:
     vectorized); else Kahn's (:func:`_topological`: a launch whose kernel
     the clocks put before it, a cycle)."""
     n = len(m_start)
-    order = np.lexsort((np.arange(n), m_start))
+    order = np.argsort(m_start, kind="stable")  # ties by node number
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
     dst = edge_targets(ptr)
