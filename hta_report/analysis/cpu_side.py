@@ -150,7 +150,8 @@ def _named(rows: pd.DataFrame, self_col: Optional[np.ndarray] = None, limit: int
         g = g.head(limit)
     cats: Dict[str, str] = {}
     if "s_cat" in rows.columns and len(g):
-        kept = rows[rows["s_name"].isin(g.index)]
+        # each name's category as its last row has it (one row per name, not a string per row)
+        kept = rows[rows["s_name"].isin(g.index)].drop_duplicates("s_name", keep="last")
         cats = {str(n): str(c) for n, c in zip(kept["s_name"].astype(str), kept["s_cat"].astype(str))}
     return [NamedTime(name=str(n), count=int(r["count"]), total_us=float(r["total"]), self_us=float(r["selft"]),
                       category=cats.get(str(n), "")) for n, r in g.iterrows()]

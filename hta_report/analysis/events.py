@@ -46,6 +46,48 @@ def memoized(fn: Callable[["RankEvents"], np.ndarray]) -> Callable[["RankEvents"
     return once
 
 
+def shared(fn: Callable[["RankEvents"], pd.DataFrame]) -> Callable[["RankEvents"], pd.DataFrame]:
+    """``fn(ev)``, a frame computed from a rank's events alone, computed once
+    per :class:`RankEvents` (kept in ``ev.memo``, as :func:`memoized` keeps
+    arrays) and the same frame handed to every caller, which must not change
+    it (a selection or ``assign`` makes a new frame). For the row selections
+    that several analyses of a rank make: the host rows of launching threads
+    (idle attribution's host work and its gaps' names), the stream-capture
+    rows (workload kind and warm-up calls)."""
+    key = f"{fn.__module__}.{fn.__qualname__}"
+
+    @functools.wraps(fn)
+    def once(ev: "RankEvents") -> pd.DataFrame:
+        try:
+            return ev.memo[key]
+        except KeyError:
+            value = ev.memo[key] = fn(ev)
+            return value
+
+    return once
+
+
+#: Host categories of the calls that launch GPU work (``cuda_driver``: Triton's ``cuLaunchKernel``).
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+
+
+@shared
+def runtime_calls(ev: "RankEvents") -> pd.DataFrame:
+    """The rank's runtime and driver calls (rows of ``ev.cpu`` in
+    :data:`LAUNCH_CATEGORIES`), made once per rank (:func:`shared`)."""
+    cpu = ev.cpu
+    return cpu[cpu["s_cat"].isin(LAUNCH_CATEGORIES)]
+
+
+@shared
+def linked_calls(ev: "RankEvents") -> pd.DataFrame:
+    """Those of :func:`runtime_calls` linked to GPU work (``correlation`` > 0),
+    made once per rank (:func:`shared`): step re-basing, launch times and
+    the gaps' causes read them."""
+    calls = runtime_calls(ev)
+    return calls[calls["correlation"] > 0]
+
+
 def thread_codes(df: pd.DataFrame) -> np.ndarray:
     """One integer per distinct ``"pid/tid"`` of ``df`` (ids compared as text,
     like ``astype(str)``: pid ``1`` and ``"1"`` are one process), without

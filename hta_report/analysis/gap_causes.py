@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals
-from .events import RankEvents, is_step
+from .events import RankEvents, is_step, linked_calls, name_strings, shared
 
 #: Host event categories counted as the host executing framework code.
 HOST_OP_CATEGORIES = ("cpu_op", "cuda_runtime", "cuda_driver")
@@ -63,8 +63,7 @@ STREAM_WAIT_APIS = ("cudaStreamWaitEvent", "hipStreamWaitEvent", "cuStreamWaitEv
 def _launch_rows(ev: RankEvents) -> pd.DataFrame:
     """Per row of ``ev.gpu``: ``ts``, ``end`` and ``thread`` of its launch
     call (NaN/-1 without one)."""
-    cpu = ev.cpu
-    runtime = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver")) & (cpu["correlation"] > 0)]
+    runtime = linked_calls(ev)
     first = runtime.sort_values("end").drop_duplicates("correlation", keep="last").set_index("correlation")
     corr = pd.Series(ev.gpu["correlation"].to_numpy())
     return pd.DataFrame({"ts": corr.map(first["ts"]).to_numpy(dtype=float),
@@ -98,7 +97,7 @@ def queued_work(ev: RankEvents, idle: np.ndarray) -> np.ndarray:
     b = np.searchsorted(busy[:, 1], np.where(ok, launched, np.inf), side="left")  # first gap beginning after launch
     gap_begin = np.where(b < len(busy), busy[np.minimum(b, len(busy) - 1), 1], np.inf)
     parts = [np.column_stack([gap_begin, start])[ok & (gap_begin < start)]]
-    why = np.array(gpu["s_name"].astype(str).str.startswith(("nccl", "rccl")), dtype=bool)
+    why = np.array(gpu["s_name"].str.startswith(("nccl", "rccl"), na=False), dtype=bool)  # per category
     cpu = ev.cpu
     waits = cpu[cpu["s_name"].isin(STREAM_WAIT_APIS)]
     if len(waits):
@@ -154,9 +153,13 @@ def launching_threads(cpu: pd.DataFrame) -> np.ndarray:
     return np.unique((calls if len(calls) else cpu)["thread"].to_numpy())
 
 
-def _host_rows(cpu: pd.DataFrame) -> pd.DataFrame:
+@shared
+def _host_rows(ev: RankEvents) -> pd.DataFrame:
     """Host events of launching threads that can hold host work (ops,
-    runtime calls, frames, annotations other than ``ProfilerStep#N``)."""
+    runtime calls, frames, annotations other than ``ProfilerStep#N``); made
+    once per rank (:func:`~.events.shared`: :func:`host_rows` and
+    :func:`host_work` both read them)."""
+    cpu = ev.cpu
     cats = HOST_OP_CATEGORIES + (PYTHON_CATEGORY, ANNOTATION_CATEGORY)
     rows = cpu[cpu["s_cat"].isin(cats) & cpu["thread"].isin(launching_threads(cpu))]
     return rows[~is_step(rows["s_name"])]
@@ -181,9 +184,9 @@ def host_rows(ev: RankEvents) -> HostRows:
     key = f"{__name__}.host_rows"
     got = ev.memo.get(key)
     if got is None:
-        rows = _host_rows(ev.cpu)
+        rows = _host_rows(ev)
         got = ev.memo[key] = HostRows(ts=rows["ts"].to_numpy(dtype=float), end=rows["end"].to_numpy(dtype=float),
-                                      thread=rows["thread"].to_numpy(), names=rows["s_name"].astype(str).to_numpy())
+                                      thread=rows["thread"].to_numpy(), names=name_strings(rows["s_name"]))
     return got
 
 
@@ -208,7 +211,7 @@ def host_work(ev: RankEvents) -> np.ndarray:
     (µs): CPU ops, runtime and driver calls, Python frames and leaf user
     annotations; annotations that hold other events (``execute_…``,
     ``step[…]``, ``ProfilerStep#N``) add nothing of their own."""
-    rows = _host_rows(ev.cpu)
+    rows = _host_rows(ev)
     keep = (rows["s_cat"] != ANNOTATION_CATEGORY).to_numpy() | leaf_annotations(rows)
     rows = rows[keep]
     if rows.empty:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..model import IdleBreakdown, KernelStat, KernelTypeShare, StreamIdle, TemporalBreakdown
 from .. import intervals
-from .events import RankEvents
+from .events import RankEvents, linked_calls
 
 #: HTA's ``consecutive_kernel_delay``: gaps shorter than this (µs) count as kernel wait.
 CONSECUTIVE_KERNEL_DELAY_US = 30
@@ -91,9 +91,7 @@ def stream_idle(ev: RankEvents) -> List[StreamIdle]:
 
 def _launch_times(ev: RankEvents) -> pd.Series:
     """correlation -> start of its earliest runtime call (µs)."""
-    cpu = ev.cpu
-    runtime = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver")) & (cpu["correlation"] > 0)]
-    return runtime.groupby("correlation")["ts"].min()
+    return linked_calls(ev).groupby("correlation")["ts"].min()
 
 
 def _idle_classes(gpu: pd.DataFrame, launch_ts: pd.Series) -> Tuple[float, float, float]:
@@ -164,8 +162,10 @@ def kernel_type_shares(view) -> List[KernelTypeShare]:
     symbols = view.t.symbol_table.get_sym_table()
     rows = [pd.DataFrame({"kernel_type": pd.Series(dtype="str"), "sum": pd.Series(dtype="int")})]
     for df in view.t.traces.values():
-        gpu = pd.DataFrame(df[df["stream"].ne(-1)])
-        ids, codes = np.unique(gpu["name"].to_numpy(), return_inverse=True)
+        # the columns HTA's step reads (``ts``, ``dur``; its interval merge copies the rows of each
+        # kernel type, and the copies of every other column were a third of its time)
+        gpu = pd.DataFrame(df.loc[df["stream"].ne(-1), ["ts", "dur"]])
+        ids, codes = np.unique(df.loc[df["stream"].ne(-1), "name"].to_numpy(), return_inverse=True)
         kinds = np.array([classify(symbols[i]) for i in ids.tolist()], dtype=object)
         gpu["kernel_type"] = pd.Series(kinds[codes].tolist(), index=gpu.index)
         rows.append(type_time(gpu, analyzed))

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals
-from .events import RankEvents, memoized
+from .events import LAUNCH_CATEGORIES  # noqa: F401 - re-exported: the host categories of launch calls
+from .events import RankEvents, linked_calls, memoized, runtime_calls
 from .launch_calls import KERNEL_LAUNCH_APIS
 from .steps import analyzed_windows, step_windows
 
@@ -22,8 +23,6 @@ LAUNCH_APIS = KERNEL_LAUNCH_APIS + (
     "cudaMemcpyAsync", "cudaMemcpy", "cudaMemsetAsync", "cudaMemset",
     "hipMemcpyAsync", "hipMemcpy", "hipMemcpyWithStream", "hipMemsetAsync",
 )
-#: Host event categories of those calls (Triton launches through the driver API).
-LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 
 
 def windows(ev: RankEvents) -> Tuple[np.ndarray, bool]:
@@ -64,8 +63,7 @@ def rebased_steps(ev: RankEvents) -> np.ndarray:
     steps = step_windows(ev)  # a copy of its own (memoized)
     if len(steps) == 0 or not ev.has_gpu:
         return steps
-    cpu = ev.cpu
-    runtime = cpu[cpu["s_cat"].isin(LAUNCH_CATEGORIES) & (cpu["correlation"] > 0)]
+    runtime = linked_calls(ev)
     gpu_end = ev.gpu.groupby("correlation")["end"].max()
     launched = runtime[["ts", "correlation"]].join(gpu_end, on="correlation", how="inner")
     if launched.empty:
@@ -136,8 +134,7 @@ def launched_from(ev: RankEvents, regions: pd.DataFrame) -> pd.DataFrame:
     """GPU events (kernels, memcpys, memsets) launched by runtime or driver
     calls (``cuda_runtime``, ``cuda_driver``: Triton's ``cuLaunchKernel``)
     that start inside ``regions`` on the same thread (linked by ``correlation``)."""
-    cpu = ev.cpu
-    runtime = cpu[cpu["s_cat"].isin(LAUNCH_CATEGORIES)]
+    runtime = runtime_calls(ev)
     runtime = runtime[starts_inside(runtime, regions)]
     corr = runtime["correlation"]
     corr = corr[corr > 0] if len(corr) else corr

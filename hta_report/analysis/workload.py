@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..model import CAPTURE_SHARE, Workload
 from .. import intervals
-from .events import RankEvents
+from .events import RankEvents, shared
 
 #: Backward ops (autograd's engine, the legacy ``*Backward`` names, user ``## backward ##`` annotations).
 BACKWARD = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$|^## backward ##")
@@ -72,12 +72,15 @@ def _examples(names: pd.Series, top: int = 2) -> str:
     return ", ".join(f"{n} ×{c}" if c > 1 else str(n) for n, c in counts.items())
 
 
+@shared
 def capture_rows(ev: RankEvents) -> pd.DataFrame:
     """Host rows (of ``ev.cpu``) that span stream capture: each
     ``*StreamBeginCapture`` call, its ``end`` moved to the end of the first
     ``*StreamEndCapture`` after it, and ``capture_*`` annotations that hold a
     capture call (vLLM's ``capture_32_FULL``). Columns as ``ev.cpu``; the
-    begin rows keep their index (they are not launches)."""
+    begin rows keep their index (they are not launches). Made once per rank
+    (:func:`~.events.shared`: the workload kind and the warm-up calls read
+    them); not to be changed by the caller."""
     cpu = ev.cpu
     if cpu.empty:
         return cpu
