@@ -362,6 +362,17 @@ def test_tensor_cores_unused_fires_on_fp32_gemms(tmp_path):
     assert f.gain_pct == pytest.approx(99.0) and "torch.autocast" in f.fix
 
 
+@pytest.mark.parametrize("name", [
+    # cuBLAS's fp32 GEMM on an H200 (torch 2.11, fp32 nn.Linear): "xmma" in the name, FFMA main loop
+    "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4_execute_kernel",
+    "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x256_8x4_nt_align1>(cutlass_80_simt_sgemm_128x256_8x4_nt_align1::Params)",
+])
+def test_ffma_and_simt_gemms_are_not_tensor_cores(tmp_path, name):
+    r = run(tmp_path, steps(lambda b, t: busy(b, t, name=name)))
+    assert r.ranks[0].tensor_cores.tensor_core_pct == 0
+    assert finding(r, "tensor-cores-unused").severity == "high"
+
+
 def test_tensor_core_gemms_are_fine(tmp_path):
     r = run(tmp_path, steps(lambda b, t: busy(b, t)))
     assert r.ranks[0].tensor_cores.tensor_core_pct == 100

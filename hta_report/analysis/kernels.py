@@ -32,6 +32,11 @@ NOT_MATMUL_KERNEL = re.compile(r"bn_fw|bn_bw|batch_?norm|nchwToNhwc|nhwcToNchw|s
 #: cuDNN's ``tensor16x8``, WMMA and cuBLAS's ``nvjet_*`` (its Hopper/Blackwell GEMMs, all on
 #: Tensor Cores), and AMD's matrix-core (MFMA) kernels: :data:`MATRIX_CORE`.
 TENSOR_CORE = re.compile(r"884|1688|16816|hmma|xmma|gmma|wgmma|wmma|tensorop|tensor16x8|^nvjet_", re.IGNORECASE)
+#: Name parts of kernels that match :data:`TENSOR_CORE` yet run on the CUDA cores: cuBLAS's
+#: fp32 ``sm80_xmma_gemm_f32f32_f32f32_f32_..._ffma_...`` kernels name their FFMA (fp32 fused
+#: multiply-add) main loop (seen on an H200 with torch 2.11, fp32 ``nn.Linear`` without TF32:
+#: bench/record_cuda.py collect-amp; TensorBoard's allowlist counts any ``xmma_gemm`` as Tensor Core).
+NOT_TENSOR_CORE = re.compile(r"ffma|_simt_", re.IGNORECASE)
 #: AMD matrix-core (MFMA) kernels: Tensile/hipBLASLt GEMMs name their matrix
 #: instruction (``Cijk_..._MI16x16x1_...``; a kernel without one has no ``MI``
 #: part), Composable Kernel names its XDL (MFMA) pipelines ``xdl``/``xdlops``,
@@ -165,7 +170,8 @@ def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> 
                        & ~kernels["s_name"].str.contains(NOT_MATMUL_KERNEL)]
     if eligible.empty:
         return out
-    is_tc = eligible["s_name"].str.contains(TENSOR_CORE) | eligible["s_name"].str.contains(MATRIX_CORE)
+    names = eligible["s_name"]
+    is_tc = (names.str.contains(TENSOR_CORE) & ~names.str.contains(NOT_TENSOR_CORE)) | names.str.contains(MATRIX_CORE)
     total = float(eligible["dur"].sum())
     tc = float(eligible[is_tc]["dur"].sum())
     out.eligible_us_per_step = per_step(total, n)
