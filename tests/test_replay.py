@@ -253,3 +253,71 @@ def test_another_thread_s_work_moves_with_the_step_thread(tmp_path):
     r = _replay(tmp_path, b)
     assert r.error_pct < 1e-6
     assert r.measured_step_us - _after(r, "DataLoader hidden") == pytest.approx(400.0, abs=1.0)
+
+
+MIB = 1 << 20
+
+
+def copy_loop(pinned: bool, gpu_name: str = "NVIDIA H200", steps: int = 6) -> TraceBuilder:
+    """Per step an 8 MiB batch copied to the device, then a 1 ms kernel, the
+    host going on to the next step at once. Pageable: the copy waits for the
+    stream, runs at 8.4 GB/s (998.6 µs, as measured on an H200) and its
+    ``cudaMemcpyAsync`` returns 15 µs before the copy's last chunk lands (the
+    driver's staging): the step is copy + kernel. Pinned: the copy runs at
+    the H200's table rate (PCIe gen 5 at 80 %), the call returns at once and
+    the host runs ahead of the GPU."""
+    b = TraceBuilder(rank=0, gpu_name=gpu_name)
+    copy_us = 8 * MIB / (8.4e3 if not pinned else 63.0 * 0.8 * 1e3)
+    h, gpu_free = 100.0, 0.0
+    for s in range(1, steps + 1):
+        t, call = h, h + 3
+        start = max(call + 10, gpu_free)
+        call_end = call + 5 if pinned else start + copy_us - 15
+        b.memcpy("HtoD", "Pinned" if pinned else "Pageable", start, copy_us, 8 * MIB, launch_ts=call,
+                 launch_dur=call_end - call)
+        launch = call_end + 5
+        k0 = max(launch + 10, start + copy_us)
+        b.kernel(TC_GEMM, k0, 1000.0, launch_ts=launch, launch_dur=5.0)
+        gpu_free = k0 + 1000.0
+        b.step(s, t, launch + 10 - t)
+        h = launch + 12
+    return b
+
+
+def test_pinned_copies_edit_copies_at_the_pinned_rate(tmp_path):
+    """A pageable copy whose call returns just before its copy ends is a
+    blocking copy (the replay stays exact); the edit runs it at the pinned
+    rate of the device's link, which predicts the loop recorded pinned (GPU
+    -bound there: its step is the GPU's busy time per step); on an unknown
+    device the copy keeps its measured time (the old prediction)."""
+    ev = _events(tmp_path, copy_loop(pinned=False), "pageable")
+    r = replay(ev, host_windows(ev), 0, ["NVIDIA H200"])
+    assert r.error_pct < 1e-6
+    pinned = _events(tmp_path, copy_loop(pinned=True), "pinned")
+    after = float(pinned.gpu["dur"].sum()) / 6
+    predicted = _after(r, "copies pinned and async")
+    assert abs(predicted - after) <= 0.05 * after, (predicted, after)
+    unknown = replay(ev, host_windows(ev), 0, ["Mystery GPU"])
+    assert _after(unknown, "copies pinned and async") > 0.95 * unknown.measured_step_us
+
+
+def test_cuda_graph_edit_keeps_the_dataloader_and_runs_kernels_back_to_back(tmp_path):
+    """Launch-bound steps: a 300 µs DataLoader fetch, then 40 kernels of 5 µs
+    launched 40 µs apart. Captured in a CUDA graph the launches' host time
+    goes, the kernels run back to back (200 µs a step) while the host fetches
+    the next batch: 300 µs a step, plus the last step's 200 µs of GPU work
+    spread over the 5 analyzed steps (the what-if's span)."""
+    b = TraceBuilder(rank=0)
+    for s in range(1, 7):
+        t = s * 2000.0
+        b.step(s, t, 2000.0)
+        b.cpu_op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t + 5, 300.0, cat="user_annotation")
+        for k in range(40):
+            at = t + 320 + 40 * k
+            b.cpu_op("aten::add", at, 30.0)
+            b.kernel(ELEMENTWISE, at + 18, 5.0, launch_ts=at + 2, launch_dur=8.0)
+    r = _replay(tmp_path, b)
+    assert r.error_pct < 1e-6
+    predicted = _after(r, "step in a CUDA graph")
+    assert 300 <= predicted <= 300 + 40 * 5 / r.steps + 5, predicted
+    assert _after(r, "DataLoader hidden") > 1500  # the launches, not the fetch, hold this step

@@ -25,7 +25,8 @@ def test_every_edit_a_rule_names_is_one_the_replay_makes():
     assert set(named.values()) <= set(EDITS)
     assert named == {"dataloader-bound": "DataLoader hidden", "dataloader-main-process": "DataLoader hidden",
                      "sync-in-step": "no host-device sync", "pageable-memcpy": "copies pinned and async",
-                     "blocking-copy": "copies pinned and async", "zero-grad-zeros": "zero_grad sets None"}
+                     "blocking-copy": "copies pinned and async", "zero-grad-zeros": "zero_grad sets None",
+                     "launch-bound": "step in a CUDA graph"}
 
 
 @pytest.fixture(scope="module")

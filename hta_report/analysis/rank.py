@@ -230,7 +230,7 @@ def _windows_and_optimizer(c: RankContext) -> None:
 
 
 def _replay(c: RankContext) -> None:
-    c.result.replay = replay(c.events, c.hw, c.result.rank)
+    c.result.replay = replay(c.events, c.hw, c.result.rank, c.result.device_names)
 
 
 def _workload(c: RankContext) -> None:

@@ -25,7 +25,7 @@ import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -37,8 +37,9 @@ from .copies import MEMCPY_APIS
 from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES, self_times
 from .events import RankEvents, is_step, name_strings
 from .optimizer import zero_grad_regions, zero_writes
+from .pinned_copy import pinned_htod_gbps
 from .regions import LAUNCH_CATEGORIES, containing_index, starts_inside
-from .replay_graph import (COPY, E_ANCHOR, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, MARKER, READ, SYNC, Graph,
+from .replay_graph import (COPY, E_ANCHOR, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, MARKER, NO_WAIT, READ, SYNC, Graph,
                            build_graph, edge_targets, latest_constraint, step_thread)
 from .steps import analyzed_windows, step_windows
 
@@ -58,21 +59,29 @@ MAX_ALL_SUBSETS = 3
 #: op holding its middle: a whole step on a rank without GPU work, long
 #: Python between two launches.
 SPLIT_HOST_US = 1000.0
+#: Gap (µs) between consecutive operations of one stream in a CUDA graph's
+#: replay: the median 0.10 µs measured on an H200 (bench/record_cuda.py
+#: cuda-graphs after its fix: 917 operations, p90 0.13 µs).
+GRAPH_GAP_US = 0.1
 @dataclass
 class Edit:
     """The schedule's inputs after an edit (:func:`schedule`): per edge, its
     offset ``off`` (µs) and whether it is dropped (``drop``); per node, its
-    ``dur`` and ``delay`` (µs). Edit functions change them in place."""
+    ``dur`` and ``delay`` (µs). Edit functions change them in place;
+    ``devices`` (the rank's ``deviceProperties`` names) is what an edit may
+    read of the hardware (the pinned copy rate)."""
 
     off: np.ndarray
     drop: np.ndarray
     dur: np.ndarray
     delay: np.ndarray
+    devices: Tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, g: Graph) -> "Edit":
+    def of(cls, g: Graph, devices: Sequence[str] = ()) -> "Edit":
         """The unmodified graph's inputs (copies)."""
-        return cls(off=g.off.copy(), drop=np.zeros(len(g.off), dtype=bool), dur=g.dur.copy(), delay=g.delay.copy())
+        return cls(off=g.off.copy(), drop=np.zeros(len(g.off), dtype=bool), dur=g.dur.copy(), delay=g.delay.copy(),
+                   devices=tuple(devices))
 
 
 EditFunction = Callable[[RankEvents, Graph, Edit], None]
@@ -190,18 +199,73 @@ def edit_no_dataloader(ev: RankEvents, g: Graph, e: Edit) -> None:
     e.off[host] = np.maximum(e.off[host] - g.dl[host], 0.0)
 
 
+def edit_cuda_graph(ev: RankEvents, g: Graph, e: Edit) -> None:
+    """The step captured once in a CUDA graph and replayed (whole-step
+    capture with ``torch.cuda.graphs``, ``torch.compile(mode="reduce-overhead")``),
+    on a rank with GPU work: the host time of the step's calls and of the
+    Python between them goes (host edges keep only their DataLoader part,
+    host calls that do not wait for the GPU take no time), synchronizations
+    and blocking copies still wait for the GPU, and each GPU operation starts
+    at most :data:`GRAPH_GAP_US` after what it waits for. The one graph
+    launch per step (a few µs of host time) is left out. Assumes the step can
+    be captured: static shapes, no host-dependent control flow."""
+    if not (g.kind == GPU).any():
+        return
+    host = g.ekind == E_HOST
+    e.off[host] = np.minimum(e.off[host], np.maximum(g.dl[host], 0.0))
+    calls = (g.kind == HOST) & (g.wait == NO_WAIT)
+    e.dur[calls] = 0.0
+    e.delay[calls] = np.minimum(e.delay[calls], 0.0)
+    gpu = g.kind == GPU
+    e.delay[gpu] = np.minimum(e.delay[gpu], GRAPH_GAP_US)
+
+
 def edit_async_copies(ev: RankEvents, g: Graph, e: Edit) -> None:
     """Copies made from pinned memory with ``non_blocking=True``: a blocking
     copy call (pageable ``cudaMemcpyAsync``, ``cudaMemcpy``) and a
     synchronization right after a copy call on its thread stop waiting for
-    the GPU. The copies keep their measured durations (pinned memory usually
-    copies faster: the prediction leaves that out)."""
+    the GPU, and each copy from pageable memory to the device runs at the
+    pinned rate (:func:`~.pinned_copy.pinned_htod_gbps`: the trace's own
+    pinned copies, else the device's PCIe link; never longer than measured;
+    where neither is known the copies keep their measured durations)."""
     dst = edge_targets(g.ptr)
     after_copy = np.zeros(g.size, dtype=bool)
     host = g.ekind == E_HOST
     after_copy[dst[host]] = np.isin(np.asarray(g.name, dtype=object)[g.src[host]], MEMCPY_APIS)
     waiting = (g.wait[dst] == COPY) | ((g.wait[dst] == SYNC) & after_copy[dst])
     e.drop |= (g.ekind == E_WAIT) & waiting
+    copies = pageable_htod_nodes(ev, g)
+    if len(copies[0]):
+        rate, _ = pinned_htod_gbps(ev, e.devices)
+        if rate:
+            nodes, nbytes = copies
+            e.dur[nodes] = np.minimum(e.dur[nodes], nbytes / (rate * 1e3))  # bytes / (bytes per µs)
+
+
+def pageable_htod_nodes(ev: RankEvents, g: Graph) -> Tuple[np.ndarray, np.ndarray]:
+    """The GPU nodes of ``g`` that are copies from pageable memory to the
+    device, and their sizes (bytes; matched to the trace's ``bytes`` by
+    stream and start): two arrays of the same length, empty when the rank
+    has none or its copies carry no size."""
+    gpu = ev.gpu
+    empty = (np.empty(0, dtype=np.int64), np.empty(0))
+    if gpu.empty or "bytes" not in gpu.columns:
+        return empty
+    names = gpu["s_name"].astype(str)
+    rows = gpu[names.str.startswith("Memcpy HtoD") & names.str.contains("Pageable", regex=False)]
+    size = pd.to_numeric(rows["bytes"], errors="coerce").to_numpy(dtype=float)
+    ok = np.isfinite(size) & (size > 0)
+    if not ok.any():
+        return empty
+    where = {(int(s), float(t)): b for s, t, b in zip(rows["stream"].to_numpy()[ok], rows["ts"].to_numpy(float)[ok],
+                                                     size[ok])}
+    cand = np.flatnonzero(g.kind == GPU)
+    hits = [(int(i), where[(int(g.thread[i]), float(g.m_start[i]))]) for i in cand.tolist()
+            if (int(g.thread[i]), float(g.m_start[i])) in where]
+    if not hits:
+        return empty
+    nodes, nbytes = zip(*hits)
+    return np.asarray(nodes, dtype=np.int64), np.asarray(nbytes, dtype=float)
 
 
 def edit_no_zero_fill(ev: RankEvents, g: Graph, e: Edit) -> None:
@@ -257,7 +321,11 @@ EDITS: Dict[str, Tuple[str, EditFunction]] = {
     "DataLoader hidden": ("the host's time inside DataLoader iteration goes to 0 (workers prepare the "
                           "batches ahead, on CPU cores the training process leaves free)", edit_no_dataloader),
     "copies pinned and async": ("host-to-device copies stop blocking the host (pinned memory, "
-                                "non_blocking=True); copy durations unchanged", edit_async_copies),
+                                "non_blocking=True) and copies from pageable memory run at the pinned rate "
+                                "(the trace's own pinned copies, else the device's PCIe link)", edit_async_copies),
+    "step in a CUDA graph": ("the step is captured once in a CUDA graph and replayed: the host's time in the "
+                             "step's calls and the Python between them goes (DataLoader waits and "
+                             "synchronizations stay) and kernels run back to back", edit_cuda_graph),
     "zero_grad sets None": ("the aten::zero_ ops inside zero_grad, and backward's adds into the zeroed "
                             "gradients, are gone with the GPU work they launch (zero_grad(set_to_none=True))",
                             edit_no_zero_fill),
@@ -517,15 +585,17 @@ def most_saved(g: Graph, e: Edit) -> float:
 
 
 def whatif(ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, labels: List[str], measured: float,
-           base: float, rank: int = 0, memo: Optional[Dict[bytes, float]] = None) -> Tuple[WhatIf, bool, bool]:
+           base: float, rank: int = 0, memo: Optional[Dict[bytes, float]] = None,
+           devices: Sequence[str] = ()) -> Tuple[WhatIf, bool, bool]:
     """Replay ``g`` with the edits ``labels`` of :data:`EDITS` made together
     (in that order): the mean step ``measured`` (µs) less what the edit saves
     of the replayed :func:`span` of the windows ``w``, per window; ``base``
     is that span on the unmodified replay (µs). Also whether the edits
     changed the graph's inputs at all, and whether they were scheduled (not
     when they change nothing, or :func:`most_saved` says they cannot save
-    :data:`~hta_report.model.WHATIF_MIN_SAVING_PCT` of the step)."""
-    e = Edit.of(g)
+    :data:`~hta_report.model.WHATIF_MIN_SAVING_PCT` of the step); ``devices``:
+    the rank's device names (:class:`Edit`)."""
+    e = Edit.of(g, devices)
     for label in labels:
         EDITS[label][1](ev, g, e)
     changed = bool(e.drop.any()) or not (np.array_equal(e.off, g.off) and np.array_equal(e.dur, g.dur)
@@ -546,14 +616,15 @@ def whatif(ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, labels: List[st
                   step_us_after=max(0.0, measured - saved)), changed, scheduled
 
 
-def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0) -> Replay:
+def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str] = ()) -> Replay:
     """Replay one rank (see the module doc) over its analyzed host windows
     ``hw`` (``(n, 2)`` µs: the analyzed ``ProfilerStep`` windows, or the whole
     trace), with the fidelity figures, the critical path and the what-ifs of
     :data:`EDITS`: one by one, the combinations of those that change the
     rank (:data:`MAX_ALL_SUBSETS`), and all of them (:data:`ALL_EDITS`). A rank
     whose GPU work no host call launches in the window is not replayed: the
-    ``note`` says why and the figures stay 0."""
+    ``note`` says why and the figures stay 0. ``devices``: the rank's
+    ``deviceProperties`` names (the pinned copy rate's fallback)."""
     built = rank_graph(ev, hw)
     if isinstance(built, str):
         return Replay(note=f"not replayed: {built}")
@@ -578,7 +649,7 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0) -> Replay:
     m_mean, r_mean = float(measured.mean()), float(replayed.mean())
     base = span(g, w, end, steps)
     memo: Dict[bytes, float] = {}
-    singles = [whatif(ev, g, w, steps, [label], m_mean, base, rank, memo) for label in EDITS]
+    singles = [whatif(ev, g, w, steps, [label], m_mean, base, rank, memo, devices) for label in EDITS]
     whatifs = [x for x, _, _ in singles]
     # combinations of the edits replayed alone; and all the edits that change the graph at once, since
     # one that saves little alone can save much with another, when both constraints hold the same step
@@ -586,10 +657,10 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0) -> Replay:
     changing = [label for label, (_, did, _) in zip(EDITS, singles) if did]
     combos = [list(c) for size in range(2, len(replayed_alone) + 1) for c in combinations(replayed_alone, size)
               if len(replayed_alone) <= MAX_ALL_SUBSETS or size in (2, len(replayed_alone))]
-    whatifs += [whatif(ev, g, w, steps, c, m_mean, base, rank, memo)[0] for c in combos]
+    whatifs += [whatif(ev, g, w, steps, c, m_mean, base, rank, memo, devices)[0] for c in combos]
     if len(changing) > 1:
         everything: Optional[WhatIf] = next((x for x in whatifs if x.edit == combined_edit(changing)), None) \
-            or whatif(ev, g, w, steps, changing, m_mean, base, rank, memo)[0]
+            or whatif(ev, g, w, steps, changing, m_mean, base, rank, memo, devices)[0]
     else:
         everything = next((x for x in whatifs if x.edit in changing), None)
     whatifs.append(WhatIf(edit=ALL_EDITS, step_us_before=m_mean, rank=rank,

@@ -306,7 +306,18 @@ def build_graph(ev: RankEvents, bounds: np.ndarray, lo: float, hi: float) -> Gra
     is_d = gpu["s_name"].str.startswith(DTOH_PREFIXES).fillna(False).to_numpy(dtype=bool)
     sel_d = gsel[(g_call[gsel] >= 0) & is_d[gsel]]
     dtoh[g_call[sel_d]] = True
-    blocking = (ops_end > -np.inf) & (c_end >= ops_end - CLOCK_TOLERANCE_US) & np.isin(c_names, MEMCPY_APIS)
+    # a copy from pageable memory to the device blocks its call until the copy has (nearly) run: the
+    # call returns once the last chunk is staged, while that chunk's DMA may still run (CUDA's API
+    # sync behavior for memcpy); measured on an H200, calls that ended 15 µs before their 7.5 ms copy
+    ops_start = np.full(len(calls), np.inf)
+    np.minimum.at(ops_start, g_call[gsel][g_call[gsel] >= 0], g_ts[gsel][g_call[gsel] >= 0])
+    paged = np.zeros(len(calls), dtype=bool)
+    names_g = gpu["s_name"]
+    is_p = (names_g.str.startswith("Memcpy HtoD") & names_g.str.contains("Pageable", regex=False)).fillna(False)
+    sel_p = gsel[(g_call[gsel] >= 0) & is_p.to_numpy(dtype=bool)[gsel]]
+    paged[g_call[sel_p]] = True
+    blocking = (ops_end > -np.inf) & np.isin(c_names, MEMCPY_APIS) & (
+        (c_end >= ops_end - CLOCK_TOLERANCE_US) | (paged & (c_end > ops_start)))
     blocking &= outer == np.arange(len(calls))
     # host chains
     first_node = np.full(len(calls), -1)  # the node a call's GPU ops hang on
@@ -497,8 +508,8 @@ def _wait_edges(b: _Builder, waits, calls, gsel, g_call, g_ts, g_end, g_stream, 
     for node, p, s, e in waits:
         if b.wait[node] != SYNC:  # a blocking copy waits for its own copies (and, by stream order, what came before)
             own = by_call[np.searchsorted(calls_sorted, p, side="left"):np.searchsorted(calls_sorted, p, side="right")]
-            for r in own.tolist():
-                b.edge(node, int(gnode[gsel[r]]), 0.0, E_WAIT)
+            for r in own.tolist():  # a pageable copy's call may return before its last chunk lands
+                b.edge(node, int(gnode[gsel[r]]), min(0.0, e - float(g_end[gsel[r]])), E_WAIT)
             _finish_wait(b, node, s, e)
             continue
         deps: List[int] = []
@@ -610,7 +621,7 @@ def _pack(b: _Builder, markers: Dict[float, int], st: int, dl_name: str) -> Grap
         sl = slice(ptr[i], ptr[i + 1])
         dep = ekind[sl] == E_WAIT
         if dep.any():
-            m_start[i] = max(m_start[i], float(m_end[src[sl][dep]].max()))
+            m_start[i] = max(m_start[i], float((m_end[src[sl]] + off[sl])[dep].max()))
     dur = np.maximum(m_end - m_start, 0.0)
     # delay: measured start minus the latest constraint
     cons = latest_constraint(ptr, m_end[src] + off)

@@ -27,7 +27,8 @@ def short_kernel_pct(r: RankResult) -> float:
                    "back-to-back kernels, and enough kernels are shorter than their launch call: per-kernel "
                    "launch overhead. Long gaps while the host runs its own ops are `host-bound` instead."),
       fix=('Launch fewer, larger kernels: `torch.compile(model, mode="reduce-overhead")` (fusion and '
-           "CUDA graphs), a larger batch, fused optimizers (`AdamW(..., fused=True)`)."))
+           "CUDA graphs), a larger batch, fused optimizers (`AdamW(..., fused=True)`)."),
+      edit="step in a CUDA graph")
 def launch_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C9: the GPU idles in short gaps (under HTA's 100 µs launch-delay
     cutoff) while the host runs ops and launch calls, or between queued
