@@ -377,6 +377,13 @@ class Trace:
         return self.drain_time(t, (self.device_pid, self.stream))
 
 
+#: The trace after the user's fix, where the fix keeps part of what the cause added:
+#: ``item`` adds a sync and then host work that uses the value (unprofiled Python); removing
+#: the ``.item()`` removes the sync, not that work, so ``item-fixed`` adds the same host work
+#: at the same place without the read (the GPU keeps running queued work meanwhile).
+FIXED_TWINS = {"item": "item-fixed"}
+
+
 def extra_us(step_us: float, strength: float) -> float:
     """Time to add so that it is ``strength`` of the resulting step."""
     return strength / (1 - strength) * step_us
@@ -384,7 +391,8 @@ def extra_us(step_us: float, strength: float) -> float:
 
 def inject(doc: dict, cause: str, strength: float) -> dict:
     """A copy of trace ``doc`` with ``cause`` (one of :data:`CAUSES` but
-    ``straggler``, see :func:`inject_straggler`) added to every step at
+    ``straggler``, see :func:`inject_straggler`, or a twin of
+    :data:`FIXED_TWINS`) added to every step at
     ``strength`` (0-1, the share of the resulting step).
 
     Raises:
@@ -399,6 +407,9 @@ def inject(doc: dict, cause: str, strength: float) -> dict:
             stall = max(0.0, t.drain_time(at) - at) + want  # queued work hides the first part of a stall
             t.stall(at, stall)
             t.cpu("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", at, stall, cat="user_annotation")
+        elif cause == "item-fixed":  # the same script after the fix: the host work stays, the sync goes
+            at = t.top_level_gap(s0 + 0.3 * dur, s0 + 0.95 * dur)
+            t.stall(at, want)
         elif cause == "item":
             at = t.top_level_gap(s0 + 0.3 * dur, s0 + 0.95 * dur)
             copy_start = max(at + 10, t.stream_end(at) + 1)

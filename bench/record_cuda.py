@@ -1,0 +1,232 @@
+#!/usr/bin/env python
+"""Record before/after fix pairs on a CUDA GPU, for ``bench/whatif.py --pairs-dir``.
+
+Two recorders, as the issue asks ("pairs recorded with ``collect`` and with
+plain ``torch.profiler`` scripts"):
+
+* :data:`COLLECT_PAIRS`: ``hta-report collect --workload ...`` run twice, the
+  second time with the fix's flag (the collector sets
+  ``enable_cuda_sync_events``, so these traces carry the sync events);
+* :data:`PLAIN_CASES`: a training loop under plain ``torch.profiler`` (no
+  sync events, as most users record), each case before and after its fix in
+  its own subprocess.
+
+Each side is recorded ``--repeats`` times, sides interleaved. Written under
+OUT: ``<case>/<i>-before/`` and ``<case>/<i>-after/`` (one gzipped trace each)
+and ``index.json`` (case -> recorder, fix, the rules whose finding names the
+cause, seconds each recording took, and any failure). Recording stops starting
+new pairs after ``--budget-s`` seconds, so a lent GPU's minutes are not lost
+to one slow case; what was recorded is kept. Never writes into the repository
+unless OUT is there.
+
+Usage: ``python bench/record_cuda.py OUT [--repeats 2] [--budget-s 420] [--only SUBSTRING]``;
+``python bench/record_cuda.py --side OUT_DIR CASE before|after`` records one
+side of a plain case (what the pairs run calls, one process per side).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Dict, List, Tuple
+
+#: Plain-profiler cases: name -> (what the "before" side does, the fix, the rules naming the cause).
+PLAIN_CASES: Dict[str, Tuple[str, str, List[str]]] = {
+    "item-per-step": ("loss.item() every step on a launch-heavy MLP (host and GPU time comparable)",
+                      "the per-step loss.item() removed (loss kept on the GPU)", ["sync-in-step"]),
+    "pageable-copy": ("a 64 MB batch copied each step from pageable host memory (.to('cuda'))",
+                      "the batch pinned and copied with non_blocking=True", ["pageable-memcpy", "blocking-copy"]),
+    "zero-grad-zeros": ("zero_grad(set_to_none=False) over 168M parameters",
+                        "zero_grad(set_to_none=True)", ["zero-grad-zeros"]),
+    "unfused-optimizer": ("AdamW(foreach=False) over 96 small parameters",
+                          "AdamW(fused=True)", ["unfused-optimizer"]),
+    "cuda-graphs": ("a small MLP's eager training step (launch-bound)",
+                    "the whole step captured once in a CUDA graph and replayed",
+                    ["launch-bound", "host-bound", "low-gpu-utilization"]),
+    # held out: other shapes of the same causes, recorded after the edits were written
+    "pageable-copy-16m": ("a 16 MB batch copied each step from pageable host memory into a 4-layer MLP",
+                          "the batch pinned and copied with non_blocking=True", ["pageable-memcpy", "blocking-copy"]),
+    "cuda-graphs-wide": ("an 8-layer 1024-wide MLP's eager training step, batch 64",
+                         "the whole step captured once in a CUDA graph and replayed",
+                         ["launch-bound", "host-bound", "low-gpu-utilization"]),
+}
+#: ``collect`` pairs: name -> (flags of both sides, the fix's flags, the fix, the rules naming the cause).
+COLLECT_PAIRS: Dict[str, Tuple[List[str], List[str], List[str], str, List[str]]] = {
+    "collect-sync": (["--workload", "transformer", "--width", "256", "--depth", "4", "--batch-size", "32"],
+                     ["--sync-every-step"], [], "the per-step loss.item() removed", ["sync-in-step"]),
+    "collect-pinned": (["--workload", "cnn", "--width", "32", "--batch-size", "2048"],
+                       ["--no-pin-memory"], ["--pin-memory"], "DataLoader(pin_memory=True), non_blocking copies",
+                       ["pageable-memcpy", "blocking-copy"]),
+    "collect-slow-data": (["--workload", "cnn", "--width", "32", "--batch-size", "256", "--slow-data", "20"],
+                          ["--num-workers", "0"], ["--num-workers", "4"], "DataLoader(num_workers=4)",
+                          ["dataloader-bound", "dataloader-main-process"]),
+    "collect-amp": (["--workload", "transformer", "--width", "1024", "--depth", "4", "--batch-size", "64"],
+                    ["--no-amp"], ["--amp"], "bf16 autocast", ["tensor-cores-unused"]),
+}
+#: Recording order (the pairs the issue names first, so a short budget keeps them).
+ORDER = ["collect-slow-data", "item-per-step", "collect-pinned", "zero-grad-zeros", "collect-sync",
+         "pageable-copy", "unfused-optimizer", "collect-amp", "cuda-graphs", "pageable-copy-16m", "cuda-graphs-wide"]
+#: Profiler schedule of the plain cases: 1 skipped, 1 warm-up, 7 recorded (as ``collect`` records).
+WAIT, WARMUP, ACTIVE = 1, 1, 7
+
+
+def _mlp(torch, width: int, depth: int, out: int = 10):
+    mods = []
+    for _ in range(depth):
+        mods += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*mods, torch.nn.Linear(width, out))
+
+
+def record_side(out: str, case: str, fix: bool, device: str = "cuda") -> None:
+    """Train one side of a plain case on ``cuda`` for WAIT + WARMUP + ACTIVE
+    steps (after 3 unprofiled warm-up steps) under ``torch.profiler`` with
+    its default settings, writing one gzipped trace into ``out``
+    (``device="cpu"``: a smoke test of the script where no GPU is, without
+    pinning or graph capture).
+
+    Raises RuntimeError when ``device`` is cuda and no CUDA device is present."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    cuda = device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise RuntimeError("no CUDA device")
+    dev = torch.device(device)
+    torch.manual_seed(0)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    width, depth, batch = {"item-per-step": (256, 24, 64), "pageable-copy": (4096, 2, 4096),
+                           "zero-grad-zeros": (2048, 40, 8), "unfused-optimizer": (64, 48, 32),
+                           "cuda-graphs": (512, 16, 16), "pageable-copy-16m": (4096, 4, 1024),
+                           "cuda-graphs-wide": (1024, 8, 64)}[case]
+    model = _mlp(torch, width, depth).to(dev)
+    if case == "unfused-optimizer":
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, **({"fused": True} if fix else {"foreach": False}))
+    elif case.startswith("cuda-graphs"):
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    copying = case.startswith("pageable-copy")
+    pin = copying and fix and cuda
+    pool = [torch.randn(batch, width, pin_memory=pin) for _ in range(2)]
+    ys = torch.randint(0, 10, (batch,), device=dev)
+    gpu_x = torch.randn(batch, width, device=dev)
+    seen: list = []
+    running = torch.zeros((), device=dev)
+
+    def eager(i: int) -> None:
+        nonlocal running
+        x = pool[i % 2].to(dev, non_blocking=pin) if copying else gpu_x
+        opt.zero_grad(set_to_none=not (case == "zero-grad-zeros" and not fix))
+        loss = loss_fn(model(x), ys)
+        loss.backward()
+        opt.step()
+        if case == "item-per-step":
+            if fix:
+                running = running + loss.detach()
+            else:
+                seen.append(loss.item())
+
+    step = eager
+    if case.startswith("cuda-graphs") and fix and cuda:  # PyTorch's "whole network capture" recipe (CUDA semantics docs)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for i in range(3):
+                eager(i)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            static_loss = loss_fn(model(gpu_x), ys)
+            static_loss.backward()
+            opt.step()
+
+        def step(i: int) -> None:  # noqa: F811 - the fix's step
+            graph.replay()
+    for i in range(3):
+        step(i)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync()
+    os.makedirs(out, exist_ok=True)
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else []),
+                 schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE),
+                 on_trace_ready=tensorboard_trace_handler(out, use_gzip=True)) as prof:
+        for i in range(WAIT + WARMUP + ACTIVE):
+            step(i)
+            prof.step()
+    sync()
+
+
+def _run(cmd: List[str], timeout: float) -> Tuple[float, str]:
+    t = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        err = "" if proc.returncode == 0 else f"rc {proc.returncode}: {proc.stderr.strip()[-600:]}"
+    except subprocess.TimeoutExpired:
+        err = f"timed out after {timeout:.0f} s"
+    return time.perf_counter() - t, err
+
+
+def record_all(out: str, repeats: int, budget_s: float, only: str = "") -> Dict[str, dict]:
+    """Record every pair of :data:`COLLECT_PAIRS` and :data:`PLAIN_CASES`
+    whose name holds one of the comma-separated ``only`` (``repeats`` recordings per side, interleaved)
+    until ``budget_s`` seconds have passed; writes and returns the index."""
+    start = time.perf_counter()
+    index: Dict[str, dict] = {}
+    jobs = []
+    for name, (common, before, after, fix, rules) in COLLECT_PAIRS.items():
+        jobs.append((name, "collect", fix, rules,
+                     lambda d, fx, c=common, b=before, a=after: [
+                         sys.executable, "-m", "hta_report", "collect", "-o", d, "--device", "cuda", "-q",
+                         *c, *(a if fx else b)]))
+    for name, (_what, fix, rules) in PLAIN_CASES.items():
+        jobs.append((name, "torch.profiler", fix, rules,
+                     lambda d, fx, n=name: [sys.executable, os.path.abspath(__file__), "--side", d, n,
+                                            "after" if fx else "before"]))
+    jobs.sort(key=lambda j: ORDER.index(j[0]))
+    for name, recorder, fix, rules, cmd in jobs:
+        if not any(o in name for o in only.split(",")):
+            continue
+        if time.perf_counter() - start > budget_s:
+            index[name] = {"recorder": recorder, "fix": fix, "rules": rules, "error": "skipped: budget spent"}
+            continue
+        entry: dict = {"recorder": recorder, "fix": fix, "rules": rules, "seconds": [], "error": ""}
+        for i in range(repeats):
+            for fx in (False, True):
+                d = os.path.join(out, name, f"{i}-{'after' if fx else 'before'}")
+                secs, err = _run(cmd(d, fx), timeout=180)
+                entry["seconds"].append(round(secs, 1))
+                entry["error"] = entry["error"] or err
+                print(f"{name} {i} {'after' if fx else 'before'}: {secs:.1f} s {err[:200]}", flush=True)
+        index[name] = entry
+        with open(os.path.join(out, "index.json"), "w") as fh:
+            json.dump(index, fh, indent=1)
+    with open(os.path.join(out, "index.json"), "w") as fh:
+        json.dump(index, fh, indent=1)
+    return index
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("rest", nargs="*", help="with --side: CASE before|after")
+    ap.add_argument("--side", action="store_true", help="record one side of a plain case")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--budget-s", type=float, default=420.0)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--device", default="cuda", help="with --side: cpu for a smoke test without a GPU")
+    args = ap.parse_args(argv)
+    if args.side:
+        case, which = args.rest
+        record_side(args.out, case, which == "after", args.device)
+        return 0
+    os.makedirs(args.out, exist_ok=True)
+    index = record_all(args.out, args.repeats, args.budget_s, args.only)
+    return 0 if index and not any(e["error"] for e in index.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
