@@ -431,7 +431,7 @@ def main() -> int:
                     help="what the replay adds to analyze on this folder (e.g. the 300 MB benchmark trace)")
     args = ap.parse_args()
     if args.cost:
-        cost(args.cost)
+        cost(args.cost, args.repeats)
         return 0
     if args.pairs_dir:
         report(f"fix pairs recorded by bench/record_cuda.py ({args.pairs_dir})",

@@ -62,8 +62,9 @@ def pinned_htod_gbps(ev: RankEvents, device_names: Sequence[str] = ()) -> Tuple[
     falls through to the table."""
     gpu = ev.gpu
     if not gpu.empty and "bytes" in gpu.columns:
-        names = gpu["s_name"].astype(str)
-        pinned = gpu[names.str.startswith("Memcpy HtoD") & names.str.contains("Pinned", regex=False)]
+        names = gpu["s_name"]  # a categorical: the tests run on its distinct names
+        is_pinned = names.str.startswith("Memcpy HtoD") & names.str.contains("Pinned", regex=False)
+        pinned = gpu[is_pinned.fillna(False).to_numpy(dtype=bool)]
         size = pd.to_numeric(pinned["bytes"], errors="coerce").to_numpy(dtype=float)
         dur = pinned["dur"].to_numpy(dtype=float)
         ok = (size >= MIN_SAMPLE_BYTES) & (dur > 0)

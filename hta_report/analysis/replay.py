@@ -251,8 +251,9 @@ def pageable_htod_nodes(ev: RankEvents, g: Graph) -> Tuple[np.ndarray, np.ndarra
     empty = (np.empty(0, dtype=np.int64), np.empty(0))
     if gpu.empty or "bytes" not in gpu.columns:
         return empty
-    names = gpu["s_name"].astype(str)
-    rows = gpu[names.str.startswith("Memcpy HtoD") & names.str.contains("Pageable", regex=False)]
+    names = gpu["s_name"]  # a categorical: the tests run on its distinct names
+    pageable = names.str.startswith("Memcpy HtoD") & names.str.contains("Pageable", regex=False)
+    rows = gpu[pageable.fillna(False).to_numpy(dtype=bool)]
     size = pd.to_numeric(rows["bytes"], errors="coerce").to_numpy(dtype=float)
     ok = np.isfinite(size) & (size > 0)
     if not ok.any():
