@@ -38,6 +38,16 @@ def test_the_trace_s_own_pinned_copies_give_the_rate(tmp_path):
     assert "measured on 3 pinned" in source
 
 
+def test_the_largest_pinned_copies_give_the_rate(tmp_path):
+    """A 1 MiB copy pays its fixed cost at a low rate; two 32 MiB copies run near the link's."""
+    b = TraceBuilder(rank=0, gpu_name="NVIDIA A100-SXM4-80GB")
+    b.step(1, 0, 100_000)
+    for i, (mib, gbps) in enumerate([(1, 4.0), (1, 4.0), (1, 5.0), (32, 20.0), (32, 21.0)]):
+        b.memcpy("HtoD", "Pinned", 100 + 5000 * i, mib * MIB / (gbps * 1e3), mib * MIB)
+    rate, source = pinned_htod_gbps(_events(tmp_path, b), [])
+    assert rate == pytest.approx(20.5, rel=1e-3) and "measured on 2 pinned" in source
+
+
 def test_without_pinned_copies_the_device_s_link_gives_the_rate(tmp_path):
     ev = _events(tmp_path, _copies([]))
     rate, source = pinned_htod_gbps(ev, ["NVIDIA A100-SXM4-80GB"])

@@ -120,3 +120,17 @@ def test_sarif_carries_the_prediction(sample):
     assert res["properties"]["predicted_step_ms"] == pytest.approx(f.whatif.step_us_after / 1e3, abs=1e-3)
     unfused = next(r for r in doc["runs"][0]["results"] if r["ruleId"] == "unfused-optimizer")
     assert "predicted_step_ms" not in unfused["properties"] and "Predicted" not in unfused["message"]["text"]
+
+
+def test_a_prediction_beyond_the_finding_s_share_says_so(sample):
+    """A CUDA graph removes the host-bound time too (measured on an H200: 6.26 -> 0.44 ms, where
+    launch-bound claimed 3.67 ms): the prediction says it reaches other findings' time."""
+    from hta_report.model import Finding, RankGain, WhatIf
+    from hta_report.render.view import prediction
+
+    def finding(after_us: float) -> Finding:
+        return Finding(id="launch-bound", severity="high", title="t", evidence=[], fix="f", doc_url="", gain_pct=58.7,
+                       gain_ms_per_step=3.67, ranks=[0], rank_gains=[RankGain(rank=0, gain_us=3670.0, gain_pct=58.7)],
+                       whatif=WhatIf(edit="step in a CUDA graph", step_us_before=6260.0, step_us_after=after_us, rank=0))
+    assert "other findings claim" in prediction(sample, finding(317.0))
+    assert "other findings claim" not in prediction(sample, finding(6260.0 - 3670.0))

@@ -1448,14 +1448,26 @@ def _change(before: float, after: float) -> str:
     return f"{fmt.fixed((after - before) / before * 100, 1, sign=True, grouped=False)} %"
 
 
+#: A prediction that saves more than this many times the finding's own gain says the fix reaches
+#: time other findings claim (a CUDA graph removes host-bound time too): 1.1, so a replay that
+#: merely rounds differently from the ledger says nothing.
+OWN_SHARE_EXCEEDED = 1.1
+
+
 def prediction(result: AnalysisResult, f: Finding) -> str:
     """The replay's prediction for ``f``'s fix (``Finding.whatif``):
     ``"step 16.75 ms → 10.81 ms (-35.5 %) on rank 0"``; empty without one
-    (``FindingRow.edit`` says what the replay changed)."""
+    (``FindingRow.edit`` says what the replay changed). Where it saves more
+    than :data:`OWN_SHARE_EXCEEDED` times the finding's gain on that rank,
+    it says the fix also removes time other findings claim."""
     w = f.whatif
     if w is None or not w.step_us_before > 0:
         return ""
-    return _step_change(result, w)
+    text = _step_change(result, w)
+    own = next((g.gain_us for g in f.rank_gains if g.rank == w.rank), None)
+    if own is not None and w.step_us_before - w.step_us_after > OWN_SHARE_EXCEEDED * own:
+        text += " (more than this finding's own share: the fix also removes time other findings claim)"
+    return text
 
 
 def stack_note(result: AnalysisResult) -> str:
