@@ -65,10 +65,14 @@ COLLECT_PAIRS: Dict[str, Tuple[List[str], List[str], List[str], str, List[str]]]
                           ["dataloader-bound", "dataloader-main-process"]),
     "collect-amp": (["--workload", "transformer", "--width", "1024", "--depth", "4", "--batch-size", "64"],
                     ["--no-amp"], ["--amp"], "bf16 autocast", ["tensor-cores-unused"]),
+    # held out: recorded after the Tensor-Core edit was written
+    "collect-amp-wide": (["--workload", "transformer", "--width", "2048", "--depth", "2", "--batch-size", "32"],
+                         ["--no-amp"], ["--amp"], "bf16 autocast", ["tensor-cores-unused"]),
 }
 #: Recording order (the pairs the issue names first, so a short budget keeps them).
 ORDER = ["collect-slow-data", "item-per-step", "collect-pinned", "zero-grad-zeros", "collect-sync",
-         "pageable-copy", "unfused-optimizer", "collect-amp", "cuda-graphs", "pageable-copy-16m", "cuda-graphs-wide"]
+         "pageable-copy", "unfused-optimizer", "collect-amp", "cuda-graphs", "pageable-copy-16m", "cuda-graphs-wide",
+         "collect-amp-wide"]
 #: Profiler schedule of the plain cases: 1 skipped, 1 warm-up, 7 recorded (as ``collect`` records).
 WAIT, WARMUP, ACTIVE = 1, 1, 7
 

@@ -16,7 +16,7 @@ from hta_report.analysis.replay_graph import build_graph
 from hta_report.load import load_traces
 from hta_report.model import ALL_EDITS, REPLAY_STEP, AnalysisResult, RankResult, Replay
 from hta_report.model_check import check_result
-from kineto import ELEMENTWISE, TC_GEMM, Sim, TraceBuilder, training_trace
+from kineto import ELEMENTWISE, FP32_GEMM, TC_GEMM, Sim, TraceBuilder, training_trace
 
 
 def _events(tmp_path, b: TraceBuilder, name: str = "t") -> RankEvents:
@@ -321,3 +321,38 @@ def test_cuda_graph_edit_keeps_the_dataloader_and_runs_kernels_back_to_back(tmp_
     predicted = _after(r, "step in a CUDA graph")
     assert 300 <= predicted <= 300 + 40 * 5 / r.steps + 5, predicted
     assert _after(r, "DataLoader hidden") > 1500  # the launches, not the fetch, hold this step
+
+
+def test_a_host_that_ran_ahead_starts_the_what_ifs_from_the_gpu_s_time(tmp_path):
+    """Pinned copies: the host's 25 µs steps run ahead of a GPU busy 1,166 µs a step. The
+    ProfilerStep windows measure the host alone; the what-ifs start from the time per step
+    counting the GPU work the steps leave behind, and the note says so."""
+    ev = _events(tmp_path, copy_loop(pinned=True), "ahead")
+    r = replay(ev, host_windows(ev), 0, ["NVIDIA H200"])
+    before = next(w.step_us_before for w in r.whatifs)
+    assert r.measured_step_us < 100 and before > 10 * r.measured_step_us
+    assert "the host ran ahead of the GPU" in r.note
+
+
+def test_tensor_core_edit_divides_fp32_gemms_by_the_device_s_ratio(tmp_path):
+    """Steps of one 1 ms fp32 GEMM (no Tensor Cores) and a 100 µs elementwise kernel, the host
+    waiting for both (a sync at the step's end): on an H100 (dense bf16 989 / fp32 67 TFLOP/s)
+    the GEMM takes 1000 / 14.8 µs; on an unknown device nothing changes."""
+    def loop(gpu_name: str) -> TraceBuilder:
+        b = TraceBuilder(rank=0, gpu_name=gpu_name)
+        t = 100.0
+        for s in range(1, 7):
+            b.cpu_op("aten::mm", t + 5, 20.0)
+            b.kernel(FP32_GEMM, t + 30, 1000.0, launch_ts=t + 10)
+            b.kernel(ELEMENTWISE, t + 1035, 100.0, launch_ts=t + 40)
+            b.runtime("cudaStreamSynchronize", t + 50, 1137.0 - 50)
+            b.step(s, t, 1140.0)
+            t += 1145.0
+        return b
+    ev = _events(tmp_path, loop("NVIDIA H100"), "h100")
+    r = replay(ev, host_windows(ev), 0, ["NVIDIA H100"])
+    saved = r.measured_step_us - _after(r, "matmuls on Tensor Cores")
+    assert saved == pytest.approx(1000.0 - 1000.0 / 14.8, rel=0.05), saved
+    other = _events(tmp_path, loop("Mystery GPU"), "other")
+    r2 = replay(other, host_windows(other), 0, ["Mystery GPU"])
+    assert _after(r2, "matmuls on Tensor Cores") == pytest.approx(r2.measured_step_us)

@@ -26,7 +26,7 @@ def test_every_edit_a_rule_names_is_one_the_replay_makes():
     assert named == {"dataloader-bound": "DataLoader hidden", "dataloader-main-process": "DataLoader hidden",
                      "sync-in-step": "no host-device sync", "pageable-memcpy": "copies pinned and async",
                      "blocking-copy": "copies pinned and async", "zero-grad-zeros": "zero_grad sets None",
-                     "launch-bound": "step in a CUDA graph"}
+                     "launch-bound": "step in a CUDA graph", "tensor-cores-unused": "matmuls on Tensor Cores"}
 
 
 @pytest.fixture(scope="module")

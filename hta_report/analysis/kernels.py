@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -162,16 +162,9 @@ def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> 
     if kernels.empty:
         return out
     out.eligible_ops_kernel_pct = tb_eligible_share(ev, w)
-    cpu = ev.cpu
-    ops = cpu[cpu["s_cat"].eq("cpu_op") & cpu["s_name"].str.startswith(ELIGIBLE_OPS)]
-    from_ops = launched_from(ev, ops)
-    eligible = kernels[(kernels["correlation"].isin(from_ops["correlation"])
-                        | kernels["s_name"].str.contains(ELIGIBLE_KERNEL))
-                       & ~kernels["s_name"].str.contains(NOT_MATMUL_KERNEL)]
+    eligible, is_tc = _matmuls(ev, kernels)
     if eligible.empty:
         return out
-    names = eligible["s_name"]
-    is_tc = (names.str.contains(TENSOR_CORE) & ~names.str.contains(NOT_TENSOR_CORE)) | names.str.contains(MATRIX_CORE)
     total = float(eligible["dur"].sum())
     tc = float(eligible[is_tc]["dur"].sum())
     out.eligible_us_per_step = per_step(total, n)
@@ -181,6 +174,55 @@ def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> 
     out.top_non_tensor_core = [NamedTime(name=str(k), count=int(r["size"]), total_us=float(r["sum"]))
                                for k, r in rest.iterrows()]
     return out
+
+
+def _matmuls(ev: RankEvents, kernels: pd.DataFrame) -> Tuple[pd.DataFrame, pd.Series]:
+    """The GEMM/convolution kernels among ``kernels`` (rows of ``ev.gpu``; see
+    :func:`tensor_core_use` for what counts) and, per row, whether it runs on
+    Tensor Cores or AMD matrix cores."""
+    cpu = ev.cpu
+    ops = cpu[cpu["s_cat"].eq("cpu_op") & cpu["s_name"].str.startswith(ELIGIBLE_OPS)]
+    from_ops = launched_from(ev, ops)
+    eligible = kernels[(kernels["correlation"].isin(from_ops["correlation"])
+                        | kernels["s_name"].str.contains(ELIGIBLE_KERNEL))
+                       & ~kernels["s_name"].str.contains(NOT_MATMUL_KERNEL)]
+    names = eligible["s_name"]
+    is_tc = (names.str.contains(TENSOR_CORE) & ~names.str.contains(NOT_TENSOR_CORE)) | names.str.contains(MATRIX_CORE)
+    return eligible, is_tc
+
+
+def matmuls_without_tensor_cores(ev: RankEvents) -> pd.DataFrame:
+    """The rank's GEMM/convolution kernels that run without Tensor Cores or
+    matrix cores (rows of ``ev.gpu``, the whole trace): what bf16/fp16
+    autocast would move onto them (the replay's ``matmuls on Tensor Cores``)."""
+    kernels = ev.gpu[ev.gpu["s_cat"].eq("kernel") & ev.gpu["kernel_type"].eq("COMPUTATION")]
+    if kernels.empty:
+        return kernels
+    eligible, is_tc = _matmuls(ev, kernels)
+    return eligible[~is_tc.fillna(False).to_numpy(dtype=bool)]
+
+
+#: Dense 16-bit Tensor-Core (matrix-core) peak over plain fp32 peak, by device name part (vendors'
+#: datasheets, no sparsity; fp16 where the device has no bf16): how much faster a GEMM can run after
+#: autocast. The first match wins. H100/H200 989/67 TFLOP/s; A100 312/19.5; V100 125/15.7 (fp16);
+#: T4 65/8.1; A10 125/31.2; A40 150/37.4; L4 121/30.3; L40S 362/91.6; L40 181/90.5; B200 2250/80;
+#: MI300X 1307/163; MI250X 383/47.9; MI210 181/22.6. Measured on an H200 (bench/record_cuda.py
+#: collect-amp): fp32 SIMT GEMMs 26.0 ms a step, the same GEMMs in bf16 1.4 ms (18.6x).
+TENSOR_CORE_SPEEDUP: Sequence[Tuple[re.Pattern, float]] = tuple(
+    (re.compile(p, re.IGNORECASE), k) for p, k in (
+        (r"H100|H200|H800|GH200", 14.8), (r"B200|B100|GB200", 28.0), (r"A100|A800|A30\b", 16.0),
+        (r"V100|TITAN V|T4\b", 8.0), (r"A10G?\b|A40\b|L4\b|L40S", 4.0), (r"L40\b", 2.0),
+        (r"MI300|MI325|MI250|MI210", 8.0),
+    ))
+
+
+def tensor_core_speedup(device_names: Sequence[str]) -> Optional[float]:
+    """:data:`TENSOR_CORE_SPEEDUP` of the first device name that has one; None when none does."""
+    for name in device_names:
+        for pattern, k in TENSOR_CORE_SPEEDUP:
+            if pattern.search(str(name)):
+                return k
+    return None
 
 
 #: 16-bit GEMM ops checked for dimensions that are not multiples of 8.

@@ -37,6 +37,7 @@ from .copies import MEMCPY_APIS
 from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES, self_times
 from .events import RankEvents, is_step, name_strings
 from .optimizer import zero_grad_regions, zero_writes
+from .kernels import matmuls_without_tensor_cores, tensor_core_speedup
 from .pinned_copy import pinned_htod_gbps
 from .regions import LAUNCH_CATEGORIES, containing_index, starts_inside
 from .replay_graph import (COPY, E_ANCHOR, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, MARKER, NO_WAIT, READ, SYNC, Graph,
@@ -63,6 +64,12 @@ SPLIT_HOST_US = 1000.0
 #: replay: the median 0.10 µs measured on an H200 (bench/record_cuda.py
 #: cuda-graphs after its fix: 917 operations, p90 0.13 µs).
 GRAPH_GAP_US = 0.1
+#: Where the GPU falls behind the ProfilerStep windows by more than this much (% of the mean
+#: step) each step (:func:`gpu_lag_growth`), the host ran ahead of the GPU and the windows measure
+#: the host alone (on an H200, 2.0 ms a step for a GPU busy 16.6 ms: bench/record_cuda.py
+#: pageable-copy after its fix): the what-ifs then start from the window plus that growth. 5 %:
+#: proposal.
+HOST_AHEAD_PCT = 5.0
 @dataclass
 class Edit:
     """The schedule's inputs after an edit (:func:`schedule`): per edge, its
@@ -256,17 +263,38 @@ def pageable_htod_nodes(ev: RankEvents, g: Graph) -> Tuple[np.ndarray, np.ndarra
     rows = gpu[pageable.fillna(False).to_numpy(dtype=bool)]
     size = pd.to_numeric(rows["bytes"], errors="coerce").to_numpy(dtype=float)
     ok = np.isfinite(size) & (size > 0)
-    if not ok.any():
-        return empty
-    where = {(int(s), float(t)): b for s, t, b in zip(rows["stream"].to_numpy()[ok], rows["ts"].to_numpy(float)[ok],
-                                                     size[ok])}
-    cand = np.flatnonzero(g.kind == GPU)
-    hits = [(int(i), where[(int(g.thread[i]), float(g.m_start[i]))]) for i in cand.tolist()
-            if (int(g.thread[i]), float(g.m_start[i])) in where]
+    nodes, at = gpu_nodes(g, rows[ok])
+    return nodes, size[ok][at]
+
+
+def gpu_nodes(g: Graph, rows: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
+    """The GPU nodes of ``g`` of the GPU events ``rows`` (``stream``, ``ts``
+    µs), matched by stream and measured start, and for each the position of
+    its row in ``rows``; events the graph does not hold are left out."""
+    if rows.empty:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    where = {(int(s), float(t)): i for i, (s, t) in enumerate(zip(rows["stream"].to_numpy(),
+                                                                   rows["ts"].to_numpy(float)))}
+    hits = [(int(n), where[key]) for n in np.flatnonzero(g.kind == GPU).tolist()
+            if (key := (int(g.thread[n]), float(g.m_start[n]))) in where]
     if not hits:
-        return empty
-    nodes, nbytes = zip(*hits)
-    return np.asarray(nodes, dtype=np.int64), np.asarray(nbytes, dtype=float)
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    nodes, at = zip(*hits)
+    return np.asarray(nodes, dtype=np.int64), np.asarray(at, dtype=np.int64)
+
+
+def edit_tensor_cores(ev: RankEvents, g: Graph, e: Edit) -> None:
+    """GEMMs and convolutions moved onto Tensor Cores (bf16/fp16 autocast):
+    each kernel of :func:`~.kernels.matmuls_without_tensor_cores` takes
+    ``1/k`` of its time, ``k`` the device's dense 16-bit Tensor-Core peak over
+    its fp32 peak (:func:`~.kernels.tensor_core_speedup`; no change on a
+    device the table does not know). Left out: the casts autocast adds and
+    the 16-bit elementwise kernels, which move half the bytes."""
+    k = tensor_core_speedup(e.devices)
+    if not k:
+        return
+    nodes, _ = gpu_nodes(g, matmuls_without_tensor_cores(ev))
+    e.dur[nodes] = e.dur[nodes] / k
 
 
 def edit_no_zero_fill(ev: RankEvents, g: Graph, e: Edit) -> None:
@@ -327,6 +355,9 @@ EDITS: Dict[str, Tuple[str, EditFunction]] = {
     "step in a CUDA graph": ("the step is captured once in a CUDA graph and replayed: the host's time in the "
                              "step's calls and the Python between them goes (DataLoader waits and "
                              "synchronizations stay) and kernels run back to back", edit_cuda_graph),
+    "matmuls on Tensor Cores": ("GEMM and convolution kernels that ran without Tensor Cores take 1/k of their "
+                                "time, k the device's 16-bit Tensor-Core peak over its fp32 peak (14.8 on "
+                                "H100/H200, 16 on A100; bf16 autocast)", edit_tensor_cores),
     "zero_grad sets None": ("the aten::zero_ ops inside zero_grad, and backward's adds into the zeroed "
                             "gradients, are gone with the GPU work they launch (zero_grad(set_to_none=True))",
                             edit_no_zero_fill),
@@ -649,8 +680,12 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
     host = sum(us for (_, kind), us in named.items() if kind == "cpu")
     m_mean, r_mean = float(measured.mean()), float(replayed.mean())
     base = span(g, w, end, steps)
+    # a host that ran ahead of the GPU: the steps' time counting the GPU work they leave behind
+    drift = gpu_lag_growth(g, w) if steps and n > 1 else 0.0
+    ahead = drift > m_mean * HOST_AHEAD_PCT / 100
+    before = m_mean + drift if ahead else m_mean
     memo: Dict[bytes, float] = {}
-    singles = [whatif(ev, g, w, steps, [label], m_mean, base, rank, memo, devices) for label in EDITS]
+    singles = [whatif(ev, g, w, steps, [label], before, base, rank, memo, devices) for label in EDITS]
     whatifs = [x for x, _, _ in singles]
     # combinations of the edits replayed alone; and all the edits that change the graph at once, since
     # one that saves little alone can save much with another, when both constraints hold the same step
@@ -658,15 +693,15 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
     changing = [label for label, (_, did, _) in zip(EDITS, singles) if did]
     combos = [list(c) for size in range(2, len(replayed_alone) + 1) for c in combinations(replayed_alone, size)
               if len(replayed_alone) <= MAX_ALL_SUBSETS or size in (2, len(replayed_alone))]
-    whatifs += [whatif(ev, g, w, steps, c, m_mean, base, rank, memo, devices)[0] for c in combos]
+    whatifs += [whatif(ev, g, w, steps, c, before, base, rank, memo, devices)[0] for c in combos]
     if len(changing) > 1:
         everything: Optional[WhatIf] = next((x for x in whatifs if x.edit == combined_edit(changing)), None) \
-            or whatif(ev, g, w, steps, changing, m_mean, base, rank, memo, devices)[0]
+            or whatif(ev, g, w, steps, changing, before, base, rank, memo, devices)[0]
     else:
         everything = next((x for x in whatifs if x.edit in changing), None)
-    whatifs.append(WhatIf(edit=ALL_EDITS, step_us_before=m_mean, rank=rank,
+    whatifs.append(WhatIf(edit=ALL_EDITS, step_us_before=before, rank=rank,
                           description=everything.description if everything else "no edit changes this rank",
-                          step_us_after=everything.step_us_after if everything else m_mean))
+                          step_us_after=everything.step_us_after if everything else before))
     if ev.has_gpu:
         note = ("collectives keep their measured durations (other ranks are not replayed); another host thread "
                 "waits for the training thread after idling, else only through the GPU; cross-stream waits and "
@@ -676,6 +711,9 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
     if not steps:
         note = ("no ProfilerStep: one window, from the trace's start to the end of the main thread's last "
                 "runtime call or of the last GPU operation, whichever is later; " + note)
+    if ahead:
+        note += (f"; the host ran ahead of the GPU: what-ifs start from {before / 1e3:.2f} ms per step, counting the "
+                 f"GPU work the steps leave behind (ProfilerStep measures {m_mean / 1e3:.2f} ms)")
     return Replay(measured_step_us=m_mean, replayed_step_us=r_mean,
                   error_pct=abs(r_mean - m_mean) / m_mean * 100 if m_mean > 0 else 0.0, steps=n,
                   critical_path=[ReplayOp(name=nm, kind=kind, us=us / n) for (nm, kind), us in top],
@@ -689,6 +727,29 @@ def _last_call_end(ev: RankEvents, lo: float) -> float:
     cpu = ev.cpu
     calls = cpu[cpu["s_cat"].isin(LAUNCH_CATEGORIES) & cpu["thread"].eq(step_thread(ev))]
     return max(lo, float(calls["end"].max())) if len(calls) else lo
+
+
+def gpu_lag_growth(g: Graph, w: np.ndarray) -> float:
+    """How much later (µs per step) the GPU finishes each step's work than the
+    step's window ends, growing from the first analyzed window to the last:
+    ``(lag_last - lag_first) / (n - 1)``, where a window's lag is the latest
+    measured end of the GPU work launched up to its end, less that end (0
+    when the GPU is done first). A host throttled by the GPU (syncs, blocking
+    copies) keeps a constant lag: 0; a host that runs ahead of a busier GPU
+    adds the GPU's surplus every step, so the steady step is the window plus
+    this growth."""
+    dst = edge_targets(g.ptr)
+    launch = g.ekind == E_LAUNCH
+    if not launch.any() or len(w) < 2:
+        return 0.0
+    t_call = g.m_start[g.src[launch]]
+    o = np.argsort(t_call, kind="stable")
+    t_call = t_call[o]
+    ends = np.maximum.accumulate(g.m_end[dst[launch]][o])
+    marks = np.array([g.m_end[g.markers[float(z)]] for z in w[:, 1]])
+    i = np.searchsorted(t_call, marks, side="right") - 1
+    lag = np.where(i >= 0, np.maximum(ends[np.maximum(i, 0)] - marks, 0.0), 0.0)
+    return float(max(0.0, (lag[-1] - lag[0]) / (len(w) - 1)))
 
 
 def measured_times(g: Graph, w: np.ndarray, gpu_tail: bool) -> np.ndarray:

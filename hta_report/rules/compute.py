@@ -50,7 +50,7 @@ def non_tensor_core_us(r: RankResult) -> float:
       "TensorBoard profiler (0 % on computeMajor >= 7); XProf 16-bit share < 10 %",
       lambda c: (f"computeMajor >= {c.tensor_core_min_major} (NVIDIA) or AMD matrix cores, and Tensor Core share "
                  f"of GEMM/convolution kernel time < {c.tensor_core_pct:g} %"), DOCS_AMP, phase=GENERAL,
-      needs=(TENSOR_CORES_STEP,),
+      needs=(TENSOR_CORES_STEP,), edit="matmuls on Tensor Cores",
       description=("On NVIDIA GPUs with Tensor Cores (`computeMajor` 7 or more) and AMD GPUs with matrix "
                    "cores (Instinct MI100 or newer; MFMA kernels), the share of GEMM and convolution kernel "
                    "time spent in Tensor Core or matrix-core kernels. The gain bound is their time outside "
