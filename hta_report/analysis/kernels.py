@@ -191,15 +191,20 @@ def _matmuls(ev: RankEvents, kernels: pd.DataFrame) -> Tuple[pd.DataFrame, pd.Se
     return eligible, is_tc
 
 
-def matmuls_without_tensor_cores(ev: RankEvents) -> pd.DataFrame:
+def matmuls_without_tensor_cores(ev: RankEvents) -> Tuple[pd.DataFrame, float]:
     """The rank's GEMM/convolution kernels that run without Tensor Cores or
     matrix cores (rows of ``ev.gpu``, the whole trace): what bf16/fp16
-    autocast would move onto them (the replay's ``matmuls on Tensor Cores``)."""
+    autocast would move onto them (the replay's ``matmuls on Tensor Cores``);
+    and the Tensor-Core share (%) of all its GEMM/convolution kernel time
+    (100 when it has none)."""
     kernels = ev.gpu[ev.gpu["s_cat"].eq("kernel") & ev.gpu["kernel_type"].eq("COMPUTATION")]
     if kernels.empty:
-        return kernels
+        return kernels, 100.0
     eligible, is_tc = _matmuls(ev, kernels)
-    return eligible[~is_tc.fillna(False).to_numpy(dtype=bool)]
+    tc = is_tc.fillna(False).to_numpy(dtype=bool)
+    total = float(eligible["dur"].sum())
+    share = 100 * float(eligible["dur"].to_numpy()[tc].sum()) / total if total > 0 else 100.0
+    return eligible[~tc], share
 
 
 #: Dense 16-bit Tensor-Core (matrix-core) peak over plain fp32 peak, by device name part (vendors'

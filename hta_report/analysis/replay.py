@@ -25,14 +25,14 @@ import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 
 import pandas as pd
 
 from .. import intervals
-from ..model import WHATIF_MIN_SAVING_PCT, ALL_EDITS, Replay, ReplayOp, WhatIf, combined_edit
+from ..model import WHATIF_MIN_SAVING_PCT, ALL_EDITS, Replay, ReplayOp, WhatIf, combined_edit, saves
 from .copies import MEMCPY_APIS
 from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES, self_times
 from .events import RankEvents, is_step, name_strings
@@ -70,6 +70,10 @@ GRAPH_GAP_US = 0.1
 #: pageable-copy after its fix): the what-ifs then start from the window plus that growth. 5 %:
 #: proposal.
 HOST_AHEAD_PCT = 5.0
+#: The Tensor-Core edit is made on a rank whose GEMM/convolution time is on Tensor Cores less
+#: than this share (%): tensor-cores-unused's default threshold (rules/config.py, 10 %), so the
+#: edit is replayed where its finding can fire and not on every rank with one fp32 GEMM.
+TENSOR_CORE_EDIT_MAX_PCT = 10.0
 @dataclass
 class Edit:
     """The schedule's inputs after an edit (:func:`schedule`): per edge, its
@@ -92,6 +96,7 @@ class Edit:
 
 
 EditFunction = Callable[[RankEvents, Graph, Edit], None]
+T = TypeVar("T")
 
 
 def schedule(g: Graph, edit: Optional[Edit] = None) -> Tuple[List[float], List[float], List[int]]:
@@ -241,7 +246,7 @@ def edit_async_copies(ev: RankEvents, g: Graph, e: Edit) -> None:
     after_copy[dst[host]] = np.isin(np.asarray(g.name, dtype=object)[g.src[host]], MEMCPY_APIS)
     waiting = (g.wait[dst] == COPY) | ((g.wait[dst] == SYNC) & after_copy[dst])
     e.drop |= (g.ekind == E_WAIT) & waiting
-    copies = pageable_htod_nodes(ev, g)
+    copies = _per_graph(ev, g, "pageable copies", lambda: pageable_htod_nodes(ev, g))
     if len(copies[0]):
         rate, _ = pinned_htod_gbps(ev, e.devices)
         if rate:
@@ -288,13 +293,28 @@ def edit_tensor_cores(ev: RankEvents, g: Graph, e: Edit) -> None:
     each kernel of :func:`~.kernels.matmuls_without_tensor_cores` takes
     ``1/k`` of its time, ``k`` the device's dense 16-bit Tensor-Core peak over
     its fp32 peak (:func:`~.kernels.tensor_core_speedup`; no change on a
-    device the table does not know). Left out: the casts autocast adds and
-    the 16-bit elementwise kernels, which move half the bytes."""
+    device the table does not know), on a rank whose GEMMs and convolutions
+    spend less than :data:`TENSOR_CORE_EDIT_MAX_PCT` of their time on Tensor
+    Cores (elsewhere the rank already uses them: no edit). Left out: the casts
+    autocast adds and the 16-bit elementwise kernels, which move half the bytes."""
     k = tensor_core_speedup(e.devices)
     if not k:
         return
-    nodes, _ = gpu_nodes(g, matmuls_without_tensor_cores(ev))
+
+    def lookup() -> np.ndarray:
+        rows, share = matmuls_without_tensor_cores(ev)
+        return gpu_nodes(g, rows)[0] if share < TENSOR_CORE_EDIT_MAX_PCT else np.empty(0, dtype=np.int64)
+    nodes = _per_graph(ev, g, "tensor-core nodes", lookup)
     e.dur[nodes] = e.dur[nodes] / k
+
+
+def _per_graph(ev: RankEvents, g: Graph, key: str, make: Callable[[], T]) -> T:
+    """``make()``, kept in ``ev.memo`` for the graph ``g`` (an edit made several times in one
+    replay, alone and in combinations, looks its nodes up once)."""
+    held = ev.memo.get(f"replay.{key}")
+    if held is None or held[0] is not g:
+        held = ev.memo[f"replay.{key}"] = (g, make())
+    return held[1]
 
 
 def edit_no_zero_fill(ev: RankEvents, g: Graph, e: Edit) -> None:
@@ -687,9 +707,9 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
     memo: Dict[bytes, float] = {}
     singles = [whatif(ev, g, w, steps, [label], before, base, rank, memo, devices) for label in EDITS]
     whatifs = [x for x, _, _ in singles]
-    # combinations of the edits replayed alone; and all the edits that change the graph at once, since
+    # combinations of the edits that save time alone; and all the edits that change the graph at once, since
     # one that saves little alone can save much with another, when both constraints hold the same step
-    replayed_alone = [label for label, (_, _, did) in zip(EDITS, singles) if did]
+    replayed_alone = [label for label, (x, _, did) in zip(EDITS, singles) if did and saves(x)]
     changing = [label for label, (_, did, _) in zip(EDITS, singles) if did]
     combos = [list(c) for size in range(2, len(replayed_alone) + 1) for c in combinations(replayed_alone, size)
               if len(replayed_alone) <= MAX_ALL_SUBSETS or size in (2, len(replayed_alone))]
