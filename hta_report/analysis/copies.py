@@ -26,6 +26,15 @@ SYNC_COPY_APIS = ("cudaMemcpy", "hipMemcpy", "hipMemcpyWithStream")
 STREAM_SYNC_APIS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "hipStreamSynchronize", "hipDeviceSynchronize")
 #: Copies from the device to the host (``Memcpy DtoH (Device -> Pageable)``).
 DTOH = "Memcpy DtoH"
+#: Copies from the host to the device (``Memcpy HtoD (Pageable -> Device)``, ``(Pinned -> Device)``).
+HTOD = "Memcpy HtoD"
+
+
+def htod_from(names: pd.Series, memory: str) -> np.ndarray:
+    """Per GPU event name, whether it is a copy to the device from host memory
+    ``memory`` (``Pageable`` or ``Pinned``, as CUPTI names it): a boolean
+    array. On a categorical the tests run on its distinct names."""
+    return (names.str.startswith(HTOD) & names.str.contains(memory, regex=False)).fillna(False).to_numpy(dtype=bool)
 
 
 def _dtoh_correlations(ev: RankEvents) -> np.ndarray:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -221,13 +221,24 @@ TENSOR_CORE_SPEEDUP: Sequence[Tuple[re.Pattern, float]] = tuple(
     ))
 
 
+V = TypeVar("V")
+
+
+def by_device_name(table: Sequence[Tuple[re.Pattern, Optional[V]]], device_names: Sequence[str]) -> Optional[V]:
+    """The value of the first ``(pattern, value)`` of ``table`` matching a
+    device name, for the first of ``device_names`` that has one (a matching
+    entry whose value is None says the device is known to have none); None
+    when no name has one."""
+    for name in device_names:
+        value = next((v for pattern, v in table if pattern.search(str(name))), None)
+        if value is not None:
+            return value
+    return None
+
+
 def tensor_core_speedup(device_names: Sequence[str]) -> Optional[float]:
     """:data:`TENSOR_CORE_SPEEDUP` of the first device name that has one; None when none does."""
-    for name in device_names:
-        for pattern, k in TENSOR_CORE_SPEEDUP:
-            if pattern.search(str(name)):
-                return k
-    return None
+    return by_device_name(TENSOR_CORE_SPEEDUP, device_names)
 
 
 #: 16-bit GEMM ops checked for dimensions that are not multiples of 8.

@@ -27,7 +27,9 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
+from .copies import htod_from
 from .events import RankEvents
+from .kernels import by_device_name
 
 #: Smallest pinned copy whose rate counts (bytes): below ~1 MiB a copy's fixed cost dominates its rate.
 MIN_SAMPLE_BYTES = 1 << 20
@@ -48,13 +50,6 @@ PCIE_GENERATION: Sequence[Tuple[re.Pattern, Optional[int]]] = tuple(
     ))
 
 
-def _generation(name: str) -> Optional[int]:
-    for pattern, gen in PCIE_GENERATION:
-        if pattern.search(name):
-            return gen
-    return None
-
-
 def pinned_htod_gbps(ev: RankEvents, device_names: Sequence[str] = ()) -> Tuple[Optional[float], str]:
     """The rank's pinned host-to-device copy rate (GB/s, 1e9 bytes per
     second) and where it comes from (see the module doc): ``(rate, "measured
@@ -64,9 +59,7 @@ def pinned_htod_gbps(ev: RankEvents, device_names: Sequence[str] = ()) -> Tuple[
     falls through to the table."""
     gpu = ev.gpu
     if not gpu.empty and "bytes" in gpu.columns:
-        names = gpu["s_name"]  # a categorical: the tests run on its distinct names
-        is_pinned = names.str.startswith("Memcpy HtoD") & names.str.contains("Pinned", regex=False)
-        pinned = gpu[is_pinned.fillna(False).to_numpy(dtype=bool)]
+        pinned = gpu[htod_from(gpu["s_name"], "Pinned")]
         size = pd.to_numeric(pinned["bytes"], errors="coerce").to_numpy(dtype=float)
         dur = pinned["dur"].to_numpy(dtype=float)
         ok = (size >= MIN_SAMPLE_BYTES) & (dur > 0)
@@ -74,9 +67,8 @@ def pinned_htod_gbps(ev: RankEvents, device_names: Sequence[str] = ()) -> Tuple[
             ok &= size >= size[ok].max() / 2
             rate = float(np.median(size[ok] / dur[ok])) / 1e3  # bytes per µs -> GB/s
             return rate, f"measured on {int(ok.sum())} pinned host-to-device copies in this trace"
-    for name in device_names:
-        gen = _generation(str(name))
-        if gen is not None:
-            rate = PCIE_X16_GBPS[gen] * PCIE_EFFICIENCY
-            return rate, f"PCIe gen {gen} x16 ({PCIE_X16_GBPS[gen]:g} GB/s) at {PCIE_EFFICIENCY:.0%}"
+    gen = by_device_name(PCIE_GENERATION, device_names)
+    if gen is not None:
+        rate = PCIE_X16_GBPS[gen] * PCIE_EFFICIENCY
+        return rate, f"PCIe gen {gen} x16 ({PCIE_X16_GBPS[gen]:g} GB/s) at {PCIE_EFFICIENCY:.0%}"
     return None, "no pinned copy in the trace and no known host link for the device"

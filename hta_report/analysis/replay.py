@@ -33,7 +33,7 @@ import pandas as pd
 
 from .. import intervals
 from ..model import WHATIF_MIN_SAVING_PCT, ALL_EDITS, Replay, ReplayOp, WhatIf, combined_edit, saves
-from .copies import MEMCPY_APIS
+from .copies import MEMCPY_APIS, htod_from
 from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES, self_times
 from .events import RankEvents, is_step, name_strings
 from .optimizer import zero_grad_regions, zero_writes
@@ -263,9 +263,7 @@ def pageable_htod_nodes(ev: RankEvents, g: Graph) -> Tuple[np.ndarray, np.ndarra
     empty = (np.empty(0, dtype=np.int64), np.empty(0))
     if gpu.empty or "bytes" not in gpu.columns:
         return empty
-    names = gpu["s_name"]  # a categorical: the tests run on its distinct names
-    pageable = names.str.startswith("Memcpy HtoD") & names.str.contains("Pageable", regex=False)
-    rows = gpu[pageable.fillna(False).to_numpy(dtype=bool)]
+    rows = gpu[htod_from(gpu["s_name"], "Pageable")]
     size = pd.to_numeric(rows["bytes"], errors="coerce").to_numpy(dtype=float)
     ok = np.isfinite(size) & (size > 0)
     nodes, at = gpu_nodes(g, rows[ok])
@@ -709,10 +707,10 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
     whatifs = [x for x, _, _ in singles]
     # combinations of the edits that save time alone; and all the edits that change the graph at once, since
     # one that saves little alone can save much with another, when both constraints hold the same step
-    replayed_alone = [label for label, (x, _, did) in zip(EDITS, singles) if did and saves(x)]
+    saving_alone = [label for label, (x, _, _) in zip(EDITS, singles) if saves(x)]
     changing = [label for label, (_, did, _) in zip(EDITS, singles) if did]
-    combos = [list(c) for size in range(2, len(replayed_alone) + 1) for c in combinations(replayed_alone, size)
-              if len(replayed_alone) <= MAX_ALL_SUBSETS or size in (2, len(replayed_alone))]
+    combos = [list(c) for size in range(2, len(saving_alone) + 1) for c in combinations(saving_alone, size)
+              if len(saving_alone) <= MAX_ALL_SUBSETS or size in (2, len(saving_alone))]
     whatifs += [whatif(ev, g, w, steps, c, before, base, rank, memo, devices)[0] for c in combos]
     if len(changing) > 1:
         everything: Optional[WhatIf] = next((x for x in whatifs if x.edit == combined_edit(changing)), None) \

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals
-from .copies import MEMCPY_APIS, WAIT_APIS
+from .copies import MEMCPY_APIS, WAIT_APIS, htod_from
 from .cpu_side import DATALOADER_PREFIXES
 from .events import RankEvents, is_step, name_strings
 from .gap_causes import STREAM_WAIT_APIS, launching_threads
@@ -312,9 +312,7 @@ def build_graph(ev: RankEvents, bounds: np.ndarray, lo: float, hi: float) -> Gra
     ops_start = np.full(len(calls), np.inf)
     np.minimum.at(ops_start, g_call[gsel][g_call[gsel] >= 0], g_ts[gsel][g_call[gsel] >= 0])
     paged = np.zeros(len(calls), dtype=bool)
-    names_g = gpu["s_name"]
-    is_p = (names_g.str.startswith("Memcpy HtoD") & names_g.str.contains("Pageable", regex=False)).fillna(False)
-    sel_p = gsel[(g_call[gsel] >= 0) & is_p.to_numpy(dtype=bool)[gsel]]
+    sel_p = gsel[(g_call[gsel] >= 0) & htod_from(gpu["s_name"], "Pageable")[gsel]]
     paged[g_call[sel_p]] = True
     blocking = (ops_end > -np.inf) & np.isin(c_names, MEMCPY_APIS) & (
         (c_end >= ops_end - CLOCK_TOLERANCE_US) | (paged & (c_end > ops_start)))
