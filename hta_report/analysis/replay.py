@@ -67,8 +67,9 @@ GRAPH_GAP_US = 0.1
 #: Where the GPU falls behind the ProfilerStep windows by more than this much (% of the mean
 #: step) each step (:func:`gpu_lag_growth`), the host ran ahead of the GPU and the windows measure
 #: the host alone (on an H200, 2.0 ms a step for a GPU busy 16.6 ms: bench/record_cuda.py
-#: pageable-copy after its fix): the what-ifs then start from the window plus that growth. 5 %:
-#: proposal.
+#: pageable-copy after its fix): the what-ifs then start from the replayed span per step (the
+#: steps' time up to the end of the GPU work they launched), the basis their savings are measured
+#: on. 5 %: proposal.
 HOST_AHEAD_PCT = 5.0
 #: The Tensor-Core edit is made on a rank whose GEMM/convolution time is on Tensor Cores less
 #: than this share (%): tensor-cores-unused's default threshold (rules/config.py, 10 %), so the
@@ -701,7 +702,7 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
     # a host that ran ahead of the GPU: the steps' time counting the GPU work they leave behind
     drift = gpu_lag_growth(g, w) if steps and n > 1 else 0.0
     ahead = drift > m_mean * HOST_AHEAD_PCT / 100
-    before = m_mean + drift if ahead else m_mean
+    before = base / n if ahead else m_mean  # the basis the savings are measured on (span)
     memo: Dict[bytes, float] = {}
     singles = [whatif(ev, g, w, steps, [label], before, base, rank, memo, devices) for label in EDITS]
     whatifs = [x for x, _, _ in singles]
@@ -754,8 +755,7 @@ def gpu_lag_growth(g: Graph, w: np.ndarray) -> float:
     measured end of the GPU work launched up to its end, less that end (0
     when the GPU is done first). A host throttled by the GPU (syncs, blocking
     copies) keeps a constant lag: 0; a host that runs ahead of a busier GPU
-    adds the GPU's surplus every step, so the steady step is the window plus
-    this growth."""
+    adds the GPU's surplus every step: its windows measure the host alone."""
     dst = edge_targets(g.ptr)
     launch = g.ekind == E_LAUNCH
     if not launch.any() or len(w) < 2:
