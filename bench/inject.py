@@ -26,6 +26,11 @@ What is added is what ``torch.profiler`` writes for the real thing:
   the step waits that long for it (it lasts longer and everything after it
   moves later).
 
+Fixed twins (:data:`FIXED_TWINS`) are the same script after the user's fix, where
+the fix keeps part of the cause: ``item-fixed`` (the host work that used the
+value, without the read) and ``pageable-fixed`` (the batch copied from pinned
+memory with ``non_blocking=True``, see :meth:`Trace.queue_copy`).
+
 Every added runtime call gets a correlation id shared with its GPU
 operation, with ``External id`` and flow events as the trace's own, and the
 ids are then handed out again in call order (:meth:`Trace.renumber`), as
@@ -254,7 +259,7 @@ class Trace:
                     yield call, op
 
     def _replay(self, gpu: List[dict], launch: Dict[int, Optional[float]], shift_at, upto: Optional[dict] = None,
-                apply: bool = False) -> float:
+                apply: bool = False, insert: Optional[Tuple[tuple, float, float]] = None) -> float:
         """Replay GPU operations in start order after the host moved launch
         calls by ``shift_at(launch time)``. An operation that started as soon
         as it was ready (its launch call had started and the previous operation
@@ -264,8 +269,10 @@ class Trace:
         operation that ended last before it started, and never starts before
         it is ready. Only an operation launched before it can hold it back (a
         stream waits on events recorded before its wait was queued): work
-        launched later never moves work launched earlier. Returns the new end
-        of ``upto`` (stopping there) and, with ``apply``, moves the operations."""
+        launched later never moves work launched earlier. ``insert``: an
+        operation added at ``(stream, start, end)`` (not in ``gpu``): the
+        stream's later work waits for it. Returns the new end of ``upto``
+        (stopping there) and, with ``apply``, moves the operations."""
         neg = float("-inf")
         prev: Dict[tuple, Tuple[float, float]] = {}
         ends: List[Tuple[float, float, float]] = []  # (original end, delay, original launch), sorted
@@ -273,6 +280,10 @@ class Trace:
         for e in sorted(gpu, key=lambda e: float(e["ts"])):
             start, dur = float(e["ts"]), float(e.get("dur", 0))
             key = (e["pid"], e["tid"])
+            if insert is not None and key == insert[0] and start >= insert[1]:
+                p_orig, p_new = prev.get(key, (neg, neg))
+                prev[key] = (p_orig, max(p_new, insert[2]))
+                insert = None
             l_orig = launch[id(e)]
             l_new = (l_orig + shift_at(l_orig)) if l_orig is not None else neg
             l_orig = l_orig if l_orig is not None else neg
@@ -372,6 +383,51 @@ class Trace:
             self.ev.append({"ph": "f", "id": corr, "pid": self.device_pid, "tid": self.stream, "ts": start,
                             "cat": self.flow_cat, "name": "ac2g", "bp": "e"})
 
+    def queue_copy(self, ts: float, dur: float, name: str, start: float, gdur: float, nbytes: int) -> None:
+        """A copy call at ``ts`` on the main thread that returns at once (``dur``
+        µs: pinned memory, ``non_blocking=True``) and its copy on the compute
+        stream from ``start`` for ``gdur`` µs. The stream's later work waits
+        for the copy, and work on other streams that waited on it moves with
+        it (:meth:`_replay`; it moves less where the stream had idle time);
+        the first blocking call of the main thread after ``ts``
+        whose awaited GPU operation now ends later (a synchronization, a
+        blocking read: the sync drains the queue) returns that much later,
+        and the host from there on moves with it (:meth:`stall`, whose shift
+        shrinks at later blocking calls as queued work absorbs it)."""
+        rt = self._runtime_by_corr()
+        gpu = self.gpu_ops()
+        blocking = list(self._blocking_after(ts, self.main, gpu, rt))
+        old_end = {id(op): float(op["ts"]) + float(op.get("dur", 0)) for _, op in blocking}
+        launch = {}
+        for e in gpu:
+            c = rt.get(int(e.get("args", {}).get("correlation", -1) or -1))
+            launch[id(e)] = float(c["ts"]) if c is not None else None
+        self._replay(gpu, launch, lambda x: 0.0, apply=True, insert=((self.device_pid, self.stream), start,
+                                                                      start + gdur))
+        self.launch("cudaMemcpyAsync", ts, dur, "gpu_memcpy", name, start, gdur, nbytes=nbytes)
+        for call, op in blocking:
+            moved = float(op["ts"]) + float(op.get("dur", 0)) - old_end[id(op)]
+            if moved > 0.5:
+                end = float(call["ts"]) + float(call.get("dur", 0))
+                self.stall(max(float(call["ts"]), end - 0.01), moved)
+                return
+
+    def pinned_bytes_per_us(self) -> float:
+        """The machine's pinned host-to-device rate (bytes per µs): the median
+        rate of the trace's pinned copies of at least :data:`MIN_RATE_BYTES`
+        (what this machine measured), else the device's PCIe link from
+        ``deviceProperties`` (hta_report's table, 80 % of x16), else PCIe gen 4."""
+        rates = sorted(float(e["args"]["bytes"]) / float(e["dur"]) for e in self.gpu_ops()
+                       if "HtoD (Pinned" in str(e.get("name")) and float(e.get("dur", 0)) > 0
+                       and float(e.get("args", {}).get("bytes", 0) or 0) >= MIN_RATE_BYTES)
+        if rates:
+            return rates[len(rates) // 2]
+        from hta_report.analysis.kernels import by_device_name
+        from hta_report.analysis.pinned_copy import PCIE_EFFICIENCY, PCIE_GENERATION, PCIE_X16_GBPS
+        names = [str(d.get("name", "")) for d in self.doc.get("deviceProperties", []) if isinstance(d, dict)]
+        gen = by_device_name(PCIE_GENERATION, names) or 4
+        return PCIE_X16_GBPS[gen] * PCIE_EFFICIENCY * 1e3
+
     def stream_end(self, t: float) -> float:
         """When the compute stream's work launched before ``t`` ends (at least ``t``)."""
         return self.drain_time(t, (self.device_pid, self.stream))
@@ -381,7 +437,18 @@ class Trace:
 #: ``item`` adds a sync and then host work that uses the value (unprofiled Python); removing
 #: the ``.item()`` removes the sync, not that work, so ``item-fixed`` adds the same host work
 #: at the same place without the read (the GPU keeps running queued work meanwhile).
-FIXED_TWINS = {"item": "item-fixed"}
+#: ``pageable`` copies the batch from pageable memory; pinning it and copying with
+#: ``non_blocking=True`` keeps the copy, so ``pageable-fixed`` copies the same bytes from pinned
+#: memory at this machine's pinned rate (:meth:`Trace.pinned_bytes_per_us`) on the compute
+#: stream, without blocking the host (:meth:`Trace.queue_copy`).
+FIXED_TWINS = {"item": "item-fixed", "pageable": "pageable-fixed"}
+#: Host time (µs) of ``aten::to`` on a pinned batch with ``non_blocking=True``: the ops and a
+#: ``cudaMemcpyAsync`` that returns once the copy is queued (Kineto traces of pinned copies:
+#: 10-30 µs; the H200 pairs of bench/record_cuda.py, pageable-copy after its fix: 14-22 µs).
+PINNED_CALL_US = 20.0
+#: Smallest pinned copy (bytes) whose rate tells the machine's pinned rate (below ~1 MiB a
+#: copy's fixed cost dominates), as hta_report/analysis/pinned_copy.py counts them.
+MIN_RATE_BYTES = 1 << 20
 
 
 def extra_us(step_us: float, strength: float) -> float:
@@ -399,6 +466,7 @@ def inject(doc: dict, cause: str, strength: float) -> dict:
         ValueError: an unknown cause, or a trace without ``ProfilerStep``.
     """
     t = Trace(doc)
+    rate = t.pinned_bytes_per_us() if cause == "pageable-fixed" else 0.0
     for step in reversed(t.steps()):  # last first: an insertion moves only what comes after it
         s0, dur = float(step["ts"]), float(step["dur"])
         want = extra_us(dur, strength)
@@ -433,6 +501,16 @@ def inject(doc: dict, cause: str, strength: float) -> dict:
             t.cpu("aten::copy_", at + 3, ret + 3 - at)
             t.launch("cudaMemcpyAsync", at + 5, ret - at - 5, "gpu_memcpy", "Memcpy HtoD (Pageable -> Device)",
                      copy_start, copy_us, nbytes=int(copy_us * PAGEABLE_BYTES_PER_US))
+        elif cause == "pageable-fixed":  # the same batch pinned, copied with non_blocking=True
+            at = s0 + 1
+            nbytes = int(want * PAGEABLE_BYTES_PER_US)
+            t.stall(at, PINNED_CALL_US + 4)
+            t.cpu("aten::to", at, PINNED_CALL_US + 2)
+            t.cpu("aten::_to_copy", at + 1, PINNED_CALL_US)
+            t.cpu("aten::copy_", at + 3, PINNED_CALL_US - 4)
+            call = at + PINNED_CALL_US - 12
+            copy_start = max(call + 5, t.stream_end(call) + 1)
+            t.queue_copy(call, 6.0, "Memcpy HtoD (Pinned -> Device)", copy_start, nbytes / rate, nbytes)
         elif cause == "optimizer":
             opt = [e for e in t.ev if e.get("ph") == "X" and str(e.get("name", "")).startswith("Optimizer.step#")
                    and s0 <= e["ts"] < s0 + dur and (e["pid"], e["tid"]) == t.main]

@@ -21,9 +21,13 @@ Prediction (the issue's "How it is judged", bullets 2 and 3):
   optimizer) at one strength; the finding of the rule for that cause predicts
   the step time without it (its ``whatif``, else the bound: step minus gain),
   compared with the un-injected trace's measured step (target: within 10 %,
-  median <= 5 %); where the fix keeps part of what was injected (the host
-  work after an ``.item()``: ``inject.FIXED_TWINS``), with the measured step
-  of that fixed twin, the un-injected error printed beside it.
+  median <= 5 %); where the fix keeps part of what was injected
+  (``inject.FIXED_TWINS``: the host work after an ``.item()``, the batch's copy
+  once pinned), with the measured step of that fixed twin, the un-injected
+  error printed beside it. Steps are on the throughput basis
+  (:func:`throughput_step_us`, as the pairs are): a pinned copy that no longer
+  blocks lets the host run ahead of the GPU, and the ``ProfilerStep`` windows
+  then time the host alone.
 * ``--pairs``: before/after pairs of a real fix recorded here with plain
   ``torch.profiler`` (``bench/record_cpu.py --fix``); the "before" side's
   finding predicts the "after" side's measured step (target: median <= 10 %,
@@ -176,6 +180,13 @@ def throughput_step_us(trace_dir: Path, rank: int) -> float:
     return span(g, w, schedule(g)[1], steps) / len(w)
 
 
+def step_us(trace_dir: Path, result: AnalysisResult, rank: int) -> float:
+    """Rank ``rank``'s step on the throughput basis (:func:`throughput_step_us`),
+    else (a rank the replay cannot read) its measured window (:func:`measured_step_us`)."""
+    s = throughput_step_us(trace_dir, rank)
+    return s if s == s else measured_step_us(next(r for r in result.ranks if r.rank == rank))
+
+
 def predict(result: AnalysisResult, rules: FrozenSet[str], label: str) -> Prediction:
     """The prediction of the finding among ``rules`` with the largest gain
     (an empty ``rule`` when none fired); ``actual_us`` left to the caller."""
@@ -228,8 +239,12 @@ def run_injected(hta: Path, strength: float = STRENGTH, only: str = "", quick: b
             p = predict(injected, diagnosis_real.EXPECTED[cause], f"{folder} {cause} {strength:g}")
             if not p.rule:  # no prediction: the slowest injected rank's step, and without the cause
                 worst = max(injected.ranks, key=measured_step_us)
-                p.rank, p.before_us = worst.rank, measured_step_us(worst)
-            p.actual_us = measured_step_us(next(r for r in base[src].ranks if r.rank == p.rank))
+                p.rank = worst.rank
+            before = step_us(d, injected, p.rank)
+            if p.rule:  # the finding's saving, on the throughput basis the truth is measured on
+                p.predicted_us = before - (p.before_us - p.predicted_us)
+            p.before_us = before
+            p.actual_us = step_us(src, base[src], p.rank)
             twin = inject.FIXED_TWINS.get(cause)
             if twin and p.rule:  # the fix keeps part of what was injected: the truth is the fixed twin
                 bare = p.error_pct
@@ -238,7 +253,7 @@ def run_injected(hta: Path, strength: float = STRENGTH, only: str = "", quick: b
                     if f.name.endswith((".json", ".json.gz")):
                         doc = inject.inject(inject.read(f), twin, strength)
                         inject.write(doc, dt / (f.name.split(".json")[0] + ".json.gz"))
-                p.actual_us = measured_step_us(next(r for r in analyze(dt).ranks if r.rank == p.rank))
+                p.actual_us = step_us(dt, analyze(dt), p.rank)
                 p.note = f"against the {twin} twin; against the un-injected trace {bare:+.1f} %"
             out.append(p)
             _line(p, time.perf_counter() - t)
@@ -325,10 +340,8 @@ def _pair(label: str, rules: FrozenSet[str], sides: Dict[bool, List[Tuple[Analys
     saves (its what-if's ``step_us_before - step_us_after``, or its gain for
     a bound). Every recording's throughput step goes in the note (the
     noise), with the ``ProfilerStep`` window where the two differ by > 5 %."""
-    steps = {fix: [throughput_step_us(d, r.ranks[0].rank) for r, d in rs] for fix, rs in sides.items()}
+    steps = {fix: [step_us(d, r, r.ranks[0].rank) for r, d in rs] for fix, rs in sides.items()}
     windows = {fix: [measured_step_us(r.ranks[0]) for r, _ in rs] for fix, rs in sides.items()}
-    for fix in steps:  # a rank the replay could not read: its window
-        steps[fix] = [w if s != s else s for s, w in zip(steps[fix], windows[fix])]
     i = steps[False].index(min(steps[False]))
     p = predict(sides[False][i][0], rules, label)
     before = steps[False][i]
