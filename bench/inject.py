@@ -46,6 +46,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import re
 from bisect import bisect_right, insort
 from collections import defaultdict
 from pathlib import Path
@@ -53,7 +54,16 @@ from typing import Dict, List, Optional, Tuple
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 FLOW_CATS = ("ac2g", "async_cpu_to_gpu")
-CAUSES = ("dataloader", "item", "pageable", "optimizer", "straggler")
+CAUSES = ("dataloader", "item", "pageable", "optimizer", "straggler", "no-overlap")
+#: An operation that started later than this (µs) after the operation it is taken to have
+#: waited for ended did not wait for it (:meth:`Trace._replay`): a stream wait resolves within
+#: a few µs, where launch latency on an idle stream runs 8-25 µs (median and p90 of the A100
+#: trace_diff traces' kernels and copies), and the host-bound gaps of a trace far more.
+WAIT_GAP_US = 10.0
+#: How many operations (by end) back a stream wait's dependency is searched for.
+MAX_LOOKBACK = 2000
+#: Gradient all-reduce kernels (NCCL/RCCL), the collectives DDP overlaps with backward.
+ALLREDUCE_KERNEL = re.compile(r"^(nccl|rccl).*allreduce", re.IGNORECASE)
 #: Pageable host-to-device bandwidth assumed for the injected copy (bytes per µs = MB/s; 3 GB/s).
 PAGEABLE_BYTES_PER_US = 3000.0
 #: Host time per optimizer op and its kernel's duration (µs), a per-parameter SGD/Adam step.
@@ -170,10 +180,8 @@ class Trace:
         thread = thread or self.main
         rt = self._runtime_by_corr()
         gpu = self.gpu_ops()
-        launch = {}
-        for e in gpu:
-            call = rt.get(int(e.get("args", {}).get("correlation", -1) or -1))
-            launch[id(e)] = float(call["ts"]) if call is not None else None
+        launch = self._launches(gpu, rt)
+        waits = self._stream_waits(gpu)
         shifts = [(t, d)]  # (host time, shift from there on), ascending
 
         def shift_at(x: float) -> float:
@@ -185,7 +193,7 @@ class Trace:
             cur = shift_at(call["ts"])
             if cur <= 0:
                 break
-            moved = self._replay(gpu, launch, shift_at, upto=awaited)
+            moved = self._replay(gpu, launch, shift_at, upto=awaited, waits=waits)
             b0, b1 = float(call["ts"]), float(call["ts"]) + float(call.get("dur", 0))
             got = moved - float(awaited["ts"])  # how much later the awaited work now ends
             floor = b0 + cur + min(5.0, b1 - b0) - b1  # the call cannot end before it starts
@@ -204,7 +212,7 @@ class Trace:
                 e["ts"] = new_ts
             elif e.get("ph") == "X" and (e.get("pid"), e.get("tid")) == thread and end > t:
                 e["dur"] = e.get("dur", 0) + shift_at(end)
-        self._replay(gpu, launch, shift_at, apply=True)
+        self._replay(gpu, launch, shift_at, apply=True, waits=waits)
         self._fix_flows()
 
     def deoverlap(self) -> None:
@@ -259,27 +267,39 @@ class Trace:
                     yield call, op
 
     def _replay(self, gpu: List[dict], launch: Dict[int, Optional[float]], shift_at, upto: Optional[dict] = None,
-                apply: bool = False, insert: Optional[Tuple[tuple, float, float]] = None) -> float:
+                apply: bool = False, insert: Optional[Tuple[tuple, float, float]] = None,
+                gate: Optional[Tuple[tuple, float, float]] = None,
+                waits: Optional[Dict[int, float]] = None) -> float:
         """Replay GPU operations in start order after the host moved launch
         calls by ``shift_at(launch time)``. An operation that started as soon
         as it was ready (its launch call had started and the previous operation
         on its stream had ended, 5 µs of latency allowed) moves by as much as
         its readiness moved; one that waited longer waited on something else
         (another stream's event, a collective's peers): it moves with the
-        operation that ended last before it started, and never starts before
-        it is ready. Only an operation launched before it can hold it back (a
+        operation that ended last before it started, where that one ended at
+        most :data:`WAIT_GAP_US` before it (else the wait was launch latency),
+        and never starts before it is ready. The first operation launched after a
+        stream-wait call on its thread (:meth:`_stream_waits`) also starts no
+        earlier than the other stream's work it waited for now ends (plus the
+        gap it had, up to :data:`WAIT_GAP_US`). Only an operation launched before it can hold it back (a
         stream waits on events recorded before its wait was queued): work
         launched later never moves work launched earlier. ``insert``: an
         operation added at ``(stream, start, end)`` (not in ``gpu``): the
-        stream's later work waits for it. Returns the new end of ``upto``
-        (stopping there) and, with ``apply``, moves the operations."""
+        stream's later work waits for it. ``gate``: ``(stream, t, end)``, a
+        ``cudaStreamWaitEvent`` made at ``t``: the first operation on the stream
+        launched at ``t`` or later starts after ``end``. Returns the new end of
+        ``upto`` (stopping there) and, with ``apply``, moves the operations."""
         neg = float("-inf")
         prev: Dict[tuple, Tuple[float, float]] = {}
-        ends: List[Tuple[float, float, float]] = []  # (original end, delay, original launch), sorted
+        # (original end, delay, original launch, stream code), sorted
+        ends: List[Tuple[float, float, float, int]] = []
+        codes: Dict[tuple, int] = {}
         new_ts: Dict[int, float] = {}
+        waits = self._stream_waits(gpu) if waits is None else waits
         for e in sorted(gpu, key=lambda e: float(e["ts"])):
             start, dur = float(e["ts"]), float(e.get("dur", 0))
             key = (e["pid"], e["tid"])
+            code = codes.setdefault(key, len(codes))
             if insert is not None and key == insert[0] and start >= insert[1]:
                 p_orig, p_new = prev.get(key, (neg, neg))
                 prev[key] = (p_orig, max(p_new, insert[2]))
@@ -289,19 +309,32 @@ class Trace:
             l_orig = l_orig if l_orig is not None else neg
             p_orig, p_new = prev.get(key, (neg, neg))
             ready_orig, ready_new = max(l_orig, p_orig), max(l_new, p_new)
+            if gate is not None and key == gate[0] and l_orig >= gate[1]:
+                ready_new = max(ready_new, gate[2])
+                gate = None
             if start - ready_orig <= 5.0:
                 new = start + max(0.0, ready_new - ready_orig)
             else:
                 # the operation launched before it that ended last before it started
-                i, dep = bisect_right(ends, (start, float("inf"), float("inf"))), 0.0
+                i, dep = bisect_right(ends, (start, float("inf"), float("inf"), 0)), 0.0
                 while i > 0:
                     i -= 1
                     if ends[i][2] <= l_orig or l_orig == neg:  # an op without its launch: the last one
-                        dep = ends[i][1]
+                        # it waited on that op only if it started as that op ended; later, its
+                        # start after its launch was latency (A100 traces here: 8-25 µs)
+                        dep = ends[i][1] if start - ends[i][0] <= WAIT_GAP_US else 0.0
                         break
                 new = max(start + dep, ready_new + 5.0 if ready_new > neg else start)
+            w_ts = waits.get(id(e))
+            if w_ts is not None:  # launched after a stream wait: after the other stream's work it waited for
+                i = bisect_right(ends, (start + 2.0, float("inf"), float("inf"), 0))
+                for j in range(i - 1, max(-1, i - 1 - MAX_LOOKBACK), -1):
+                    o_end, o_delay, o_launch, o_code = ends[j]
+                    if o_code != code and o_launch <= w_ts:
+                        new = max(new, o_end + o_delay + max(0.0, min(start - o_end, WAIT_GAP_US)))
+                        break
             prev[key] = (start + dur, new + dur)
-            insort(ends, (start + dur, new - start, l_orig))
+            insort(ends, (start + dur, new - start, l_orig, code))
             new_ts[id(e)] = new
             if upto is not None and e is upto:
                 return new + dur
@@ -309,6 +342,43 @@ class Trace:
             for e in gpu:
                 e["ts"] = new_ts[id(e)]
         return neg
+
+    def _stream_waits(self, gpu: List[dict]) -> Dict[int, float]:
+        """For the first GPU operation launched after each stream-wait call
+        (``cudaStreamWaitEvent``, HIP's) on its thread: the wait's start (µs),
+        by ``id`` of the operation. The trace names no event, so the stream
+        it waits for is taken to be the other stream whose work launched
+        before the wait ended last before the operation started, as
+        hta-report's replay graph infers its cross-stream edges
+        (:meth:`_replay`)."""
+        calls: Dict[tuple, List[Tuple[float, int, Optional[int]]]] = defaultdict(list)
+        by_corr: Dict[int, dict] = {}
+        for e in gpu:
+            c = e.get("args", {}).get("correlation")
+            if isinstance(c, (int, float)):
+                prior = by_corr.get(int(c))
+                if prior is None or float(e["ts"]) < float(prior["ts"]):
+                    by_corr[int(c)] = e
+        for e in self.ev:
+            if e.get("ph") != "X" or e.get("cat") not in ("cuda_runtime", "cuda_driver"):
+                continue
+            name = str(e.get("name", ""))
+            c = e.get("args", {}).get("correlation")
+            if name.endswith("StreamWaitEvent"):
+                calls[(e.get("pid"), e.get("tid"))].append((float(e["ts"]), 0, None))
+            elif isinstance(c, (int, float)) and int(c) in by_corr:
+                calls[(e.get("pid"), e.get("tid"))].append((float(e["ts"]), 1, int(c)))
+        out: Dict[int, float] = {}
+        for seq in calls.values():
+            seq.sort(key=lambda x: (x[0], x[1]))
+            pending: Optional[float] = None
+            for ts, kind, corr in seq:
+                if kind == 0:
+                    pending = ts  # the latest wait before the launch
+                elif pending is not None and corr is not None:
+                    out[id(by_corr[corr])] = pending
+                    pending = None
+        return out
 
     def renumber(self) -> None:
         """Correlation ids in the order the calls were made, as CUPTI numbers
@@ -398,19 +468,52 @@ class Trace:
         gpu = self.gpu_ops()
         blocking = list(self._blocking_after(ts, self.main, gpu, rt))
         old_end = {id(op): float(op["ts"]) + float(op.get("dur", 0)) for _, op in blocking}
-        launch = {}
-        for e in gpu:
-            c = rt.get(int(e.get("args", {}).get("correlation", -1) or -1))
-            launch[id(e)] = float(c["ts"]) if c is not None else None
-        self._replay(gpu, launch, lambda x: 0.0, apply=True, insert=((self.device_pid, self.stream), start,
+        self._replay(gpu, self._launches(gpu, rt), lambda x: 0.0, apply=True, insert=((self.device_pid, self.stream), start,
                                                                       start + gdur))
         self.launch("cudaMemcpyAsync", ts, dur, "gpu_memcpy", name, start, gdur, nbytes=nbytes)
+        self._host_waits(blocking, old_end)
+
+    def _launches(self, gpu: List[dict], rt: Dict[int, dict]) -> Dict[int, Optional[float]]:
+        """Each GPU operation's launch call start (µs; None: no call in the trace)."""
+        out: Dict[int, Optional[float]] = {}
+        for e in gpu:
+            c = rt.get(int(e.get("args", {}).get("correlation", -1) or -1))
+            out[id(e)] = float(c["ts"]) if c is not None else None
+        return out
+
+    def _host_waits(self, blocking: List[Tuple[dict, dict]], old_end: Dict[int, float]) -> None:
+        """After GPU work moved: the first of the main thread's ``blocking``
+        calls (with the operation each waited for, whose end was ``old_end``)
+        whose operation now ends later returns that much later (:meth:`stall`)."""
         for call, op in blocking:
             moved = float(op["ts"]) + float(op.get("dur", 0)) - old_end[id(op)]
             if moved > 0.5:
                 end = float(call["ts"]) + float(call.get("dur", 0))
                 self.stall(max(float(call["ts"]), end - 0.01), moved)
                 return
+
+    def wait_for(self, k: dict) -> None:
+        """The compute stream waits for the GPU operation ``k`` (a collective on
+        another stream): a ``cudaStreamWaitEvent`` on the thread that launched
+        ``k``, right after its launch call (that thread's later calls move 2 µs
+        later), and the first compute-stream operation launched after it starts
+        once ``k`` ends; the stream's later work, work on other streams that
+        waited on it, and the main thread's next blocking call that waited for
+        moved work follow (:meth:`_replay`, :meth:`_host_waits`)."""
+        rt = self._runtime_by_corr()
+        call = rt[int(k["args"]["correlation"])]
+        thread, at = (call["pid"], call["tid"]), float(call["ts"]) + float(call.get("dur", 0))
+        self.stall(at, 2.0, thread)
+        corr = self._id()
+        api = "hipStreamWaitEvent" if self.hip else "cudaStreamWaitEvent"
+        self._x("cuda_runtime", api, at + 0.5, 1.0, *thread, correlation=corr, **{"External id": corr})
+        rt = self._runtime_by_corr()
+        gpu = self.gpu_ops()
+        blocking = list(self._blocking_after(at, self.main, gpu, rt))
+        old_end = {id(op): float(op["ts"]) + float(op.get("dur", 0)) for _, op in blocking}
+        self._replay(gpu, self._launches(gpu, rt), lambda x: 0.0, apply=True,
+                     gate=((self.device_pid, self.stream), at + 0.5, float(k["ts"]) + float(k["dur"])))
+        self._host_waits(blocking, old_end)
 
     def pinned_bytes_per_us(self) -> float:
         """The machine's pinned host-to-device rate (bytes per µs): the median
@@ -465,6 +568,8 @@ def inject(doc: dict, cause: str, strength: float) -> dict:
     Raises:
         ValueError: an unknown cause, or a trace without ``ProfilerStep``.
     """
+    if cause == "no-overlap":
+        return inject_no_overlap(doc)
     t = Trace(doc)
     rate = t.pinned_bytes_per_us() if cause == "pageable-fixed" else 0.0
     for step in reversed(t.steps()):  # last first: an insertion moves only what comes after it
@@ -532,6 +637,36 @@ def inject(doc: dict, cause: str, strength: float) -> dict:
                 ready = start + OPT_KERNEL_US
         else:
             raise ValueError(f"unknown cause {cause!r} (one of {', '.join(CAUSES)})")
+    t.deoverlap()
+    t.renumber()
+    t._fix_flows()
+    return t.doc
+
+
+def inject_no_overlap(doc: dict) -> dict:
+    """A copy of ``doc`` as DDP without overlap would have run it: in each
+    ``ProfilerStep`` the compute stream waits for every gradient all-reduce
+    kernel launched in the step (:data:`ALLREDUCE_KERNEL`) but the last,
+    which the optimizer already waits for (:meth:`Trace.wait_for`, earliest
+    first, each seeing the moves of the ones before). The strength is not a
+    knob: the cost is what the all-reduces take.
+
+    Raises:
+        ValueError: a trace without ``ProfilerStep``, or no step with two all-reduces.
+    """
+    t = Trace(doc)
+    rt = t._runtime_by_corr()
+    picks: List[dict] = []
+    for step in t.steps():
+        s0, s1 = float(step["ts"]), float(step["ts"]) + float(step["dur"])
+        ks = sorted((e for e in t.gpu_ops() if ALLREDUCE_KERNEL.search(str(e["name"]))
+                     and s0 <= float(rt.get(int(e.get("args", {}).get("correlation", -1) or -1), {"ts": -1.0})["ts"]) < s1),
+                    key=lambda e: float(e["ts"]))
+        picks += ks[:-1]
+    if not picks:
+        raise ValueError("no step launches two gradient all-reduce kernels")
+    for k in sorted(picks, key=lambda e: float(e["ts"])):
+        t.wait_for(k)
     t.deoverlap()
     t.renumber()
     t._fix_flows()

@@ -1180,13 +1180,18 @@ class WhatIf:
     :data:`ALL_EDITS` is every edit that changes the rank, at once) and
     ``description`` spells it out; the mean analyzed step of rank ``rank`` is
     ``step_us_before`` as measured and ``step_us_after`` as replayed with the
-    edit (µs): a prediction that a trace recorded after the fix checks."""
+    edit (µs): a prediction that a trace recorded after the fix checks.
+    ``applies``: whether the edit changed anything on this rank (false: the
+    rank has nothing the edit touches, such as no gradient collective, or a
+    device whose Tensor-Core speedup the table does not know; a finding then
+    keeps its bound, :func:`hta_report.rules.base.predicted`)."""
 
     edit: str = ""
     step_us_before: float = 0.0
     step_us_after: float = 0.0
     description: str = ""
     rank: int = 0
+    applies: bool = True
 
 
 @dataclass

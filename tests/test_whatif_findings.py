@@ -26,7 +26,8 @@ def test_every_edit_a_rule_names_is_one_the_replay_makes():
     assert named == {"dataloader-bound": "DataLoader hidden", "dataloader-main-process": "DataLoader hidden",
                      "sync-in-step": "no host-device sync", "pageable-memcpy": "copies pinned and async",
                      "blocking-copy": "copies pinned and async", "zero-grad-zeros": "zero_grad sets None",
-                     "launch-bound": "step in a CUDA graph", "tensor-cores-unused": "matmuls on Tensor Cores"}
+                     "launch-bound": "step in a CUDA graph", "tensor-cores-unused": "matmuls on Tensor Cores",
+                     "exposed-communication": "gradient reduction overlapped"}
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +135,26 @@ def test_a_prediction_beyond_the_finding_s_share_says_so(sample):
                        whatif=WhatIf(edit="step in a CUDA graph", step_us_before=6260.0, step_us_after=after_us, rank=0))
     assert "other findings claim" in prediction(sample, finding(317.0))
     assert "other findings claim" not in prediction(sample, finding(6260.0 - 3670.0))
+
+
+def test_an_edit_that_changes_nothing_leaves_the_finding_its_bound(sample):
+    """exposed-communication's edit overlaps gradient all-reduces: on a rank whose exposed
+    communication is something else (all-gathers, send/recv, NCCL's generic kernel) the
+    replay says the edit does not apply, and the finding keeps its bound instead of a
+    prediction of no gain."""
+    import copy
+    from hta_report.model import Finding, RankGain, WhatIf
+    from hta_report.rules.base import predicted
+    from hta_report.rules.engine import RULES
+
+    result = copy.deepcopy(sample)
+    rank = result.ranks[0]
+    rule = next(r for r in RULES if r.id == "exposed-communication")
+    f = Finding(id=rule.id, severity="high", title="t", evidence=[], fix="f", doc_url="", gain_pct=20.0,
+                gain_ms_per_step=1.0, ranks=[rank.rank], rank_gains=[RankGain(rank=rank.rank, gain_us=1e3, gain_pct=20.0)])
+    before = rank.replay.measured_step_us
+    hit = WhatIf(edit=rule.edit, step_us_before=before, step_us_after=before, rank=rank.rank, applies=False)
+    rank.replay.whatifs = [w for w in rank.replay.whatifs if w.edit != rule.edit] + [hit]
+    assert predicted(f, rule, result) is None
+    hit.applies = True
+    assert predicted(f, rule, result) is hit

@@ -22,6 +22,7 @@ has no depth limit.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import combinations
@@ -40,8 +41,8 @@ from .optimizer import zero_grad_regions, zero_writes
 from .kernels import matmuls_without_tensor_cores, tensor_core_speedup
 from .pinned_copy import pinned_htod_gbps
 from .regions import LAUNCH_CATEGORIES, containing_index, starts_inside
-from .replay_graph import (COPY, E_ANCHOR, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, MARKER, NO_WAIT, READ, SYNC, Graph,
-                           build_graph, edge_targets, latest_constraint, step_thread)
+from .replay_graph import (COPY, E_ANCHOR, E_CROSS, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, MARKER, NO_WAIT, READ, SYNC,
+                           Graph, build_graph, edge_targets, latest_constraint, step_thread)
 from .steps import analyzed_windows, step_windows
 
 #: Ops named on a rank's critical path (:attr:`Replay.critical_path`).
@@ -361,6 +362,41 @@ def remove_host_ops(g: Graph, e: Edit, ops: pd.DataFrame) -> None:
     e.drop |= (g.ekind == E_WAIT) & gone[dst]
 
 
+#: Collective kernels whose result only the optimizer reads: the gradient reduction of
+#: DDP, FSDP and ZeRO (NCCL/RCCL kernel names, e.g. ``ncclKernel_AllReduce_RING_LL_Sum_float``,
+#: ``ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL``). All-gathers (parameters the next layer
+#: needs), send/recv and all-to-all (activations, embeddings) feed compute and are not moved;
+#: NCCL 2.19+'s ``ncclDevKernel_Generic`` does not say which collective it runs.
+GRADIENT_COLLECTIVE = re.compile(r"^(nccl|rccl).*(allreduce|reducescatter|reduce_scatter)", re.IGNORECASE)
+
+
+def edit_overlap_gradient_collectives(ev: RankEvents, g: Graph, e: Edit) -> None:
+    """Gradient reduction overlapped with compute (DDP buckets that start
+    during backward, ``no_sync`` where it applies, FSDP's backward prefetch):
+    the compute streams' waits for the gradient collectives
+    (:data:`GRADIENT_COLLECTIVE`, the cross-stream edges inferred from
+    ``cudaStreamWaitEvent``) are dropped, but the wait for the last one of
+    each analyzed step (by its measured end, between two step markers),
+    which the optimizer needs. The collectives keep their measured
+    durations, and host synchronizations still wait for them. Where the
+    trace names no collective (NCCL's generic kernel) nothing changes."""
+    cross = np.flatnonzero(g.ekind == E_CROSS)
+    if not len(cross):
+        return
+    grad = _per_graph(ev, g, "gradient collectives", lambda: np.fromiter(
+        (k == GPU and GRADIENT_COLLECTIVE.search(n) is not None for k, n in zip(g.kind.tolist(), g.name)),
+        dtype=bool, count=g.size))
+    cross = cross[grad[g.src[cross]]]
+    if not len(cross):
+        return
+    src = np.unique(g.src[cross])
+    marks = np.sort(np.fromiter(g.markers, dtype=float, count=len(g.markers)))
+    step = np.searchsorted(marks, g.m_start[src], side="right")
+    last = {int(b): int(n) for b, n in sorted(zip(step.tolist(), src.tolist()), key=lambda x: g.m_end[x[1]])}
+    keep = np.isin(g.src[cross], list(last.values()))
+    e.drop[cross[~keep]] = True
+
+
 #: The edits a rule's fix can name (``Rule.edit``): label -> (what the edit
 #: does, in words for the report, and the function that makes it).
 EDITS: Dict[str, Tuple[str, EditFunction]] = {
@@ -380,6 +416,10 @@ EDITS: Dict[str, Tuple[str, EditFunction]] = {
     "zero_grad sets None": ("the aten::zero_ ops inside zero_grad, and backward's adds into the zeroed "
                             "gradients, are gone with the GPU work they launch (zero_grad(set_to_none=True))",
                             edit_no_zero_fill),
+    "gradient reduction overlapped": ("compute no longer waits for the gradient all-reduces and "
+                                      "reduce-scatters, but the last of each step, which the optimizer needs; "
+                                      "the collectives keep their measured durations",
+                                      edit_overlap_gradient_collectives),
 }
 
 
@@ -663,7 +703,7 @@ def whatif(ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, labels: List[st
         saved = (base - memo[key]) / len(w)
     label = combined_edit(labels)
     text = "; ".join(EDITS[x][0] for x in labels)
-    return WhatIf(edit=label, description=text, step_us_before=measured, rank=rank,
+    return WhatIf(edit=label, description=text, step_us_before=measured, rank=rank, applies=changed,
                   step_us_after=max(0.0, measured - saved)), changed, scheduled
 
 
@@ -718,7 +758,7 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
             or whatif(ev, g, w, steps, changing, before, base, rank, memo, devices)[0]
     else:
         everything = next((x for x in whatifs if x.edit in changing), None)
-    whatifs.append(WhatIf(edit=ALL_EDITS, step_us_before=before, rank=rank,
+    whatifs.append(WhatIf(edit=ALL_EDITS, step_us_before=before, rank=rank, applies=bool(changing),
                           description=everything.description if everything else "no edit changes this rank",
                           step_us_after=everything.step_us_after if everything else before))
     if ev.has_gpu:

@@ -404,7 +404,8 @@ def predicted(f: Finding, r: Rule, result: AnalysisResult) -> Optional[WhatIf]:
     """The replay's prediction for ``f``'s fix (``r.edit``) on the finding's
     worst rank that was replayed (largest ``gain_pct`` in ``f.rank_gains``,
     else the first of ``f.ranks``), or None: no edit, or no rank of it was
-    replayed with that edit."""
+    replayed with that edit, or the edit changed nothing on it (:attr:`WhatIf.applies`:
+    the finding's time is not what the edit models, and its bound stands)."""
     if not r.edit:
         return None
     order = [g.rank for g in sorted(f.rank_gains, key=lambda g: -g.gain_pct)] or list(f.ranks)
@@ -412,6 +413,6 @@ def predicted(f: Finding, r: Rule, result: AnalysisResult) -> Optional[WhatIf]:
     for rank in order:
         x = by_rank.get(rank)
         hit = next((w for w in x.replay.whatifs if w.edit == r.edit), None) if x is not None else None
-        if hit is not None and hit.step_us_before > 0:
+        if hit is not None and hit.step_us_before > 0 and hit.applies:
             return hit
     return None

@@ -27,7 +27,8 @@ def exposed_transfer_us(r: RankResult) -> float:
       fix=("Overlap communication with compute: DDP buckets (`DDP(model, bucket_cap_mb=50, "
            "gradient_as_bucket_view=True)`), `model.no_sync()` during gradient accumulation, a "
            "larger batch per GPU; FSDP: `forward_prefetch=True`, "
-           "`backward_prefetch=BackwardPrefetch.BACKWARD_PRE`."))
+           "`backward_prefetch=BackwardPrefetch.BACKWARD_PRE`."),
+      edit="gradient reduction overlapped")
 def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C16: communication kernel time with no compute kernel running, minus
     the time spent waiting for slower ranks (that is C17), above
