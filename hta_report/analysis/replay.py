@@ -376,10 +376,11 @@ def edit_overlap_gradient_collectives(ev: RankEvents, g: Graph, e: Edit) -> None
     the compute streams' waits for the gradient collectives
     (:data:`GRADIENT_COLLECTIVE`, the cross-stream edges inferred from
     ``cudaStreamWaitEvent``) are dropped, but the wait for the last one of
-    each analyzed step (by its measured end, between two step markers),
-    which the optimizer needs. The collectives keep their measured
-    durations, and host synchronizations still wait for them. Where the
-    trace names no collective (NCCL's generic kernel) nothing changes."""
+    each step (by measured end; a collective belongs to the step whose
+    window its launch call falls in, between two step markers), which the
+    optimizer needs. The collectives keep their measured durations, and
+    host synchronizations still wait for them. Where the trace names no
+    collective (NCCL's generic kernel) nothing changes."""
     cross = np.flatnonzero(g.ekind == E_CROSS)
     if not len(cross):
         return
@@ -391,7 +392,10 @@ def edit_overlap_gradient_collectives(ev: RankEvents, g: Graph, e: Edit) -> None
         return
     src = np.unique(g.src[cross])
     marks = np.sort(np.fromiter(g.markers, dtype=float, count=len(g.markers)))
-    step = np.searchsorted(marks, g.m_start[src], side="right")
+    # a collective belongs to the step that launched it (a GPU behind the host runs it in a later window)
+    launched = [next((float(g.m_start[g.src[i]]) for i in range(g.ptr[n], g.ptr[n + 1]) if g.ekind[i] == E_LAUNCH),
+                     float(g.m_start[n])) for n in src.tolist()]
+    step = np.searchsorted(marks, launched, side="right")
     last = {int(b): int(n) for b, n in sorted(zip(step.tolist(), src.tolist()), key=lambda x: g.m_end[x[1]])}
     keep = np.isin(g.src[cross], list(last.values()))
     e.drop[cross[~keep]] = True
