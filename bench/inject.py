@@ -50,7 +50,7 @@ import re
 from bisect import bisect_right, insort
 from collections import defaultdict
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 FLOW_CATS = ("ac2g", "async_cpu_to_gpu")
@@ -464,13 +464,22 @@ class Trace:
         blocking read: the sync drains the queue) returns that much later,
         and the host from there on moves with it (:meth:`stall`, whose shift
         shrinks at later blocking calls as queued work absorbs it)."""
+        self._move_gpu(ts, lambda: self.launch("cudaMemcpyAsync", ts, dur, "gpu_memcpy", name, start, gdur,
+                                               nbytes=nbytes), insert=((self.device_pid, self.stream), start, start + gdur))
+
+    def _move_gpu(self, at: float, added: Optional[Callable[[], None]] = None, **edit) -> None:
+        """GPU work moved in place (:meth:`_replay` with the host where it is and
+        ``edit``: its ``insert`` or ``gate``), then ``added()`` (the operation
+        that caused the move, put into the trace), then the main thread's first
+        blocking call after ``at`` whose awaited operation now ends later
+        returns that much later (:meth:`_host_waits`)."""
         rt = self._runtime_by_corr()
         gpu = self.gpu_ops()
-        blocking = list(self._blocking_after(ts, self.main, gpu, rt))
+        blocking = list(self._blocking_after(at, self.main, gpu, rt))
         old_end = {id(op): float(op["ts"]) + float(op.get("dur", 0)) for _, op in blocking}
-        self._replay(gpu, self._launches(gpu, rt), lambda x: 0.0, apply=True, insert=((self.device_pid, self.stream), start,
-                                                                      start + gdur))
-        self.launch("cudaMemcpyAsync", ts, dur, "gpu_memcpy", name, start, gdur, nbytes=nbytes)
+        self._replay(gpu, self._launches(gpu, rt), lambda x: 0.0, apply=True, **edit)
+        if added is not None:
+            added()
         self._host_waits(blocking, old_end)
 
     def _launches(self, gpu: List[dict], rt: Dict[int, dict]) -> Dict[int, Optional[float]]:
@@ -499,7 +508,7 @@ class Trace:
         later), and the first compute-stream operation launched after it starts
         once ``k`` ends; the stream's later work, work on other streams that
         waited on it, and the main thread's next blocking call that waited for
-        moved work follow (:meth:`_replay`, :meth:`_host_waits`)."""
+        moved work follow (:meth:`_move_gpu`)."""
         rt = self._runtime_by_corr()
         call = rt[int(k["args"]["correlation"])]
         thread, at = (call["pid"], call["tid"]), float(call["ts"]) + float(call.get("dur", 0))
@@ -507,26 +516,22 @@ class Trace:
         corr = self._id()
         api = "hipStreamWaitEvent" if self.hip else "cudaStreamWaitEvent"
         self._x("cuda_runtime", api, at + 0.5, 1.0, *thread, correlation=corr, **{"External id": corr})
-        rt = self._runtime_by_corr()
-        gpu = self.gpu_ops()
-        blocking = list(self._blocking_after(at, self.main, gpu, rt))
-        old_end = {id(op): float(op["ts"]) + float(op.get("dur", 0)) for _, op in blocking}
-        self._replay(gpu, self._launches(gpu, rt), lambda x: 0.0, apply=True,
-                     gate=((self.device_pid, self.stream), at + 0.5, float(k["ts"]) + float(k["dur"])))
-        self._host_waits(blocking, old_end)
+        self._move_gpu(at, gate=((self.device_pid, self.stream), at + 0.5, float(k["ts"]) + float(k["dur"])))
 
     def pinned_bytes_per_us(self) -> float:
         """The machine's pinned host-to-device rate (bytes per µs): the median
-        rate of the trace's pinned copies of at least :data:`MIN_RATE_BYTES`
-        (what this machine measured), else the device's PCIe link from
+        rate of the trace's pinned copies of at least 1 MiB (hta_report's
+        ``MIN_SAMPLE_BYTES``: what this machine measured, all of them, where
+        hta-report's edit keeps the largest), else the device's PCIe link from
         ``deviceProperties`` (hta_report's table, 80 % of x16), else PCIe gen 4."""
+        from hta_report.analysis.kernels import by_device_name
+        from hta_report.analysis.pinned_copy import (MIN_SAMPLE_BYTES, PCIE_EFFICIENCY, PCIE_GENERATION,
+                                                     PCIE_X16_GBPS)
         rates = sorted(float(e["args"]["bytes"]) / float(e["dur"]) for e in self.gpu_ops()
                        if "HtoD (Pinned" in str(e.get("name")) and float(e.get("dur", 0)) > 0
-                       and float(e.get("args", {}).get("bytes", 0) or 0) >= MIN_RATE_BYTES)
+                       and float(e.get("args", {}).get("bytes", 0) or 0) >= MIN_SAMPLE_BYTES)
         if rates:
             return rates[len(rates) // 2]
-        from hta_report.analysis.kernels import by_device_name
-        from hta_report.analysis.pinned_copy import PCIE_EFFICIENCY, PCIE_GENERATION, PCIE_X16_GBPS
         names = [str(d.get("name", "")) for d in self.doc.get("deviceProperties", []) if isinstance(d, dict)]
         gen = by_device_name(PCIE_GENERATION, names) or 4
         return PCIE_X16_GBPS[gen] * PCIE_EFFICIENCY * 1e3
@@ -549,9 +554,6 @@ FIXED_TWINS = {"item": "item-fixed", "pageable": "pageable-fixed"}
 #: ``cudaMemcpyAsync`` that returns once the copy is queued (Kineto traces of pinned copies:
 #: 10-30 µs; the H200 pairs of bench/record_cuda.py, pageable-copy after its fix: 14-22 µs).
 PINNED_CALL_US = 20.0
-#: Smallest pinned copy (bytes) whose rate tells the machine's pinned rate (below ~1 MiB a
-#: copy's fixed cost dominates), as hta_report/analysis/pinned_copy.py counts them.
-MIN_RATE_BYTES = 1 << 20
 
 
 def extra_us(step_us: float, strength: float) -> float:
@@ -655,13 +657,12 @@ def inject_no_overlap(doc: dict) -> dict:
         ValueError: a trace without ``ProfilerStep``, or no step with two all-reduces.
     """
     t = Trace(doc)
-    rt = t._runtime_by_corr()
+    ars = [e for e in t.gpu_ops() if ALLREDUCE_KERNEL.search(str(e["name"]))]
+    launched = t._launches(ars, t._runtime_by_corr())
     picks: List[dict] = []
     for step in t.steps():
         s0, s1 = float(step["ts"]), float(step["ts"]) + float(step["dur"])
-        ks = sorted((e for e in t.gpu_ops() if ALLREDUCE_KERNEL.search(str(e["name"]))
-                     and s0 <= float(rt.get(int(e.get("args", {}).get("correlation", -1) or -1), {"ts": -1.0})["ts"]) < s1),
-                    key=lambda e: float(e["ts"]))
+        ks = sorted((e for e in ars if launched[id(e)] is not None and s0 <= launched[id(e)] < s1), key=lambda e: float(e["ts"]))
         picks += ks[:-1]
     if not picks:
         raise ValueError("no step launches two gradient all-reduce kernels")
