@@ -405,3 +405,29 @@ def test_gradient_reduction_edit_leaves_all_gathers_waited_for(tmp_path):
     r = _replay(tmp_path, serialized_buckets(ALLGATHER), "gather")
     hit = next(w for w in r.whatifs if w.edit == "gradient reduction overlapped")
     assert not hit.applies and hit.step_us_after == pytest.approx(r.measured_step_us)
+
+
+def test_gradient_reduction_edit_that_drops_only_waits_that_bind_nothing_does_not_apply(tmp_path):
+    """The compute stream's wait for a 100 µs all-reduce that ended long before the
+    next kernel's launch (host-bound: the kernel starts after its launch, not after
+    the all-reduce): dropping that wait cannot change the step, so the what-if says the
+    edit does not apply and the finding keeps its bound (on the A100 trace_diff traces,
+    exposed communication is send/recv; their all-reduce waits bind nothing)."""
+    b = TraceBuilder(rank=0)
+    t = 100.0
+    for s in range(1, 7):
+        b.kernel(FP32_GEMM, t + 20, 200.0, launch_ts=t + 10)
+        b.runtime("cudaStreamWaitEvent", t + 26, 2.0)
+        b.kernel(ALLREDUCE, t + 220, 100.0, launch_ts=t + 30, stream=20)
+        b.runtime("cudaStreamWaitEvent", t + 596, 2.0)
+        b.kernel(FP32_GEMM, t + 610, 200.0, launch_ts=t + 600)
+        b.runtime("cudaStreamWaitEvent", t + 806, 2.0)
+        b.kernel(ALLREDUCE, t + 820, 100.0, launch_ts=t + 810, stream=20)
+        b.runtime("cudaStreamWaitEvent", t + 816, 2.0)
+        b.kernel(ELEMENTWISE, t + 925, 50.0, launch_ts=t + 820)
+        b.runtime("cudaStreamSynchronize", t + 830, 150.0)
+        b.step(s, t, 985.0)
+        t += 990.0
+    r = _replay(tmp_path, b, "slack")
+    hit = next(w for w in r.whatifs if w.edit == "gradient reduction overlapped")
+    assert not hit.applies and hit.step_us_after == pytest.approx(r.measured_step_us)

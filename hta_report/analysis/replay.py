@@ -681,7 +681,7 @@ def most_saved(g: Graph, e: Edit) -> float:
 
 def whatif(ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, labels: List[str], measured: float,
            base: float, rank: int = 0, memo: Optional[Dict[bytes, float]] = None,
-           devices: Sequence[str] = ()) -> Tuple[WhatIf, bool, bool]:
+           devices: Sequence[str] = (), binding: Optional[np.ndarray] = None) -> Tuple[WhatIf, bool, bool]:
     """Replay ``g`` with the edits ``labels`` of :data:`EDITS` made together
     (in that order): the mean step ``measured`` (µs) less what the edit saves
     of the replayed :func:`span` of the windows ``w``, per window; ``base``
@@ -689,12 +689,17 @@ def whatif(ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, labels: List[st
     changed the graph's inputs at all, and whether they were scheduled (not
     when they change nothing, or :func:`most_saved` says they cannot save
     :data:`~hta_report.model.WHATIF_MIN_SAVING_PCT` of the step); ``devices``:
-    the rank's device names (:class:`Edit`)."""
+    the rank's device names (:class:`Edit`). ``binding``: per edge, whether it
+    binds its target in the unmodified schedule; the what-if ``applies`` only
+    where the edits change a duration, delay or offset or drop a binding edge
+    (dropping edges that bind nothing cannot change this schedule: the
+    finding keeps its bound). Without it, any change applies."""
     e = Edit.of(g, devices)
     for label in labels:
         EDITS[label][1](ev, g, e)
-    changed = bool(e.drop.any()) or not (np.array_equal(e.off, g.off) and np.array_equal(e.dur, g.dur)
-                                         and np.array_equal(e.delay, g.delay))
+    inputs = not (np.array_equal(e.off, g.off) and np.array_equal(e.dur, g.dur) and np.array_equal(e.delay, g.delay))
+    changed = inputs or bool(e.drop.any())
+    applies = changed if binding is None else inputs or bool((e.drop & binding).any())
     saved = 0.0
     # an edit that cannot save what counts (saves()) is not scheduled and reported as saving nothing
     scheduled = changed and most_saved(g, e) >= base * WHATIF_MIN_SAVING_PCT / 100
@@ -707,7 +712,7 @@ def whatif(ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, labels: List[st
         saved = (base - memo[key]) / len(w)
     label = combined_edit(labels)
     text = "; ".join(EDITS[x][0] for x in labels)
-    return WhatIf(edit=label, description=text, step_us_before=measured, rank=rank, applies=changed,
+    return WhatIf(edit=label, description=text, step_us_before=measured, rank=rank, applies=applies,
                   step_us_after=max(0.0, measured - saved)), changed, scheduled
 
 
@@ -748,7 +753,10 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
     ahead = drift > m_mean * HOST_AHEAD_PCT / 100
     before = base / n if ahead else m_mean  # the basis the savings are measured on (span)
     memo: Dict[bytes, float] = {}
-    singles = [whatif(ev, g, w, steps, [label], before, base, rank, memo, devices) for label in EDITS]
+    binding = np.zeros(len(g.off), dtype=bool)
+    held = np.asarray(arg, dtype=np.int64)
+    binding[held[held >= 0]] = True
+    singles = [whatif(ev, g, w, steps, [label], before, base, rank, memo, devices, binding) for label in EDITS]
     whatifs = [x for x, _, _ in singles]
     # combinations of the edits that save time alone; and all the edits that change the graph at once, since
     # one that saves little alone can save much with another, when both constraints hold the same step
@@ -756,10 +764,10 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
     changing = [label for label, (_, did, _) in zip(EDITS, singles) if did]
     combos = [list(c) for size in range(2, len(saving_alone) + 1) for c in combinations(saving_alone, size)
               if len(saving_alone) <= MAX_ALL_SUBSETS or size in (2, len(saving_alone))]
-    whatifs += [whatif(ev, g, w, steps, c, before, base, rank, memo, devices)[0] for c in combos]
+    whatifs += [whatif(ev, g, w, steps, c, before, base, rank, memo, devices, binding)[0] for c in combos]
     if len(changing) > 1:
         everything: Optional[WhatIf] = next((x for x in whatifs if x.edit == combined_edit(changing)), None) \
-            or whatif(ev, g, w, steps, changing, before, base, rank, memo, devices)[0]
+            or whatif(ev, g, w, steps, changing, before, base, rank, memo, devices, binding)[0]
     else:
         everything = next((x for x in whatifs if x.edit in changing), None)
     whatifs.append(WhatIf(edit=ALL_EDITS, step_us_before=before, rank=rank, applies=bool(changing),
