@@ -1,6 +1,7 @@
 import os
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -65,11 +66,12 @@ def shared(name: str) -> Path:
     return path
 
 
-def result_json(path, workers: int, monkeypatch, stages=None) -> dict:
+def result_json(path, workers: int, monkeypatch, stages=None, in_workers: Optional[bool] = None) -> dict:
     """The result JSON of ``analyze(path)`` with ``workers`` worker processes
     (the per-rank parallel path even for small traces), without its time
-    stamp; asserts that worker processes ran exactly when ``workers`` > 1.
-    ``stages`` (a list) receives the ``-v`` stage names."""
+    stamp; asserts that worker processes ran exactly when ``workers`` > 1
+    (or ``in_workers`` where given). ``stages`` (a list) receives the ``-v``
+    stage names."""
     import io
     import json
 
@@ -81,8 +83,8 @@ def result_json(path, workers: int, monkeypatch, stages=None) -> dict:
     monkeypatch.setattr(parallel, "PARALLEL_MIN_EVENTS", 0)
     with progress.using(progress.Progress(stream=io.StringIO(), live=False)) as p:
         data = json.loads(analyze(path).to_json())
-    in_workers = [name for name, _ in p.times if name.endswith("(worker)")]
-    assert bool(in_workers) == (workers > 1)  # the parallel path was taken, or not
+    ran = [name for name, _ in p.times if name.endswith("(worker)")]
+    assert bool(ran) == (workers > 1 if in_workers is None else in_workers)  # the parallel path was taken, or not
     if stages is not None:
         stages.extend(name for name, _ in p.times)
     data["inventory"].pop("analyzed_at")

@@ -67,6 +67,41 @@ def test_a_worker_holds_one_parse_in_memory_and_reads_the_others_back(tmp_path, 
     assert list(spill_root.iterdir()) == []
 
 
+def test_one_process_holds_one_parse_at_a_time_with_the_result_of_loading_all(tmp_path, monkeypatch):
+    """5 ranks and one worker (``HTA_REPORT_WORKERS=1``, one core, no fork):
+    each file's parse is written to disk before the next is made (4 spills)
+    and read back for its rank, as a forked worker does, instead of every
+    file being loaded here at once (the peak grew ~25 MB per 28 MB rank);
+    the result is that of the forked workers and of loading all the files
+    here (``load_traces``), and the spill folder is gone."""
+    import tempfile
+
+    from hta_report.analysis import analyze_loaded
+    from hta_report.api import describe
+    from hta_report.load import load_traces
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for rank in range(5):
+        training_trace(rank=rank, world_size=5, steps=5, allreduce_us=100.0 * rank,
+                       slow_launch_us=80.0).write(traces / f"rank{rank}.json")
+    spill_root = tmp_path / "tmp"
+    spill_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
+    stages = []
+    one = result_json(traces, 1, monkeypatch, stages)
+    assert stages.count("spill the worker's previous parse to disk") == 4
+    assert "analyze 5 ranks" in stages and "HTA align and filter" not in stages
+    assert list(spill_root.iterdir()) == []
+    assert result_json(traces, 2, monkeypatch) == one
+    spec = describe(traces)
+    loaded_all = json.loads(analyze_loaded(load_traces(spec), spec).to_json())
+    loaded_all["inventory"].pop("analyzed_at")
+    advice = ("findings", "checks", "together")  # the advice comes after (api): metrics compared
+    assert {k: v for k, v in loaded_all.items() if k not in advice} == {k: v for k, v in one.items() if k not in advice}
+    assert one["findings"] and one["ranks"][4]["comm"]["overlap_pct"] > 0
+
+
 def test_gpu_presence_agrees_with_the_decoded_events(tmp_path):
     from hta_report.analysis.events import RankEvents
     from hta_report.load import load_traces
@@ -94,22 +129,38 @@ def test_analyze_works_inside_a_daemonic_worker(tmp_path):
         assert pool.apply(_ranks_in_daemon, (path,)) == [0, 1, 2]
 
 
-def _dies(*args):
-    os._exit(9)
+#: The test's process and the phase functions it replaced (read in forked workers too).
+_PARENT = {"pid": 0, "_parse_held": None, "_analyze_held": None}
+
+
+def _dies_in_a_worker(phase, args, kwargs):
+    if os.getpid() != _PARENT["pid"]:
+        os._exit(9)
+    return _PARENT[phase](*args, **kwargs)
+
+
+def _parse_dies(*args, **kwargs):  # module functions: a worker's call is pickled by name
+    return _dies_in_a_worker("_parse_held", args, kwargs)
+
+
+def _analyze_dies(*args, **kwargs):
+    return _dies_in_a_worker("_analyze_held", args, kwargs)
 
 
 @pytest.mark.parametrize("phase", ["_parse_held", "_analyze_held"])
 def test_a_worker_that_dies_sends_the_run_back_to_one_process(phase, tmp_path, monkeypatch, caplog):
     """A worker killed (say, for memory) loses the parses it held: the run is
-    done again by loading the traces here, with the same result."""
+    done again in this process, one rank at a time, with the same result."""
     from hta_report.engines import local
 
     path = _sim_dir(tmp_path)
     one = result_json(path, 1, monkeypatch)
-    monkeypatch.setattr(local, phase, _dies)
+    monkeypatch.setitem(_PARENT, "pid", os.getpid())
+    monkeypatch.setitem(_PARENT, phase, getattr(local, phase))
+    monkeypatch.setattr(local, phase, _parse_dies if phase == "_parse_held" else _analyze_dies)
     stages = []
-    assert result_json(path, 2, monkeypatch, stages) == one
-    assert "HTA align and filter" in stages  # loaded here the second time
+    assert result_json(path, 2, monkeypatch, stages, in_workers=False) == one
+    assert "analyze 3 ranks" in stages  # done again here, one rank at a time
     assert "a worker process died" in caplog.text
 
 

@@ -1,6 +1,6 @@
 """The ``local`` engine: this machine, its cores used by forked worker processes.
 
-Two ways, the same result (``tests/test_parallel.py``):
+Three ways, the same result (``tests/test_parallel.py``):
 
 - **Several files and several cores** (:class:`_ForkedRunner`): each worker
   process parses its share of the files (largest first, to the least loaded
@@ -11,10 +11,14 @@ Two ways, the same result (``tests/test_parallel.py``):
   7.7 s for parsing in workers, sending the dataframes here and forking
   again for the analyses (``bench/load.py``), and the forked analyses no
   longer write into pages shared with this process.
-- **One file, one core, or no ``fork``**: everything is loaded here
-  (:func:`hta_report.load.load_traces`: a lone large file is cut into pieces
-  parsed side by side) and analyzed by :func:`hta_report.analysis.analyze_loaded`
-  (each rank's two parts side by side in forked workers).
+- **Several files, one worker** (``HTA_REPORT_WORKERS=1``, one core, no
+  ``fork``, or a worker that died) (:class:`_HereRunner`): the same two
+  phases in this process, one file at a time, each parse spilled to disk
+  before the next is made.
+- **One file**: it is loaded here (:func:`hta_report.load.load_traces`: a
+  large file is cut into pieces parsed side by side) and analyzed by
+  :func:`hta_report.analysis.analyze_loaded` (the rank's two parts side by
+  side in forked workers).
 
 **Memory flat in the number of ranks.** A worker holds at most one parse
 in memory: before it parses its next file it writes the one it holds to a
@@ -28,7 +32,7 @@ benchmark (75,000 events): 13 ms to write, 19 ms to read back, 9.5 MB on
 disk; the Arrow IPC layout of the parse cache took 292 and 92 ms.
 
 A worker that dies (e.g. killed for memory) loses the parses it held: the
-run then starts again the second way.
+run then starts again the second way, one rank at a time.
 """
 from __future__ import annotations
 
@@ -81,7 +85,10 @@ def measure(spec, cache: Optional[Cache]) -> AnalysisResult:
             with quiet_hta(), runner:
                 return per_rank.measure(spec, runner)
         except BrokenProcessPool:
-            logger.warning("a worker process died; analyzing the traces again in this process")
+            logger.warning("a worker process died; analyzing the traces again in this process, one at a time")
+    if len(paths) >= 2:
+        with quiet_hta(), _HereRunner(spec.max_trace_bytes, spec.loader, cache) as here:
+            return per_rank.measure(spec, here)
     return analyze_loaded(load_traces(spec, cache=cache), spec)
 
 
@@ -149,6 +156,68 @@ class _ForkedRunner(RankRunner):
         return out
 
 
+class _HereRunner(RankRunner):
+    """Phases 1 and 3 of :mod:`.per_rank` in this process, one file at a
+    time, for several files where no worker can be forked or one is asked
+    for (``HTA_REPORT_WORKERS=1``, one core) or after a worker died: each
+    parse is written to a spill file before the next is made and read back
+    for its rank's analysis, so this process holds one parse at a time
+    whatever the number of ranks, as each worker of :class:`_ForkedRunner`
+    does. (Loading every file here first, as for a lone file, held them all:
+    the 8 fractional benchmark ranks of 28 MB peaked at 388 MB against 211
+    MB for one, growing ~25 MB a rank.) Same functions, so the same result."""
+
+    where = ""
+
+    def __init__(self, max_trace_bytes: int, loader: str, cache: Optional[Cache]) -> None:
+        self.max_trace_bytes, self.loader = max_trace_bytes, loader
+        self.cache_dir = str(cache.root) if cache is not None else None
+        self.spill_dir: Optional[str] = None
+
+    def __enter__(self) -> "_HereRunner":
+        import tempfile
+
+        self.spill_dir = tempfile.mkdtemp(prefix="hta-report-spill-")
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        import shutil
+
+        for index in list(_HELD):  # a failure between the phases: drop what is held (and its files)
+            held = _HELD.pop(index)
+            if isinstance(held, str):
+                with contextlib.suppress(OSError):
+                    os.unlink(held)
+        if self.spill_dir is not None:
+            shutil.rmtree(self.spill_dir, ignore_errors=True)
+            self.spill_dir = None
+
+    def parse(self, paths: Sequence[Location]) -> List[per_rank.ParseOutcome]:
+        stages = progress.current()
+        out = []
+        for k, p in enumerate(paths):
+            out.append(_parse_held(k, str(p), self.max_trace_bytes, self.loader, self.cache_dir, self.spill_dir,
+                                   one_core=False))
+            stages.update(f"parsed {k + 1}/{len(paths)} files")
+        return out
+
+    def analyze(self, keys, infos, plan):
+        held = [k for k in keys if not isinstance(_HELD.get(k), str)]  # the one still in memory first
+        order = sorted(range(len(keys)), key=lambda j: keys[j] not in held)
+        share = per_rank.share_result_strings()
+        stages = progress.current()
+        got: Dict[int, tuple] = {}
+        for done, j in enumerate(order, 1):
+            got[j] = _analyze_held(keys[j], infos[j], plan, self.loader)
+            share(got[j])
+            stages.update(f"analyzed {done}/{len(keys)} ranks")
+        out = []
+        for j, info in enumerate(infos):
+            status, value, seconds = got[j]
+            out.append((TraceError(value[0], info.path, step=value[1]) if status == "error" else value, seconds))
+        return out
+
+
 def _preload(with_hta: bool) -> None:
     """Import here, before the workers are forked, what each of them runs:
     the parser and our analyses, and with ``with_hta`` HTA's ``TraceAnalysis``
@@ -203,14 +272,18 @@ def _collect(futures: List[Future], done_label: str, unit: str, each=None) -> li
 
 
 def _parse_held(index: int, path: str, max_trace_bytes: int, loader: str, cache_dir: Optional[str],
-                spill_dir: Optional[str] = None):
+                spill_dir: Optional[str] = None, one_core: bool = True):
     """Phase 1 in a worker: parse ``path`` and keep the parse under ``index``;
     its :class:`~hta_report.load.rank_file.FileParse`, or the reason it is
     unreadable. With ``spill_dir``, the parse this worker holds in memory is
-    first written there (:func:`_spill_held`), so that it holds one at a time."""
+    first written there (:func:`_spill_held`), so that it holds one at a time.
+    ``one_core``: this is a forked worker, one of the machine's cores (the
+    parse forks no workers of its own); :class:`_HereRunner` leaves that to
+    ``HTA_REPORT_WORKERS``."""
     from ..load.rank_file import parse_file
 
-    os.environ["HTA_REPORT_WORKERS"] = "1"  # this worker is one of the machine's cores already
+    if one_core:
+        os.environ["HTA_REPORT_WORKERS"] = "1"  # this worker is one of the machine's cores already
     t0 = time.perf_counter()
     spilled = _spill_held(spill_dir) if spill_dir is not None else 0
     spill_s = time.perf_counter() - t0
