@@ -24,6 +24,7 @@ rules use them (:func:`rank_ranges` too: rank numbers as read, ``0–7``).
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional
@@ -188,7 +189,13 @@ def _nesting(text: str) -> int:
     return deepest
 
 
+@functools.lru_cache(maxsize=4096)
 def _parse(name: str) -> _Node:
+    """``name`` as a tree (:class:`_Node`), parsed once per distinct name:
+    a report names one kernel on every rank and in several sections (the
+    8 ranks of the fractional benchmark: 0.29 s of a 0.44 s HTML render
+    parsing the same 60 names 16 times). The nodes are never changed after
+    parsing."""
     name = " ".join(str(name).split())
     if (name.startswith(_VERBATIM_PREFIXES) or not any(c in name for c in "<(:")
             or _nesting(name) > _MAX_NESTING):
