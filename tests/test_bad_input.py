@@ -645,3 +645,28 @@ def test_help_documents_partial_behaviour_and_size(run_cli):
     assert code == 0
     assert "--max-trace-size" in out and "4GiB" in out
     assert "some traces are unreadable" in out
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_times_beyond_2_53_us_are_left_out_with_their_reason_not_cast(tmp_path, monkeypatch, workers):
+    """A rank whose times are beyond ±2**53 µs (found by the fuzzer: ts 1e21)
+    is not handed to HTA, which casts them to -2**63 and overflowed when the
+    ranks were aligned (an unexpected error with several files): the fast
+    parser refuses such a file and the validating path leaves those events
+    out, saying why; the other rank is analyzed, with one worker or two."""
+    from hta_report.load import fastparse
+
+    monkeypatch.setenv("HTA_REPORT_WORKERS", workers)
+    for rank in (0, 1):
+        simple_gpu_trace(rank=rank).write(tmp_path / f"rank{rank}.json")
+    doc = json.loads((tmp_path / "rank0.json").read_text())
+    for e in doc["traceEvents"]:
+        if "ts" in e:
+            e["ts"] = float(e["ts"]) * 1e15
+    (tmp_path / "rank0.json").write_text(json.dumps(doc))
+    with pytest.raises(fastparse.Unsupported, match="2\\*\\*53"):
+        fastparse.parse_trace_file(str(tmp_path / "rank0.json"), fallback=False)
+    result = analyze(tmp_path)
+    assert [r.rank for r in result.ranks] == [1]
+    (bad,) = result.inventory.unreadable
+    assert bad.path.endswith("rank0.json") and "have a ts beyond ±2**53 µs" in bad.reason

@@ -44,6 +44,7 @@ from . import sizecap
 from .compat import correlation_to_index, is_legacy_annotation, modern_category
 from .iteration import add_iteration
 from .repair import REPAIRED_NAMES, repair_names
+from .validation import MAX_ABS_TIME_US
 from .exact import EXACT_COLUMNS, EXACT_DUR, EXACT_TS, will_round  # noqa: F401 (the columns, re-exported)
 from .memory_events import NEEDLE as MEMORY_NEEDLE, note_absent
 from .whitespace import IS_WHITESPACE, Collapser
@@ -932,9 +933,12 @@ def _columns(n: int, keys: set, getter, types, kept_args, arg_specs) -> dict:
     cats, durs, tss = getter("cat"), getter("dur"), getter("ts")
     dur_tag, dur_vals = _infer(durs, types("dur"))
     ts_tag, ts_vals = _infer(tss, types("ts"))
-    for tag in (dur_tag, ts_tag):
+    for tag, vals in ((dur_tag, dur_vals), (ts_tag, ts_vals)):
         if tag not in ("i8", "f8", "f8i", "null"):
             raise Unsupported("non-numeric ts or dur")
+        if tag != "null" and len(vals) and float(np.nanmax(np.abs(vals))) > MAX_ABS_TIME_US:
+            # the validating path leaves such events out and says so (HTA would cast them to -2**63)
+            raise Unsupported("a ts or dur beyond ±2**53 µs")
     dur_null = _null_mask(dur_tag, dur_vals, n)
     ts_null = _null_mask(ts_tag, ts_vals, n)
     if dur_null.any():
