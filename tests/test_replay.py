@@ -431,3 +431,28 @@ def test_gradient_reduction_edit_that_drops_only_waits_that_bind_nothing_does_no
     r = _replay(tmp_path, b, "slack")
     hit = next(w for w in r.whatifs if w.edit == "gradient reduction overlapped")
     assert not hit.applies and hit.step_us_after == pytest.approx(r.measured_step_us)
+
+
+def test_a_stream_wait_made_on_a_thread_that_launches_nothing_more_holds_the_next_launch_of_its_step(tmp_path):
+    """DDP makes its last gradient wait on the autograd thread, which launches nothing more in the
+    step; the optimizer, launched from the main thread, is what waits (on the A100 trace_diff
+    control trace, 10 such waits were linked to the next step's first backward kernel). The
+    graph's cross edge goes from the all-reduce to the optimizer's kernel, not to the next
+    step's first backward kernel."""
+    from hta_report.analysis.replay import rank_graph
+    from hta_report.analysis.replay_graph import E_CROSS
+
+    b = TraceBuilder(rank=0)
+    t = 100.0
+    for s in range(1, 7):
+        b.kernel(FP32_GEMM, t + 20, 200.0, launch_ts=t + 10, tid=2)
+        b.kernel(ALLREDUCE, t + 220, 300.0, launch_ts=t + 30, stream=20, tid=2)
+        b.runtime("cudaStreamWaitEvent", t + 40, 2.0, tid=2)
+        b.kernel(ELEMENTWISE, t + 525, 50.0, launch_ts=t + 60)
+        b.step(s, t, 600.0)
+        t += 610.0
+    ev = _events(tmp_path, b)
+    g, w, _ = rank_graph(ev, host_windows(ev))
+    dst = np.repeat(np.arange(g.size), np.diff(g.ptr))  # edges are by target (CSR)
+    cross = [(g.name[int(g.src[i])], g.name[int(dst[i])]) for i in np.flatnonzero(g.ekind == E_CROSS)]
+    assert cross and all(src == ALLREDUCE and dst == ELEMENTWISE for src, dst in cross)  # not the next GEMM
