@@ -158,3 +158,33 @@ def test_an_edit_that_changes_nothing_leaves_the_finding_its_bound(sample):
     assert predicted(f, rule, result) is None
     hit.applies = True
     assert predicted(f, rule, result) is hit
+
+
+def test_a_fix_that_saves_nothing_alone_says_what_the_step_waits_for(sample):
+    """On the V100 trace_diff test trace, Tensor Cores would cut 28 % of the step's GPU time
+    and the replay predicts 119.44 -> 119.43 ms: its GEMMs are off the critical path. The
+    prediction says so and names the path's top entries (escaped on the terminal), instead
+    of a bare '-0.0 %' under a high-severity finding."""
+    import copy
+    from hta_report.model import Finding, RankGain, ReplayOp, WhatIf
+    from hta_report.render.terminal import render as terminal_summary
+    from hta_report.render.view import prediction
+
+    result = copy.deepcopy(sample)
+    rank = result.ranks[0]
+    rank.replay.critical_path = [ReplayOp(name="ncclKernel_SendRecv\x1b[31m", kind="gpu", us=15630.0),
+                                 ReplayOp(name="host work", kind="cpu", us=9000.0)]
+    before = rank.replay.measured_step_us
+
+    def finding(after_us: float) -> Finding:
+        return Finding(id="tensor-cores-unused", severity="high", title="t", evidence=[], fix="f", doc_url="",
+                       gain_pct=28.0, gain_ms_per_step=1.0, ranks=[rank.rank],
+                       rank_gains=[RankGain(rank=rank.rank, gain_us=before * 0.28, gain_pct=28.0)],
+                       whatif=WhatIf(edit="matmuls on Tensor Cores", step_us_before=before,
+                                     step_us_after=after_us, rank=rank.rank))
+    text = prediction(result, finding(before - 1.0))
+    assert "no gain alone" in text and "ncclKernel_SendRecv" in text and "15.63 ms" in text and "host work" in text
+    assert "no gain alone" not in prediction(result, finding(before * 0.9))
+    result.findings = [finding(before - 1.0)]
+    shown = terminal_summary(result, [])
+    assert "no gain alone" in shown and "\x1b" not in shown

@@ -29,7 +29,7 @@ from ..escape import is_image_data_uri, md_cell, md_code, md_code_block, md_html
 from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, IDLE_CAUSE_LABELS, MEMORY_STEP, OCCUPANCY_STEP, SPAN_STEP,
                      STEP_BREAKDOWN_STEP, TEMPORAL_STEP, TENSORBOARD_STEP, WINDOWS_STEP, AnalysisResult, Finding, GateResult,
                      NamedTime, RankResult, SourceLocation, WhatIf, is_doc_url, is_source_url)
-from ..model import ALL_EDITS
+from ..model import ALL_EDITS, saves
 from ..names import short_names
 from . import fmt
 
@@ -1075,7 +1075,7 @@ class FindingsSection(Section):
         for f in top[:5]:
             lines.append(f"  [{terminal(f.severity)}] {terminal(f.title)} ({f.gain})")
             if f.prediction:
-                lines.append(f"      predicted after the fix: {f.prediction}")
+                lines.append(f"      predicted after the fix: {terminal(f.prediction)}")
             if f.lines:  # the line with the largest share of its time
                 line = f.lines[0]
                 lines.append(f"      at {terminal(line.label)} in {terminal(line.function)} "
@@ -1467,7 +1467,30 @@ def prediction(result: AnalysisResult, f: Finding) -> str:
     own = next((g.gain_us for g in f.rank_gains if g.rank == w.rank), None)
     if own is not None and w.step_us_before - w.step_us_after > OWN_SHARE_EXCEEDED * own:
         text += " (more than this finding's own share: the fix also removes time other findings claim)"
+    elif not saves(w):
+        text += _off_the_path(result, w.rank)
     return text
+
+
+#: Critical-path entries named where a fix buys nothing alone.
+OFF_PATH_ENTRIES = 3
+
+
+def _off_the_path(result: AnalysisResult, rank: int) -> str:
+    """Why a replayed fix saves nothing (under :data:`~hta_report.model.WHATIF_MIN_SAVING_PCT`):
+    what the rank's replayed critical path runs through instead (its top
+    :data:`OFF_PATH_ENTRIES` entries per step; kernel names shortened). A
+    Tensor-Core fix on the V100 trace_diff test trace: its GEMMs are 28 % of
+    the step, but the step waits for send/recv and the host."""
+    r = next((r for r in result.ranks if r.rank == rank), None)
+    path = r.replay.critical_path[:OFF_PATH_ENTRIES] if r is not None else []
+    if not path:
+        return " (no gain alone)"
+    short = short_names(op.name for op in path if op.kind == "gpu")
+    parts = [f"{short.get(op.name, op.name) if op.kind == 'gpu' else op.name} {fmt.ms(op.us)}" for op in path]
+    per = "per step" if r is not None and r.steps.count > 0 else "over the traced window"
+    return (f" (no gain alone: what it shortens is off the replayed critical path, which runs through "
+            f"{', '.join(parts)} {per})")
 
 
 def stack_note(result: AnalysisResult) -> str:
