@@ -173,6 +173,7 @@ class _HereRunner(RankRunner):
         self.max_trace_bytes, self.loader = max_trace_bytes, loader
         self.cache_dir = str(cache.root) if cache is not None else None
         self.spill_dir: Optional[str] = None
+        self.held: Dict[int, Union[ParsedRank, str]] = {}  # its own, not _HELD: two runs may share a process
 
     def __enter__(self) -> "_HereRunner":
         import tempfile
@@ -183,8 +184,8 @@ class _HereRunner(RankRunner):
     def __exit__(self, exc_type, exc, tb) -> None:
         import shutil
 
-        for index in list(_HELD):  # a failure between the phases: drop what is held (and its files)
-            held = _HELD.pop(index)
+        for index in list(self.held):  # a failure between the phases: drop what is held (and its files)
+            held = self.held.pop(index)
             if isinstance(held, str):
                 with contextlib.suppress(OSError):
                     os.unlink(held)
@@ -197,18 +198,18 @@ class _HereRunner(RankRunner):
         out = []
         for k, p in enumerate(paths):
             out.append(_parse_held(k, str(p), self.max_trace_bytes, self.loader, self.cache_dir, self.spill_dir,
-                                   one_core=False))
+                                   one_core=False, store=self.held))
             stages.update(f"parsed {k + 1}/{len(paths)} files")
         return out
 
     def analyze(self, keys, infos, plan):
-        held = [k for k in keys if not isinstance(_HELD.get(k), str)]  # the one still in memory first
+        held = [k for k in keys if not isinstance(self.held.get(k), str)]  # the one still in memory first
         order = sorted(range(len(keys)), key=lambda j: keys[j] not in held)
         share = per_rank.share_result_strings()
         stages = progress.current()
         got: Dict[int, tuple] = {}
         for done, j in enumerate(order, 1):
-            got[j] = _analyze_held(keys[j], infos[j], plan, self.loader)
+            got[j] = _analyze_held(keys[j], infos[j], plan, self.loader, store=self.held)
             share(got[j])
             stages.update(f"analyzed {done}/{len(keys)} ranks")
         out = []
@@ -272,33 +273,36 @@ def _collect(futures: List[Future], done_label: str, unit: str, each=None) -> li
 
 
 def _parse_held(index: int, path: str, max_trace_bytes: int, loader: str, cache_dir: Optional[str],
-                spill_dir: Optional[str] = None, one_core: bool = True):
+                spill_dir: Optional[str] = None, one_core: bool = True,
+                store: Optional[Dict[int, Union["ParsedRank", str]]] = None):
     """Phase 1 in a worker: parse ``path`` and keep the parse under ``index``;
     its :class:`~hta_report.load.rank_file.FileParse`, or the reason it is
     unreadable. With ``spill_dir``, the parse this worker holds in memory is
     first written there (:func:`_spill_held`), so that it holds one at a time.
     ``one_core``: this is a forked worker, one of the machine's cores (the
     parse forks no workers of its own); :class:`_HereRunner` leaves that to
-    ``HTA_REPORT_WORKERS``."""
+    ``HTA_REPORT_WORKERS``. ``store``: where parses are held (default
+    :data:`_HELD`, the worker's)."""
     from ..load.rank_file import parse_file
 
     if one_core:
         os.environ["HTA_REPORT_WORKERS"] = "1"  # this worker is one of the machine's cores already
     t0 = time.perf_counter()
-    spilled = _spill_held(spill_dir) if spill_dir is not None else 0
+    store = _HELD if store is None else store
+    spilled = _spill_held(spill_dir, store) if spill_dir is not None else 0
     spill_s = time.perf_counter() - t0
     try:
         summary, parsed = parse_file(path, max_trace_bytes, loader, cache_dir)
     except TraceError as exc:
         return exc.message
-    _HELD[index] = parsed
+    store[index] = parsed
     if spilled:
         summary.stages.insert(0, ("spill the worker's previous parse to disk", spill_s))
     return summary
 
 
-def _spill_held(spill_dir: str) -> int:
-    """Write each parse this worker holds in memory to ``spill_dir`` (a
+def _spill_held(spill_dir: str, store: Dict[int, Union["ParsedRank", str]]) -> int:
+    """Write each parse of ``store`` held in memory to ``spill_dir`` (a
     pickle) and keep its path instead; how many were written.
 
     Raises:
@@ -307,14 +311,14 @@ def _spill_held(spill_dir: str) -> int:
     import pickle
 
     spilled = 0
-    for index in list(_HELD):
-        parsed = _HELD[index]
+    for index in list(store):
+        parsed = store[index]
         if isinstance(parsed, str):
             continue
         path = os.path.join(spill_dir, f"{os.getpid()}-{index}.pickle")
         with open(path, "wb") as fh:
             pickle.dump(parsed, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        _HELD[index] = path
+        store[index] = path
         spilled += 1
         del parsed
     if spilled:  # hand the parse's pages back before the next one is made (freed by reference
@@ -322,12 +326,12 @@ def _spill_held(spill_dir: str) -> int:
     return spilled
 
 
-def _held(index: int) -> "ParsedRank":
-    """The parse held under ``index`` (read back from its spill file, which is
-    then removed), no longer held."""
+def _held(index: int, store: Dict[int, Union["ParsedRank", str]]) -> "ParsedRank":
+    """The parse held in ``store`` under ``index`` (read back from its spill
+    file, which is then removed), no longer held."""
     import pickle
 
-    held = _HELD.pop(index)
+    held = store.pop(index)
     if not isinstance(held, str):
         return held
     try:
@@ -339,20 +343,22 @@ def _held(index: int) -> "ParsedRank":
     return parsed
 
 
-def _analyze_held(index: int, info, plan, loader: str):
+def _analyze_held(index: int, info, plan, loader: str, store: Optional[Dict[int, Union["ParsedRank", str]]] = None):
     """Phase 3 in a worker: analyze the parse held under ``index`` (then drop
-    it): ``("ok", RankResult, seconds)`` or ``("error", (message, step), seconds)``."""
+    it): ``("ok", RankResult, seconds)`` or ``("error", (message, step), seconds)``.
+    ``store``: where it is held (default :data:`_HELD`, the worker's)."""
+    store = _HELD if store is None else store
     from ..analysis.rank import analyze_rank
     from ..load.rank_file import loaded_rank
 
     t0 = time.perf_counter()
-    parsed = _held(index)
+    parsed = _held(index, store)
     try:
         result = analyze_rank(loaded_rank(parsed, info, plan, loader, copy=False), info)
     except TraceError as exc:
         return "error", (exc.message, exc.step), time.perf_counter() - t0
     finally:
         del parsed
-        if not _HELD:  # this worker's last rank: hand its memory back while the others finish
+        if not store:  # this worker's last rank: hand its memory back while the others finish
             workers.release_free_memory()
     return "ok", result, time.perf_counter() - t0
