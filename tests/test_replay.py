@@ -456,3 +456,32 @@ def test_a_stream_wait_made_on_a_thread_that_launches_nothing_more_holds_the_nex
     dst = np.repeat(np.arange(g.size), np.diff(g.ptr))  # edges are by target (CSR)
     cross = [(g.name[int(g.src[i])], g.name[int(dst[i])]) for i in np.flatnonzero(g.ekind == E_CROSS)]
     assert cross and all(src == ALLREDUCE and dst == ELEMENTWISE for src, dst in cross)  # not the next GEMM
+
+
+def test_a_stream_wait_event_record_names_the_stream_that_waits(tmp_path):
+    """With CUPTI's synchronization records (``hta-report collect`` on CUDA), a
+    ``cudaStreamWaitEvent``'s ``Stream Wait Event`` names the stream that waits: the
+    op that waits is the next one launched onto that stream, not the thread's next
+    launch (here a kernel on the compute stream). On an H200 collect trace
+    (DataLoader workers, pinned copies) 54 waits had such records and the edges
+    went both ways between two streams, where the thread's next launch gave one way."""
+    from hta_report.analysis.replay import rank_graph
+    from hta_report.analysis.replay_graph import E_CROSS
+
+    side = "void side_kernel(float*)"
+    b = TraceBuilder(rank=0)
+    t = 100.0
+    for s in range(1, 7):
+        b.kernel(FP32_GEMM, t + 20, 200.0, launch_ts=t + 10)
+        b.runtime("cudaStreamWaitEvent", t + 225, 2.0)
+        b._x("cuda_sync", "Stream Wait Event", t + 226, 1.0, pid=0, tid=20, stream=20, correlation=b._corr,
+             cuda_sync_kind="Stream Wait Event", wait_on_stream=-1)
+        b.kernel(ELEMENTWISE, t + 240, 50.0, launch_ts=t + 230)
+        b.kernel(side, t + 245, 30.0, launch_ts=t + 236, stream=20)
+        b.step(s, t, 400.0)
+        t += 410.0
+    ev = _events(tmp_path, b)
+    g, w, _ = rank_graph(ev, host_windows(ev))
+    dst = np.repeat(np.arange(g.size), np.diff(g.ptr))
+    cross = [(g.name[int(g.src[i])], g.name[int(dst[i])]) for i in np.flatnonzero(g.ekind == E_CROSS)]
+    assert cross and all(src == FP32_GEMM and d == side for src, d in cross)

@@ -401,8 +401,29 @@ def build_graph(ev: RankEvents, bounds: np.ndarray, lo: float, hi: float) -> Gra
                           g_end[gsel].tolist())
     _gpu_edges(b, gsel, gnode, g_call, g_ts, g_end, g_stream, c_ts, first_node)
     _wait_edges(b, waits, calls, gsel, g_call, g_ts, g_end, g_stream, gnode, c_names)
-    _cross_edges(b, stream_waits, calls, outer, gsel, g_call, g_ts, g_end, g_stream, gnode, np.asarray(marks))
+    _cross_edges(b, stream_waits, calls, outer, gsel, g_call, g_ts, g_end, g_stream, gnode, np.asarray(marks),
+                 _waiting_streams(ev))
     return _pack(b, markers, st, dl_name)
+
+
+#: CUPTI's synchronization record of a ``cudaStreamWaitEvent`` (``cuda_sync`` events, written with
+#: ``_ExperimentalConfig(enable_cuda_sync_events=True)``, as ``hta-report collect`` records on CUDA):
+#: its ``stream`` is the stream that waits (the stream waited for is not filled in: -1 on an H200).
+STREAM_WAIT_EVENT = "Stream Wait Event"
+
+
+def _waiting_streams(ev: RankEvents) -> Dict[int, int]:
+    """``cudaStreamWaitEvent`` correlation id -> the stream that waits, from
+    the trace's ``Stream Wait Event`` records (empty without them)."""
+    df = ev.df
+    rows = df.loc[df["s_cat"].eq("cuda_sync"), ["s_name", "stream", "correlation"]]
+    if rows.empty:
+        return {}
+    rows = rows[(name_strings(rows["s_name"]) == STREAM_WAIT_EVENT)]
+    corr = pd.to_numeric(rows["correlation"], errors="coerce").fillna(-1).astype(np.int64).to_numpy()
+    stream = pd.to_numeric(rows["stream"], errors="coerce").fillna(-1).astype(np.int64).to_numpy()
+    ok = (corr > 0) & (stream >= 0)
+    return dict(zip(corr[ok].tolist(), stream[ok].tolist()))
 
 
 def _thread_ops(cpu: pd.DataFrame, thr: int) -> np.ndarray:
@@ -540,16 +561,19 @@ def _finish_wait(b: _Builder, node: int, s: float, e: float) -> None:
 
 
 def _cross_edges(b: _Builder, stream_waits, calls, outer, gsel, g_call, g_ts, g_end, g_stream, gnode,
-                 marks: np.ndarray = np.empty(0)) -> None:
+                 marks: np.ndarray = np.empty(0), waiting_stream: Optional[Dict[int, int]] = None) -> None:
     """``cross`` edges: the first launch after each ``cudaStreamWaitEvent`` on
     its thread waits for the op of another stream, launched before the wait,
     that ended last before the launched op started. Where the thread launches
     nothing more before the next step boundary (``marks``, µs) the wait is for
     work another thread launches: the first launch after it on any thread in
     that step (DDP's last gradient wait is made on the autograd thread, and the
-    optimizer, launched from the main thread, is what waits; on the A100
-    trace_diff control trace 10 of 185 waits were linked to the next step's
-    first backward kernel, and 2 to nothing)."""
+    optimizer, launched from the main thread, is what waits; 8 of the 124
+    waits in the A100 trace_diff control trace's analyzed steps). Where the
+    trace names the waiting stream (``waiting_stream``: the wait call's
+    correlation id -> stream, from CUPTI's ``Stream Wait Event``), the op that
+    waits is the first launched onto that stream after the call."""
+    waiting_stream = waiting_stream or {}
     if not stream_waits or not len(gsel):
         return
     c_ts, c_thr = calls["ts"].to_numpy(), calls["thread"].to_numpy()
@@ -585,9 +609,21 @@ def _cross_edges(b: _Builder, stream_waits, calls, outer, gsel, g_call, g_ts, g_
     j = np.searchsorted(lead_calls, first)
     found = (first >= 0) & (j < len(lead_calls)) & (lead_calls[np.minimum(j, max(len(lead_calls) - 1, 0))] == first) \
         if len(lead_calls) else np.zeros(len(first), dtype=bool)
+    r_all = np.full(len(first), -1, dtype=np.int64)  # per wait, the row of gsel of the op that waits
+    r_all[found] = lead_rows[j[found]]  # the launched call's first op
+    if len(waiting_stream):  # the trace names the stream that waits: the next op launched onto it, from any thread
+        w_corr = calls["corr"].to_numpy()[np.array([p for _, p in stream_waits], dtype=np.int64)]
+        known = np.array([waiting_stream.get(int(c), -1) for c in w_corr.tolist()], dtype=np.int64)
+        for t in np.unique(known[known >= 0]).tolist():
+            on = np.flatnonzero(g_stream[gsel] == t)
+            on = on[np.argsort(launched[on], kind="stable")]
+            q = np.flatnonzero(known == t)
+            i = np.searchsorted(launched[on], w_ts[q], side="right")
+            r_all[q] = np.where(i < len(on), on[np.minimum(i, len(on) - 1)] if len(on) else -1, -1)
+    found = r_all >= 0
     if not found.any():
         return
-    r = lead_rows[j[found]]  # per wait with one, the launched op's row of gsel (its call's first op)
+    r = r_all[found]
     wait_ts = w_ts[found].astype(float)
     stream = g_stream[gsel[r]]
     # the op (position by end) that ended last before the launched op started, launched before the wait, on
