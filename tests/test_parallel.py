@@ -46,10 +46,9 @@ def test_workers_give_the_result_of_one_process_on_simulated_ranks(tmp_path, mon
     assert one["ranks"][1]["comm"]["overlap_pct"] > 0
 
 
-def test_a_worker_holds_one_parse_in_memory_and_reads_the_others_back(tmp_path, monkeypatch):
-    """5 ranks on 2 workers: each worker writes the parse it holds to disk
-    before it parses its next file (3 spills: 3 files on one worker, 2 on the
-    other), the result is that of one process, and the spill folder is gone."""
+def _five_ranks(tmp_path, monkeypatch):
+    """5 simulated ranks under ``tmp_path/traces``, and the folder the spill
+    folders are made in (``tmp_path/tmp``, as ``tempfile`` is told)."""
     import tempfile
 
     traces = tmp_path / "traces"
@@ -60,6 +59,14 @@ def test_a_worker_holds_one_parse_in_memory_and_reads_the_others_back(tmp_path, 
     spill_root = tmp_path / "tmp"
     spill_root.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
+    return traces, spill_root
+
+
+def test_a_worker_holds_one_parse_in_memory_and_reads_the_others_back(tmp_path, monkeypatch):
+    """5 ranks on 2 workers: each worker writes the parse it holds to disk
+    before it parses its next file (3 spills: 3 files on one worker, 2 on the
+    other), the result is that of one process, and the spill folder is gone."""
+    traces, spill_root = _five_ranks(tmp_path, monkeypatch)
     one = result_json(traces, 1, monkeypatch)
     stages = []
     assert result_json(traces, 2, monkeypatch, stages) == one
@@ -74,20 +81,11 @@ def test_one_process_holds_one_parse_at_a_time_with_the_result_of_loading_all(tm
     file being loaded here at once (the peak grew ~25 MB per 28 MB rank);
     the result is that of the forked workers and of loading all the files
     here (``load_traces``), and the spill folder is gone."""
-    import tempfile
-
     from hta_report.analysis import analyze_loaded
     from hta_report.api import describe
     from hta_report.load import load_traces
 
-    traces = tmp_path / "traces"
-    traces.mkdir()
-    for rank in range(5):
-        training_trace(rank=rank, world_size=5, steps=5, allreduce_us=100.0 * rank,
-                       slow_launch_us=80.0).write(traces / f"rank{rank}.json")
-    spill_root = tmp_path / "tmp"
-    spill_root.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
+    traces, spill_root = _five_ranks(tmp_path, monkeypatch)
     stages = []
     one = result_json(traces, 1, monkeypatch, stages)
     assert stages.count("spill the worker's previous parse to disk") == 4
