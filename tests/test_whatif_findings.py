@@ -164,7 +164,7 @@ def test_a_fix_that_saves_nothing_alone_says_what_the_step_waits_for(sample):
     """On the V100 trace_diff test trace, Tensor Cores would cut 28 % of the step's GPU time
     and the replay predicts 119.44 -> 119.43 ms: its GEMMs are off the critical path. The
     prediction says so and names the path's top entries (escaped on the terminal), instead
-    of a bare '-0.0 %' under a high-severity finding."""
+    of a bare '-0.0 %' under a high-severity finding; SARIF says it too."""
     import copy
     from hta_report.model import Finding, RankGain, ReplayOp, WhatIf
     from hta_report.render.terminal import render as terminal_summary
@@ -188,3 +188,5 @@ def test_a_fix_that_saves_nothing_alone_says_what_the_step_waits_for(sample):
     result.findings = [finding(before - 1.0)]
     shown = terminal_summary(result, [])
     assert "no gain alone" in shown and "\x1b" not in shown
+    (res,) = [r for r in json.loads(render(result, "sarif"))["runs"][0]["results"] if r["ruleId"] == "tensor-cores-unused"]
+    assert "no gain alone" in res["message"]["text"]

@@ -63,7 +63,7 @@ from pathlib import Path, PurePosixPath
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..escape import sarif_text
-from ..model import AnalysisResult, Comparison, Finding, Inventory, SourceLocation, is_doc_url
+from ..model import AnalysisResult, Comparison, Finding, Inventory, SourceLocation, is_doc_url, saves
 from .fmt import fixed, pct
 from .view import HOW
 
@@ -318,7 +318,9 @@ def _message(f: Finding, unplaced: str = "") -> str:
     w = f.whatif
     if w is not None and w.step_us_before > 0:
         parts.append(f"Predicted after the fix (replay of the trace: {w.description}): step "
-                     f"{fixed(w.step_us_before / 1e3, 2)} ms -> {fixed(w.step_us_after / 1e3, 2)} ms on rank {w.rank}.")
+                     f"{fixed(w.step_us_before / 1e3, 2)} ms -> {fixed(w.step_us_after / 1e3, 2)} ms on rank {w.rank}"
+                     + ("." if saves(w) else ": no gain alone, what it shortens is off the replayed critical path "
+                        "(the HTML report names it)."))
     if f.evidence:
         parts.append("Evidence: " + "; ".join(f.evidence) + ".")
     if f.fix:
