@@ -433,15 +433,23 @@ def test_gradient_reduction_edit_that_drops_only_waits_that_bind_nothing_does_no
     assert not hit.applies and hit.step_us_after == pytest.approx(r.measured_step_us)
 
 
-def test_a_stream_wait_made_on_a_thread_that_launches_nothing_more_holds_the_next_launch_of_its_step(tmp_path):
-    """DDP makes its last gradient wait on the autograd thread, which launches nothing more in the
-    step; the optimizer, launched from the main thread, is what waits (on the A100 trace_diff
-    control trace, 10 such waits were linked to the next step's first backward kernel). The
-    graph's cross edge goes from the all-reduce to the optimizer's kernel, not to the next
-    step's first backward kernel."""
+def _cross_edges(tmp_path, b: TraceBuilder) -> list:
+    """The ``(source, target)`` names of the cross-stream edges of ``b``'s replay graph."""
     from hta_report.analysis.replay import rank_graph
     from hta_report.analysis.replay_graph import E_CROSS
 
+    ev = _events(tmp_path, b)
+    g, _, _ = rank_graph(ev, host_windows(ev))
+    dst = np.repeat(np.arange(g.size), np.diff(g.ptr))  # edges are by target (CSR)
+    return [(g.name[int(g.src[i])], g.name[int(dst[i])]) for i in np.flatnonzero(g.ekind == E_CROSS)]
+
+
+def test_a_stream_wait_made_on_a_thread_that_launches_nothing_more_holds_the_next_launch_of_its_step(tmp_path):
+    """DDP makes its last gradient wait on the autograd thread, which launches nothing more in the
+    step; the optimizer, launched from the main thread, is what waits (on the A100 trace_diff
+    control trace, 8 of the 124 waits in its analyzed steps were linked to a later step's kernel
+    or to nothing). The graph's cross edge goes from the all-reduce to the optimizer's kernel,
+    not to the next step's first backward kernel."""
     b = TraceBuilder(rank=0)
     t = 100.0
     for s in range(1, 7):
@@ -451,10 +459,7 @@ def test_a_stream_wait_made_on_a_thread_that_launches_nothing_more_holds_the_nex
         b.kernel(ELEMENTWISE, t + 525, 50.0, launch_ts=t + 60)
         b.step(s, t, 600.0)
         t += 610.0
-    ev = _events(tmp_path, b)
-    g, w, _ = rank_graph(ev, host_windows(ev))
-    dst = np.repeat(np.arange(g.size), np.diff(g.ptr))  # edges are by target (CSR)
-    cross = [(g.name[int(g.src[i])], g.name[int(dst[i])]) for i in np.flatnonzero(g.ekind == E_CROSS)]
+    cross = _cross_edges(tmp_path, b)
     assert cross and all(src == ALLREDUCE and dst == ELEMENTWISE for src, dst in cross)  # not the next GEMM
 
 
@@ -465,9 +470,6 @@ def test_a_stream_wait_event_record_names_the_stream_that_waits(tmp_path):
     launch (here a kernel on the compute stream). On an H200 collect trace
     (DataLoader workers, pinned copies) 54 waits had such records and the edges
     went both ways between two streams, where the thread's next launch gave one way."""
-    from hta_report.analysis.replay import rank_graph
-    from hta_report.analysis.replay_graph import E_CROSS
-
     side = "void side_kernel(float*)"
     b = TraceBuilder(rank=0)
     t = 100.0
@@ -480,8 +482,5 @@ def test_a_stream_wait_event_record_names_the_stream_that_waits(tmp_path):
         b.kernel(side, t + 245, 30.0, launch_ts=t + 236, stream=20)
         b.step(s, t, 400.0)
         t += 410.0
-    ev = _events(tmp_path, b)
-    g, w, _ = rank_graph(ev, host_windows(ev))
-    dst = np.repeat(np.arange(g.size), np.diff(g.ptr))
-    cross = [(g.name[int(g.src[i])], g.name[int(dst[i])]) for i in np.flatnonzero(g.ekind == E_CROSS)]
+    cross = _cross_edges(tmp_path, b)
     assert cross and all(src == FP32_GEMM and d == side for src, d in cross)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -46,18 +46,24 @@ def memoized(fn: Callable[["RankEvents"], np.ndarray]) -> Callable[["RankEvents"
     return once
 
 
-def shared(fn: Callable[["RankEvents"], pd.DataFrame]) -> Callable[["RankEvents"], pd.DataFrame]:
+#: What :func:`shared` keeps: a frame, or a tuple of frames and series.
+S = TypeVar("S")
+
+
+def shared(fn: Callable[["RankEvents"], S]) -> Callable[["RankEvents"], S]:
     """``fn(ev)``, a frame computed from a rank's events alone, computed once
     per :class:`RankEvents` (kept in ``ev.memo``, as :func:`memoized` keeps
     arrays) and the same frame handed to every caller, which must not change
     it (a selection or ``assign`` makes a new frame). For the row selections
     that several analyses of a rank make: the host rows of launching threads
     (idle attribution's host work and its gaps' names), the stream-capture
-    rows (workload kind and warm-up calls)."""
+    rows (workload kind and warm-up calls), the GEMM/convolution kernels
+    and whether each runs on Tensor Cores (the Tensor-Core analysis and the
+    replay's edit)."""
     key = f"{fn.__module__}.{fn.__qualname__}"
 
     @functools.wraps(fn)
-    def once(ev: "RankEvents") -> pd.DataFrame:
+    def once(ev: "RankEvents") -> S:
         try:
             return ev.memo[key]
         except KeyError:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import NamedTime, TensorCoreUse
-from .events import RankEvents, is_step
+from .events import RankEvents, is_step, shared
 from .. import intervals
 from .regions import in_windows, launched_from, per_step
 
@@ -193,17 +193,15 @@ def _matmuls(ev: RankEvents, kernels: pd.DataFrame) -> Tuple[pd.DataFrame, pd.Se
     return eligible, is_tc
 
 
+@shared
 def _all_matmuls(ev: RankEvents) -> Tuple[pd.DataFrame, pd.Series]:
     """:func:`_matmuls` of all the rank's computation kernels, made once per
-    rank (``ev.memo``) for :func:`tensor_core_use` (the analyzed windows' rows)
-    and the replay's Tensor-Core edit (every row): the 286 MB benchmark rank
-    spent 0.19 s classifying them a second time. Callers must not change them."""
-    key = "kernels.all_matmuls"
-    held = ev.memo.get(key)
-    if held is None:
-        kernels = ev.gpu[ev.gpu["s_cat"].eq("kernel") & ev.gpu["kernel_type"].eq("COMPUTATION")]
-        held = ev.memo[key] = _matmuls(ev, kernels) if len(kernels) else (kernels, pd.Series([], dtype=bool))
-    return held
+    rank (:func:`~.events.shared`) for :func:`tensor_core_use` (the analyzed
+    windows' rows) and the replay's Tensor-Core edit (every row): the 286 MB
+    benchmark rank classified them twice (0.19 s under the profiler). Callers
+    must not change them."""
+    kernels = ev.gpu[ev.gpu["s_cat"].eq("kernel") & ev.gpu["kernel_type"].eq("COMPUTATION")]
+    return _matmuls(ev, kernels) if len(kernels) else (kernels, pd.Series([], dtype=bool))
 
 
 def matmuls_without_tensor_cores(ev: RankEvents) -> Tuple[pd.DataFrame, float]:

@@ -588,21 +588,16 @@ def _cross_edges(b: _Builder, stream_waits, calls, outer, gsel, g_call, g_ts, g_
     lead = np.r_[True, calls_of[1:] != calls_of[:-1]] if len(rs) else np.zeros(0, dtype=bool)
     lead_calls, lead_rows = calls_of[lead], rs[lead]  # by call position
     w_thr = np.array([t for t, _ in stream_waits])
-    w_ts = c_ts[np.array([p for _, p in stream_waits], dtype=np.int64)]
+    w_pos = np.array([p for _, p in stream_waits], dtype=np.int64)
+    w_ts = c_ts[w_pos]
     first = np.full(len(stream_waits), -1, dtype=np.int64)  # per wait, the first launch after it (call position)
     for thr in np.unique(w_thr).tolist():
-        rows = np.flatnonzero(is_launch & (c_thr == thr))
-        rows = rows[np.argsort(c_ts[rows], kind="stable")]
         q = np.flatnonzero(w_thr == thr)
-        i = np.searchsorted(c_ts[rows], w_ts[q], side="right")
-        first[q] = np.where(i < len(rows), rows[np.minimum(i, len(rows) - 1)] if len(rows) else -1, -1)
+        first[q] = _first_after(np.flatnonzero(is_launch & (c_thr == thr)), c_ts, w_ts[q])
     step_of_wait = np.searchsorted(marks, w_ts, side="right")
     away = (first < 0) | (np.searchsorted(marks, c_ts[np.maximum(first, 0)], side="right") != step_of_wait)
     if away.any():  # the first launch on any thread, in the wait's step
-        rows = np.flatnonzero(is_launch)
-        rows = rows[np.argsort(c_ts[rows], kind="stable")]
-        i = np.searchsorted(c_ts[rows], w_ts[away], side="right")
-        other = np.where(i < len(rows), rows[np.minimum(i, len(rows) - 1)] if len(rows) else -1, -1)
+        other = _first_after(np.flatnonzero(is_launch), c_ts, w_ts[away])
         same_step = (other >= 0) & (np.searchsorted(marks, c_ts[np.maximum(other, 0)], side="right")
                                     == step_of_wait[away])
         first[np.flatnonzero(away)[same_step]] = other[same_step]
@@ -612,14 +607,11 @@ def _cross_edges(b: _Builder, stream_waits, calls, outer, gsel, g_call, g_ts, g_
     r_all = np.full(len(first), -1, dtype=np.int64)  # per wait, the row of gsel of the op that waits
     r_all[found] = lead_rows[j[found]]  # the launched call's first op
     if len(waiting_stream):  # the trace names the stream that waits: the next op launched onto it, from any thread
-        w_corr = calls["corr"].to_numpy()[np.array([p for _, p in stream_waits], dtype=np.int64)]
+        w_corr = calls["corr"].to_numpy()[w_pos]
         known = np.array([waiting_stream.get(int(c), -1) for c in w_corr.tolist()], dtype=np.int64)
         for t in np.unique(known[known >= 0]).tolist():
-            on = np.flatnonzero(g_stream[gsel] == t)
-            on = on[np.argsort(launched[on], kind="stable")]
             q = np.flatnonzero(known == t)
-            i = np.searchsorted(launched[on], w_ts[q], side="right")
-            r_all[q] = np.where(i < len(on), on[np.minimum(i, len(on) - 1)] if len(on) else -1, -1)
+            r_all[q] = _first_after(np.flatnonzero(g_stream[gsel] == t), launched, w_ts[q])
     found = r_all >= 0
     if not found.any():
         return
@@ -649,6 +641,14 @@ def _cross_edges(b: _Builder, stream_waits, calls, outer, gsel, g_call, g_ts, g_
         best = np.where(ok & (stream != t), np.maximum(best, cand), best)
     hit = best > stop
     b.bulk(gnode[gsel[r[hit]]], gnode[gsel[by_end[best[hit]]]], np.zeros(int(hit.sum())), E_CROSS)
+
+
+def _first_after(items: np.ndarray, times: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per time of ``t`` (µs), the item of ``items`` (indices into ``times``)
+    whose time is the earliest after it (ties: the first item), or -1."""
+    items = items[np.argsort(times[items], kind="stable")]
+    i = np.searchsorted(times[items], t, side="right")
+    return np.where(i < len(items), items[np.minimum(i, len(items) - 1)] if len(items) else -1, -1)
 
 
 def _pack(b: _Builder, markers: Dict[float, int], st: int, dl_name: str) -> Graph:

@@ -149,11 +149,7 @@ class _ForkedRunner(RankRunner):
         submitted = {j: self.pools[self.owner[keys[j]]].submit(_analyze_held, keys[j], infos[j], plan, self.loader)
                      for j in order}
         futures = [submitted[j] for j in range(len(keys))]
-        out = []
-        for info, got in zip(infos, _collect(futures, "analyzed", "ranks", each=per_rank.share_result_strings())):
-            status, value, seconds = got
-            out.append((TraceError(value[0], info.path, step=value[1]) if status == "error" else value, seconds))
-        return out
+        return _outcomes(infos, _collect(futures, "analyzed", "ranks", each=per_rank.share_result_strings()))
 
 
 class _HereRunner(RankRunner):
@@ -184,11 +180,7 @@ class _HereRunner(RankRunner):
     def __exit__(self, exc_type, exc, tb) -> None:
         import shutil
 
-        for index in list(self.held):  # a failure between the phases: drop what is held (and its files)
-            held = self.held.pop(index)
-            if isinstance(held, str):
-                with contextlib.suppress(OSError):
-                    os.unlink(held)
+        self.held.clear()  # a failure between the phases: its spill files go with the folder
         if self.spill_dir is not None:
             shutil.rmtree(self.spill_dir, ignore_errors=True)
             self.spill_dir = None
@@ -212,11 +204,14 @@ class _HereRunner(RankRunner):
             got[j] = _analyze_held(keys[j], infos[j], plan, self.loader, store=self.held)
             share(got[j])
             stages.update(f"analyzed {done}/{len(keys)} ranks")
-        out = []
-        for j, info in enumerate(infos):
-            status, value, seconds = got[j]
-            out.append((TraceError(value[0], info.path, step=value[1]) if status == "error" else value, seconds))
-        return out
+        return _outcomes(infos, [got[j] for j in range(len(keys))])
+
+
+def _outcomes(infos, got: list) -> List[per_rank.AnalyzeOutcome]:
+    """Phase 3's answers (:func:`_analyze_held`'s, in ``infos``' order) as
+    :data:`~.per_rank.AnalyzeOutcome`: a failing step's error names its file."""
+    return [(TraceError(value[0], info.path, step=value[1]) if status == "error" else value, seconds)
+            for info, (status, value, seconds) in zip(infos, got)]
 
 
 def _preload(with_hta: bool) -> None:
