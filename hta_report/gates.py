@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from .errors import InputError
-from .model import (ATTRIBUTION_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, MEMCPY_STEP, TEMPORAL_STEP,
+from .model import (SEVERITY_RANK, ATTRIBUTION_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, MEMCPY_STEP, TEMPORAL_STEP,
                     WINDOWS_STEP, AnalysisResult, Comparison, GateResult)
 
 _OPS: Dict[str, Callable[[float, float], bool]] = {
@@ -30,7 +30,6 @@ _OPS: Dict[str, Callable[[float, float], bool]] = {
 }
 _EXPR = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|==|!=|>|<)\s*([A-Za-z]+|[-+]?\d+(?:\.\d+)?)\s*%?\s*$")
 _NUMBER = re.compile(r"^[-+]?\d+(?:\.\d+)?$")
-SEVERITY_RANK = {"low": 1, "medium": 2, "high": 3}
 S = TypeVar("S", AnalysisResult, Comparison)
 
 __all__ = ["Gate", "GateResult", "parse_gate", "evaluate", "describe", "metrics_help",

@@ -1419,6 +1419,10 @@ class RankGain:
     sources: Dict[str, float] = field(default_factory=dict)
 
 
+#: Severities in order (``Finding.severity``): the higher, the more the fix is expected to save.
+SEVERITY_RANK = {"low": 1, "medium": 2, "high": 3}
+
+
 @dataclass
 class Finding:
     """One piece of advice with the numbers that triggered it.
@@ -1426,7 +1430,7 @@ class Finding:
     Attributes:
         id: stable kebab-case identifier, e.g. ``dataloader-bound``.
         title: one line naming the bottleneck and the fix.
-        severity: ``high``, ``medium`` or ``low``.
+        severity: ``high``, ``medium`` or ``low`` (see ``gain_pct``).
         evidence: the figures (with units) that triggered the finding.
         fix: concrete code or configuration to try.
         doc_url: documentation for the fix.
@@ -1436,8 +1440,12 @@ class Finding:
             no published source exists).
         gain_ms_per_step: estimated upper bound of the time saved per step if
             the cause were removed (ms), on the worst rank.
-        gain_pct: the same as % of that rank's step; findings are sorted by it
-            and the severity follows it (high >= 20 %, medium >= 5 %).
+        gain_pct: the same as % of that rank's step. The severity (high >=
+            20 %, medium >= 5 %) follows the gain the fix is expected to
+            bring: the replay's prediction (``whatif``) where there is one on
+            a rank replayed within 10 % of its measured step, at most this
+            bound, else this bound (:func:`hta_report.rules.base.expected_pct`).
+            Findings are sorted by severity, then by this bound.
         rule: the rule's number in the catalogue (e.g. ``C1``).
         rank_gains: the gain on every rank the finding claims time on. Each
             claim comes out of time no other finding claims (the engine's

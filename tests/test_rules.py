@@ -11,6 +11,8 @@ import pytest
 
 from hta_report.api import analyze
 from hta_report.rules import RULES, AdviceConfig
+from hta_report.model import SEVERITY_RANK
+from hta_report.rules.base import expected_pct, severity
 from kineto import FP32_GEMM, NCCL_ALLREDUCE, TC_GEMM, TraceBuilder
 
 STEP = 1000.0
@@ -368,9 +370,33 @@ def test_tensor_cores_unused_fires_on_fp32_gemms(tmp_path):
     "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x256_8x4_nt_align1>(cutlass_80_simt_sgemm_128x256_8x4_nt_align1::Params)",
 ])
 def test_ffma_and_simt_gemms_are_not_tensor_cores(tmp_path, name):
-    r = run(tmp_path, steps(lambda b, t: busy(b, t, name=name)))
+    def gpu_bound(b, t):  # the host waits for the kernel each step: its speed sets the step
+        busy(b, t, end=STEP - 20, name=name)
+        b.runtime("cudaDeviceSynchronize", t + 8, STEP - 27)
+    r = run(tmp_path, steps(gpu_bound))
     assert r.ranks[0].tensor_cores.tensor_core_pct == 0
-    assert finding(r, "tensor-cores-unused").severity == "high"
+    f = finding(r, "tensor-cores-unused")
+    assert f.whatif is not None and f.whatif.step_us_after < 0.2 * f.whatif.step_us_before
+    assert f.severity == "high"
+
+
+def test_a_fix_the_replay_finds_off_the_critical_path_is_low(tmp_path):
+    """The same fp32 GEMM filling the step, but the host never waits for it:
+    the host's own time sets the step, so Tensor Cores alone buy nothing.
+    The bound stays (70 % of the step), the severity follows the
+    prediction, and the finding is listed after one whose fix saves time
+    though its bound is larger."""
+    def body(b, t):
+        b.cpu_op(DL_WORKERS, t, 300, cat="user_annotation")
+        busy(b, t, start=300, name=FP32_GEMM)
+    r = run(tmp_path, steps(body))
+    f = finding(r, "tensor-cores-unused")
+    assert f.gain_pct > 20 and f.whatif is not None
+    assert f.whatif.step_us_after == pytest.approx(f.whatif.step_us_before, rel=1e-3)
+    assert f.severity == "low" and expected_pct(f, r) == 0
+    # the DataLoader's 30 % (a smaller bound than the GEMMs' 70 %) is what a fix buys here: it comes first
+    assert [g.id for g in r.findings] == ["dataloader-bound", "tensor-cores-unused"]
+    assert finding(r, "dataloader-bound").severity == "high"
 
 
 def test_tensor_core_gemms_are_fine(tmp_path):
@@ -586,8 +612,12 @@ def test_findings_sorted_by_gain_and_every_rule_checked(tmp_path):
         b.cpu_op(DL_WORKERS, t, 300, cat="user_annotation")
         busy(b, t, start=300, name=FP32_GEMM)
     r = run(tmp_path, steps(body))
-    gains = [f.gain_pct for f in r.findings]
-    assert gains == sorted(gains, reverse=True)
+    # by severity (what the fix is expected to save), then by bound
+    keys = [(SEVERITY_RANK[f.severity], f.gain_pct) for f in r.findings]
+    assert keys == sorted(keys, reverse=True)
+    cfg = AdviceConfig()
+    assert all(f.severity == severity(expected_pct(f, r), cfg) and expected_pct(f, r) <= f.gain_pct
+               for f in r.findings)
     assert len(r.checks) == len(RULES)
     assert {c.status for c in r.checks} <= {"fired", "fine", "covered", "not checked"}
     assert {f.id for f in r.findings} == {c.id for c in r.checks if c.status == "fired"}

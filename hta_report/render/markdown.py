@@ -163,9 +163,11 @@ def catalogue_markdown(entries: Sequence[Mapping[str, object]]) -> str:
              "`[tool.hta-report]` (or `--config FILE.toml`) takes it. \"Fires when\" gives the default "
              "thresholds (`hta-report rules --config FILE.toml` shows yours); \"proposal\" marks a threshold "
              "with no published source. A finding's estimated gain is an upper bound of the time per step "
-             "saved if its cause were removed, and its severity follows that gain (`high_pct`, `medium_pct`). "
-             "A rule with a replayed edit also predicts the step time after its fix: the trace's execution "
-             "graph replayed with that edit (`Finding.whatif`).",
+             "saved if its cause were removed. A rule with a replayed edit also predicts the step time after "
+             "its fix: the trace's execution graph replayed with that edit (`Finding.whatif`). A finding's "
+             "severity (`high_pct`, `medium_pct`) follows what its fix is expected to save: the predicted "
+             "saving where there is one (at most the bound), else the bound; findings are listed by severity, "
+             "then by gain.",
              "", "| id | finds | fires when |", "| --- | --- | --- |"]
     lines += [f"| [`{e['id']}`](#{e['id']}) | {_cell(e['title'])} | {_cell(e['threshold'])} |" for e in entries]
     for e in entries:

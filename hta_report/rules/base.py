@@ -167,12 +167,39 @@ def rule(id: str, number: str, title: str, source: str, threshold: Callable[[Adv
 
 
 def severity(gain_pct: float, cfg: AdviceConfig) -> str:
-    """``high`` / ``medium`` / ``low`` from the estimated gain in % of the step."""
+    """``high`` / ``medium`` / ``low`` from the estimated gain in % of the
+    step (``cfg.high_pct``, ``cfg.medium_pct``: 20 % and 5 % by default)."""
     if gain_pct >= cfg.high_pct:
         return "high"
     if gain_pct >= cfg.medium_pct:
         return "medium"
     return "low"
+
+
+#: A rank's replay predicts a fix's saving for the severity of findings
+#: (:func:`expected_pct`) only where it reproduces the rank's
+#: measured step within this much (%): issue 30's fidelity bound ("none above
+#: 10 %"). Elsewhere the finding's bound sets it.
+FIDELITY_MAX_PCT = 10.0
+
+
+def expected_pct(f: Finding, result: AnalysisResult) -> float:
+    """What ``f``'s fix is expected to save, % of the step: where the replay
+    predicts it (``f.whatif``, on a rank of ``result`` whose replay reproduces
+    its measured step within :data:`FIDELITY_MAX_PCT`), the predicted saving,
+    at most the finding's own bound ``gain_pct`` (time past it is claimed by
+    other findings, and no two findings claim the same time); elsewhere the
+    bound. A fix the replay says saves nothing alone (what it shortens is off
+    the critical path) expects 0. The engine sets findings' severity by it
+    (:func:`hta_report.rules.engine.advise`)."""
+    w = f.whatif
+    if w is None or w.step_us_before <= 0:
+        return f.gain_pct
+    rank = next((x for x in result.ranks if x.rank == w.rank), None)
+    if rank is None or rank.replay.steps == 0 or rank.replay.error_pct > FIDELITY_MAX_PCT:
+        return f.gain_pct
+    saved = (w.step_us_before - w.step_us_after) / w.step_us_before * 100
+    return min(f.gain_pct, max(saved, 0.0))
 
 
 def pct_of_step(us: float, r: RankResult) -> float:

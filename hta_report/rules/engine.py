@@ -1,4 +1,4 @@
-"""Running the catalogue: findings sorted by estimated gain, and a check per rule.
+"""Running the catalogue: findings by severity (the gain their fix is expected to bring), and a check per rule.
 
 Every module of this package other than :data:`INFRASTRUCTURE` is a rule
 module: it is imported here, and its ``@rule`` functions register themselves
@@ -15,9 +15,10 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple, Union
 
-from ..model import ATTRIBUTION_STEP, AnalysisResult, Finding, RuleCheck, WhatIf
+from ..model import SEVERITY_RANK, ATTRIBUTION_STEP, AnalysisResult, Finding, RuleCheck, WhatIf
 from . import config as _config
-from .base import COVERED, DISABLED, FIRED, NOT_CHECKED, REGISTRY, Rule, Verdict, complete, predicted, together
+from .base import (COVERED, DISABLED, FIRED, NOT_CHECKED, REGISTRY, Rule, Verdict, complete, expected_pct, predicted,
+                   severity, together)
 from .claims import Ledger, check_order
 from .config import AdviceConfig
 from .wording import fix_for
@@ -87,7 +88,12 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
     Each finding's fix is in the words of its ranks' workload (training,
     inference, a graph-capture window, compiled code: :mod:`~hta_report.rules.wording`).
 
-    Findings are sorted by estimated gain (% of the step), ties by rule number.
+    A finding's severity follows the gain its fix is expected to bring (% of
+    the step: the replay's prediction where the fix has one, at most the
+    finding's bound, else the bound; :func:`~hta_report.rules.base.expected_pct`).
+    Findings are sorted by severity, then by their bound, ties by rule
+    number: within a severity a prediction and a bound are not compared
+    (a bound overstates; a finding without an edit has only that).
     Every rule reports a :class:`~hta_report.model.RuleCheck`: ``fired``,
     ``fine``, ``covered``, ``not checked`` (its data is absent from the
     traces) or ``disabled`` (``config.disable``).
@@ -125,7 +131,7 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
         checks.append(RuleCheck(id=r.id, rule=r.number, title=r.title, status=verdict.status, detail=verdict.detail))
         if verdict.finding is not None:
             findings.append((verdict.finding, _number(r)))
-    findings.sort(key=lambda fn: (-fn[0].gain_pct, fn[1]))
+    findings.sort(key=lambda fn: (-SEVERITY_RANK.get(fn[0].severity, 0), -fn[0].gain_pct, fn[1]))
     fired = [f for f, _ in findings]
     return Advice(findings=fired, checks=checks,
                   together=together(result, fired, {r.id: r.edit for r in RULES if r.edit}))
@@ -165,6 +171,7 @@ def _commit(r: Rule, v: Verdict, result: AnalysisResult, cfg: AdviceConfig, ledg
         f = v.finding
         f.fix = fix_for(r.id, [x for x in result.ranks if x.rank in f.ranks], f.fix)
         f.whatif = predicted(f, r, result)
+        f.severity = severity(expected_pct(f, result), cfg)
         ledger.commit(r.id, v.finding.ranks, v.claims)
     return v
 
