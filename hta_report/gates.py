@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from .errors import InputError
-from .model import (SEVERITY_RANK, ATTRIBUTION_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, MEMCPY_STEP, TEMPORAL_STEP,
-                    WINDOWS_STEP, AnalysisResult, Comparison, GateResult)
+from .model import (ATTRIBUTION_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, MEMCPY_STEP, SEVERITY_RANK,
+                    TEMPORAL_STEP, WINDOWS_STEP, AnalysisResult, Comparison, GateResult)
 
 _OPS: Dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt, "<": operator.lt,

@@ -43,8 +43,9 @@ def test_an_injected_cause_is_physically_possible_and_found(tmp_path, cause, rul
     for e in calls:
         by_thread.setdefault(e["tid"], []).append(e["args"]["correlation"])
     assert all(ids == sorted(ids) for ids in by_thread.values())
-    # the injected cause claims the most time (its bound); the report's order is by what each fix is
-    # predicted to save, and removing a sync saves less than it waited (the GPU work it waited for stays)
+    # the injected cause claims the most time (its bound); the report lists findings by severity, which
+    # follows what each fix is predicted to save, and removing a sync saves less than it waited (the GPU
+    # work it waited for stays)
     assert r.findings and max(r.findings, key=lambda f: f.gain_pct).id == rule
 
 

@@ -10,8 +10,8 @@ from typing import Callable, List, Optional
 import pytest
 
 from hta_report.api import analyze
-from hta_report.rules import RULES, AdviceConfig
 from hta_report.model import SEVERITY_RANK
+from hta_report.rules import RULES, AdviceConfig
 from hta_report.rules.base import expected_pct, severity
 from kineto import FP32_GEMM, NCCL_ALLREDUCE, TC_GEMM, TraceBuilder
 
@@ -380,16 +380,19 @@ def test_ffma_and_simt_gemms_are_not_tensor_cores(tmp_path, name):
     assert f.severity == "high"
 
 
+def dataloader_then_fp32_gemm(b, t):
+    """A 300 µs DataLoader wait, then an fp32 GEMM to the step's end that the host never waits for."""
+    b.cpu_op(DL_WORKERS, t, 300, cat="user_annotation")
+    busy(b, t, start=300, name=FP32_GEMM)
+
+
 def test_a_fix_the_replay_finds_off_the_critical_path_is_low(tmp_path):
     """The same fp32 GEMM filling the step, but the host never waits for it:
     the host's own time sets the step, so Tensor Cores alone buy nothing.
     The bound stays (70 % of the step), the severity follows the
     prediction, and the finding is listed after one whose fix saves time
     though its bound is larger."""
-    def body(b, t):
-        b.cpu_op(DL_WORKERS, t, 300, cat="user_annotation")
-        busy(b, t, start=300, name=FP32_GEMM)
-    r = run(tmp_path, steps(body))
+    r = run(tmp_path, steps(dataloader_then_fp32_gemm))
     f = finding(r, "tensor-cores-unused")
     assert f.gain_pct > 20 and f.whatif is not None
     assert f.whatif.step_us_after == pytest.approx(f.whatif.step_us_before, rel=1e-3)
@@ -608,10 +611,7 @@ def test_even_steps_are_fine_and_few_steps_not_checked(tmp_path):
 
 # ---------------------------------------------------------------- engine and configuration
 def test_findings_sorted_by_gain_and_every_rule_checked(tmp_path):
-    def body(b, t):
-        b.cpu_op(DL_WORKERS, t, 300, cat="user_annotation")
-        busy(b, t, start=300, name=FP32_GEMM)
-    r = run(tmp_path, steps(body))
+    r = run(tmp_path, steps(dataloader_then_fp32_gemm))
     # by severity (what the fix is expected to save), then by bound
     keys = [(SEVERITY_RANK[f.severity], f.gain_pct) for f in r.findings]
     assert keys == sorted(keys, reverse=True)

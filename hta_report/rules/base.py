@@ -233,7 +233,8 @@ def make_finding(cfg: AdviceConfig, hits: Sequence[RankResult], claims: Claims, 
     there (``claims``: rank -> pool -> µs per step, from
     :meth:`~hta_report.rules.claims.Ledger.take`); the finding reports the
     worst rank's (µs per step -> ms and % of that rank's step), its severity
-    follows it, and ``rank_gains`` lists every rank's. ``ranks`` (default: the
+    follows it until the engine sets it from what the fix is expected to save
+    (:func:`expected_pct`), and ``rank_gains`` lists every rank's. ``ranks`` (default: the
     ranks of ``hits``) are the ranks the finding names. The engine adds what
     the rule states once (:func:`complete`): its id, number, threshold text
     and, unless ``doc_url`` is given here, its documentation link."""

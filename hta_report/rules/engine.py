@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple, Union
 
-from ..model import SEVERITY_RANK, ATTRIBUTION_STEP, AnalysisResult, Finding, RuleCheck, WhatIf
+from ..model import ATTRIBUTION_STEP, SEVERITY_RANK, AnalysisResult, Finding, RuleCheck, WhatIf
 from . import config as _config
 from .base import (COVERED, DISABLED, FIRED, NOT_CHECKED, REGISTRY, Rule, Verdict, complete, expected_pct, predicted,
                    severity, together)
