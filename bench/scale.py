@@ -44,7 +44,9 @@ set's largest rank file alone (symlinked into its own directory). Measured:
            machine: wall times are a little high, CPU times are not affected).
 
 It checks that both engines give the same result, prints the tree peak of the
-N-rank run over that of its largest rank alone (issue 34's target: <= 1.5x),
+N-rank run over that of its largest rank alone (issue 34's target: <= 1.5x)
+(with ``--capped``, also for a local run whose ``HTA_REPORT_MAX_MEMORY`` is that
+peak: one rank analyzed at a time),
 the per-rank costs and their growth, the exponent b of wall = a * bytes^b
 (least squares in log-log; target 1, linear), the result's bytes per rank, and
 projects a job of ``--project-ranks`` ranks of ``--project-mb`` MB on one box
@@ -53,6 +55,7 @@ and on a Ray cluster (an estimate from these figures, not a measurement).
     python bench/scale.py                    # 8, 64, 256, 1024 ranks and 8 x 1 GB (long)
     python bench/scale.py --quick            # 8, 16 ranks and 2 x 50 MB, a few minutes
     python bench/scale.py --ranks 8,64 --big 0 --engines local --json /tmp/scale.json
+    python bench/scale.py --ranks 8 --big 8x1GB --engines local --capped
 """
 from __future__ import annotations
 
@@ -425,8 +428,10 @@ def analyze(path: Path, out: Path, engine: str, env: Dict[str, str], head: Optio
 
 
 def measure_set(name: str, d: Path, sizes: List[int], engines: List[str], work: Path, env: Dict[str, str],
-                head: Optional[RayHead]) -> dict:
-    """Every engine on the set ``d`` and on its largest rank alone; prints a line each."""
+                head: Optional[RayHead], capped: bool = False) -> dict:
+    """Every engine on the set ``d`` and on its largest rank alone; prints a line each. With
+    ``capped``, the local engine once more with ``HTA_REPORT_MAX_MEMORY`` set to the tree peak
+    of the largest rank alone (a budget of one rank: the ranks are analyzed one at a time)."""
     n, total = len(sizes), sum(sizes)
     row: dict = {"set": name, "ranks": n, "json_bytes": total, "largest_rank_bytes": max(sizes)}
     print(f"\n== {name}: {n} ranks, {_mb(total)} of JSON (largest rank {_mb(max(sizes))}; "
@@ -445,6 +450,18 @@ def measure_set(name: str, d: Path, sizes: List[int], engines: List[str], work: 
               f"{_mb(got['driver_peak_bytes'])}  tree peak {_mb(got['tree_peak_bytes'])}"
               + (f" (Ray idle {_mb(got['ray_idle_bytes'])})" if engine == "ray" else "")
               + (f"  exit {got['exit_code']}" if got["exit_code"] else ""))
+        if engine == "local" and capped:
+            cap = alone["tree_peak_bytes"]
+            cut = analyze(d, work / f"{name}-local-capped.json", "local", dict(env, HTA_REPORT_MAX_MEMORY=str(cap)),
+                          None)
+            cut["tree_ratio"] = cut["tree_peak_bytes"] / alone["tree_peak_bytes"]
+            cut["max_memory_bytes"] = cap
+            row["local-capped"] = {k: v for k, v in cut.items() if k != "stderr_tail"}
+            print(f"  local, HTA_REPORT_MAX_MEMORY={_mb(cap)} (the rank alone's peak): {cut['wall_s']:.1f} s wall "
+                  f"({cut['wall_s'] / got['wall_s']:.2f}x uncapped) {cut['cpu_s']:.1f} s CPU, tree peak "
+                  f"{_mb(cut['tree_peak_bytes'])} -> {cut['tree_ratio']:.2f}x the rank alone "
+                  f"({'met' if cut['tree_ratio'] <= 1.5 else 'not met'}: target <= 1.5x); same result: "
+                  f"{_same(work / f'{name}-local-all.json', work / f'{name}-local-capped.json')}", flush=True)
         if engine == "ray":  # Ray's daemons, idle before the run, dilute the ratio: also without them
             got["tree_ratio_less_idle"] = (got["tree_peak_bytes"] - got["ray_idle_bytes"]) / \
                 max(alone["tree_peak_bytes"] - alone["ray_idle_bytes"], 1)
@@ -579,6 +596,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--work", default=os.environ.get("HTA_SCALE_DIR", "/tmp/hta-scale"))
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 2, help="--num-cpus of the Ray head")
     ap.add_argument("--json", default=None, help="also write the figures as JSON here")
+    ap.add_argument("--capped", action="store_true",
+                    help="also run the local engine with HTA_REPORT_MAX_MEMORY set to the largest rank alone's peak")
     ap.add_argument("--project-ranks", type=int, default=1024)
     ap.add_argument("--project-mb", type=float, default=150.0, help="decompressed MB per rank")
     ap.add_argument("--project-cores", type=int, default=32, help="cores of the box / of each node")
@@ -618,7 +637,7 @@ def main(argv: Optional[List[str]] = None) -> None:
             warm = analyze(single(d, sizes, work), work / "warm-up.json", "ray", env, head)
             print(f"Ray warm-up job (one rank of {name}, not counted): {warm['wall_s']:.1f} s wall")
         for name, d, sizes in sets:
-            rows.append(measure_set(name, d, sizes, engines, work, env, head))
+            rows.append(measure_set(name, d, sizes, engines, work, env, head, args.capped))
     finally:
         if head:
             head.stop()

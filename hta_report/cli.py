@@ -39,6 +39,9 @@ Environment:
   HTA_REPORT_CACHE_MAX_SIZE       cap on the cache (default 2GiB; e.g. 500MB)
   HTA_REPORT_WORKERS              worker processes for parsing and analysis
                                   (default: the CPU cores)
+  HTA_REPORT_MAX_MEMORY           cap on the ranks analyzed at once, by their
+                                  estimated memory (e.g. 8GB; 0: none; default:
+                                  the memory available)
   HTA_REPORT_LOADER               fast (default) or hta: HTA's own trace parser
   RAY_ADDRESS                     the Ray cluster of --engine ray
   HTA_REPORT_RAY_CONNECT_TIMEOUT  seconds to reach it (default 30)
@@ -148,6 +151,20 @@ def _cache_cap() -> int:
         return max_cache_bytes()
     except ValueError as exc:
         raise InputError(f"{MAX_SIZE_ENV}: {exc}") from None
+
+
+def _memory_cap() -> None:
+    """Check ``HTA_REPORT_MAX_MEMORY`` before any work.
+
+    Raises:
+        InputError: it is set to something that is not a size.
+    """
+    from .workers import MAX_MEMORY_ENV, memory_budget
+
+    try:
+        memory_budget()
+    except ValueError as exc:
+        raise InputError(f"{MAX_MEMORY_ENV}: {exc}") from None
 
 
 @click.group(epilog=EPILOG + "\n" + ENVIRONMENT, context_settings={"help_option_names": ["-h", "--help"]})
@@ -273,6 +290,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
     gates = [parse_gate(g) for g in fail_on]
     config = load_config(config_path)
     cache = _cache_dir(cache_dir, no_cache)
+    _memory_cap()
     if verbose:
         show_bugs()
     _system_allocator_for_arrow()
@@ -351,6 +369,7 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
     _check_outputs([(output, fmt)])
     _system_allocator_for_arrow()
     _skip_teardown()
+    _memory_cap()
     check_outputs([(output, fmt)], input_files(base, recursive) + input_files(new, recursive))  # before any work
     with progress.using(progress.Progress(verbose=verbose, heartbeat=None if quiet else progress.HEARTBEAT_S)):
         comparison = compare_paths(base, new, max_result_size, recursive=recursive, config=config, engine=engine,

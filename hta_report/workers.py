@@ -18,7 +18,7 @@ import logging
 import multiprocessing as mp
 import os
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, Callable, Iterator, List
+from typing import Any, Callable, Iterator, List, Optional
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +37,37 @@ def count() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+#: The environment variable that caps the memory of the ranks analyzed at once
+#: in worker processes (a size: ``8GB``, ``1.5GiB``; ``0``: no cap).
+MAX_MEMORY_ENV = "HTA_REPORT_MAX_MEMORY"
+
+
+def memory_budget() -> Optional[int]:
+    """Bytes that the ranks analyzed at once in worker processes may hold
+    together, by the estimate of :func:`hta_report.engines.local.rank_memory_bytes`:
+    ``HTA_REPORT_MAX_MEMORY`` (a size, see :func:`hta_report.sizes.parse_size`;
+    ``0``: no cap), else the memory available when it is read (``MemAvailable``
+    of ``/proc/meminfo``), else (not Linux) None: no cap. A rank is always
+    analyzed when none is, whatever its estimate.
+
+    Raises:
+        ValueError: ``HTA_REPORT_MAX_MEMORY`` is set to something that is not a size.
+    """
+    from .sizes import parse_size
+
+    env = os.environ.get(MAX_MEMORY_ENV, "").strip()
+    if env:
+        return None if env == "0" else parse_size(env)
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def can_fork() -> bool:

@@ -162,6 +162,87 @@ def test_a_worker_that_dies_sends_the_run_back_to_one_process(phase, tmp_path, m
     assert "a worker process died" in caplog.text
 
 
+#: The analysis phase function replaced by :func:`_timed_analysis`, and the file its spans go to.
+_TIMED = {"_analyze_held": None, "spans": ""}
+
+
+def _timed_analysis(*args, **kwargs):
+    """:func:`hta_report.engines.local._analyze_held`, appending ``pid start end`` to ``_TIMED["spans"]``."""
+    import time
+
+    t0 = time.monotonic()
+    try:
+        return _TIMED["_analyze_held"](*args, **kwargs)
+    finally:
+        with open(_TIMED["spans"], "a", encoding="ascii") as fh:
+            fh.write(f"{os.getpid()} {t0} {time.monotonic()}\n")
+
+
+def _spans(monkeypatch, tmp_path, name):
+    from hta_report.engines import local
+
+    spans = tmp_path / name
+    monkeypatch.setitem(_TIMED, "_analyze_held", local._analyze_held)
+    monkeypatch.setitem(_TIMED, "spans", str(spans))
+    monkeypatch.setattr(local, "_analyze_held", _timed_analysis)
+    return spans
+
+
+def test_a_memory_cap_analyzes_the_ranks_one_at_a_time_with_the_same_result(tmp_path, monkeypatch):
+    """``HTA_REPORT_MAX_MEMORY`` below two ranks' estimate: the workers'
+    analyses never overlap in time (timed in the workers themselves), both
+    workers still analyze the ranks they parsed, the run says it was held, the
+    result is that of one process and the spill folder is gone; without a cap
+    (``0``) nothing is held back."""
+    from hta_report.engines.local import rank_memory_bytes
+
+    traces, spill_root = _five_ranks(tmp_path, monkeypatch)
+    one = result_json(traces, 1, monkeypatch)
+    monkeypatch.setenv("HTA_REPORT_MAX_MEMORY", str(rank_memory_bytes(0) + 1))  # under any two ranks
+    spans = _spans(monkeypatch, tmp_path, "capped.txt")
+    stages = []
+    assert result_json(traces, 2, monkeypatch, stages) == one
+    assert any(s.startswith("analyses held to 1 at once by the memory cap") for s in stages)
+    rows = sorted((float(a), float(b), int(pid)) for pid, a, b in (line.split() for line in spans.read_text().splitlines()))
+    assert len(rows) == 5 and len({pid for _, _, pid in rows}) == 2
+    assert all(rows[k][1] <= rows[k + 1][0] for k in range(4))  # each starts after the one before ended
+    assert list(spill_root.iterdir()) == []
+    monkeypatch.setenv("HTA_REPORT_MAX_MEMORY", "0")
+    stages.clear()
+    assert result_json(traces, 2, monkeypatch, stages) == one
+    assert not any("memory cap" in s for s in stages)
+
+
+@pytest.mark.parametrize("value, budget", [("2GB", 2 * 10**9), ("1.5GiB", 3 * 2**29), ("0", None)])
+def test_the_memory_cap_reads_sizes(value, budget, monkeypatch):
+    from hta_report import workers
+
+    monkeypatch.setenv("HTA_REPORT_MAX_MEMORY", value)
+    assert workers.memory_budget() == budget
+
+
+def test_the_memory_cap_defaults_to_the_memory_available(monkeypatch):
+    from hta_report import workers
+
+    monkeypatch.delenv("HTA_REPORT_MAX_MEMORY", raising=False)
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            kb = next(int(line.split()[1]) for line in fh if line.startswith("MemAvailable:"))
+    except OSError:
+        assert workers.memory_budget() is None  # not Linux: no cap
+        return
+    assert abs(workers.memory_budget() - kb * 1024) < 2**30  # read moments apart
+
+
+def test_a_memory_cap_that_is_not_a_size_is_refused_before_any_work(tmp_path, run_cli, monkeypatch):
+    monkeypatch.setenv("HTA_REPORT_MAX_MEMORY", "lots")
+    for args in (["analyze", _sim_dir(tmp_path)], ["compare", _sim_dir(tmp_path), _sim_dir(tmp_path)]):
+        code, _, err = run_cli(*args, "-o", tmp_path / "r.md", "--no-cache")
+        assert code == 1 and err.strip() == (
+            "hta-report: error: HTA_REPORT_MAX_MEMORY: 'lots' is not a size; write e.g. 500MB, 4GiB or 1000000 (bytes)")
+        assert not (tmp_path / "r.md").exists()
+
+
 def _sleep_then_pid(seconds):
     import time
 

@@ -31,6 +31,14 @@ tree's peak against a lone rank's). A 28 MB rank of the fractional
 benchmark (75,000 events): 13 ms to write, 19 ms to read back, 9.5 MB on
 disk; the Arrow IPC layout of the parse cache took 292 and 92 ms.
 
+**A memory cap.** Analyzing a rank holds about 3 bytes per byte of its
+JSON (:func:`rank_memory_bytes`), and each worker analyzes one: two workers on
+286 MB ranks held 2.3 x the tree of one such rank alone. With
+``HTA_REPORT_MAX_MEMORY`` (default: the memory available at the start), a
+worker whose next rank would take the estimate of the ranks being analyzed
+past the cap waits for one to finish, its parse written to disk meanwhile; a
+rank alone always runs. The result is the same, only later.
+
 A worker that dies (e.g. killed for memory) loses the parses it held: the
 run then starts again the second way, one rank at a time.
 """
@@ -40,13 +48,13 @@ import contextlib
 import logging
 import os
 import time
-from concurrent.futures import Future
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Union
 
 from .. import progress, workers
 from ..cache import Cache
-from ..errors import TraceError
+from ..errors import InputError, TraceError
 from ..model import AnalysisResult
 from . import per_rank
 from .per_rank import RankRunner
@@ -63,13 +71,32 @@ logger = logging.getLogger(__name__)
 _HELD: Dict[int, Union[ParsedRank, str]] = {}
 
 
+#: :func:`rank_memory_bytes`: what a rank's analysis in a worker holds beyond
+#: its events (bytes) and per event of its parse.
+RANK_BASE_BYTES = 50 * 10**6
+RANK_BYTES_PER_EVENT = 1100
+
+
+def rank_memory_bytes(events: int) -> int:
+    """The estimated memory (bytes) that analyzing one rank of ``events``
+    events in a worker adds to the process tree, its parse read back
+    included: 50 MB + 1.1 kB per event, the budget's unit
+    (:func:`hta_report.workers.memory_budget`). Measured with ``bench/scale.py``
+    (the tree's summed PSS, 2026-11-26): a second worker analyzing at the same
+    time added 860 MB on the 286 MB fractional benchmark rank (736,679
+    events; this estimate 860 MB) and 68 MB on a 1.6 MB rank of HTA's
+    ``two_ranks`` (4,810 events; estimate 55 MB)."""
+    return RANK_BASE_BYTES + RANK_BYTES_PER_EVENT * max(0, events)
+
+
 def measure(spec, cache: Optional[Cache]) -> AnalysisResult:
     """The metrics of the run ``spec`` (a :class:`~hta_report.load.spec.RunSpec`)
     describes, computed on this machine (see the module doc); ``cache``: the
     parse cache, or None.
 
     Raises:
-        hta_report.errors.InputError: two files claiming one rank.
+        hta_report.errors.InputError: two files claiming one rank;
+            ``HTA_REPORT_MAX_MEMORY`` is not a size.
         hta_report.errors.TraceError: no trace can be read or analyzed.
     """
     from ..analysis import analyze_loaded
@@ -79,8 +106,11 @@ def measure(spec, cache: Optional[Cache]) -> AnalysisResult:
     paths = list(spec.files)
     n = min(workers.count(), len(paths))
     if n >= 2 and workers.can_fork():
-        runner = _ForkedRunner(n, spec.max_trace_bytes, spec.loader, cache,
-                               with_hta=not all_declare_no_gpu(paths))
+        try:
+            runner = _ForkedRunner(n, spec.max_trace_bytes, spec.loader, cache,
+                                   with_hta=not all_declare_no_gpu(paths))
+        except ValueError as exc:  # the CLI refuses it before; here for the Python API
+            raise InputError(f"{workers.MAX_MEMORY_ENV}: {exc}") from None
         try:
             with quiet_hta(), runner:
                 return per_rank.measure(spec, runner)
@@ -108,6 +138,9 @@ class _ForkedRunner(RankRunner):
         self.owner: Dict[int, int] = {}
         self.in_memory: Dict[int, int] = {}  # worker -> the file index whose parse it holds in memory
         self.spill_dir: Optional[str] = None
+        self.events: Dict[int, int] = {}  # file index -> events of its parse
+        self.budget = workers.memory_budget()
+        self.most_at_once = 0  # the most ranks analyzed at once (for -v, tests and bench/scale.py)
 
     def __enter__(self) -> "_ForkedRunner":
         import tempfile
@@ -140,16 +173,68 @@ class _ForkedRunner(RankRunner):
             futures[i] = self.pools[w].submit(_parse_held, i, str(paths[i]), self.max_trace_bytes, self.loader,
                                               self.cache_dir, self.spill_dir)
             self.in_memory[w] = i  # a worker runs its calls in order: its last file stays in memory
-        return _collect([futures[i] for i in range(len(paths))], "parsed", "files")
+        got = _collect([futures[i] for i in range(len(paths))], "parsed", "files")
+        self.events = {i: g.events for i, g in enumerate(got) if not isinstance(g, str)}
+        return got
 
     def analyze(self, keys, infos, plan):
         # each worker first analyzes the rank whose parse it holds in memory, then reads back the others
         held = set(self.in_memory.values())
         order = sorted(range(len(keys)), key=lambda j: keys[j] not in held)
-        submitted = {j: self.pools[self.owner[keys[j]]].submit(_analyze_held, keys[j], infos[j], plan, self.loader)
-                     for j in order}
-        futures = [submitted[j] for j in range(len(keys))]
-        return _outcomes(infos, _collect(futures, "analyzed", "ranks", each=per_rank.share_result_strings()))
+        cost = {j: rank_memory_bytes(self.events.get(keys[j], 0)) for j in order}
+        if self.budget is None or sum(sorted(cost.values())[-self.n:]) <= self.budget:  # never held back
+            self.most_at_once = min(self.n, len(keys))
+            submitted = {j: self.pools[self.owner[keys[j]]].submit(_analyze_held, keys[j], infos[j], plan,
+                                                                   self.loader) for j in order}
+            futures = [submitted[j] for j in range(len(keys))]
+            return _outcomes(infos, _collect(futures, "analyzed", "ranks", each=per_rank.share_result_strings()))
+        return _outcomes(infos, self._analyze_within_budget(keys, infos, plan, order, cost))
+
+    def _analyze_within_budget(self, keys, infos, plan, order: List[int], cost: Dict[int, int]) -> list:
+        """Phase 3 with at most one rank per worker in flight and, together,
+        at most :attr:`budget` bytes by :func:`rank_memory_bytes` (a rank
+        alone always runs): a worker whose next rank does not fit waits. The
+        answers of :func:`_analyze_held`, in ``keys``' order."""
+        from ..sizes import format_size
+
+        budget = self.budget
+        assert budget is not None, "called with a budget only"
+        t0 = time.perf_counter()
+        queues: Dict[int, List[int]] = {}
+        for j in order:  # per worker, in the order it would run them
+            queues.setdefault(self.owner[keys[j]], []).append(j)
+        running: Dict[Future, int] = {}
+        spills: List[Future] = []
+        got: Dict[int, tuple] = {}
+        share, stages = per_rank.share_result_strings(), progress.current()
+        while queues or running:
+            busy = {self.owner[keys[j]] for j in running.values()}
+            used = sum(cost[j] for j in running.values())
+            for w in sorted(set(queues) - busy, key=lambda w: -cost[queues[w][0]]):  # the largest waiting first
+                j = queues[w][0]
+                if running and used + cost[j] > budget:
+                    if self.in_memory.pop(w, None) is not None:  # it waits: to disk with the parse it holds
+                        spills.append(self.pools[w].submit(_spill_worker, self.spill_dir))
+                    continue
+                running[self.pools[w].submit(_analyze_held, keys[j], infos[j], plan, self.loader)] = j
+                used += cost[j]
+                queues[w].pop(0)
+                if not queues[w]:
+                    del queues[w]
+            self.most_at_once = max(self.most_at_once, len(running))
+            workers.idle()
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                j = running.pop(future)
+                got[j] = future.result()
+                share(got[j])
+                stages.update(f"analyzed {len(got)}/{len(keys)} ranks")
+        for future in spills:
+            future.result()  # a spill that failed (a full disk) fails the run as a parse's does
+        if self.most_at_once < min(self.n, len(keys)):
+            stages.record(f"analyses held to {self.most_at_once} at once by the memory cap "
+                          f"({format_size(budget)}, ${workers.MAX_MEMORY_ENV})", time.perf_counter() - t0)
+        return [got[j] for j in range(len(keys))]
 
 
 class _HereRunner(RankRunner):
@@ -319,6 +404,14 @@ def _spill_held(spill_dir: str, store: Dict[int, Union["ParsedRank", str]]) -> i
     if spilled:  # hand the parse's pages back before the next one is made (freed by reference
         workers.trim_heap()  # counts: a full collection took most of each 80-90 ms spill)
     return spilled
+
+
+def _spill_worker(spill_dir: str) -> None:
+    """In a worker of :class:`_ForkedRunner` that waits for the memory cap: write
+    the parse it holds to ``spill_dir`` and hand its pages back, so that it holds
+    none while it waits (:func:`_spill_held`)."""
+    if _spill_held(spill_dir, _HELD):
+        workers.release_free_memory()
 
 
 def _held(index: int, store: Dict[int, Union["ParsedRank", str]]) -> "ParsedRank":

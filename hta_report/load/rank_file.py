@@ -43,6 +43,8 @@ class FileParse:
         step_rows: ``ProfilerStep`` annotations on the host in the file (:func:`~.traces.host_steps`).
         step_names: the distinct ``ProfilerStep#N`` names.
         note: what the validating reader left out, or None.
+        events: rows of the parsed event dataframe (what sizes the rank's
+            analysis: :func:`hta_report.engines.local.rank_memory_bytes`).
         stages: ``(stage, seconds)`` timed on the worker, for ``-v``.
     """
 
@@ -54,6 +56,7 @@ class FileParse:
     step_rows: int
     step_names: List[str]
     note: Optional[str] = None
+    events: int = 0
     stages: List[Tuple[str, float]] = field(default_factory=list)
 
 
@@ -93,7 +96,7 @@ def parse_file(path: str, max_trace_bytes: int, loader: str, cache_dir: Optional
             min_exact_ts=exact_origin([df], df["ts"].min().item()),
             step_rows=host_steps(df, step_ids, trace.symbol_table.get_cpu_event_cat_ids()),
             step_names=sorted({symbols[i] for i in step_ids}),
-            note=notes.get(candidates[0]), stages=list(recorder.times))
+            note=notes.get(candidates[0]), events=len(df), stages=list(recorder.times))
     return summary, ParsedRank(meta=meta, df=df, symbols=list(symbols))
 
 
