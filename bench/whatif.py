@@ -422,22 +422,57 @@ def cost(trace_dir: Path, runs: int = 3) -> Dict[str, float]:
     from hta_report.api import analyze
     from hta_report.model import Replay
 
+    import resource
+
+    def cpu_s() -> float:  # this process and its reaped children (the parse's piece workers)
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    def skipped(*args, **kwargs) -> Replay:  # the stage's place kept, nothing replayed
+        return Replay(note="skipped")
+
+    own: List[Tuple[float, float]] = []  # the replay's own (wall, CPU) per run with it
+
+    def timed(*args, **kwargs) -> Replay:  # in this process: a lone large rank is analyzed here
+        t, c = time.perf_counter(), time.process_time()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            own.append((time.perf_counter() - t, time.process_time() - c))
+
     real = rank_steps.replay
     times: Dict[bool, List[float]] = {True: [], False: []}
+    cpu: Dict[bool, List[float]] = {True: [], False: []}
     for _ in range(runs):
         for with_replay in (True, False):
-            rank_steps.replay = real if with_replay else (lambda ev, hw, rank=0: Replay(note="skipped"))
-            t = time.perf_counter()
+            rank_steps.replay = timed if with_replay else skipped
+            t, c = time.perf_counter(), cpu_s()
             try:
-                analyze(trace_dir)
+                got = analyze(trace_dir)
             finally:
                 rank_steps.replay = real
             times[with_replay].append(time.perf_counter() - t)
+            cpu[with_replay].append(cpu_s() - c)
+            failed = [f.step for r in got.ranks for f in r.failures]
+            if failed:
+                raise SystemExit(f"analyze {'with' if with_replay else 'without'} the replay: steps failed: {failed}")
     on, off = statistics.median(times[True]), statistics.median(times[False])
+    con, coff = statistics.median(cpu[True]), statistics.median(cpu[False])
     print(f"\nreplay cost on {trace_dir}: analyze {on:.2f} s with the replay, {off:.2f} s without "
           f"(medians of {runs}): {(on / off - 1) * 100:+.1f} % (target <= 20 %); runs with "
           f"{', '.join(f'{x:.2f}' for x in times[True])} / without {', '.join(f'{x:.2f}' for x in times[False])}")
-    return {"with": on, "without": off, "ratio": on / off}
+    print(f"  CPU (this process and the parse's workers): {con:.2f} s with, {coff:.2f} s without (medians): "
+          f"{(con / coff - 1) * 100:+.1f} %")
+    # within each run with the replay: its own time against the rest of that run (the runs' spread cancels)
+    shares = [w / (total - w) * 100 for (w, _), total in zip(own, times[True]) if total > w]
+    cpu_shares = [c / (total - c) * 100 for (_, c), total in zip(own, cpu[True]) if total > c]
+    if shares:
+        print(f"  the replay stage itself, within each run with it: {statistics.median(w for w, _ in own):.2f} s "
+              f"wall ({statistics.median(c for _, c in own):.2f} s CPU), adding {statistics.median(shares):+.1f} % "
+              f"to the rest of the run's wall time ({min(shares):+.1f} to {max(shares):+.1f} %) and "
+              f"{statistics.median(cpu_shares):+.1f} % to its CPU (target <= 20 %)")
+    return {"with": on, "without": off, "ratio": on / off, "cpu_with": con, "cpu_without": coff,
+            "own_pct": statistics.median(shares) if shares else float("nan")}
 
 
 def main() -> int:

@@ -327,7 +327,6 @@ OWN_STEPS: List[Step] = [
     (CPU_SIDE_STEP, _cpu_side),
     (WORKLOAD_STEP, _workload),
     (WINDOWS_STEP, _windows_and_optimizer),
-    (REPLAY_STEP, _replay),
     (MEMORY_STEP, _memory),
     (STEP_BREAKDOWN_STEP, _step_breakdown),
     (PATTERNS_STEP, _patterns),
@@ -347,11 +346,14 @@ GPU_STEPS: List[Step] = [
     ("GPU idle split", _gpu_idle_split),
     ("launch statistics", _launch_context),
     (CODE_STEP, _code),
+    # last: its Tensor-Core edit reads the GEMM classification the Tensor-Core step made (events.shared)
+    (REPLAY_STEP, _replay),
 ]
 #: Or, on ranks without GPU activity.
 HOST_ONLY_STEPS: List[Step] = [
     (COMMUNICATION_STEP, _host_communication),
     (CODE_STEP, _code),
+    (REPLAY_STEP, _replay),
 ]
 
 
