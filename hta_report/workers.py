@@ -46,7 +46,7 @@ MAX_MEMORY_ENV = "HTA_REPORT_MAX_MEMORY"
 
 def memory_budget() -> Optional[int]:
     """Bytes that the ranks analyzed at once in worker processes may hold
-    together, by the estimate of :func:`hta_report.engines.local.rank_memory_bytes`:
+    together, by the estimate of :func:`hta_report.engines.per_rank.rank_memory_bytes`:
     ``HTA_REPORT_MAX_MEMORY`` (a size, see :func:`hta_report.sizes.parse_size`;
     ``0``: no cap), else the memory available when it is read (``MemAvailable``
     of ``/proc/meminfo``), else (not Linux) None: no cap. A rank is always

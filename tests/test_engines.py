@@ -59,9 +59,14 @@ def _cli(*args, env=None):
 
 
 @pytest.fixture
-def ray_head(tmp_path):
+def ray_head(request):
     """A Ray head on this machine (2 CPUs, no dashboard, token auth off), its
-    address; stopped afterwards."""
+    address; stopped afterwards. ``request.param``, where given: more
+    arguments of ``ray start`` (e.g. ``["--memory", "30000000"]``)."""
+    yield from _ray_head(getattr(request, "param", []))
+
+
+def _ray_head(extra):
     pytest.importorskip("ray")
     env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
     with socket.socket() as s:
@@ -72,7 +77,7 @@ def ray_head(tmp_path):
     for attempt in range(3):  # Ray gives its raylet 30 s to start, which a loaded machine can miss
         start = subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", "2",
                                 "--port", str(port), "--include-dashboard=false", "--disable-usage-stats",
-                                "--temp-dir", temp],
+                                "--temp-dir", temp, *extra],
                                capture_output=True, text=True, env=env, timeout=300)
         found = re.search(r"--address='([^']+)'", start.stdout + start.stderr)
         if start.returncode == 0 and found:
@@ -100,6 +105,31 @@ def test_ray_engine_gives_the_local_result(tmp_path, ray_head):
     local, ray = (_scrub(json.loads((tmp_path / f"{n}.json").read_text())) for n in ("local", "ray"))
     assert [r["rank"] for r in ray["ranks"]] == list(range(16))
     assert [u["path"] for u in ray["inventory"]["unreadable"]] == [str(d / "trace_16.json")]
+    assert ray == local
+
+
+@pytest.mark.parametrize("ray_head", [["--memory", str(30 * 10**6)]], indirect=True)
+def test_ray_engine_asks_for_memory_no_larger_than_a_node_has(tmp_path, ray_head):
+    """Each rank's task asks Ray for its estimated memory (55 MB for these
+    ranks), clipped to the largest node's ``memory`` resource: on a head of
+    30 MB the tasks run (one at a time) instead of waiting for a node that
+    does not exist, with the local engine's result."""
+    from hta_report.engines.ray_engine import memory_request
+    from hta_report.engines.per_rank import rank_memory_bytes
+
+    assert memory_request(4810, 30 * 10**6) == 30 * 10**6 < rank_memory_bytes(4810)
+    assert memory_request(4810, None) == rank_memory_bytes(4810) == memory_request(4810, 10**12)
+    address, env = ray_head
+    d = _sixteen_ranks(tmp_path)
+    (d / "trace_16.json").unlink()
+    for name in [f"trace_{r:02d}.json.gz" for r in range(4, 16)]:
+        (d / name).unlink()  # 4 ranks keep it short
+    code, _, err = _cli("analyze", d, "-o", tmp_path / "local.json", "--no-cache")
+    assert code == 0, err
+    code, _, err = _cli("analyze", d, "-o", tmp_path / "ray.json", "--no-cache", "--engine", "ray",
+                        "--ray-address", address, env=env)
+    assert code == 0, err
+    local, ray = (_scrub(json.loads((tmp_path / f"{n}.json").read_text())) for n in ("local", "ray"))
     assert ray == local
 
 

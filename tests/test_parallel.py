@@ -194,7 +194,7 @@ def test_a_memory_cap_analyzes_the_ranks_one_at_a_time_with_the_same_result(tmp_
     workers still analyze the ranks they parsed, the run says it was held, the
     result is that of one process and the spill folder is gone; without a cap
     (``0``) nothing is held back."""
-    from hta_report.engines.local import rank_memory_bytes
+    from hta_report.engines.per_rank import rank_memory_bytes
 
     traces, spill_root = _five_ranks(tmp_path, monkeypatch)
     one = result_json(traces, 1, monkeypatch)

@@ -57,7 +57,7 @@ from ..cache import Cache
 from ..errors import InputError, TraceError
 from ..model import AnalysisResult
 from . import per_rank
-from .per_rank import RankRunner
+from .per_rank import RankRunner, rank_memory_bytes
 
 if TYPE_CHECKING:
     from ..files import Location
@@ -69,24 +69,6 @@ logger = logging.getLogger(__name__)
 #: until their rank is analyzed (each worker process has its own): the parse
 #: itself, or the path of its spill file.
 _HELD: Dict[int, Union[ParsedRank, str]] = {}
-
-
-#: :func:`rank_memory_bytes`: what a rank's analysis in a worker holds beyond
-#: its events (bytes) and per event of its parse.
-RANK_BASE_BYTES = 50 * 10**6
-RANK_BYTES_PER_EVENT = 1100
-
-
-def rank_memory_bytes(events: int) -> int:
-    """The estimated memory (bytes) that analyzing one rank of ``events``
-    events in a worker adds to the process tree, its parse read back
-    included: 50 MB + 1.1 kB per event, the budget's unit
-    (:func:`hta_report.workers.memory_budget`). Measured with ``bench/scale.py``
-    (the tree's summed PSS, 2026-11-26): a second worker analyzing at the same
-    time added 860 MB on the 286 MB fractional benchmark rank (736,679
-    events; this estimate 860 MB) and 68 MB on a 1.6 MB rank of HTA's
-    ``two_ranks`` (4,810 events; estimate 55 MB)."""
-    return RANK_BASE_BYTES + RANK_BYTES_PER_EVENT * max(0, events)
 
 
 def measure(spec, cache: Optional[Cache]) -> AnalysisResult:

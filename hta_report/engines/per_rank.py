@@ -36,6 +36,25 @@ ParseOutcome = Union["FileParse", str]
 AnalyzeOutcome = Tuple[Union[RankResult, TraceError], float]
 
 
+#: :func:`rank_memory_bytes`: what a rank's analysis in a worker holds beyond
+#: its events (bytes) and per event of its parse.
+RANK_BASE_BYTES = 50 * 10**6
+RANK_BYTES_PER_EVENT = 1100
+
+
+def rank_memory_bytes(events: int) -> int:
+    """The estimated memory (bytes) that analyzing one rank of ``events``
+    events in a worker adds to the process tree, its parse read back
+    included: 50 MB + 1.1 kB per event. The local engine's unit for
+    ``HTA_REPORT_MAX_MEMORY`` (:func:`hta_report.workers.memory_budget`) and
+    the Ray engine's ``memory`` request per rank. Measured with ``bench/scale.py``
+    (the tree's summed PSS, 2026-11-26): a second worker analyzing at the same
+    time added 860 MB on the 286 MB fractional benchmark rank (736,679
+    events; this estimate 860 MB) and 68 MB on a 1.6 MB rank of HTA's
+    ``two_ranks`` (4,810 events; estimate 55 MB)."""
+    return RANK_BASE_BYTES + RANK_BYTES_PER_EVENT * max(0, events)
+
+
 def share_result_strings() -> Callable[[Any], None]:
     """What both runners call on each phase-3 answer as it arrives (a
     ``("ok", RankResult, seconds)`` or an error tuple): the result's strings

@@ -11,7 +11,9 @@ The driver decides what depends on all ranks from the summaries alone
 
 Phase 2, one task per rank: align and filter the rank as HTA does for the
 whole directory and run every per-rank analysis
-(:func:`hta_report.analysis.rank.analyze_rank`); only the rank's
+(:func:`hta_report.analysis.rank.analyze_rank`), asking Ray for the
+rank's estimated memory (:func:`memory_request`: Ray then runs on a node
+only as many as its ``memory`` resource holds); only the rank's
 :class:`~hta_report.model.RankResult` returns. The cross-rank part runs on the
 driver (:func:`hta_report.analysis.assemble`), whose memory grows with the
 number of ranks, not with their events.
@@ -35,7 +37,7 @@ from ..errors import InputError, TraceError
 from ..escape import redact_url
 from ..model import TraceFileInfo
 from . import per_rank
-from .per_rank import RankRunner
+from .per_rank import RankRunner, rank_memory_bytes
 
 #: Ray retries a task whose worker process died this many times.
 MAX_RETRIES = 3
@@ -295,6 +297,23 @@ def _gather(refs: List, label: str, unit: str, each=None) -> List:
     return out
 
 
+def memory_request(events: int, largest_node: Optional[int]) -> int:
+    """The ``memory`` a rank's analysis task asks Ray for (bytes): its estimate
+    (:func:`~.per_rank.rank_memory_bytes`), so that Ray starts on a node only
+    as many as its memory resource holds, but at most ``largest_node`` (the
+    largest ``memory`` resource of the cluster's live nodes): a task asking
+    more than any node has would never be scheduled."""
+    want = rank_memory_bytes(events)
+    return min(want, largest_node) if largest_node else want
+
+
+def _largest_node_memory() -> Optional[int]:
+    """The largest ``memory`` resource (bytes) among the cluster's live
+    nodes, or None where Ray names none."""
+    sizes = [int(n.get("Resources", {}).get("memory", 0)) for n in ray.nodes() if n.get("Alive")]
+    return max(sizes) if sizes and max(sizes) > 0 else None
+
+
 class _RayRunner(RankRunner):
     """Phases 1 and 3 as Ray tasks (see the module doc); the parses stay in
     Ray's object store until their rank is analyzed."""
@@ -306,6 +325,7 @@ class _RayRunner(RankRunner):
     def __init__(self, max_trace_bytes: int, loader: str, cache_dir: Optional[str]) -> None:
         self.max_trace_bytes, self.loader, self.cache_dir = max_trace_bytes, loader, cache_dir
         self.parses: List = []
+        self.events: List[int] = []  # per file: events of its parse (0: unreadable)
 
     def parse(self, paths):
         pairs = [_parse_task.remote(_read_path(p), str(p), self.max_trace_bytes, self.loader, self.cache_dir)
@@ -317,10 +337,13 @@ class _RayRunner(RankRunner):
                 out.append(f"the Ray task failed: {_first_line(got)}")
             else:
                 out.append(got[1])  # ("ok", FileParse) or ("error", reason)
+        self.events = [0 if isinstance(x, str) else x.events for x in out]
         return out
 
     def analyze(self, keys, infos, plan):
-        refs = [_analyze_task.remote(self.parses[k], info, plan, self.loader) for k, info in zip(keys, infos)]
+        largest = _largest_node_memory()
+        refs = [_analyze_task.options(memory=memory_request(self.events[k], largest)).remote(
+                    self.parses[k], info, plan, self.loader) for k, info in zip(keys, infos)]
         outcomes = _gather(refs, "ray: analyzed", "ranks", each=per_rank.share_result_strings())
         self.parses = []  # the parses in the object store can go
         out = []

@@ -44,7 +44,7 @@ class FileParse:
         step_names: the distinct ``ProfilerStep#N`` names.
         note: what the validating reader left out, or None.
         events: rows of the parsed event dataframe (what sizes the rank's
-            analysis: :func:`hta_report.engines.local.rank_memory_bytes`).
+            analysis: :func:`hta_report.engines.per_rank.rank_memory_bytes`).
         stages: ``(stage, seconds)`` timed on the worker, for ``-v``.
     """
 
