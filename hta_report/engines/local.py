@@ -122,7 +122,6 @@ class _ForkedRunner(RankRunner):
         self.spill_dir: Optional[str] = None
         self.events: Dict[int, int] = {}  # file index -> events of its parse
         self.budget = workers.memory_budget()
-        self.most_at_once = 0  # the most ranks analyzed at once (for -v, tests and bench/scale.py)
 
     def __enter__(self) -> "_ForkedRunner":
         import tempfile
@@ -165,23 +164,21 @@ class _ForkedRunner(RankRunner):
         order = sorted(range(len(keys)), key=lambda j: keys[j] not in held)
         cost = {j: rank_memory_bytes(self.events.get(keys[j], 0)) for j in order}
         if self.budget is None or sum(sorted(cost.values())[-self.n:]) <= self.budget:  # never held back
-            self.most_at_once = min(self.n, len(keys))
             submitted = {j: self.pools[self.owner[keys[j]]].submit(_analyze_held, keys[j], infos[j], plan,
                                                                    self.loader) for j in order}
             futures = [submitted[j] for j in range(len(keys))]
             return _outcomes(infos, _collect(futures, "analyzed", "ranks", each=per_rank.share_result_strings()))
-        return _outcomes(infos, self._analyze_within_budget(keys, infos, plan, order, cost))
+        return _outcomes(infos, self._analyze_within_budget(keys, infos, plan, order, cost, self.budget))
 
-    def _analyze_within_budget(self, keys, infos, plan, order: List[int], cost: Dict[int, int]) -> list:
+    def _analyze_within_budget(self, keys, infos, plan, order: List[int], cost: Dict[int, int], budget: int) -> list:
         """Phase 3 with at most one rank per worker in flight and, together,
-        at most :attr:`budget` bytes by :func:`rank_memory_bytes` (a rank
-        alone always runs): a worker whose next rank does not fit waits. The
+        at most ``budget`` bytes by :func:`rank_memory_bytes` (a rank alone
+        always runs): a worker whose next rank does not fit waits. The
         answers of :func:`_analyze_held`, in ``keys``' order."""
         from ..sizes import format_size
 
-        budget = self.budget
-        assert budget is not None, "called with a budget only"
         t0 = time.perf_counter()
+        most_at_once = 0
         queues: Dict[int, List[int]] = {}
         for j in order:  # per worker, in the order it would run them
             queues.setdefault(self.owner[keys[j]], []).append(j)
@@ -203,7 +200,7 @@ class _ForkedRunner(RankRunner):
                 queues[w].pop(0)
                 if not queues[w]:
                     del queues[w]
-            self.most_at_once = max(self.most_at_once, len(running))
+            most_at_once = max(most_at_once, len(running))
             workers.idle()
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
@@ -213,8 +210,8 @@ class _ForkedRunner(RankRunner):
                 stages.update(f"analyzed {len(got)}/{len(keys)} ranks")
         for future in spills:
             future.result()  # a spill that failed (a full disk) fails the run as a parse's does
-        if self.most_at_once < min(self.n, len(keys)):
-            stages.record(f"analyses held to {self.most_at_once} at once by the memory cap "
+        if most_at_once < min(self.n, len(keys)):
+            stages.record(f"analyses held to {most_at_once} at once by the memory cap "
                           f"({format_size(budget)}, ${workers.MAX_MEMORY_ENV})", time.perf_counter() - t0)
         return [got[j] for j in range(len(keys))]
 
