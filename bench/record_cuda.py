@@ -19,7 +19,8 @@ new pairs after ``--budget-s`` seconds, so a lent GPU's minutes are not lost
 to one slow case; what was recorded is kept. Never writes into the repository
 unless OUT is there.
 
-Usage: ``python bench/record_cuda.py OUT [--repeats 2] [--budget-s 420] [--only SUBSTRING]``;
+Usage: ``python bench/record_cuda.py OUT [--repeats 2] [--budget-s 420] [--only SUBSTRING[,...]]``;
+``python bench/record_cuda.py OUT --unprofiled CASE[,...]`` times plain cases' steps without the profiler;
 ``python bench/record_cuda.py --side OUT_DIR CASE before|after`` records one
 side of a plain case (what the pairs run calls, one process per side).
 """
@@ -52,6 +53,10 @@ PLAIN_CASES: Dict[str, Tuple[str, str, List[str]]] = {
     "cuda-graphs-wide": ("an 8-layer 1024-wide MLP's eager training step, batch 64",
                          "the whole step captured once in a CUDA graph and replayed",
                          ["launch-bound", "host-bound", "low-gpu-utilization"]),
+    # held out, recorded 2026-11-27 after GRAPH_GAP_US was set from cuda-graphs
+    "cuda-graphs-deep": ("a 32-layer 256-wide MLP's eager training step, batch 32",
+                         "the whole step captured once in a CUDA graph and replayed",
+                         ["launch-bound", "host-bound", "low-gpu-utilization"]),
 }
 #: ``collect`` pairs: name -> (flags of both sides, the fix's flags, the fix, the rules naming the cause).
 COLLECT_PAIRS: Dict[str, Tuple[List[str], List[str], List[str], str, List[str]]] = {
@@ -60,6 +65,12 @@ COLLECT_PAIRS: Dict[str, Tuple[List[str], List[str], List[str], str, List[str]]]
     "collect-pinned": (["--workload", "cnn", "--width", "32", "--batch-size", "2048"],
                        ["--no-pin-memory"], ["--pin-memory"], "DataLoader(pin_memory=True), non_blocking copies",
                        ["pageable-memcpy", "blocking-copy"]),
+    # held out, recorded 2026-11-27: the same fix where DataLoader workers make the batches and
+    # pinning runs in the loader's pin thread, not in the step's thread
+    "collect-pinned-workers": (["--workload", "cnn", "--width", "32", "--batch-size", "2048", "--num-workers", "4"],
+                               ["--no-pin-memory"], ["--pin-memory"],
+                               "DataLoader(pin_memory=True), non_blocking copies (4 workers)",
+                               ["pageable-memcpy", "blocking-copy"]),
     "collect-slow-data": (["--workload", "cnn", "--width", "32", "--batch-size", "256", "--slow-data", "20"],
                           ["--num-workers", "0"], ["--num-workers", "4"], "DataLoader(num_workers=4)",
                           ["dataloader-bound", "dataloader-main-process"]),
@@ -72,7 +83,7 @@ COLLECT_PAIRS: Dict[str, Tuple[List[str], List[str], List[str], str, List[str]]]
 #: Recording order (the pairs the issue names first, so a short budget keeps them).
 ORDER = ["collect-slow-data", "item-per-step", "collect-pinned", "zero-grad-zeros", "collect-sync",
          "pageable-copy", "unfused-optimizer", "collect-amp", "cuda-graphs", "pageable-copy-16m", "cuda-graphs-wide",
-         "collect-amp-wide"]
+         "collect-amp-wide", "cuda-graphs-deep", "collect-pinned-workers"]
 #: Profiler schedule of the plain cases: 1 skipped, 1 warm-up, 7 recorded (as ``collect`` records).
 WAIT, WARMUP, ACTIVE = 1, 1, 7
 
@@ -84,12 +95,18 @@ def _mlp(torch, width: int, depth: int, out: int = 10):
     return torch.nn.Sequential(*mods, torch.nn.Linear(width, out))
 
 
-def record_side(out: str, case: str, fix: bool, device: str = "cuda") -> None:
+def record_side(out: str, case: str, fix: bool, device: str = "cuda", timed_steps: int = 0) -> float:
     """Train one side of a plain case on ``cuda`` for WAIT + WARMUP + ACTIVE
     steps (after 3 unprofiled warm-up steps) under ``torch.profiler`` with
     its default settings, writing one gzipped trace into ``out``
     (``device="cpu"``: a smoke test of the script where no GPU is, without
-    pinning or graph capture).
+    pinning or graph capture). Returns 0.0.
+
+    With ``timed_steps`` > 0, nothing is profiled or written: after the same
+    warm-up, that many steps run back to back without the profiler and the
+    mean wall time per step (ms, from the first step's start to the GPU's end
+    of the last) is returned: the step a user runs, against which the
+    profiled trace's step can be compared.
 
     Raises RuntimeError when ``device`` is cuda and no CUDA device is present."""
     import torch
@@ -104,7 +121,7 @@ def record_side(out: str, case: str, fix: bool, device: str = "cuda") -> None:
     width, depth, batch = {"item-per-step": (256, 24, 64), "pageable-copy": (4096, 2, 4096),
                            "zero-grad-zeros": (2048, 40, 8), "unfused-optimizer": (64, 48, 32),
                            "cuda-graphs": (512, 16, 16), "pageable-copy-16m": (4096, 4, 1024),
-                           "cuda-graphs-wide": (1024, 8, 64)}[case]
+                           "cuda-graphs-wide": (1024, 8, 64), "cuda-graphs-deep": (256, 32, 32)}[case]
     model = _mlp(torch, width, depth).to(dev)
     if case == "unfused-optimizer":
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, **({"fused": True} if fix else {"foreach": False}))
@@ -154,6 +171,12 @@ def record_side(out: str, case: str, fix: bool, device: str = "cuda") -> None:
         step(i)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     sync()
+    if timed_steps:
+        t = time.perf_counter()
+        for i in range(timed_steps):
+            step(i)
+        sync()
+        return (time.perf_counter() - t) * 1e3 / timed_steps
     os.makedirs(out, exist_ok=True)
     with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else []),
                  schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE),
@@ -162,6 +185,31 @@ def record_side(out: str, case: str, fix: bool, device: str = "cuda") -> None:
             step(i)
             prof.step()
     sync()
+    return 0.0
+
+
+def time_unprofiled(out: str, cases: List[str], steps: int = 300, repeats: int = 3,
+                    device: str = "cuda") -> Dict[str, Dict[str, List[float]]]:
+    """Each plain case's step without the profiler, before and after its fix
+    (ms per step, ``repeats`` runs of ``steps`` steps each, each side in its
+    own subprocess as when recorded); writes ``out``/unprofiled.json and
+    returns it. Says whether the profiler's own cost differs between the sides
+    (CUPTI records every kernel of a replayed CUDA graph one by one)."""
+    res: Dict[str, Dict[str, List[float]]] = {}
+    for case in cases:
+        res[case] = {"before": [], "after": []}
+        for _ in range(repeats):
+            for which in ("before", "after"):
+                proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--side", "-", case, which,
+                                       "--timed-steps", str(steps), "--device", device],
+                                      capture_output=True, text=True, timeout=120)
+                ms = float(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else float("nan")
+                res[case][which].append(round(ms, 4))
+        print(f"unprofiled {case}: {res[case]}", flush=True)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "unprofiled.json"), "w") as fh:
+        json.dump(res, fh, indent=1)
+    return res
 
 
 def _run(cmd: List[str], timeout: float) -> Tuple[float, str]:
@@ -222,10 +270,19 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=420.0)
     ap.add_argument("--only", default="")
     ap.add_argument("--device", default="cuda", help="with --side: cpu for a smoke test without a GPU")
+    ap.add_argument("--timed-steps", type=int, default=0,
+                    help="with --side: time this many steps without the profiler and print ms per step")
+    ap.add_argument("--unprofiled", default="", metavar="CASES",
+                    help="comma-separated plain cases: time each side without the profiler into OUT/unprofiled.json")
     args = ap.parse_args(argv)
     if args.side:
         case, which = args.rest
-        record_side(args.out, case, which == "after", args.device)
+        ms = record_side(args.out, case, which == "after", args.device, args.timed_steps)
+        if args.timed_steps:
+            print(ms)
+        return 0
+    if args.unprofiled:
+        time_unprofiled(args.out, args.unprofiled.split(","), device=args.device)
         return 0
     os.makedirs(args.out, exist_ok=True)
     index = record_all(args.out, args.repeats, args.budget_s, args.only)

@@ -34,6 +34,10 @@ Prediction (the issue's "How it is judged", bullets 2 and 3):
   ``torch.profiler`` (``bench/record_cpu.py --fix``); the "before" side's
   finding predicts the "after" side's measured step (target: median <= 10 %,
   worst <= 25 %).
+* ``--pairs-dir DIR``: the same for pairs recorded on a GPU by
+  ``bench/record_cuda.py DIR``; where ``DIR/unprofiled.json`` times a case's
+  steps without the profiler, each line also scores the prediction against
+  that step (:func:`against_unprofiled_step`).
 
 ``--all`` runs the three parts, ``--quick`` one injected case and one pair;
 ``--cost TRACE_DIR`` times ``analyze`` with and without the replay stage.
@@ -321,13 +325,23 @@ def run_recorded_pairs(root: Path, only: str = "") -> List[Prediction]:
     analyzed here (no cache), the least disturbed "before" recording's
     finding for the case's rules against the least disturbed "after"
     recording's measured step, as :func:`run_pairs` does; a case whose
-    recording failed is listed and skipped. Prints one line per pair."""
+    recording failed is listed and skipped. Prints one line per pair.
+
+    Where ``OUT/unprofiled.json`` (``record_cuda.py OUT --unprofiled``) times
+    a case's steps without the profiler, the line also gives the fastest
+    unprofiled step of each side and the prediction's error against the
+    unprofiled "after" step, and a summary of those errors follows: the
+    profiler's own cost differs between the sides (CUPTI records every kernel
+    of a replayed CUDA graph), so the profiled "after" trace is not the step
+    the fix buys."""
     import json
 
     from hta_report.api import analyze
 
     index = json.loads((root / "index.json").read_text())
+    unprofiled = json.loads((root / "unprofiled.json").read_text()) if (root / "unprofiled.json").is_file() else {}
     out: List[Prediction] = []
+    against_unprofiled: List[float] = []
     _header()
     for case, entry in index.items():
         if only not in case:
@@ -341,8 +355,31 @@ def run_recorded_pairs(root: Path, only: str = "") -> List[Prediction]:
             sides[d.name.endswith("-after")].append((analyze(d), d))
         label = f"{case} ({entry['recorder']}: {entry['fix']})"
         out.append(_pair(label, frozenset(entry["rules"]), sides))
+        err = against_unprofiled_step(out[-1], unprofiled.get(case, {}))
+        if err is not None:
+            against_unprofiled.append(abs(err))
         _line(out[-1], time.perf_counter() - t)
+    if against_unprofiled:
+        print(f"\nagainst the unprofiled after-step ({len(against_unprofiled)} case(s)): |error| median "
+              f"{statistics.median(against_unprofiled):.1f} %, worst {max(against_unprofiled):.1f} %")
     return out
+
+
+def against_unprofiled_step(p: Prediction, times: Dict[str, List[float]]) -> Optional[float]:
+    """The error (%) of ``p``'s prediction against the fastest unprofiled
+    "after" step of ``times`` (``{"before": [ms...], "after": [ms...]}``, as
+    ``record_cuda.py --unprofiled`` writes; NaN marks a failed run), with
+    both sides' fastest steps appended to ``p.note``; None (and the note
+    untouched) when ``p`` has no prediction by an edit or a side has no
+    timing."""
+    ok = {side: [ms for ms in times.get(side, []) if ms == ms] for side in ("before", "after")}
+    if not p.rule or p.bound or not (ok["before"] and ok["after"]):
+        return None
+    after_us = min(ok["after"]) * 1e3
+    err = (p.predicted_us - after_us) / after_us * 100
+    p.note += (f"; without the profiler: before {min(ok['before']):.2f} ms, after {after_us / 1e3:.2f} ms, "
+               f"error {err:+.1f} %")
+    return err
 
 
 def _pair(label: str, rules: FrozenSet[str], sides: Dict[bool, List[Tuple[AnalysisResult, Path]]]) -> Prediction:

@@ -74,3 +74,19 @@ def test_fix_knob_is_known_for_every_pair_case():
         record_cpu.record("/nonexistent-never-written", "ddp-healthy", fix=True)  # no fix for this case
     with pytest.raises(ValueError):
         record_cpu.record("/nonexistent-never-written", "healthy", fix=True)
+
+
+def test_prediction_is_also_scored_against_the_unprofiled_step():
+    w = _whatif()
+    p = w.Prediction("cuda-graphs", "launch-bound", "step in a CUDA graph", 0, 4650.0, 340.0, 440.0)
+    err = w.against_unprofiled_step(p, {"before": [2.68, float("nan")], "after": [0.36, 0.35, float("nan")]})
+    assert err == pytest.approx((340.0 - 350.0) / 350.0 * 100)
+    assert "without the profiler: before 2.68 ms, after 0.35 ms, error -2.9 %" in p.note
+    assert p.error_pct == pytest.approx((340.0 - 440.0) / 440.0 * 100)  # the profiled score is unchanged
+    timed = {"before": [1.0], "after": [0.9]}
+    for q, times in [(w.Prediction("x", "unfused-optimizer", "bound", 0, 100.0, 80.0, 90.0, bound=True), timed),
+                     (w.Prediction("x", before_us=100.0, actual_us=90.0), timed),  # no finding
+                     (w.Prediction("y", "r", "e", 0, 100.0, 80.0, 90.0),
+                      {"before": [1.0], "after": [float("nan")]})]:  # every unprofiled after run failed
+        assert w.against_unprofiled_step(q, times) is None
+        assert "without the profiler" not in q.note
