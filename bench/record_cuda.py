@@ -225,9 +225,15 @@ def _run(cmd: List[str], timeout: float) -> Tuple[float, str]:
 def record_all(out: str, repeats: int, budget_s: float, only: str = "") -> Dict[str, dict]:
     """Record every pair of :data:`COLLECT_PAIRS` and :data:`PLAIN_CASES`
     whose name holds one of the comma-separated ``only`` (``repeats`` recordings per side, interleaved)
-    until ``budget_s`` seconds have passed; writes and returns the index."""
+    until ``budget_s`` seconds have passed; writes and returns the index. An
+    index already in ``out`` (an earlier run into the same folder) is kept and
+    its cases replaced where recorded again."""
     start = time.perf_counter()
+    path = os.path.join(out, "index.json")
     index: Dict[str, dict] = {}
+    if os.path.isfile(path):
+        with open(path) as fh:
+            index = json.load(fh)
     jobs = []
     for name, (common, before, after, fix, rules) in COLLECT_PAIRS.items():
         jobs.append((name, "collect", fix, rules,
@@ -254,9 +260,9 @@ def record_all(out: str, repeats: int, budget_s: float, only: str = "") -> Dict[
                 entry["error"] = entry["error"] or err
                 print(f"{name} {i} {'after' if fx else 'before'}: {secs:.1f} s {err[:200]}", flush=True)
         index[name] = entry
-        with open(os.path.join(out, "index.json"), "w") as fh:
+        with open(path, "w") as fh:
             json.dump(index, fh, indent=1)
-    with open(os.path.join(out, "index.json"), "w") as fh:
+    with open(path, "w") as fh:
         json.dump(index, fh, indent=1)
     return index
 

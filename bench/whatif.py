@@ -120,6 +120,19 @@ REPEATS = 3
 #: The issue's targets: (most |error| % allowed for every prediction, for their median).
 INJECTED_TARGET = (10.0, 5.0)
 PAIRS_TARGET = (25.0, 10.0)
+#: Cross pairs of ``--pairs-dir``: two cases of ``bench/record_cuda.py`` whose
+#: recordings differ only by fixes, scored like a pair: the least disturbed
+#: "before" recording of the first case, its rank 0 what-if named by the
+#: edit (a combination: :func:`~hta_report.model.combined_edit`), against the
+#: least disturbed recording of the second case's side. (first case, second
+#: case, its side, edit, the fixes applied). ``collect-pinned-workers`` is
+#: ``collect-pinned`` with ``--num-workers 4``.
+CROSS_PAIRS = [
+    ("collect-pinned", "collect-pinned-workers", "before", "DataLoader hidden",
+     "DataLoader(num_workers=4), copies still pageable"),
+    ("collect-pinned", "collect-pinned-workers", "after", "DataLoader hidden + copies pinned and async",
+     "DataLoader(num_workers=4, pin_memory=True), non_blocking copies"),
+]
 #: Fix pairs: record_cpu case -> the rules whose finding names that cause.
 PAIR_RULES = {
     "slow-data": frozenset({"dataloader-bound", "dataloader-main-process"}),
@@ -342,6 +355,7 @@ def run_recorded_pairs(root: Path, only: str = "") -> List[Prediction]:
     unprofiled = json.loads((root / "unprofiled.json").read_text()) if (root / "unprofiled.json").is_file() else {}
     out: List[Prediction] = []
     against_unprofiled: List[float] = []
+    recorded: Dict[str, Dict[bool, List[Tuple[AnalysisResult, Path]]]] = {}
     _header()
     for case, entry in index.items():
         if only not in case:
@@ -354,11 +368,17 @@ def run_recorded_pairs(root: Path, only: str = "") -> List[Prediction]:
         for d in sorted((root / case).iterdir()):
             sides[d.name.endswith("-after")].append((analyze(d), d))
         label = f"{case} ({entry['recorder']}: {entry['fix']})"
+        recorded[case] = sides
         out.append(_pair(label, frozenset(entry["rules"]), sides))
         err = against_unprofiled_step(out[-1], unprofiled.get(case, {}))
         if err is not None:
             against_unprofiled.append(abs(err))
         _line(out[-1], time.perf_counter() - t)
+    for first, second, side, edit, fixes in CROSS_PAIRS:
+        if first in recorded and second in recorded and only in first + second:
+            out.append(_cross_pair(f"{first} -> {second} {side} ({fixes})", recorded[first],
+                                   recorded[second][side == "after"], edit))
+            _line(out[-1], 0.0)
     if against_unprofiled:
         print(f"\nagainst the unprofiled after-step ({len(against_unprofiled)} case(s)): |error| median "
               f"{statistics.median(against_unprofiled):.1f} %, worst {max(against_unprofiled):.1f} %")
@@ -380,6 +400,25 @@ def against_unprofiled_step(p: Prediction, times: Dict[str, List[float]]) -> Opt
     p.note += (f"; without the profiler: before {min(ok['before']):.2f} ms, after {after_us / 1e3:.2f} ms, "
                f"error {err:+.1f} %")
     return err
+
+
+def _cross_pair(label: str, first: Dict[bool, List[Tuple[AnalysisResult, Path]]],
+                target: List[Tuple[AnalysisResult, Path]], edit: str) -> Prediction:
+    """A :data:`CROSS_PAIRS` entry: the least disturbed "before" recording of
+    ``first`` (throughput basis), less what its rank 0 what-if ``edit``
+    saves, against the least disturbed of the ``target`` recordings; a
+    prediction without a rule (listed, not scored) where the what-if is missing."""
+    befores = [step_us(d, r, r.ranks[0].rank) for r, d in first[False]]
+    i = befores.index(min(befores))
+    result = first[False][i][0]
+    after = min(step_us(d, r, r.ranks[0].rank) for r, d in target)
+    replay = result.ranks[0].replay
+    wi = next((x for x in (replay.whatifs if replay else []) if x.edit == edit), None)
+    if wi is None:
+        return Prediction(label, before_us=befores[i], actual_us=after, note=f"no what-if {edit!r}")
+    return Prediction(label, "(combined)" if " + " in edit else "(what-if)", edit, result.ranks[0].rank,
+                      befores[i], befores[i] - (wi.step_us_before - wi.step_us_after), after,
+                      note=f"before {' '.join(f'{s / 1e3:.2f}' for s in befores)} ms")
 
 
 def _pair(label: str, rules: FrozenSet[str], sides: Dict[bool, List[Tuple[AnalysisResult, Path]]]) -> Prediction:
