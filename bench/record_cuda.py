@@ -192,23 +192,31 @@ def time_unprofiled(out: str, cases: List[str], steps: int = 300, repeats: int =
                     device: str = "cuda") -> Dict[str, Dict[str, List[float]]]:
     """Each plain case's step without the profiler, before and after its fix
     (ms per step, ``repeats`` runs of ``steps`` steps each, each side in its
-    own subprocess as when recorded); writes ``out``/unprofiled.json and
-    returns it. Says whether the profiler's own cost differs between the sides
-    (CUPTI records every kernel of a replayed CUDA graph one by one)."""
+    own subprocess as when recorded; NaN: a run that failed); writes
+    ``out``/unprofiled.json (keeping the cases an earlier run wrote there)
+    and returns it. Says whether the profiler's own cost differs between the
+    sides (CUPTI records every kernel of a replayed CUDA graph one by one)."""
+    path = os.path.join(out, "unprofiled.json")
     res: Dict[str, Dict[str, List[float]]] = {}
+    if os.path.isfile(path):
+        with open(path) as fh:
+            res = json.load(fh)
     for case in cases:
         res[case] = {"before": [], "after": []}
         for _ in range(repeats):
             for which in ("before", "after"):
-                proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--side", "-", case, which,
-                                       "--timed-steps", str(steps), "--device", device],
-                                      capture_output=True, text=True, timeout=120)
-                ms = float(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else float("nan")
+                try:
+                    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--side", "-", case, which,
+                                           "--timed-steps", str(steps), "--device", device],
+                                          capture_output=True, text=True, timeout=120)
+                    ms = float(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else float("nan")
+                except subprocess.TimeoutExpired:
+                    ms = float("nan")
                 res[case][which].append(round(ms, 4))
         print(f"unprofiled {case}: {res[case]}", flush=True)
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "unprofiled.json"), "w") as fh:
-        json.dump(res, fh, indent=1)
+        os.makedirs(out, exist_ok=True)
+        with open(path, "w") as fh:  # after each case: a run cut short keeps what it timed
+            json.dump(res, fh, indent=1)
     return res
 
 
@@ -249,7 +257,8 @@ def record_all(out: str, repeats: int, budget_s: float, only: str = "") -> Dict[
         if not any(o in name for o in only.split(",")):
             continue
         if time.perf_counter() - start > budget_s:
-            index[name] = {"recorder": recorder, "fix": fix, "rules": rules, "error": "skipped: budget spent"}
+            if name not in index or index[name].get("error"):  # never drop an earlier run's recording
+                index[name] = {"recorder": recorder, "fix": fix, "rules": rules, "error": "skipped: budget spent"}
             continue
         entry: dict = {"recorder": recorder, "fix": fix, "rules": rules, "seconds": [], "error": ""}
         for i in range(repeats):

@@ -133,6 +133,19 @@ def test_pageable_memcpy_fires_with_exposed_copy_and_idle_after_it(tmp_path):
     assert status(r, "exposed-memcpy") == "fine"  # the pageable copy is C3's
 
 
+def test_pageable_memcpy_says_the_pin_would_run_on_the_training_thread(tmp_path):
+    def body(b, t):  # batches loaded on the training thread, then copied from pageable memory
+        b.cpu_op(DL_MAIN, t, 4, cat="user_annotation")
+        b.memcpy("HtoD", "Pageable", t + 10, 200, 4_000_000, launch_ts=t + 5, launch_dur=205)
+        b.kernel(TC_GEMM, t + 220, STEP - 220, launch_ts=t + 212, launch_dur=5)
+    f = finding(run(tmp_path, steps(body)), "pageable-memcpy")
+    assert any("training thread" in e and "num_workers=0" in e for e in f.evidence)
+    assert "num_workers=4, pin_memory=True" in f.fix
+    elsewhere = finding(run(tmp_path / "workers", copy_trace("Pageable", blocking_call=True)), "pageable-memcpy")
+    assert not any("training thread" in e for e in elsewhere.evidence)
+    assert "num_workers" not in elsewhere.fix
+
+
 def test_pinned_copies_do_not_fire_pageable_but_exposed_memcpy(tmp_path):
     r = run(tmp_path, copy_trace("Pinned", blocking_call=False))
     assert status(r, "pageable-memcpy") == "fine"

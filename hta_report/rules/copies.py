@@ -96,12 +96,25 @@ def pageable_memcpy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> 
         reads = sum(d.pageable_count for r in ranks for d in r.memcpy.directions if d.direction == "DtoH")
         return fine(f"{copies} copies, none from pageable memory to the device"
                     + (f" ({reads} pageable device-to-host reads: synchronization, see sync-in-step)" if reads else ""))
-    fix = ("loader = DataLoader(ds, ..., pin_memory=True)\n"
+    evidence = evidence_lines(hits, _pageable_evidence)
+    on_training_thread = any(r.cpu.dataloader_in_main_process for r in hits)
+    if on_training_thread:
+        evidence.append(MAIN_PROCESS_PIN)
+    fix = (f"loader = DataLoader(ds, ...,{' num_workers=4,' if on_training_thread else ''} pin_memory=True)\n"
            "x = x.to(device, non_blocking=True)\n"
            "# tensors you copy yourself: pin them once (x = x.pin_memory()), then copy with non_blocking=True")
     return claim(fired, hits, pageable_pools, pageable_gain_us).verdict(
-        cfg, "Pin host memory: copies from pageable memory block the host", evidence_lines(hits, _pageable_evidence),
-        fix)
+        cfg, "Pin host memory: copies from pageable memory block the host", evidence, fix)
+
+
+#: pageable-memcpy's evidence line where batches are loaded on the training thread. On an H200
+#: (bench/record_cuda.py collect-pinned, four pairs), pin_memory=True with num_workers=0 did not
+#: shorten the step (least disturbed steps 37.0 -> 39.7 ms in the latest pair: the DataLoader's
+#: __next__ took 27-29 ms a step before, 31-43 ms after, the pin itself 1.2-1.8 ms of it); with
+#: 4 workers (collect-pinned-workers) the same fix took 15.2 -> 9.8 ms.
+MAIN_PROCESS_PIN = ("batches are loaded on the training thread (_SingleProcessDataLoaderIter: num_workers=0): "
+                    "pin_memory=True would pin each batch there, host time the prediction leaves out; with "
+                    "DataLoader workers the loader pins in a thread of its own")
 
 
 def blocking_gain_us(r: RankResult) -> float:
