@@ -57,7 +57,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, FrozenSet, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -302,6 +302,10 @@ def _record(out: Path, case: str, fix: bool, extra_ms: Optional[float], strength
     return float(proc.stdout.split("extra_ms")[-1].split()[0])
 
 
+#: A fix pair's recordings: False (before the fix) / True (after) -> (result, trace folder) per recording.
+Sides = Dict[bool, List[Tuple[AnalysisResult, Path]]]
+
+
 def run_pairs(repeats: int = REPEATS, only: str = "", quick: bool = False,
               strength: float = STRENGTH) -> List[Prediction]:
     """Record each case of :data:`PAIR_RULES` before and after its fix
@@ -320,7 +324,7 @@ def run_pairs(repeats: int = REPEATS, only: str = "", quick: bool = False,
         for case in cases:
             t = time.perf_counter()
             extra: Optional[float] = None
-            sides: Dict[bool, List[Tuple[AnalysisResult, Path]]] = {False: [], True: []}
+            sides: Sides = {False: [], True: []}
             for i in range(repeats):
                 for fix in (False, True):
                     d = Path(tmp) / f"{case}-{i}-{'after' if fix else 'before'}"
@@ -355,7 +359,7 @@ def run_recorded_pairs(root: Path, only: str = "") -> List[Prediction]:
     unprofiled = json.loads((root / "unprofiled.json").read_text()) if (root / "unprofiled.json").is_file() else {}
     out: List[Prediction] = []
     against_unprofiled: List[float] = []
-    recorded: Dict[str, Dict[bool, List[Tuple[AnalysisResult, Path]]]] = {}
+    recorded: Dict[str, Tuple[Sides, Dict[bool, List[float]]]] = {}  # case -> recordings, their steps
     _header()
     for case, entry in index.items():
         if only not in case:
@@ -364,20 +368,20 @@ def run_recorded_pairs(root: Path, only: str = "") -> List[Prediction]:
             print(f"{case}: not recorded ({entry['error'][:120]})")
             continue
         t = time.perf_counter()
-        sides: Dict[bool, List[Tuple[AnalysisResult, Path]]] = {False: [], True: []}
+        sides: Sides = {False: [], True: []}
         for d in sorted((root / case).iterdir()):
             sides[d.name.endswith("-after")].append((analyze(d), d))
         label = f"{case} ({entry['recorder']}: {entry['fix']})"
-        recorded[case] = sides
-        out.append(_pair(label, frozenset(entry["rules"]), sides))
+        recorded[case] = sides, throughput_steps(sides)
+        out.append(_pair(label, frozenset(entry["rules"]), *recorded[case]))
         err = against_unprofiled_step(out[-1], unprofiled.get(case, {}))
         if err is not None:
             against_unprofiled.append(abs(err))
         _line(out[-1], time.perf_counter() - t)
     for first, second, side, edit, fixes in CROSS_PAIRS:
         if first in recorded and second in recorded and only in first + second:
-            out.append(_cross_pair(f"{first} -> {second} {side} ({fixes})", recorded[first],
-                                   recorded[second][side == "after"], edit))
+            out.append(_cross_pair(f"{first} -> {second} {side} ({fixes})", *recorded[first],
+                                   recorded[second][1][side == "after"], edit))
             _line(out[-1], 0.0)
     if against_unprofiled:
         print(f"\nagainst the unprofiled after-step ({len(against_unprofiled)} case(s)): |error| median "
@@ -402,44 +406,55 @@ def against_unprofiled_step(p: Prediction, times: Dict[str, List[float]]) -> Opt
     return err
 
 
-def _cross_pair(label: str, first: Dict[bool, List[Tuple[AnalysisResult, Path]]],
-                target: List[Tuple[AnalysisResult, Path]], edit: str) -> Prediction:
+def _cross_pair(label: str, first: Sides, first_steps: Dict[bool, List[float]], target_steps: List[float],
+                edit: str) -> Prediction:
     """A :data:`CROSS_PAIRS` entry: the least disturbed "before" recording of
-    ``first`` (throughput basis), less what its rank 0 what-if ``edit``
-    saves, against the least disturbed of the ``target`` recordings; a
-    prediction without a rule (listed, not scored) where the what-if is missing."""
-    befores = [step_us(d, r, r.ranks[0].rank) for r, d in first[False]]
+    ``first`` (its throughput steps ``first_steps``), less what its rank 0
+    what-if ``edit`` saves, against the least of ``target_steps`` (the other
+    case's recordings of one side, µs); a prediction without a rule (listed,
+    not scored) where the what-if is missing."""
+    befores = first_steps[False]
     i = befores.index(min(befores))
     result = first[False][i][0]
-    after = min(step_us(d, r, r.ranks[0].rank) for r, d in target)
+    after = min(target_steps)
     replay = result.ranks[0].replay
     wi = next((x for x in (replay.whatifs if replay else []) if x.edit == edit), None)
     if wi is None:
         return Prediction(label, before_us=befores[i], actual_us=after, note=f"no what-if {edit!r}")
     return Prediction(label, "(combined)" if " + " in edit else "(what-if)", edit, result.ranks[0].rank,
                       befores[i], befores[i] - (wi.step_us_before - wi.step_us_after), after,
-                      note=f"before {' '.join(f'{s / 1e3:.2f}' for s in befores)} ms")
+                      note=f"before {_ms(befores)} ms")
 
 
-def _pair(label: str, rules: FrozenSet[str], sides: Dict[bool, List[Tuple[AnalysisResult, Path]]]) -> Prediction:
+def throughput_steps(sides: Sides) -> Dict[bool, List[float]]:
+    """Each recording's rank 0 step on the throughput basis (:func:`step_us`, µs), per side."""
+    return {fix: [step_us(d, r, r.ranks[0].rank) for r, d in rs] for fix, rs in sides.items()}
+
+
+def _ms(values_us: Sequence[float]) -> str:
+    """``values_us`` (µs) as ms with two decimals, space-separated."""
+    return " ".join(f"{v / 1e3:.2f}" for v in values_us)
+
+
+def _pair(label: str, rules: FrozenSet[str], sides: Sides,
+          steps: Optional[Dict[bool, List[float]]] = None) -> Prediction:
     """The prediction of the least disturbed "before" recording against the
     least disturbed "after" recording, both on the throughput basis
-    (:func:`throughput_step_us`: lowest is least disturbed): the predicted
+    (:func:`throughput_step_us`: lowest is least disturbed; ``steps``: the
+    recordings' :func:`throughput_steps` where already measured): the predicted
     step is the "before" throughput step less what the finding says the fix
     saves (its what-if's ``step_us_before - step_us_after``, or its gain for
     a bound). Every recording's throughput step goes in the note (the
     noise), with the ``ProfilerStep`` window where the two differ by > 5 %."""
-    steps = {fix: [step_us(d, r, r.ranks[0].rank) for r, d in rs] for fix, rs in sides.items()}
+    steps = steps or throughput_steps(sides)
     windows = {fix: [measured_step_us(r.ranks[0]) for r, _ in rs] for fix, rs in sides.items()}
     i = steps[False].index(min(steps[False]))
     p = predict(sides[False][i][0], rules, label)
     before = steps[False][i]
     after = min(steps[True])
-    noise = (f"before {' '.join(f'{s / 1e3:.2f}' for s in steps[False])} ms, after "
-             f"{' '.join(f'{s / 1e3:.2f}' for s in steps[True])} ms")
+    noise = f"before {_ms(steps[False])} ms, after {_ms(steps[True])} ms"
     if any(abs(w - s) > 0.05 * s for fix in steps for s, w in zip(steps[fix], windows[fix])):
-        noise += (f" (ProfilerStep windows: before {' '.join(f'{w / 1e3:.2f}' for w in windows[False])}, "
-                  f"after {' '.join(f'{w / 1e3:.2f}' for w in windows[True])})")
+        noise += f" (ProfilerStep windows: before {_ms(windows[False])}, after {_ms(windows[True])})"
     if p.rule:
         p.predicted_us = before - (p.before_us - p.predicted_us)
         p.before_us, p.actual_us = before, after
