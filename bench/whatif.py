@@ -359,6 +359,7 @@ def run_recorded_pairs(root: Path, only: str = "") -> List[Prediction]:
     unprofiled = json.loads((root / "unprofiled.json").read_text()) if (root / "unprofiled.json").is_file() else {}
     out: List[Prediction] = []
     against_unprofiled: List[float] = []
+    share_unprofiled: List[float] = []
     recorded: Dict[str, Tuple[Sides, Dict[bool, List[float]]]] = {}  # case -> recordings, their steps
     _header()
     for case, entry in index.items():
@@ -374,9 +375,10 @@ def run_recorded_pairs(root: Path, only: str = "") -> List[Prediction]:
         label = f"{case} ({entry['recorder']}: {entry['fix']})"
         recorded[case] = sides, throughput_steps(sides)
         out.append(_pair(label, frozenset(entry["rules"]), *recorded[case]))
-        err = against_unprofiled_step(out[-1], unprofiled.get(case, {}))
-        if err is not None:
-            against_unprofiled.append(abs(err))
+        errs = against_unprofiled_step(out[-1], unprofiled.get(case, {}))
+        if errs is not None:
+            against_unprofiled.append(abs(errs[0]))
+            share_unprofiled.append(abs(errs[1]))
         _line(out[-1], time.perf_counter() - t)
     for first, second, side, edit, fixes in CROSS_PAIRS:
         if first in recorded and second in recorded and only in first + second:
@@ -385,25 +387,32 @@ def run_recorded_pairs(root: Path, only: str = "") -> List[Prediction]:
             _line(out[-1], 0.0)
     if against_unprofiled:
         print(f"\nagainst the unprofiled after-step ({len(against_unprofiled)} case(s)): |error| median "
-              f"{statistics.median(against_unprofiled):.1f} %, worst {max(against_unprofiled):.1f} %")
+              f"{statistics.median(against_unprofiled):.1f} %, worst {max(against_unprofiled):.1f} %; the predicted "
+              f"share of the step on the unprofiled before-step: median {statistics.median(share_unprofiled):.1f} %, "
+              f"worst {max(share_unprofiled):.1f} %")
     return out
 
 
-def against_unprofiled_step(p: Prediction, times: Dict[str, List[float]]) -> Optional[float]:
-    """The error (%) of ``p``'s prediction against the fastest unprofiled
+def against_unprofiled_step(p: Prediction, times: Dict[str, List[float]]) -> Optional[Tuple[float, float]]:
+    """The errors (%) of ``p``'s prediction against the fastest unprofiled
     "after" step of ``times`` (``{"before": [ms...], "after": [ms...]}``, as
-    ``record_cuda.py --unprofiled`` writes; NaN marks a failed run), with
-    both sides' fastest steps appended to ``p.note``; None (and the note
-    untouched) when ``p`` has no prediction by an edit or a side has no
-    timing."""
+    ``record_cuda.py --unprofiled`` writes; NaN marks a failed run): of the
+    predicted step itself, and of the predicted share of the step (predicted
+    over the profiled before-step) applied to the fastest unprofiled "before"
+    step (the profiler's own host cost, in both profiled sides of a host-bound
+    step, out of the comparison); both sides' fastest steps appended to
+    ``p.note``. None (and the note untouched) when ``p`` has no prediction by
+    an edit or a side has no timing."""
     ok = {side: [ms for ms in times.get(side, []) if ms == ms] for side in ("before", "after")}
     if not p.rule or p.bound or not (ok["before"] and ok["after"]):
         return None
     after_us = min(ok["after"]) * 1e3
     err = (p.predicted_us - after_us) / after_us * 100
+    share = p.predicted_us / p.before_us if p.before_us > 0 else float("nan")
+    scaled = (min(ok["before"]) * 1e3 * share - after_us) / after_us * 100
     p.note += (f"; without the profiler: before {min(ok['before']):.2f} ms, after {after_us / 1e3:.2f} ms, "
-               f"error {err:+.1f} %")
-    return err
+               f"error {err:+.1f} %, predicted share {share:.3f} of the unprofiled before-step: {scaled:+.1f} %")
+    return err, scaled
 
 
 def _cross_pair(label: str, first: Sides, first_steps: Dict[bool, List[float]], target_steps: List[float],

@@ -79,9 +79,12 @@ def test_fix_knob_is_known_for_every_pair_case():
 def test_prediction_is_also_scored_against_the_unprofiled_step():
     w = _whatif()
     p = w.Prediction("cuda-graphs", "launch-bound", "step in a CUDA graph", 0, 4650.0, 340.0, 440.0)
-    err = w.against_unprofiled_step(p, {"before": [2.68, float("nan")], "after": [0.36, 0.35, float("nan")]})
+    err, scaled = w.against_unprofiled_step(p, {"before": [2.68, float("nan")], "after": [0.36, 0.35, float("nan")]})
     assert err == pytest.approx((340.0 - 350.0) / 350.0 * 100)
+    # the predicted share of the step (340 of 4650 µs) on the unprofiled before-step (2.68 ms)
+    assert scaled == pytest.approx((2680.0 * 340.0 / 4650.0 - 350.0) / 350.0 * 100)
     assert "without the profiler: before 2.68 ms, after 0.35 ms, error -2.9 %" in p.note
+    assert "predicted share 0.073 of the unprofiled before-step: -44.0 %" in p.note
     assert p.error_pct == pytest.approx((340.0 - 440.0) / 440.0 * 100)  # the profiled score is unchanged
     timed = {"before": [1.0], "after": [0.9]}
     for q, times in [(w.Prediction("x", "unfused-optimizer", "bound", 0, 100.0, 80.0, 90.0, bound=True), timed),

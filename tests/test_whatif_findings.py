@@ -27,7 +27,8 @@ def test_every_edit_a_rule_names_is_one_the_replay_makes():
                      "sync-in-step": "no host-device sync", "pageable-memcpy": "copies pinned and async",
                      "blocking-copy": "copies pinned and async", "zero-grad-zeros": "zero_grad sets None",
                      "launch-bound": "step in a CUDA graph", "tensor-cores-unused": "matmuls on Tensor Cores",
-                     "exposed-communication": "gradient reduction overlapped"}
+                     "exposed-communication": "gradient reduction overlapped",
+                     "unfused-optimizer": "optimizer fused"}
 
 
 @pytest.fixture(scope="module")

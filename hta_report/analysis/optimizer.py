@@ -3,7 +3,7 @@
 every ``torch.optim.Optimizer``)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, Optional
 
 import numpy as np
 import pandas as pd
@@ -59,6 +59,37 @@ def _multi_tensor_marker(ev: RankEvents, name: str, ops: pd.DataFrame, kernels: 
     return ""
 
 
+def implementations(ev: RankEvents) -> Dict[str, str]:
+    """Per optimizer stepped in the trace (``Optimizer.step#...`` name), what
+    shows it is a foreach or fused one (:func:`_multi_tensor_marker`), or ''
+    for a single-tensor one; judged on all of its steps, once per
+    :class:`RankEvents` (kept in ``ev.memo``: the optimizer metrics and the
+    replay's edit both read it)."""
+    held = ev.memo.get("optimizer.implementations")
+    if held is None:
+        steps = step_regions(ev, None)
+        all_ops = ev.cpu[ev.cpu["s_cat"].eq("cpu_op")]
+        held = {}
+        for name, regions in steps.groupby("s_name", observed=True, sort=False):
+            ops = all_ops[starts_inside(all_ops, regions)]
+            launched = launched_from(ev, regions)
+            held[str(name)] = _multi_tensor_marker(ev, str(name), ops, launched[launched["s_cat"].eq("kernel")])
+        ev.memo["optimizer.implementations"] = held
+    return held
+
+
+def single_tensor_step_regions(ev: RankEvents, w: Optional[np.ndarray]) -> pd.DataFrame:
+    """The ``Optimizer.step#...`` annotations (CPU rows: ``thread``, ``ts``, ``end``, µs)
+    of optimizers with no foreach or fused op or kernel (:func:`implementations`),
+    starting in the windows ``w`` (all when None): what ``unfused-optimizer``
+    finds and its fix replaces."""
+    steps = step_regions(ev, w)
+    if steps.empty:
+        return steps
+    impl = implementations(ev)
+    return steps[steps["s_name"].isin([n for n, marker in impl.items() if not marker])]
+
+
 def optimizer_profile(ev: RankEvents, w: np.ndarray) -> OptimizerProfile:
     """Optimizer step and zero_grad metrics of one rank over the analyzed host
     windows ``w`` (see :class:`~hta_report.model.OptimizerProfile`).
@@ -73,12 +104,10 @@ def optimizer_profile(ev: RankEvents, w: np.ndarray) -> OptimizerProfile:
     steps = step_regions(ev, w)
     if len(steps):
         all_ops = cpu[cpu["s_cat"].eq("cpu_op")]
-        single, markers = [], []
-        for name, regions in steps.groupby("s_name", observed=True, sort=False):
-            ops = all_ops[starts_inside(all_ops, regions)]
-            launched = launched_from(ev, regions)
-            marker = _multi_tensor_marker(ev, str(name), ops, launched[launched["s_cat"].eq("kernel")])
-            (markers.append(marker) if marker else single.append(str(name)))
+        impl = implementations(ev)
+        names = [str(n) for n in pd.unique(steps["s_name"])]
+        single = [n for n in names if not impl[n]]
+        markers = [impl[n] for n in names if impl[n]]
         chosen = steps[steps["s_name"].isin(single)] if single else steps
         out.step_name = str(chosen["s_name"].iloc[0])
         out.step_calls = int(len(chosen))
