@@ -69,7 +69,7 @@ SCHEMA_VERSION = 3
 READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 
 
-@dataclass
+@dataclass(slots=True)
 class StepTime:
     """One ``ProfilerStep#N`` annotation on the CPU timeline.
 
@@ -85,7 +85,7 @@ class StepTime:
     warmup: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class StepStats:
     """Step-time statistics over ``ProfilerStep#N`` annotations.
 
@@ -102,7 +102,7 @@ class StepStats:
     steps: List[StepTime] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class TemporalBreakdown:
     """GPU time split into idle / compute / non-compute, from HTA's
     ``TraceAnalysis.get_temporal_breakdown`` (same numbers, in µs and %).
@@ -124,7 +124,7 @@ class TemporalBreakdown:
     source: str = "HTA"
 
 
-@dataclass
+@dataclass(slots=True)
 class StreamIdle:
     """Idle time of one CUDA stream by cause, from HTA's
     ``get_idle_time_breakdown`` (µs).
@@ -141,7 +141,7 @@ class StreamIdle:
     other_us: float = 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class IdleBreakdown:
     """Idle time of a rank by cause.
 
@@ -170,7 +170,7 @@ class IdleBreakdown:
     other_us: float = 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class KernelTypeShare:
     """Share of GPU kernel time by HTA kernel type (``COMPUTATION``,
     ``COMMUNICATION``, ``MEMORY`` and their overlaps, e.g.
@@ -182,7 +182,7 @@ class KernelTypeShare:
     pct: float
 
 
-@dataclass
+@dataclass(slots=True)
 class KernelStat:
     """One kernel name's totals on a rank (µs); ``pct`` is of the rank's
     kernel time; ``blocks_per_sm`` and ``occupancy_pct`` are Kineto's
@@ -201,7 +201,7 @@ class KernelStat:
     occupancy_pct: float = 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class MemcpyDirection:
     """Memory copies (or memsets) in one direction.
 
@@ -221,7 +221,7 @@ class MemcpyDirection:
     pinned_count: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class MemcpySummary:
     """Memcpy and memset activity of a rank.
 
@@ -271,7 +271,7 @@ class MemcpySummary:
     dtoh_read_max_bytes: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class StepValue:
     """A time (µs) in one ``ProfilerStep#number``."""
 
@@ -286,7 +286,7 @@ class StepValue:
 MOST_STEPS = 0.75
 
 
-@dataclass
+@dataclass(slots=True)
 class CommSummary:
     """Communication (NCCL/RCCL/HCCL kernels) of a rank.
 
@@ -335,7 +335,7 @@ class CommSummary:
     compared_steps: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class QueueStat:
     """Queue length (outstanding launched-but-unfinished GPU operations) of one
     stream, from HTA's ``get_queue_length_summary``."""
@@ -346,7 +346,7 @@ class QueueStat:
     max: float
 
 
-@dataclass
+@dataclass(slots=True)
 class LaunchSummary:
     """Kernel launch overhead of a rank, from HTA's ``get_cuda_kernel_launch_stats``.
 
@@ -393,7 +393,7 @@ class LaunchSummary:
     launch_source: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class NamedTime:
     """A CPU-side event name with its count and time (µs). ``self_us`` is time
     not spent in child events on the same thread; ``category`` the events'
@@ -406,7 +406,7 @@ class NamedTime:
     category: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class CpuSide:
     """CPU-side metrics of a rank, per analyzed step (warm-up step excluded
     when there are others).
@@ -444,7 +444,7 @@ class CpuSide:
     loss_op: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class GpuGap:
     """One stretch with no GPU activity (no kernel, memcpy or memset on any
     stream) inside the analyzed steps, as Nsight Systems' ``gpu_gaps`` lists them.
@@ -469,7 +469,7 @@ class GpuGap:
     host_ops: List[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class IdleAttribution:
     """GPU idle time inside the analyzed steps, split by what the host was doing.
 
@@ -562,7 +562,7 @@ class IdleAttribution:
     gaps: List[GpuGap] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class Warmup:
     """One-off warm-up work inside the analyzed windows of a rank: host calls
     that happen once per process and make the traced window unrepresentative.
@@ -594,7 +594,7 @@ WORKLOAD_KINDS = ("training", "inference", "graph-capture")
 CAPTURE_SHARE = 0.5
 
 
-@dataclass
+@dataclass(slots=True)
 class Workload:
     """What a rank's trace runs, read from its events
     (:func:`hta_report.analysis.workload.workload`): the advice's words
@@ -656,7 +656,7 @@ class Workload:
         return names.get(self.kind, self.kind) + (f" ({inner})" if inner else "")
 
 
-@dataclass
+@dataclass(slots=True)
 class OptimizerProfile:
     """``Optimizer.step#...`` and ``Optimizer.zero_grad#...`` annotations of a rank.
 
@@ -693,7 +693,7 @@ class OptimizerProfile:
     zero_grad_kernel_us_per_step: float = 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorCoreUse:
     """Tensor Core use of GEMM and convolution kernels (TensorBoard's check).
 
@@ -738,7 +738,7 @@ class TensorCoreUse:
     misaligned_bound_us_per_step: float = 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class SmallKernel:
     """One compute kernel name whose launches leave SMs idle (``blocks per
     SM`` < 1), totals over the analyzed steps.
@@ -758,7 +758,7 @@ class SmallKernel:
     pct: float
 
 
-@dataclass
+@dataclass(slots=True)
 class OccupancySummary:
     """How well the kernels of a rank fill the GPU, from the args Kineto
     writes on every CUDA kernel (``blocks per SM``, ``warps per SM``,
@@ -801,7 +801,7 @@ class OccupancySummary:
     missing_reason: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorBoardOverview:
     """The TensorBoard profiler plugin's overview figures of a rank, by its
     definitions and over its window (:mod:`hta_report.analysis.tensorboard`):
@@ -825,7 +825,7 @@ class TensorBoardOverview:
     kernels_with_data: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class Integrity:
     """What a rank's trace shows of its own gaps (:mod:`hta_report.analysis.integrity`).
 
@@ -873,7 +873,7 @@ class Integrity:
         return "; ".join(why) or ("not known" if self.idle_unreliable else "")
 
 
-@dataclass
+@dataclass(slots=True)
 class MemoryPoint:
     """One point of a memory timeline: ``ts_us`` on the report's timeline
     (µs from the earliest event of the directory, as every other time) and
@@ -884,7 +884,7 @@ class MemoryPoint:
     reserved_bytes: int
 
 
-@dataclass
+@dataclass(slots=True)
 class DeviceMemory:
     """Memory of one device of a rank, from the ``[memory]`` instant events
     that ``torch.profiler.profile(profile_memory=True)`` writes (``Total
@@ -909,7 +909,7 @@ class DeviceMemory:
     timeline: List[MemoryPoint] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class MemorySummary:
     """Memory use of a rank from its ``[memory]`` events.
 
@@ -938,7 +938,7 @@ class MemorySummary:
     out_of_range: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class StepBreakdown:
     """Where one ``ProfilerStep``'s time goes, as the TensorBoard profiler's
     overview splits it (µs; the parts add up to ``duration_us``). Each
@@ -961,7 +961,7 @@ class StepBreakdown:
     warmup: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class CodePatterns:
     """Code patterns found in a rank's host ops (``analysis/patterns.py``), per analyzed step.
 
@@ -1032,7 +1032,7 @@ IDLE_CAUSE_LABELS = {"unrecorded": "not recorded by the trace", "warmup": "warm-
                      "unattributed": "no profiled host activity"}
 
 
-@dataclass
+@dataclass(slots=True)
 class CodeTime:
     """Time of one attributed cause spent under one chain of the user's
     frames (``with_stack=True`` traces; see :mod:`hta_report.analysis.code`).
@@ -1066,7 +1066,7 @@ class CodeTime:
     time_us: float = 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class CodeAttribution:
     """One rank's time by the user's code and GPU time by operator and module.
 
@@ -1091,7 +1091,7 @@ class CodeAttribution:
     gpu_by_module: List[NamedTime] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class SourceLocation:
     """One line of the user's code a finding points at.
 
@@ -1132,7 +1132,7 @@ class SourceLocation:
     url: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class ReplayOp:
     """One entry of a rank's critical path (:attr:`Replay.critical_path`):
     ``name`` (a GPU operation, a runtime call, the innermost CPU op holding
@@ -1172,7 +1172,7 @@ def combined_edit(labels: Iterable[str]) -> str:
     return " + ".join(sorted(set(labels)))
 
 
-@dataclass
+@dataclass(slots=True)
 class WhatIf:
     """A replayed edit of a rank's execution graph (:attr:`Replay.whatifs`,
     :attr:`Finding.whatif`): ``edit`` names it (``DataLoader hidden``, ``no
@@ -1194,7 +1194,7 @@ class WhatIf:
     applies: bool = True
 
 
-@dataclass
+@dataclass(slots=True)
 class Replay:
     """The replay of a rank's execution graph (:mod:`hta_report.analysis.replay`, issue 30).
 
@@ -1221,7 +1221,7 @@ class Replay:
     note: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class SectionFailure:
     """One analysis step that failed on a rank whose other steps were
     reported: ``step`` names it (e.g. ``temporal breakdown (HTA)``) and
@@ -1233,7 +1233,7 @@ class SectionFailure:
     reason: str
 
 
-@dataclass
+@dataclass(slots=True)
 class RankResult:
     """Everything measured on one rank (one trace file).
 
@@ -1354,7 +1354,7 @@ class RankResult:
                          other_pct=t.idle_pct * i.other_pct / 100)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class IdleSplit:
     """GPU idle time by cause (HTA's idle breakdown), each as % of GPU time;
     the three add up to the idle %. Derived from the model, not saved."""
@@ -1364,7 +1364,7 @@ class IdleSplit:
     other_pct: float
 
 
-@dataclass
+@dataclass(slots=True)
 class Aggregate:
     """Metrics aggregated over ranks: means over ranks that have GPU activity
     (GPU metrics) or over all ranks (step and CPU metrics).
@@ -1405,7 +1405,7 @@ class Aggregate:
     idle_by_cause: Dict[str, float] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class RankGain:
     """A finding's estimated gain on one rank: ``gain_us`` µs per step (per
     traced window without ``ProfilerStep``), ``gain_pct`` of that rank's step,
@@ -1423,7 +1423,7 @@ class RankGain:
 SEVERITY_RANK = {"low": 1, "medium": 2, "high": 3}
 
 
-@dataclass
+@dataclass(slots=True)
 class Finding:
     """One piece of advice with the numbers that triggered it.
 
@@ -1503,7 +1503,7 @@ def is_source_url(url: object) -> bool:
 CHECK_STATUSES = ("fired", "fine", "covered", "not checked", "disabled")
 
 
-@dataclass
+@dataclass(slots=True)
 class RuleCheck:
     """What one rule of the catalogue concluded on this result.
 
@@ -1522,7 +1522,7 @@ class RuleCheck:
     detail: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class TraceFileInfo:
     """One trace file as found on disk and how its rank was decided
     (``distributedInfo``, ``file name`` or ``sequential``).
@@ -1548,7 +1548,7 @@ class TraceFileInfo:
     hip_runtime_version: Optional[int] = None
 
 
-@dataclass
+@dataclass(slots=True)
 class WorkerWindows:
     """Trace files written by one process, one per profiling cycle: windows of
     one rank, not ranks. ``torch.profiler.tensorboard_trace_handler`` names
@@ -1565,7 +1565,7 @@ class WorkerWindows:
     others: List[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class UnreadableTrace:
     """A trace file left out of the analysis, and why (one line, e.g. ``truncated
     gzip: ...``, or ``analysis failed at idle time breakdown (HTA): ...``)."""
@@ -1574,7 +1574,7 @@ class UnreadableTrace:
     reason: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Inventory:
     """What was analyzed and with which tools.
 
@@ -1611,7 +1611,7 @@ class Inventory:
 HTML_DISPLAY: Dict[str, Callable[[Any], str]] = {}
 
 
-@dataclass
+@dataclass(slots=True)
 class GateResult:
     """One ``--fail-on`` expression checked against a result or a comparison
     (:func:`hta_report.gates.evaluate`), kept so that every output can say which
@@ -1634,7 +1634,7 @@ class GateResult:
     not_measured: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class AnalysisResult:
     """The whole analysis of one directory of traces."""
 
@@ -1767,7 +1767,7 @@ def _build(tp: Any, value: Any) -> Any:
 # --- comparison of two analyses (``hta-report compare``) -----------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class MetricDelta:
     """One metric on both sides. ``delta`` = new − base in the metric's unit
     (``unit`` is ``ms``, ``%`` or ``pp`` for percentage points);
@@ -1781,7 +1781,7 @@ class MetricDelta:
     delta_pct: float
 
 
-@dataclass
+@dataclass(slots=True)
 class KernelVariant:
     """One full kernel name in a :class:`KernelDelta` of template variants,
     with its total time (µs, summed over ranks) on each side."""
@@ -1791,7 +1791,7 @@ class KernelVariant:
     new_us: float
 
 
-@dataclass
+@dataclass(slots=True)
 class KernelDelta:
     """A kernel's total time (µs, summed over ranks) on both sides.
 
@@ -1812,7 +1812,7 @@ class KernelDelta:
     variants: List[KernelVariant] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class RankComparison:
     """Metrics of one rank present on both sides. ``new_rank`` differs from
     ``rank`` only when each side has a single rank and their numbers differ
@@ -1823,7 +1823,7 @@ class RankComparison:
     metrics: List[MetricDelta] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class SideInfo:
     """What one side of a comparison ran on, as its traces and ``manifest.json`` say.
 
@@ -1858,7 +1858,7 @@ class SideInfo:
     gpu_runtime: Optional[str] = None
 
 
-@dataclass
+@dataclass(slots=True)
 class CpuOpDelta:
     """A host op's self time per analyzed step on both sides (µs): the mean
     over ranks of each rank's self time in the op per analyzed step (per
@@ -1872,7 +1872,7 @@ class CpuOpDelta:
     delta_us: float
 
 
-@dataclass
+@dataclass(slots=True)
 class Comparison:
     """``new`` against ``base``: overall and per-rank deltas, kernels that
     changed most, findings that appeared or went away, and a verdict.
