@@ -192,6 +192,14 @@ def record_side(out: str, case: str, fix: bool, device: str = "cuda", timed_step
     return 0.0
 
 
+def _earlier(path: str) -> dict:
+    """What an earlier run into the same folder wrote to the JSON file ``path`` ({} when none)."""
+    if not os.path.isfile(path):
+        return {}
+    with open(path) as fh:
+        return json.load(fh)
+
+
 def time_unprofiled(out: str, cases: List[str], steps: int = 300, repeats: int = 3,
                     device: str = "cuda") -> Dict[str, Dict[str, List[float]]]:
     """Each plain case's step without the profiler, before and after its fix
@@ -201,10 +209,7 @@ def time_unprofiled(out: str, cases: List[str], steps: int = 300, repeats: int =
     and returns it. Says whether the profiler's own cost differs between the
     sides (CUPTI records every kernel of a replayed CUDA graph one by one)."""
     path = os.path.join(out, "unprofiled.json")
-    res: Dict[str, Dict[str, List[float]]] = {}
-    if os.path.isfile(path):
-        with open(path) as fh:
-            res = json.load(fh)
+    res: Dict[str, Dict[str, List[float]]] = _earlier(path)
     for case in cases:
         res[case] = {"before": [], "after": []}
         for _ in range(repeats):
@@ -242,10 +247,7 @@ def record_all(out: str, repeats: int, budget_s: float, only: str = "") -> Dict[
     its cases replaced where recorded again."""
     start = time.perf_counter()
     path = os.path.join(out, "index.json")
-    index: Dict[str, dict] = {}
-    if os.path.isfile(path):
-        with open(path) as fh:
-            index = json.load(fh)
+    index: Dict[str, dict] = _earlier(path)
     jobs = []
     for name, (common, before, after, fix, rules) in COLLECT_PAIRS.items():
         jobs.append((name, "collect", fix, rules,

@@ -10,12 +10,13 @@ from .config import AdviceConfig
 
 
 def optimizer_cost_us(r: RankResult) -> float:
-    """What a single-tensor optimizer step costs per step (µs), the upper
-    bound of what a fused step (the same arithmetic in a few ops) saves: on
-    GPU ranks the GPU idle while the host is inside it (per-parameter launch
-    overhead) plus the GPU time of the kernels it launched (a fused step
-    runs a few kernels in their place: the per-kernel cost of hundreds of
-    tiny kernels goes); without GPU activity its host time.
+    """What a single-tensor optimizer step costs per step (µs), the time the
+    finding claims of what a fused step (the same arithmetic in a few ops)
+    saves: on GPU ranks the GPU idle while the host is inside it
+    (per-parameter launch overhead) plus the GPU time of the kernels it
+    launched (a fused step runs a few kernels in their place: the per-kernel
+    cost of hundreds of tiny kernels goes); without GPU activity its host
+    time, an upper bound there.
 
     The kernels' time is counted since an H200 pair (``bench/record_cuda.py``
     unfused-optimizer, 2026-11-26) saved more than the idle alone: the step
