@@ -521,10 +521,10 @@ def test_nccl_is_fine_and_gloo_on_cpu_not_checked(tmp_path):
 
 
 # ---------------------------------------------------------------- C21, C22 optimizer
-def optimizer_trace(foreach: bool) -> TraceBuilder:
+def optimizer_trace(foreach: bool, name: str = "AdamW") -> TraceBuilder:
     def body(b, t):
         busy(b, t, end=500)
-        b.cpu_op("Optimizer.step#AdamW.step", t + 500, 400, cat="user_annotation")
+        b.cpu_op(f"Optimizer.step#{name}.step", t + 500, 400, cat="user_annotation")
         if foreach:
             b.cpu_op("aten::_foreach_add_", t + 501, 5)
         for k in range(20):  # per-parameter ops: each launches a 3 µs kernel
@@ -544,6 +544,19 @@ def test_unfused_optimizer_fires(tmp_path):
     # the bound: that idle and the kernels' 60 µs (a fused step runs a few kernels in their place)
     assert f.gain_pct == pytest.approx(40.0) and "fused=True" in f.fix
     assert f.rank_gains[0].sources == {"idle:optimizer": 340.0, "compute": 60.0}
+
+
+@pytest.mark.parametrize("name, title, code", [
+    ("SGD", "Use a fused optimizer", "torch.optim.SGD(model.parameters(), lr=..., fused=True)"),
+    ("RMSprop", "Use a foreach optimizer", "torch.optim.RMSprop(model.parameters(), lr=..., foreach=True)"),
+    ("MyOpt", "Use a fused optimizer", "# MyOpt has no foreach or fused implementation in torch.optim"),
+])
+def test_unfused_optimizer_fix_names_the_traces_optimizer(tmp_path, name, title, code):
+    f = finding(run(tmp_path, optimizer_trace(foreach=False, name=name)), "unfused-optimizer")
+    assert f.title.startswith(title) and code in f.fix
+    # only the trace's class is named, except as the example for a class torch.optim has no fused form of
+    assert ("AdamW" in f.fix) == (name == "MyOpt")
+    assert ("fused=True runs on CUDA" in f.fix) == (name != "RMSprop")
 
 
 def test_foreach_optimizer_is_fine(tmp_path):

@@ -1,7 +1,8 @@
 """Optimizer rules: C21 single-tensor optimizer, C22 zero_grad writing zeros."""
 from __future__ import annotations
 
-from typing import Dict
+import re
+from typing import Dict, List, Sequence
 
 from ..model import AnalysisResult, RankResult
 from .base import (DOCS_OPTIM, DOCS_ZERO_GRAD, Fired, Verdict, claim, evidence_lines, fine, make_finding, ms,
@@ -65,15 +66,53 @@ def unfused_optimizer(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -
             return fine(f"foreach/fused optimizer ({multi[0].optimizer.marker[:60]})")
         return fine(f"{max(r.optimizer.kernels_per_step if r.has_gpu else r.optimizer.ops_per_step for r in ranks):.0f} "
                     "kernels (CPU: ops) per optimizer step")
-    fix = ("optimizer = torch.optim.AdamW(model.parameters(), lr=..., fused=True)   # or foreach=True\n"
-           "# fused=True runs on CUDA and, since PyTorch 2.4, on CPU (Adam, AdamW, SGD, Adagrad)")
+    fix = fused_fix([r.optimizer.step_name for r in hits])
     c = claim(fired, hits, lambda r: ["idle:optimizer", "compute"] if r.has_gpu else ["host:optimizer"],
               optimizer_cost_us)
     worst = max(hits, key=lambda r: r.optimizer.kernels_per_step if r.has_gpu else r.optimizer.ops_per_step)
     count = (f"{worst.optimizer.kernels_per_step:,.0f} kernels" if worst.has_gpu
              else f"{worst.optimizer.ops_per_step:,.0f} CPU ops")
-    return c.verdict(cfg, f"Use a fused optimizer: the per-parameter step runs {count} per step",
+    kind = "foreach" if all(optimizer_class(r.optimizer.step_name) in FOREACH_ONLY for r in hits) else "fused"
+    return c.verdict(cfg, f"Use a {kind} optimizer: the per-parameter step runs {count} per step",
                      evidence_lines(c.hits, _unfused_evidence), fix)
+
+
+#: ``torch.optim`` classes with a fused implementation (``fused=True``): CUDA, and CPU since
+#: PyTorch 2.4 (``inspect.signature`` of torch 2.13's classes; their docstrings).
+FUSED = ("Adam", "AdamW", "SGD", "Adagrad")
+#: ``torch.optim`` classes with only a foreach implementation (``foreach=True``) besides the loop.
+FOREACH_ONLY = ("ASGD", "Adadelta", "Adafactor", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop")
+_STEP = re.compile(r"Optimizer\.step#([A-Za-z_][A-Za-z0-9_]*)\.step")
+
+
+def optimizer_class(step_name: str) -> str:
+    """The optimizer's class named by its step annotation
+    (``Optimizer.step#SGD.step`` -> ``SGD``), or '' when the name has
+    another form."""
+    m = _STEP.fullmatch(step_name)
+    return m.group(1) if m else ""
+
+
+def fused_fix(step_names: Sequence[str]) -> str:
+    """The fix code for single-tensor steps named ``step_names`` (one per
+    rank, worst first), in the trace's own optimizer: ``fused=True`` for the
+    classes of :data:`FUSED`, ``foreach=True`` for :data:`FOREACH_ONLY`, and
+    for any other class (a user's own, ``LBFGS``...) the advice to move to a
+    fused ``torch.optim`` one. One line per distinct class."""
+    lines: List[str] = []
+    for name in dict.fromkeys(optimizer_class(n) for n in step_names):
+        if name in FUSED:
+            lines += [f"optimizer = torch.optim.{name}(model.parameters(), lr=..., fused=True)   # or foreach=True"]
+        elif name in FOREACH_ONLY:
+            lines += [f"optimizer = torch.optim.{name}(model.parameters(), lr=..., foreach=True)   "
+                      f"# {name} has no fused implementation"]
+        else:
+            what = f"{name} has" if name else "this optimizer has"
+            lines += [f"# {what} no foreach or fused implementation in torch.optim; one that has, e.g.:",
+                      "optimizer = torch.optim.AdamW(model.parameters(), lr=..., fused=True)   # or foreach=True"]
+    if any("fused=True)" in line for line in lines):
+        lines.append("# fused=True runs on CUDA and, since PyTorch 2.4, on CPU")
+    return "\n".join(dict.fromkeys(lines))
 
 
 def _unfused_evidence(r: RankResult) -> str:
