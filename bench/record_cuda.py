@@ -21,6 +21,8 @@ unless OUT is there.
 
 Usage: ``python bench/record_cuda.py OUT [--repeats 2] [--budget-s 420] [--only SUBSTRING[,...]]``;
 ``python bench/record_cuda.py OUT --unprofiled CASE[,...]`` times plain cases' steps without the profiler;
+``python bench/record_cuda.py OUT --one-process CASE[,...] [--repeats 4]`` records and times both sides of
+plain cases in this one process (:func:`record_in_one_process`);
 ``python bench/record_cuda.py --side OUT_DIR CASE before|after`` records one
 side of a plain case (what the pairs run calls, one process per side).
 """
@@ -98,22 +100,14 @@ def _mlp(torch, width: int, depth: int, out: int = 10):
     return torch.nn.Sequential(*mods, torch.nn.Linear(width, out))
 
 
-def record_side(out: str, case: str, fix: bool, device: str = "cuda", timed_steps: int = 0) -> float:
-    """Train one side of a plain case on ``cuda`` for WAIT + WARMUP + ACTIVE
-    steps (after 3 unprofiled warm-up steps) under ``torch.profiler`` with
-    its default settings, writing one gzipped trace into ``out``
-    (``device="cpu"``: a smoke test of the script where no GPU is, without
-    pinning or graph capture). Returns 0.0.
-
-    With ``timed_steps`` > 0, nothing is profiled or written: after the same
-    warm-up, that many steps run back to back without the profiler and the
-    mean wall time per step (ms, from the first step's start to the GPU's end
-    of the last) is returned: the step a user runs, against which the
-    profiled trace's step can be compared.
-
-    Raises RuntimeError when ``device`` is cuda and no CUDA device is present."""
+def build_side(case: str, fix: bool, device: str = "cuda"):
+    """One side of a plain case, ready to run: returns ``(step, sync)``,
+    ``step(i)`` one training step and ``sync()`` waiting for the GPU. The
+    model is seeded, so both sides start from the same weights; the fix's
+    CUDA graph is captured here (after 3 eager warm-up steps on a side
+    stream). Raises RuntimeError when ``device`` is cuda and no CUDA device
+    is present."""
     import torch
-    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
     cuda = device == "cuda"
     if cuda and not torch.cuda.is_available():
@@ -169,18 +163,20 @@ def record_side(out: str, case: str, fix: bool, device: str = "cuda", timed_step
             static_loss.backward()
             opt.step()
 
+        held = (model, opt, ys, gpu_x, static_loss)  # the graph's tensors live as long as its step
+
         def step(i: int) -> None:  # noqa: F811 - the fix's step
+            assert held
             graph.replay()
-    for i in range(3):
-        step(i)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    sync()
-    if timed_steps:
-        t = time.perf_counter()
-        for i in range(timed_steps):
-            step(i)
-        sync()
-        return (time.perf_counter() - t) * 1e3 / timed_steps
+    return step, sync
+
+
+def profile_steps(out: str, step, sync, cuda: bool) -> None:
+    """WAIT + WARMUP + ACTIVE steps of ``step`` under ``torch.profiler`` with
+    its default settings, one gzipped trace written into ``out``."""
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
     os.makedirs(out, exist_ok=True)
     with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else []),
                  schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE),
@@ -189,7 +185,90 @@ def record_side(out: str, case: str, fix: bool, device: str = "cuda", timed_step
             step(i)
             prof.step()
     sync()
+
+
+def time_steps(step, sync, steps: int) -> float:
+    """Mean wall time per step (ms) of ``steps`` steps back to back without
+    the profiler, from the first step's start to the GPU's end of the last."""
+    sync()
+    t = time.perf_counter()
+    for i in range(steps):
+        step(i)
+    sync()
+    return (time.perf_counter() - t) * 1e3 / steps
+
+
+def record_side(out: str, case: str, fix: bool, device: str = "cuda", timed_steps: int = 0) -> float:
+    """Train one side of a plain case on ``cuda`` for WAIT + WARMUP + ACTIVE
+    steps (after 3 unprofiled warm-up steps) under ``torch.profiler`` with
+    its default settings, writing one gzipped trace into ``out``
+    (``device="cpu"``: a smoke test of the script where no GPU is, without
+    pinning or graph capture). Returns 0.0.
+
+    With ``timed_steps`` > 0, nothing is profiled or written: after the same
+    warm-up, that many steps run back to back without the profiler and the
+    mean wall time per step (ms, :func:`time_steps`) is returned: the step a
+    user runs, against which the profiled trace's step can be compared.
+
+    Raises RuntimeError when ``device`` is cuda and no CUDA device is present."""
+    step, sync = build_side(case, fix, device)
+    for i in range(3):
+        step(i)
+    sync()
+    if timed_steps:
+        return time_steps(step, sync, timed_steps)
+    profile_steps(out, step, sync, device == "cuda")
     return 0.0
+
+
+def record_in_one_process(out: str, cases: List[str], rounds: int = 4, timed_steps: int = 300,
+                          device: str = "cuda") -> Dict[str, dict]:
+    """Record plain cases with both sides in this one process: each case's
+    two sides are built (:func:`build_side`) and warmed up, then ``rounds``
+    rounds each record the "before" side and then the "after" side
+    (``out/<case>/<i>-before|after/``), then ``rounds`` rounds time each side
+    for ``timed_steps`` steps without the profiler (``out/unprofiled.json``).
+
+    Why: a separate process per recording (:func:`record_all`) draws its own
+    host speed; on the H200's host the same ``aten::linear`` took 38 to 66 µs
+    (median per recording) from one process to the next (2026-11-27), which
+    on a host-bound step outweighs the fix being measured. In one process
+    both sides run on the same host speed, minutes apart at most. Writes
+    ``out/index.json`` (recorder ``torch.profiler, one process``) after each
+    case, keeping an earlier run's cases, and returns it."""
+    path, upath = os.path.join(out, "index.json"), os.path.join(out, "unprofiled.json")
+    index: Dict[str, dict] = _earlier(path)
+    unprofiled: Dict[str, Dict[str, List[float]]] = _earlier(upath)
+    cuda = device == "cuda"
+    for case in cases:
+        _what, fix_text, rules = PLAIN_CASES[case]
+        entry: dict = {"recorder": "torch.profiler, one process", "fix": fix_text, "rules": rules, "seconds": [],
+                       "error": ""}
+        try:
+            sides = {fx: build_side(case, fx, device) for fx in (False, True)}
+            for step, sync in sides.values():
+                for i in range(3):
+                    step(i)
+                sync()
+            for i in range(rounds):
+                for fx in (False, True):
+                    t = time.perf_counter()
+                    profile_steps(os.path.join(out, case, f"{i}-{'after' if fx else 'before'}"), *sides[fx], cuda)
+                    entry["seconds"].append(round(time.perf_counter() - t, 1))
+            unprofiled[case] = {"before": [], "after": []}
+            for _ in range(rounds):
+                for fx in (False, True):
+                    unprofiled[case]["after" if fx else "before"].append(round(time_steps(*sides[fx], timed_steps), 4))
+        except Exception as e:  # noqa: BLE001 - a failing case is recorded as such; the others still run
+            entry["error"] = f"{type(e).__name__}: {e}"[:600]
+        print(f"{case}: {entry['seconds']} s {entry['error'][:200]} unprofiled {unprofiled.get(case)}", flush=True)
+        index[case] = entry
+        os.makedirs(out, exist_ok=True)
+        with open(path, "w") as fh:
+            json.dump(index, fh, indent=1)
+        with open(upath, "w") as fh:
+            json.dump(unprofiled, fh, indent=1)
+    return index
 
 
 def _earlier(path: str) -> dict:
@@ -293,6 +372,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda", help="with --side: cpu for a smoke test without a GPU")
     ap.add_argument("--timed-steps", type=int, default=0,
                     help="with --side: time this many steps without the profiler and print ms per step")
+    ap.add_argument("--one-process", default="", metavar="CASES",
+                    help="comma-separated plain cases: both sides recorded and timed in this one process")
     ap.add_argument("--unprofiled", default="", metavar="CASES",
                     help="comma-separated plain cases: time each side without the profiler into OUT/unprofiled.json")
     args = ap.parse_args(argv)
@@ -302,6 +383,10 @@ def main(argv=None) -> int:
         if args.timed_steps:
             print(ms)
         return 0
+    if args.one_process:
+        index = record_in_one_process(args.out, args.one_process.split(","), args.repeats,
+                                      args.timed_steps or 300, args.device)
+        return 0 if not any(e["error"] for e in index.values()) else 1
     if args.unprofiled:
         time_unprofiled(args.out, args.unprofiled.split(","), device=args.device)
         return 0

@@ -38,3 +38,33 @@ def test_unprofiled_timings_are_kept_across_runs(tmp_path):
     assert on_disk == res
     assert on_disk["cuda-graphs"] == {"before": [2.7], "after": [0.35]}  # the earlier run's case is kept
     assert all(ms > 0 for side in ("before", "after") for ms in on_disk["unfused-optimizer"][side])
+
+
+def test_one_process_records_both_sides_and_their_unprofiled_steps(tmp_path):
+    pytest.importorskip("torch")
+    import json
+    index = record_cuda.record_in_one_process(str(tmp_path), ["unfused-optimizer"], rounds=2, timed_steps=1,
+                                              device="cpu")
+    assert index["unfused-optimizer"]["error"] == ""
+    assert index["unfused-optimizer"]["recorder"] == "torch.profiler, one process"
+    # the layout bench/whatif.py --pairs-dir reads: <case>/<i>-before|after/ with one trace each
+    folders = sorted(p.name for p in (tmp_path / "unfused-optimizer").iterdir())
+    assert folders == ["0-after", "0-before", "1-after", "1-before"]
+    assert all(len(list((tmp_path / "unfused-optimizer" / f).glob("*.json.gz"))) == 1 for f in folders)
+    timed = json.loads((tmp_path / "unprofiled.json").read_text())["unfused-optimizer"]
+    assert len(timed["before"]) == len(timed["after"]) == 2 and min(timed["before"] + timed["after"]) > 0
+
+
+def test_one_process_names_a_failing_case_and_goes_on(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    real = record_cuda.build_side
+
+    def failing(case, fix, device="cuda"):
+        if case == "cuda-graphs":
+            raise RuntimeError("no CUDA device")
+        return real(case, fix, device)
+    monkeypatch.setattr(record_cuda, "build_side", failing)
+    index = record_cuda.record_in_one_process(str(tmp_path), ["cuda-graphs", "unfused-optimizer"], rounds=1,
+                                              timed_steps=1, device="cpu")
+    assert index["cuda-graphs"]["error"] == "RuntimeError: no CUDA device"
+    assert index["unfused-optimizer"]["error"] == ""
