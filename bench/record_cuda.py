@@ -19,7 +19,7 @@ new pairs after ``--budget-s`` seconds, so a lent GPU's minutes are not lost
 to one slow case; what was recorded is kept. Never writes into the repository
 unless OUT is there.
 
-Usage: ``python bench/record_cuda.py OUT [--repeats 2] [--budget-s 420] [--only SUBSTRING[,...]]``;
+Usage: ``python bench/record_cuda.py OUT [--repeats 2] [--budget-s 420] [--only NAME-OR-PART[,...]]`` (a whole case name selects that case alone);
 ``python bench/record_cuda.py OUT --unprofiled CASE[,...]`` times plain cases' steps without the profiler;
 ``python bench/record_cuda.py OUT --one-process CASE[,...] [--repeats 4]`` records and times both sides of
 plain cases in this one process (:func:`record_in_one_process`);
@@ -318,9 +318,18 @@ def _run(cmd: List[str], timeout: float) -> Tuple[float, str]:
     return time.perf_counter() - t, err
 
 
+def selected(name: str, only: str) -> bool:
+    """Whether ``--only`` (comma-separated; '' selects every case) selects the
+    case ``name``: a token that is a case's whole name selects that case
+    alone (``unfused-optimizer`` is not ``unfused-optimizer-wide``), any
+    other token every case whose name holds it (``pinned``)."""
+    names = set(PLAIN_CASES) | set(COLLECT_PAIRS)
+    return any(o == name or (o not in names and o in name) for o in only.split(","))
+
+
 def record_all(out: str, repeats: int, budget_s: float, only: str = "") -> Dict[str, dict]:
     """Record every pair of :data:`COLLECT_PAIRS` and :data:`PLAIN_CASES`
-    whose name holds one of the comma-separated ``only`` (``repeats`` recordings per side, interleaved)
+    that ``only`` selects (:func:`selected`; ``repeats`` recordings per side, interleaved)
     until ``budget_s`` seconds have passed; writes and returns the index. An
     index already in ``out`` (an earlier run into the same folder) is kept and
     its cases replaced where recorded again."""
@@ -339,7 +348,7 @@ def record_all(out: str, repeats: int, budget_s: float, only: str = "") -> Dict[
                                             "after" if fx else "before"]))
     jobs.sort(key=lambda j: ORDER.index(j[0]))
     for name, recorder, fix, rules, cmd in jobs:
-        if not any(o in name for o in only.split(",")):
+        if not selected(name, only):
             continue
         if time.perf_counter() - start > budget_s:
             if name not in index or index[name].get("error"):  # never drop an earlier run's recording

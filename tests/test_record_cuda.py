@@ -68,3 +68,11 @@ def test_one_process_names_a_failing_case_and_goes_on(tmp_path, monkeypatch):
                                               timed_steps=1, device="cpu")
     assert index["cuda-graphs"]["error"] == "RuntimeError: no CUDA device"
     assert index["unfused-optimizer"]["error"] == ""
+
+
+def test_only_selects_a_whole_name_alone_and_a_part_of_names_by_substring():
+    sel = record_cuda.selected
+    assert sel("unfused-optimizer", "unfused-optimizer") and not sel("unfused-optimizer-wide", "unfused-optimizer")
+    assert sel("collect-pinned", "pinned") and sel("collect-pinned-workers", "pinned")
+    assert sel("cuda-graphs-deep", "item-per-step,deep") and not sel("cuda-graphs", "item-per-step,deep")
+    assert all(sel(n, "") for n in record_cuda.ORDER)
