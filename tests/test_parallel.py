@@ -325,3 +325,32 @@ def test_a_large_lone_rank_is_analyzed_in_this_process_with_the_same_result(tmp_
     assert "analyze rank 0" in names and not [n for n in names if n.endswith("(worker)")]
     data["inventory"].pop("analyzed_at")
     assert data == side_by_side
+
+
+def test_forked_workers_are_stopped_before_the_results_are_built(tmp_path, monkeypatch):
+    """The workers send their ranks pickled, and this process builds the
+    results only once the workers are stopped (their memory no longer
+    beside the results); the collector's freeze for the fork ends with them;
+    the ranks' equal strings are one object."""
+    import gc
+    import multiprocessing
+
+    from hta_report.engines import local
+
+    traces, _ = _five_ranks(tmp_path, monkeypatch)
+    one = result_json(traces, 1, monkeypatch)
+    seen = []
+    real = local._unpickled
+
+    def spy(got):
+        seen.append((len(multiprocessing.active_children()), gc.get_freeze_count(),
+                     [type(value).__name__ for status, value, _ in got if status == "ok"]))
+        return real(got)
+    monkeypatch.setattr(local, "_unpickled", spy)
+    monkeypatch.setenv("HTA_REPORT_WORKERS", "2")
+    result = analyze(traces)
+    assert seen == [(0, 0, ["bytes"] * 5)]  # no worker alive, nothing frozen, every rank still bytes
+    assert gc.get_freeze_count() == 0
+    names = [r.top_kernels[0].name for r in result.ranks]
+    assert len(set(names)) == 1 and all(n is names[0] for n in names)
+    assert result_json(traces, 2, monkeypatch) == one

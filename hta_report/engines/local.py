@@ -122,21 +122,26 @@ class _ForkedRunner(RankRunner):
         self.spill_dir: Optional[str] = None
         self.events: Dict[int, int] = {}  # file index -> events of its parse
         self.budget = workers.memory_budget()
+        self.frozen: Optional[contextlib.AbstractContextManager] = None  # workers.fork_friendly while workers live
 
     def __enter__(self) -> "_ForkedRunner":
         import tempfile
 
         _preload(self.with_hta)
         self.spill_dir = tempfile.mkdtemp(prefix="hta-report-spill-")
-        self.pools = [workers.pool(1) for _ in range(self.n)]
+        self.frozen = workers.fork_friendly()  # the modules just imported stay shared with the workers
+        self.frozen.__enter__()
+        try:
+            self.pools = [workers.pool(1) for _ in range(self.n)]
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)
+            raise
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         import shutil
 
-        for pool in self.pools:
-            pool.__exit__(exc_type, exc, tb)  # left by an exception: workers stopped at once
-        self.pools = []
+        self._stop_workers(exc_type, exc, tb)
         if self.spill_dir is not None:
             shutil.rmtree(self.spill_dir, ignore_errors=True)
             self.spill_dir = None
@@ -164,11 +169,27 @@ class _ForkedRunner(RankRunner):
         order = sorted(range(len(keys)), key=lambda j: keys[j] not in held)
         cost = {j: rank_memory_bytes(self.events.get(keys[j], 0)) for j in order}
         if self.budget is None or sum(sorted(cost.values())[-self.n:]) <= self.budget:  # never held back
-            submitted = {j: self.pools[self.owner[keys[j]]].submit(_analyze_held, keys[j], infos[j], plan,
+            submitted = {j: self.pools[self.owner[keys[j]]].submit(_analyze_held_pickled, keys[j], infos[j], plan,
                                                                    self.loader) for j in order}
-            futures = [submitted[j] for j in range(len(keys))]
-            return _outcomes(infos, _collect(futures, "analyzed", "ranks", each=per_rank.share_result_strings()))
-        return _outcomes(infos, self._analyze_within_budget(keys, infos, plan, order, cost, self.budget))
+            got = _collect([submitted[j] for j in range(len(keys))], "analyzed", "ranks")
+            del submitted  # its futures hold the bytes too: the bytes of a rank go once it is built
+        else:
+            got = self._analyze_within_budget(keys, infos, plan, order, cost, self.budget)
+        self._stop_workers()
+        return _outcomes(infos, _unpickled(got))
+
+    def _stop_workers(self, exc_type=None, exc=None, tb=None) -> None:
+        """Stop the worker processes (at once when leaving by an exception)
+        and end :func:`~hta_report.workers.fork_friendly`'s freeze: after
+        phase 3 nothing else runs in them, and while they lived, their memory
+        added to the tree's peak while this process built the results (see
+        :func:`_unpickled`)."""
+        for pool in self.pools:
+            pool.__exit__(exc_type, exc, tb)  # left by an exception: workers stopped at once
+        self.pools = []
+        if self.frozen is not None:
+            self.frozen.__exit__(None, None, None)
+            self.frozen = None
 
     def _analyze_within_budget(self, keys, infos, plan, order: List[int], cost: Dict[int, int], budget: int) -> list:
         """Phase 3 with at most one rank per worker in flight and, together,
@@ -185,7 +206,7 @@ class _ForkedRunner(RankRunner):
         running: Dict[Future, int] = {}
         spills: List[Future] = []
         got: Dict[int, tuple] = {}
-        share, stages = per_rank.share_result_strings(), progress.current()
+        stages = progress.current()
         while queues or running:
             busy = {self.owner[keys[j]] for j in running.values()}
             used = sum(cost[j] for j in running.values())
@@ -195,7 +216,7 @@ class _ForkedRunner(RankRunner):
                     if self.in_memory.pop(w, None) is not None:  # it waits: to disk with the parse it holds
                         spills.append(self.pools[w].submit(_spill_worker, self.spill_dir))
                     continue
-                running[self.pools[w].submit(_analyze_held, keys[j], infos[j], plan, self.loader)] = j
+                running[self.pools[w].submit(_analyze_held_pickled, keys[j], infos[j], plan, self.loader)] = j
                 used += cost[j]
                 queues[w].pop(0)
                 if not queues[w]:
@@ -206,7 +227,6 @@ class _ForkedRunner(RankRunner):
             for future in done:
                 j = running.pop(future)
                 got[j] = future.result()
-                share(got[j])
                 stages.update(f"analyzed {len(got)}/{len(keys)} ranks")
         for future in spills:
             future.result()  # a spill that failed (a full disk) fails the run as a parse's does
@@ -408,6 +428,41 @@ def _held(index: int, store: Dict[int, Union["ParsedRank", str]]) -> "ParsedRank
         with contextlib.suppress(OSError):
             os.unlink(held)
     return parsed
+
+
+def _analyze_held_pickled(index: int, info, plan, loader: str):
+    """:func:`_analyze_held` in a worker of :class:`_ForkedRunner`, its
+    ``RankResult`` sent pickled (``bytes``): the parent keeps each rank as
+    those bytes until every rank is done and the workers stopped, and only
+    then builds the results (:func:`_unpickled`)."""
+    import pickle
+
+    status, value, seconds = _analyze_held(index, info, plan, loader)
+    return status, (pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL) if status == "ok" else value), seconds
+
+
+def _unpickled(got: list) -> list:
+    """:func:`_analyze_held_pickled`'s answers with each result rebuilt from
+    its bytes, its strings shared with the ranks' before it
+    (:func:`~.per_rank.share_result_strings`), each rank's bytes dropped as
+    it is built. A rank held as bytes takes about a third of the memory of
+    its built result (18 against 50 kB on a 1.6 MB rank of ``two_ranks``),
+    so the workers run beside this process's smaller half (1,024 ranks of
+    ``bench/scale.py``: see the README)."""
+    import pickle
+
+    share = per_rank.share_result_strings()
+    for k, (status, value, seconds) in enumerate(got):
+        if status == "ok":
+            got[k] = status, pickle.loads(value), seconds
+            share(got[k])
+            if k % TRIM_EVERY == TRIM_EVERY - 1:  # the bytes freed so far go back to the OS, not kept beside
+                workers.trim_heap()
+    return got
+
+
+#: :func:`_unpickled` hands the freed bytes back every this many ranks.
+TRIM_EVERY = 64
 
 
 def _analyze_held(index: int, info, plan, loader: str, store: Optional[Dict[int, Union["ParsedRank", str]]] = None):
