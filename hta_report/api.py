@@ -238,7 +238,8 @@ def _draw_charts(specs) -> Dict[str, str]:
     n = min(workers.count(), len(specs))
     if n <= 1 or len(specs) < PARALLEL_MIN_CHARTS or not workers.can_fork():
         return draw(specs)
-    with workers.pool(n) as pool:  # largest first would need sizes; in page order is close enough
+    # the children read the result this process holds: frozen, their collections leave its pages shared
+    with workers.fork_friendly(), workers.pool(n) as pool:  # largest first would need sizes; page order is close
         futures = [(name, pool.submit(fn, *args, **kwargs)) for name, fn, args, kwargs in specs]
         return {name: future.result() for name, future in futures}
 

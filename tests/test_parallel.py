@@ -354,3 +354,31 @@ def test_forked_workers_are_stopped_before_the_results_are_built(tmp_path, monke
     names = [r.top_kernels[0].name for r in result.ranks]
     assert len(set(names)) == 1 and all(n is names[0] for n in names)
     assert result_json(traces, 2, monkeypatch) == one
+
+
+def test_chart_workers_are_forked_with_the_result_frozen_for_the_collector(tmp_path, monkeypatch):
+    """The report's charts are drawn in forked workers while this process
+    holds the whole result; forked with it frozen (``gc.freeze``), their
+    collections leave its pages shared; the freeze ends with them, and the
+    charts are those drawn in this process."""
+    import gc
+
+    from hta_report import api, workers
+    from hta_report.render.charts import chart_specs
+
+    monkeypatch.setenv("HTA_REPORT_WORKERS", "2")
+    result = analyze(_sim_dir(tmp_path))
+    specs = chart_specs(result)
+    assert len(specs) >= api.PARALLEL_MIN_CHARTS
+    frozen = []
+    real = workers.pool
+
+    def spy(n, state=None):
+        frozen.append(gc.get_freeze_count())
+        return real(n, state)
+    monkeypatch.setattr(workers, "pool", spy)
+    drawn = api._draw_charts(specs)
+    assert len(frozen) == 1 and frozen[0] > 0
+    assert gc.get_freeze_count() == 0
+    monkeypatch.setenv("HTA_REPORT_WORKERS", "1")
+    assert drawn == api._draw_charts(specs)
