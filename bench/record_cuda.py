@@ -226,9 +226,12 @@ def record_in_one_process(out: str, cases: List[str], rounds: int = 4, timed_ste
                           device: str = "cuda") -> Dict[str, dict]:
     """Record plain cases with both sides in this one process: each case's
     two sides are built and warmed up (:func:`build_side`), then ``rounds``
-    rounds each record the "before" side and then the "after" side
-    (``out/<case>/<i>-before|after/``), then ``rounds`` rounds time each side
-    for ``timed_steps`` steps without the profiler (``out/unprofiled.json``).
+    rounds each record both sides (``out/<case>/<i>-before|after/``), then
+    ``rounds`` rounds time each side for ``timed_steps`` steps without the
+    profiler (``out/unprofiled.json``); within a round the sides run in
+    :func:`_round_order` (alternating, so that a host whose speed drifts
+    over the rounds favours neither side: ``whatif.py --pairs-dir OUT
+    --paired`` scores each round's two recordings together).
 
     Why: a separate process per recording (:func:`record_all`) draws its own
     host speed; on the H200's host the same ``aten::linear`` took 38 to 66 µs
@@ -250,13 +253,13 @@ def record_in_one_process(out: str, cases: List[str], rounds: int = 4, timed_ste
         try:
             sides = {fx: build_side(case, fx, device) for fx in (False, True)}
             for i in range(rounds):
-                for fx in (False, True):
+                for fx in _round_order(i):
                     t = time.perf_counter()
                     profile_steps(os.path.join(out, case, f"{i}-{'after' if fx else 'before'}"), *sides[fx], cuda)
                     entry["seconds"].append(round(time.perf_counter() - t, 1))
             unprofiled[case] = {"before": [], "after": []}
-            for _ in range(rounds):
-                for fx in (False, True):
+            for i in range(rounds):
+                for fx in _round_order(i):
                     unprofiled[case]["after" if fx else "before"].append(round(time_steps(*sides[fx], timed_steps), 4))
         except Exception as e:  # noqa: BLE001 - a failing case is recorded as such; the others still run
             entry["error"] = f"{type(e).__name__}: {e}"[:600]
@@ -268,6 +271,12 @@ def record_in_one_process(out: str, cases: List[str], rounds: int = 4, timed_ste
         with open(upath, "w") as fh:
             json.dump(unprofiled, fh, indent=1)
     return index
+
+
+def _round_order(i: int) -> Tuple[bool, bool]:
+    """The sides of round ``i`` in the order they run (False: "before"):
+    before then after in even rounds, after then before in odd ones."""
+    return (False, True) if i % 2 == 0 else (True, False)
 
 
 def _earlier(path: str) -> dict:

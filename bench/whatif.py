@@ -336,7 +336,7 @@ def run_pairs(repeats: int = REPEATS, only: str = "", quick: bool = False,
     return out
 
 
-def run_recorded_pairs(root: Path, only: str = "") -> List[Prediction]:
+def run_recorded_pairs(root: Path, only: str = "", paired: bool = False) -> List[Prediction]:
     """The pairs recorded elsewhere (``bench/record_cuda.py OUT`` on a GPU:
     ``OUT/index.json`` and ``OUT/<case>/<i>-before|after/``): each recording
     analyzed here (no cache), the least disturbed "before" recording's
@@ -350,7 +350,14 @@ def run_recorded_pairs(root: Path, only: str = "") -> List[Prediction]:
     unprofiled "after" step, and a summary of those errors follows: the
     profiler's own cost differs between the sides (CUPTI records every kernel
     of a replayed CUDA graph), so the profiled "after" trace is not the step
-    the fix buys."""
+    the fix buys.
+
+    ``paired``: score each round of a one-process recording
+    (``record_cuda.py OUT --one-process``) on its own instead, the round's
+    "before" recording against the same round's "after" one (recorded
+    seconds apart, in alternating order), and give each case the median of
+    its rounds' errors (:func:`_paired_rounds`); cross pairs and unprofiled
+    timings are left out."""
     import json
 
     from hta_report.api import analyze
@@ -361,6 +368,7 @@ def run_recorded_pairs(root: Path, only: str = "") -> List[Prediction]:
     against_unprofiled: List[float] = []
     share_unprofiled: List[float] = []
     recorded: Dict[str, Tuple[Sides, Dict[bool, List[float]]]] = {}  # case -> recordings, their steps
+    pooled: List[float] = []  # paired: every round's |error| (%), predictions by an edit
     _header()
     for case, entry in index.items():
         if only not in case:
@@ -373,6 +381,12 @@ def run_recorded_pairs(root: Path, only: str = "") -> List[Prediction]:
         for d in sorted((root / case).iterdir()):
             sides[d.name.endswith("-after")].append((analyze(d), d))
         label = f"{case} ({entry['recorder']}: {entry['fix']})"
+        if paired:
+            rounds = _paired_rounds(label, frozenset(entry["rules"]), sides)
+            pooled += [abs(p.error_pct) for p in rounds if p.rule and not p.bound and p.actual_us > 0]
+            out.append(_median_round(rounds))
+            _line(out[-1], time.perf_counter() - t)
+            continue
         recorded[case] = sides, throughput_steps(sides)
         out.append(_pair(label, frozenset(entry["rules"]), *recorded[case]))
         errs = against_unprofiled_step(out[-1], unprofiled.get(case, {}))
@@ -385,12 +399,59 @@ def run_recorded_pairs(root: Path, only: str = "") -> List[Prediction]:
             out.append(_cross_pair(f"{first} -> {second} {side} ({fixes})", *recorded[first],
                                    recorded[second][1][side == "after"], edit))
             _line(out[-1], 0.0)
+    if pooled:
+        print(f"\nevery round paired with its own ({len(pooled)} rounds predicted by an edit): |error| median "
+              f"{statistics.median(pooled):.1f} %, worst {max(pooled):.1f} %, within {PAIRS_TARGET[0]:g} %: "
+              f"{sum(e <= PAIRS_TARGET[0] for e in pooled)}/{len(pooled)}")
     if against_unprofiled:
         print(f"\nagainst the unprofiled after-step ({len(against_unprofiled)} case(s)): |error| median "
               f"{statistics.median(against_unprofiled):.1f} %, worst {max(against_unprofiled):.1f} %; the predicted "
               f"share of the step on the unprofiled before-step: median {statistics.median(share_unprofiled):.1f} %, "
               f"worst {max(share_unprofiled):.1f} %")
     return out
+
+
+def _round_of(d: Path) -> int:
+    """The round number of a recording folder ``<i>-before`` or ``<i>-after``."""
+    return int(d.name.split("-", 1)[0])
+
+
+def _paired_rounds(label: str, rules: FrozenSet[str], sides: Sides) -> List[Prediction]:
+    """One prediction per round recorded on both sides: the round's "before"
+    recording (its throughput step less what its finding says the fix saves)
+    against the same round's "after" recording, as :func:`_pair` scores the
+    least disturbed ones. Both recordings of a round were made seconds apart
+    in one process, so a host whose speed drifts over the run slows both
+    (the least disturbed recordings of each side may come from different
+    minutes: the fused-optimizer case's "before" steps ranged 29.3-39.6 ms
+    within one process on the H200)."""
+    by_round: Dict[int, Dict[bool, Tuple[AnalysisResult, Path]]] = {}
+    for fix, recs in sides.items():
+        for rec in recs:
+            by_round.setdefault(_round_of(rec[1]), {})[fix] = rec
+    out = []
+    for i in sorted(by_round):
+        pair = by_round[i]
+        if len(pair) == 2:
+            out.append(_pair(f"{label} round {i}", rules, {False: [pair[False]], True: [pair[True]]}))
+    return out
+
+
+def _median_round(rounds: List[Prediction]) -> Prediction:
+    """The round whose error is the median of ``rounds``' (the lower of the
+    two middle ones for an even count; rounds without a prediction count as
+    missing), with every round's error in its note; the first round when
+    none predicted."""
+    scored = sorted((p for p in rounds if p.rule and p.actual_us > 0), key=lambda p: p.error_pct)
+    if not scored:
+        return rounds[0] if rounds else Prediction("(no round recorded on both sides)")
+    mid = scored[(len(scored) - 1) // 2]
+    errs = " ".join(f"{p.error_pct:+.1f}" for p in rounds if p.rule and p.actual_us > 0)
+    unpredicted = len(rounds) - len(scored)
+    mid.label = mid.label.rsplit(" round ", 1)[0]
+    mid.note = (f"median of {len(scored)} rounds (errors {errs} %"
+                + (f"; {unpredicted} round(s) without a finding" if unpredicted else "") + f"); {mid.note}")
+    return mid
 
 
 def against_unprofiled_step(p: Prediction, times: Dict[str, List[float]]) -> Optional[Tuple[float, float]]:
@@ -583,6 +644,8 @@ def main() -> int:
     ap.add_argument("--pairs", action="store_true", help="prediction on before/after fix pairs recorded here")
     ap.add_argument("--pairs-dir", type=Path, metavar="DIR",
                     help="prediction on pairs recorded elsewhere by bench/record_cuda.py DIR (on a GPU)")
+    ap.add_argument("--paired", action="store_true",
+                    help="with --pairs-dir: score each one-process round's before against its own after")
     ap.add_argument("--all", action="store_true", help="fidelity, injected causes and fix pairs")
     ap.add_argument("--quick", action="store_true", help="one injected case and one pair")
     ap.add_argument("--strength", type=float, default=STRENGTH,
@@ -595,8 +658,9 @@ def main() -> int:
         cost(args.cost, args.repeats)
         return 0
     if args.pairs_dir:
-        report(f"fix pairs recorded by bench/record_cuda.py ({args.pairs_dir})",
-               run_recorded_pairs(args.pairs_dir, args.only), PAIRS_TARGET)
+        how = ", each round paired with its own, median round per case" if args.paired else ""
+        report(f"fix pairs recorded by bench/record_cuda.py ({args.pairs_dir}{how})",
+               run_recorded_pairs(args.pairs_dir, args.only, args.paired), PAIRS_TARGET)
         return 0
     injected, pairs = args.injected or args.all or args.quick, args.pairs or args.all or args.quick
     if not (injected or pairs) or args.all:

@@ -76,3 +76,16 @@ def test_only_selects_a_whole_name_alone_and_a_part_of_names_by_substring():
     assert sel("collect-pinned", "pinned") and sel("collect-pinned-workers", "pinned")
     assert sel("cuda-graphs-deep", "item-per-step,deep") and not sel("cuda-graphs", "item-per-step,deep")
     assert all(sel(n, "") for n in record_cuda.ORDER)
+
+
+def test_one_process_alternates_which_side_a_round_records_first(tmp_path, monkeypatch):
+    order = []
+    monkeypatch.setattr(record_cuda, "build_side", lambda case, fix, device="cuda": (f"step-{fix}", None))
+    monkeypatch.setattr(record_cuda, "profile_steps", lambda out, step, sync, cuda: order.append(("p", step)))
+    monkeypatch.setattr(record_cuda, "time_steps", lambda step, sync, steps: order.append(("t", step)) or 1.0)
+    index = record_cuda.record_in_one_process(str(tmp_path), ["unfused-optimizer"], rounds=3, timed_steps=1,
+                                              device="cpu")
+    assert index["unfused-optimizer"]["error"] == ""
+    b, a = "step-False", "step-True"
+    assert order == [("p", b), ("p", a), ("p", a), ("p", b), ("p", b), ("p", a),
+                     ("t", b), ("t", a), ("t", a), ("t", b), ("t", b), ("t", a)]

@@ -93,3 +93,37 @@ def test_prediction_is_also_scored_against_the_unprofiled_step():
                       {"before": [1.0], "after": [float("nan")]})]:  # every unprofiled after run failed
         assert w.against_unprofiled_step(q, times) is None
         assert "without the profiler" not in q.note
+
+
+def test_paired_rounds_pair_each_round_with_its_own_and_give_the_median_round(monkeypatch, tmp_path):
+    w = _whatif()
+    seen = []
+
+    def fake_pair(label, rules, sides, steps=None):
+        (before_res, before_dir), = sides[False]
+        (after_res, after_dir), = sides[True]
+        seen.append((before_dir.name, after_dir.name))
+        i = int(before_dir.name.split("-")[0])
+        actual = 10_000.0
+        # round errors: +30, -10, +5 % (the median round is round 2), round 3 has no finding
+        predicted = {0: 13_000.0, 1: 9_000.0, 2: 10_500.0}.get(i)
+        if predicted is None:
+            return w.Prediction(label, before_us=12_000.0, actual_us=actual)
+        return w.Prediction(label, "unfused-optimizer", "optimizer fused", 0, 12_000.0, predicted, actual)
+    monkeypatch.setattr(w, "_pair", fake_pair)
+    sides = {False: [(None, tmp_path / f"{i}-before") for i in range(4)],
+             True: [(None, tmp_path / f"{i}-after") for i in (3, 2, 1, 0)]}
+    sides[True].append((None, tmp_path / "7-after"))  # a round without its "before": not scored
+    rounds = w._paired_rounds("case (x: y)", frozenset({"unfused-optimizer"}), sides)
+    assert seen == [(f"{i}-before", f"{i}-after") for i in range(4)]
+    assert [round(p.error_pct, 1) for p in rounds if p.rule] == [30.0, -10.0, 5.0]
+    mid = w._median_round(rounds)
+    assert mid.label == "case (x: y)"
+    assert round(mid.error_pct, 1) == 5.0
+    assert "median of 3 rounds (errors +30.0 -10.0 +5.0 %; 1 round(s) without a finding)" in mid.note
+
+
+def test_paired_median_of_an_even_count_is_the_lower_middle_round():
+    w = _whatif()
+    rounds = [w.Prediction(f"c round {i}", "r", "e", 0, 12.0, p, 10.0) for i, p in enumerate((12.0, 8.0, 11.0, 9.0))]
+    assert round(w._median_round(rounds).error_pct, 1) == -10.0  # errors -20, -10, +10, +20: the lower middle
