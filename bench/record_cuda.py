@@ -62,6 +62,12 @@ PLAIN_CASES: Dict[str, Tuple[str, str, List[str]]] = {
     # held out, recorded 2026-11-27 after the GPU bound began counting the optimizer's kernels
     "unfused-optimizer-wide": ("AdamW(foreach=False) over 34 parameters of a 16-layer 512-wide MLP",
                                "AdamW(fused=True)", ["unfused-optimizer"]),
+    # held out, recorded 2026-11-27 after the replay's span began after the work queued before the
+    # first window (Graph.backlog)
+    "pageable-copy-32m": ("a 32 MB batch copied each step from pageable host memory into a 3-layer MLP",
+                          "the batch pinned and copied with non_blocking=True", ["pageable-memcpy", "blocking-copy"]),
+    "pageable-copy-8m": ("an 8 MB batch copied each step from pageable host memory into a 6-layer 2048-wide MLP",
+                         "the batch pinned and copied with non_blocking=True", ["pageable-memcpy", "blocking-copy"]),
 }
 #: ``collect`` pairs: name -> (flags of both sides, the fix's flags, the fix, the rules naming the cause).
 COLLECT_PAIRS: Dict[str, Tuple[List[str], List[str], List[str], str, List[str]]] = {
@@ -88,7 +94,8 @@ COLLECT_PAIRS: Dict[str, Tuple[List[str], List[str], List[str], str, List[str]]]
 #: Recording order (the pairs the issue names first, so a short budget keeps them).
 ORDER = ["collect-slow-data", "item-per-step", "collect-pinned", "zero-grad-zeros", "collect-sync",
          "pageable-copy", "unfused-optimizer", "collect-amp", "cuda-graphs", "pageable-copy-16m", "cuda-graphs-wide",
-         "collect-amp-wide", "cuda-graphs-deep", "collect-pinned-workers", "unfused-optimizer-wide"]
+         "collect-amp-wide", "cuda-graphs-deep", "collect-pinned-workers", "unfused-optimizer-wide", "pageable-copy-32m",
+         "pageable-copy-8m"]
 #: Profiler schedule of the plain cases: 1 skipped, 1 warm-up, 7 recorded (as ``collect`` records).
 WAIT, WARMUP, ACTIVE = 1, 1, 7
 
@@ -120,7 +127,8 @@ def build_side(case: str, fix: bool, device: str = "cuda"):
                            "zero-grad-zeros": (2048, 40, 8), "unfused-optimizer": (64, 48, 32),
                            "cuda-graphs": (512, 16, 16), "pageable-copy-16m": (4096, 4, 1024),
                            "cuda-graphs-wide": (1024, 8, 64), "cuda-graphs-deep": (256, 32, 32),
-                           "unfused-optimizer-wide": (512, 16, 64)}[case]
+                           "unfused-optimizer-wide": (512, 16, 64), "pageable-copy-32m": (4096, 3, 2048),
+                           "pageable-copy-8m": (2048, 6, 1024)}[case]
     model = _mlp(torch, width, depth).to(dev)
     if case.startswith("unfused-optimizer"):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, **({"fused": True} if fix else {"foreach": False}))

@@ -263,17 +263,21 @@ def test_another_thread_s_work_moves_with_the_step_thread(tmp_path):
 MIB = 1 << 20
 
 
-def copy_loop(pinned: bool, gpu_name: str = "NVIDIA H200", steps: int = 6) -> TraceBuilder:
+def copy_loop(pinned: bool, gpu_name: str = "NVIDIA H200", steps: int = 6, queued_us: float = 0.0) -> TraceBuilder:
     """Per step an 8 MiB batch copied to the device, then a 1 ms kernel, the
     host going on to the next step at once. Pageable: the copy waits for the
     stream, runs at 8.4 GB/s (998.6 µs, as measured on an H200) and its
     ``cudaMemcpyAsync`` returns 15 µs before the copy's last chunk lands (the
     driver's staging): the step is copy + kernel. Pinned: the copy runs at
     the H200's table rate (PCIe gen 5 at 80 %), the call returns at once and
-    the host runs ahead of the GPU."""
+    the host runs ahead of the GPU. ``queued_us``: a kernel that long,
+    launched before the first step, is still running when it starts."""
     b = TraceBuilder(rank=0, gpu_name=gpu_name)
     copy_us = 8 * MIB / (8.4e3 if not pinned else 63.0 * 0.8 * 1e3)
     h, gpu_free = 100.0, 0.0
+    if queued_us:
+        b.kernel(TC_GEMM, 60.0, queued_us, launch_ts=40.0, launch_dur=5.0)
+        gpu_free = 60.0 + queued_us
     for s in range(1, steps + 1):
         t, call = h, h + 3
         start = max(call + 10, gpu_free)
@@ -337,6 +341,20 @@ def test_a_host_that_ran_ahead_starts_the_what_ifs_from_the_gpu_s_time(tmp_path)
     before = next(w.step_us_before for w in r.whatifs)
     assert r.measured_step_us < 100 and before > 10 * r.measured_step_us
     assert "the host ran ahead of the GPU" in r.note
+
+
+def test_work_queued_before_the_first_window_is_not_counted_as_the_steps(tmp_path):
+    """The same host running ahead, after a 5 ms kernel launched before the first window (an
+    earlier step's work still queued when profiling starts): the GPU runs it first, then the
+    steps' copies and kernels. The time per step counts from the end of that queued work,
+    as it counts to the end of the last step's: 1,166 µs of GPU work a step, not 5 ms more
+    spread over the steps (recorded on an H200: 18.7 against 15.36 ms a step, 2026-11-27)."""
+    ev = _events(tmp_path, copy_loop(pinned=True, queued_us=5000.0), "queued")
+    r = replay(ev, host_windows(ev), 0, ["NVIDIA H200"])
+    per_step = float(ev.gpu["dur"].sum() - 5000.0) / 6
+    before = next(w.step_us_before for w in r.whatifs)
+    assert before == pytest.approx(per_step, rel=0.01), (before, per_step)
+    assert r.error_pct < 1e-6 and "the host ran ahead of the GPU" in r.note
 
 
 def test_tensor_core_edit_divides_fp32_gemms_by_the_device_s_ratio(tmp_path):

@@ -117,6 +117,7 @@ class Graph:
     _walk: Optional[Tuple[List[int], ...]] = field(default=None, init=False, repr=False, compare=False)
     _inputs: Optional[Tuple[List[float], List[float], List[float]]] = field(
         default=None, init=False, repr=False, compare=False)
+    _backlog: Optional[np.ndarray] = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -153,6 +154,26 @@ class Graph:
             self._walk = (order.tolist(), count.tolist(), first.tolist(), src0.tolist(), src1.tolist(),
                           self.src.tolist())
         return self._walk
+
+
+    def backlog(self, lo: float) -> np.ndarray:
+        """The GPU nodes launched before the analyzed windows, which start at
+        ``lo`` (µs): work of earlier steps the GPU had not run yet when the
+        first window began (a host that runs ahead of a busy GPU queues it).
+        On each stream, the nodes without a launch in the windows that start
+        before the stream's first node launched in them (a stream runs its
+        work in launch order); on a stream with no such launch, those that
+        started before ``lo`` (launched before it, for sure). Made once."""
+        if self._backlog is None:
+            gpu = self.kind == GPU
+            launched = np.zeros(self.size, dtype=bool)
+            launched[edge_targets(self.ptr)[self.ekind == E_LAUNCH]] = True
+            first: Dict[int, float] = {}
+            for stream, t in zip(self.thread[gpu & launched].tolist(), self.m_start[gpu & launched].tolist()):
+                first[stream] = min(t, first.get(stream, np.inf))
+            before = np.array([first.get(s, lo) for s in self.thread.tolist()], dtype=float)
+            self._backlog = np.flatnonzero(gpu & ~launched & (self.m_start < before))
+        return self._backlog
 
 
 class _Builder:
