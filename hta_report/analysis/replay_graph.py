@@ -117,7 +117,7 @@ class Graph:
     _walk: Optional[Tuple[List[int], ...]] = field(default=None, init=False, repr=False, compare=False)
     _inputs: Optional[Tuple[List[float], List[float], List[float]]] = field(
         default=None, init=False, repr=False, compare=False)
-    _backlog: Optional[np.ndarray] = field(default=None, init=False, repr=False, compare=False)
+    _backlog: Optional[Tuple[float, np.ndarray]] = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -163,17 +163,18 @@ class Graph:
         On each stream, the nodes without a launch in the windows that start
         before the stream's first node launched in them (a stream runs its
         work in launch order); on a stream with no such launch, those that
-        started before ``lo`` (launched before it, for sure). Made once."""
-        if self._backlog is None:
+        started before ``lo`` (launched before it, for sure). Made once per ``lo``."""
+        if self._backlog is None or self._backlog[0] != lo:
             gpu = self.kind == GPU
             launched = np.zeros(self.size, dtype=bool)
             launched[edge_targets(self.ptr)[self.ekind == E_LAUNCH]] = True
-            first: Dict[int, float] = {}
-            for stream, t in zip(self.thread[gpu & launched].tolist(), self.m_start[gpu & launched].tolist()):
-                first[stream] = min(t, first.get(stream, np.inf))
-            before = np.array([first.get(s, lo) for s in self.thread.tolist()], dtype=float)
-            self._backlog = np.flatnonzero(gpu & ~launched & (self.m_start < before))
-        return self._backlog
+            streams, code = np.unique(self.thread[gpu], return_inverse=True)
+            first = np.full(len(streams), np.inf)
+            np.minimum.at(first, code[launched[gpu]], self.m_start[gpu][launched[gpu]])
+            before = np.where(np.isfinite(first), first, lo)[code]
+            nodes = np.flatnonzero(gpu)
+            self._backlog = (lo, nodes[~launched[gpu] & (self.m_start[gpu] < before)])
+        return self._backlog[1]
 
 
 class _Builder:
