@@ -1209,6 +1209,14 @@ class Replay:
         host_share_pct: share of the critical path on the host (%).
         whatifs: the edits replayed.
         note: what was not modelled on this rank, or why it was not replayed.
+        gpu_paced_step_us: where the host ran ahead of the GPU (the GPU
+            finished each step's work later than the one before, by more than
+            :data:`~hta_report.analysis.replay.HOST_AHEAD_PCT` of the step),
+            the time per analyzed step counting the GPU work the steps leave
+            behind and not the work queued before them (µs; the basis the
+            what-ifs start from): the step the run's throughput sees, where
+            ``ProfilerStep`` measures the host's enqueueing alone. 0 where the
+            host did not run ahead.
     """
 
     measured_step_us: float = 0.0
@@ -1219,6 +1227,7 @@ class Replay:
     host_share_pct: float = 0.0
     whatifs: List[WhatIf] = field(default_factory=list)
     note: str = ""
+    gpu_paced_step_us: float = 0.0
 
 
 @dataclass(slots=True)

@@ -341,6 +341,30 @@ def test_a_host_that_ran_ahead_starts_the_what_ifs_from_the_gpu_s_time(tmp_path)
     before = next(w.step_us_before for w in r.whatifs)
     assert r.measured_step_us < 100 and before > 10 * r.measured_step_us
     assert "the host ran ahead of the GPU" in r.note
+    assert r.gpu_paced_step_us == before  # the result says so, not only the note
+    blocking = _events(tmp_path, copy_loop(pinned=False), "blocking")
+    assert replay(blocking, host_windows(blocking), 0, ["NVIDIA H200"]).gpu_paced_step_us == 0.0
+
+
+def test_the_headline_gives_the_gpu_paced_step_where_the_host_ran_ahead(tmp_path):
+    """The mean ProfilerStep of a host that ran ahead is its enqueueing alone: the headline
+    says so and gives the time per step counting the GPU work; a
+    host that waits for its copies gets the plain mean step."""
+    from hta_report.api import analyze
+    from hta_report.render import reporter
+
+    for pinned in (True, False):
+        d = tmp_path / f"pinned-{pinned}"
+        d.mkdir()
+        copy_loop(pinned=pinned).write(d / "rank-0.json")
+        result = analyze(d, include_last_step=True)
+        text = str(reporter("md").render(result, None))
+        paced = result.ranks[0].replay.gpu_paced_step_us
+        if pinned:
+            assert paced > 10 * result.ranks[0].steps.mean_us
+            assert f"it ran ahead of the GPU: {paced / 1e3:.2f} ms a step counting the GPU work" in text
+        else:
+            assert paced == 0.0 and "ran ahead of the GPU" not in text
 
 
 def test_work_queued_before_the_first_window_is_not_counted_as_the_steps(tmp_path):

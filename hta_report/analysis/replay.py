@@ -12,7 +12,10 @@ Step time is the step thread's time from one ``ProfilerStep`` boundary to the
 next, mapped into replay time (markers in the host chain); GPU work a step
 leaves behind counts where a later synchronization waits for it. Without
 steps, the whole window: from its start to the last host call's or GPU
-operation's end. Times are µs.
+operation's end. Where the host ran ahead of the GPU, the what-ifs start from
+the :func:`span` per step instead: from the end of the GPU work queued before
+the first window (:meth:`~.replay_graph.Graph.backlog`) to the end of the
+work the last step launched (``Replay.gpu_paced_step_us``). Times are µs.
 
 Not modelled: collectives keep their measured durations (other ranks are
 not replayed), host threads interact only through the GPU (a thread's idle
@@ -826,7 +829,7 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
                   error_pct=abs(r_mean - m_mean) / m_mean * 100 if m_mean > 0 else 0.0, steps=n,
                   critical_path=[ReplayOp(name=nm, kind=kind, us=us / n) for (nm, kind), us in top],
                   host_share_pct=min(100.0, max(0.0, 100 * host / total)) if total > 0 else 0.0,
-                  whatifs=whatifs, note=note)
+                  whatifs=whatifs, note=note, gpu_paced_step_us=before if ahead else 0.0)
 
 
 def _last_call_end(ev: RankEvents, lo: float) -> float:
