@@ -155,7 +155,6 @@ class Graph:
                           self.src.tolist())
         return self._walk
 
-
     def backlog(self, lo: float) -> np.ndarray:
         """The GPU nodes launched before the analyzed windows, which start at
         ``lo`` (µs): work of earlier steps the GPU had not run yet when the
