@@ -194,4 +194,10 @@ def test_recorded_cpu_workloads(tmp_path, case):
     bad, clean = analyze(tmp_path / "bad"), analyze(tmp_path / "clean")
     (f,) = findings(bad, "tiny-batches")
     assert not findings(clean, "tiny-batches")
-    assert bad.ranks[0].window_us - f.rank_gains[0].gain_us <= clean.ranks[0].window_us  # a bound: ≥ the saving
+    # A bound: >= the saving, up to the speed difference of two recordings made
+    # seconds apart on a shared 2-core machine. The bound leaves one pass and the
+    # rest of the step, which is about the clean twin's step, so the two differ by
+    # the machine's drift: 12 recordings here left 0.50-0.96 of the clean step,
+    # one CI run 1.02 (its bad run's steps 48.8 ms against 28-49 ms here). Claiming
+    # only the forwards or the backwards would leave several clean steps.
+    assert bad.ranks[0].window_us - f.rank_gains[0].gain_us <= 1.25 * clean.ranks[0].window_us
