@@ -126,7 +126,7 @@ def _idle_increase(c: Comparison) -> float:
 
 #: Metrics of a comparison (the new side's result metrics apply too).
 COMPARISON_METRICS: Dict[str, ComparisonMetric] = {
-    "step_time_regression": ("mean step time change new vs base, % (positive = slower)",
+    "step_time_regression": ("time per step change new vs base, the verdict's figure, % (positive = slower)",
                              lambda c: c.step_time_change_pct, _comparable),
     "idle_pct_increase": ("GPU idle change, percentage points",
                           _idle_increase,

@@ -1881,15 +1881,24 @@ class CpuOpDelta:
     delta_us: float
 
 
+#: The name of the overall metric (:class:`MetricDelta`) the verdict compares where a side's host ran
+#: ahead of its GPU (:func:`hta_report.compare.time_per_step`), in ms; absent where none did.
+PACED_STEP_METRIC = "time per step, GPU work counted"
+
+
 @dataclass(slots=True)
 class Comparison:
     """``new`` against ``base``: overall and per-rank deltas, kernels that
     changed most, findings that appeared or went away, and a verdict.
 
     ``verdict`` is ``improved``, ``regressed``, ``unchanged`` or
-    ``not comparable`` (no ProfilerStep on a side). It compares the mean
-    step time against ``noise_band_pct``: the larger coefficient of variation
-    (std / mean × 100) of the two sides' analyzed step times, at least 1 %.
+    ``not comparable`` (no ProfilerStep on a side). It compares the time
+    per step, ``base_step_us`` against ``new_step_us`` (µs,
+    :func:`~hta_report.compare.time_per_step`: the mean step time, except on
+    the ``base_paced_ranks`` / ``new_paced_ranks`` ranks whose host ran ahead
+    of the GPU, where it counts the GPU work the steps leave behind), against
+    ``noise_band_pct``: the larger coefficient of variation (std / mean × 100)
+    of the two sides' analyzed step times, at least 1 %.
 
     ``sides`` says what each side ran on (base, then new: devices, world
     size, ranks, PyTorch and CUDA/ROCm versions) and ``differences`` one
@@ -1903,6 +1912,10 @@ class Comparison:
     verdict: str
     noise_band_pct: float
     step_time_change_pct: float
+    base_step_us: float = 0.0
+    new_step_us: float = 0.0
+    base_paced_ranks: int = 0
+    new_paced_ranks: int = 0
     overall: List[MetricDelta] = field(default_factory=list)
     ranks: List[RankComparison] = field(default_factory=list)
     ranks_only_base: List[int] = field(default_factory=list)

@@ -212,3 +212,38 @@ def test_compare_of_huge_finite_figures_stays_finite(tmp_path):
     text = c.to_json()  # allow_nan=False: raises on infinity or NaN
     assert c.step_time_change_pct > 1e290 and c.verdict == "regressed"
     assert c.kernels and all(math.isfinite(k.delta_us) for k in c.kernels) and "Infinity" not in text
+
+
+def test_the_verdict_counts_the_gpu_work_where_the_host_ran_ahead(tmp_path):
+    """Pageable 8 MiB copies (the host waits for each: ~2 ms a step) against
+    pinned ones (the host runs ahead: its ProfilerStep windows are its ~25 µs
+    of enqueueing, the GPU takes ~1.2 ms a step). The verdict compares the
+    pinned side's time per step counting the GPU work, not the enqueueing
+    (which would read -98 %), and says so; the mean ProfilerStep stays in the
+    table beside it."""
+    from test_replay import copy_loop
+
+    for pinned in (False, True):
+        d = tmp_path / ("pinned" if pinned else "pageable")
+        d.mkdir()
+        copy_loop(pinned=pinned).write(d / "rank-0.json")
+    base, new = analyze(tmp_path / "pageable"), analyze(tmp_path / "pinned")
+    paced = new.ranks[0].replay.gpu_paced_step_us
+    assert paced > 10 * new.ranks[0].steps.mean_us and base.ranks[0].replay.gpu_paced_step_us == 0
+    c = compare(base, new)
+    mean_base = base.aggregate.mean_step_us
+    assert (c.base_step_us, c.new_step_us, c.base_paced_ranks, c.new_paced_ranks) == (mean_base, paced, 0, 1)
+    assert c.step_time_change_pct == pytest.approx(100 * (paced - mean_base) / mean_base)
+    assert -60 < c.step_time_change_pct < -30 and c.verdict == "improved"  # the enqueueing alone: -98 %
+    names = [m.name for m in c.overall]
+    assert names[:2] == ["time per step, GPU work counted", "mean step time"]
+    from hta_report.render import render_comparison
+    from hta_report.render.terminal import comparison_summary
+    summary = comparison_summary(c, [])
+    assert summary.startswith("improved: time per step counting the GPU work where the host ran ahead of it "
+                              "(new: 1 of 1 rank;")
+    back = compare(new, base)  # the other way round: slower, the base side's rank named
+    assert back.verdict == "regressed" and (back.base_paced_ranks, back.new_paced_ranks) == (1, 0)
+    assert "(base: 1 of 1 rank;" in comparison_summary(back, [])
+    for fmt in ("md", "html"):
+        assert "faster: time per step counting the GPU work where the host ran ahead of it" in render_comparison(c, fmt)

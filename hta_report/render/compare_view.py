@@ -8,9 +8,9 @@ what each side ran on (:func:`side_rows`) and of CPU ops (:func:`cpu_op_rows`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..model import Comparison, CpuOpDelta, KernelDelta, MetricDelta, SideInfo
+from ..model import PACED_STEP_METRIC, AnalysisResult, Comparison, CpuOpDelta, KernelDelta, MetricDelta, SideInfo
 from ..names import rank_ranges, short_name, short_names
 from . import fmt
 
@@ -197,9 +197,10 @@ def biggest_changes(c: Comparison) -> Tuple[MetricRow, ...]:
             if held is None or abs(m.delta) > abs(held[0].delta) + 1e-9:
                 best[m.name] = (m, _rank_label(r.rank, r.new_rank) if (many or held is None) else "")
     rows = []
-    step = best.pop("mean step time", None)
-    if step is not None and c.verdict != "not comparable":
-        rows.append(step)
+    for name in (PACED_STEP_METRIC, "mean step time"):  # the verdict's figure first
+        step = best.pop(name, None)
+        if step is not None and c.verdict != "not comparable":
+            rows.append(step)
     moved = sorted((v for v in best.values() if v[0].unit != "ms" and abs(v[0].delta) >= MIN_CHANGE_PP),
                    key=lambda v: (-abs(v[0].delta), v[0].name))
     rows += moved[:BIGGEST_CHANGES]
@@ -265,14 +266,32 @@ def side_rows(c: Comparison) -> Tuple[SideRow, ...]:
     return tuple(rows)
 
 
+def verdict_figure(c: Comparison) -> str:
+    """What the verdict compares, in words: "mean step time", or, where a
+    side's host ran ahead of its GPU (:func:`hta_report.compare.time_per_step`),
+    the time per step counting the GPU work, the sides and ranks named
+    ("time per step counting the GPU work where the host ran ahead of it
+    (base: 1 of 1 rank; 15.36 → 12.10 ms)")."""
+    if not (c.base_paced_ranks or c.new_paced_ranks):
+        return "mean step time"
+    def ranks(side: Optional[AnalysisResult], n: int) -> str:
+        total = len(side.ranks) if side is not None else 0
+        return f"{n} of {total} rank{'s' if total != 1 else ''}" if total else f"{n} rank{'s' if n != 1 else ''}"
+    where = "; ".join(f"{role}: {ranks(side, n)}" for role, side, n in
+                      (("base", c.base, c.base_paced_ranks), ("new", c.new, c.new_paced_ranks)) if n)
+    return (f"time per step counting the GPU work where the host ran ahead of it ({where}; "
+            f"{fmt.ms(c.base_step_us)} → {fmt.ms(c.new_step_us)})")
+
+
 def context(c: Comparison) -> ComparisonView:
     """Everything the compare template and markdown show, formatted."""
     change = fmt.fixed(c.step_time_change_pct, 1, sign=True, grouped=False)
     band = fmt.fixed(c.noise_band_pct, 1, grouped=False)
+    what = verdict_figure(c)
     verdict_text = {
-        "improved": f"faster: mean step time {change} %, beyond the ±{band} % noise band",
-        "regressed": f"slower: mean step time {change} %, beyond the ±{band} % noise band",
-        "unchanged": f"mean step time {change} %, within the ±{band} % noise band",
+        "improved": f"faster: {what} {change} %, beyond the ±{band} % noise band",
+        "regressed": f"slower: {what} {change} %, beyond the ±{band} % noise band",
+        "unchanged": f"{what} {change} %, within the ±{band} % noise band",
         "not comparable": "no ProfilerStep annotations on one side: step times cannot be compared",
     }[c.verdict]
     kernels = kernel_rows(c.kernels)

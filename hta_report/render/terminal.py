@@ -40,10 +40,10 @@ def comparison_summary(c: Comparison, written: List[str]) -> str:
     """A few lines after ``compare``: the verdict, what each side ran on and
     a warning per way they differ, the CPU ops that changed most when no
     kernel did, findings that appeared or went away, files written."""
-    from .compare_view import BIGGEST_CPU_OPS, cpu_op_rows, side_rows
+    from .compare_view import BIGGEST_CPU_OPS, cpu_op_rows, side_rows, verdict_figure
 
     change = fmt.fixed(c.step_time_change_pct, 1, sign=True, grouped=False)
-    lines = [f"{terminal(c.verdict)}: mean step time {change} % "
+    lines = [f"{terminal(c.verdict)}: {terminal(verdict_figure(c))} {change} % "
              f"(noise band ±{fmt.fixed(c.noise_band_pct, 1, grouped=False)} %)"]
     lines += [f"{s.role}: {terminal(s.line)}" for s in side_rows(c)]
     lines += [f"warning: {terminal(d)}" for d in c.differences]
