@@ -16,6 +16,10 @@ fix changes; ``extra_ms`` gives both halves the same injected cost).
 Usage: ``python bench/record_cpu.py OUT_DIR CASE [--strength 0.4] [--fix] [--extra-ms MS]``
 with CASE one of :data:`CASES`; ``ddp-*`` cases spawn two gloo ranks. The
 injected cost it used is printed as ``extra_ms <ms>``.
+``python bench/record_cpu.py OUT_DIR --one-process CASE[,...] [--rounds 8]``
+records both sides of each fix pair in this one process, in rounds
+(:func:`record_in_one_process`; score with ``bench/whatif.py --pairs-dir
+OUT_DIR --paired``).
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import argparse
 import os
 import sys
 import time
-from typing import Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 #: Samples per micro-batch of the ``micro-batches`` case.
 MICRO_BATCH = 2
@@ -50,6 +54,13 @@ FIXES = {
     "zero-grad-zeros": "zero_grad(set_to_none=True)",
     "unfused-optimizer": "AdamW(foreach=True)",
 }
+#: Fix pairs: case -> the rules whose finding names that cause.
+PAIR_RULES = {
+    "slow-data": frozenset({"dataloader-bound", "dataloader-main-process"}),
+    "item-per-step": frozenset({"sync-in-step"}),
+    "zero-grad-zeros": frozenset({"zero-grad-zeros"}),
+    "unfused-optimizer": frozenset({"unfused-optimizer"}),
+}
 
 
 def _model(torch, layers: int, width: int):
@@ -67,19 +78,17 @@ def _burn(torch, ms: float) -> None:
         x = torch.tanh(x @ x.T / 384)
 
 
-def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, steps: int = 7,
-        layers: int = 0, clean: bool = False, shapes: bool = False, fix: bool = False,
-        extra_ms: Optional[float] = None) -> float:
-    """Train ``steps`` iterations under the profiler (wait 1, warm-up 1,
-    active ``steps - 2``) and write the trace of this rank into ``out``
-    (``layers``: hidden layers of the model, 0 for the case's default;
-    ``clean``: the same script with the case's cause switched off, a baseline;
-    ``shapes``: ``record_shapes=True``; ``fix``: the case's fix of
-    :data:`FIXES` applied, the cause's cost kept; ``extra_ms``: the injected
-    cost (ms per step) instead of ``strength`` times the step measured here).
-    Returns the injected cost used (ms per step, 0 for a case without one)."""
+def build_side(case: str, strength: float, rank: int = 0, world: int = 1, layers: int = 0, clean: bool = False,
+               fix: bool = False, extra_ms: Optional[float] = None) -> Tuple[Callable[[], None], float]:
+    """Build one side of ``case`` (the model, a ``DataLoader`` over an
+    endless supply of batches, the optimizer; arguments as in :func:`run`)
+    and warm it up: three steps that also calibrate the injected cost when
+    ``extra_ms`` is None (``strength`` times the step measured here, as the
+    share of the resulting step). Returns (one training step, taking its
+    batch from the loader; the injected cost used, ms per step, 0 for a case
+    without one). Sets one intra-op thread (as DataLoader workers have)."""
     import torch
-    from torch.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler
+    from torch.utils.data import DataLoader, Dataset, Sampler
 
     torch.manual_seed(rank)
     torch.set_num_threads(1)
@@ -98,13 +107,11 @@ def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, ste
     layers = layers_override or layers
     model = _model(torch, layers, width)
     if world > 1:
-        import torch.distributed as dist
-        dist.init_process_group("gloo", rank=rank, world_size=world)
         model = torch.nn.parallel.DistributedDataParallel(model)
     data_x, data_y = torch.randn(4096, width), torch.randint(0, 10, (4096,))
 
     class Batches(Dataset):
-        """Whole batches by index list (a BatchSampler feeds it): one fetch per step."""
+        """Whole batches by index list (the sampler feeds it): one fetch per step."""
 
         def __len__(self):
             return len(data_x)
@@ -114,9 +121,16 @@ def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, ste
                 _burn(torch, slow_batch_ms)  # decoding / augmentation on the training thread
             return data_x[idx], data_y[idx]
 
+    class Endless(Sampler):
+        """The batches' index lists in order, over and over (rounds of a one-process recording outlast an epoch)."""
+
+        def __iter__(self):
+            while True:
+                for i in range(0, len(data_x) - batch + 1, batch):
+                    yield list(range(i, i + batch))
+
     slow_batch_ms = 0.0
-    sampler = BatchSampler(SequentialSampler(range(len(data_x))), batch, drop_last=True)
-    loader = DataLoader(Batches(), sampler=sampler, batch_size=None, num_workers=0)
+    loader = DataLoader(Batches(), sampler=Endless(), batch_size=None, num_workers=0)
     if case == "unfused-optimizer" and fix:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
     elif case == "unfused-optimizer" and not clean:
@@ -155,22 +169,92 @@ def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, ste
     if case == "slow-data":
         slow_batch_ms = extra_ms
     straggle_ms = extra_ms if case == "ddp-straggler" else 0.0
-    if case == "slow-data" and fix:  # workers fork now, with the calibrated cost; they start before the profiler
-        loader = DataLoader(Batches(), sampler=sampler, batch_size=None, num_workers=FIX_WORKERS)
+    if case == "slow-data" and fix:  # workers fork now, with the calibrated cost, and stay for every round
+        loader = DataLoader(Batches(), sampler=Endless(), batch_size=None, num_workers=FIX_WORKERS,
+                            persistent_workers=True)
         it = iter(loader)
         step(*next(it))
+    return (lambda: step(*next(it))), extra_ms
 
+
+def profile_steps(out: str, one_step: Callable[[], None], steps: int = 7) -> None:
+    """Run ``steps`` iterations of ``one_step`` under plain ``torch.profiler``
+    (wait 1, warm-up 1, active ``steps - 2``) and write the trace into ``out``."""
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=steps - 2),
+                 on_trace_ready=tensorboard_trace_handler(out)) as prof:
+        for _ in range(steps):
+            one_step()
+            prof.step()
+
+
+def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, steps: int = 7,
+        layers: int = 0, clean: bool = False, shapes: bool = False, fix: bool = False,
+        extra_ms: Optional[float] = None) -> float:
+    """Train ``steps`` iterations under the profiler (wait 1, warm-up 1,
+    active ``steps - 2``) and write the trace of this rank into ``out``
+    (``layers``: hidden layers of the model, 0 for the case's default;
+    ``clean``: the same script with the case's cause switched off, a baseline;
+    ``shapes``: ``record_shapes=True``; ``fix``: the case's fix of
+    :data:`FIXES` applied, the cause's cost kept; ``extra_ms``: the injected
+    cost (ms per step) instead of ``strength`` times the step measured here).
+    Returns the injected cost used (ms per step, 0 for a case without one)."""
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    one_step, extra_ms = build_side(case, strength, rank, world, layers, clean, fix, extra_ms)
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
     with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes,
                  schedule=schedule(wait=1, warmup=1, active=steps - 2),
                  on_trace_ready=tensorboard_trace_handler(out)) as prof:
         for _ in range(steps):
-            step(*next(it))
+            one_step()
             prof.step()
     if world > 1:
         import torch.distributed as dist
         dist.destroy_process_group()
     return extra_ms
+
+
+def record_in_one_process(out: str, cases: List[str], rounds: int = 8, strength: float = 0.3,
+                          steps: int = 7) -> Dict[str, dict]:
+    """Record the fix pairs of :data:`FIXES` with both sides in this one
+    process, as ``bench/record_cuda.py --one-process`` does on a GPU: each
+    case's two sides are built and warmed up (:func:`build_side`, the "after"
+    side with the "before" side's calibrated cost), then ``rounds`` rounds
+    each record both sides into ``out/<case>/<i>-before|after/``, the order
+    alternating from round to round (before first in even rounds), so that a
+    host whose speed drifts favours neither side: ``bench/whatif.py
+    --pairs-dir OUT --paired`` scores each round's two recordings together.
+    Why: on this shared 2-core machine recordings made in separate processes
+    vary by up to 70 % (the least disturbed of 3 per side, what ``whatif.py
+    --pairs`` uses, still differs from run to run). Writes ``out/index.json``
+    (case -> recorder, fix, the rules whose finding names the cause, seconds
+    per recording, error) after each case, keeping an earlier run's cases,
+    and returns it. Raises ValueError for a case without a fix."""
+    from record_cuda import _earlier, _round_order, _save  # the GPU recorder's order of the sides, its index files
+
+    path = os.path.join(out, "index.json")
+    index: Dict[str, dict] = _earlier(path)
+    for case in cases:
+        if case not in FIXES:
+            raise ValueError(f"case {case!r} has no fix (one of {', '.join(FIXES)})")
+        entry: dict = {"recorder": "torch.profiler, one process (CPU)", "fix": FIXES[case],
+                       "rules": sorted(PAIR_RULES[case]), "seconds": [], "error": ""}
+        try:
+            before, extra = build_side(case, strength)
+            sides = {False: before, True: build_side(case, strength, fix=True, extra_ms=extra)[0]}
+            for i in range(rounds):
+                for fx in _round_order(i):
+                    t = time.perf_counter()
+                    profile_steps(os.path.join(out, case, f"{i}-{'after' if fx else 'before'}"), sides[fx], steps)
+                    entry["seconds"].append(round(time.perf_counter() - t, 1))
+        except Exception as e:  # noqa: BLE001 - a failing case is recorded as such; the others still run
+            entry["error"] = f"{type(e).__name__}: {e}"[:600]
+        print(f"{case}: {entry['seconds']} s {entry['error'][:200]}", flush=True)
+        index[case] = entry
+        _save(path, index)
+    return index
 
 
 def _worker(rank: int, out: str, case: str, strength: float, world: int, port: int, layers: int,
@@ -200,8 +284,12 @@ def record(out: str, case: str, strength: float = 0.4, port: int = 29531, layers
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
-    ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--strength", type=float, default=0.4, help="share of the step the injected cause takes")
+    ap.add_argument("case", nargs="?", choices=sorted(CASES))
+    ap.add_argument("--one-process", default="", metavar="CASES",
+                    help="comma-separated cases of FIXES: both sides recorded in this one process, in rounds")
+    ap.add_argument("--rounds", type=int, default=8, help="with --one-process: rounds of both sides")
+    ap.add_argument("--strength", type=float, default=None,
+                    help="share of the step the injected cause takes (0.4; with --one-process 0.3, whatif.py's)")
     ap.add_argument("--port", type=int, default=29531)
     ap.add_argument("--layers", type=int, default=0, help="hidden layers of the model (0: the case's default)")
     ap.add_argument("--clean", action="store_true", help="the same script with the cause switched off (a baseline)")
@@ -210,8 +298,14 @@ def main(argv=None) -> int:
     ap.add_argument("--extra-ms", type=float, default=None,
                     help="the injected cost (ms per step) instead of calibrating it from --strength")
     args = ap.parse_args(argv)
-    used = record(args.out, args.case, args.strength, args.port, args.layers, args.clean, args.record_shapes,
-                  args.fix, args.extra_ms)
+    if args.one_process:
+        index = record_in_one_process(args.out, args.one_process.split(","), args.rounds,
+                                      0.3 if args.strength is None else args.strength)
+        return 1 if any(e["error"] for e in index.values()) else 0
+    if args.case is None:
+        ap.error("CASE is required without --one-process")
+    used = record(args.out, args.case, 0.4 if args.strength is None else args.strength, args.port, args.layers,
+                  args.clean, args.record_shapes, args.fix, args.extra_ms)
     if used is not None:
         print(f"extra_ms {used:.6f}")
     return 0

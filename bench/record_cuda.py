@@ -273,11 +273,8 @@ def record_in_one_process(out: str, cases: List[str], rounds: int = 4, timed_ste
             entry["error"] = f"{type(e).__name__}: {e}"[:600]
         print(f"{case}: {entry['seconds']} s {entry['error'][:200]} unprofiled {unprofiled.get(case)}", flush=True)
         index[case] = entry
-        os.makedirs(out, exist_ok=True)
-        with open(path, "w") as fh:
-            json.dump(index, fh, indent=1)
-        with open(upath, "w") as fh:
-            json.dump(unprofiled, fh, indent=1)
+        _save(path, index)
+        _save(upath, unprofiled)
     return index
 
 
@@ -285,6 +282,13 @@ def _round_order(i: int) -> Tuple[bool, bool]:
     """The sides of round ``i`` in the order they run (False: "before"):
     before then after in even rounds, after then before in odd ones."""
     return (False, True) if i % 2 == 0 else (True, False)
+
+
+def _save(path: str, data: dict) -> None:
+    """Write ``data`` as JSON to ``path``, its folder made first."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump(data, fh, indent=1)
 
 
 def _earlier(path: str) -> dict:
@@ -318,9 +322,7 @@ def time_unprofiled(out: str, cases: List[str], steps: int = 300, repeats: int =
                     ms = float("nan")
                 res[case][which].append(round(ms, 4))
         print(f"unprofiled {case}: {res[case]}", flush=True)
-        os.makedirs(out, exist_ok=True)
-        with open(path, "w") as fh:  # after each case: a run cut short keeps what it timed
-            json.dump(res, fh, indent=1)
+        _save(path, res)  # after each case: a run cut short keeps what it timed
     return res
 
 
@@ -379,10 +381,8 @@ def record_all(out: str, repeats: int, budget_s: float, only: str = "") -> Dict[
                 entry["error"] = entry["error"] or err
                 print(f"{name} {i} {'after' if fx else 'before'}: {secs:.1f} s {err[:200]}", flush=True)
         index[name] = entry
-        with open(path, "w") as fh:
-            json.dump(index, fh, indent=1)
-    with open(path, "w") as fh:
-        json.dump(index, fh, indent=1)
+        _save(path, index)
+    _save(path, index)
     return index
 
 

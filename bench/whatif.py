@@ -35,9 +35,12 @@ Prediction (the issue's "How it is judged", bullets 2 and 3):
   finding predicts the "after" side's measured step (target: median <= 10 %,
   worst <= 25 %).
 * ``--pairs-dir DIR``: the same for pairs recorded on a GPU by
-  ``bench/record_cuda.py DIR``; where ``DIR/unprofiled.json`` times a case's
-  steps without the profiler, each line also scores the prediction against
-  that step (:func:`against_unprofiled_step`).
+  ``bench/record_cuda.py DIR``, or here, both sides in one process, by
+  ``bench/record_cpu.py DIR --one-process CASES``; where
+  ``DIR/unprofiled.json`` times a case's steps without the profiler, each
+  line also scores the prediction against that step
+  (:func:`against_unprofiled_step`). ``--paired`` scores each round's two
+  recordings together (a one-process recording).
 
 ``--all`` runs the three parts, ``--quick`` one injected case and one pair;
 ``--cost TRACE_DIR`` times ``analyze`` with and without the replay stage.
@@ -73,7 +76,7 @@ from hta_report.load import load_traces  # noqa: E402
 sys.path.insert(0, str(ROOT / "bench"))
 import diagnosis_real  # noqa: E402
 import inject  # noqa: E402
-from record_cpu import FIXES  # noqa: E402
+from record_cpu import FIXES, PAIR_RULES  # noqa: E402
 
 from hta_report.model import AnalysisResult, RankResult  # noqa: E402
 
@@ -133,13 +136,6 @@ CROSS_PAIRS = [
     ("collect-pinned", "collect-pinned-workers", "after", "DataLoader hidden + copies pinned and async",
      "DataLoader(num_workers=4, pin_memory=True), non_blocking copies"),
 ]
-#: Fix pairs: record_cpu case -> the rules whose finding names that cause.
-PAIR_RULES = {
-    "slow-data": frozenset({"dataloader-bound", "dataloader-main-process"}),
-    "item-per-step": frozenset({"sync-in-step"}),
-    "zero-grad-zeros": frozenset({"zero-grad-zeros"}),
-    "unfused-optimizer": frozenset({"unfused-optimizer"}),
-}
 
 
 @dataclass
@@ -659,7 +655,7 @@ def main() -> int:
         return 0
     if args.pairs_dir:
         how = ", each round paired with its own, median round per case" if args.paired else ""
-        report(f"fix pairs recorded by bench/record_cuda.py ({args.pairs_dir}{how})",
+        report(f"fix pairs recorded by bench/record_cuda.py or record_cpu.py --one-process ({args.pairs_dir}{how})",
                run_recorded_pairs(args.pairs_dir, args.only, args.paired), PAIRS_TARGET)
         return 0
     injected, pairs = args.injected or args.all or args.quick, args.pairs or args.all or args.quick

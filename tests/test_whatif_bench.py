@@ -130,3 +130,29 @@ def test_paired_median_of_an_even_count_is_the_lower_middle_round():
     w = _whatif()
     rounds = [w.Prediction(f"c round {i}", "r", "e", 0, 12.0, p, 10.0) for i, p in enumerate((12.0, 8.0, 11.0, 9.0))]
     assert round(w._median_round(rounds).error_pct, 1) == -10.0  # errors -20, -10, +10, +20: the lower middle
+
+
+@pytest.mark.slow
+def test_one_process_cpu_pairs_are_scored_round_by_round(tmp_path, capsys):
+    """``record_cpu.py --one-process``: both sides of two fix pairs in this
+    process, 2 rounds in alternating order, in the layout ``whatif.py
+    --pairs-dir --paired`` reads; every round is analyzed and scored, the
+    figures are the bench's to report."""
+    pytest.importorskip("torch")
+    import record_cpu
+    w = _whatif()
+    index = record_cpu.record_in_one_process(str(tmp_path), ["slow-data", "zero-grad-zeros"], rounds=2)
+    assert [e["error"] for e in index.values()] == ["", ""]
+    assert sorted(p.name for p in (tmp_path / "slow-data").iterdir()) == ["0-after", "0-before", "1-after",
+                                                                          "1-before"]
+    assert index["zero-grad-zeros"]["rules"] == ["zero-grad-zeros"] and len(index["slow-data"]["seconds"]) == 4
+    preds = w.run_recorded_pairs(tmp_path, paired=True)
+    assert [p.label.split()[0] for p in preds] == ["slow-data", "zero-grad-zeros"]
+    for p in preds:
+        assert math.isfinite(p.actual_us) and p.actual_us > 0
+        assert "rounds" in p.note or "no finding" in p.note
+        if p.rule:
+            assert p.rule in w.PAIR_RULES[p.label.split()[0]] and math.isfinite(p.error_pct)
+    with pytest.raises(ValueError):
+        record_cpu.record_in_one_process(str(tmp_path / "never"), ["healthy"])
+    assert "every round paired with its own" in capsys.readouterr().out or not any(p.rule for p in preds)
