@@ -19,7 +19,8 @@ injected cost it used is printed as ``extra_ms <ms>``.
 ``python bench/record_cpu.py OUT_DIR --one-process CASE[,...] [--rounds 8]``
 records both sides of each fix pair in this one process, in rounds
 (:func:`record_in_one_process`; score with ``bench/whatif.py --pairs-dir
-OUT_DIR --paired``).
+OUT_DIR --paired``); ``python bench/record_cpu.py OUT_DIR --collect-pairs``
+records :data:`COLLECT_PAIRS` with ``hta-report collect`` instead.
 """
 from __future__ import annotations
 
@@ -257,6 +258,56 @@ def record_in_one_process(out: str, cases: List[str], rounds: int = 8, strength:
     return index
 
 
+#: Fix pairs recorded with ``hta-report collect`` on a built-in workload, a
+#: process per side: case -> (the options of both sides, the "before" side's,
+#: the "after" side's, the fix, the rules whose finding names the cause).
+#: ``--slow-data 5``: the README's sample trace's input-bound CNN.
+COLLECT_PAIRS = {
+    "collect-workers": (["--workload", "cnn", "--slow-data", "5"], ["--num-workers", "0"],
+                        ["--num-workers", str(FIX_WORKERS)], f"DataLoader(num_workers={FIX_WORKERS}) (collect)",
+                        ["dataloader-bound", "dataloader-main-process"]),
+}
+#: Steps ``record_collect_pairs`` lets pass before the profiler's warm-up
+#: (``collect --wait``): a process's first steps run slower (in the one-process
+#: CPU pairs the "after" side's steps took 13.8-14.8 ms in the first two rounds
+#: and 11.9-12.4 ms in the third and fourth), and the fix is judged on the steps
+#: a long run is made of.
+COLLECT_WAIT = 10
+
+
+def record_collect_pairs(out: str, rounds: int = 8, wait: int = COLLECT_WAIT) -> Dict[str, dict]:
+    """Record each of :data:`COLLECT_PAIRS` with ``hta-report collect`` on
+    the CPU, one process per side and round (``out/<case>/<i>-before|after/``,
+    the order alternating from round to round), for ``whatif.py --pairs-dir
+    OUT`` (least disturbed recordings) or ``--paired`` (each round's two
+    recordings, made seconds apart). Writes ``out/index.json`` as
+    :func:`record_in_one_process` does (recorder ``hta-report collect, a
+    process per side``) and returns it."""
+    import subprocess
+
+    from record_cuda import _earlier, _round_order, _save
+
+    path = os.path.join(out, "index.json")
+    index: Dict[str, dict] = _earlier(path)
+    for case, (common, before, after, fix_text, rules) in COLLECT_PAIRS.items():
+        entry: dict = {"recorder": "hta-report collect, a process per side", "fix": fix_text, "rules": rules,
+                       "seconds": [], "error": ""}
+        for i in range(rounds):
+            for fx in _round_order(i):
+                d = os.path.join(out, case, f"{i}-{'after' if fx else 'before'}")
+                cmd = [sys.executable, "-m", "hta_report", "collect", "-o", d, "-q", "--device", "cpu",
+                       "--wait", str(wait), *common, *(after if fx else before)]
+                t = time.perf_counter()
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+                entry["seconds"].append(round(time.perf_counter() - t, 1))
+                if proc.returncode != 0:
+                    entry["error"] = entry["error"] or f"exit {proc.returncode}: {proc.stderr.strip()[-400:]}"
+        print(f"{case}: {entry['seconds']} s {entry['error'][:200]}", flush=True)
+        index[case] = entry
+        _save(path, index)
+    return index
+
+
 def _worker(rank: int, out: str, case: str, strength: float, world: int, port: int, layers: int,
             clean: bool) -> None:
     os.environ["MASTER_ADDR"] = "127.0.0.1"
@@ -287,7 +338,9 @@ def main(argv=None) -> int:
     ap.add_argument("case", nargs="?", choices=sorted(CASES))
     ap.add_argument("--one-process", default="", metavar="CASES",
                     help="comma-separated cases of FIXES: both sides recorded in this one process, in rounds")
-    ap.add_argument("--rounds", type=int, default=8, help="with --one-process: rounds of both sides")
+    ap.add_argument("--collect-pairs", action="store_true",
+                    help="the COLLECT_PAIRS recorded with hta-report collect, a process per side, in rounds")
+    ap.add_argument("--rounds", type=int, default=8, help="with --one-process or --collect-pairs: rounds of both sides")
     ap.add_argument("--strength", type=float, default=None,
                     help="share of the step the injected cause takes (0.4; with --one-process 0.3, whatif.py's)")
     ap.add_argument("--port", type=int, default=29531)
@@ -302,8 +355,11 @@ def main(argv=None) -> int:
         index = record_in_one_process(args.out, args.one_process.split(","), args.rounds,
                                       0.3 if args.strength is None else args.strength)
         return 1 if any(e["error"] for e in index.values()) else 0
+    if args.collect_pairs:
+        index = record_collect_pairs(args.out, args.rounds)
+        return 1 if any(e["error"] for e in index.values()) else 0
     if args.case is None:
-        ap.error("CASE is required without --one-process")
+        ap.error("CASE is required without --one-process or --collect-pairs")
     used = record(args.out, args.case, 0.4 if args.strength is None else args.strength, args.port, args.layers,
                   args.clean, args.record_shapes, args.fix, args.extra_ms)
     if used is not None:
