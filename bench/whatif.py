@@ -564,6 +564,9 @@ def report(title: str, preds: List[Prediction], target: Tuple[float, float]) -> 
     line("predicted by an edit", edited)
     print(f"    target: median <= {med:g} %, worst <= {worst:g} %")
     line("bounds (finding without an edit: step minus gain)", bounds)
+    if bounds:  # a bound holds where the measured step is at least what it leaves (it claimed at least the saving)
+        held = sum(p.actual_us >= p.predicted_us for p in preds if p.bound)
+        print(f"    held (measured step after the fix >= the step the bound leaves): {held}/{len(bounds)}")
     print(f"  no finding for the cause (no prediction): {sum(not p.rule for p in preds)}")
     nan = float("nan")
     return {"median": statistics.median(edited) if edited else nan, "worst": max(edited) if edited else nan}

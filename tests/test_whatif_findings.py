@@ -36,29 +36,62 @@ def sample():
     return analyze(SAMPLE)
 
 
-def test_a_finding_with_an_edit_carries_its_rank_s_replayed_step(sample):
-    f = next(f for f in sample.findings if f.id == "dataloader-bound")
-    rank = next(x for x in sample.ranks if x.rank == f.whatif.rank)
+@pytest.fixture(scope="module")
+def gpu_loader(tmp_path_factory):
+    """An H100 training loop that loads its batches in the main process
+    (1.5 ms a step) and runs AdamW's single-tensor loop: DataLoader findings
+    with a prediction, an unfused-optimizer finding without a GPU edit's."""
+    from kineto import training_trace
+
+    d = tmp_path_factory.mktemp("gpu-loader")
+    training_trace(steps=8, workers=False, dataloader_us=1500, optimizer="single").write(d / "rank-0.json")
+    return analyze(d)
+
+
+def test_a_finding_with_an_edit_carries_its_rank_s_replayed_step(gpu_loader):
+    f = next(f for f in gpu_loader.findings if f.id == "dataloader-bound")
+    rank = next(x for x in gpu_loader.ranks if x.rank == f.whatif.rank)
     replayed = next(w for w in rank.replay.whatifs if w.edit == "DataLoader hidden")
     assert f.whatif == replayed
     assert f.whatif.step_us_before == pytest.approx(rank.steps.mean_us, rel=1e-6)
-    # a CPU-only rank: nothing overlaps the host, so hiding the DataLoader saves exactly its time
-    assert f.whatif.step_us_before - f.whatif.step_us_after == pytest.approx(f.gain_ms_per_step * 1e3, rel=1e-3)
-    unfused = next(f for f in sample.findings if f.id == "unfused-optimizer")
-    assert unfused.whatif is None  # no edit: the gain stays a bound
+    assert 0 < f.whatif.step_us_after < f.whatif.step_us_before
 
 
-def test_reports_show_the_prediction_and_the_critical_path(sample):
+def test_a_cpu_only_dataloader_finding_keeps_its_bound_and_says_why(sample):
+    """The README's sample, a CPU-only CNN loading its batches in the main
+    process: worker processes would take their CPU time from the cores the
+    training's threads use, which the trace does not show, so neither
+    DataLoader finding predicts a step (on this machine 2 workers saved 1.5
+    of the 5.6 ms a step the prediction claimed); the gain stays a bound,
+    labelled as one, and the evidence says why."""
+    from hta_report.rules.input import CPU_ONLY_BOUND
+
+    rank = sample.ranks[0]
+    assert not rank.has_gpu and rank.replay.steps > 0
+    hidden = next(w for w in rank.replay.whatifs if w.edit == "DataLoader hidden")
+    assert not hidden.applies and hidden.step_us_after == pytest.approx(hidden.step_us_before)
+    f = next(f for f in sample.findings if f.id == "dataloader-bound")
+    assert f.whatif is None and f.gain_ms_per_step > 0 and CPU_ONLY_BOUND in f.evidence
     md = render(sample, "md")
+    assert "no prediction on a rank without GPU work" in md and "predicted after the fix" not in md
+    assert "(upper bound)" in render(sample, "html")
+
+
+def test_reports_show_the_prediction_and_the_critical_path(gpu_loader, sample):
+    f = next(f for f in gpu_loader.findings if f.id == "dataloader-bound")
+    before, after = f.whatif.step_us_before / 1e3, f.whatif.step_us_after / 1e3
+    md = render(gpu_loader, "md")
     line = next(x for x in md.splitlines() if "predicted after the fix" in x)
-    assert "16.75 ms → 10.81 ms (-35.5 %) on rank 0" in line and "DataLoader" in line
-    page = render(sample, "html")
+    assert f"{before:.2f} ms → {after:.2f} ms ({(after - before) / before * 100:+.1f} %) on rank 0" in line
+    assert "DataLoader" in line
+    page = render(gpu_loader, "html")
     assert "Predicted after the fix:" in page and "Critical path (replay)" in page
     assert "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" in page.split("Critical path (replay)")[1]
-    doc = json.loads(render(sample, "json"))
+    doc = json.loads(render(gpu_loader, "json"))
     f = next(f for f in doc["findings"] if f["id"] == "dataloader-bound")
     assert set(f["whatif"]) >= {"edit", "step_us_before", "step_us_after"}
-    assert next(f for f in doc["findings"] if f["id"] == "unfused-optimizer")["whatif"] is None
+    assert next(f for f in json.loads(render(sample, "json"))["findings"]
+                if f["id"] == "unfused-optimizer")["whatif"] is None  # no edit on a CPU rank: a bound
 
 
 @pytest.mark.parametrize("run", EDITED_RUNS)
@@ -114,14 +147,15 @@ def test_two_fixes_are_replayed_together_not_added_up(tmp_path):
     assert json.loads(render(result, "json"))["together"]["edit"] == both.edit
 
 
-def test_sarif_carries_the_prediction(sample):
-    doc = json.loads(render(sample, "sarif"))
+def test_sarif_carries_the_prediction(gpu_loader, sample):
+    doc = json.loads(render(gpu_loader, "sarif"))
     res = next(r for r in doc["runs"][0]["results"] if r["ruleId"] == "dataloader-bound")
-    f = next(f for f in sample.findings if f.id == "dataloader-bound")
+    f = next(f for f in gpu_loader.findings if f.id == "dataloader-bound")
     assert "Predicted after the fix" in res["message"]["text"]
     assert res["properties"]["predicted_step_ms"] == pytest.approx(f.whatif.step_us_after / 1e3, abs=1e-3)
-    unfused = next(r for r in doc["runs"][0]["results"] if r["ruleId"] == "unfused-optimizer")
-    assert "predicted_step_ms" not in unfused["properties"] and "Predicted" not in unfused["message"]["text"]
+    bound = json.loads(render(sample, "sarif"))  # the CPU-only sample: no finding predicts a step
+    for r in bound["runs"][0]["results"]:
+        assert "predicted_step_ms" not in r["properties"] and "Predicted" not in r["message"]["text"]
 
 
 def test_a_prediction_beyond_the_finding_s_share_says_so(sample):

@@ -9,6 +9,17 @@ from .base import (DOCS_DATALOADER, Fired, Verdict, claim, evidence_lines, fine,
                    per, rule, shares_over, step_words, up_to, worst_first)
 from .config import AdviceConfig
 
+#: Why a DataLoader finding on a CPU-only rank gives a bound, not a prediction (see
+#: :func:`hta_report.analysis.replay.edit_no_dataloader`).
+CPU_ONLY_BOUND = ("no prediction on a rank without GPU work: worker processes would take their CPU time from "
+                  "the cores the training's own threads use (PyTorch's intra-op threads default to one per "
+                  "physical core), which the trace does not show; the gain is an upper bound (on a 2-core "
+                  "machine, 2 workers saved 1.5 of the 5.6 ms a step claimed)")
+#: C2's fix on CPU-only ranks: no GPU to divide the cores by, and the workers need cores the
+#: training's own threads leave them.
+CPU_WORKERS_FIX = ("loader = DataLoader(ds, batch_size=..., num_workers=N, persistent_workers=True)\n"
+                   "# CPU-only training: the workers share the cores with the training's own threads;\n"
+                   "# leave them theirs: torch.set_num_threads(max(1, os.cpu_count() - N))")
 WORKERS_FIX = ("loader = DataLoader(ds, batch_size=..., num_workers=8, pin_memory=True,\n"
                "                    persistent_workers=True, prefetch_factor=4)\n"
                "# num_workers up to the CPU cores per GPU; move heavy augmentation to the GPU")
@@ -59,6 +70,8 @@ def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
     evidence = evidence_lines(hits, _evidence)
     if any(r.cpu.dataloader_in_main_process for r in hits):
         evidence.append("batches are loaded in the main process (_SingleProcessDataLoaderIter: num_workers=0)")
+    if any(not r.has_gpu for r in hits):
+        evidence.append(CPU_ONLY_BOUND)
     return claim(fired, hits, pools, dataloader_wait_us).verdict(
         cfg, f"Input-bound: {val[hits[0].rank]:.0f} % {of_step(hits[0])} waits for the DataLoader", evidence,
         WORKERS_FIX)
@@ -92,8 +105,11 @@ def dataloader_main_process(result: AnalysisResult, cfg: AdviceConfig, fired: Fi
         f"rank {r.rank}: enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__, "
         f"{ms(r.cpu.dataloader_us_per_step)} {per(r)} on the training thread"))
     evidence.append(_evidence(c.worst))
-    fix = ("loader = DataLoader(ds, batch_size=...,\n"
-           "    num_workers=max(1, os.cpu_count() // torch.cuda.device_count() - 1),\n"
-           "    pin_memory=True, persistent_workers=True)")
+    if any(not r.has_gpu for r in c.hits):
+        evidence.append(CPU_ONLY_BOUND)
+    fix = CPU_WORKERS_FIX if all(not r.has_gpu for r in c.hits) else (
+        "loader = DataLoader(ds, batch_size=...,\n"
+        "    num_workers=max(1, os.cpu_count() // torch.cuda.device_count() - 1),\n"
+        "    pin_memory=True, persistent_workers=True)")
     return c.verdict(cfg, "Load batches in worker processes: the DataLoader runs in the main process (num_workers=0)",
                      evidence, fix)
