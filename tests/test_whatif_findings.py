@@ -72,6 +72,7 @@ def test_a_cpu_only_dataloader_finding_keeps_its_bound_and_says_why(sample):
     assert not hidden.applies and hidden.step_us_after == pytest.approx(hidden.step_us_before)
     f = next(f for f in sample.findings if f.id == "dataloader-bound")
     assert f.whatif is None and f.gain_ms_per_step > 0 and CPU_ONLY_BOUND in f.evidence
+    assert "torch.set_num_threads" in f.fix and "cuda" not in f.fix and "pin_memory" not in f.fix  # no GPU here
     md = render(sample, "md")
     assert "no prediction on a rank without GPU work" in md and "predicted after the fix" not in md
     assert "(upper bound)" in render(sample, "html")

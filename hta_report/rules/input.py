@@ -74,7 +74,7 @@ def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
         evidence.append(CPU_ONLY_BOUND)
     return claim(fired, hits, pools, dataloader_wait_us).verdict(
         cfg, f"Input-bound: {val[hits[0].rank]:.0f} % {of_step(hits[0])} waits for the DataLoader", evidence,
-        WORKERS_FIX)
+        CPU_WORKERS_FIX if all(not r.has_gpu for r in hits) else WORKERS_FIX)
 
 
 @rule("dataloader-main-process", "C2", "DataLoader runs in the main process (num_workers=0)",
