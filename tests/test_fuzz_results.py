@@ -69,6 +69,29 @@ def _agg(doc, key):
     return _num(a.get(key)) if isinstance(a, dict) else None
 
 
+def _time_per_step(doc):
+    """The step time the verdict compares, read from the JSON: the
+    aggregate's mean step, except that the ranks with analyzed steps then
+    count ``replay.gpu_paced_step_us`` where it is positive (a host that ran
+    ahead of its GPU; :func:`hta_report.compare.time_per_step`). None
+    without a usable value."""
+    mean = _agg(doc, "mean_step_us")
+    ranks = doc.get("ranks") if isinstance(doc, dict) else None
+    if mean is None or mean <= 0 or not isinstance(ranks, list):
+        return mean
+    times, paced = [], 0
+    for r in ranks:
+        steps, replay, failures = r.get("steps") or {}, r.get("replay") or {}, r.get("failures") or []
+        if any(isinstance(f, dict) and f.get("step") == "step times" for f in failures) or not steps.get("count"):
+            continue
+        ahead = _num(replay.get("gpu_paced_step_us")) or 0
+        paced += ahead > 0
+        times.append(ahead if ahead > 0 else _num(steps.get("mean_us")))
+    if not paced:
+        return mean
+    return None if None in times else sum(times) / len(times)
+
+
 def _findings(doc):
     f = doc.get("findings") if isinstance(doc, dict) else None
     return f if isinstance(f, list) and all(isinstance(x, dict) for x in f) else None
@@ -98,7 +121,7 @@ def raw_metric(metric, base, new):
     if metric == "severity":
         return _severity(new)
     if metric == "step_time_regression":
-        b, n = _agg(base, "mean_step_us"), _agg(new, "mean_step_us")
+        b, n = _time_per_step(base), _time_per_step(new)
         return None if not b or not n or b <= 0 or n <= 0 else 100 * (n - b) / b
     if metric == "idle_pct_increase":
         b, n = _agg(base, "idle_pct"), _agg(new, "idle_pct")
@@ -314,3 +337,18 @@ def test_the_oracle_catches_a_gate_failing_open(bases, tmp_path, monkeypatch):
     critical["findings"][0]["severity"] = "critical"
     with pytest.raises(AssertionError, match="fail-open: severity>=high passed without a usable value"):
         _run_case(bases, tmp_path, json.dumps(critical), [("severity", ">=", "high")])
+
+
+def test_the_oracle_reads_the_verdict_s_step_where_the_host_ran_ahead(bases, tmp_path):
+    """A result whose rank ran ahead of its GPU (``gpu_paced_step_us`` ten
+    times its mean ``ProfilerStep``): the verdict's step change is +900 %
+    against the same run, the oracle reads the same figure from the JSON,
+    and a gate on it trips or holds as that figure says."""
+    doc = json.loads(json.dumps(bases[0]))
+    assert _agg(doc, "mean_step_us") == 1000.0
+    doc["ranks"][0]["replay"]["gpu_paced_step_us"] = 10000.0
+    assert raw_metric("step_time_regression", bases[0], doc) == pytest.approx(900.0)
+    STATS.clear()
+    _run_case(bases, tmp_path, json.dumps(doc), [("step_time_regression", "<", "100"),
+                                                  ("step_time_regression", ">", "100")])
+    assert STATS["accepted"] == 1 and STATS["held"] == 1 and STATS["tripped"] == 1
