@@ -178,11 +178,13 @@ def build_side(case: str, strength: float, rank: int = 0, world: int = 1, layers
     return (lambda: step(*next(it))), extra_ms
 
 
-def profile_steps(out: str, one_step: Callable[[], None], steps: int = 7) -> None:
+def profile_steps(out: str, one_step: Callable[[], None], steps: int = 7, shapes: bool = False) -> None:
     """Run ``steps`` iterations of ``one_step`` under plain ``torch.profiler``
-    (wait 1, warm-up 1, active ``steps - 2``) and write the trace into ``out``."""
+    (wait 1, warm-up 1, active ``steps - 2``; ``shapes``: ``record_shapes=True``)
+    and write the trace into ``out``."""
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=steps - 2),
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes,
+                 schedule=schedule(wait=1, warmup=1, active=steps - 2),
                  on_trace_ready=tensorboard_trace_handler(out)) as prof:
         for _ in range(steps):
             one_step()
@@ -204,13 +206,7 @@ def run(out: str, case: str, strength: float, rank: int = 0, world: int = 1, ste
         import torch.distributed as dist
         dist.init_process_group("gloo", rank=rank, world_size=world)
     one_step, extra_ms = build_side(case, strength, rank, world, layers, clean, fix, extra_ms)
-    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes,
-                 schedule=schedule(wait=1, warmup=1, active=steps - 2),
-                 on_trace_ready=tensorboard_trace_handler(out)) as prof:
-        for _ in range(steps):
-            one_step()
-            prof.step()
+    profile_steps(out, one_step, steps, shapes)
     if world > 1:
         import torch.distributed as dist
         dist.destroy_process_group()

@@ -204,7 +204,7 @@ def edit_no_sync(ev: RankEvents, g: Graph, e: Edit) -> None:
     waiting = np.isin(g.wait, (SYNC, READ))
     e.drop |= (g.ekind == E_WAIT) & waiting[edge_targets(g.ptr)]
     e.dur[waiting] = 0.0
-    if not (g.kind == GPU).any():
+    if not g.has_gpu:
         cpu = ev.cpu
         remove_host_ops(g, e, cpu[cpu["s_name"].isin(SYNC_NAMES)])
 
@@ -220,7 +220,7 @@ def edit_no_dataloader(ev: RankEvents, g: Graph, e: Edit) -> None:
     --slow-data 5``, ``num_workers`` 0 -> 2, was predicted 13.18 -> 7.56 ms
     and measured 11.68 ms (-35.3 %); the same fix in a script with one
     intra-op thread came within 10-14 %."""
-    if not (g.kind == GPU).any():
+    if not g.has_gpu:
         return
     host = g.dl > 0  # host edges only (a launch edge's offset may be negative)
     e.off[host] = np.maximum(e.off[host] - g.dl[host], 0.0)
@@ -236,7 +236,7 @@ def edit_cuda_graph(ev: RankEvents, g: Graph, e: Edit) -> None:
     at most :data:`GRAPH_GAP_US` after what it waits for. The one graph
     launch per step (a few µs of host time) is left out. Assumes the step can
     be captured: static shapes, no host-dependent control flow."""
-    if not (g.kind == GPU).any():
+    if not g.has_gpu:
         return
     host = g.ekind == E_HOST
     e.off[host] = np.minimum(e.off[host], np.maximum(g.dl[host], 0.0))
@@ -363,7 +363,7 @@ def edit_fused_optimizer(ev: RankEvents, g: Graph, e: Edit) -> None:
     the profiler for 34 to 96 parameters and its kernels took 0.011 and
     0.041 ms a step, where the per-parameter kernels took 0.84 and 0.20 ms.
     Ranks without GPU work are not edited (there the ops are the arithmetic)."""
-    if not (g.kind == GPU).any():
+    if not g.has_gpu:
         return
     regions = _per_graph(ev, g, "single-tensor optimizer", lambda: single_tensor_step_regions(ev, None))
     remove_host_ops(g, e, regions)
@@ -471,7 +471,7 @@ def step_times(g: Graph, w: np.ndarray, end: List[float], gpu_tail: bool, last_t
     window does (the GPU work the steps leave behind: what a what-if compares,
     :func:`whatif`)."""
     out = []
-    last_gpu = float(np.asarray(end)[g.kind == GPU].max()) if (gpu_tail or last_tail) and (g.kind == GPU).any() \
+    last_gpu = float(np.asarray(end)[g.kind == GPU].max()) if (gpu_tail or last_tail) and g.has_gpu \
         else -np.inf
     rows = w.tolist()
     for i, (a, z) in enumerate(rows):
@@ -684,7 +684,7 @@ def rank_graph(ev: RankEvents, hw: np.ndarray) -> Union[str, Tuple[Graph, np.nda
         w = np.array([[lo, hi]])
         hi += 1e-6
     g = build_graph(ev, w.ravel(), lo, hi)
-    if ev.has_gpu and (not (g.kind == GPU).any() or not ((g.ekind == E_LAUNCH).any())):
+    if ev.has_gpu and (not g.has_gpu or not ((g.ekind == E_LAUNCH).any())):
         return "no GPU work launched by host calls in the analyzed window"
     if len(g.order) < g.size:
         return "the trace's times order its events in a cycle (a malformed trace)"
@@ -876,7 +876,7 @@ def gpu_lag_growth(g: Graph, w: np.ndarray) -> float:
 def measured_times(g: Graph, w: np.ndarray, gpu_tail: bool) -> np.ndarray:
     """Measured duration (µs) of each window of ``w``, as :func:`step_times` replays it."""
     d = w[:, 1] - w[:, 0]
-    if gpu_tail and (g.kind == GPU).any():
+    if gpu_tail and g.has_gpu:
         last_gpu = float(g.m_end[g.kind == GPU].max())
         d = np.maximum(w[:, 1], last_gpu) - w[:, 0]
     return d

@@ -124,6 +124,12 @@ class Graph:
         """Number of nodes, the origin included."""
         return len(self.kind)
 
+    @property
+    def has_gpu(self) -> bool:
+        """Whether the graph holds GPU nodes (kernels, copies, sets); the edits
+        that model GPU work leave a graph without them as it is."""
+        return bool((self.kind == GPU).any())
+
     def as_lists(self) -> Tuple[List[int], List[str], List[int], List[int], List[float]]:
         """``kind``, ``name``, ``src``, ``ekind`` and ``dl`` as Python lists,
         made once (a walk element by element reads lists several times
