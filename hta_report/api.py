@@ -194,6 +194,7 @@ def _analyze_uncached(spec: "RunSpec", config, cache: Optional[Cache]) -> Analys
     from .rules import advise
 
     result = measure(spec, cache)
+    result.inventory.warnings[:0] = list(spec.merged)  # files of several ranks, split: said first
     with analysis_step("advice", where(result.ranks, spec.folder)), progress.current().stage("advice"):
         _advise(result, config, advise)
     return result

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..files import Location
 from ..model import WorkerWindows
 from .discovery import Inputs, find_trace_files, input_dir, input_label, split_windows
+from .split import split_merged
 from .validation import DEFAULT_MAX_TRACE_BYTES
 
 
@@ -39,6 +40,8 @@ class RunSpec:
             result does not depend on it.
         ray_address: the Ray cluster (``engine="ray"``; None: ``RAY_ADDRESS``
             or a local instance).
+        merged: one line per file that held several ranks and was split into
+            one file per rank (:func:`~.split.split_merged`), for the warnings.
     """
 
     label: str
@@ -51,6 +54,7 @@ class RunSpec:
     loader: str = "fast"
     engine: str = "local"
     ray_address: Optional[str] = None
+    merged: Tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def read_files(self) -> List[Location]:
@@ -88,10 +92,11 @@ def describe_run(inputs: Inputs, recursive: bool = False, include_last_step: Opt
 
     found = find_trace_files(inputs, recursive)
     files, windows = split_windows(found)
+    files, merged = split_merged(files)
     return RunSpec(label=input_label(inputs), folder=input_dir(inputs), files=tuple(files),
                    windows=tuple(windows), recursive=bool(recursive), include_last_step=include_last_step,
                    max_trace_bytes=int(max_trace_bytes or DEFAULT_MAX_TRACE_BYTES), loader=resolve_loader(loader),
-                   engine=engine, ray_address=ray_address)
+                   engine=engine, ray_address=ray_address, merged=tuple(merged))
 
 
 def as_spec(inputs, **options) -> RunSpec:
