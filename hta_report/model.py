@@ -287,6 +287,22 @@ MOST_STEPS = 0.75
 
 
 @dataclass(slots=True)
+class CollectiveKind:
+    """A rank's communication kernels of one kind (:mod:`hta_report.analysis.collectives`),
+    per analyzed step: ``kind`` (``dp`` data-parallel gradient reduction, ``tp``
+    tensor-parallel activation collectives, ``fsdp`` parameter gathers, ``ep``
+    expert-parallel all-to-all, ``pp`` pipeline send/recv, ``other``),
+    ``label`` in words, ``calls_per_step``, ``us_per_step`` their time (µs,
+    union) and ``exposed_us_per_step`` its part with no compute kernel running (µs)."""
+
+    kind: str
+    label: str = ""
+    calls_per_step: float = 0.0
+    us_per_step: float = 0.0
+    exposed_us_per_step: float = 0.0
+
+
+@dataclass(slots=True)
 class CommSummary:
     """Communication (NCCL/RCCL/HCCL kernels) of a rank.
 
@@ -316,7 +332,8 @@ class CommSummary:
     last in most of them is a straggler; the others' wait is then the median of
     their per-step waits (µs), any other rank's 0: ranks that take turns being
     late through noise show no wait, and one slow step neither makes a
-    straggler nor drags the wait.
+    straggler nor drags the wait. ``kinds`` splits the communication
+    kernels by what they do (:class:`CollectiveKind`), most exposed first.
     """
 
     kernel_count: int = 0
@@ -333,6 +350,7 @@ class CommSummary:
     host_collective_us_by_step: List[StepValue] = field(default_factory=list)
     late_steps: int = 0
     compared_steps: int = 0
+    kinds: List[CollectiveKind] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -407,6 +425,24 @@ class NamedTime:
 
 
 @dataclass(slots=True)
+class SyncKindCount:
+    """The synchronization points of one kind (:mod:`hta_report.analysis.sync_kinds`)
+    per analyzed step: ``kind`` (its key: ``logged``, ``metric``, ``explicit``,
+    ``harness``, ``output``, ``control``, ``shape``), ``per_step`` (points per
+    step), ``us_per_step`` (their host time, µs per step), ``removable``
+    (whether a fix removes them: only those are the ``no host-device sync``
+    edit's), ``label`` (the kind in words) and ``why`` (why it is or is not
+    removable, and what the trace showed)."""
+
+    kind: str
+    per_step: float = 0.0
+    us_per_step: float = 0.0
+    removable: bool = False
+    label: str = ""
+    why: str = ""
+
+
+@dataclass(slots=True)
 class CpuSide:
     """CPU-side metrics of a rank, per analyzed step (warm-up step excluded
     when there are others).
@@ -423,7 +459,9 @@ class CpuSide:
       one per forward pass ending in a loss); ``backward_passes_per_step``,
       those loss calls followed by a backward pass before the next one;
       ``loss_batch``, the median leading dimension of the loss op's input
-      (samples per pass; 0 when shapes were not recorded).
+      (samples per pass; 0 when shapes were not recorded);
+    * ``sync_kinds``: the synchronization points by kind, most time first
+      (:class:`SyncKindCount`).
     """
 
     steps_used: int = 0
@@ -442,6 +480,7 @@ class CpuSide:
     backward_passes_per_step: float = 0.0
     loss_batch: int = 0
     loss_op: str = ""
+    sync_kinds: List["SyncKindCount"] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -707,7 +746,13 @@ class TensorCoreUse:
     (``884``, ``1688``, ``16816``, ``hmma``, ``xmma``, ``gmma``, ``wgmma``) or
     ``tensorop``/``tensor16x8``/``wmma``/``nvjet_``, or AMD matrix-core (MFMA) kernels. Times are µs per analyzed step;
     ``tensor_core_pct`` is of eligible kernel time. ``top_non_tensor_core``
-    lists eligible kernels that do not use Tensor Cores, by time.
+    lists eligible kernels that do not use Tensor Cores, by time, but those
+    already in 16 or 8 bits (``low_precision_us_per_step``, µs per step:
+    an fp16 Winograd convolution, an FP8 grouped GEMM; autocast moves
+    nothing there). ``compute_minor`` is ``deviceProperties.computeMinor``;
+    ``matrix_dtypes`` the precisions the GPU runs on its matrix units
+    (:func:`hta_report.analysis.precision.matrix_dtypes`: ``float16``,
+    ``bfloat16``, ``tf32``, ``float8``...; empty when unknown or none).
     ``eligible_ops_kernel_pct`` is the TensorBoard profiler's share: kernel
     time launched by its Tensor-Core-eligible ops (mm, addmm, bmm, linear,
     conv* and their backward nodes), % of kernel time launched by any op.
@@ -728,6 +773,9 @@ class TensorCoreUse:
     eligible_us_per_step: float = 0.0
     tensor_core_us_per_step: float = 0.0
     tensor_core_pct: float = 0.0
+    compute_minor: Optional[int] = None
+    matrix_dtypes: List[str] = field(default_factory=list)
+    low_precision_us_per_step: float = 0.0
     eligible_ops_kernel_pct: float = 0.0
     top_non_tensor_core: List[NamedTime] = field(default_factory=list)
     shapes_recorded: bool = False
@@ -844,14 +892,22 @@ class Integrity:
             (by more than :data:`hta_report.analysis.integrity.CLOCK_JUMP_MIN_US`).
         clock_jump_us: the largest of those steps back (µs).
         clock_where: where the largest one is (``GPU 0 stream 7``...).
+        launches, launches_without_ops: kernel and asynchronous copy launch
+            calls that carry a correlation id, and those with no GPU operation in
+            the trace (records the profiler lost: pytorch#192021 logs such
+            drops at INFO only). Where every launch lost its record the rank
+            has no GPU events at all: its GPU side is missing.
         idle_unreliable: the rank's GPU idle time is not known (graph
-            replays dropped, or the clock jumps back): no rule claims it.
+            replays dropped, the clock jumps back, or launches lost their GPU
+            records): no rule claims it.
         notes: one line per finding above, shown beside the GPU figures.
     """
 
     unrecorded_us: float = 0.0
     graph_launches: int = 0
     graph_launches_without_ops: int = 0
+    launches: int = 0
+    launches_without_ops: int = 0
     unlinked_ops: int = 0
     unlinked_us: float = 0.0
     sync_rows: int = 0
@@ -861,6 +917,13 @@ class Integrity:
     idle_unreliable: bool = False
     notes: List[str] = field(default_factory=list)
 
+    @property
+    def records_lost(self) -> bool:
+        """Whether the rank's launches lost their GPU records past the share the
+        integrity check tolerates (its idle time is not known for that reason)."""
+        return self.idle_unreliable and self.launches_without_ops > 0 and not self.clock_jumps \
+            and not self.graph_launches_without_ops
+
     def unreliable_reason(self) -> str:
         """Why the rank's GPU idle time is not known (:attr:`idle_unreliable`),
         in a few words for the checks that leave the rank out; empty when it
@@ -868,6 +931,8 @@ class Integrity:
         why = []
         if self.graph_launches_without_ops:
             why.append("the trace dropped graph replays")
+        if self.launches_without_ops:
+            why.append(f"{self.launches_without_ops:,} of {self.launches:,} launches have no GPU record")
         if self.clock_jumps:
             why.append(f"its clock jumps back {self.clock_jump_us / 1e3:,.2f} ms on {self.clock_where.split(' (')[0]}")
         return "; ".join(why) or ("not known" if self.idle_unreliable else "")
@@ -978,7 +1043,23 @@ class CodePatterns:
     * C28: ``micro_steps_per_step``: ``DistributedDataParallel.forward`` calls
       (micro-steps); ``synced_micro_steps_per_step``: those followed by an
       all-reduce before the next; ``extra_sync_us_per_step``: all-reduce time
-      of every synchronized micro-step but the last of each step (µs).
+      of every synchronized micro-step but the last of each step (µs);
+    * C30 and C5: ``loops_per_step``: Python loops over a tensor's elements
+      (:mod:`hta_report.analysis.host_loops`), ``loop_us_per_step`` their
+      host time (µs), ``loop_iterations`` their median indexing ops (a lower
+      bound of the elements each visits), ``loop_reads_per_step`` the scalar
+      reads (``.item()``) inside them, ``loop_arithmetic_us_per_step`` the
+      arithmetic of their ops (µs, :func:`hta_report.analysis.host_ops.arithmetic_us`);
+    * C31: ``backward``: whether the rank runs a backward pass (training);
+      ``dropout_per_step``: dropout ops that draw a mask (a model in training
+      mode), ``dropout_us_per_step`` their host time (µs);
+    * C32: ``slow_cpu_us_per_step``: host time (µs) in the CPU's reference
+      kernels (``aten::_slow_conv2d_forward``...), ``slow_cpu_ops`` their names;
+    * C33: ``cpu_kernel_ops``: ops that run only on the CPU (``aten::mkldnn_*``,
+      ``aten::_slow_conv2d_*``, ``aten::thnn_*``) seen in the steps, by name;
+      ``gpu_kernel_ops``: ops that run only on a GPU (``aten::cudnn_*``,
+      ``aten::miopen_*``) seen; ``compute_us_per_step``: host time per step
+      in ops outside the DataLoader, optimizer and zero_grad (µs).
     """
 
     cpu_tensor_copies_per_step: float = 0.0
@@ -991,6 +1072,19 @@ class CodePatterns:
     micro_steps_per_step: float = 0.0
     synced_micro_steps_per_step: float = 0.0
     extra_sync_us_per_step: float = 0.0
+    loops_per_step: float = 0.0
+    loop_us_per_step: float = 0.0
+    loop_iterations: int = 0
+    loop_reads_per_step: float = 0.0
+    loop_arithmetic_us_per_step: float = 0.0
+    backward: bool = False
+    dropout_per_step: float = 0.0
+    dropout_us_per_step: float = 0.0
+    slow_cpu_us_per_step: float = 0.0
+    slow_cpu_ops: List[str] = field(default_factory=list)
+    cpu_kernel_ops: List[str] = field(default_factory=list)
+    gpu_kernel_ops: int = 0
+    compute_us_per_step: float = 0.0
 
 
 #: Names of per-rank analysis steps (``analysis/rank.py``) that reporters,
@@ -1176,11 +1270,16 @@ def combined_edit(labels: Iterable[str]) -> str:
 class WhatIf:
     """A replayed edit of a rank's execution graph (:attr:`Replay.whatifs`,
     :attr:`Finding.whatif`): ``edit`` names it (``DataLoader hidden``, ``no
-    host-device sync``..., see :data:`hta_report.analysis.replay.EDITS`;
+    host-device sync``..., see :data:`hta_report.analysis.edits.EDITS`;
     :data:`ALL_EDITS` is every edit that changes the rank, at once) and
     ``description`` spells it out; the mean analyzed step of rank ``rank`` is
     ``step_us_before`` as measured and ``step_us_after`` as replayed with the
     edit (µs): a prediction that a trace recorded after the fix checks.
+    ``step_us_low`` and ``step_us_high`` are its 80 % interval (µs): the
+    predictions at the ends of the edit's uncertain parameters, widened by the
+    trace's own step-to-step variation and the edit's measured error on
+    recorded fix pairs (:func:`hta_report.analysis.replay.interval`); where
+    ``step_us_high`` reaches ``step_us_before``, no measurable gain is expected.
     ``applies``: whether the edit changed anything on this rank (false: the
     rank has nothing the edit touches, such as no gradient collective, or a
     device whose Tensor-Core speedup the table does not know; a finding then
@@ -1192,6 +1291,14 @@ class WhatIf:
     description: str = ""
     rank: int = 0
     applies: bool = True
+    step_us_low: float = 0.0
+    step_us_high: float = 0.0
+
+    @property
+    def measurable(self) -> bool:
+        """Whether the gain clears the noise: the 80 % interval's slow end
+        (``step_us_high``) is below the step as measured."""
+        return self.step_us_high < self.step_us_before
 
 
 @dataclass(slots=True)
@@ -1447,14 +1554,17 @@ class Finding:
         share_pct: % of the step at stake, equal to ``gain_pct``.
         threshold: the trigger, in words, with its source ("proposal" when
             no published source exists).
-        gain_ms_per_step: estimated upper bound of the time saved per step if
-            the cause were removed (ms), on the worst rank.
+        gain_ms_per_step: the time per step the fix saves (ms), on the worst
+            rank: the replay's prediction (``whatif``) where there is one,
+            else an upper bound: the time the cause takes, if it were removed.
         gain_pct: the same as % of that rank's step. The severity (high >=
-            20 %, medium >= 5 %) follows the gain the fix is expected to
-            bring: the replay's prediction (``whatif``) where there is one on
-            a rank replayed within 10 % of its measured step, at most this
-            bound, else this bound (:func:`hta_report.rules.base.expected_pct`).
-            Findings are sorted by severity, then by this bound.
+            20 %, medium >= 5 %) follows it
+            (:func:`hta_report.rules.base.expected_pct`), and findings are
+            sorted by severity, then by it.
+        bound_ms_per_step, bound_pct: the time the rule measured the cause
+            to take on that rank (ms per step, % of the step) before the
+            prediction set the gain: the gain itself where there is no
+            prediction.
         rule: the rule's number in the catalogue (e.g. ``C1``).
         rank_gains: the gain on every rank the finding claims time on. Each
             claim comes out of time no other finding claims (the engine's
@@ -1484,6 +1594,8 @@ class Finding:
     rank_gains: List[RankGain] = field(default_factory=list)
     locations: List[SourceLocation] = field(default_factory=list)
     whatif: Optional[WhatIf] = None
+    bound_ms_per_step: float = 0.0
+    bound_pct: float = 0.0
 
 
 #: The hosts our rules' documentation links point at (``Finding.doc_url``;

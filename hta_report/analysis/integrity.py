@@ -16,6 +16,13 @@ of advising on time that was not idle:
   activity buffer can drop them (TraceLens #728: about one replay in N
   recorded, 26 % idle shown on a 99 %-busy GPU); the GPU's idle time on the
   rank is then not known, and no rule advises on it.
+* **launches without a GPU record**: kernel and asynchronous copy launch
+  calls whose correlation id matches no GPU operation. CUPTI drops activity
+  records when its buffers fill and says so only at INFO
+  (pytorch/pytorch#192021); a trace whose every launch lost its record has
+  no GPU events at all, and reads like a CPU-only run. More than
+  :data:`LOST_LAUNCH_PCT` of a rank's launches so lost: its GPU idle time is
+  not known, and no rule advises on the rank.
 * **GPU operations without a launch record**: kernels, memcpys or memsets
   whose correlation id matches no runtime call of a trace that has runtime
   calls (launched before the trace started, or records dropped); counted.
@@ -54,6 +61,15 @@ from .events import RankEvents, is_step
 UNRECORDED_MIN_US = 1000.0
 #: Runtime calls that replay a CUDA or HIP graph.
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "cudaGraphLaunch_v10000", "hipGraphLaunch", "cuGraphLaunch")
+#: Share of a rank's launch calls (%) that may lack their GPU record before its GPU idle time
+#: is taken as unknown (proposal: a few calls whose records fell at the window's edge are noise).
+LOST_LAUNCH_PCT = 5.0
+#: Launch calls that always put work on the GPU (their correlation id names it): kernels and
+#: asynchronous copies. Memsets are left out: a ``cudaMemsetAsync`` of no bytes launches nothing
+#: (TraceLens's H100 bert-small trace: 22 of them, and no memset record at all).
+GPU_WORK_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                 "cudaLaunchCooperativeKernel", "cudaMemcpyAsync", "hipLaunchKernel", "hipExtLaunchKernel",
+                 "hipModuleLaunchKernel", "hipExtModuleLaunchKernel", "hipMemcpyAsync", "hipMemcpyWithStream")
 #: A step back in time larger than this (µs) is a clock jump (:func:`clock_jumps`).
 #: Host and GPU timestamps agree to within tens of µs (CUPTI converts GPU
 #: times to the host's clock), so a millisecond back is no rounding or skew.
@@ -200,17 +216,47 @@ def integrity(ev: RankEvents) -> Integrity:
         out.graph_launches = int(graphs.sum())
         if out.graph_launches:
             out.graph_launches_without_ops = int((~np.isin(call_corr[graphs], corr)).sum())
+    out.launches, out.launches_without_ops = lost_launches(ev)
     lead = unrecorded_lead(ev)
     if len(lead):
         out.unrecorded_us = float(lead[0, 1] - lead[0, 0])
-    out.clock_jumps, out.clock_jump_us, out.clock_where = clock_jumps(ev)
-    out.idle_unreliable = out.graph_launches_without_ops > 0 or out.clock_jumps > 0
+    out.clock_jumps, out.clock_jump_us, out.clock_where = clock_jumps(ev) if not gpu.empty else (0, 0.0, "")
+    lost = out.launches and out.launches_without_ops > out.launches * LOST_LAUNCH_PCT / 100
+    out.idle_unreliable = out.graph_launches_without_ops > 0 or out.clock_jumps > 0 or bool(lost)
     out.notes = _notes(out)
     return out
 
 
+def lost_launches(ev: RankEvents):
+    """``(launch calls, those with no GPU operation)``: the calls of
+    :data:`GPU_WORK_APIS` that carry a correlation id, and of them those whose
+    id no GPU operation of the rank carries (graph launches are counted apart:
+    :attr:`~hta_report.model.Integrity.graph_launches_without_ops`)."""
+    cpu = ev.cpu
+    if cpu.empty or "correlation" not in cpu.columns:
+        return 0, 0
+    rows = cpu[cpu["s_name"].isin(GPU_WORK_APIS).to_numpy()]
+    corr = pd.to_numeric(rows["correlation"], errors="coerce").to_numpy(dtype=float)
+    corr = corr[corr > 0]
+    if not len(corr):
+        return 0, 0
+    gpu = ev.gpu
+    seen = pd.to_numeric(gpu["correlation"], errors="coerce").to_numpy(dtype=float) \
+        if len(gpu) and "correlation" in gpu.columns else np.empty(0)
+    return int(len(corr)), int((~np.isin(corr, seen)).sum())
+
+
 def _notes(i: Integrity) -> list:
     notes = []
+    if i.launches_without_ops and i.launches_without_ops == i.launches:
+        notes.append(f"the GPU side is missing: the host launched {i.launches:,} kernels or copies and the "
+                     "trace holds no GPU record of any (the profiler lost them, pytorch/pytorch#192021, or GPU "
+                     "activity was not recorded): no GPU figure or GPU finding can be given for this rank; record "
+                     "again with ProfilerActivity.CUDA and a shorter window")
+    elif i.launches_without_ops and i.launches_without_ops > i.launches * LOST_LAUNCH_PCT / 100:
+        notes.append(f"{i.launches_without_ops:,} of {i.launches:,} launches have no GPU record (the profiler lost "
+                     "them, pytorch/pytorch#192021): the GPU's busy and idle time are not known, and no rule "
+                     "advises on the rank")
     if i.unrecorded_us:
         notes.append(f"the first GPU operation starts {i.unrecorded_us / 1e3:,.2f} ms after its launch call returned, "
                      "with nothing recorded on the GPU before it: the GPU ran work the trace does not hold (launched "

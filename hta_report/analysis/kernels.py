@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..model import NamedTime, TensorCoreUse
 from .events import RankEvents, is_step, shared
+from .precision import lower_precision, matrix_dtypes
 from .. import intervals
 from .regions import in_windows, launched_from, per_step
 
@@ -136,6 +137,17 @@ def compute_major(meta: dict, device: Optional[int] = None) -> Optional[int]:
     return max(int(p["computeMajor"]) for p in cands)
 
 
+def compute_minor(meta: dict, device: Optional[int] = None) -> Optional[int]:
+    """``deviceProperties[].computeMinor`` of ``device`` (else of the device
+    with the largest ``computeMajor``); None when absent or not an NVIDIA GPU."""
+    cands = [p for p in _device_props(meta) if isinstance(p.get("computeMajor"), int)
+             and isinstance(p.get("computeMinor"), int)]
+    if not cands or amd_device(meta):
+        return None
+    mine = [p for p in cands if p.get("id") == device] or [max(cands, key=lambda p: p["computeMajor"])]
+    return int(mine[0]["computeMinor"])
+
+
 def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> TensorCoreUse:
     """Eligible and Tensor Core kernel time per analyzed step (µs) of one rank.
 
@@ -154,10 +166,15 @@ def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> 
     kernels = ev.gpu[ev.gpu["s_cat"].eq("kernel") & ev.gpu["kernel_type"].eq("COMPUTATION")]
     device = int(kernels["pid"].iloc[0]) if len(kernels) and str(kernels["pid"].iloc[0]).isdigit() else None
     amd = amd_device(meta) or bool(ev.cpu["s_name"].str.startswith("hip").any())
-    out = TensorCoreUse(compute_major=None if amd else compute_major(meta, device))
+    out = TensorCoreUse(compute_major=None if amd else compute_major(meta, device),
+                        compute_minor=None if amd else compute_minor(meta, device))
+    names = [str(p.get("name", "")) for p in _device_props(meta)]
     if amd:
-        named = any(_AMD_MATRIX_CORES.search(str(p.get("name", ""))) for p in _device_props(meta))
+        named = any(_AMD_MATRIX_CORES.search(n) for n in names)
         out.amd_matrix_cores = named or bool(kernels["s_name"].str.contains(MATRIX_CORE).any())
+    out.matrix_dtypes = list(matrix_dtypes(out.compute_major, out.compute_minor, names, amd))
+    if amd and out.amd_matrix_cores and not out.matrix_dtypes:  # MFMA kernels ran on an unnamed Instinct GPU
+        out.matrix_dtypes = ["float16", "bfloat16"]
     kernels = in_windows(kernels, w)
     if kernels.empty:
         return out
@@ -169,10 +186,13 @@ def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> 
         return out
     total = float(eligible["dur"].sum())
     tc = float(eligible[is_tc]["dur"].sum())
+    low = _low_precision(eligible, is_tc)
     out.eligible_us_per_step = per_step(total, n)
     out.tensor_core_us_per_step = per_step(tc, n)
+    out.low_precision_us_per_step = per_step(float(eligible[low]["dur"].sum()), n)
     out.tensor_core_pct = 100 * tc / total if total else 0.0
-    rest = eligible[~is_tc].groupby("s_name")["dur"].agg(["size", "sum"]).sort_values("sum", ascending=False).head(top)
+    rest = eligible[~is_tc & ~low].groupby("s_name")["dur"].agg(["size", "sum"]).sort_values("sum", ascending=False)
+    rest = rest.head(top)
     out.top_non_tensor_core = [NamedTime(name=str(k), count=int(r["size"]), total_us=float(r["sum"]))
                                for k, r in rest.iterrows()]
     return out
@@ -193,6 +213,18 @@ def _matmuls(ev: RankEvents, kernels: pd.DataFrame) -> Tuple[pd.DataFrame, pd.Se
     return eligible, is_tc
 
 
+def _low_precision(eligible: pd.DataFrame, is_tc: pd.Series) -> pd.Series:
+    """Per GEMM/convolution kernel of ``eligible``: not on Tensor or matrix
+    cores, but already in 16 or 8 bits by its name
+    (:data:`~.precision.LOW_PRECISION`: an fp16 Winograd convolution, an FP8
+    grouped GEMM whose name says nothing of Tensor Cores). Autocast moves
+    nothing there: the lever is the kernel or solver, not the dtype."""
+    if eligible.empty:
+        return pd.Series([], dtype=bool)
+    low = eligible["s_name"].astype(str).map(lower_precision).astype(bool)
+    return low & ~is_tc.fillna(False).astype(bool)
+
+
 @shared
 def _all_matmuls(ev: RankEvents) -> Tuple[pd.DataFrame, pd.Series]:
     """:func:`_matmuls` of all the rank's computation kernels, made once per
@@ -206,14 +238,15 @@ def _all_matmuls(ev: RankEvents) -> Tuple[pd.DataFrame, pd.Series]:
 
 def matmuls_without_tensor_cores(ev: RankEvents) -> Tuple[pd.DataFrame, float]:
     """The rank's GEMM/convolution kernels that run without Tensor Cores or
-    matrix cores (rows of ``ev.gpu``, the whole trace): what bf16/fp16
-    autocast would move onto them (the replay's ``matmuls on Tensor Cores``);
-    and the Tensor-Core share (%) of all its GEMM/convolution kernel time
-    (100 when it has none)."""
+    matrix cores in float32 (rows of ``ev.gpu``, the whole trace): what
+    bf16/fp16 autocast would move onto them (the replay's ``matmuls on Tensor
+    Cores``; kernels already in 16 or 8 bits are not, :func:`_low_precision`);
+    and the share (%) of all its GEMM/convolution kernel time on Tensor Cores
+    or already in lower precision (100 when it has none)."""
     eligible, is_tc = _all_matmuls(ev)
     if eligible.empty:
         return eligible, 100.0
-    tc = is_tc.fillna(False).to_numpy(dtype=bool)
+    tc = is_tc.fillna(False).to_numpy(dtype=bool) | _low_precision(eligible, is_tc).to_numpy(dtype=bool)
     total = float(eligible["dur"].sum())
     share = 100 * float(eligible["dur"].to_numpy()[tc].sum()) / total if total > 0 else 100.0
     return eligible[~tc], share

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import OccupancySummary, SmallKernel
+from .collectives import EP_KERNEL
 from .events import COMPUTATION, RankEvents
 from .regions import in_windows, per_step
 from .tensorboard import kernel_args, sm_efficiency
@@ -25,7 +26,10 @@ TOP_SMALL = 10
 def occupancy(ev: RankEvents, w: np.ndarray) -> OccupancySummary:
     """SM efficiency and achieved occupancy of the compute kernels starting
     inside the analyzed windows ``w`` (``(n, 2)`` µs), weighted by duration
-    (formulas in :class:`~hta_report.model.OccupancySummary`).
+    (formulas in :class:`~hta_report.model.OccupancySummary`). Expert-parallel
+    exchange kernels NCCL does not name (DeepEP's dispatch/combine,
+    :data:`~.collectives.EP_KERNEL`) are communication that runs on few SMs
+    by design, beside the compute: left out.
 
     Kernels without the args (``blocks per SM`` absent: -1, e.g. AMD traces,
     or a column the parser did not make) are left out; with none left,
@@ -33,7 +37,8 @@ def occupancy(ev: RankEvents, w: np.ndarray) -> OccupancySummary:
     """
     out = OccupancySummary()
     gpu = ev.gpu
-    kernels = gpu[gpu["s_cat"].eq("kernel") & gpu["kernel_type"].eq(COMPUTATION)]
+    kernels = gpu[gpu["s_cat"].eq("kernel") & gpu["kernel_type"].eq(COMPUTATION)
+                  & ~gpu["s_name"].astype(str).str.contains(EP_KERNEL).to_numpy()]  # few blocks by design
     if kernels.empty:
         out.missing_reason = "no compute kernels in the trace"
         return out

@@ -19,6 +19,8 @@ import pandas as pd
 from ..model import CodePatterns
 from .. import intervals
 from .events import COMMUNICATION, RankEvents, name_strings
+from .host_loops import loops
+from .host_ops import active_dropout, has_backward, slow_cpu_ops, step_thread_ops
 from .kernels import _has_shapes, input_dims
 from .regions import in_windows, per_step
 
@@ -272,4 +274,47 @@ def code_patterns(ev: RankEvents, w: np.ndarray, hw: np.ndarray) -> CodePatterns
     convs, count, out.shapes_recorded, out.conv_bias_examples = conv_bias_before_bn(ev, w)
     out.conv_ops_per_step, out.conv_bias_bn_per_step = per_step(convs, n), per_step(count, n)
     out.micro_steps_per_step, out.synced_micro_steps_per_step, out.extra_sync_us_per_step = accumulation_sync(ev, hw)
+    host_patterns(ev, hw, out)
     return out
+
+
+#: Ops that run only on the CPU: oneDNN's and the reference kernels.
+CPU_ONLY_OPS = r"^aten::(?:mkldnn_|_slow_conv|slow_conv|thnn_|_nnpack)"
+#: Ops that run only on a GPU: cuDNN's and MIOpen's.
+GPU_ONLY_OPS = r"^aten::(?:cudnn_|miopen_|_cudnn|_miopen)"
+
+
+def host_patterns(ev: RankEvents, hw: np.ndarray, out: CodePatterns) -> None:
+    """C30 to C33's figures over the analyzed host windows ``hw`` (``(n, 2)``
+    µs), per window, into ``out``: the Python loops over elements
+    (:func:`~.host_loops.loops`), active dropout and whether the rank runs a
+    backward pass, the CPU's reference kernels, which device the ops ran on
+    (:data:`CPU_ONLY_OPS`, :data:`GPU_ONLY_OPS`) and the host time in ops."""
+    n = max(len(hw), 1)
+    if not len(hw):
+        return
+    found = loops(ev, hw)
+    if len(found):
+        out.loops_per_step = per_step(len(found), n)
+        out.loop_us_per_step = per_step(float((found["end"] - found["ts"]).sum()), n)
+        out.loop_iterations = int(found["iterations"].median())
+        out.loop_reads_per_step = per_step(float(found["reads"].sum()), n)
+        out.loop_arithmetic_us_per_step = per_step(float(found["arithmetic_us"].sum()), n)
+    out.backward = has_backward(ev)
+    drop = active_dropout(ev, hw)
+    outer = drop[~drop["s_name"].isin(("aten::bernoulli_", "aten::native_dropout"))] if len(drop) else drop
+    counted = outer if len(outer) else drop
+    out.dropout_per_step = per_step(len(counted), n)
+    out.dropout_us_per_step = per_step(intervals.total(intervals.union(drop["ts"], drop["end"])), n) if len(drop) \
+        else 0.0
+    names = pd.Series(ev.cpu["s_name"].unique().astype(str))
+    out.cpu_kernel_ops = sorted(names[names.str.contains(CPU_ONLY_OPS)].tolist())[:8]
+    out.gpu_kernel_ops = int(names.str.contains(GPU_ONLY_OPS).sum())
+    ops = step_thread_ops(ev, hw)
+    if len(ops):
+        outer = ops[ops["parent"].to_numpy() < 0]
+        out.compute_us_per_step = per_step(intervals.total(intervals.union(outer["ts"], outer["end"])), n)
+    slow = slow_cpu_ops(ev, hw)
+    if len(slow):
+        out.slow_cpu_us_per_step = per_step(intervals.total(intervals.union(slow["ts"], slow["end"])), n)
+        out.slow_cpu_ops = sorted({str(x) for x in slow["s_name"]})

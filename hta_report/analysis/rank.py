@@ -41,6 +41,7 @@ from ..load.traces import LoadedTraces
 from . import hta_kernel_types
 from .attribution import idle_attribution
 from .code import code_attribution, gpu_time_by_launcher
+from .collectives import collective_kinds
 from .copies import add_copy_metrics, blocking_copies, dtoh_reads, pageable_calls, sync_contexts, sync_waits
 from .cpu_side import cpu_side
 from .distributed import add_data_parallel
@@ -58,7 +59,8 @@ from .patterns import code_patterns
 from .regions import host_windows, windows
 from .replay import replay
 from .step_breakdown import step_breakdown
-from .steps import step_stats
+from .steps import analyzed_windows, step_stats, step_windows
+from .sync_kinds import kind_counts
 from .transfers import add_comm_metrics, comm_overlap, comm_summary, memcpy_summary
 from .warmup import warmup, warmup_calls
 from .workload import workload
@@ -214,6 +216,8 @@ def _step_times(c: RankContext) -> None:
 
 def _cpu_side(c: RankContext) -> None:
     c.result.cpu = cpu_side(c.events)
+    w = analyzed_windows(step_windows(c.events))
+    c.result.cpu.sync_kinds = kind_counts(c.events, w[:, 1:3] if len(w) else host_windows(c.events))
 
 
 def _windows_and_optimizer(c: RankContext) -> None:
@@ -230,7 +234,8 @@ def _windows_and_optimizer(c: RankContext) -> None:
 
 
 def _replay(c: RankContext) -> None:
-    c.result.replay = replay(c.events, c.hw, c.result.rank, c.result.device_names)
+    c.result.replay = replay(c.events, c.hw, c.result.rank, c.result.device_names, warmup=c.warmup,
+                             warmup_us=c.result.warmup.us_per_step)
 
 
 def _workload(c: RankContext) -> None:
@@ -269,6 +274,7 @@ def _memcpy(c: RankContext) -> None:
 
 def _gpu_communication(c: RankContext) -> None:
     c.result.comm = add_comm_metrics(comm_summary(c.events, 0.0), c.events, c.w, c.hw)
+    c.result.comm.kinds = collective_kinds(c.events, c.w, len(c.w))
 
 
 def _tensor_cores(c: RankContext) -> None:
@@ -351,6 +357,7 @@ GPU_STEPS: List[Step] = [
 ]
 #: Or, on ranks without GPU activity.
 HOST_ONLY_STEPS: List[Step] = [
+    (INTEGRITY_STEP, _integrity),  # launches whose GPU records were lost: the rank is not CPU-only
     (COMMUNICATION_STEP, _host_communication),
     (CODE_STEP, _code),
     (REPLAY_STEP, _replay),

@@ -25,11 +25,9 @@ has no depth limit.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import defaultdict
-from dataclasses import dataclass
 from itertools import combinations
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -37,15 +35,12 @@ import pandas as pd
 
 from .. import intervals
 from ..model import WHATIF_MIN_SAVING_PCT, ALL_EDITS, Replay, ReplayOp, WhatIf, combined_edit, saves
-from .copies import MEMCPY_APIS, htod_from
-from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES, self_times
+from .cpu_side import DATALOADER_PREFIXES, self_times
+from .edits import BEST, CPU_ERROR_PCT, EDITS, MID, WORST, Edit, apply, warmup_nodes
 from .events import RankEvents, is_step, name_strings
-from .optimizer import single_tensor_step_regions, zero_grad_regions, zero_writes
-from .kernels import matmuls_without_tensor_cores, tensor_core_speedup
-from .pinned_copy import pinned_htod_gbps
-from .regions import LAUNCH_CATEGORIES, containing_index, starts_inside
-from .replay_graph import (COPY, E_ANCHOR, E_CROSS, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, MARKER, NO_WAIT, READ, SYNC,
-                           Graph, build_graph, edge_targets, latest_constraint, step_thread)
+from .launch_calls import KERNEL_LAUNCH_APIS
+from .regions import LAUNCH_CATEGORIES, containing_index
+from .replay_graph import E_ANCHOR, E_HOST, E_LAUNCH, GPU, MARKER, Graph, build_graph, edge_targets, latest_constraint, step_thread
 from .steps import analyzed_windows, step_windows
 
 #: Ops named on a rank's critical path (:attr:`Replay.critical_path`).
@@ -53,8 +48,6 @@ TOP_PATH_OPS = 5
 #: How many ops (by start) before a host interval's middle are searched for the
 #: innermost one holding it; bounds the naming's work (ops nest a few levels deep).
 NAME_LOOKBACK = 64
-#: The autograd node that accumulates a parameter's gradient (its ``aten::add_`` adds into the old gradient).
-ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 #: Up to this many edits that change a rank, every combination of them is
 #: replayed (``Replay.whatifs``, labels :func:`~hta_report.model.combined_edit`);
 #: past it only the pairs and all of them (a replay per combination).
@@ -64,10 +57,6 @@ MAX_ALL_SUBSETS = 3
 #: op holding its middle: a whole step on a rank without GPU work, long
 #: Python between two launches.
 SPLIT_HOST_US = 1000.0
-#: Gap (µs) between consecutive operations of one stream in a CUDA graph's
-#: replay: the median 0.10 µs measured on an H200 (bench/record_cuda.py
-#: cuda-graphs after its fix: 917 operations, p90 0.13 µs).
-GRAPH_GAP_US = 0.1
 #: Where the GPU falls behind the ProfilerStep windows by more than this much (% of the mean
 #: step) each step (:func:`gpu_lag_growth`), the host ran ahead of the GPU and the windows measure
 #: the host alone (on an H200, 2.0 ms a step for a GPU busy 16.6 ms: bench/record_cuda.py
@@ -75,35 +64,6 @@ GRAPH_GAP_US = 0.1
 #: steps' time up to the end of the GPU work they launched), the basis their savings are measured
 #: on. 5 %: proposal.
 HOST_AHEAD_PCT = 5.0
-#: The Tensor-Core edit is made on a rank whose GEMM/convolution time is on Tensor Cores less
-#: than this share (%): tensor-cores-unused's default threshold (rules/config.py, 10 %), so the
-#: edit is replayed where its finding can fire and not on every rank with one fp32 GEMM.
-TENSOR_CORE_EDIT_MAX_PCT = 10.0
-@dataclass
-class Edit:
-    """The schedule's inputs after an edit (:func:`schedule`): per edge, its
-    offset ``off`` (µs) and whether it is dropped (``drop``); per node, its
-    ``dur`` and ``delay`` (µs). Edit functions change them in place;
-    ``devices`` (the rank's ``deviceProperties`` names) is what an edit may
-    read of the hardware (the pinned copy rate)."""
-
-    off: np.ndarray
-    drop: np.ndarray
-    dur: np.ndarray
-    delay: np.ndarray
-    devices: Tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, g: Graph, devices: Sequence[str] = ()) -> "Edit":
-        """The unmodified graph's inputs (copies)."""
-        return cls(off=g.off.copy(), drop=np.zeros(len(g.off), dtype=bool), dur=g.dur.copy(), delay=g.delay.copy(),
-                   devices=tuple(devices))
-
-
-EditFunction = Callable[[RankEvents, Graph, Edit], None]
-T = TypeVar("T")
-
-
 def schedule(g: Graph, edit: Optional[Edit] = None) -> Tuple[List[float], List[float], List[int]]:
     """Replayed ``(start, end, binding edge)`` of every node of ``g`` (µs;
     edge -1: none), with the inputs of ``edit`` (default: the graph's own). A
@@ -194,274 +154,6 @@ def _patched(values: np.ndarray, base: np.ndarray, base_list: List[float]) -> Li
     for i, v in zip(diff.tolist(), values[diff].tolist()):
         out[i] = v
     return out
-
-
-def edit_no_sync(ev: RankEvents, g: Graph, e: Edit) -> None:
-    """Synchronizing calls and blocking device-to-host reads gone: they wait
-    for nothing and take no time (the value stays on the GPU). On a rank
-    without GPU work in the graph, the host time of the ops that read a
-    value (:data:`~.cpu_side.SYNC_NAMES`: ``aten::item``...) is removed."""
-    waiting = np.isin(g.wait, (SYNC, READ))
-    e.drop |= (g.ekind == E_WAIT) & waiting[edge_targets(g.ptr)]
-    e.dur[waiting] = 0.0
-    if not g.has_gpu:
-        cpu = ev.cpu
-        remove_host_ops(g, e, cpu[cpu["s_name"].isin(SYNC_NAMES)])
-
-
-def edit_no_dataloader(ev: RankEvents, g: Graph, e: Edit) -> None:
-    """The host's time inside DataLoader iteration annotations removed from
-    the host edges (workers hide the loading), on a rank with GPU work. On a
-    rank without (CPU-only training) nothing changes and the finding keeps
-    its bound: the workers would take their CPU time from the cores the
-    training's own threads use (PyTorch's intra-op threads default to one
-    per physical core), which a trace does not show. Measured on this
-    project's 2-core machine (2026-11-27): ``collect --workload cnn
-    --slow-data 5``, ``num_workers`` 0 -> 2, was predicted 13.18 -> 7.56 ms
-    and measured 11.68 ms (-35.3 %); the same fix in a script with one
-    intra-op thread came within 10-14 %."""
-    if not g.has_gpu:
-        return
-    host = g.dl > 0  # host edges only (a launch edge's offset may be negative)
-    e.off[host] = np.maximum(e.off[host] - g.dl[host], 0.0)
-
-
-def edit_cuda_graph(ev: RankEvents, g: Graph, e: Edit) -> None:
-    """The step captured once in a CUDA graph and replayed (whole-step
-    capture with ``torch.cuda.graphs``, ``torch.compile(mode="reduce-overhead")``),
-    on a rank with GPU work: the host time of the step's calls and of the
-    Python between them goes (host edges keep only their DataLoader part,
-    host calls that do not wait for the GPU take no time), synchronizations
-    and blocking copies still wait for the GPU, and each GPU operation starts
-    at most :data:`GRAPH_GAP_US` after what it waits for. The one graph
-    launch per step (a few µs of host time) is left out. Assumes the step can
-    be captured: static shapes, no host-dependent control flow."""
-    if not g.has_gpu:
-        return
-    host = g.ekind == E_HOST
-    e.off[host] = np.minimum(e.off[host], np.maximum(g.dl[host], 0.0))
-    calls = (g.kind == HOST) & (g.wait == NO_WAIT)
-    e.dur[calls] = 0.0
-    e.delay[calls] = np.minimum(e.delay[calls], 0.0)
-    gpu = g.kind == GPU
-    e.delay[gpu] = np.minimum(e.delay[gpu], GRAPH_GAP_US)
-
-
-def edit_async_copies(ev: RankEvents, g: Graph, e: Edit) -> None:
-    """Copies made from pinned memory with ``non_blocking=True``: a blocking
-    copy call (pageable ``cudaMemcpyAsync``, ``cudaMemcpy``) and a
-    synchronization right after a copy call on its thread stop waiting for
-    the GPU, and each copy from pageable memory to the device runs at the
-    pinned rate (:func:`~.pinned_copy.pinned_htod_gbps`: the trace's own
-    pinned copies, else the device's PCIe link; never longer than measured;
-    where neither is known the copies keep their measured durations)."""
-    dst = edge_targets(g.ptr)
-    after_copy = np.zeros(g.size, dtype=bool)
-    host = g.ekind == E_HOST
-    after_copy[dst[host]] = np.isin(np.asarray(g.name, dtype=object)[g.src[host]], MEMCPY_APIS)
-    waiting = (g.wait[dst] == COPY) | ((g.wait[dst] == SYNC) & after_copy[dst])
-    e.drop |= (g.ekind == E_WAIT) & waiting
-    copies = _per_graph(ev, g, "pageable copies", lambda: pageable_htod_nodes(ev, g))
-    if len(copies[0]):
-        rate, _ = pinned_htod_gbps(ev, e.devices)
-        if rate:
-            nodes, nbytes = copies
-            e.dur[nodes] = np.minimum(e.dur[nodes], nbytes / (rate * 1e3))  # bytes / (bytes per µs)
-
-
-def pageable_htod_nodes(ev: RankEvents, g: Graph) -> Tuple[np.ndarray, np.ndarray]:
-    """The GPU nodes of ``g`` that are copies from pageable memory to the
-    device, and their sizes (bytes; matched to the trace's ``bytes`` by
-    stream and start): two arrays of the same length, empty when the rank
-    has none or its copies carry no size."""
-    gpu = ev.gpu
-    empty = (np.empty(0, dtype=np.int64), np.empty(0))
-    if gpu.empty or "bytes" not in gpu.columns:
-        return empty
-    rows = gpu[htod_from(gpu["s_name"], "Pageable")]
-    size = pd.to_numeric(rows["bytes"], errors="coerce").to_numpy(dtype=float)
-    ok = np.isfinite(size) & (size > 0)
-    nodes, at = gpu_nodes(g, rows[ok])
-    return nodes, size[ok][at]
-
-
-def gpu_nodes(g: Graph, rows: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
-    """The GPU nodes of ``g`` of the GPU events ``rows`` (``stream``, ``ts``
-    µs), matched by stream and measured start, and for each the position of
-    its row in ``rows``; events the graph does not hold are left out."""
-    if rows.empty:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    where = {(int(s), float(t)): i for i, (s, t) in enumerate(zip(rows["stream"].to_numpy(),
-                                                                   rows["ts"].to_numpy(float)))}
-    hits = [(int(n), where[key]) for n in np.flatnonzero(g.kind == GPU).tolist()
-            if (key := (int(g.thread[n]), float(g.m_start[n]))) in where]
-    if not hits:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    nodes, at = zip(*hits)
-    return np.asarray(nodes, dtype=np.int64), np.asarray(at, dtype=np.int64)
-
-
-def edit_tensor_cores(ev: RankEvents, g: Graph, e: Edit) -> None:
-    """GEMMs and convolutions moved onto Tensor Cores (bf16/fp16 autocast):
-    each kernel of :func:`~.kernels.matmuls_without_tensor_cores` takes
-    ``1/k`` of its time, ``k`` the device's dense 16-bit Tensor-Core peak over
-    its fp32 peak (:func:`~.kernels.tensor_core_speedup`; no change on a
-    device the table does not know), on a rank whose GEMMs and convolutions
-    spend less than :data:`TENSOR_CORE_EDIT_MAX_PCT` of their time on Tensor
-    Cores (elsewhere the rank already uses them: no edit). Left out: the casts
-    autocast adds and the 16-bit elementwise kernels, which move half the bytes."""
-    k = tensor_core_speedup(e.devices)
-    if not k:
-        return
-
-    def lookup() -> np.ndarray:
-        rows, share = matmuls_without_tensor_cores(ev)
-        return gpu_nodes(g, rows)[0] if share < TENSOR_CORE_EDIT_MAX_PCT else np.empty(0, dtype=np.int64)
-    nodes = _per_graph(ev, g, "tensor-core nodes", lookup)
-    e.dur[nodes] = e.dur[nodes] / k
-
-
-def _per_graph(ev: RankEvents, g: Graph, key: str, make: Callable[[], T]) -> T:
-    """``make()``, kept in ``ev.memo`` for the graph ``g`` (an edit made several times in one
-    replay, alone and in combinations, looks its nodes up once)."""
-    held = ev.memo.get(f"replay.{key}")
-    if held is None or held[0] is not g:
-        held = ev.memo[f"replay.{key}"] = (g, make())
-    return held[1]
-
-
-def edit_no_zero_fill(ev: RankEvents, g: Graph, e: Edit) -> None:
-    """``zero_grad(set_to_none=True)``: the ``aten::zero_`` ops inside
-    ``Optimizer.zero_grad`` (:func:`~.optimizer.zero_writes`) removed with
-    the GPU work they launch, and so are the ``aten::add_`` ops of
-    backward's gradient accumulation (``AccumulateGrad`` then takes the new
-    gradient as it is instead of adding it to zeros) when there are no more
-    accumulations than zero-fills (one backward per step: with several, the
-    later ones still add)."""
-    zeros = zero_writes(ev, zero_grad_regions(ev, None))
-    if zeros.empty:
-        return
-    cpu = ev.cpu
-    names = cpu["s_name"]
-    acc = cpu[names.eq(ACCUMULATE_GRAD)]
-    adds = cpu.iloc[0:0]
-    if 0 < len(acc) <= len(zeros):
-        adds = cpu[names.eq("aten::add_")]
-        adds = adds[starts_inside(adds, acc)]
-    remove_host_ops(g, e, pd.concat([zeros, adds]) if len(adds) else zeros)
-
-
-def edit_fused_optimizer(ev: RankEvents, g: Graph, e: Edit) -> None:
-    """A fused optimizer step (``AdamW(fused=True)``, or ``foreach=True``) in
-    place of the single-tensor one, on a rank with GPU work: the host time of
-    the single-tensor ``Optimizer.step`` regions
-    (:func:`~.optimizer.single_tensor_step_regions`: their ops, their calls
-    and the Python loop between them) goes with the kernels they launched.
-    The fused step's own cost is left out, so the predicted step is low by
-    it: on an H200 (``bench/record_cuda.py`` unfused-optimizer and
-    unfused-optimizer-wide, 2026-11-27) its host time was 0.3-1.0 ms under
-    the profiler for 34 to 96 parameters and its kernels took 0.011 and
-    0.041 ms a step, where the per-parameter kernels took 0.84 and 0.20 ms.
-    Ranks without GPU work are not edited (there the ops are the arithmetic)."""
-    if not g.has_gpu:
-        return
-    regions = _per_graph(ev, g, "single-tensor optimizer", lambda: single_tensor_step_regions(ev, None))
-    remove_host_ops(g, e, regions)
-
-
-def remove_host_ops(g: Graph, e: Edit, ops: pd.DataFrame) -> None:
-    """Remove the host time of ``ops`` (CPU rows: ``thread``, ``ts``, ``end``,
-    µs) from ``e``: host edges lose the part of their interval the ops cover,
-    host calls starting inside them take no time and wait for nothing, and
-    the GPU operations those calls launch take no time."""
-    if ops.empty:
-        return
-    dst = edge_targets(g.ptr)
-    host = np.flatnonzero(g.ekind == E_HOST)
-    gone = np.zeros(g.size, dtype=bool)
-    for thr, rows in ops.groupby("thread", sort=False):
-        u = intervals.union(rows["ts"].to_numpy(float), rows["end"].to_numpy(float))
-        on = host[g.thread[g.src[host]] == thr]  # a host edge spans its source's thread
-        if len(on):
-            e.off[on] = np.maximum(e.off[on] - np.clip(intervals.overlap_each(g.gap[on], u), 0.0, None), 0.0)
-        calls = np.flatnonzero((g.kind == HOST) & (g.thread == thr))
-        gone[calls[containing_index(u, g.m_start[calls]) >= 0]] = True
-    launched = (g.ekind == E_LAUNCH) & gone[g.src]
-    gone[dst[launched]] = True
-    e.dur[gone] = 0.0
-    e.delay[gone & (g.kind == GPU)] = 0.0
-    e.drop |= (g.ekind == E_WAIT) & gone[dst]
-
-
-#: Collective kernels whose result only the optimizer reads: the gradient reduction of
-#: DDP, FSDP and ZeRO (NCCL/RCCL kernel names, e.g. ``ncclKernel_AllReduce_RING_LL_Sum_float``,
-#: ``ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL``). All-gathers (parameters the next layer
-#: needs), send/recv and all-to-all (activations, embeddings) feed compute and are not moved;
-#: NCCL 2.19+'s ``ncclDevKernel_Generic`` does not say which collective it runs.
-GRADIENT_COLLECTIVE = re.compile(r"^(nccl|rccl).*(allreduce|reducescatter|reduce_scatter)", re.IGNORECASE)
-
-
-def edit_overlap_gradient_collectives(ev: RankEvents, g: Graph, e: Edit) -> None:
-    """Gradient reduction overlapped with compute (DDP buckets that start
-    during backward, ``no_sync`` where it applies, FSDP's backward prefetch):
-    the compute streams' waits for the gradient collectives
-    (:data:`GRADIENT_COLLECTIVE`, the cross-stream edges inferred from
-    ``cudaStreamWaitEvent``) are dropped, but the wait for the last one of
-    each step (by measured end; a collective belongs to the step whose
-    window its launch call falls in, between two step markers), which the
-    optimizer needs. The collectives keep their measured durations, and
-    host synchronizations still wait for them. Where the trace names no
-    collective (NCCL's generic kernel) nothing changes."""
-    cross = np.flatnonzero(g.ekind == E_CROSS)
-    if not len(cross):
-        return
-    # only the cross edges' sources are named (a few hundred), not every node (the 286 MB benchmark rank:
-    # 93,668 GPU names, 0.22 s)
-    grad = np.fromiter((g.kind[n] == GPU and GRADIENT_COLLECTIVE.search(g.name[n]) is not None
-                        for n in g.src[cross].tolist()), dtype=bool, count=len(cross))
-    cross = cross[grad]
-    if not len(cross):
-        return
-    src = np.unique(g.src[cross])
-    marks = np.sort(np.fromiter(g.markers, dtype=float, count=len(g.markers)))
-    # a collective belongs to the step that launched it (a GPU behind the host runs it in a later window)
-    launched = [next((float(g.m_start[g.src[i]]) for i in range(g.ptr[n], g.ptr[n + 1]) if g.ekind[i] == E_LAUNCH),
-                     float(g.m_start[n])) for n in src.tolist()]
-    step = np.searchsorted(marks, launched, side="right")
-    last = {int(b): int(n) for b, n in sorted(zip(step.tolist(), src.tolist()), key=lambda x: g.m_end[x[1]])}
-    keep = np.isin(g.src[cross], list(last.values()))
-    e.drop[cross[~keep]] = True
-
-
-#: The edits a rule's fix can name (``Rule.edit``): label -> (what the edit
-#: does, in words for the report, and the function that makes it).
-EDITS: Dict[str, Tuple[str, EditFunction]] = {
-    "no host-device sync": ("the synchronizing calls and blocking device-to-host reads (.item(), .cpu()) are "
-                            "gone: the host no longer waits for the GPU", edit_no_sync),
-    "DataLoader hidden": ("the host's time inside DataLoader iteration goes to 0 (workers prepare the "
-                          "batches ahead, on CPU cores the training process leaves free; ranks with GPU work "
-                          "only)", edit_no_dataloader),
-    "copies pinned and async": ("host-to-device copies stop blocking the host (pinned memory, "
-                                "non_blocking=True) and copies from pageable memory run at the pinned rate "
-                                "(the trace's own pinned copies, else the device's PCIe link)", edit_async_copies),
-    "step in a CUDA graph": ("the step is captured once in a CUDA graph and replayed: the host's time in the "
-                             "step's calls and the Python between them goes (DataLoader waits and "
-                             "synchronizations stay) and kernels run back to back", edit_cuda_graph),
-    "matmuls on Tensor Cores": ("GEMM and convolution kernels that ran without Tensor Cores take 1/k of their "
-                                "time, k the device's 16-bit Tensor-Core peak over its fp32 peak (14.8 on "
-                                "H100/H200, 16 on A100; bf16 autocast)", edit_tensor_cores),
-    "zero_grad sets None": ("the aten::zero_ ops inside zero_grad, and backward's adds into the zeroed "
-                            "gradients, are gone with the GPU work they launch (zero_grad(set_to_none=True))",
-                            edit_no_zero_fill),
-    "optimizer fused": ("the single-tensor optimizer step's host time (its per-parameter ops and the Python "
-                        "loop between them) goes with the kernels it launched; the fused step's own cost (a "
-                        "few hundred µs of host time, a few short kernels) is left out",
-                        edit_fused_optimizer),
-    "gradient reduction overlapped": ("compute no longer waits for the gradient all-reduces and "
-                                      "reduce-scatters, but the last of each step, which the optimizer needs; "
-                                      "the collectives keep their measured durations",
-                                      edit_overlap_gradient_collectives),
-}
 
 
 def step_times(g: Graph, w: np.ndarray, end: List[float], gpu_tail: bool, last_tail: bool = False) -> np.ndarray:
@@ -730,52 +422,141 @@ def most_saved(g: Graph, e: Edit) -> float:
     return float(earlier.sum() + np.clip(g.dur - e.dur, 0.0, None).sum())
 
 
-def whatif(ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, labels: List[str], measured: float,
-           base: float, rank: int = 0, memo: Optional[Dict[bytes, float]] = None,
-           devices: Sequence[str] = (), binding: Optional[np.ndarray] = None) -> Tuple[WhatIf, bool, bool]:
-    """Replay ``g`` with the edits ``labels`` of :data:`EDITS` made together
-    (in that order): the mean step ``measured`` (µs) less what the edit saves
-    of the replayed :func:`span` of the windows ``w``, per window; ``base``
-    is that span on the unmodified replay (µs). Also whether the edits
-    changed the graph's inputs at all, and whether they were scheduled (not
-    when they change nothing, or :func:`most_saved` says they cannot save
-    :data:`~hta_report.model.WHATIF_MIN_SAVING_PCT` of the step); ``devices``:
-    the rank's device names (:class:`Edit`). ``binding``: per edge, whether it
-    binds its target in the unmodified schedule; the what-if ``applies`` only
-    where the edits change a duration, delay or offset or drop a binding edge
-    (dropping edges that bind nothing cannot change this schedule: the
-    finding keeps its bound). Without it, any change applies."""
-    e = Edit.of(g, devices)
-    for label in labels:
-        EDITS[label][1](ev, g, e)
-    inputs = not (np.array_equal(e.off, g.off) and np.array_equal(e.dur, g.dur) and np.array_equal(e.delay, g.delay))
-    changed = inputs or bool(e.drop.any())
-    applies = changed if binding is None else inputs or bool((e.drop & binding).any())
-    saved = 0.0
-    # an edit that cannot save what counts (saves()) is not scheduled and reported as saving nothing
-    scheduled = changed and most_saved(g, e) >= base * WHATIF_MIN_SAVING_PCT / 100
-    if scheduled:  # edits that come to the same inputs (a combination that adds nothing) are scheduled once
+#: The two-sided 80 % quantile of a normal distribution: a prediction's interval
+#: (:func:`interval`) is meant to hold the step measured after the fix 4 times in 5.
+Z80 = 1.2816
+#: What-ifs are not made on a rank whose analyzed window is this much one-off
+#: warm-up (%, :class:`~hta_report.model.Warmup`: context creation, allocator
+#: growth, first launches, capture, autotuning): a fix to the steady step
+#: cannot be read off cold start (proposal: half the window).
+WITHHOLD_WARMUP_PCT = 50.0
+
+
+class WhatIfRunner:
+    """Replays edits of one rank's graph (:func:`whatif`): the graph ``g``,
+    its windows ``w`` (``steps``: ProfilerStep windows), the measured mean
+    step the savings come off (``measured``, µs), the unmodified replay's
+    span ``base`` (µs), the measured per-window times (µs), the rank's
+    ``devices``, the warm-up nodes no edit removes (``protect``) and, per
+    edge, whether it binds in the unmodified schedule (``binding``). Edits
+    that come to the same inputs are scheduled once."""
+
+    def __init__(self, ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, measured: float, base: float,
+                 measured_windows: np.ndarray, rank: int = 0, devices: Sequence[str] = (),
+                 binding: Optional[np.ndarray] = None, protect: Optional[np.ndarray] = None) -> None:
+        self.ev, self.g, self.w, self.steps = ev, g, w, steps
+        self.measured, self.base, self.rank = measured, base, rank
+        self.measured_windows = measured_windows
+        self.devices, self.binding, self.protect = tuple(devices), binding, protect
+        self.memo: Dict[bytes, float] = {}
+
+    def edited(self, labels: Sequence[str], setting: str = MID) -> Edit:
+        """The inputs after the edits ``labels`` at ``setting`` (:meth:`~.edits.Edit.pick`)."""
+        e = Edit.of(self.g, self.devices, self.w, setting)
+        apply(self.ev, self.g, e, labels, self.protect)
+        return e
+
+    def saved(self, e: Edit) -> float:
+        """What the edited inputs ``e`` save of the unmodified replay's :func:`span` (µs)."""
         key = hashlib.blake2b(b"".join(np.ascontiguousarray(a).tobytes() for a in (e.off, e.drop, e.dur, e.delay)),
                               digest_size=16).digest()
-        memo = {} if memo is None else memo
-        if key not in memo:
-            memo[key] = span(g, w, schedule_ends(g, e), steps)
-        saved = (base - memo[key]) / len(w)
-    label = combined_edit(labels)
-    text = "; ".join(EDITS[x][0] for x in labels)
-    return WhatIf(edit=label, description=text, step_us_before=measured, rank=rank, applies=applies,
-                  step_us_after=max(0.0, measured - saved)), changed, scheduled
+        if key not in self.memo:
+            self.memo[key] = self.base - span(self.g, self.w, schedule_ends(self.g, e), self.steps)
+        return self.memo[key]
+
+    def whatif(self, labels: Sequence[str]) -> Tuple[WhatIf, bool, bool]:
+        """:func:`whatif` of ``labels`` on this rank."""
+        g = self.g
+        e = self.edited(labels)
+        inputs = not (np.array_equal(e.off, g.off) and np.array_equal(e.dur, g.dur)
+                      and np.array_equal(e.delay, g.delay))
+        changed = inputs or bool(e.drop.any())
+        applies = changed if self.binding is None else inputs or bool((e.drop & self.binding).any())
+        n = len(self.w)
+        # an edit that cannot save what counts (saves()) is not scheduled and reported as saving nothing
+        scheduled = changed and most_saved(g, e) >= self.base * WHATIF_MIN_SAVING_PCT / 100
+        mid = self.saved(e) if scheduled else 0.0
+        best = worst = mid
+        if scheduled and e.ranged:
+            best, worst = self.saved(self.edited(labels, BEST)), self.saved(self.edited(labels, WORST))
+        after = max(0.0, self.measured - mid / n)
+        low, high = interval(self.measured, after, max(0.0, self.measured - best / n),
+                             max(0.0, self.measured - worst / n), self.measured_windows,
+                             error_pct(labels) if g.has_gpu else CPU_ERROR_PCT)
+        label = combined_edit(labels)
+        text = "; ".join(EDITS[x].description for x in labels)
+        return WhatIf(edit=label, description=text, step_us_before=self.measured, rank=self.rank, applies=applies,
+                      step_us_after=after, step_us_low=low, step_us_high=high), changed, scheduled
 
 
-def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str] = ()) -> Replay:
+def error_pct(labels: Sequence[str]) -> float:
+    """The measured error (%) of the edits ``labels`` made together: the
+    largest of theirs (:attr:`~.edits.EditSpec.error_pct`)."""
+    return max((EDITS[x].error_pct for x in labels), default=0.0)
+
+
+def interval(before: float, after: float, best: float, worst: float, measured_windows: np.ndarray,
+             edit_error_pct: float) -> Tuple[float, float]:
+    """The 80 % interval ``(low, high)`` (µs) of a predicted step ``after``
+    (µs; ``before`` the step it starts from): from ``best`` to ``worst``, the
+    predictions at the ends of the edit's own uncertain parameters
+    (:meth:`~.edits.Edit.pick`; both ``after`` where it has none), each
+    widened by the relative half-width ``h = sqrt((Z80 * se)^2 + E^2)``: ``se``
+    the relative standard error of the mean of the analyzed steps
+    (``measured_windows``, µs: the trace's own step-to-step variation, which a
+    recording after the fix has too), ``E`` the edit's measured error on
+    recorded pairs (``edit_error_pct``, %: how the host's speed differs
+    between recordings, and what the edit leaves out). ``high`` is at most
+    ``before`` widened by the same ``h``: an edit removes work, and a step
+    measured after it differs from one before only by the noise. The steps
+    are not replayed one by one for it: an edit moves work across step
+    boundaries (a host that no longer waits starts the next step's work
+    early), so one step's saving is not that step's own."""
+    x = np.asarray(measured_windows, dtype=float)
+    mean = float(x.mean()) if len(x) else 0.0
+    se = float(np.std(x, ddof=1) / np.sqrt(len(x)) / mean) if len(x) > 1 and mean > 0 else 0.0
+    h = float(np.hypot(Z80 * se, edit_error_pct / 100))
+    low = max(0.0, min(best, after) * (1 - h))
+    high = min(max(worst, after) * (1 + h), before * (1 + h))
+    return low, max(high, after)
+
+
+def whatif(ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, labels: List[str], measured: float,
+           base: float, rank: int = 0, devices: Sequence[str] = (),
+           binding: Optional[np.ndarray] = None) -> Tuple[WhatIf, bool, bool]:
+    """Replay ``g`` with the edits ``labels`` of :data:`~.edits.EDITS` made
+    together (in that order): the mean step ``measured`` (µs) less what the
+    edit saves of the replayed :func:`span` of the windows ``w``, per window;
+    ``base`` is that span on the unmodified replay (µs). Also whether the
+    edits changed the graph's inputs at all, and whether they were scheduled
+    (not when they change nothing, or :func:`most_saved` says they cannot
+    save :data:`~hta_report.model.WHATIF_MIN_SAVING_PCT` of the step);
+    ``devices``: the rank's device names (:class:`~.edits.Edit`).
+    ``binding``: per edge, whether it binds its target in the unmodified
+    schedule; the what-if ``applies`` only where the edits change a duration,
+    delay or offset or drop a binding edge (dropping edges that bind nothing
+    cannot change this schedule: the finding keeps its bound). Without it,
+    any change applies. The prediction carries its 80 % interval
+    (:func:`interval`)."""
+    runner = WhatIfRunner(ev, g, w, steps, measured, base, measured_times(g, w, not steps), rank, devices, binding)
+    return runner.whatif(labels)
+
+
+def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str] = (),
+           warmup: Optional[pd.DataFrame] = None, warmup_us: float = 0.0) -> Replay:
     """Replay one rank (see the module doc) over its analyzed host windows
     ``hw`` (``(n, 2)`` µs: the analyzed ``ProfilerStep`` windows, or the whole
     trace), with the fidelity figures, the critical path and the what-ifs of
-    :data:`EDITS`: one by one, the combinations of those that change the
-    rank (:data:`MAX_ALL_SUBSETS`), and all of them (:data:`ALL_EDITS`). A rank
-    whose GPU work no host call launches in the window is not replayed: the
-    ``note`` says why and the figures stay 0. ``devices``: the rank's
-    ``deviceProperties`` names (the pinned copy rate's fallback)."""
+    :data:`~.edits.EDITS`: one by one, the combinations of those that change
+    the rank (:data:`MAX_ALL_SUBSETS`), and all of them (:data:`ALL_EDITS`). A
+    rank whose GPU work no host call launches in the window is not replayed:
+    the ``note`` says why and the figures stay 0. ``devices``: the rank's
+    ``deviceProperties`` names (the pinned copy rate's fallback); ``warmup``:
+    its one-off warm-up calls (CPU rows), which no edit removes, and
+    ``warmup_us`` their time per analyzed step (µs): where it is
+    :data:`WITHHOLD_WARMUP_PCT` of the step or more, no what-if is made and
+    the note says why. A rank whose host launched kernels that left no GPU
+    record gets no what-if either."""
     built = rank_graph(ev, hw)
     if isinstance(built, str):
         return Replay(note=f"not replayed: {built}")
@@ -803,27 +584,6 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
     drift = gpu_lag_growth(g, w) if steps and n > 1 else 0.0
     ahead = drift > m_mean * HOST_AHEAD_PCT / 100
     before = base / n if ahead else m_mean  # the basis the savings are measured on (span)
-    memo: Dict[bytes, float] = {}
-    binding = np.zeros(len(g.off), dtype=bool)
-    held = np.asarray(arg, dtype=np.int64)
-    binding[held[held >= 0]] = True
-    singles = [whatif(ev, g, w, steps, [label], before, base, rank, memo, devices, binding) for label in EDITS]
-    whatifs = [x for x, _, _ in singles]
-    # combinations of the edits that save time alone; and all the edits that change the graph at once, since
-    # one that saves little alone can save much with another, when both constraints hold the same step
-    saving_alone = [label for label, (x, _, _) in zip(EDITS, singles) if saves(x)]
-    changing = [label for label, (_, did, _) in zip(EDITS, singles) if did]
-    combos = [list(c) for size in range(2, len(saving_alone) + 1) for c in combinations(saving_alone, size)
-              if len(saving_alone) <= MAX_ALL_SUBSETS or size in (2, len(saving_alone))]
-    whatifs += [whatif(ev, g, w, steps, c, before, base, rank, memo, devices, binding)[0] for c in combos]
-    if len(changing) > 1:
-        everything: Optional[WhatIf] = next((x for x in whatifs if x.edit == combined_edit(changing)), None) \
-            or whatif(ev, g, w, steps, changing, before, base, rank, memo, devices, binding)[0]
-    else:
-        everything = next((x for x in whatifs if x.edit in changing), None)
-    whatifs.append(WhatIf(edit=ALL_EDITS, step_us_before=before, rank=rank, applies=bool(changing),
-                          description=everything.description if everything else "no edit changes this rank",
-                          step_us_after=everything.step_us_after if everything else before))
     if ev.has_gpu:
         note = ("collectives keep their measured durations (other ranks are not replayed); another host thread "
                 "waits for the training thread after idling, else only through the GPU; cross-stream waits and "
@@ -836,11 +596,57 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
     if ahead:
         note += (f"; the host ran ahead of the GPU: what-ifs start from {before / 1e3:.2f} ms per step, counting the "
                  f"GPU work the steps leave behind (ProfilerStep measures {m_mean / 1e3:.2f} ms)")
-    return Replay(measured_step_us=m_mean, replayed_step_us=r_mean,
-                  error_pct=abs(r_mean - m_mean) / m_mean * 100 if m_mean > 0 else 0.0, steps=n,
-                  critical_path=[ReplayOp(name=nm, kind=kind, us=us / n) for (nm, kind), us in top],
-                  host_share_pct=min(100.0, max(0.0, 100 * host / total)) if total > 0 else 0.0,
-                  whatifs=whatifs, note=note, gpu_paced_step_us=before if ahead else 0.0)
+    out = Replay(measured_step_us=m_mean, replayed_step_us=r_mean,
+                 error_pct=abs(r_mean - m_mean) / m_mean * 100 if m_mean > 0 else 0.0, steps=n,
+                 critical_path=[ReplayOp(name=nm, kind=kind, us=us / n) for (nm, kind), us in top],
+                 host_share_pct=min(100.0, max(0.0, 100 * host / total)) if total > 0 else 0.0,
+                 note=note, gpu_paced_step_us=before if ahead else 0.0)
+    withheld = _withheld(ev, warmup_us, m_mean)
+    if withheld:
+        out.note = f"{note}; {withheld}"
+        return out
+    binding = np.zeros(len(g.off), dtype=bool)
+    held = np.asarray(arg, dtype=np.int64)
+    binding[held[held >= 0]] = True
+    runner = WhatIfRunner(ev, g, w, steps, before, base, measured * (before / m_mean) if m_mean > 0 else measured,
+                          rank, devices, binding, warmup_nodes(g, warmup) if warmup is not None else None)
+    singles = [runner.whatif([label]) for label in EDITS]
+    whatifs = [x for x, _, _ in singles]
+    # combinations of the edits that save time alone; and all the edits that change the graph at once, since
+    # one that saves little alone can save much with another, when both constraints hold the same step
+    saving_alone = [label for label, (x, _, _) in zip(EDITS, singles) if saves(x)]
+    changing = [label for label, (_, did, _) in zip(EDITS, singles) if did]
+    combos = [list(c) for size in range(2, len(saving_alone) + 1) for c in combinations(saving_alone, size)
+              if len(saving_alone) <= MAX_ALL_SUBSETS or size in (2, len(saving_alone))]
+    whatifs += [runner.whatif(c)[0] for c in combos]
+    if len(changing) > 1:
+        everything: Optional[WhatIf] = next((x for x in whatifs if x.edit == combined_edit(changing)), None) \
+            or runner.whatif(changing)[0]
+    else:
+        everything = next((x for x in whatifs if x.edit in changing), None)
+    whatifs.append(WhatIf(edit=ALL_EDITS, step_us_before=before, rank=rank, applies=bool(changing),
+                          description=everything.description if everything else "no edit changes this rank",
+                          step_us_after=everything.step_us_after if everything else before,
+                          step_us_low=everything.step_us_low if everything else before,
+                          step_us_high=everything.step_us_high if everything else before))
+    out.whatifs = whatifs
+    return out
+
+
+def _withheld(ev: RankEvents, warmup_us: float, step_us: float) -> str:
+    """Why no what-if is made on this rank (empty: they are): a window that
+    is mostly one-off warm-up (:data:`WITHHOLD_WARMUP_PCT`), or kernel
+    launches whose GPU records the trace lost (no GPU operation at all)."""
+    if step_us > 0 and warmup_us >= step_us * WITHHOLD_WARMUP_PCT / 100:
+        return (f"no what-if made: {100 * warmup_us / step_us:.0f} % of the analyzed window is one-off warm-up "
+                "(context creation, allocator growth, first launches, capture or autotuning), which no fix to the "
+                "steady step removes; record steady steps (a profiler schedule with wait and warmup steps)")
+    if not ev.has_gpu:
+        launches = int(ev.cpu["s_name"].isin(KERNEL_LAUNCH_APIS).sum())
+        if launches:
+            return (f"no what-if made: the host launched {launches:,} kernels and the trace holds no GPU record of "
+                    "them (the GPU side was lost or not recorded): a prediction would leave out the GPU's time")
+    return ""
 
 
 def _last_call_end(ev: RankEvents, lo: float) -> float:

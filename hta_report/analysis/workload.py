@@ -45,6 +45,8 @@ SGLANG_STEP = re.compile(r"^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b")
 VLLM_EXECUTE = re.compile(r"^execute_\d+_context_(\d+)\(.*\)_generation_(\d+)")
 #: Python frames (``with_stack``) that name a serving stack.
 FRAMES = (("SGLang", re.compile(r"(?:^|/)sglang/")), ("vLLM", re.compile(r"(?:^|/)vllm/")),
+          ("TGI", re.compile(r"(?:^|/)text_generation_server/")),
+          ("TensorRT-LLM", re.compile(r"(?:^|/)tensorrt_llm/")),
           ("Hugging Face pipeline", re.compile(r"(?:^|/)transformers/pipelines/")))
 #: One-off tuning inside a window: cuDNN/MIOpen benchmark mode times each
 #: algorithm between events (``cudaEventSynchronize`` inside the convolution
@@ -53,6 +55,10 @@ TUNING_PARENTS = ("aten::cudnn_convolution", "aten::miopen_convolution", "aten::
                   "aten::miopen_convolution_transpose")
 TUNING_SYNCS = ("cudaEventSynchronize", "hipEventSynchronize")
 TRITON_COMPILE = re.compile(r"triton/compiler/compiler\.py\(\d+\): compile$")
+#: torch.compile's compile phases, which run on a graph's first call (or a recompile): Dynamo's
+#: ``_compile.compile_inner (dynamo_timed)`` and Inductor's, recorded as annotations.
+COMPILE_PHASES = re.compile(r"\(dynamo_timed\)$|^OutputGraph\.call_user_compiler|^compile_fx|^_compile\.compile_inner|"
+                            r"^TorchDynamo Compile|^inductor_compile|^compile_file")
 #: Fewer ops than this, none of them backward, cannot tell inference from a sampled or cut trace.
 MIN_OPS = 10
 
@@ -107,8 +113,9 @@ def capture_rows(ev: RankEvents) -> pd.DataFrame:
 def tuning_rows(ev: RankEvents) -> pd.DataFrame:
     """One-off tuning calls (rows of ``ev.cpu``): ``cudaEventSynchronize`` /
     ``hipEventSynchronize`` inside a cuDNN/MIOpen convolution op (benchmark
-    mode timing algorithms, ``torch.backends.cudnn.benchmark = True``), and
-    Triton's ``compile`` frames (a kernel compiled on its first call)."""
+    mode timing algorithms, ``torch.backends.cudnn.benchmark = True``),
+    Triton's ``compile`` frames (a kernel compiled on its first call) and
+    torch.compile's compile phases (:data:`COMPILE_PHASES`)."""
     cpu = ev.cpu
     if cpu.empty:
         return cpu
@@ -122,6 +129,9 @@ def tuning_rows(ev: RankEvents) -> pd.DataFrame:
     frames = cpu[cpu["s_cat"].eq("python_function")]
     if len(frames):
         picked.append(frames[_matching(frames["s_name"], TRITON_COMPILE)])
+    notes = cpu[cpu["s_cat"].isin(("user_annotation", "cpu_op"))]
+    if len(notes):
+        picked.append(notes[_matching(notes["s_name"], COMPILE_PHASES)])
     picked = [p for p in picked if len(p)]
     return pd.concat(picked) if picked else cpu.iloc[0:0]
 

@@ -1,0 +1,223 @@
+"""What each collective of a rank does: gradient sync, tensor-parallel activations, experts, pipeline.
+
+Exposed communication has a different fix for each parallelism: a data-parallel
+gradient all-reduce overlaps with the backward pass (DDP buckets); a
+tensor-parallel all-reduce or all-gather sits on every forward's critical path
+(fewer tensor-parallel ranks, async TP); an expert-parallel all-to-all moves
+tokens to their experts (overlap dispatch and combine with compute); a
+pipeline's send/recv hands activations to the next stage (more micro-batches).
+The replay's ``gradient reduction overlapped`` edit models only the first.
+
+A collective is classified from the host op that launched it
+(``nccl:all_reduce``, ``c10d::alltoall_base_``, ``record_param_comms``...:
+NCCL runs small all-reduces and all-to-alls as ``SendRecv`` kernels, and
+2.19+'s generic kernel names no operation), else from its kernel's name
+(``ncclDevKernel_AllGather_RING_LL``), and from where in the step it was launched: before
+the step's first backward event (the forward pass), or after it. In a rank
+without a backward pass every collective is the forward's.
+
+* ``ep``: all-to-all (``AllToAll``, ``all_to_all``; DeepEP's dispatch/combine
+  kernels, ``ep::internode``/``intranode``, which NCCL does not name): a
+  mixture of experts' token exchange, or sharded embeddings' (DLRM);
+* ``pp``: send/recv (``SendRecv``, ``Send``, ``Recv``, ``nccl:send``...);
+* ``tp``: all-reduce, all-gather or reduce-scatter in the forward pass (or at
+  inference), and in the backward of a rank whose forward has them and that
+  runs no DDP (``DistributedDataParallel.forward``): a tensor-parallel layer
+  reduces in its backward too;
+* ``fsdp``: all-gather in the backward pass, or in the forward of a rank with
+  ``FullyShardedDataParallel`` annotations (parameters gathered before use);
+* ``dp``: all-reduce or reduce-scatter in the backward pass otherwise (DDP's
+  and ZeRO's gradient reduction), broadcasts;
+* ``other``: anything else (a barrier's all-reduce of one element counts with
+  its kind).
+
+Times are µs.
+"""
+from __future__ import annotations
+
+import re
+from typing import List
+
+import numpy as np
+import pandas as pd
+
+from ..model import CollectiveKind
+from .. import intervals
+from .events import COMMUNICATION, COMPUTATION, RankEvents
+from .host_ops import BACKWARD_MARKERS
+
+#: Kernel names of expert-parallel token exchange that NCCL does not name (DeepEP).
+EP_KERNEL = re.compile(r"\bep::(?:internode|intranode)|deep_?ep|dispatch.*moe|moe.*(?:dispatch|combine)",
+                       re.IGNORECASE)
+#: The collective a kernel or host op name says, in order of precedence.
+OPERATIONS = (
+    ("all_to_all", re.compile(r"all_?to_?all|alltoall", re.IGNORECASE)),
+    ("send_recv", re.compile(r"send_?recv|sendrecv|\bsend\b|\brecv\b|nccl:send|nccl:recv|_send|_recv", re.IGNORECASE)),
+    ("reduce_scatter", re.compile(r"reduce_?scatter", re.IGNORECASE)),
+    ("all_gather", re.compile(r"all_?gather", re.IGNORECASE)),
+    ("all_reduce", re.compile(r"all_?reduce", re.IGNORECASE)),
+    ("broadcast", re.compile(r"broadcast", re.IGNORECASE)),
+)
+#: The kinds, in the order the report lists them.
+KINDS = ("dp", "tp", "fsdp", "ep", "pp", "other")
+#: What each kind is, in words for the report.
+LABELS = {"dp": "data-parallel gradient reduction", "tp": "tensor-parallel activation collectives",
+          "fsdp": "FSDP parameter gathers", "ep": "all-to-all exchanges (MoE token dispatch/combine, sharded embeddings)",
+          "pp": "pipeline send/recv", "other": "other collectives"}
+
+
+def operation(name: str) -> str:
+    """The collective a name says (:data:`OPERATIONS`), or ``""``."""
+    return next((op for op, pattern in OPERATIONS if pattern.search(name)), "")
+
+
+def collective_kinds(ev: RankEvents, w: np.ndarray, n_steps: int) -> List[CollectiveKind]:
+    """The rank's communication kernels in the analyzed (re-based) windows
+    ``w`` by kind (see the module doc): per kind, kernel time and its part
+    with no compute kernel running, µs per step over ``n_steps`` steps, and
+    kernels per step; most exposed time first. Empty without communication."""
+    comm = kinds_of(ev)
+    if comm.empty or not len(w):
+        return []
+    wu = intervals.union(w[:, 0], w[:, 1])
+    k = np.searchsorted(wu[:, 0], comm["ts"].to_numpy(float), side="right") - 1
+    comm = comm[(k >= 0) & (comm["ts"].to_numpy(float) < wu[np.maximum(k, 0), 1])]
+    if comm.empty:
+        return []
+    kinds = comm["kind"].to_numpy()
+    compute = ev.gpu_union(COMPUTATION)
+    out: List[CollectiveKind] = []
+    n = max(n_steps, 1)
+    for kind in KINDS:
+        rows = comm[kinds == kind]
+        if rows.empty:
+            continue
+        u = intervals.union(rows["ts"].to_numpy(float), rows["end"].to_numpy(float))
+        out.append(CollectiveKind(kind=kind, label=LABELS[kind], calls_per_step=len(rows) / n,
+                                  us_per_step=intervals.total(u) / n,
+                                  exposed_us_per_step=intervals.total(intervals.subtract(u, compute)) / n))
+    return sorted(out, key=lambda c: -c.exposed_us_per_step)
+
+
+def _kinds(ev: RankEvents, comm: pd.DataFrame) -> np.ndarray:
+    """The kind of each row of ``comm`` (communication kernels)."""
+    cpu = ev.cpu
+    # the host op names the collective (NCCL runs small all-reduces and all-to-alls as SendRecv kernels, and
+    # 2.19+'s generic kernel names none); the kernel's own name where no host op is found
+    ops_of = np.array([operation(o) or operation(n) for o, n in zip(_launch_ops(ev, comm),
+                                                                    comm["s_name"].astype(str))], dtype=object)
+    ep = comm["s_name"].astype(str).str.contains(EP_KERNEL).to_numpy()
+    ops_of[ep] = "all_to_all"
+    launched = _launch_times(ev, comm)
+    backward_at = _backward_starts(ev)
+    in_backward = np.zeros(len(comm), dtype=bool)
+    if len(backward_at):
+        steps = _step_starts(ev)
+        if len(steps):  # a collective is the backward's when a backward event started before it in its step
+            step_of = np.searchsorted(steps, launched, side="right") - 1
+            first_bw = np.full(len(steps), np.inf)
+            k = np.searchsorted(steps, backward_at, side="right") - 1
+            ok = k >= 0
+            np.minimum.at(first_bw, k[ok], backward_at[ok])
+            has = step_of >= 0
+            in_backward[has] = launched[has] >= first_bw[step_of[has]]
+        else:
+            in_backward = launched >= float(backward_at.min())
+    names = cpu["s_name"].astype(str)
+    ddp = bool(names.str.startswith("DistributedDataParallel.forward").any())
+    fsdp = bool(names.str.contains("FullyShardedDataParallel|FSDP::", regex=True).any())
+    forward_reduce = bool((~in_backward & np.isin(ops_of, ("all_reduce", "reduce_scatter", "all_gather"))).any())
+    out = np.full(len(comm), "other", dtype=object)
+    out[ops_of == "all_to_all"] = "ep"
+    out[ops_of == "send_recv"] = "pp"
+    gather = ops_of == "all_gather"
+    reduce = np.isin(ops_of, ("all_reduce", "reduce_scatter"))
+    out[gather & (in_backward | fsdp)] = "fsdp"
+    out[gather & ~in_backward & ~fsdp] = "tp"
+    out[reduce & ~in_backward] = "tp"
+    tp_backward = forward_reduce and not ddp and not fsdp
+    out[reduce & in_backward] = "tp" if tp_backward else "dp"
+    out[ops_of == "broadcast"] = "dp"
+    return out
+
+
+def _launch_ops(ev: RankEvents, comm: pd.DataFrame, lookback: int = 8) -> List[str]:
+    """Per communication kernel, the names of the collective host ops
+    (``nccl:*``, ``c10d::*``, ``record_param_comms``...) holding its launch
+    call on its thread, joined (``""`` where none is found); the ``lookback``
+    latest-starting ops before the call are searched."""
+    cpu = ev.cpu
+    if "correlation" not in cpu.columns or "correlation" not in comm.columns or comm.empty:
+        return [""] * len(comm)
+    calls = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver"))]
+    corr = pd.to_numeric(calls["correlation"], errors="coerce").to_numpy(float)
+    c_thr, c_ts = calls["thread"].to_numpy(), calls["ts"].to_numpy(float)
+    order = np.argsort(corr)
+    k_corr = pd.to_numeric(comm["correlation"], errors="coerce").to_numpy(float)
+    j = np.clip(np.searchsorted(corr[order], k_corr), 0, max(len(order) - 1, 0))
+    found = (len(order) > 0) & (corr[order][j] == k_corr) if len(order) else np.zeros(len(comm), dtype=bool)
+    holders = cpu[cpu["s_cat"].isin(("cpu_op", "user_annotation"))
+                  & cpu["s_name"].astype(str).str.contains(r"nccl:|c10d::|record_param_comms|gloo:|rccl", regex=True)]
+    by_thread = {int(t): (g["ts"].to_numpy(float), g["end"].to_numpy(float), g["s_name"].astype(str).to_numpy())
+                 for t, g in holders.sort_values("ts").groupby("thread", sort=False)}
+    out: List[str] = []
+    for ok, i in zip(np.atleast_1d(found).tolist(), j.tolist()):
+        if not ok:
+            out.append("")
+            continue
+        thr, t = int(c_thr[order][i]), float(c_ts[order][i])
+        held = by_thread.get(thr)
+        if held is None:
+            out.append("")
+            continue
+        ts, end, names = held
+        k = int(np.searchsorted(ts, t, side="right"))
+        out.append(" ".join(names[m] for m in range(max(0, k - lookback), k) if end[m] >= t))
+    return out
+
+
+def _launch_times(ev: RankEvents, comm: pd.DataFrame) -> np.ndarray:
+    """Per communication kernel, the host time of its launch call (its own start where none is found)."""
+    cpu = ev.cpu
+    ts = comm["ts"].to_numpy(float).copy()
+    if "correlation" not in cpu.columns or "correlation" not in comm.columns:
+        return ts
+    calls = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver"))]
+    at = dict(zip(pd.to_numeric(calls["correlation"], errors="coerce").tolist(), calls["ts"].to_numpy(float).tolist()))
+    for i, c in enumerate(pd.to_numeric(comm["correlation"], errors="coerce").tolist()):
+        if c in at:
+            ts[i] = at[c]
+    return ts
+
+
+def _backward_starts(ev: RankEvents) -> np.ndarray:
+    """Start times (µs) of the rank's backward events (:data:`~.host_ops.BACKWARD_MARKERS`
+    but the optimizer's annotations), sorted."""
+    cpu = ev.cpu
+    pattern = "|".join(m for m in BACKWARD_MARKERS if "Optimizer" not in m)
+    rows = cpu[cpu["s_name"].astype(str).str.contains(pattern, regex=True)]
+    return np.sort(rows["ts"].to_numpy(float))
+
+
+def _step_starts(ev: RankEvents) -> np.ndarray:
+    """Start times (µs) of the rank's ``ProfilerStep`` annotations, sorted."""
+    from .events import is_step
+    cpu = ev.cpu
+    return np.sort(cpu[is_step(cpu["s_name"])]["ts"].to_numpy(float))
+
+
+def kinds_of(ev: RankEvents) -> pd.DataFrame:
+    """The rank's communication kernels (rows of ``ev.gpu``, the whole trace)
+    with a ``kind`` column (see the module doc); made once per rank (kept in
+    ``ev.memo``: the analysis and the replay's overlap edit both read it)."""
+    held = ev.memo.get("collectives.kinds")
+    if held is None:
+        gpu = ev.gpu
+        if gpu.empty:
+            held = gpu.assign(kind=pd.Series([], dtype=object))
+        else:
+            names = gpu["s_name"].astype(str)
+            comm = gpu[gpu["kernel_type"].eq(COMMUNICATION).to_numpy() | names.str.contains(EP_KERNEL).to_numpy()]
+            held = comm.assign(kind=_kinds(ev, comm) if len(comm) else pd.Series([], dtype=object))
+        ev.memo["collectives.kinds"] = held
+    return held
