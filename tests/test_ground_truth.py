@@ -62,13 +62,17 @@ def test_idle_attribution(simple):
 
 
 def test_advice_on_simple_trace(simple):
+    bounds = {f.id: round(f.bound_pct, 6) for f in simple.findings}
     gains = {f.id: round(f.gain_pct, 6) for f in simple.findings}
-    # C12: 400 µs of "gemm" kernels, none on Tensor Cores (H100); C6: 550 µs idle minus the 100 µs
-    # the DataLoader finding claims and the 85 µs host-bound (C26) claims; C3: the 50 µs exposed
-    # pageable copy; C0: 2 analyzed steps (no gain). The claims add up to the 1000 µs step.
-    assert gains == {"tensor-cores-unused": 40.0, "low-gpu-utilization": 36.5, "dataloader-bound": 10.0,
-                     "host-bound": 8.5, "pageable-memcpy": 5.0, "trace-window": 0.0}
-    assert sum(gains.values()) == pytest.approx(100.0)
+    # what each rule measured: C12: 400 µs of "gemm" kernels, none on Tensor Cores (H100); C6: 550 µs
+    # idle minus the 100 µs the DataLoader finding claims and the 85 µs host-bound (C26) claims; C3:
+    # the 50 µs exposed pageable copy; C0: 2 analyzed steps (no gain). They add up to the 1000 µs step.
+    assert bounds == {"tensor-cores-unused": 40.0, "low-gpu-utilization": 36.5, "dataloader-bound": 10.0,
+                      "host-bound": 8.5, "pageable-memcpy": 5.0, "trace-window": 0.0}
+    assert sum(bounds.values()) == pytest.approx(100.0)
+    # the gains of the fixes the replay predicts are their predictions: Tensor Cores and pinned copies
+    # save nothing on a step the host sets; the DataLoader's workers save its 10 %
+    assert gains == dict(bounds, **{"tensor-cores-unused": 0.0, "pageable-memcpy": 0.0})
     # severity follows what the fix is expected to save: the host sets this step (the GPU idles 55 %
     # of it and nothing waits for the GPU), so the replay finds Tensor Cores and pinned copies alone
     # save nothing: low, whatever their bound, and listed after the medium and high ones

@@ -10,6 +10,8 @@ from conftest import HERE, SHARED_FOLDERS, SHARED_TRACES
 from hta_report.api import analyze
 from hta_report.render import render
 from hta_report.render.view import headline, rank_rows, run
+from hta_report.rules import AdviceConfig
+from hta_report.rules.base import severity
 from hta_report.rules.claims import POOLS, pool_size
 
 FIXTURES = HERE / "fixtures" / "plain_profiler"
@@ -208,10 +210,18 @@ def test_headline_idle_split_adds_up_to_htas_idle(results):
 def test_unfused_optimizer_on_a_cpu_trace():
     r = analyze(FIXTURES / "cpu_unfused_optimizer")
     f = r.findings[0]
-    assert f.id == "unfused-optimizer" and f.severity == "high"
+    # the severity follows the replay's prediction (the fix keeps the per-parameter ops on the CPU;
+    # it removes the Python between them), not the optimizer's share of the step: 7 % here, whose
+    # 80 % interval reaches the step (the steps vary), so low, not the medium 7 % alone would give
+    assert f.id == "unfused-optimizer" and f.whatif is not None
+    assert not f.whatif.measurable and severity(f.gain_pct, AdviceConfig()) == "medium" and f.severity == "low"
+    assert f.bound_pct > 25 and f.gain_pct < f.bound_pct
     o = r.ranks[0].optimizer
     assert not o.multi_tensor and o.ops_per_step > 100
-    assert f.gain_ms_per_step * 1e3 == pytest.approx(o.step_us_per_step)
+    # the rule measured the single-tensor step; the fix keeps its arithmetic (a range), and the gain
+    # is what the replay predicts it saves
+    assert f.bound_ms_per_step * 1e3 == pytest.approx(o.step_us_per_step)
+    assert f.whatif is not None and 0 < f.gain_ms_per_step * 1e3 < o.step_us_per_step
     assert "fused=True" in f.fix
 
 

@@ -72,7 +72,7 @@ def test_dataloader_bound_fires_with_the_gpu_idle_it_causes(tmp_path):
     r = run(tmp_path, dataloader_trace(DL_WORKERS, 300))
     f = finding(r, "dataloader-bound")
     # the GPU idles [t, t+300] while the host is in the DataLoader
-    assert f.gain_pct == pytest.approx(30.0) and f.gain_ms_per_step == pytest.approx(0.3)
+    assert f.bound_pct == pytest.approx(30.0) and f.bound_ms_per_step == pytest.approx(0.3)
     assert f.severity == "high" and f.rule == "C1" and "num_workers=" in f.fix
     assert status(r, "dataloader-main-process") == "fine"
 
@@ -85,14 +85,14 @@ def test_dataloader_under_threshold_is_fine(tmp_path):
 def test_dataloader_main_process_fires(tmp_path):
     r = run(tmp_path, dataloader_trace(DL_MAIN, 30))  # 3 %: under dataloader-bound's 5 %
     f = finding(r, "dataloader-main-process")
-    assert f.gain_pct == pytest.approx(3.0) and "num_workers=max(1" in f.fix
+    assert f.bound_pct == pytest.approx(3.0) and "num_workers=max(1" in f.fix
     assert status(r, "dataloader-bound") == "fine"
 
 
 def test_dataloader_main_process_is_covered_by_dataloader_bound(tmp_path):
     # the same wait: counted once, by dataloader-bound, whose evidence names the main process
     r = run(tmp_path / "a", dataloader_trace(DL_MAIN, 300))
-    assert finding(r, "dataloader-bound").gain_pct == pytest.approx(30.0)
+    assert finding(r, "dataloader-bound").bound_pct == pytest.approx(30.0)
     assert any("main process" in e for e in finding(r, "dataloader-bound").evidence)
     check = next(c for c in r.checks if c.id == "dataloader-main-process")
     assert check.status == "covered" and "dataloader-bound" in check.detail
@@ -109,7 +109,7 @@ def test_dataloader_bound_on_a_cpu_only_trace_uses_host_time(tmp_path):
         b.cpu_op("aten::conv2d", t + 250, 700)
     r = run(tmp_path, steps(body, gpu_name=None))
     assert not r.ranks[0].has_gpu
-    assert finding(r, "dataloader-bound").gain_pct == pytest.approx(25.0)
+    assert finding(r, "dataloader-bound").bound_pct == pytest.approx(25.0)
     assert status(r, "low-gpu-utilization") == "not checked"
 
 
@@ -128,7 +128,7 @@ def test_pageable_memcpy_fires_with_exposed_copy_and_idle_after_it(tmp_path):
     # 200 µs of copy with no kernel + the gap [t+210, t+220] that begins as the call returns
     assert r.ranks[0].memcpy.pageable_exposed_us_per_step == 200
     assert r.ranks[0].idle_attribution.pageable_copy_us == 10
-    assert f.gain_pct == pytest.approx(21.0)
+    assert f.bound_pct == pytest.approx(21.0)
     assert "pin_memory=True" in f.fix and "non_blocking=True" in f.fix
     assert status(r, "exposed-memcpy") == "fine"  # the pageable copy is C3's
 
@@ -149,7 +149,7 @@ def test_pageable_memcpy_says_the_pin_would_run_on_the_training_thread(tmp_path)
 def test_pinned_copies_do_not_fire_pageable_but_exposed_memcpy(tmp_path):
     r = run(tmp_path, copy_trace("Pinned", blocking_call=False))
     assert status(r, "pageable-memcpy") == "fine"
-    assert finding(r, "exposed-memcpy").gain_pct == pytest.approx(20.0)
+    assert finding(r, "exposed-memcpy").bound_pct == pytest.approx(20.0)
 
 
 def test_exposed_memcpy_fine_when_the_copy_overlaps_compute(tmp_path):
@@ -179,7 +179,7 @@ def test_blocking_copy_fires(tmp_path):
     assert (m.blocking_copies_per_step, m.blocking_copy_us_per_step) == (1, 210)
     # its copy is exposed 200 µs, then the GPU idles [t+210, t+225] (the gap begins inside the op)
     assert m.blocking_exposed_us_per_step == 200 and r.ranks[0].idle_attribution.blocking_copy_us == 15
-    assert f.gain_pct == pytest.approx(21.5) and "non_blocking=True" in f.fix
+    assert f.bound_pct == pytest.approx(21.5) and "non_blocking=True" in f.fix
     assert status(r, "exposed-memcpy") == "fine"
 
 
@@ -211,7 +211,7 @@ def test_sync_fires_with_the_gap_it_opens(tmp_path):
     # the wait, then launches the next step's first kernel only as the GPU finishes: [t'+0, t'+10]
     a = r.ranks[0].idle_attribution
     assert a.sync_us == 210 and a.sync_lead_us == 10
-    assert f.gain_pct == pytest.approx(22.0) and "item()" in f.fix
+    assert f.bound_pct == pytest.approx(22.0) and "item()" in f.fix
 
 
 def test_sync_after_the_gpu_went_idle_costs_nothing(tmp_path):
@@ -227,7 +227,7 @@ def test_low_utilization_and_gaps_fire_with_unexplained_idle(tmp_path):
     assert (a.kernel_busy_us, a.idle_us) == (400, 600)
     # one symptom finding: low utilization claims the 600 µs; the gaps [1410, 2010], [2410, 3010],
     # [3410, 4000] (1790 µs over 3 steps, 59.7 %) are the same idle time
-    assert finding(r, "low-gpu-utilization").gain_pct == pytest.approx(60.0)
+    assert finding(r, "low-gpu-utilization").bound_pct == pytest.approx(60.0)
     assert status(r, "gpu-gaps") == "covered"
     assert sum(f.id in ("low-gpu-utilization", "gpu-gaps") for f in r.findings) == 1
 
@@ -238,7 +238,7 @@ def test_gaps_are_the_symptom_finding_when_utilization_is_fine(tmp_path):
         busy(b, t, start=450, end=1000)
     r = run(tmp_path, steps(body))
     assert status(r, "low-gpu-utilization") == "fine"
-    assert finding(r, "gpu-gaps").gain_pct == pytest.approx(15.0)  # [300, 450] each step
+    assert finding(r, "gpu-gaps").bound_pct == pytest.approx(15.0)  # [300, 450] each step
 
 
 def test_busy_gpu_is_fine_for_idle_rules(tmp_path):
@@ -284,7 +284,7 @@ def test_gpu_idle_fires_on_queued_work_that_waits(tmp_path):
     r = run(tmp_path, steps(body))
     assert r.ranks[0].idle_attribution.stream_wait_us == 300
     f = finding(r, "gpu-idle")
-    assert f.gain_pct == pytest.approx(30.0) and f.rank_gains[0].sources == {"idle:stream_wait": 300.0}
+    assert f.bound_pct == pytest.approx(30.0) and f.rank_gains[0].sources == {"idle:stream_wait": 300.0}
 
 
 def test_gpu_idle_fine_when_host_wait_dominates(tmp_path):
@@ -312,7 +312,7 @@ def test_launch_bound_fires(tmp_path):
     # the 107 µs gap from the previous step's last kernel: a long gap, host work
     assert a.launch_us == 89 * 7 and a.host_ops_us == 9 and a.unattributed_us == 98
     f = finding(r, "launch-bound")
-    assert f.gain_pct == pytest.approx(62.3) and "reduce-overhead" in f.fix
+    assert f.bound_pct == pytest.approx(62.3) and "reduce-overhead" in f.fix
     assert status(r, "host-bound") == "fine"
     assert r.ranks[0].launch.kernels_per_step == 90 and r.ranks[0].launch.median_kernel_us == 3
 
@@ -340,7 +340,7 @@ def test_launch_outliers_fire(tmp_path):
     # launches, at the end of the 300 µs gap from the previous step)
     assert r.ranks[0].launch.runtime_excess_us_per_step == 295
     assert r.ranks[0].idle_attribution.host_ops_us == 210
-    assert f.gain_pct == pytest.approx(21.0)
+    assert f.bound_pct == pytest.approx(21.0)
 
 
 def test_no_slow_launch_is_fine(tmp_path):
@@ -360,7 +360,7 @@ def test_full_launch_queue_fires_with_no_gain(tmp_path):
     r = run(tmp_path, queue_trace(1100))
     f = finding(r, "full-launch-queue")
     assert max(q.max for q in r.ranks[0].launch.queue) >= 1024
-    assert f.gain_ms_per_step == 0 and f.severity == "low"
+    assert f.bound_ms_per_step == 0 and f.severity == "low"
     assert r.ranks[0].launch.full_queue_pct > 5
 
 
@@ -374,7 +374,7 @@ def test_tensor_cores_unused_fires_on_fp32_gemms(tmp_path):
     r = run(tmp_path, steps(lambda b, t: busy(b, t, name=FP32_GEMM)))
     f = finding(r, "tensor-cores-unused")
     assert r.ranks[0].tensor_cores.compute_major == 9 and r.ranks[0].tensor_cores.tensor_core_pct == 0
-    assert f.gain_pct == pytest.approx(99.0) and "torch.autocast" in f.fix
+    assert f.bound_pct == pytest.approx(99.0) and "torch.autocast" in f.fix
 
 
 @pytest.mark.parametrize("name", [
@@ -402,12 +402,12 @@ def dataloader_then_fp32_gemm(b, t):
 def test_a_fix_the_replay_finds_off_the_critical_path_is_low(tmp_path):
     """The same fp32 GEMM filling the step, but the host never waits for it:
     the host's own time sets the step, so Tensor Cores alone buy nothing.
-    The bound stays (70 % of the step), the severity follows the
-    prediction, and the finding is listed after one whose fix saves time
-    though its bound is larger."""
+    The rule measured 70 % of the step (its bound), but the gain, the
+    severity and the order follow the prediction: the finding is listed after
+    one whose fix saves time though its bound is larger."""
     r = run(tmp_path, steps(dataloader_then_fp32_gemm))
     f = finding(r, "tensor-cores-unused")
-    assert f.gain_pct > 20 and f.whatif is not None
+    assert f.bound_pct > 20 and f.whatif is not None and f.gain_pct == pytest.approx(0.0, abs=0.1)
     assert f.whatif.step_us_after == pytest.approx(f.whatif.step_us_before, rel=1e-3)
     assert f.severity == "low" and expected_pct(f, r) == 0
     # the DataLoader's 30 % (a smaller bound than the GEMMs' 70 %) is what a fix buys here: it comes first
@@ -439,7 +439,7 @@ def test_misaligned_gemm_fires(tmp_path):
     f = finding(r, "misaligned-gemm")
     # at most what padding K = N = 1020 could save of the linear's 500 µs kernel (issue 29): a bound, not all of it
     from hta_report.analysis.kernels import padding_bound
-    assert f.gain_pct == pytest.approx(50.0 * padding_bound("aten::linear", [[64, 1020], [1020, 1020]]))
+    assert f.bound_pct == pytest.approx(50.0 * padding_bound("aten::linear", [[64, 1020], [1020, 1020]]))
     assert "1020" in " ".join(f.evidence)
 
 
@@ -461,7 +461,7 @@ def comm_trace(comm_start: float, comm_us: float, compute_end: float = 500) -> C
 def test_exposed_communication_fires(tmp_path):
     r = run(tmp_path, steps(comm_trace(500, 300)))
     f = finding(r, "exposed-communication")
-    assert f.gain_pct == pytest.approx(30.0) and "unknown (one rank" in f.evidence[0]
+    assert f.bound_pct == pytest.approx(30.0) and "unknown (one rank" in f.evidence[0]
     assert status(r, "rank-straggler") == "not checked"
 
 
@@ -481,7 +481,7 @@ def test_straggler_fires_on_sync_wait(tmp_path):
     r = run(tmp_path, fast, slow)
     assert [x.comm.sync_wait_us_per_step for x in r.ranks] == [500, 0]
     f = finding(r, "rank-straggler")
-    assert f.gain_pct == pytest.approx(50.0) and f.ranks == [1] and "Rank 1" in f.title
+    assert f.bound_pct == pytest.approx(50.0) and f.ranks == [1] and "Rank 1" in f.title
     assert status(r, "exposed-communication") == "fine"  # 600 exposed - 500 waiting = 10 %, not > 10 %
 
 
@@ -496,7 +496,7 @@ def test_data_parallel_fires_without_gain(tmp_path):
         busy(b, t)
     r = run(tmp_path, steps(body))
     f = finding(r, "data-parallel")
-    assert f.gain_ms_per_step == 0 and "DDP(" in f.fix
+    assert f.bound_ms_per_step == 0 and "DDP(" in f.fix
     r2 = run(tmp_path / "x", steps(lambda b, t: busy(b, t)))
     assert status(r2, "data-parallel") == "fine"
 
@@ -512,7 +512,7 @@ def gloo_trace(backend: str, gpu: bool = True) -> TraceBuilder:
 def test_gloo_on_gpus_fires(tmp_path):
     r = run(tmp_path, gloo_trace("gloo"))
     f = finding(r, "non-nccl-backend")
-    assert f.gain_pct == pytest.approx(20.0) and 'backend="nccl"' in f.fix
+    assert f.bound_pct == pytest.approx(20.0) and 'backend="nccl"' in f.fix
 
 
 def test_nccl_is_fine_and_gloo_on_cpu_not_checked(tmp_path):
@@ -542,7 +542,7 @@ def test_unfused_optimizer_fires(tmp_path):
     assert r.ranks[0].idle_attribution.optimizer_us == 340
     f = finding(r, "unfused-optimizer")
     # the bound: that idle and the kernels' 60 µs (a fused step runs a few kernels in their place)
-    assert f.gain_pct == pytest.approx(40.0) and "fused=True" in f.fix
+    assert f.bound_pct == pytest.approx(40.0) and "fused=True" in f.fix
     assert f.rank_gains[0].sources == {"idle:optimizer": 340.0, "compute": 60.0}
 
 
@@ -572,8 +572,10 @@ def test_optimizer_on_cpu_only_traces_is_judged_on_host_time(tmp_path):
             b.cpu_op("aten::add_", t + 1 + 10 * k, 8)
     r = run(tmp_path / "a", steps(lambda b, t: body(b, t, 30), gpu_name=None))
     f = finding(r, "unfused-optimizer")
-    assert f.gain_pct == pytest.approx(40.0) and "30 CPU ops" in f.title
-    assert f.rank_gains[0].sources == {"host:optimizer": 400.0}
+    assert f.bound_pct == pytest.approx(40.0) and "30 CPU ops" in f.title
+    # the gain is what the fused step saves (the region less the arithmetic it keeps), from the optimizer's time
+    assert set(f.rank_gains[0].sources) == {"host:optimizer"}
+    assert f.rank_gains[0].gain_us == pytest.approx(f.gain_ms_per_step * 1e3) and 0 < f.gain_pct < 40.0
     r = run(tmp_path / "b", steps(lambda b, t: body(b, t, 3), gpu_name=None))
     assert status(r, "unfused-optimizer") == "fine"
 
@@ -599,12 +601,12 @@ def test_zero_grad_zeros_fires(tmp_path):
     assert (o.zero_ops_per_step, o.zero_grad_kernel_us_per_step) == (10, 50)
     # GPU idle in zero_grad (200 - 50 µs) plus its kernels (50 µs)
     f = finding(r, "zero-grad-zeros")
-    assert f.gain_pct == pytest.approx(20.0) and "set_to_none=True" in f.fix
+    assert f.bound_pct == pytest.approx(20.0) and "set_to_none=True" in f.fix
 
 
 def test_zero_grad_on_cpu_uses_host_time(tmp_path):
     r = run(tmp_path, zero_grad_trace(inside_zeros=False, gpu=False))
-    assert finding(r, "zero-grad-zeros").gain_pct == pytest.approx(20.0)
+    assert finding(r, "zero-grad-zeros").bound_pct == pytest.approx(20.0)
 
 
 def test_zero_under_zeros_is_fine(tmp_path):
@@ -627,8 +629,8 @@ def test_step_outlier_fires(tmp_path):
     r = run(tmp_path, outlier_steps([1000] * 4 + [5000] + [1000] * 3))
     f = finding(r, "step-time-outliers")
     # steps 2-8 analyzed; step 5 is 4000 µs over the others: 571.4 µs per step of a 1571.4 µs mean
-    assert f.gain_ms_per_step == pytest.approx(4.0 / 7)
-    assert f.gain_pct == pytest.approx(100 * 4000 / 11000)
+    assert f.bound_ms_per_step == pytest.approx(4.0 / 7)
+    assert f.bound_pct == pytest.approx(100 * 4000 / 11000)
     assert "step 5 took 5.00 ms" in f.evidence[0]
 
 
@@ -641,10 +643,10 @@ def test_even_steps_are_fine_and_few_steps_not_checked(tmp_path):
 def test_findings_sorted_by_gain_and_every_rule_checked(tmp_path):
     r = run(tmp_path, steps(dataloader_then_fp32_gemm))
     # by severity (what the fix is expected to save), then by bound
-    keys = [(SEVERITY_RANK[f.severity], f.gain_pct) for f in r.findings]
+    keys = [(SEVERITY_RANK[f.severity], f.bound_pct) for f in r.findings]
     assert keys == sorted(keys, reverse=True)
     cfg = AdviceConfig()
-    assert all(f.severity == severity(expected_pct(f, r), cfg) and expected_pct(f, r) <= f.gain_pct
+    assert all(f.severity == severity(expected_pct(f, r), cfg) and expected_pct(f, r) <= f.bound_pct
                for f in r.findings)
     assert len(r.checks) == len(RULES)
     assert {c.status for c in r.checks} <= {"fired", "fine", "covered", "not checked"}
@@ -655,6 +657,6 @@ def test_config_thresholds_and_disable(tmp_path):
     b = dataloader_trace(DL_WORKERS, 30)  # 3 % DataLoader wait
     cfg = AdviceConfig(dataloader_pct=2.0, disable=["gpu-gaps"])
     r = run(tmp_path, b, config=cfg)
-    assert finding(r, "dataloader-bound").gain_pct == pytest.approx(3.0)
+    assert finding(r, "dataloader-bound").bound_pct == pytest.approx(3.0)
     assert "> 2 % of the step" in finding(r, "dataloader-bound").threshold
     assert status(r, "gpu-gaps") == "disabled"

@@ -4,6 +4,7 @@ others keep a bound; the reports show the prediction and the critical path;
 an edit only removes constraints, so it never predicts a slower step."""
 
 import json
+import re
 
 import pytest
 
@@ -16,8 +17,10 @@ from hta_report.rules.engine import RULES
 
 SAMPLE = REPO / "sample_traces" / "cpu_dataloader_bound"
 #: Shared runs where a rule with an edit fires (checked below) and the replay runs on GPU ranks.
-EDITED_RUNS = ["hta/distributed_info_unavailable", "tracelens/mi300_qwen_chat", "legacy/tb_resnet50_num_workers_4",
-               "hta/amd_trace"]
+EDITED_RUNS = ["hta/distributed_info_unavailable", "hta/trace_diff/control", "legacy/tb_resnet50_num_workers_4",
+               "tracelens/h100_bert_small"]
+#: Shared runs whose analyzed window is mostly one-off warm-up: no what-if is made there.
+WARMUP_RUNS = ["hta/amd_trace", "hta/alexnet"]
 
 
 def test_every_edit_a_rule_names_is_one_the_replay_makes():
@@ -28,7 +31,9 @@ def test_every_edit_a_rule_names_is_one_the_replay_makes():
                      "blocking-copy": "copies pinned and async", "zero-grad-zeros": "zero_grad sets None",
                      "launch-bound": "step in a CUDA graph", "tensor-cores-unused": "matmuls on Tensor Cores",
                      "exposed-communication": "gradient reduction overlapped",
-                     "unfused-optimizer": "optimizer fused"}
+                     "unfused-optimizer": "optimizer fused", "tiny-batches": "passes batched",
+                     "per-sample-ops": "loop vectorized", "train-mode-inference": "eval mode",
+                     "slow-cpu-kernels": "fast CPU kernels"}
 
 
 @pytest.fixture(scope="module")
@@ -57,42 +62,47 @@ def test_a_finding_with_an_edit_carries_its_rank_s_replayed_step(gpu_loader):
     assert 0 < f.whatif.step_us_after < f.whatif.step_us_before
 
 
-def test_a_cpu_only_dataloader_finding_keeps_its_bound_and_says_why(sample):
+def test_a_cpu_only_dataloader_finding_predicts_a_range_and_says_why(sample):
     """The README's sample, a CPU-only CNN loading its batches in the main
-    process: worker processes would take their CPU time from the cores the
-    training's threads use, which the trace does not show, so neither
-    DataLoader finding predicts a step (on this machine 2 workers saved 1.5
-    of the 5.6 ms a step the prediction claimed); the gain stays a bound,
-    labelled as one, and the evidence says why."""
-    from hta_report.rules.input import CPU_ONLY_BOUND
+    process: worker processes take their CPU time from the cores the
+    training's threads use, which the trace does not show, so the prediction
+    keeps part of the loading time (the middle of a measured range: on this
+    machine 2 workers kept 73 % of it) and its interval spans the range; the
+    evidence says why, and the fix speaks of threads, not GPUs."""
+    from hta_report.rules.input import CPU_ONLY_RANGE
 
     rank = sample.ranks[0]
     assert not rank.has_gpu and rank.replay.steps > 0
     hidden = next(w for w in rank.replay.whatifs if w.edit == "DataLoader hidden")
-    assert not hidden.applies and hidden.step_us_after == pytest.approx(hidden.step_us_before)
+    loading = rank.cpu.dataloader_us_per_step
+    assert hidden.applies and hidden.step_us_after == pytest.approx(hidden.step_us_before - 0.55 * loading, rel=1e-6)
+    assert hidden.step_us_low <= hidden.step_us_before - 0.9 * loading
+    assert hidden.step_us_high >= hidden.step_us_before - 0.2 * loading
     f = next(f for f in sample.findings if f.id == "dataloader-bound")
-    assert f.whatif is None and f.gain_ms_per_step > 0 and CPU_ONLY_BOUND in f.evidence
+    assert f.whatif == hidden and CPU_ONLY_RANGE in f.evidence
     assert "torch.set_num_threads" in f.fix and "cuda" not in f.fix and "pin_memory" not in f.fix  # no GPU here
     md = render(sample, "md")
-    assert "no prediction on a rank without GPU work" in md and "predicted after the fix" not in md
-    assert "(upper bound)" in render(sample, "html")
+    assert "keeps 10-80 % of the loading time" in md and "predicted after the fix" in md
 
 
 def test_reports_show_the_prediction_and_the_critical_path(gpu_loader, sample):
     f = next(f for f in gpu_loader.findings if f.id == "dataloader-bound")
     before, after = f.whatif.step_us_before / 1e3, f.whatif.step_us_after / 1e3
     md = render(gpu_loader, "md")
-    line = next(x for x in md.splitlines() if "predicted after the fix" in x)
-    assert f"{before:.2f} ms → {after:.2f} ms ({(after - before) / before * 100:+.1f} %) on rank 0" in line
+    line = next(x for x in md.splitlines() if "predicted after the fix" in x and "DataLoader" in x)
+    assert f"ms ({(after - before) / before * 100:+.1f} %" not in line  # the change follows the interval
+    assert re.search(r"step \d+\.\d+ → \d+\.\d+ ms \(\d+\.\d+–\d+\.\d+\), "
+                     + re.escape(f"{(after - before) / before * 100:+.1f} %, on rank 0"), line)
     assert "DataLoader" in line
     page = render(gpu_loader, "html")
     assert "Predicted after the fix:" in page and "Critical path (replay)" in page
     assert "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" in page.split("Critical path (replay)")[1]
     doc = json.loads(render(gpu_loader, "json"))
     f = next(f for f in doc["findings"] if f["id"] == "dataloader-bound")
-    assert set(f["whatif"]) >= {"edit", "step_us_before", "step_us_after"}
-    assert next(f for f in json.loads(render(sample, "json"))["findings"]
-                if f["id"] == "unfused-optimizer")["whatif"] is None  # no edit on a CPU rank: a bound
+    assert set(f["whatif"]) >= {"edit", "step_us_before", "step_us_after", "step_us_low", "step_us_high"}
+    straggler = analyze(REPO / "sample_traces" / "cpu_ddp_2ranks")
+    assert next(f for f in json.loads(render(straggler, "json"))["findings"]
+                if f["id"] == "rank-straggler")["whatif"] is None  # no edit: a bound
 
 
 @pytest.mark.parametrize("run", EDITED_RUNS)
@@ -115,6 +125,23 @@ def test_edits_never_predict_a_slower_step_and_together_beat_each_alone(run):
     for f in edited:
         assert f.whatif.edit == next(r.edit for r in RULES if r.id == f.id)
         assert f.whatif.rank in f.ranks
+
+
+@pytest.mark.parametrize("run", WARMUP_RUNS)
+def test_a_window_mostly_warm_up_makes_no_prediction(run):
+    """amd_trace (70 % of its window one-off warm-up) and alexnet (97 %): the
+    replay still reproduces the step and names its critical path, but no
+    what-if is made, no finding predicts, no Together, and the rank's note
+    and the report say why."""
+    path = SHARED_ROOT / run
+    if not path.is_dir():
+        pytest.skip(f"{path} not available (../shared is absent)")
+    result = analyze(path)
+    for x in result.ranks:
+        assert x.replay.steps and x.replay.whatifs == [] and "no what-if made" in x.replay.note
+    assert all(f.whatif is None for f in result.findings) and result.together is None
+    md = render(result, "md")
+    assert "fixed together" not in md and "predicted after the fix" not in md
 
 
 def test_removing_the_reads_of_a_rank_without_gpu_events_saves_their_host_time():
@@ -154,23 +181,29 @@ def test_sarif_carries_the_prediction(gpu_loader, sample):
     f = next(f for f in gpu_loader.findings if f.id == "dataloader-bound")
     assert "Predicted after the fix" in res["message"]["text"]
     assert res["properties"]["predicted_step_ms"] == pytest.approx(f.whatif.step_us_after / 1e3, abs=1e-3)
-    bound = json.loads(render(sample, "sarif"))  # the CPU-only sample: no finding predicts a step
-    for r in bound["runs"][0]["results"]:
-        assert "predicted_step_ms" not in r["properties"] and "Predicted" not in r["message"]["text"]
+    straggler = analyze(REPO / "sample_traces" / "cpu_ddp_2ranks")  # rank-straggler has no edit: no prediction
+    bound = json.loads(render(straggler, "sarif"))
+    r = next(r for r in bound["runs"][0]["results"] if r["ruleId"] == "rank-straggler")
+    assert "predicted_step_ms" not in r["properties"] and "Predicted" not in r["message"]["text"]
 
 
-def test_a_prediction_beyond_the_finding_s_share_says_so(sample):
-    """A CUDA graph removes the host-bound time too (measured on an H200: 6.26 -> 0.44 ms, where
-    launch-bound claimed 3.67 ms): the prediction says it reaches other findings' time."""
-    from hta_report.model import Finding, RankGain, WhatIf
-    from hta_report.render.view import prediction
+def test_a_finding_with_a_prediction_states_it_as_its_gain(gpu_loader):
+    """The gain shown is the prediction with its interval, not an "up to"
+    bound beside it; a finding without one shows its bound, labelled so; and
+    an interval that reaches the measured step says no measurable gain."""
+    import dataclasses
+    from hta_report.render.view import FindingRow
 
-    def finding(after_us: float) -> Finding:
-        return Finding(id="launch-bound", severity="high", title="t", evidence=[], fix="f", doc_url="", gain_pct=58.7,
-                       gain_ms_per_step=3.67, ranks=[0], rank_gains=[RankGain(rank=0, gain_us=3670.0, gain_pct=58.7)],
-                       whatif=WhatIf(edit="step in a CUDA graph", step_us_before=6260.0, step_us_after=after_us, rank=0))
-    assert "other findings claim" in prediction(sample, finding(317.0))
-    assert "other findings claim" not in prediction(sample, finding(6260.0 - 3670.0))
+    sample = gpu_loader
+    f = next(f for f in sample.findings if f.id == "dataloader-bound")
+    row = FindingRow.of(sample, f)
+    assert row.gain.startswith("saves ") and "80 %:" in row.gain and row.gain_note == ""
+    w = f.whatif
+    assert f.gain_ms_per_step * 1e3 == pytest.approx(w.step_us_before - w.step_us_after)
+    bound = FindingRow.of(sample, dataclasses.replace(f, whatif=None))
+    assert bound.gain.startswith("up to ") and "upper bound" in bound.gain_note
+    flat = dataclasses.replace(f, whatif=dataclasses.replace(w, step_us_high=w.step_us_before * 1.1))
+    assert FindingRow.of(sample, flat).gain.startswith("no measurable gain expected")
 
 
 def test_an_edit_that_changes_nothing_leaves_the_finding_its_bound(sample):

@@ -12,7 +12,7 @@ import math
 
 from ..errors import plural
 
-__all__ = ["ms", "pct", "num", "size", "gbps", "fixed", "MAX_FIXED", "plural", "run_name"]
+__all__ = ["ms", "pct", "num", "size", "gbps", "fixed", "MAX_FIXED", "plural", "run_name", "ms_range"]
 
 #: Smallest magnitude written in scientific notation rather than fixed-point
 #: (a thousand trillion: 31 years in µs, a petabyte in bytes).
@@ -43,6 +43,28 @@ def ms(us: float) -> str:
         return f"{fixed(us / 1e3, 2)} ms"
     except OverflowError:  # an integer past the float range
         return f"{fixed(us // 1000, 2)} ms"
+
+
+def interval_digits(low_us: float, high_us: float) -> int:
+    """Decimals of a time in ms that an interval from ``low_us`` to
+    ``high_us`` (µs) supports: two significant digits of its half-width,
+    0 to 3 decimals (a half-width of 0.85 ms: 2; 8.5 ms: 1; 85 ms: 0)."""
+    half = abs(high_us - low_us) / 2e3
+    if not math.isfinite(half) or half <= 0:
+        return 2
+    return int(min(3, max(0, 1 - math.floor(math.log10(half)))))
+
+
+def ms_range(before_us: float, after_us: float, low_us: float, high_us: float) -> str:
+    """A predicted step with its interval, rounded to what the interval
+    supports (:func:`interval_digits`): ``"16.8 → 10.8 ms (9.9–11.6)"``.
+    Magnitudes of :data:`MAX_FIXED` or more in scientific notation."""
+    d = interval_digits(low_us, high_us)
+    try:
+        b, a, lo, hi = (fixed(x / 1e3, d) for x in (before_us, after_us, low_us, high_us))
+    except OverflowError:  # an integer past the float range
+        b, a, lo, hi = (fixed(x // 1000, d) for x in (before_us, after_us, low_us, high_us))
+    return f"{b} → {a} ms ({lo}–{hi})"
 
 
 def pct(value: float) -> str:

@@ -29,7 +29,7 @@ from ..escape import is_image_data_uri, md_cell, md_code, md_code_block, md_html
 from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, IDLE_CAUSE_LABELS, MEMORY_STEP, OCCUPANCY_STEP, SPAN_STEP,
                      STEP_BREAKDOWN_STEP, TEMPORAL_STEP, TENSORBOARD_STEP, WINDOWS_STEP, AnalysisResult, Finding, GateResult,
                      NamedTime, RankResult, SourceLocation, WhatIf, is_doc_url, is_source_url)
-from ..model import ALL_EDITS, saves
+from ..model import saves
 from ..names import short_names
 from . import fmt
 
@@ -187,7 +187,8 @@ class FindingRow:
             doc_url=f.doc_url if is_doc_url(f.doc_url) else "", threshold=f.threshold,
             ranks=", ".join(str(r) for r in f.ranks), share=fmt.pct(f.share_pct),
             gain=_gain(result, f), gain_pct=f.gain_pct,
-            gain_note=" if the cause were removed (upper bound)" if f.gain_ms_per_step > 0 else "",
+            gain_note=" if the cause were removed (upper bound)" if f.gain_ms_per_step > 0 and f.whatif is None
+            else "",
             lines=tuple(SourceLineRow.of(loc) for loc in f.locations), prediction=prediction(result, f),
             edit=f.whatif.description if f.whatif is not None else "")
 
@@ -376,8 +377,8 @@ class PathRow:
 class ReplayView:
     """A rank's replay (:class:`~hta_report.model.Replay`): ``fidelity`` (the
     replayed step against the measured one), ``path`` (the top entries of
-    the critical path), ``together`` (every edit at once, in words; empty
-    when the rank has none that changes its step) and ``note`` (what the
+    the critical path), ``together`` (what the findings' fixes buy together
+    where that is on this rank, as the headline says it; empty elsewhere) and ``note`` (what the
     replay leaves out, or why the rank was not replayed; ``notes``: its
     parts, one per line)."""
 
@@ -390,18 +391,16 @@ class ReplayView:
     notes: Tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, r: RankResult) -> "ReplayView":
+    def of(cls, r: RankResult, together: str = "") -> "ReplayView":
+        """The rank's replay; ``together`` is what the findings' fixes buy
+        together when that is on this rank (the headline's figure, the same
+        replay: a rank shows no prediction the findings do not)."""
         rp = r.replay
         if rp.steps == 0:
             return cls(replayed=False, fidelity="", path=(), host_share="", together="", note=rp.note)
         per = "per step" if r.steps.count > 0 else "over the traced window"
         total = sum(op.us for op in rp.critical_path)
         whole = rp.replayed_step_us if rp.replayed_step_us > 0 else total
-        together = ""
-        for w in rp.whatifs:
-            if w.edit == ALL_EDITS and w.step_us_before > 0 and w.step_us_after < w.step_us_before * 0.995:
-                together = (f"Every edit the replay knows, together: {fmt.ms(w.step_us_before)} → "
-                            f"{fmt.ms(w.step_us_after)} ({_change(w.step_us_before, w.step_us_after)}) {per}")
         return cls(replayed=True,
                    fidelity=(f"replayed {fmt.ms(rp.replayed_step_us)} {per} against {fmt.ms(rp.measured_step_us)} "
                              f"measured ({fmt.pct(rp.error_pct)} apart) over {fmt.plural(rp.steps, 'step')}"),
@@ -706,12 +705,12 @@ class RankDetail:
 
     @classmethod
     def of(cls, r: RankResult, x: RankFigures, last_step_included: bool,
-           charts: Mapping[str, str]) -> "RankDetail":
+           charts: Mapping[str, str], together: str = "") -> "RankDetail":
         labels = short_names([k.name for k in r.top_kernels])
         m, c, ln, cpu = r.memcpy, r.comm, r.launch, r.cpu
         return cls(
             rank=str(r.rank), file=r.file, has_gpu=r.has_gpu, failures=_failures(r),
-            workload=r.workload.label, workload_evidence=tuple(r.workload.evidence), replay=ReplayView.of(r),
+            workload=r.workload.label, workload_evidence=tuple(r.workload.evidence), replay=ReplayView.of(r, together),
             steps=tuple(StepRow(number=str(s.number), duration=fmt.ms(s.duration_us), warmup=s.warmup)
                         for s in r.steps.steps),
             step_stats=StepStatsView(
@@ -930,11 +929,15 @@ class HeadlineSection(Section):
             causes = f" ({self.causes})" if self.causes else ""
             lines.append(f"**GPU busy {self.busy}** {self.window} (kernels {self.kernels}), idle {self.idle}"
                          f"{causes} · {self.step} · {run.ranks} · {run.devices_markdown()}{kind}")
+        elif self.integrity:
+            lines.append(f"No GPU records in the traces (CPU-side metrics only) · {self.step} · {run.ranks} · "
+                         f"{run.devices_markdown()}{kind}")
         else:
             lines.append(f"No GPU activity in the traces (CPU-side metrics only) · {self.step} · {run.ranks} · "
                          f"{run.devices_markdown()}{kind}")
-        if self.has_gpu and self.integrity:
-            lines += ["", "**Read the GPU figures with care:**", ""] + [f"- {md_text(n)}" for n in self.integrity]
+        if self.integrity:
+            title = "Read the GPU figures with care:" if self.has_gpu else "The GPU side of the traces is missing:"
+            lines += ["", f"**{title}**", ""] + [f"- {md_text(n)}" for n in self.integrity]
         lines += ["", md_code(run.input) + (f" · {md_text(run.workload)}" if run.workload else "")]
         if run.world_note:
             lines += ["", f"> {md_text(run.world_note)}"]
@@ -964,7 +967,9 @@ class HeadlineSection(Section):
                          + (f" ({terminal(self.causes)})" if self.causes else ""))
             lines += [f"read with care: {terminal(n)}" for n in self.integrity]
         else:
-            lines.append("No GPU activity in the traces (CPU-side metrics only)")
+            lines.append("No GPU records in the traces (CPU-side metrics only)" if self.integrity
+                         else "No GPU activity in the traces (CPU-side metrics only)")
+            lines += [f"GPU side missing: {terminal(n)}" for n in self.integrity]
         lines.append(f"{terminal(run.name)}: {run.ranks}, " + (f"{terminal(run.kind)}, " if run.kind else "")
                      + f"{self.step}, devices: {terminal(run.devices)}")
         if run.world_note:
@@ -1161,7 +1166,9 @@ class RankDetailsSection(Section):
     def of(cls, b: Basis) -> "RankDetailsSection":
         result = b.result
         return cls(has_gpu=result.aggregate.gpu_ranks > 0,
-                   ranks=tuple(RankDetail.of(r, x, result.inventory.last_step_included, b.charts)
+                   ranks=tuple(RankDetail.of(r, x, result.inventory.last_step_included, b.charts,
+                                             together(result) if result.together is not None
+                                             and result.together.rank == r.rank else "")
                                for r, x in b.shown_pairs()), more=b.more())
 
     def markdown(self) -> List[str]:
@@ -1424,19 +1431,38 @@ def _stepped(result: AnalysisResult, f: Finding) -> bool:
 
 
 def _gain(result: AnalysisResult, f: Finding) -> str:
+    """A finding's gain in words: what its fix is predicted to save, with the
+    interval, where the replay predicts it (its ``whatif``; the finding's
+    gain is then that saving, :func:`hta_report.rules.base.follow_prediction`);
+    else its upper bound."""
+    per = "per step" if _stepped(result, f) else "over the trace"
+    of = "of the step" if _stepped(result, f) else "of the traced window"
+    w = f.whatif
+    if w is not None and w.step_us_before > 0:
+        if no_measurable_gain(w):
+            return f"no measurable gain expected ({fmt.ms(w.step_us_before - w.step_us_after)} {per}, within the noise)"
+        saved = w.step_us_before - w.step_us_after
+        return (f"saves {fmt.ms(saved)} {per} ({fmt.pct(100 * saved / w.step_us_before)} {of}; "
+                f"80 %: {fmt.ms(max(0.0, w.step_us_before - w.step_us_high))}–"
+                f"{fmt.ms(max(0.0, w.step_us_before - w.step_us_low))})")
     if f.gain_ms_per_step <= 0:
         return "no gain estimate"
-    if _stepped(result, f):
-        return f"up to {fmt.ms(f.gain_ms_per_step * 1e3)} per step ({fmt.pct(f.gain_pct)} of the step)"
-    return f"up to {fmt.ms(f.gain_ms_per_step * 1e3)} over the trace ({fmt.pct(f.gain_pct)} of the traced window)"
+    return f"up to {fmt.ms(f.gain_ms_per_step * 1e3)} {per} ({fmt.pct(f.gain_pct)} {of})"
+
+
+def no_measurable_gain(w: WhatIf) -> bool:
+    """Whether the prediction ``w``'s 80 % interval reaches its step as
+    measured: the fix may save nothing the noise would not hide."""
+    return not w.measurable
 
 
 def together(result: AnalysisResult) -> str:
-    """What the fixes with a replayed edit buy together
-    (:attr:`AnalysisResult.together`), with what each predicts alone:
-    ``"dataloader-bound and sync-in-step fixed together: step 20.00 ms →
-    12.00 ms (-40.0 %) on rank 0, replaying the trace (each alone: -30.0 %,
-    -15.0 %)"``; empty without one."""
+    """What the fixes with a prediction buy together
+    (:attr:`AnalysisResult.together`), with what each predicts alone and the
+    findings it leaves out: ``"dataloader-bound and sync-in-step fixed
+    together: step 20.0 → 12.0 ms (10.4–13.9), -40.0 %, on rank 0, replaying
+    the trace (each alone: -30.0 %, -15.0 %); not in it: rank-straggler
+    (no edit of the trace), ..."``; empty without one."""
     w = result.together
     if w is None or not w.step_us_before > 0:
         return ""
@@ -1444,22 +1470,23 @@ def together(result: AnalysisResult) -> str:
     mine = [f for f in result.findings if f.whatif is not None and f.whatif.edit in parts and w.rank in f.ranks]
     if len(mine) < 2:
         return ""
-    rank = next((x for x in result.ranks if x.rank == w.rank), None)
-    singles = {x.edit: x for x in rank.replay.whatifs} if rank is not None else {}
-    alone = [_change(x.step_us_before, x.step_us_after) for x in
-             (singles.get(f.whatif.edit) for f in mine if f.whatif is not None) if x is not None]
+    alone = [_change(f.whatif.step_us_before, f.whatif.step_us_after) for f in mine if f.whatif is not None]
     names = ", ".join(f.id for f in mine[:-1]) + f" and {mine[-1].id}"
+    left = [f.id + (" (no prediction)" if f.whatif is None else " (not replayed with the others)")
+            for f in result.findings if f not in mine and f.gain_pct >= TOP_MIN_GAIN_PCT]
     return (f"{names} fixed together: {_step_change(result, w)}, replaying the trace"
-            + (f" (each alone: {', '.join(alone)})" if alone else ""))
+            + (f" (each alone: {', '.join(alone)})" if alone else "")
+            + (f"; not in it: {', '.join(left)}" if left else ""))
 
 
 def _step_change(result: AnalysisResult, w: WhatIf) -> str:
-    """A what-if in words: ``"step 16.75 ms → 10.81 ms (-35.5 %) on rank 0"``
-    (``traced window`` where the rank has no ``ProfilerStep``)."""
+    """A what-if in words, with its 80 % interval: ``"step 16.8 → 10.8 ms
+    (9.9–11.6), -35.5 %, on rank 0"`` (``traced window`` where the rank has no
+    ``ProfilerStep``)."""
     steps = {r.rank: r.steps.count > 0 for r in result.ranks}
     unit = "step" if steps.get(w.rank, True) else "traced window"
-    return (f"{unit} {fmt.ms(w.step_us_before)} → {fmt.ms(w.step_us_after)} "
-            f"({_change(w.step_us_before, w.step_us_after)}) on rank {w.rank}")
+    return (f"{unit} {fmt.ms_range(w.step_us_before, w.step_us_after, w.step_us_low, w.step_us_high)}, "
+            f"{_change(w.step_us_before, w.step_us_after)}, on rank {w.rank}")
 
 
 def _change(before: float, after: float) -> str:
@@ -1467,27 +1494,21 @@ def _change(before: float, after: float) -> str:
     return f"{fmt.fixed((after - before) / before * 100, 1, sign=True, grouped=False)} %"
 
 
-#: A prediction that saves more than this many times the finding's own gain says the fix reaches
-#: time other findings claim (a CUDA graph removes host-bound time too): 1.1, so a replay that
-#: merely rounds differently from the ledger says nothing.
-OWN_SHARE_EXCEEDED = 1.1
-
-
 def prediction(result: AnalysisResult, f: Finding) -> str:
-    """The replay's prediction for ``f``'s fix (``Finding.whatif``):
-    ``"step 16.75 ms → 10.81 ms (-35.5 %) on rank 0"``; empty without one
-    (``FindingRow.edit`` says what the replay changed). Where it saves more
-    than :data:`OWN_SHARE_EXCEEDED` times the finding's gain on that rank,
-    it says the fix also removes time other findings claim."""
+    """The replay's prediction for ``f``'s fix (``Finding.whatif``) with its
+    80 % interval: ``"step 16.8 → 10.8 ms (9.9–11.6), -35.5 %, on rank 0"``;
+    ``"...: no measurable gain expected"`` where the interval reaches the
+    step as measured, with what the critical path runs through instead where
+    the fix saves nothing; empty without one (``FindingRow.edit`` says what
+    the replay changed)."""
     w = f.whatif
     if w is None or not w.step_us_before > 0:
         return ""
     text = _step_change(result, w)
-    own = next((g.gain_us for g in f.rank_gains if g.rank == w.rank), None)
-    if own is not None and w.step_us_before - w.step_us_after > OWN_SHARE_EXCEEDED * own:
-        text += " (more than this finding's own share: the fix also removes time other findings claim)"
-    elif not saves(w):
+    if not saves(w):
         text += _off_the_path(result, w.rank)
+    elif no_measurable_gain(w):
+        text += ": no measurable gain expected"
     return text
 
 
@@ -1504,12 +1525,12 @@ def _off_the_path(result: AnalysisResult, rank: int) -> str:
     r = next((r for r in result.ranks if r.rank == rank), None)
     path = r.replay.critical_path[:OFF_PATH_ENTRIES] if r is not None else []
     if not path:
-        return " (no gain alone)"
+        return ": no gain alone"
     short = short_names(op.name for op in path if op.kind == "gpu")
     parts = [f"{short.get(op.name, op.name) if op.kind == 'gpu' else op.name} {fmt.ms(op.us)}" for op in path]
     per = "per step" if r is not None and r.steps.count > 0 else "over the traced window"
-    return (f" (no gain alone: what it shortens is off the replayed critical path, which runs through "
-            f"{', '.join(parts)} {per})")
+    return (f": no gain alone, what it shortens is off the replayed critical path, which runs through "
+            f"{', '.join(parts)} {per}")
 
 
 def stack_note(result: AnalysisResult) -> str:

@@ -10,12 +10,13 @@ already claimed by another finding, or "not checked" with what the traces lack.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import combinations
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, COMMUNICATION_STEP, CPU_SIDE_STEP, MEMCPY_STEP,
                      STEP_TIMES_STEP, WINDOWS_STEP, AnalysisResult, Finding, RankGain, RankResult, WhatIf,
-                     combined_edit, saves)
-from .claims import Claims, Ledger
+                     combined_edit)
+from .claims import Claims, Ledger, raise_pools
 from .config import AdviceConfig
 
 DOCS_TUNING = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
@@ -183,23 +184,78 @@ def severity(gain_pct: float, cfg: AdviceConfig) -> str:
 FIDELITY_MAX_PCT = 10.0
 
 
-def expected_pct(f: Finding, result: AnalysisResult) -> float:
-    """What ``f``'s fix is expected to save, % of the step: where the replay
-    predicts it (``f.whatif``, on a rank of ``result`` whose replay reproduces
-    its measured step within :data:`FIDELITY_MAX_PCT`), the predicted saving,
-    at most the finding's own bound ``gain_pct`` (time past it is claimed by
-    other findings, and no two findings claim the same time); elsewhere the
-    bound. A fix the replay says saves nothing alone (what it shortens is off
-    the critical path) expects 0. The engine sets findings' severity by it
-    (:func:`hta_report.rules.engine.advise`)."""
-    w = f.whatif
-    if w is None or w.step_us_before <= 0:
-        return f.gain_pct
+def trusted(w: Optional[WhatIf], result: AnalysisResult) -> bool:
+    """Whether the replay's prediction ``w`` is one the report stands by: it
+    applies, on a rank of ``result`` that was replayed and whose replay
+    reproduces its measured step within :data:`FIDELITY_MAX_PCT`."""
+    if w is None or w.step_us_before <= 0 or not w.applies:
+        return False
     rank = next((x for x in result.ranks if x.rank == w.rank), None)
-    if rank is None or rank.replay.steps == 0 or rank.replay.error_pct > FIDELITY_MAX_PCT:
-        return f.gain_pct
-    saved = (w.step_us_before - w.step_us_after) / w.step_us_before * 100
-    return min(f.gain_pct, max(saved, 0.0))
+    return rank is not None and rank.replay.steps > 0 and rank.replay.error_pct <= FIDELITY_MAX_PCT
+
+
+def predicted_pct(w: WhatIf) -> float:
+    """What the prediction ``w`` saves, % of its step (at least 0)."""
+    return max(0.0, (w.step_us_before - w.step_us_after) / w.step_us_before * 100) if w.step_us_before > 0 else 0.0
+
+
+def expected_pct(f: Finding, result: AnalysisResult) -> float:
+    """What ``f``'s fix is expected to save, % of the step: the replay's
+    prediction where there is one the report stands by (:func:`trusted`),
+    else the finding's bound ``gain_pct``. A fix the replay says saves
+    nothing (what it shortens is off the critical path) expects 0, whatever
+    its bound; one it says saves more than the bound expects that. The
+    engine sets findings' severity and order by it
+    (:func:`hta_report.rules.engine.advise`): a finding predicted to save
+    ``cfg.medium_pct`` or more is never rated low, unless the prediction's
+    80 % interval reaches the step as measured (``WhatIf.measurable``) and
+    it saves under :data:`~hta_report.rules.engine.NEVER_LOW_PCT`."""
+    return predicted_pct(f.whatif) if f.whatif is not None and trusted(f.whatif, result) else f.gain_pct
+
+
+def follow_prediction(f: Finding, v: "Verdict", rule_id: str, result: AnalysisResult, ledger: Ledger) -> None:
+    """Make the time ``f`` claims on each rank the saving the replay predicts
+    for its fix there (where it has a :func:`trusted` prediction of the
+    finding's edit, ``f.whatif.edit``): less than the bound releases the rest
+    for later findings; more takes it from what the ledger still has in the
+    pools ``rule_id``'s fix empties (:func:`~.claims.raise_pools`: those it
+    owns, those nobody owns, and those :data:`~.claims.ALSO_REMOVES` names),
+    in their order; the finding's gain figures are then those claims
+    (:func:`set_gains`). A finding's stated gain and its prediction so agree,
+    and no two findings claim the same time. Where the ledger has less left
+    than the prediction saves (another finding claimed that time first: two
+    fixes that each remove it), the claim is what it has, and the stated gain
+    the prediction: :func:`set_gains`'s ``floor``."""
+    w = f.whatif
+    if w is None:
+        return
+    ranks = {x.rank: x for x in result.ranks}
+    floors: Dict[int, float] = {}
+    for rank, parts in list(v.claims.items()):
+        x = ranks.get(rank)
+        hit = next((y for y in x.replay.whatifs if y.edit == w.edit), None) if x is not None else None
+        if hit is None or not trusted(hit, result):
+            continue
+        target = max(0.0, hit.step_us_before - hit.step_us_after)
+        now = sum(parts.values())
+        if target < now:
+            scale = target / now if now > 0 else 0.0
+            v.claims[rank] = {p: us * scale for p, us in parts.items()}
+        elif target > now and x is not None:
+            pools = raise_pools(rule_id)
+            free = ledger.take(x, pools, float("inf"))  # all the ledger has left in each pool it may claim
+            merged, need = dict(parts), target - now
+            for p in pools:
+                got = min(max(0.0, free.get(p, 0.0) - merged.get(p, 0.0)), need)  # not what this claim holds
+                if got > 0:
+                    merged[p] = merged.get(p, 0.0) + got
+                    need -= got
+            v.claims[rank] = merged
+        floors[rank] = target
+    set_gains(f, [ranks[r] for r in f.ranks if r in ranks] or list(ranks.values()), v.claims, floors)
+    if trusted(w, result):  # stated on the prediction's own step (a host that ran ahead: the GPU-paced one)
+        f.gain_ms_per_step = max(f.gain_ms_per_step, (w.step_us_before - w.step_us_after) / 1e3)
+        f.gain_pct = f.share_pct = max(f.gain_pct, predicted_pct(w))
 
 
 def pct_of_step(us: float, r: RankResult) -> float:
@@ -239,22 +295,34 @@ def make_finding(cfg: AdviceConfig, hits: Sequence[RankResult], claims: Claims, 
     the rule states once (:func:`complete`): its id, number, threshold text
     and, unless ``doc_url`` is given here, its documentation link."""
     by_rank = {r.rank: r for r in hits}
-    gains = {rank: sum(parts.values()) for rank, parts in claims.items() if rank in by_rank}
-    order = list(hits)
-    worst = max(order, key=lambda r: pct_of_step(gains.get(r.rank, 0.0), r)) if gains else order[0]
-    gain_us = gains.get(worst.rank, 0.0)
-    gain_pct = pct_of_step(gain_us, worst)
-    rank_gains = [RankGain(rank=rank, gain_us=us, gain_pct=pct_of_step(us, by_rank[rank]),
-                           sources={p: float(v) for p, v in claims[rank].items()})
-                  for rank, us in sorted(gains.items()) if us > 0]
-    f = Finding(
-        id="", title=title, severity=severity(gain_pct, cfg), evidence=evidence, fix=fix, doc_url=doc_url,
-        ranks=sorted(ranks if ranks is not None else by_rank), share_pct=gain_pct, gain_ms_per_step=gain_us / 1e3,
-        gain_pct=gain_pct, rank_gains=rank_gains,
-    )
-    what = of_step(worst)
-    return Verdict(FIRED, f"{gain_pct:.1f} % {what} at stake", f,
+    f = Finding(id="", title=title, severity="low", evidence=evidence, fix=fix, doc_url=doc_url,
+                ranks=sorted(ranks if ranks is not None else by_rank))
+    worst = set_gains(f, hits, claims)
+    f.bound_ms_per_step, f.bound_pct = f.gain_ms_per_step, f.gain_pct
+    f.severity = severity(f.gain_pct, cfg)
+    return Verdict(FIRED, f"{f.gain_pct:.1f} % {of_step(worst)} at stake", f,
                    claims={rank: dict(parts) for rank, parts in claims.items()})
+
+
+def set_gains(f: Finding, hits: Sequence[RankResult], claims: Claims,
+              floors: Optional[Dict[int, float]] = None) -> RankResult:
+    """``f``'s gain figures from the time it claims on each rank of ``hits``
+    (``claims``: rank -> pool -> µs per step): ``rank_gains`` lists every
+    rank's claim, and the gain (``gain_ms_per_step``, ``gain_pct``,
+    ``share_pct``) is the worst rank's (largest share of its step), at least
+    ``floors[rank]`` there (µs per step: the saving the replay predicts, where
+    it exceeds what the ledger had left). Returns the worst rank."""
+    by_rank = {r.rank: r for r in hits}
+    gains = {rank: sum(parts.values()) for rank, parts in claims.items() if rank in by_rank}
+    stated = {rank: max(us, (floors or {}).get(rank, 0.0)) for rank, us in gains.items()}
+    worst = max(hits, key=lambda r: pct_of_step(stated.get(r.rank, 0.0), r)) if stated else hits[0]
+    gain_us = stated.get(worst.rank, 0.0)
+    f.gain_pct = f.share_pct = pct_of_step(gain_us, worst)
+    f.gain_ms_per_step = gain_us / 1e3
+    f.rank_gains = [RankGain(rank=rank, gain_us=us, gain_pct=pct_of_step(us, by_rank[rank]),
+                             sources={p: float(v) for p, v in claims[rank].items()})
+                    for rank, us in sorted(gains.items()) if us > 0]
+    return worst
 
 
 #: How many ranks a finding's evidence shows (the worst first).
@@ -403,37 +471,47 @@ def complete(f: Finding, r: Rule, cfg: AdviceConfig) -> Finding:
 
 
 def together(result: AnalysisResult, findings: Sequence[Finding], edits: Mapping[str, str]) -> Optional[WhatIf]:
-    """What the fixes of ``findings`` with a replayed edit (``edits``: rule id
-    -> edit label) buy together: on each rank where two or more of them fired,
-    the what-if of their edits replayed together
-    (:func:`~hta_report.model.combined_edit`), or, where the replay did not
-    combine them all (it combines the edits it replayed), of those that alone
-    save time (:func:`~hta_report.model.saves`); of those ranks, the one
-    saving the largest share of its step. None when no rank has two such
-    findings (or the replay did not combine them)."""
+    """What the fixes of ``findings`` with a prediction buy together (``edits``:
+    rule id -> edit label): on each rank where two or more of them predict a
+    step, the replay's what-if of all their edits together
+    (:func:`~hta_report.model.combined_edit`); where the replay did not
+    combine those (it combines every edit that changes the rank, and every
+    subset of those that save time alone up to three of them), the largest
+    subset it did combine, of two or more. Of those ranks, the one saving the
+    largest share of its step. None when no rank has two such findings. A
+    rank whose what-ifs were withheld (a window mostly warm-up) has none."""
     best: Optional[WhatIf] = None
     for x in result.ranks:
         by_edit = {w.edit: w for w in x.replay.whatifs}
-        labels = {edits[f.id] for f in findings if f.id in edits and x.rank in f.ranks}
-        labels = {e for e in labels if e in by_edit}
-        hit = by_edit.get(combined_edit(labels)) if len(labels) > 1 else None
-        if hit is None:  # the replay combined only the edits it replayed: those that could save time
-            labels = {e for e in labels if saves(by_edit[e])}
-            hit = by_edit.get(combined_edit(labels)) if len(labels) > 1 else None
+        labels = sorted({edits[f.id] for f in findings if f.id in edits and f.whatif is not None
+                         and x.rank in f.ranks and edits[f.id] in by_edit})
+        hit = None
+        for size in range(len(labels), 1, -1):
+            for combo in combinations(labels, size):
+                cand = by_edit.get(combined_edit(combo))
+                if cand is not None and (hit is None or saved_share(cand) > saved_share(hit)):
+                    hit = cand
+            if hit is not None:
+                break
         if hit is None or not hit.step_us_before > 0:
             continue
-        if best is None or (hit.step_us_before - hit.step_us_after) / hit.step_us_before > \
-                (best.step_us_before - best.step_us_after) / best.step_us_before:
+        if best is None or saved_share(hit) > saved_share(best):
             best = hit
     return best
+
+
+def saved_share(w: WhatIf) -> float:
+    """What the what-if ``w`` saves, as a share of its step (0-1)."""
+    return (w.step_us_before - w.step_us_after) / w.step_us_before if w.step_us_before > 0 else 0.0
 
 
 def predicted(f: Finding, r: Rule, result: AnalysisResult) -> Optional[WhatIf]:
     """The replay's prediction for ``f``'s fix (``r.edit``) on the finding's
     worst rank that was replayed (largest ``gain_pct`` in ``f.rank_gains``,
-    else the first of ``f.ranks``), or None: no edit, or no rank of it was
-    replayed with that edit, or the edit changed nothing on it (:attr:`WhatIf.applies`:
-    the finding's time is not what the edit models, and its bound stands)."""
+    else the first of ``f.ranks``), or None: no edit, or no rank of it has a
+    prediction the report stands by (:func:`trusted`: the edit changed
+    something there, on a rank the replay reproduces), and the finding keeps
+    its bound."""
     if not r.edit:
         return None
     order = [g.rank for g in sorted(f.rank_gains, key=lambda g: -g.gain_pct)] or list(f.ranks)
@@ -441,6 +519,6 @@ def predicted(f: Finding, r: Rule, result: AnalysisResult) -> Optional[WhatIf]:
     for rank in order:
         x = by_rank.get(rank)
         hit = next((w for w in x.replay.whatifs if w.edit == r.edit), None) if x is not None else None
-        if hit is not None and hit.step_us_before > 0 and hit.applies:
+        if trusted(hit, result):
             return hit
     return None

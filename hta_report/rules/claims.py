@@ -130,26 +130,47 @@ OWNERSHIP: Dict[str, Owner] = {
     "idle:optimizer": Owner("unfused-optimizer", rest=_RESIDUAL),
     # the lead a synchronization threw away shows as launch, host-ops or unattributed idle after it
     "idle:launch": Owner("launch-bound", first=("sync-in-step",), rest=_GPU_REST),
-    "idle:host_ops": Owner("host-bound", first=("sync-in-step", "launch-outliers", _STRAGGLER, "non-nccl-backend"),
-                           rest=_RESIDUAL),
-    "idle:unattributed": Owner(None, rest=("sync-in-step",) + _GPU_REST),
+    # a CUDA graph (launch-bound's fix) also removes the host's dispatch between the launches it captures
+    "idle:host_ops": Owner("host-bound", first=("sync-in-step", "launch-bound", "launch-outliers", _STRAGGLER,
+                                                "non-nccl-backend"), rest=_RESIDUAL),
+    "idle:unattributed": Owner(None, rest=("sync-in-step", "launch-bound") + _GPU_REST),
     # a tensor filled on the CPU is copied by one of these copies; which one, the model does not say
     "copy:pageable": Owner("pageable-memcpy", defer=("cpu-tensor-copied",), rest=(_STRAGGLER,)),
     "copy:blocking": Owner("blocking-copy", defer=("cpu-tensor-copied",), rest=(_STRAGGLER,)),
     "copy:other": Owner("exposed-memcpy", defer=("cpu-tensor-copied",), rest=(_STRAGGLER,)),
     # exposed-communication claims the transfer, rank-straggler the wait for other ranks it leaves
     "comm:exposed": Owner("exposed-communication", defer=("no-sync-accumulation",), rest=(_STRAGGLER,)),
-    "compute": Owner("tensor-cores-unused", first=("misaligned-gemm", "zero-grad-zeros", "unfused-optimizer"),
-                     rest=("low-sm-occupancy",)),
+    "compute": Owner("tensor-cores-unused", first=("misaligned-gemm", "zero-grad-zeros", "unfused-optimizer",
+                                                   "train-mode-inference"), rest=("low-sm-occupancy",)),
     "host:warmup": Owner("trace-window", rest=_HOST_REST),
     "host:dataloader": Owner("dataloader-bound", defer=("dataloader-main-process",), rest=_HOST_REST),
     "host:sync": Owner("sync-in-step", rest=_HOST_REST),
     "host:zero_grad": Owner("zero-grad-zeros", rest=("step-time-outliers",)),
     "host:optimizer": Owner("unfused-optimizer", rest=("step-time-outliers",)),
     "host:collective_wait": Owner(_STRAGGLER, rest=("no-sync-accumulation", "step-time-outliers")),
-    # tiny-batches: (N - 1)/N of the host time of N small forward/backward passes, the rest of the step
-    "host:other": Owner(None, rest=("tiny-batches", _STRAGGLER, "no-sync-accumulation", "step-time-outliers")),
+    # the rest of the step: a Python loop over elements (per-sample-ops, or sync-in-step where it reads
+    # .item()), active dropout, reference kernels, (N - 1)/N of N small passes (tiny-batches)
+    "host:other": Owner(None, rest=("sync-in-step", "per-sample-ops", "train-mode-inference", "slow-cpu-kernels",
+                                    "gpu-unused",
+                                    "tiny-batches", _STRAGGLER, "no-sync-accumulation", "step-time-outliers")),
 }
+
+
+#: Pools owned by another rule that a rule's fix is known to empty as well, beyond the pools
+#: it owns and those no rule owns: what its claim may grow into when its prediction saves more
+#: than its bound (:func:`hta_report.rules.base.follow_prediction`). A CUDA graph (launch-bound's
+#: fix) replays the dispatch of the ops between its launches, which shows as host-ops idle.
+ALSO_REMOVES: Dict[str, Tuple[str, ...]] = {"launch-bound": ("idle:host_ops",)}
+
+
+def raise_pools(rule_id: str) -> List[str]:
+    """The pools ``rule_id``'s claim may grow into to match its prediction, in
+    :data:`POOLS` order: those it owns, those no rule owns, and its
+    :data:`ALSO_REMOVES`. Time another cause owns stays that cause's: removing
+    a sync lets the host run ahead, but the launch gaps it then fills are
+    still launch-bound's to name."""
+    extra = ALSO_REMOVES.get(rule_id, ())
+    return [p for p in claimable_by(rule_id) if owner_of(p).owner in (rule_id, None) or p in extra]
 
 
 def owner_of(pool: str) -> Owner:
@@ -241,6 +262,7 @@ class Ledger:
         self._by: Dict[Tuple[int, str], List[str]] = defaultdict(list)
         self._fired: Dict[str, FrozenSet[int]] = {}
         self._turn: Optional[str] = None
+        self._edits: Dict[Tuple[int, str], str] = {}
 
     def turn(self, rule_id: Optional[str]) -> None:
         """The rule whose check runs next (None: no rule's, nothing is checked in :meth:`take`)."""
@@ -284,6 +306,17 @@ class Ledger:
                 out[p] = got
                 left -= got
         return out
+
+    def edit_owner(self, rank: int, edit: str) -> Optional[str]:
+        """The rule whose finding claims what the replay's edit ``edit`` saves
+        on ``rank`` (None: none yet). One fix's saving is claimed once: a
+        second rule whose fix is the same edit (``blocking-copy`` after
+        ``pageable-memcpy``) is covered by the first."""
+        return self._edits.get((rank, edit))
+
+    def own_edit(self, rank: int, edit: str, rule_id: str) -> None:
+        """Record that ``rule_id``'s finding claims what ``edit`` saves on ``rank``."""
+        self._edits.setdefault((rank, edit), rule_id)
 
     def claimers(self, rank: int, pools: Iterable[str]) -> List[str]:
         """The rules that claimed time in ``pools`` on ``rank``, in order."""

@@ -17,14 +17,19 @@ from typing import Dict, List, Optional, Tuple, Union
 
 from ..model import ATTRIBUTION_STEP, SEVERITY_RANK, AnalysisResult, Finding, RuleCheck, WhatIf
 from . import config as _config
-from .base import (COVERED, DISABLED, FIRED, NOT_CHECKED, REGISTRY, Rule, Verdict, complete, expected_pct, predicted,
-                   severity, together)
+from .base import (COVERED, DISABLED, FIRED, NOT_CHECKED, REGISTRY, WINDOW, Rule, Verdict, complete, expected_pct,
+                   follow_prediction, predicted, severity, together, trusted)
 from .claims import Ledger, check_order
 from .config import AdviceConfig
 from .wording import fix_for
 
 #: Modules of this package that hold no rules.
 INFRASTRUCTURE = frozenset({"base", "claims", "config", "engine", "wording"})
+
+#: A finding whose fix is predicted to save this much of the step (%) or more is never rated low,
+#: even where the prediction's interval reaches the step (issue 50: "a finding predicted to save
+#: >= 10 % of the step is never low"); below it, a prediction the noise may hide rates it low.
+NEVER_LOW_PCT = 10.0
 
 
 def _import_rule_modules() -> List[str]:
@@ -88,12 +93,15 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
     Each finding's fix is in the words of its ranks' workload (training,
     inference, a graph-capture window, compiled code: :mod:`~hta_report.rules.wording`).
 
-    A finding's severity follows the gain its fix is expected to bring (% of
-    the step: the replay's prediction where the fix has one, at most the
-    finding's bound, else the bound; :func:`~hta_report.rules.base.expected_pct`).
-    Findings are sorted by severity, then by their bound, ties by rule
-    number: within a severity a prediction and a bound are not compared
-    (a bound overstates; a finding without an edit has only that).
+    A finding with a prediction the report stands by claims what its fix
+    saves (:func:`~hta_report.rules.base.follow_prediction`), so its gain
+    and its prediction are one figure. Its severity and order follow the
+    gain its fix is expected to bring (% of the step: the replay's
+    prediction where the fix has one, else the bound;
+    :func:`~hta_report.rules.base.expected_pct`; low where the prediction's
+    80 % interval reaches the step as measured and its middle is under
+    :data:`NEVER_LOW_PCT`): sorted by severity, then by
+    that expected gain, then by the bound, ties by rule number.
     Every rule reports a :class:`~hta_report.model.RuleCheck`: ``fired``,
     ``fine``, ``covered``, ``not checked`` (its data is absent from the
     traces) or ``disabled`` (``config.disable``).
@@ -131,7 +139,8 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
         checks.append(RuleCheck(id=r.id, rule=r.number, title=r.title, status=verdict.status, detail=verdict.detail))
         if verdict.finding is not None:
             findings.append((verdict.finding, _number(r)))
-    findings.sort(key=lambda fn: (-SEVERITY_RANK.get(fn[0].severity, 0), -fn[0].gain_pct, fn[1]))
+    findings.sort(key=lambda fn: (-SEVERITY_RANK.get(fn[0].severity, 0), -expected_pct(fn[0], result),
+                                  -fn[0].bound_pct, fn[1]))
     fired = [f for f, _ in findings]
     return Advice(findings=fired, checks=checks,
                   together=together(result, fired, {r.id: r.edit for r in RULES if r.edit}))
@@ -147,9 +156,11 @@ def _check(r: Rule, result: AnalysisResult, cfg: AdviceConfig, ledger: Ledger) -
     failed there, and with no rank left it is ``not checked``."""
     missing = {x.rank: f"{next(f for f in x.failures if f.step in r.needs).step} failed" for x in result.ranks
                if x.failed(*r.needs)}
-    if ATTRIBUTION_STEP in r.needs:  # the trace shows its GPU idle time is not known (graph replays dropped...)
+    if ATTRIBUTION_STEP in r.needs:  # its GPU idle time is not known (graph replays dropped, records lost...)
+        # the window rule still says that the trace lost its GPU records: what to record again
         missing.update({x.rank: f"its GPU idle time is not known: {x.integrity.unreliable_reason()}"
-                        for x in result.ranks if x.integrity.idle_unreliable and x.rank not in missing})
+                        for x in result.ranks if x.integrity.idle_unreliable and x.rank not in missing
+                        and not (r.phase == WINDOW and x.integrity.records_lost)})
     ledger.turn(r.id)
     if not missing:
         return r.check(result, cfg, ledger)
@@ -171,8 +182,19 @@ def _commit(r: Rule, v: Verdict, result: AnalysisResult, cfg: AdviceConfig, ledg
         f = v.finding
         f.fix = fix_for(r.id, [x for x in result.ranks if x.rank in f.ranks], f.fix)
         f.whatif = predicted(f, r, result)
+        owner = ledger.edit_owner(f.whatif.rank, f.whatif.edit) if f.whatif is not None else None
+        if owner is not None:  # the same fix, predicted once: its saving is the earlier finding's
+            return Verdict(COVERED, f"{f.title}; its fix ({f.whatif.edit if f.whatif else ''}) and what it "
+                                    f"saves are counted under {owner}")
+        follow_prediction(f, v, r.id, result, ledger)
         f.severity = severity(expected_pct(f, result), cfg)
+        if f.whatif is not None and trusted(f.whatif, result) and not f.whatif.measurable \
+                and expected_pct(f, result) < NEVER_LOW_PCT:
+            f.severity = "low"  # the prediction's interval reaches the step: a gain the noise may hide
         ledger.commit(r.id, v.finding.ranks, v.claims)
+        if f.whatif is not None:
+            for rank in f.ranks:
+                ledger.own_edit(rank, f.whatif.edit, r.id)
     return v
 
 
