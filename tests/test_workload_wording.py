@@ -15,7 +15,7 @@ from hta_report.api import analyze
 from hta_report.model import RankResult, Workload
 from hta_report.render.view import headline
 from hta_report.rules.engine import RULE_IDS
-from hta_report.rules.wording import FIXES, FORBIDDEN, fix_for, variants
+from hta_report.rules.wording import FIXES, FORBIDDEN, SERVING_ENGINES, fix_for, variants
 
 #: What an engineer reads in each real trace (see ../shared/traces/README.md and the trace itself):
 #: kind, serving engine, phase, graph replays seen, compiled.
@@ -88,7 +88,9 @@ def test_every_fix_speaks_to_the_kind_it_is_printed_for(run, reports):
     result = reports[run]
     for f in result.findings:
         ranks = [r for r in result.ranks if r.rank in f.ranks]
-        kinds = {r.workload.kind for r in ranks}
+        # inference under a serving engine the trace shows may name that engine's flags; other inference not
+        kinds = {"serving" if r.workload.kind == "inference" and r.workload.serving in SERVING_ENGINES
+                 else r.workload.kind for r in ranks}
         compiled = {r.workload.compiled for r in ranks}
         banned = [w for k in kinds for w in FORBIDDEN.get(k, ())] + \
             (list(FORBIDDEN["compiled"]) if compiled == {True} else [])
@@ -120,7 +122,7 @@ def test_fix_for_picks_the_most_specific_text():
     assert fix_for("host-bound", [_rank("inference", True)], default) == FIXES["host-bound"]["inference"]
     assert fix_for("trace-window", [_rank("graph-capture")], default) == FIXES["trace-window"]["graph-capture"]
     # a capture window's other findings speak of inference (serving engines capture graphs)
-    assert fix_for("sync-in-step", [_rank("graph-capture")], default) == FIXES["sync-in-step"]["inference"]
+    assert fix_for("blocking-copy", [_rank("graph-capture")], default) == FIXES["blocking-copy"]["inference"]
     # ranks of different kinds: the rule's own words
     assert fix_for("launch-bound", [_rank("inference"), _rank("training", rank=1)], default) == default
     assert fix_for("launch-bound", [_rank("")], default) == default
@@ -203,3 +205,15 @@ def test_cudnn_benchmark_syncs_and_triton_compiles_are_one_off_warmup(tmp_path):
     assert "cuDNN benchmark syncs" in window.evidence[0] and "sync-in-step" not in [f.id for f in result.findings]
     assert {"cudaEventSynchronize", "triton/compiler/compiler.py(230): compile"} <= names
     assert r.steps_used == 1 and r.warmup.us_per_step == pytest.approx(300 + 200 + 150)
+
+
+def test_serving_flags_only_where_the_trace_shows_a_serving_engine():
+    """vLLM/SGLang flags are printed for inference under one of those engines
+    (its markers in the trace), never for a model run without one."""
+    plain = _rank("inference")
+    served = RankResult(rank=0, file="t.json", workload=Workload(kind="inference", serving="SGLang"))
+    for rule_id in ("launch-bound", "host-bound", "trace-window", "memory-under-used"):
+        text = fix_for(rule_id, [plain], "default")
+        assert "vLLM" not in text and "SGLang" not in text, rule_id
+        assert fix_for(rule_id, [served], "default") == FIXES[rule_id]["serving"]
+    assert variants(Workload(kind="inference", serving="Hugging Face pipeline")) == ("inference",)

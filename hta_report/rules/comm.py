@@ -10,6 +10,7 @@ from .base import (DOCS_DDP, Fired, Verdict, claim, claim_each, evidence_lines, 
                    of_step, pct_of_step, per, rule, shares_over, up_to, worst_first)
 from .claims import claimable_by
 from .config import AdviceConfig
+from .wording import specific
 
 
 def exposed_transfer_us(r: RankResult) -> float:
@@ -23,7 +24,10 @@ def exposed_transfer_us(r: RankResult) -> float:
       lambda c: f"exposed communication (beyond waiting for other ranks) > {c.exposed_comm_pct:g} % of the step",
       DOCS_DDP, needs=(COMM_OVERLAP_STEP,),
       description=("Communication kernel time with no compute kernel running, less the time spent waiting "
-                   "for slower ranks (that is `rank-straggler`'s)."),
+                   "for slower ranks (that is `rank-straggler`'s), split by what it does: data-parallel gradient "
+                   "reduction, tensor-parallel activation collectives, FSDP parameter gathers, all-to-all "
+                   "exchanges (experts, sharded embeddings), pipeline send/recv; the fix is that of the kind with "
+                   "the most exposed time, and only gradient reduction has the replay's overlap edit."),
       fix=("Overlap communication with compute: DDP buckets (`DDP(model, bucket_cap_mb=50, "
            "gradient_as_bucket_view=True)`), `model.no_sync()` during gradient accumulation, a "
            "larger batch per GPU; FSDP: `forward_prefetch=True`, "
@@ -41,13 +45,41 @@ def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fire
         return fine(f"exposed communication {up_to(ranks, val)}")
     worst = hits[0]
     alone = len(ranks) < 2
-    fix = ("model = DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True)\n"
+    kind = dominant_kind(worst)
+    title = {"dp": "Overlap the gradient reduction with the backward pass",
+             "tp": "Tensor-parallel collectives sit on the critical path",
+             "fsdp": "Prefetch FSDP's parameter gathers",
+             "ep": "Overlap the all-to-all exchanges with compute",
+             "pp": "Pipeline send/recv waits"}.get(kind, "Overlap communication with compute")
+    return claim(fired, hits, ["comm:exposed"], exposed_transfer_us).verdict(
+        cfg, f"{title}: {val[worst.rank]:.0f} % {of_step(worst)} is exposed communication",
+        evidence_lines(hits, lambda r: _exposed_evidence(r, alone)), specific(KIND_FIXES.get(kind, KIND_FIXES["dp"])))
+
+
+#: The fix of exposed communication by what it is (:class:`~hta_report.model.CollectiveKind`).
+KIND_FIXES = {
+    "dp": ("model = DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True)\n"
            "with model.no_sync():   # during gradient accumulation micro-steps\n"
            "    loss.backward()\n"
-           "# raise the batch size per GPU; FSDP: forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE")
-    return claim(fired, hits, ["comm:exposed"], exposed_transfer_us).verdict(
-        cfg, f"Overlap communication with compute: {val[worst.rank]:.0f} % {of_step(worst)} is exposed communication",
-        evidence_lines(hits, lambda r: _exposed_evidence(r, alone)), fix)
+           "# raise the batch size per GPU; FSDP: forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE"),
+    "tp": ("# a tensor-parallel layer reduces its activations on every forward pass: overlap cannot\n"
+           "# hide what the next layer needs. Fewer tensor-parallel ranks for a model that fits (more data-parallel\n"
+           "# replicas), sequence parallelism with overlapped (async) tensor parallelism, and the fastest links\n"
+           "# between the GPUs of a tensor-parallel group (NVLink/xGMI in one node; check NCCL_P2P_LEVEL)"),
+    "fsdp": ("model = FSDP(model, forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE,\n"
+             "             limit_all_gathers=True)\n"
+             "# FSDP2: fully_shard(...) with reshard_after_forward=False for the last blocks; a larger batch per GPU"),
+    "ep": ("# all-to-all moves tokens to their experts (or embeddings to their shards): overlap dispatch and\n"
+           "# combine with the other micro-batch's compute (two-batch overlap), keep experts within a node\n"
+           "# where possible, and balance the load across experts (a capacity factor, an auxiliary loss)"),
+    "pp": ("# pipeline stages wait for each other's activations: more micro-batches per step (smaller\n"
+           "# bubbles), an interleaved or zero-bubble schedule, and stages of equal cost"),
+}
+
+
+def dominant_kind(r: RankResult) -> str:
+    """The kind of collective with the most exposed time on ``r`` (``dp`` where none is known)."""
+    return max(r.comm.kinds, key=lambda k: k.exposed_us_per_step).kind if r.comm.kinds else "dp"
 
 
 def _exposed_evidence(r: RankResult, alone: bool) -> str:
@@ -55,7 +87,9 @@ def _exposed_evidence(r: RankResult, alone: bool) -> str:
     return (f"rank {r.rank}: communication with no compute running {ms(r.comm.exposed_us_per_step)} {per(r)} "
             f"({pct_of_step(r.comm.exposed_us_per_step, r):.1f} % {of_step(r)}), of which waiting for other ranks "
             + ("unknown (one rank in the directory)" if alone else ms(r.comm.sync_wait_us_per_step))
-            + f"; {r.comm.overlap_pct:.1f} % of communication overlaps compute (HTA)")
+            + f"; {r.comm.overlap_pct:.1f} % of communication overlaps compute (HTA)"
+            + ("; by kind, exposed " + ", ".join(f"{k.label} {ms(k.exposed_us_per_step)}" for k in r.comm.kinds
+                                               if k.exposed_us_per_step > 0) if r.comm.kinds else ""))
 
 
 def wait_pools(r: RankResult) -> List[str]:

@@ -9,12 +9,12 @@ from .base import (DOCS_DATALOADER, Fired, Verdict, claim, evidence_lines, fine,
                    per, rule, shares_over, step_words, up_to, worst_first)
 from .config import AdviceConfig
 
-#: Why a DataLoader finding on a CPU-only rank gives a bound, not a prediction (see
-#: :func:`hta_report.analysis.replay.edit_no_dataloader`).
-CPU_ONLY_BOUND = ("no prediction on a rank without GPU work: worker processes would take their CPU time from "
-                  "the cores the training's own threads use (PyTorch's intra-op threads default to one per "
-                  "physical core), which the trace does not show; the gain is an upper bound (on a 2-core "
-                  "machine, 2 workers saved 1.5 of the 5.6 ms a step claimed)")
+#: Why a DataLoader finding on a CPU-only rank predicts a range (see
+#: :func:`hta_report.analysis.edits.edit_no_dataloader`).
+CPU_ONLY_RANGE = ("on a rank without GPU work the workers take their CPU time from the cores the training's own "
+                  "threads use (PyTorch's intra-op threads default to one per physical core), which the trace does "
+                  "not show: the prediction keeps 10-80 % of the loading time in the step, and its interval spans "
+                  "that (on a 2-core machine, 2 workers kept 73 % of it)")
 #: C2's fix on CPU-only ranks: no GPU to divide the cores by, and the workers need cores the
 #: training's own threads leave them.
 CPU_WORKERS_FIX = ("loader = DataLoader(ds, batch_size=..., num_workers=N, persistent_workers=True)\n"
@@ -71,7 +71,7 @@ def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
     if any(r.cpu.dataloader_in_main_process for r in hits):
         evidence.append("batches are loaded in the main process (_SingleProcessDataLoaderIter: num_workers=0)")
     if any(not r.has_gpu for r in hits):
-        evidence.append(CPU_ONLY_BOUND)
+        evidence.append(CPU_ONLY_RANGE)
     return claim(fired, hits, pools, dataloader_wait_us).verdict(
         cfg, f"Input-bound: {val[hits[0].rank]:.0f} % {of_step(hits[0])} waits for the DataLoader", evidence,
         CPU_WORKERS_FIX if all(not r.has_gpu for r in hits) else WORKERS_FIX)
@@ -106,7 +106,7 @@ def dataloader_main_process(result: AnalysisResult, cfg: AdviceConfig, fired: Fi
         f"{ms(r.cpu.dataloader_us_per_step)} {per(r)} on the training thread"))
     evidence.append(_evidence(c.worst))
     if any(not r.has_gpu for r in c.hits):
-        evidence.append(CPU_ONLY_BOUND)
+        evidence.append(CPU_ONLY_RANGE)
     fix = CPU_WORKERS_FIX if all(not r.has_gpu for r in c.hits) else (
         "loader = DataLoader(ds, batch_size=...,\n"
         "    num_workers=max(1, os.cpu_count() // torch.cuda.device_count() - 1),\n"

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from ..model import AnalysisResult, RankResult
+from ..model import AnalysisResult, RankResult, SyncKindCount
 from .base import (DOCS_TUNING, EVIDENCE_RANKS, Fired, Verdict, fine, largest, make_finding, ms, not_checked, of_step,
                    per, rule, shares_over, up_to)
 from .config import AdviceConfig
+from .wording import specific
 
 
 def sync_cost_us(r: RankResult) -> float:
@@ -16,9 +17,13 @@ def sync_cost_us(r: RankResult) -> float:
     ran dry while the host waited, and stays idle until the host launches
     again), plus the idle after it that the host's lost lead exposes, up to
     the time it waited (``sync_lead_us``); without GPU activity, host time in
-    the synchronizing calls."""
+    the synchronizing calls, or in the Python loops of ``.item()`` reads that
+    hold them where that is more (the fix, one vectorized read, removes the loop)."""
     a = r.idle_attribution
-    return a.sync_us + a.sync_lead_us if r.has_gpu else r.cpu.sync_us_per_step
+    if r.has_gpu:
+        return a.sync_us + a.sync_lead_us
+    p = r.patterns
+    return max(r.cpu.sync_us_per_step, p.loop_us_per_step if p.loop_reads_per_step > 0 else 0.0)
 
 
 #: Where synchronization's cost is claimed on a GPU rank: the gaps it opens, then the
@@ -28,7 +33,7 @@ GPU_POOLS = ["idle:sync", "idle:host_ops", "idle:launch", "idle:unattributed"]
 
 def _claim(r: RankResult, fired: Fired) -> Dict[str, float]:
     if not r.has_gpu:
-        return fired.take(r, ["host:sync"], r.cpu.sync_us_per_step)
+        return fired.take(r, ["host:sync", "host:other"], sync_cost_us(r))
     a = r.idle_attribution
     out = fired.take(r, ["idle:sync"], a.sync_us)
     for pool, us in fired.take(r, GPU_POOLS[1:], a.sync_lead_us).items():
@@ -81,13 +86,68 @@ def sync_in_step(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
             if a.sync_lead_us >= 1.0:
                 text += (f", and {ms(a.sync_lead_us)} more while the host, its queued lead spent in the wait, runs "
                          "its next work")
-        evidence.append(text + _reads(r))
+        evidence.append(text + _reads(r) + _kinds(r))
+    claims = {r.rank: _claim(r, fired) for r in hits}
+    required = [k for k in worst.cpu.sync_kinds if not k.removable]
+    if worst.cpu.sync_kinds and not any(k.removable for k in worst.cpu.sync_kinds):
+        names = ", ".join(k.label for k in required)
+        title = (f"Host-device synchronization the program needs ({val[worst.rank]:.0f} % {of_step(worst)}): "
+                 f"{names}; overlap it, it cannot be removed")
+        return make_finding(cfg, hits, claims, title, evidence, _required_fix(required))
     fix = ("# avoid loss.item(), print(tensor), tensor.cpu() and data-dependent Python control flow in the loop;\n"
            "# accumulate on the GPU and read once every N steps:\n"
            "running += loss.detach()\n"
            "if step % 100 == 0:\n"
            "    log(running.item() / 100)")
-    claims = {r.rank: _claim(r, fired) for r in hits}
+    if worst.workload.kind in ("inference", "graph-capture"):
+        fix = INFERENCE_FIX
+    if any(k.kind in ("logged", "metric") for k in worst.cpu.sync_kinds) and worst.patterns.loop_reads_per_step:
+        fix = ("# a Python loop reads one element at a time (.item() per element): compute on the whole tensor\n"
+               "correct = (pred == y).sum()          # not: for i in range(len(y)): pred[i].item() == y[i].item()\n"
+               "# and read it once (or every N steps): correct.item()")
     return make_finding(cfg, hits, claims,
                         f"Remove host-device synchronization from the step ({val[worst.rank]:.0f} % {of_step(worst)})",
                         evidence, fix)
+
+
+def _kinds(r: RankResult) -> str:
+    """The rank's synchronization points by kind, in words: which a fix removes and which the program needs."""
+    if not r.cpu.sync_kinds:
+        return ""
+    parts = [f"{k.per_step:.1f} × {k.label} ({'removable' if k.removable else 'required'}: {k.why})"
+             for k in r.cpu.sync_kinds]
+    return f"; by kind, {per(r)}: " + "; ".join(parts)
+
+
+#: The fix of removable synchronizations in an inference step (a rule's text for training speaks of the loss).
+INFERENCE_FIX = specific("# read results once per batch, not per token or per op: no .item()/.tolist()/print(tensor)\n"
+                         "# inside the forward or the decoding loop, no Python branches on GPU values;\n"
+                         "# copy outputs into a pinned buffer without blocking and wait on an event when needed:\n"
+                         "out_host = torch.empty(out.shape, dtype=out.dtype, pin_memory=True)\n"
+                         "out_host.copy_(out, non_blocking=True)\n"
+                         "done = torch.cuda.Event(); done.record()\n"
+                         "# ... launch the next batch ...\n"
+                         "done.synchronize()")
+#: What to do about each kind of synchronization the program needs (:mod:`hta_report.analysis.sync_kinds`).
+REQUIRED_FIXES = {
+    "output": ("# the host needs the output: overlap its copy with the next batch's work instead of waiting\n"
+               "out_host = torch.empty(out.shape, dtype=out.dtype, pin_memory=True)\n"
+               "out_host.copy_(out, non_blocking=True)\n"
+               "done = torch.cuda.Event(); done.record()\n"
+               "# ... launch the next batch ...\n"
+               "done.synchronize()"),
+    "harness": ("# the synchronize that brackets each step is the timing harness's, not the model's cost:\n"
+                "# time with CUDA events and synchronize once after many steps\n"
+                "start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)\n"
+                "start.record(); run_steps(); end.record(); end.synchronize(); ms = start.elapsed_time(end)"),
+    "control": ("# a GPU value decides Python control flow: keep the decision on the GPU (torch.where, masks)\n"
+                "# or check it every N steps instead of every step"),
+    "shape": ("# nonzero / masked_select / boolean indexing read a count from the GPU to size their output:\n"
+              "y = torch.where(mask, x, 0)   # fixed-size ops instead of x[mask]"),
+}
+
+
+def _required_fix(required: List[SyncKindCount]) -> str:
+    """The fix text for synchronizations that cannot be removed, by kind (most time first)."""
+    return specific("\n".join(REQUIRED_FIXES[k.kind] for k in required if k.kind in REQUIRED_FIXES)
+                    or REQUIRED_FIXES["output"])

@@ -17,6 +17,7 @@ from ..model import AnalysisResult, RankResult
 from .base import (DOCS_PROFILER, WINDOW, Fired, Verdict, claim_each, fine, make_finding, ms, not_checked, pct_of_step,
                    rule)
 from .config import AdviceConfig
+from .wording import specific
 
 FIX = ("prof = torch.profiler.profile(\n"
        "    activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],\n"
@@ -29,6 +30,16 @@ FIX = ("prof = torch.profiler.profile(\n"
        "        train_step(batch)\n"
        "        prof.step()   # marks ProfilerStep#N\n"
        "# distributed: the same on every rank, all traces in one directory")
+
+
+#: The fix where the trace lost GPU records (CUPTI's activity buffers filled: pytorch/pytorch#192021).
+FIX_LOST = specific("# record the GPU (ProfilerActivity.CUDA) over a short window, so CUPTI's buffers hold every record:\n"
+                    "prof = torch.profiler.profile(\n"
+                    "    activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],\n"
+                    "    schedule=torch.profiler.schedule(wait=1, warmup=1, active=3),\n"
+                    "    on_trace_ready=torch.profiler.tensorboard_trace_handler(\"traces/\"),\n"
+                    ")\n"
+                    "# lost records are logged at INFO only: KINETO_LOG_LEVEL=0 shows them")
 
 
 def warmup_pct(r: RankResult) -> float:
@@ -57,6 +68,15 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
                        f"(calls of {ms(r.warmup.threshold_us)} or more that set up the device, context, streams or "
                        "memory, or first launches that load a kernel's module; cuDNN benchmark syncs and Triton "
                        "compiles, which tune once and are not syncs to remove from the step)")
+    for r in result.ranks:
+        i = r.integrity
+        if i.launches_without_ops and i.launches_without_ops == i.launches:
+            out.append(f"rank {r.rank}: the GPU side is missing: the host launched {i.launches:,} kernels or copies "
+                       "and the trace holds no GPU record of any (the profiler lost them, or GPU activity "
+                       "was not recorded): no GPU figure or advice can come from it")
+        elif r.integrity.idle_unreliable and i.launches_without_ops:
+            out.append(f"rank {r.rank}: {i.launches_without_ops:,} of {i.launches:,} launches have no GPU record: the "
+                       "GPU's busy and idle time are not known")
     no_steps = [r.rank for r in result.ranks if not r.steps.count]
     if no_steps:
         out.append(f"{'rank' if len(no_steps) == 1 else 'ranks'} {', '.join(map(str, no_steps[:8]))}: no ProfilerStep annotations: there is no step to "
@@ -110,6 +130,13 @@ def trace_window(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
     claims = claim_each(fired, warm, lambda r: ["idle:warmup"] if r.has_gpu else ["host:warmup"],
                         lambda r: r.warmup.us_per_step)
     capture = [r for r in warm if r.workload.kind == "graph-capture"]
+    lost = [r for r in ranks if r.integrity.launches_without_ops > 0 and r.integrity.idle_unreliable]
+    if lost:
+        w = max(lost, key=lambda r: r.integrity.launches_without_ops)
+        gone = w.integrity.launches_without_ops == w.integrity.launches
+        title = ("The trace lost its GPU side: " if gone else "The trace lost GPU records: ") + \
+            f"{w.integrity.launches_without_ops:,} of {w.integrity.launches:,} launches have none; record again"
+        return make_finding(cfg, lost, {}, title, found, FIX_LOST, ranks=[r.rank for r in lost])
     if capture:
         w = max(capture, key=warmup_pct)
         title = (f"The trace records a CUDA/HIP-graph capture ({warmup_pct(w):.0f} % of it), a one-off at start-up: "

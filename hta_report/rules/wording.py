@@ -14,21 +14,24 @@ kind must not use (:data:`FORBIDDEN`).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Sequence, Set, Tuple
 
 from ..model import RankResult, Workload
 
 def variants(w: Workload) -> Tuple[str, ...]:
     """The :data:`FIXES` keys that apply to a rank of workload ``w``, most
-    specific first: compiled inference tries ``inference-compiled``, then
-    ``inference``, then ``compiled``; a capture window ``graph-capture``,
-    then as inference (serving engines capture graphs at start-up);
+    specific first: inference under a serving engine the trace shows
+    (:data:`SERVING_ENGINES`) tries ``serving`` first; compiled inference tries
+    ``inference-compiled``, then ``inference``, then ``compiled``; a capture
+    window ``graph-capture``, then as inference (serving engines capture graphs at start-up);
     training and unknown workloads ``compiled`` when compiled, else none
     (the rule's own text)."""
     out: List[str] = []
     if w.kind == "graph-capture":  # serving engines capture graphs: the rest speaks of inference
         out.append("graph-capture")
     kind = "inference" if w.kind in ("inference", "graph-capture") else ""
+    if kind and w.serving in SERVING_ENGINES:  # an engine's own flags only where the trace shows the engine
+        out.append("serving")
     if kind and w.compiled:
         out.append(f"{kind}-compiled")
     if kind:
@@ -36,6 +39,11 @@ def variants(w: Workload) -> Tuple[str, ...]:
     if w.compiled:
         out.append("compiled")
     return tuple(out)
+
+
+#: Serving engines whose flags a fix may name (:attr:`~hta_report.model.Workload.serving`, read
+#: from the trace's own markers): elsewhere an inference fix speaks of the model, not of an engine.
+SERVING_ENGINES = ("vLLM", "SGLang", "TGI", "TensorRT-LLM")
 
 
 _PROFILE_SERVING = (
@@ -54,6 +62,18 @@ _PROFILE_SERVING = (
     "        serve(batch)\n"
     "        prof.step()")
 
+_PROFILE_INFERENCE = (
+    "# profile steady batches, after the model has warmed up (first calls compile, tune and allocate):\n"
+    "prof = torch.profiler.profile(\n"
+    "    activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],\n"
+    "    schedule=torch.profiler.schedule(wait=1, warmup=1, active=7),\n"
+    "    on_trace_ready=torch.profiler.tensorboard_trace_handler(\"traces/\"),\n"
+    ")\n"
+    "with prof, torch.inference_mode():\n"
+    "    for batch in batches:\n"
+    "        model(batch)\n"
+    "        prof.step()")
+
 #: rule id -> variant -> the fix text (code or configuration, as rules write it).
 FIXES: Mapping[str, Mapping[str, str]] = {
     "trace-window": {
@@ -61,16 +81,19 @@ FIXES: Mapping[str, Mapping[str, str]] = {
             "# this trace records a CUDA/HIP-graph capture: it runs once, at start-up, and then the graph\n"
             "# is replayed (cudaGraphLaunch/hipGraphLaunch) for every batch: profile the replay instead\n"
             + _PROFILE_SERVING),
-        "inference": _PROFILE_SERVING,
+        "serving": _PROFILE_SERVING,
+        "inference": _PROFILE_INFERENCE,
     },
     "host-bound": {
+        "serving": (
+            "# the GPU waits while the server's host thread works (scheduling, sampling, detokenizing):\n"
+            "# keep CUDA graphs on (vLLM: no --enforce-eager; SGLang: no --disable-cuda-graph), overlap the\n"
+            "# scheduler with the GPU (SGLang's overlap scheduler, vLLM's async scheduling), batch more requests"),
         "inference": (
-            "# the GPU waits while the host prepares work: take pre- and post-processing (tokenizing,\n"
-            "# image/video decoding, resizing) off the thread that launches the model: a worker pool,\n"
-            "# or the GPU (torchvision.io.decode_jpeg(..., device=\"cuda\"), torchaudio/torchcodec on GPU);\n"
-            "# batch requests so one forward does more work; replay the forward as a CUDA graph:\n"
-            "model = torch.compile(model, mode=\"reduce-overhead\")\n"
-            "# vLLM/SGLang: keep CUDA graphs on (no --enforce-eager / --disable-cuda-graph)"),
+            "# the GPU waits while the host prepares work: move the host ops listed above off the thread\n"
+            "# that launches the model (a worker pool, or the GPU), and batch inputs so one forward does\n"
+            "# more work; replay the forward as a CUDA graph:\n"
+            "model = torch.compile(model, mode=\"reduce-overhead\")"),
         "compiled": (
             "# the model is already compiled: the host time is around the compiled region;\n"
             "# move preprocessing into DataLoader workers, per-step Python bookkeeping out of the loop,\n"
@@ -78,30 +101,22 @@ FIXES: Mapping[str, Mapping[str, str]] = {
             "model = torch.compile(model, mode=\"reduce-overhead\")"),
     },
     "launch-bound": {
+        "serving": (
+            "# many small kernels, each shorter than its launch: keep CUDA graphs on and captured for the\n"
+            "# batch sizes you serve (vLLM: no --enforce-eager, --max-seq-len-to-capture; SGLang: no\n"
+            "# --disable-cuda-graph, --cuda-graph-max-bs), or batch more requests per forward"),
         "inference": (
             "# many small kernels, each shorter than its launch: replay the forward as a CUDA graph\n"
             "model = torch.compile(model, mode=\"reduce-overhead\")   # fuses kernels, one graph launch per forward\n"
-            "# or batch more requests per forward; vLLM/SGLang: CUDA graphs on, captured for the batch sizes you serve"),
+            "# or batch more inputs per forward"),
         "inference-compiled": (
             "# already compiled: replay the compiled forward as a CUDA graph (one launch per forward)\n"
             "model = torch.compile(model, mode=\"reduce-overhead\")\n"
-            "# vLLM/SGLang: keep CUDA graphs on and capture the batch sizes you serve;\n"
-            "# or batch more requests per forward"),
+            "# or batch more inputs per forward"),
         "compiled": (
             "# already compiled: replay the compiled step as a CUDA graph (one launch per graph)\n"
             "model = torch.compile(model, mode=\"reduce-overhead\")\n"
             "# or raise the batch size so each kernel does more work; fused optimizers: AdamW(..., fused=True)"),
-    },
-    "sync-in-step": {
-        "inference": (
-            "# read results once per batch, not per token or per op: no .item()/.tolist()/print(tensor)\n"
-            "# inside the forward or the decoding loop, no Python branches on GPU values;\n"
-            "# copy outputs into a pinned buffer without blocking and wait on an event when needed:\n"
-            "out_host = torch.empty(out.shape, dtype=out.dtype, pin_memory=True)\n"
-            "out_host.copy_(out, non_blocking=True)\n"
-            "done = torch.cuda.Event(); done.record()\n"
-            "# ... launch the next batch ...\n"
-            "done.synchronize()"),
     },
     "low-gpu-utilization": {
         "inference": (
@@ -113,10 +128,13 @@ FIXES: Mapping[str, Mapping[str, str]] = {
             "model = torch.compile(model, mode=\"reduce-overhead\")"),
     },
     "gpu-gaps": {
-        "inference": (
+        "serving": (
             "# the host ops listed for each gap are what the GPU waited for: request pre/post-processing\n"
             "# (off the launching thread), synchronization (no .item()/.cpu() per token), logging or\n"
             "# scheduling work between batches (overlap it with the GPU: vLLM/SGLang async scheduling)"),
+        "inference": (
+            "# the host ops listed for each gap are what the GPU waited for: pre/post-processing (off the\n"
+            "# launching thread), synchronization (no .item()/.cpu() per output), logging between batches"),
     },
     "low-sm-occupancy": {
         "inference": (
@@ -134,23 +152,20 @@ FIXES: Mapping[str, Mapping[str, str]] = {
             "model = torch.compile(model, mode=\"max-autotune\")   # tuned GEMM templates\n"
             "# 16-bit matrix math: torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16)"),
     },
-    "tensor-cores-unused": {
-        "inference": (
-            "# run the model in 16 bits: bf16 weights and activations (no loss scaling at inference)\n"
-            "model = model.to(torch.bfloat16)\n"
-            "# or keep float32 and allow TF32 matmuls on Ampere or newer:\n"
-            "torch.set_float32_matmul_precision(\"high\")"),
-    },
     "memory-under-used": {
-        "inference": (
+        "serving": (
             "# more of the GPU's memory can hold requests: raise the batch (more concurrent sequences)\n"
             "# vLLM: --max-num-seqs, --gpu-memory-utilization; SGLang: --max-running-requests, --mem-fraction-static"),
+        "inference": (
+            "# more of the GPU's memory can hold inputs: raise the batch size of each forward"),
     },
     "memory-near-capacity": {
-        "inference": (
+        "serving": (
             "# serving engines reserve most of the memory for the KV cache on purpose\n"
-            "# (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static): near capacity is expected there;\n"
-            "# otherwise: bf16 weights (model.to(torch.bfloat16)), a smaller max batch or context length"),
+            "# (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static): near capacity is expected there"),
+        "inference": (
+            "# near capacity at inference: a smaller batch or context length, or 16-bit weights where the\n"
+            "# model is in float32 and the GPU has 16-bit Tensor Cores"),
     },
     "blocking-copy": {
         "inference": (
@@ -171,22 +186,18 @@ FIXES: Mapping[str, Mapping[str, str]] = {
             "# a new batch size or sequence length (a graph captured or a kernel compiled on first use),\n"
             "# scheduling or logging between batches, garbage collection (gc.freeze() after start-up)"),
     },
-    "exposed-communication": {
-        "inference": (
-            "# tensor-parallel all-reduces sit on every forward's critical path:\n"
-            "# fewer tensor-parallel ranks (more data-parallel replicas) for a model that fits,\n"
-            "# custom/fused all-reduce (vLLM and SGLang enable one on NVLink/xGMI), and the fastest links\n"
-            "# between the GPUs (check NCCL_P2P_LEVEL / RCCL settings)"),
-    },
 }
 
 #: Words a fix printed for a kind must not use (a test checks :data:`FIXES`
-#: and the real reports): training-loop advice on inference, bare
+#: and the real reports): training-loop advice on inference, a serving
+#: engine's flags on inference that runs under none, bare
 #: ``torch.compile(model)`` on compiled code, anything but profiling the
 #: replay on a capture window.
 FORBIDDEN: Mapping[str, Sequence[str]] = {
+    "serving": ("DataLoader", "optimizer", "fused=True", "learning rate", "no_sync", "backward", "GradScaler",
+                "training", "train_step", "gradient"),
     "inference": ("DataLoader", "optimizer", "fused=True", "learning rate", "no_sync", "backward", "GradScaler",
-                  "training", "train_step", "gradient"),
+                  "training", "train_step", "gradient", "vLLM", "SGLang", "--enforce-eager", "--max-num-seqs"),
     "compiled": ("torch.compile(model)",),
     "graph-capture": ("DataLoader", "optimizer", "fused=True", "learning rate", "no_sync", "backward", "GradScaler",
                       "training", "train_step", "gradient", "torch.compile(model)"),
@@ -200,10 +211,23 @@ def workload_of(ranks: Sequence[RankResult]) -> Workload:
     return next(iter(seen.values())) if len(seen) == 1 else Workload()
 
 
+#: Fix texts a rule wrote for what its trace shows (a lost GPU side, a kind of synchronization):
+#: no workload variant replaces them (:func:`specific`).
+SPECIFIC: Set[str] = set()
+
+
+def specific(text: str) -> str:
+    """``text``, kept as a finding's fix whatever its workload (:data:`SPECIFIC`)."""
+    SPECIFIC.add(text)
+    return text
+
+
 def fix_for(rule_id: str, ranks: Sequence[RankResult], default: str) -> str:
     """The fix text for a finding of ``rule_id`` on ``ranks``: the first
     :data:`FIXES` variant that applies to their workload (:func:`variants`),
-    else ``default`` (the rule's own)."""
+    else ``default`` (the rule's own); a :func:`specific` text stays as it is."""
+    if default in SPECIFIC:
+        return default
     texts = FIXES.get(rule_id, {})
     for v in variants(workload_of(ranks)):
         if v in texts:

@@ -1,0 +1,192 @@
+"""Host code rules: C30 Python loops over elements, C31 a model in training mode at inference, C32 the CPU's
+reference kernels, C33 a model run on the CPU of a machine with a GPU."""
+from __future__ import annotations
+
+from ..model import AnalysisResult, RankResult
+from .base import (DOCS_TUNING, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step, pct_of_step,
+                   per, rule, shares_over, up_to)
+from .config import AdviceConfig
+
+DOCS_EVAL = "https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval"
+DOCS_CPU = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#cpu-specific-optimizations"
+#: Share of the step (%) from which each of these rules fires (proposal: the
+#: medium severity's 5 %, below which a fix is not worth a code change).
+MIN_PCT = 5.0
+
+
+def loop_us(r: RankResult) -> float:
+    """Host time per step (µs) in Python loops over elements that read no
+    scalar (those are ``sync-in-step``'s: their fix is the same vectorized read)."""
+    p = r.patterns
+    return 0.0 if p.loop_reads_per_step > 0 else p.loop_us_per_step
+
+
+@rule("per-sample-ops", "C30", "A Python loop over a tensor's elements or samples",
+      "proposal; PyTorch performance tuning guide",
+      lambda c: f"Python loops over elements (an indexing op every few ops, 16 times or more) > {MIN_PCT:g} % of "
+                "the step on a rank without GPU activity",
+      DOCS_TUNING,
+      description=("On ranks without GPU activity, a run of host ops in which `x[i]` (`aten::select`, "
+                   "`aten::slice`) comes back every few ops with the same ops between, 16 times or more: a "
+                   "Python loop over a tensor's samples or elements. Each op pays its fixed cost (Python, the "
+                   "dispatcher, the profiler) once per element; one op over the whole tensor pays it once. Loops "
+                   "that call a loss (a model run per sample) are `tiny-batches`', loops of `.item()` "
+                   "`sync-in-step`'s."),
+      fix=("Compute on the whole tensor: `x = (x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + eps)` "
+           "instead of `for i in range(len(x)): x[i] = (x[i] - x[i].mean()) / x[i].std()`."),
+      edit="loop vectorized")
+def per_sample_ops(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C30: on ranks without GPU activity, host time in Python loops over
+    elements (``CodePatterns.loop_us_per_step``, loops without scalar reads)
+    above :data:`MIN_PCT` of the step; claims it from ``host:other``."""
+    ranks = [r for r in result.ranks if not r.has_gpu and r.steps_used]
+    if not ranks:
+        return not_checked("no rank without GPU activity (GPU ranks: host-bound and launch-bound judge host work)")
+    val, hits = shares_over(ranks, loop_us, MIN_PCT, strict=True)
+    if not hits:
+        return fine(f"Python loops over elements {up_to(ranks, val)}")
+    worst = hits[0]
+
+    def line(r: RankResult) -> str:
+        p = r.patterns
+        return (f"rank {r.rank}: {p.loops_per_step:.1f} Python loops over elements {per(r)}, "
+                f"{p.loop_iterations} iterations or more each, {ms(p.loop_us_per_step)} {per(r)} "
+                f"({pct_of_step(p.loop_us_per_step, r):.1f} % {of_step(r)}), of which arithmetic "
+                f"{ms(p.loop_arithmetic_us_per_step)}: the rest is each op's fixed cost paid per element")
+    fix = ("# one op over the whole tensor instead of one per element:\n"
+           "x = (x - x.mean(dim=1, keepdim=True)) / (x.std(dim=1, keepdim=True) + 1e-5)\n"
+           "# not: for i in range(len(x)): x[i] = (x[i] - x[i].mean()) / x[i].std()")
+    title = f"Vectorize a Python loop over elements: {val[worst.rank]:.0f} % {of_step(worst)}"
+    return claim(fired, hits, ["host:other"], loop_us).verdict(cfg, title, evidence_lines(hits, line), fix)
+
+
+def dropout_us(r: RankResult) -> float:
+    """Time per step (µs) of active dropout on a rank without a backward pass."""
+    return 0.0 if r.patterns.backward else r.patterns.dropout_us_per_step
+
+
+@rule("train-mode-inference", "C31", "A model left in training mode at inference (active dropout)",
+      "proposal; torch.nn.Module.eval",
+      lambda c: f"dropout ops that draw a mask (aten::bernoulli_) in a trace without a backward pass, > {MIN_PCT:g} % "
+                "of the step",
+      DOCS_EVAL,
+      description=("A rank that runs no backward pass (inference) whose dropout ops draw a random mask "
+                   "(`aten::native_dropout`, `aten::bernoulli_`): the model was not put in eval mode. Its outputs "
+                   "are randomly perturbed, and the masks cost time; BatchNorm then also normalizes with the "
+                   "batch's statistics instead of its running ones."),
+      fix="Call `model.eval()` before inference (and `torch.inference_mode()` around it).",
+      edit="eval mode")
+def train_mode_inference(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C31: active dropout (``CodePatterns.dropout_us_per_step``) on ranks
+    without a backward pass, above :data:`MIN_PCT` of the step; claims it from
+    ``host:other`` (CPU ranks) or ``compute`` (GPU ranks: the mask kernels)."""
+    ranks = [r for r in result.ranks if r.steps_used]
+    if not ranks:
+        return not_checked("no events in the traces")
+    if all(r.patterns.backward for r in ranks):
+        return fine("every rank runs a backward pass (training: dropout belongs there)")
+    val, hits = shares_over(ranks, dropout_us, MIN_PCT, strict=True)
+    if not hits:
+        return fine(f"active dropout at inference {up_to(ranks, val)}")
+    worst = hits[0]
+
+    def line(r: RankResult) -> str:
+        return (f"rank {r.rank}: no backward pass, and {r.patterns.dropout_per_step:.1f} dropout ops {per(r)} "
+                f"draw a random mask (aten::bernoulli_/native_dropout): {ms(r.patterns.dropout_us_per_step)} "
+                f"{per(r)} ({pct_of_step(r.patterns.dropout_us_per_step, r):.1f} % {of_step(r)}); the outputs "
+                "are perturbed at random")
+    fix = ("model.eval()                      # dropout off, BatchNorm on its running statistics\n"
+           "with torch.inference_mode():\n"
+           "    out = model(x)")
+    title = (f"Put the model in eval mode: dropout is active at inference ({val[worst.rank]:.0f} % "
+             f"{of_step(worst)})")
+    return claim(fired, hits, lambda r: ["compute"] if r.has_gpu else ["host:other"], dropout_us).verdict(
+        cfg, title, evidence_lines(hits, line), fix)
+
+
+def slow_us(r: RankResult) -> float:
+    """Host time per step (µs) in the CPU's reference kernels, on a rank without GPU activity."""
+    return 0.0 if r.has_gpu else r.patterns.slow_cpu_us_per_step
+
+
+@rule("slow-cpu-kernels", "C32", "The CPU's slow reference kernels (float64, single samples, no oneDNN path)",
+      "proposal; PyTorch CPU performance tuning guide",
+      lambda c: f"time in aten::_slow_conv2d_forward, _slow_conv2d_backward... > {MIN_PCT:g} % of the step on a "
+                "rank without GPU activity",
+      DOCS_CPU,
+      description=("On ranks without GPU activity, time in PyTorch's reference convolution kernels "
+                   "(`aten::_slow_conv2d_forward`/`_backward`, `slow_conv3d`, `slow_conv_dilated2d`, "
+                   "`slow_conv_transpose2d`): the path taken where oneDNN (MKLDNN) is not used: a model in "
+                   "float64, convolutions run one sample at a time, or unusual layouts. float32 inputs in "
+                   "batches take the oneDNN kernels, several times faster."),
+      fix=("Use float32 (`model.float()` and float32 inputs) and batch the samples: a convolution over a "
+           "batch in float32 takes oneDNN's kernels."),
+      edit="fast CPU kernels")
+def slow_cpu_kernels(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C32: host time in the CPU's reference kernels
+    (``CodePatterns.slow_cpu_us_per_step``) above :data:`MIN_PCT` of the
+    step on ranks without GPU activity; claims it from ``host:other``."""
+    ranks = [r for r in result.ranks if not r.has_gpu and r.steps_used]
+    if not ranks:
+        return not_checked("no rank without GPU activity")
+    val, hits = shares_over(ranks, slow_us, MIN_PCT, strict=True)
+    if not hits:
+        return fine(f"the CPU's reference kernels {up_to(ranks, val)}")
+    worst = hits[0]
+
+    def line(r: RankResult) -> str:
+        return (f"rank {r.rank}: {ms(r.patterns.slow_cpu_us_per_step)} {per(r)} "
+                f"({pct_of_step(r.patterns.slow_cpu_us_per_step, r):.1f} % {of_step(r)}) in "
+                f"{', '.join(r.patterns.slow_cpu_ops[:4])}: the reference path, taken where oneDNN is not used "
+                "(float64, one sample at a time, or an unusual layout)")
+    fix = ("model = model.float()             # float64 takes the slow reference kernels on the CPU\n"
+           "x = x.float()\n"
+           "# convolutions one sample at a time take them too: batch the samples into one call\n"
+           "# channels_last can also help oneDNN: model.to(memory_format=torch.channels_last)")
+    title = (f"The CPU's slow reference convolution kernels take {val[worst.rank]:.0f} % {of_step(worst)}: "
+             "float32 in batches takes oneDNN's")
+    return claim(fired, hits, ["host:other"], slow_us).verdict(cfg, title, evidence_lines(hits, line), fix)
+
+
+def on_cpu(r: RankResult) -> bool:
+    """Whether rank ``r`` ran its model on the CPU of a machine with a GPU:
+    its trace lists a GPU (``deviceProperties``) but holds no GPU activity and
+    no launch, and its ops are the CPU's own kernels (oneDNN, the reference
+    path) and none of a GPU's (cuDNN, MIOpen). A trace recorded without
+    ``ProfilerActivity.CUDA`` of a model on the GPU shows no such ops."""
+    return (not r.has_gpu and bool(r.device_names) and not r.integrity.launches
+            and bool(r.patterns.cpu_kernel_ops) and not r.patterns.gpu_kernel_ops)
+
+
+@rule("gpu-unused", "C33", "The model runs on the CPU of a machine with a GPU",
+      "proposal",
+      lambda c: "a trace listing a GPU (deviceProperties) with no GPU activity or launch, whose ops are the CPU's "
+                "own kernels (oneDNN, the reference path) and no GPU's",
+      "https://pytorch.org/docs/stable/notes/cuda.html",
+      description=("A trace whose `deviceProperties` lists a GPU, with no kernel, copy or launch, and whose ops "
+                   "ran the CPU's own kernels (`aten::mkldnn_convolution`, `aten::_slow_conv2d_forward`, "
+                   "`aten::thnn_*`) and none of a GPU's (`aten::cudnn_*`): the model and its inputs were never "
+                   "moved to the GPU. The bound is the host time of the step's ops."),
+      fix="Move the model and its inputs to the GPU: `model.to('cuda')`, `x = x.to('cuda', non_blocking=True)`.")
+def gpu_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C33: ranks that ran on the CPU of a machine with a GPU (:func:`on_cpu`);
+    claims their ops' host time from ``host:other``."""
+    ranks = [r for r in result.ranks if r.steps_used]
+    if not ranks:
+        return not_checked("no events in the traces")
+    hits = sorted([r for r in ranks if on_cpu(r)], key=lambda r: -r.patterns.compute_us_per_step)
+    if not hits:
+        return fine("the model ran where the trace's GPU work is" if any(r.has_gpu for r in ranks)
+                    else "no GPU listed, or no op only the CPU runs")
+    worst = hits[0]
+
+    def line(r: RankResult) -> str:
+        return (f"rank {r.rank}: the trace lists {', '.join(sorted(set(r.device_names)))[:120]} but holds no GPU "
+                f"activity or launch; its ops ran on the CPU ({', '.join(r.patterns.cpu_kernel_ops[:3])}): "
+                f"{ms(r.patterns.compute_us_per_step)} {per(r)} in ops")
+    fix = ("device = torch.device(\"cuda\")\n"
+           "model = model.to(device)\n"
+           "x = x.to(device, non_blocking=True)   # every input, each step (pin_memory=True in the DataLoader)")
+    title = f"The model runs on the CPU while the machine has {sorted(set(worst.device_names))[0][:60]}: move it to the GPU"
+    return claim(fired, hits, ["host:other"], lambda r: r.patterns.compute_us_per_step).verdict(
+        cfg, title, evidence_lines(hits, line), fix)

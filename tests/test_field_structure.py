@@ -1,0 +1,181 @@
+"""Reading a run as the field records it (issue 51; several ranks in one file:
+test_merged_ranks.py): the device's precisions and the kernels' own, what each collective does, lost
+GPU records, a model on the CPU of a GPU machine, torch.compile's cold start,
+and the CPU-only advice (dropout at inference, reference kernels, Python loops)."""
+import gzip
+import json
+
+import pytest
+
+from hta_report.analysis.precision import lower_precision, matrix_dtypes
+from hta_report.api import analyze
+from hta_report.render import render
+from kineto import FP32_GEMM, Sim, TraceBuilder
+
+
+def _write_doc(path, doc):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return path
+
+
+def _steps(b: TraceBuilder, sim: Sim, steps: int, body) -> None:
+    for s in range(1, steps + 1):
+        start = sim.t
+        body(sim)
+        sim.idle(20.0)
+        b.step(s, start, sim.t - start)
+
+
+def test_precisions_come_from_the_device_and_the_kernel_names():
+    """Turing runs float16 (no bfloat16, no TF32) on its Tensor Cores; Ampere
+    adds bfloat16 and TF32; Hopper FP8; Pascal nothing; MI300 by name. FP8
+    grouped GEMMs, fp16 Winograd convolutions and half GEMMs are already in
+    lower precision; an fp32 SGEMM is not."""
+    assert matrix_dtypes(7, 5, ["Tesla T4"], amd=False) == ("float16", "int8")
+    assert "bfloat16" in matrix_dtypes(8, 6, ["NVIDIA RTX A4000"], amd=False)
+    assert "float8" in matrix_dtypes(9, 0, ["NVIDIA H800"], amd=False)
+    assert matrix_dtypes(6, 1, ["Tesla P40"], amd=False) == ()
+    assert "bfloat16" in matrix_dtypes(None, None, ["AMD Instinct MI300X"], amd=True)
+    for name in ("void cutlass::device_kernel<dpsk::grouped_gemm::cuda::fp8_ptp128c::GemmKernel>(...)",
+                 "miopenSp3AsmConv_v30_3_1_gfx9_fp16_dot2_edc_f3x2_stride1", "turing_fp16_s1688gemm_fp16_128x256_nt",
+                 "Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_MI16x16x16x1"):
+        assert lower_precision(name), name
+    assert not lower_precision("volta_sgemm_128x64_tn") and not lower_precision("ampere_sgemm_128x64_nn")
+
+
+def _fp32_gemm_run(tmp_path, name: str, major: int, minor: int, training: bool = True):
+    b = TraceBuilder(rank=0, gpu_name=name, compute_major=major)
+    sim = Sim(b)
+
+    def body(s: Sim) -> None:
+        for _ in range(8):
+            s.op("aten::mm", [(FP32_GEMM, 300.0)], host_us=10.0)
+        if training:
+            with s.region("autograd::engine::evaluate_function: MmBackward0"):
+                s.op("aten::mm", [(FP32_GEMM, 300.0)], host_us=10.0)
+        s.synchronize()
+    _steps(b, sim, 6, body)
+    doc = b.document()
+    doc["deviceProperties"][0]["computeMinor"] = minor
+    return analyze(_write_doc(tmp_path / name.replace(" ", "_") / "rank-0.json.gz", doc).parent)
+
+
+def test_tensor_core_advice_names_the_precision_the_device_has(tmp_path):
+    """fp32 GEMMs on a Turing T4: float16 autocast with a GradScaler, no
+    bfloat16 and no TF32; on an A100: bfloat16 or TF32."""
+    t4 = next(f for f in _fp32_gemm_run(tmp_path, "Tesla T4", 7, 5).findings if f.id == "tensor-cores-unused")
+    assert "float16" in t4.fix and "GradScaler" in t4.fix and "bfloat16" not in t4.fix and "tf32" not in t4.fix.lower()
+    assert "float16" in t4.title
+    a100 = next(f for f in _fp32_gemm_run(tmp_path, "NVIDIA A100-SXM4-80GB", 8, 0).findings
+                if f.id == "tensor-cores-unused")
+    assert "torch.bfloat16" in a100.fix and "set_float32_matmul_precision" in a100.fix
+
+
+def test_a_gpu_without_16_bit_matrix_units_gets_no_precision_advice(tmp_path):
+    r = _fp32_gemm_run(tmp_path, "Tesla P100-PCIE-16GB", 6, 0)
+    assert not any(f.id == "tensor-cores-unused" for f in r.findings)
+
+
+ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def test_a_forward_all_reduce_is_tensor_parallel_and_gets_no_overlap_prediction(tmp_path):
+    """Inference whose forward all-reduces after every layer (a tensor-parallel
+    model): the collectives are tensor-parallel, the finding's fix speaks of
+    tensor parallelism, and DDP's overlap edit does not apply (no prediction)."""
+    b = TraceBuilder(rank=0, world_size=2)
+    sim = Sim(b)
+
+    def body(s: Sim) -> None:
+        for _ in range(6):
+            s.op("aten::mm", [(FP32_GEMM, 100.0)], host_us=10.0)
+            with s.region("nccl:all_reduce"):
+                s.launch(ALLREDUCE, 150.0, stream=7)
+        s.synchronize()
+    _steps(b, sim, 6, body)
+    r = analyze(_write_doc(tmp_path / "tp" / "rank-0.json.gz", b.document()).parent)
+    kinds = {k.kind for k in r.ranks[0].comm.kinds}
+    assert kinds == {"tp"}
+    f = next(f for f in r.findings if f.id == "exposed-communication")
+    assert "tensor-parallel" in f.title.lower() or "tensor-parallel" in f.fix and f.whatif is None
+    assert "no_sync" not in f.fix
+
+
+def test_launches_whose_gpu_records_were_lost_get_no_gpu_advice(tmp_path):
+    """The host launched kernels, the trace holds none of them: the report
+    says the GPU side is missing, in every format, and gives no GPU finding."""
+    b = TraceBuilder(rank=0)
+    sim = Sim(b)
+
+    def body(s: Sim) -> None:
+        for _ in range(10):
+            s.op("aten::mm", [(FP32_GEMM, 100.0)], host_us=10.0)
+        s.synchronize()
+    _steps(b, sim, 5, body)
+    doc = b.document()
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "kernel" and e.get("ph") != "f"]
+    r = analyze(_write_doc(tmp_path / "lost" / "rank-0.json.gz", doc).parent)
+    x = r.ranks[0]
+    assert not x.has_gpu and x.integrity.launches == x.integrity.launches_without_ops >= 40  # the steps analyzed
+    assert [f.id for f in r.findings] == ["trace-window"] and "lost its GPU side" in r.findings[0].title
+    for fmt in ("md", "html"):
+        assert "GPU side" in render(r, fmt)
+    assert x.replay.whatifs == [] and "no GPU record" in x.replay.note
+
+
+def _cpu_run(tmp_path, name: str, ops, gpu_name=None, steps: int = 6, annotations=()):
+    """A CPU-only trace of ``steps`` steps, each running ``ops`` (name, µs,
+    children) in turn on the host thread."""
+    b = TraceBuilder(rank=0, gpu_name=gpu_name)
+    t = 100.0
+    for s in range(1, steps + 1):
+        start = t
+        for note, us in annotations:
+            b.cpu_op(note, t, us, cat="user_annotation")
+        for op, us, children in ops:
+            b.cpu_op(op, t, us)
+            inner = t + 1.0
+            for child, cus in children:
+                b.cpu_op(child, inner, cus)
+                inner += cus + 0.5
+            t += us + 2.0
+        b.step(s, start, t - start)
+        t += 5.0
+    return analyze(_write_doc(tmp_path / name / "rank-0.json.gz", b.document()).parent)
+
+
+def test_dropout_active_at_inference_is_found_and_its_removal_predicted(tmp_path):
+    """No backward pass, and dropout draws a mask each step: the model is in
+    training mode at inference; eval mode removes the masks' time."""
+    ops = [("aten::linear", 400.0, [("aten::addmm", 380.0)]),
+           ("aten::dropout", 300.0, [("aten::native_dropout", 290.0)]),
+           ("aten::linear", 400.0, [("aten::addmm", 380.0)])]
+    r = _cpu_run(tmp_path, "dropout", ops)
+    f = next(f for f in r.findings if f.id == "train-mode-inference")
+    assert "model.eval()" in f.fix and f.whatif is not None
+    assert f.whatif.step_us_before - f.whatif.step_us_after == pytest.approx(300.0, rel=0.1)
+
+
+def test_the_cpu_reference_convolution_is_found(tmp_path):
+    ops = [("aten::conv2d", 900.0, [("aten::_slow_conv2d_forward", 880.0)]), ("aten::relu", 50.0, [])]
+    r = _cpu_run(tmp_path, "slow", ops)
+    f = next(f for f in r.findings if f.id == "slow-cpu-kernels")
+    assert "model.float()" in f.fix and f.whatif is not None and f.whatif.step_us_after < f.whatif.step_us_before
+
+
+def test_a_model_on_the_cpu_of_a_gpu_machine_is_told_to_move(tmp_path):
+    """deviceProperties lists an A100, the trace holds no GPU work, and the
+    convolutions ran oneDNN's CPU kernels: move the model to the GPU."""
+    ops = [("aten::conv1d", 2000.0, [("aten::mkldnn_convolution", 1990.0)]), ("aten::relu", 100.0, [])]
+    r = _cpu_run(tmp_path, "oncpu", ops, gpu_name="NVIDIA A100-PCIE-40GB")
+    assert r.findings[0].id == "gpu-unused" and "model.to(device)" in r.findings[0].fix
+    assert not any(f.id == "gpu-unused" for f in _cpu_run(tmp_path, "nogpu", ops).findings)
+
+
+def test_torch_compile_s_compile_phase_is_cold_start(tmp_path):
+    """Dynamo's compile annotations are one-off warm-up: the window rule says
+    so, and no what-if is made on a window that is mostly compiling."""
+    ops = [("aten::mm", 100.0, [])]
+    r = _cpu_run(tmp_path, "compile", ops, annotations=[("_compile.compile_inner (dynamo_timed)", 95.0)])
+    assert r.ranks[0].warmup.us_per_step > 0
