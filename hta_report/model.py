@@ -1053,6 +1053,9 @@ class CodePatterns:
     * C31: ``backward``: whether the rank runs a backward pass (training);
       ``dropout_per_step``: dropout ops that draw a mask (a model in training
       mode), ``dropout_us_per_step`` their host time (µs);
+      ``bn_training_per_step``: GPU kernels of BatchNorm's forward in
+      training mode (:data:`hta_report.analysis.host_ops.BN_TRAIN_KERNEL`),
+      ``bn_training_us_per_step`` their GPU time (µs);
     * C32: ``slow_cpu_us_per_step``: host time (µs) in the CPU's reference
       kernels (``aten::_slow_conv2d_forward``...), ``slow_cpu_ops`` their names;
     * C33: ``cpu_kernel_ops``: ops that run only on the CPU (``aten::mkldnn_*``,
@@ -1080,6 +1083,8 @@ class CodePatterns:
     backward: bool = False
     dropout_per_step: float = 0.0
     dropout_us_per_step: float = 0.0
+    bn_training_per_step: float = 0.0
+    bn_training_us_per_step: float = 0.0
     slow_cpu_us_per_step: float = 0.0
     slow_cpu_ops: List[str] = field(default_factory=list)
     cpu_kernel_ops: List[str] = field(default_factory=list)

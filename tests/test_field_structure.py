@@ -157,6 +157,46 @@ def test_dropout_active_at_inference_is_found_and_its_removal_predicted(tmp_path
     assert f.whatif.step_us_before - f.whatif.step_us_after == pytest.approx(300.0, rel=0.1)
 
 
+BN_TRAIN = "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1, true>(cudnnTensorStruct)"
+BN_INFER = "void cudnn::bn_fw_inf_1C11_kernel_NCHW<float, float, true, 1>(float, float, cudnnTensorStruct)"
+
+
+def _bn_run(tmp_path, name: str, kernel: str, training: bool = False):
+    """GPU steps of a convolution then a BatchNorm running ``kernel`` (300 µs), with a backward when ``training``."""
+    b = TraceBuilder(rank=0, gpu_name="NVIDIA A100-SXM4-80GB", compute_major=8)
+    sim = Sim(b)
+
+    def body(s: Sim) -> None:
+        for _ in range(4):
+            s.op("aten::cudnn_convolution", [(FP32_GEMM, 400.0)], host_us=10.0)
+            s.op("aten::cudnn_batch_norm", [(kernel, 300.0)], host_us=10.0)
+        if training:
+            with s.region("autograd::engine::evaluate_function: CudnnBatchNormBackward0"):
+                s.op("aten::mm", [(FP32_GEMM, 100.0)], host_us=10.0)
+        s.synchronize()
+    _steps(b, sim, 6, body)
+    return analyze(_write_doc(tmp_path / name / "rank-0.json.gz", b.document()).parent)
+
+
+def test_batchnorm_in_training_mode_at_inference_is_found_from_its_kernels(tmp_path):
+    """Inference whose BatchNorm runs cuDNN's training kernel (bn_fw_tr: the
+    batch's statistics) is told to call model.eval(), and the prediction
+    keeps part of those kernels (the inference kernel still normalizes); the
+    same model in eval mode (bn_fw_inf), or training, gets no such finding."""
+    r = _bn_run(tmp_path, "train-mode", BN_TRAIN)
+    f = next(f for f in r.findings if f.id == "train-mode-inference")
+    assert "BatchNorm" in f.title and "model.eval()" in f.fix
+    p = r.ranks[0].patterns
+    assert p.bn_training_per_step == 4 and p.bn_training_us_per_step == 1200.0
+    w = f.whatif
+    assert w is not None and w.edit == "eval mode"
+    saved = w.step_us_before - w.step_us_after
+    assert 0.1 * 1200 < saved < 1200  # part of the 1.2 ms of training kernels per step, not all of it
+    for name, kernel, training in (("eval", BN_INFER, False), ("train", BN_TRAIN, True)):
+        other = _bn_run(tmp_path, name, kernel, training)
+        assert not any(f.id == "train-mode-inference" for f in other.findings), name
+
+
 def test_the_cpu_reference_convolution_is_found(tmp_path):
     ops = [("aten::conv2d", 900.0, [("aten::_slow_conv2d_forward", 880.0)]), ("aten::relu", 50.0, [])]
     r = _cpu_run(tmp_path, "slow", ops)

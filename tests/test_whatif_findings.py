@@ -66,23 +66,27 @@ def test_a_cpu_only_dataloader_finding_predicts_a_range_and_says_why(sample):
     """The README's sample, a CPU-only CNN loading its batches in the main
     process: worker processes take their CPU time from the cores the
     training's threads use, which the trace does not show, so the prediction
-    keeps part of the loading time (the middle of a measured range: on this
-    machine 2 workers kept 73 % of it) and its interval spans the range; the
-    evidence says why, and the fix speaks of threads, not GPUs."""
+    keeps part of the loading time (the middle of a measured range,
+    :data:`~hta_report.analysis.edits.CPU_LOADER_KEPT`) and its interval spans
+    the range; the evidence says why, and the fix speaks of threads, not GPUs."""
+    from hta_report.analysis.edits import CPU_LOADER_KEPT
     from hta_report.rules.input import CPU_ONLY_RANGE
 
     rank = sample.ranks[0]
     assert not rank.has_gpu and rank.replay.steps > 0
     hidden = next(w for w in rank.replay.whatifs if w.edit == "DataLoader hidden")
     loading = rank.cpu.dataloader_us_per_step
-    assert hidden.applies and hidden.step_us_after == pytest.approx(hidden.step_us_before - 0.55 * loading, rel=1e-6)
-    assert hidden.step_us_low <= hidden.step_us_before - 0.9 * loading
-    assert hidden.step_us_high >= hidden.step_us_before - 0.2 * loading
+    best, mid, worst = CPU_LOADER_KEPT
+    assert hidden.applies
+    assert hidden.step_us_after == pytest.approx(hidden.step_us_before - (1 - mid) * loading, rel=1e-6)
+    assert hidden.step_us_low <= hidden.step_us_before - (1 - best) * loading
+    assert hidden.step_us_high >= hidden.step_us_before - (1 - worst) * loading
     f = next(f for f in sample.findings if f.id == "dataloader-bound")
     assert f.whatif == hidden and CPU_ONLY_RANGE in f.evidence
     assert "torch.set_num_threads" in f.fix and "cuda" not in f.fix and "pin_memory" not in f.fix  # no GPU here
     md = render(sample, "md")
-    assert "keeps 10-80 % of the loading time" in md and "predicted after the fix" in md
+    kept = f"keeps {round(100 * best)}-{round(100 * worst)} % of the loading time"
+    assert kept in CPU_ONLY_RANGE and kept in md and "predicted after the fix" in md
 
 
 def test_reports_show_the_prediction_and_the_critical_path(gpu_loader, sample):

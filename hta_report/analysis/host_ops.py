@@ -115,15 +115,20 @@ def arithmetic_us(ops: pd.DataFrame, overhead_us: float) -> float:
 #: The fixed cost per call inside an op, beyond dispatch, by op family, on the CPU: what a call
 #: costs however few samples it gets, which batching pays once per batched call instead of once
 #: per sample: ``(pattern, µs, share of the call's work)``, the larger of the two. Read off the fix
-#: bench's pairs (docs/FIXBENCH.md; torch 2.13, oneDNN): a 2-sample convolution forward cost 74 µs
-#: a call and a 16-sample one 217 µs (55 µs fixed, 10 µs a sample), its backward 144 and 405 µs
-#: (100 µs fixed); a GEMM of a few rows reads all its weights each call, whatever its rows (a
-#: one-row 512x512 GEMM, 1 MB of weights: most of its time), 0.85 of its work.
+#: bench's pairs (docs/FIXBENCH.md; torch 2.13, oneDNN): a 2-sample oneDNN convolution forward
+#: cost 74 µs a call and a 16-sample one 217 µs (55 µs fixed, 10 µs a sample), its backward 144
+#: and 405 µs (100 µs fixed). A 1-sample convolution takes the reference path
+#: (``_slow_conv2d_*``), a different algorithm: batched, the samples run on oneDNN at about half
+#: the reference path's time per sample (3x32x32 images through 32 and 64 channels: forward 69 µs
+#: a sample on the reference path, 34 µs batched by 16; backward 112 and 64 µs), so the share of
+#: its work a batch saves is 0.5 forward, 0.45 backward. A GEMM of a few rows reads all its
+#: weights each call, whatever its rows (a one-row 512x512 GEMM, 1 MB of weights: most of its
+#: time), 0.95 of its work.
 CALL_FIXED = (
-    (re.compile(r"convolution_backward|_slow_conv2d_backward|slow_conv3d_backward|conv_depthwise2d_backward"),
-     100.0, 0.0),
-    (re.compile(r"mkldnn_convolution|_slow_conv2d_forward|slow_conv3d_forward|slow_conv_dilated|"
-                r"slow_conv_transpose|conv_depthwise2d$|thnn_conv2d"), 55.0, 0.0),
+    (re.compile(r"_slow_conv2d_backward|slow_conv3d_backward"), 0.0, 0.45),
+    (re.compile(r"_slow_conv2d_forward|slow_conv3d_forward|thnn_conv2d"), 0.0, 0.5),
+    (re.compile(r"convolution_backward|conv_depthwise2d_backward"), 100.0, 0.0),
+    (re.compile(r"mkldnn_convolution|slow_conv_dilated|slow_conv_transpose|conv_depthwise2d$"), 55.0, 0.0),
     (re.compile(r"^aten::(?:mm|addmm|bmm|baddbmm|addmv|mv|_addmm_activation)$"), 8.0, 0.95),
     # autograd's engine frames and nodes: the bookkeeping of each node, whatever its tensors
     (re.compile(r"^autograd::engine::|Backward\d*$"), 0.0, 1.0),
@@ -148,9 +153,11 @@ def batched_us(ops: pd.DataFrame, overhead_us: float, calls_kept: float, fixed_s
     work = np.clip(ops["self_us"].to_numpy(float) - overhead_us, 0.0, None)
     names = ops["s_name"].astype(str).to_numpy()
     fixed = np.full(len(ops), OTHER_CALL_FIXED_US)
-    for pattern, us, share in CALL_FIXED:
-        hit = np.fromiter((pattern.search(n) is not None for n in names), dtype=bool, count=len(names))
+    done = np.zeros(len(ops), dtype=bool)
+    for pattern, us, share in CALL_FIXED:  # the first family an op's name matches
+        hit = np.fromiter((pattern.search(n) is not None for n in names), dtype=bool, count=len(names)) & ~done
         fixed[hit] = np.maximum(us, share * work[hit])
+        done |= hit
     fixed = np.minimum(fixed * fixed_scale, work)
     acc = ops["accumulate"].to_numpy(dtype=bool)
     fixed[acc] = work[acc]  # one gradient per parameter once batched
@@ -196,6 +203,30 @@ def active_dropout(ev: RankEvents, w: np.ndarray) -> pd.DataFrame:
     a, z = outer["ts"].to_numpy(float), outer["end"].to_numpy(float)
     holds = np.searchsorted(at, z, side="left") > np.searchsorted(at, a, side="left")
     return pd.concat([outer[holds], draws]) if holds.any() else draws
+
+
+#: GPU kernels of BatchNorm's forward in training mode, which compute the batch's statistics:
+#: cuDNN's ``bn_fw_tr_*`` (eval mode runs ``bn_fw_inf_*``), MIOpen's ``MIOpenBatchNormFwdTrain*``
+#: (eval: ``...FwdInfer...``), and PyTorch's own ``batch_norm_collect_statistics_kernel`` (eval
+#: mode skips it; the normalization kernel runs in both modes). A CPU op's mode is in its
+#: ``Concrete Inputs``, which the loader does not read: on the CPU the mode is not checked.
+BN_TRAIN_KERNEL = re.compile(r"bn_fw_tr_|BatchNormFwdTrain|batch_norm_collect_statistics", re.IGNORECASE)
+#: Those of them eval mode removes outright (the statistics pass); the others it replaces by the
+#: inference kernel, which reads the input once instead of twice.
+BN_STATS_KERNEL = re.compile(r"batch_norm_collect_statistics", re.IGNORECASE)
+
+
+def bn_training_kernels(ev: RankEvents, w: np.ndarray) -> pd.DataFrame:
+    """The GPU kernels of :data:`BN_TRAIN_KERNEL` that start in the windows
+    ``w`` (``(n, 2)`` µs; all of them when empty): GPU rows."""
+    gpu = ev.gpu
+    if gpu.empty:
+        return gpu
+    names = gpu["s_name"].astype(str)
+    rows = gpu[names.str.contains(BN_TRAIN_KERNEL).to_numpy(dtype=bool)]
+    if len(w) and len(rows):
+        rows = rows[containing_index(intervals.union(w[:, 0], w[:, 1]), rows["ts"].to_numpy(float)) >= 0]
+    return rows
 
 
 def slow_cpu_ops(ev: RankEvents, w: np.ndarray) -> pd.DataFrame:

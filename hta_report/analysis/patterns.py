@@ -20,7 +20,7 @@ from ..model import CodePatterns
 from .. import intervals
 from .events import COMMUNICATION, RankEvents, name_strings
 from .host_loops import loops
-from .host_ops import active_dropout, has_backward, slow_cpu_ops, step_thread_ops
+from .host_ops import active_dropout, bn_training_kernels, has_backward, slow_cpu_ops, step_thread_ops
 from .kernels import _has_shapes, input_dims
 from .regions import in_windows, per_step
 
@@ -287,8 +287,8 @@ GPU_ONLY_OPS = r"^aten::(?:cudnn_|miopen_|_cudnn|_miopen)"
 def host_patterns(ev: RankEvents, hw: np.ndarray, out: CodePatterns) -> None:
     """C30 to C33's figures over the analyzed host windows ``hw`` (``(n, 2)``
     µs), per window, into ``out``: the Python loops over elements
-    (:func:`~.host_loops.loops`), active dropout and whether the rank runs a
-    backward pass, the CPU's reference kernels, which device the ops ran on
+    (:func:`~.host_loops.loops`), active dropout, BatchNorm's training-mode
+    GPU kernels and whether the rank runs a backward pass, the CPU's reference kernels, which device the ops ran on
     (:data:`CPU_ONLY_OPS`, :data:`GPU_ONLY_OPS`) and the host time in ops."""
     n = max(len(hw), 1)
     if not len(hw):
@@ -307,6 +307,10 @@ def host_patterns(ev: RankEvents, hw: np.ndarray, out: CodePatterns) -> None:
     out.dropout_per_step = per_step(len(counted), n)
     out.dropout_us_per_step = per_step(intervals.total(intervals.union(drop["ts"], drop["end"])), n) if len(drop) \
         else 0.0
+    bn = bn_training_kernels(ev, hw)
+    if len(bn):
+        out.bn_training_per_step = per_step(len(bn), n)
+        out.bn_training_us_per_step = per_step(float((bn["end"] - bn["ts"]).sum()), n)
     names = pd.Series(ev.cpu["s_name"].unique().astype(str))
     out.cpu_kernel_ops = sorted(names[names.str.contains(CPU_ONLY_OPS)].tolist())[:8]
     out.gpu_kernel_ops = int(names.str.contains(GPU_ONLY_OPS).sum())

@@ -313,14 +313,19 @@ def _message(f: Finding, unplaced: str = "") -> str:
     parts = [f"{f.title}."]
     if unplaced:
         parts.append(unplaced)
-    parts.append(f"Estimated gain: up to {fixed(f.gain_ms_per_step, 2)} ms per step ({pct(f.gain_pct)} of the step) "
-                 f"on the worst rank{'s' if len(f.ranks) > 1 else ''} ({ranks or 'all ranks'}).")
     w = f.whatif
-    if w is not None and w.step_us_before > 0:
+    where = f"on the worst rank{'s' if len(f.ranks) > 1 else ''} ({ranks or 'all ranks'})"
+    if w is not None and w.step_us_before > 0:  # the finding's gain is its prediction (one figure)
+        parts.append(f"Predicted gain: {fixed(f.gain_ms_per_step, 2)} ms per step ({pct(f.gain_pct)} of the step) "
+                     f"{where}" + ("." if w.measurable else ", within the noise: no measurable gain expected."))
         parts.append(f"Predicted after the fix (replay of the trace: {w.description}): step "
-                     f"{fixed(w.step_us_before / 1e3, 2)} ms -> {fixed(w.step_us_after / 1e3, 2)} ms on rank {w.rank}"
+                     f"{fixed(w.step_us_before / 1e3, 2)} ms -> {fixed(w.step_us_after / 1e3, 2)} ms "
+                     f"(80 %: {fixed(w.step_us_low / 1e3, 2)}-{fixed(w.step_us_high / 1e3, 2)} ms) on rank {w.rank}"
                      + ("." if saves(w) else ": no gain alone, what it shortens is off the replayed critical path "
                         "(the HTML report names it)."))
+    else:
+        parts.append(f"Estimated gain: up to {fixed(f.gain_ms_per_step, 2)} ms per step ({pct(f.gain_pct)} of the "
+                     f"step) {where}.")
     if f.evidence:
         parts.append("Evidence: " + "; ".join(f.evidence) + ".")
     if f.fix:

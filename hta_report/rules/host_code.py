@@ -65,42 +65,66 @@ def dropout_us(r: RankResult) -> float:
     return 0.0 if r.patterns.backward else r.patterns.dropout_us_per_step
 
 
-@rule("train-mode-inference", "C31", "A model left in training mode at inference (active dropout)",
+def train_mode_us(r: RankResult) -> float:
+    """Time per step (µs) a model left in training mode spends on a rank
+    without a backward pass: active dropout (host time) and BatchNorm's
+    training-mode GPU kernels (their GPU time: an upper bound of what eval
+    mode saves there, its inference kernel still normalizes)."""
+    return 0.0 if r.patterns.backward else r.patterns.dropout_us_per_step + r.patterns.bn_training_us_per_step
+
+
+@rule("train-mode-inference", "C31", "A model left in training mode at inference (active dropout, BatchNorm)",
       "proposal; torch.nn.Module.eval",
-      lambda c: f"dropout ops that draw a mask (aten::bernoulli_) in a trace without a backward pass, > {MIN_PCT:g} % "
-                "of the step",
+      lambda c: (f"dropout ops that draw a mask (aten::bernoulli_) or BatchNorm's training-mode GPU kernels "
+                 f"(cuDNN bn_fw_tr, MIOpen BatchNormFwdTrain, batch_norm_collect_statistics) in a trace without a "
+                 f"backward pass, > {MIN_PCT:g} % of the step"),
       DOCS_EVAL,
       description=("A rank that runs no backward pass (inference) whose dropout ops draw a random mask "
-                   "(`aten::native_dropout`, `aten::bernoulli_`): the model was not put in eval mode. Its outputs "
-                   "are randomly perturbed, and the masks cost time; BatchNorm then also normalizes with the "
-                   "batch's statistics instead of its running ones."),
+                   "(`aten::native_dropout`, `aten::bernoulli_`) or whose BatchNorm runs its training-mode kernels "
+                   "(the batch's statistics computed, the running ones updated): the model was not put in eval "
+                   "mode. Its outputs are randomly perturbed or depend on the batch, and the masks and statistics "
+                   "cost time. BatchNorm's mode on the CPU is not checked (the trace shows it only in an op's "
+                   "recorded inputs)."),
       fix="Call `model.eval()` before inference (and `torch.inference_mode()` around it).",
       edit="eval mode")
 def train_mode_inference(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
-    """C31: active dropout (``CodePatterns.dropout_us_per_step``) on ranks
-    without a backward pass, above :data:`MIN_PCT` of the step; claims it from
-    ``host:other`` (CPU ranks) or ``compute`` (GPU ranks: the mask kernels)."""
+    """C31: active dropout (``CodePatterns.dropout_us_per_step``) and
+    BatchNorm's training-mode kernels (``CodePatterns.bn_training_us_per_step``)
+    on ranks without a backward pass, above :data:`MIN_PCT` of the step;
+    claims them from ``host:other`` (CPU ranks) or ``compute`` (GPU ranks:
+    the mask and statistics kernels)."""
     ranks = [r for r in result.ranks if r.steps_used]
     if not ranks:
         return not_checked("no events in the traces")
     if all(r.patterns.backward for r in ranks):
-        return fine("every rank runs a backward pass (training: dropout belongs there)")
-    val, hits = shares_over(ranks, dropout_us, MIN_PCT, strict=True)
+        return fine("every rank runs a backward pass (training: dropout and batch statistics belong there)")
+    val, hits = shares_over(ranks, train_mode_us, MIN_PCT, strict=True)
     if not hits:
-        return fine(f"active dropout at inference {up_to(ranks, val)}")
+        return fine(f"active dropout and training-mode BatchNorm at inference {up_to(ranks, val)}")
     worst = hits[0]
 
     def line(r: RankResult) -> str:
-        return (f"rank {r.rank}: no backward pass, and {r.patterns.dropout_per_step:.1f} dropout ops {per(r)} "
-                f"draw a random mask (aten::bernoulli_/native_dropout): {ms(r.patterns.dropout_us_per_step)} "
-                f"{per(r)} ({pct_of_step(r.patterns.dropout_us_per_step, r):.1f} % {of_step(r)}); the outputs "
-                "are perturbed at random")
+        p = r.patterns
+        parts = []
+        if p.dropout_us_per_step:
+            parts.append(f"{p.dropout_per_step:.1f} dropout ops {per(r)} draw a random mask "
+                         f"(aten::bernoulli_/native_dropout): {ms(p.dropout_us_per_step)} {per(r)} "
+                         f"({pct_of_step(p.dropout_us_per_step, r):.1f} % {of_step(r)}); the outputs are perturbed "
+                         "at random")
+        if p.bn_training_us_per_step:
+            parts.append(f"{p.bn_training_per_step:.1f} BatchNorm kernels {per(r)} run in training mode (computing "
+                         f"the batch's statistics): {ms(p.bn_training_us_per_step)} of GPU time {per(r)} "
+                         f"({pct_of_step(p.bn_training_us_per_step, r):.1f} % {of_step(r)}); the outputs depend on "
+                         "the batch and the running statistics are overwritten")
+        return f"rank {r.rank}: no backward pass, and " + "; ".join(parts)
     fix = ("model.eval()                      # dropout off, BatchNorm on its running statistics\n"
            "with torch.inference_mode():\n"
            "    out = model(x)")
-    title = (f"Put the model in eval mode: dropout is active at inference ({val[worst.rank]:.0f} % "
-             f"{of_step(worst)})")
-    return claim(fired, hits, lambda r: ["compute"] if r.has_gpu else ["host:other"], dropout_us).verdict(
+    what = " and ".join(w for w, us in (("dropout is active", worst.patterns.dropout_us_per_step),
+                                        ("BatchNorm computes batch statistics",
+                                         worst.patterns.bn_training_us_per_step)) if us)
+    title = f"Put the model in eval mode: {what} at inference ({val[worst.rank]:.0f} % {of_step(worst)})"
+    return claim(fired, hits, lambda r: ["compute"] if r.has_gpu else ["host:other"], train_mode_us).verdict(
         cfg, title, evidence_lines(hits, line), fix)
 
 

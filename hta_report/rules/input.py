@@ -13,8 +13,9 @@ from .config import AdviceConfig
 #: :func:`hta_report.analysis.edits.edit_no_dataloader`).
 CPU_ONLY_RANGE = ("on a rank without GPU work the workers take their CPU time from the cores the training's own "
                   "threads use (PyTorch's intra-op threads default to one per physical core), which the trace does "
-                  "not show: the prediction keeps 10-80 % of the loading time in the step, and its interval spans "
-                  "that (on a 2-core machine, 2 workers kept 73 % of it)")
+                  "not show: the prediction keeps 25-70 % of the loading time in the step, and its interval spans "
+                  "that; where the loading is light, workers can cost more than they hide (on a 2-core machine, 2 "
+                  "workers saved half the step with heavy augmentation and made it 16-26 % slower with light)")
 #: C2's fix on CPU-only ranks: no GPU to divide the cores by, and the workers need cores the
 #: training's own threads leave them.
 CPU_WORKERS_FIX = ("loader = DataLoader(ds, batch_size=..., num_workers=N, persistent_workers=True)\n"
