@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE.parent))
 from hta_report.api import analyze  # noqa: E402
 from hta_report.model import AnalysisResult  # noqa: E402
 from hta_report.render.view import headline  # noqa: E402
-from hta_report.rules.wording import FORBIDDEN  # noqa: E402
+from hta_report.rules.wording import FORBIDDEN, SERVING_ENGINES  # noqa: E402
 
 #: Findings that say "the GPU idles because of the host or between launches".
 IDLE_FINDINGS = ("host-bound", "launch-bound", "gpu-gaps", "low-gpu-utilization")
@@ -175,8 +175,12 @@ def _words(runs: Tuple[str, ...], kinds: Tuple[str, ...]) -> Check:
         for run in runs:
             if not (SHARED / run).is_dir():
                 continue
-            for f in report(run).findings:
-                words = [w for k in kinds for w in FORBIDDEN[k] if w in f.fix]
+            result = report(run)
+            for f in result.findings:
+                # inference under a serving engine the trace shows may name that engine's flags
+                served = all(r.workload.serving in SERVING_ENGINES for r in result.ranks if r.rank in f.ranks)
+                use = tuple("serving" if served and k == "inference" else k for k in kinds)
+                words = [w for k in use for w in FORBIDDEN[k] if w in f.fix]
                 if words:
                     bad.append(f"{run} {f.id}: {words}")
         return not bad, "; ".join(bad) or "none"

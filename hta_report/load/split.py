@@ -110,7 +110,8 @@ def split_doc(doc: dict, ranks: Sequence[Tuple[int, object, object]]) -> List[Tu
         if isinstance(e, dict):
             by_pid[e.get("pid")].append(e)
     out: List[Tuple[int, dict]] = []
-    info = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
+    found = doc.get("distributedInfo")
+    info: Dict[str, object] = dict(found) if isinstance(found, dict) else {}
     for rank, host, gpu in ranks:
         part = {k: v for k, v in doc.items() if k not in ("traceEvents", "distributedInfo")}
         part["distributedInfo"] = {**info, "rank": rank, "world_size": len(ranks)}

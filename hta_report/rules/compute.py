@@ -47,9 +47,11 @@ def _tensor_core_evidence(r: RankResult) -> str:
     top = "; ".join(f"{labels[k.name]} ({ms(k.total_us)} in the trace)" for k in shown)
     low = (f", {ms(tc.low_precision_us_per_step)} already in 16 or 8 bits off Tensor Cores (no dtype to move)"
            if tc.low_precision_us_per_step > 0 else "")
+    share = (f" ({tc.eligible_ops_kernel_pct:.0f} % of kernel time is launched by Tensor-Core-eligible ops, as "
+             "the TensorBoard profiler counts it)" if tc.eligible_ops_kernel_pct else "")
     units = f"; the GPU runs {', '.join(tc.matrix_dtypes)} on its matrix units" if tc.matrix_dtypes else ""
     return (f"rank {r.rank} ({_device(r)}): GEMM/convolution kernels "
-            f"{ms(tc.eligible_us_per_step)} {per(r)}, {tc.tensor_core_pct:.1f} % on Tensor Cores{low}{units}; "
+            f"{ms(tc.eligible_us_per_step)} {per(r)}{share}, {tc.tensor_core_pct:.1f} % on Tensor Cores{low}{units}; "
             f"largest in float32: {top}")
 
 

@@ -130,7 +130,9 @@ def trace_window(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
     claims = claim_each(fired, warm, lambda r: ["idle:warmup"] if r.has_gpu else ["host:warmup"],
                         lambda r: r.warmup.us_per_step)
     capture = [r for r in warm if r.workload.kind == "graph-capture"]
-    lost = [r for r in ranks if r.integrity.launches_without_ops > 0 and r.integrity.idle_unreliable]
+    # Launches inside a stream capture record no kernel (they are captured, not run): not lost records.
+    lost = [r for r in ranks if r.integrity.launches_without_ops > 0 and r.integrity.idle_unreliable
+            and r.workload.kind != "graph-capture"]
     if lost:
         w = max(lost, key=lambda r: r.integrity.launches_without_ops)
         gone = w.integrity.launches_without_ops == w.integrity.launches
