@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from hta_report.analysis import rank as rank_steps
+from hta_report.api import analyze
 from hta_report.analysis.events import RankEvents
 from hta_report.analysis.regions import host_windows
 from hta_report.analysis.replay import EDITS, replay, schedule
@@ -543,3 +544,51 @@ def test_a_stream_wait_event_record_names_the_stream_that_waits(tmp_path):
         t += 410.0
     cross = _cross_edges(tmp_path, b)
     assert cross and all(src == FP32_GEMM and d == side for src, d in cross)
+
+
+def _gpu_bound(steps: int) -> TraceBuilder:
+    """A host that launches one 1,000 µs float32 GEMM per 200 µs step: the
+    GPU paces the loop, the ProfilerStep windows measure the host."""
+    b = TraceBuilder(rank=0, compute_major=8, gpu_name="NVIDIA A100")
+    for s in range(steps):
+        t0 = s * 200
+        b.step(s + 1, t0, 200)
+        b.cpu_op("aten::mm", t0 + 10, 150)
+        b.kernel(FP32_GEMM, 100 + s * 1000, 1000, launch_ts=t0 + 20)
+    return b
+
+
+def test_one_analyzed_step_of_a_gpu_bound_loop_is_not_predicted_to_vanish(tmp_path):
+    """Issue 56 item 11: with one analyzed step no GPU lag can grow, so the
+    step was taken as its 200 µs host window while the replay spans the
+    1,000 µs kernel: the Tensor-Core edit's 800 µs saving came off 200 µs,
+    "200 µs -> 0 µs (-100 %)". The one step is now read as GPU-paced, as the
+    same loop with three analyzed steps is, and predicts what they predict."""
+    one = _replay(tmp_path, _gpu_bound(2), "one")  # the first step is left out, the last one kept
+    three = _replay(tmp_path, _gpu_bound(4), "three")
+    assert one.steps == 1 and three.steps == 3
+    assert one.gpu_paced_step_us == pytest.approx(1000, rel=0.05)
+    tc = "matmuls on Tensor Cores"
+    assert _after(one, tc) > 0.1 * one.gpu_paced_step_us
+    assert _after(one, tc) == pytest.approx(_after(three, tc), rel=0.1)
+
+
+def test_an_edit_that_shortens_queued_work_never_predicts_a_slower_step(tmp_path):
+    """Issue 56 item 12: float32 GEMMs queued before the first step run into
+    it; the Tensor-Core edit shortened them, which moved the span's start
+    (the end of that backlog) earlier and predicted a step 8 % slower. Every
+    edit removes or shortens work: no prediction is slower than the step."""
+    b = TraceBuilder(rank=0, compute_major=8, gpu_name="NVIDIA A100")
+    for k in range(20):
+        b.kernel(FP32_GEMM, 100 + k * 300, 300, launch_ts=10 + k * 5)
+    for s in range(3):
+        t0 = 500 + s * 700
+        b.step(s + 1, t0, 700)
+        b.cpu_op("aten::mm", t0 + 10, 50)
+        b.kernel(FP32_GEMM, max(6200, t0 + 100) + s * 400, 350, launch_ts=t0 + 20)
+        b.cpu_op("aten::add", t0 + 100, 500)
+    (tmp_path / "q").mkdir()
+    r = analyze(b.write(tmp_path / "q" / "rank-0.json")).ranks[0].replay
+    assert r.whatifs
+    assert all(w.step_us_after <= w.step_us_before + 1e-6 for w in r.whatifs), \
+        [(w.edit, w.step_us_before, w.step_us_after) for w in r.whatifs if w.step_us_after > w.step_us_before]

@@ -64,6 +64,16 @@ SPLIT_HOST_US = 1000.0
 #: steps' time up to the end of the GPU work they launched), the basis their savings are measured
 #: on. 5 %: proposal.
 HOST_AHEAD_PCT = 5.0
+#: With one analyzed step no lag can grow (:func:`gpu_lag_growth` needs two): there the host ran
+#: ahead when the step's span (up to the end of the GPU work it launched) exceeds its window by this
+#: much (%). Larger than :data:`HOST_AHEAD_PCT` because a synchronous step also ends with its last
+#: kernels still running; 25 %: proposal. Without it a one-step trace of a GPU-bound loop measured
+#: on its host window predicted "200 µs -> 0 µs" for a fix that shortens the kernels.
+ONE_STEP_AHEAD_PCT = 25.0
+#: Where the replay's span exceeds the measured windows by more than this (%), a what-if's saving
+#: is taken as its share of the span, not as µs off the measured step (:meth:`WhatIfRunner.after`);
+#: within it the two agree to the replay's fidelity (median under 3 %) and the µs are kept. 10 %: proposal.
+SPAN_PAST_STEP_PCT = 10.0
 def schedule(g: Graph, edit: Optional[Edit] = None) -> Tuple[List[float], List[float], List[int]]:
     """Replayed ``(start, end, binding edge)`` of every node of ``g`` (µs;
     edge -1: none), with the inputs of ``edit`` (default: the graph's own). A
@@ -464,6 +474,23 @@ class WhatIfRunner:
             self.memo[key] = self.base - span(self.g, self.w, schedule_ends(self.g, e), self.steps)
         return self.memo[key]
 
+    def after(self, saved: float) -> float:
+        """The measured step (µs) less ``saved`` µs of the replay's span over
+        the ``n`` analyzed windows, bounded both ways. Every edit removes or
+        shortens work, so a negative saving is the replay's, not the fix's (a
+        backlog of GPU work queued before the first window that an edit
+        shortens moves the span's start earlier): no change. The saving per
+        window is at most the replayed share ``saved / base`` of the measured
+        step where the replay spans more than :data:`SPAN_PAST_STEP_PCT` past
+        the measured windows (GPU work past the last window): there the
+        absolute saving would reach past what the step holds, down to 0 µs."""
+        saved = max(0.0, saved)
+        n = len(self.w)
+        absolute = self.measured - saved / n
+        if self.base > n * self.measured * (1 + SPAN_PAST_STEP_PCT / 100):
+            absolute = max(absolute, self.measured * (1.0 - saved / self.base))
+        return max(0.0, absolute)
+
     def whatif(self, labels: Sequence[str]) -> Tuple[WhatIf, bool, bool]:
         """:func:`whatif` of ``labels`` on this rank."""
         g = self.g
@@ -472,16 +499,14 @@ class WhatIfRunner:
                       and np.array_equal(e.delay, g.delay))
         changed = inputs or bool(e.drop.any())
         applies = changed if self.binding is None else inputs or bool((e.drop & self.binding).any())
-        n = len(self.w)
         # an edit that cannot save what counts (saves()) is not scheduled and reported as saving nothing
         scheduled = changed and most_saved(g, e) >= self.base * WHATIF_MIN_SAVING_PCT / 100
         mid = self.saved(e) if scheduled else 0.0
         best = worst = mid
         if scheduled and e.ranged:
             best, worst = self.saved(self.edited(labels, BEST)), self.saved(self.edited(labels, WORST))
-        after = max(0.0, self.measured - mid / n)
-        low, high = interval(self.measured, after, max(0.0, self.measured - best / n),
-                             max(0.0, self.measured - worst / n), self.measured_windows,
+        after = self.after(mid)
+        low, high = interval(self.measured, after, self.after(best), self.after(worst), self.measured_windows,
                              error_pct(labels) if g.has_gpu else CPU_ERROR_PCT)
         label = combined_edit(labels)
         text = "; ".join(EDITS[x].description for x in labels)
@@ -582,7 +607,10 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
     base = span(g, w, end, steps)
     # a host that ran ahead of the GPU: the steps' time counting the GPU work they leave behind
     drift = gpu_lag_growth(g, w) if steps and n > 1 else 0.0
-    ahead = drift > m_mean * HOST_AHEAD_PCT / 100
+    # one analyzed step shows no growth: there, GPU work that runs well past the window (the span a quarter
+    # longer than the window or more, ONE_STEP_AHEAD_PCT) is the host running ahead of a busier GPU
+    ahead = drift > m_mean * HOST_AHEAD_PCT / 100 or \
+        (steps and n == 1 and m_mean > 0 and base > m_mean * (1 + ONE_STEP_AHEAD_PCT / 100))
     before = base / n if ahead else m_mean  # the basis the savings are measured on (span)
     if ev.has_gpu:
         note = ("collectives keep their measured durations (other ranks are not replayed); another host thread "
