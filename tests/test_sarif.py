@@ -17,6 +17,7 @@ from hta_report.api import analyze
 from hta_report.model import Finding, SourceLocation
 from hta_report.render import sarif
 from kineto import simple_gpu_trace, training_trace
+from markup import inspect_markdown, markdown_problems
 from test_source_lines import sarif_errors
 
 SAMPLES = sorted(p.name for p in (REPO / "sample_traces").iterdir() if p.is_dir())
@@ -259,3 +260,28 @@ def test_the_anchor_follows_source_root(tmp_path, monkeypatch, run_cli):
     uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results}
     assert results and uris == {"traces/manifest.json"}
     assert "anchored to traces/manifest.json" in err
+
+
+def test_a_saved_rule_id_puts_no_markup_into_the_rule_help(tmp_path):
+    """Issue 56 item 4: a saved result's finding of a rule this version lacks
+    got a descriptor whose ``help.markdown`` held the id as it was saved: raw
+    HTML (``<img onerror>``) and a link reached code scanning's rule help. The
+    markdown is escaped as every other trace-derived markdown is."""
+    simple_gpu_trace().write(tmp_path / "t.json")
+    result = analyze(tmp_path)
+    hostile = "x<img src=x onerror=alert(1)>[click](https://evil.example)"
+    result.findings.insert(0, Finding(id=hostile, title="t", severity="low", evidence=[], fix="", doc_url="",
+                                      rule="C99"))
+    doc = _log(result, tmp_path)
+    (desc,) = [r for r in doc["runs"][0]["tool"]["driver"]["rules"] if r["id"] == hostile]
+    (benign,) = [r for r in _log(_with_rule(tmp_path, "old-rule"), tmp_path)["runs"][0]["tool"]["driver"]["rules"]
+                 if r["id"] == "old-rule"]
+    assert markdown_problems(desc["help"]["markdown"], benign["help"]["markdown"]) == []
+    assert "onerror=alert(1)" in "".join(inspect_markdown(desc["help"]["markdown"]).text)  # readable, inert
+
+
+def _with_rule(tmp_path, rule_id: str):
+    result = analyze(tmp_path)
+    result.findings.insert(0, Finding(id=rule_id, title="t", severity="low", evidence=[], fix="", doc_url="",
+                                      rule="C99"))
+    return result

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..escape import sarif_text
+from ..escape import md_text, sarif_text
 from ..model import AnalysisResult, Comparison, Finding, Inventory, SourceLocation, is_doc_url, saves
 from .fmt import fixed, pct
 from .view import HOW
@@ -271,10 +271,12 @@ def rule_descriptors() -> List[Dict[str, object]]:
 
 def _unknown_rule(rule_id: str) -> Dict[str, object]:
     """A descriptor for a finding's rule that this version's catalogue lacks (a saved result)."""
-    text = sarif_text(f"{rule_id}: a rule of the hta-report version that saved this result; not in this "
-                      "version's catalogue (hta-report rules)")
+    said = (f"{rule_id}: a rule of the hta-report version that saved this result; not in this "
+            "version's catalogue (hta-report rules)")
+    text = sarif_text(said)
+    # help.markdown is rendered as markdown by code scanning: the saved id is inert text there
     return {"id": rule_id, "name": _camel(rule_id) or "Rule", "shortDescription": {"text": text},
-            "fullDescription": {"text": text}, "help": {"text": text, "markdown": text},
+            "fullDescription": {"text": text}, "help": {"text": text, "markdown": md_text(said)},
             "properties": {"tags": ["performance"], "precision": "medium"}}
 
 
