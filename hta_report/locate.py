@@ -199,6 +199,8 @@ class SourceFinder:
         ``*.py``, a regular file of at most :data:`MAX_SOURCE_BYTES`."""
         if file.suffix != ".py" or not file.is_relative_to(self.root):
             return False
+        if any(part.startswith(".") for part in file.relative_to(self.root).parts):
+            return False  # dot-folders hold tools' settings and secrets (.jupyter, .aws, .venv), never the step
         try:
             st = file.stat()
         except (OSError, ValueError):
@@ -232,14 +234,41 @@ class SourceFinder:
             real = self._resolved(file)
             if real is not None:
                 try:
-                    with open(real, "rb") as fh:
-                        data = fh.read(MAX_SOURCE_BYTES + 1)
-                    if len(data) <= MAX_SOURCE_BYTES:
+                    data = _read_checked(real)
+                    if data is not None and len(data) <= MAX_SOURCE_BYTES:
                         text = data.decode("utf-8")
                         self._trees[file] = (text.splitlines(), ast.parse(text))
                 except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
                     pass
         return self._trees[file]
+
+
+def _read_checked(real: Path) -> Optional[bytes]:
+    """Up to :data:`MAX_SOURCE_BYTES` + 1 bytes of ``real`` (a path already
+    resolved and checked by :meth:`SourceFinder.readable`), or None when the
+    file opened is not the one checked: the last component is opened without
+    following a link (``O_NOFOLLOW``), and the opened file must be a regular
+    file with the device and inode that ``real`` names once more, with no
+    link on the way to it. So a file or folder swapped for a link between
+    the check and the read (to a file outside the source root) is not read.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or Path(real).resolve() != real:
+            return None
+        now = os.stat(real, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1
+            return fh.read(MAX_SOURCE_BYTES + 1)
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _first_line(fn: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> int:

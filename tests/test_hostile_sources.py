@@ -10,6 +10,7 @@ inside the root, so the tests can fail.
 """
 import json
 import os
+import sys
 
 import pytest
 
@@ -324,3 +325,66 @@ def test_a_sarif_uri_is_always_a_clean_relative_path(path, found):
         parts = unquote(uri).split("/")
         assert ":" not in uri and not uri.startswith(("/", "~")) and "\\" not in uri
         assert all(p not in ("", ".", "..") for p in parts) and unquote(uri).isprintable()
+
+
+@pytest.mark.parametrize("frame", [".jupyter/jupyter_server_config.py", "sub/.venv/train.py"])
+def test_a_frame_naming_a_hidden_folder_is_never_read(layout, tmp_path, frame):
+    """Issue 56 item 1: hidden folders were skipped when the tree was searched,
+    not when a frame named one: run from a home directory, a frame of
+    ``.jupyter/jupyter_server_config.py`` put the Jupyter token into the
+    report. Nothing under a dot-folder of the source root is read."""
+    repo, _ = layout
+    (repo / frame).parent.mkdir(parents=True)
+    (repo / frame).write_text(SECRET_PY)
+    result = analyze(_trace(tmp_path / "t", frame))
+    loc = _sync_location(result)
+    assert not loc.found and not loc.excerpt
+    for fmt, text in _outputs(result).items():
+        assert SECRET not in text, fmt
+
+
+def test_a_file_swapped_for_a_link_after_its_check_is_not_read(layout, tmp_path, monkeypatch):
+    """Issue 56 item 2: the file was checked (inside the root, a regular
+    ``.py`` file), then opened by path: swapped for a link to a file outside
+    the root in between, the outside file was read. The open refuses a link
+    and the opened file must be the one checked."""
+    repo, outside = layout
+    (repo / "train.py").write_text(SECRET_PY.replace(SECRET, "harmless"))
+    checked = locate_module.SourceFinder._resolved
+
+    def swap_after_check(self, candidate):  # the last check, the one just before the read
+        real = checked(self, candidate)
+        if real is not None and real.name == "train.py" and not real.is_symlink() \
+                and sys._getframe(1).f_code.co_name == "source":
+            real.unlink()
+            os.symlink(outside / "train.py", real)
+        return real
+
+    monkeypatch.setattr(locate_module.SourceFinder, "_resolved", swap_after_check)
+    trace = _trace(tmp_path / "t", "train.py")
+    opened = []
+    _AUDIT["record"] = opened
+    try:
+        result = analyze(trace)
+    finally:
+        _AUDIT["record"] = None
+    secret = str(outside / "train.py")
+    assert not [p for p in opened if os.path.realpath(p) == secret]  # the outside file is never opened
+    for fmt, text in _outputs(result).items():
+        assert SECRET not in text, fmt
+
+
+#: Where the audit hook records the paths this process opens (None: nowhere). A hook cannot be
+#: removed, so one is added once and switched by this slot.
+_AUDIT = {"record": None}
+
+
+def _audit(event, args):
+    rec = _AUDIT["record"]
+    # an open with O_NOFOLLOW of a link fails (ELOOP): it cannot reach the file the link names
+    if rec is not None and event == "open" and isinstance(args[0], (str, bytes, os.PathLike)) \
+            and not (isinstance(args[2], int) and args[2] & os.O_NOFOLLOW):
+        rec.append(os.fsdecode(args[0]))
+
+
+sys.addaudithook(_audit)
