@@ -7,6 +7,10 @@ time), the code's fingerprint, HTA's and pandas' versions and the options.
 Renaming or touching a file keeps its entry; changing one byte does not.
 Nothing is ever trusted without the key matching: an entry that cannot be
 read, or that reads back wrong, is ignored (and rewritten by the next run).
+Result entries are also signed (HMAC-SHA256) with a per-user key kept outside
+the cache (:func:`signing_key`), so that an entry written by anyone else (a
+forged result that would pass a ``--fail-on`` gate) is a miss; entries are
+read only as regular files of bounded size (:func:`read_regular`).
 
 - ``parse-v1/<key>.arrow``: one parsed trace file
   (:class:`hta_report.load.parse_cache.ParseCache`);
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -314,18 +319,32 @@ class ResultCache:
         return charts
 
     def _read(self, name: str, key: str) -> Optional[dict]:
+        """The entry ``name`` when it is a regular file of at most
+        :data:`MAX_ENTRY_BYTES` holding ``key`` and signed by this user
+        (:func:`signing_key`, :func:`_mac`); else None (a miss)."""
+        secret = signing_key()
+        if secret is None:
+            return None
         try:
-            data = json.loads((self.dir / name).read_text(encoding="utf-8"))
+            raw = read_regular(self.dir / name, MAX_ENTRY_BYTES)
+            data = json.loads(raw.decode("utf-8")) if raw is not None else None
         except (OSError, ValueError):
             return None
-        if not (isinstance(data, dict) and data.get("key") == key):
+        if not (isinstance(data, dict) and data.get("key") == key and isinstance(data.get("mac"), str)):
+            return None
+        body = {k: v for k, v in data.items() if k != "mac"}
+        if not hmac.compare_digest(data["mac"], _mac(secret, body)):
+            logger.debug("ignoring cache entry %s: not signed by this user's key", name)
             return None
         touch(self.dir / name)
-        return data
+        return body
 
     def _write(self, name: str, payload: dict, what: str) -> None:
+        secret = signing_key()
+        if secret is None:
+            return
         try:
-            text = json.dumps(payload)
+            text = json.dumps({**payload, "mac": _mac(secret, payload)})
             replace_atomically(self.dir / name, lambda tmp: _write_utf8(tmp, text))
         except Exception as exc:
             logger.debug("not caching %s %s: %s", what, name, exc)
@@ -335,3 +354,81 @@ def _write_utf8(path: str, text: str) -> None:
     """``text`` written to ``path`` as UTF-8 (a writer for :func:`~hta_report.output.replace_atomically`)."""
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(text)
+
+
+#: The largest result-cache entry read (bytes): a result of thousands of ranks is tens of MB;
+#: past this (or a device file a link names) the entry is a miss, not a read without end.
+MAX_ENTRY_BYTES = 1 << 30
+#: The environment variable naming the file of the key that signs result-cache entries
+#: (default: ``cache-signing.key`` in the platform's per-user data folder).
+SIGNING_KEY_ENV = "HTA_REPORT_CACHE_KEY"
+_SIGNING: Dict[str, Optional[bytes]] = {}
+
+
+def signing_key() -> Optional[bytes]:
+    """This user's secret (32 random bytes) that signs result-cache entries
+    (:class:`ResultCache`), kept outside every cache folder: the file
+    :data:`SIGNING_KEY_ENV` names, else ``cache-signing.key`` in
+    ``platformdirs.user_data_dir("hta-report")``; created with mode 0600 on
+    first use. A cache shared between users or machines (``--cache-dir`` on
+    a shared disk, for Ray) is shared only where they share this file too:
+    another key's entries are misses. None when the file can be neither read
+    nor created (no result is read from or written to the cache then)."""
+    import platformdirs
+
+    env = os.environ.get(SIGNING_KEY_ENV, "").strip()
+    path = Path(env) if env else Path(platformdirs.user_data_dir("hta-report", appauthor=False)) / "cache-signing.key"
+    memo = str(path)
+    if memo not in _SIGNING:
+        _SIGNING[memo] = _load_or_create_key(path)
+    return _SIGNING[memo]
+
+
+def _load_or_create_key(path: Path) -> Optional[bytes]:
+    for _ in range(2):
+        try:
+            data = read_regular(path, 4096)
+            if data is not None and len(data) >= 32:
+                return data
+            if data is not None:
+                return None  # a short key: not ours to overwrite
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except FileExistsError:
+            continue  # another process made it first: read that one
+        except OSError as exc:
+            logger.debug("no cache signing key at %s: %s", path, exc)
+            return None
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(os.urandom(32))
+    try:
+        return read_regular(path, 4096)
+    except OSError:
+        return None
+
+
+def _mac(secret: bytes, body: dict) -> str:
+    """The HMAC-SHA256 of an entry's content (its JSON with sorted keys) under ``secret``."""
+    return hmac.new(secret, json.dumps(body, sort_keys=True).encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def read_regular(path: Path, limit: int) -> Optional[bytes]:
+    """The bytes of ``path`` when it is a regular file of at most ``limit``
+    bytes, opened without following a link (``O_NOFOLLOW``) or waiting on a
+    FIFO (``O_NONBLOCK``); None when it is anything else or larger.
+
+    Raises:
+        OSError: the file cannot be opened (FileNotFoundError when absent).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        data = fh.read(limit + 1)
+    return data if len(data) <= limit else None

@@ -37,6 +37,9 @@ Exit codes:
 ENVIRONMENT = """\b
 Environment:
   HTA_REPORT_CACHE_MAX_SIZE       cap on the cache (default 2GiB; e.g. 500MB)
+  HTA_REPORT_CACHE_KEY            the file of the key that signs cached results
+                                  (default: cache-signing.key in the user's
+                                  data folder; created on first use)
   HTA_REPORT_WORKERS              worker processes for parsing and analysis
                                   (default: the CPU cores)
   HTA_REPORT_MAX_MEMORY           cap on the ranks analyzed at once, by their

@@ -388,3 +388,58 @@ def _audit(event, args):
 
 
 sys.addaudithook(_audit)
+
+
+def test_a_forged_cache_entry_never_decides_a_gate(tmp_path, run_cli):
+    """Issue 56 item 3: a result-cache entry rewritten without findings (its
+    key kept) turned a tripped ``--fail-on severity>=high`` (exit 2) into
+    exit 0. Entries are signed with this user's key, kept outside the cache:
+    the forged one is a miss, the run analyzes again and the gate trips."""
+    from kineto import training_trace
+
+    traces = tmp_path / "t"
+    traces.mkdir()
+    training_trace(rank=0, steps=6, workers=False, dataloader_us=3000).write(traces / "rank0.json")
+    cache_dir = tmp_path / "cache"
+    gate = ("--fail-on", "severity>=high", "--cache-dir", cache_dir)
+    code, _, err = run_cli("analyze", traces, "-o", tmp_path / "a.json", *gate)
+    assert code == 2, err  # the control: the gate trips on the fresh result
+    forged = 0
+    for entry in cache_dir.rglob("*.json"):
+        data = json.loads(entry.read_text())
+        if isinstance(data.get("result"), str):
+            doc = json.loads(data["result"])
+            doc["findings"] = []
+            data["result"] = json.dumps(doc)
+            entry.write_text(json.dumps(data))
+            forged += 1
+    assert forged == 1
+    code, _, err = run_cli("analyze", traces, "-o", tmp_path / "b.json", *gate)
+    assert code == 2, err
+    assert json.loads((tmp_path / "b.json").read_text())["findings"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_cache_entry_that_is_no_regular_file_is_a_miss(tmp_path, run_cli, kind):
+    """Issue 56 item 10: a FIFO (the read waits for ever) or a link to
+    ``/dev/zero`` (it never ends) in a result entry's place hung the run or
+    exhausted its memory. Entries are read only as regular files of bounded
+    size, without following a link."""
+    from kineto import training_trace
+
+    traces = tmp_path / "t"
+    traces.mkdir()
+    training_trace(rank=0, steps=6).write(traces / "rank0.json")
+    cache_dir = tmp_path / "cache"
+    code, _, err = run_cli("analyze", traces, "-o", tmp_path / "a.json", "--cache-dir", cache_dir)
+    assert code == 0, err
+    (entry,) = [p for p in cache_dir.rglob("*.json") if not p.name.endswith(".charts.json")]
+    entry.unlink()
+    if kind == "fifo":
+        os.mkfifo(entry)
+    else:
+        os.symlink("/dev/zero", entry)
+    code, _, err = run_cli("analyze", traces, "-o", tmp_path / "b.json", "--cache-dir", cache_dir)
+    assert code == 0, err
+    assert json.loads((tmp_path / "b.json").read_text())["findings"] == \
+        json.loads((tmp_path / "a.json").read_text())["findings"]
