@@ -38,7 +38,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from hta_report.api import analyze, load_result
-from hta_report.cache import Cache, ResultCache
+from hta_report.cache import Cache, ResultCache, _mac, signing_key
 from hta_report.cli import main
 from hta_report.errors import InputError
 from kineto import TraceBuilder, simple_gpu_trace, training_trace
@@ -238,6 +238,11 @@ def _fuzz(bases, tmp, case):
     _run_case(bases, tmp, text, gates)
 
 
+def _signed(body: dict) -> dict:
+    """A result-cache entry as this user's runs write it (signed: hta_report.cache.signing_key)."""
+    return {**body, "mac": _mac(signing_key(), body)}
+
+
 def _run_case(bases, tmp, text, gates):
     """``compare GOOD CASE`` with ``gates`` (metric, op, value) on the document ``text``; see the module docstring."""
     good, path, out = tmp / "good.json", tmp / "case.json", tmp / "out.json"
@@ -276,7 +281,7 @@ def _run_case(bases, tmp, text, gates):
     # the result cache serves the document exactly when load_result accepts it
     results = ResultCache(Cache(tmp / "cache"))
     results.dir.mkdir(parents=True, exist_ok=True)
-    (results.dir / "k.json").write_text(json.dumps({"key": "k", "result": text}), encoding="utf-8",
+    (results.dir / "k.json").write_text(json.dumps(_signed({"key": "k", "result": text})), encoding="utf-8",
                                         errors="surrogatepass")
     try:
         load_result(path)
