@@ -10,7 +10,7 @@ read, or that reads back wrong, is ignored (and rewritten by the next run).
 Result entries are also signed (HMAC-SHA256) with a per-user key kept outside
 the cache (:func:`signing_key`), so that an entry written by anyone else (a
 forged result that would pass a ``--fail-on`` gate) is a miss; entries are
-read only as regular files of bounded size (:func:`read_regular`).
+read only as regular files of bounded size (:func:`hta_report.files.read_regular`).
 
 - ``parse-v1/<key>.arrow``: one parsed trace file
   (:class:`hta_report.load.parse_cache.ParseCache`);
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
 from .escape import is_image_data_uri
+from .files import read_regular
 from .output import replace_atomically
 from .sizes import parse_size
 
@@ -416,19 +417,3 @@ def _mac(secret: bytes, body: dict) -> str:
     """The HMAC-SHA256 of an entry's content (its JSON with sorted keys) under ``secret``."""
     return hmac.new(secret, json.dumps(body, sort_keys=True).encode("utf-8"), hashlib.sha256).hexdigest()
 
-
-def read_regular(path: Path, limit: int) -> Optional[bytes]:
-    """The bytes of ``path`` when it is a regular file of at most ``limit``
-    bytes, opened without following a link (``O_NOFOLLOW``) or waiting on a
-    FIFO (``O_NONBLOCK``); None when it is anything else or larger.
-
-    Raises:
-        OSError: the file cannot be opened (FileNotFoundError when absent).
-    """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        data = fh.read(limit + 1)
-    return data if len(data) <= limit else None

@@ -26,6 +26,7 @@ import functools
 import gzip
 import os
 import re
+import stat
 import warnings
 import zlib
 from pathlib import Path
@@ -379,3 +380,25 @@ def stored_bytes(paths: Iterable[PathOrURL]) -> int:
         except OSError:
             pass
     return total
+
+
+def read_regular(path: Union[str, os.PathLike], limit: int,
+                 check: Optional[Callable[[os.stat_result], bool]] = None) -> Optional[bytes]:
+    """The bytes of the local file ``path`` when it is a regular file of at
+    most ``limit`` bytes, opened without following a link (``O_NOFOLLOW``) or
+    waiting on a FIFO (``O_NONBLOCK``), and, with ``check``, when
+    ``check(fstat of the opened file)`` holds; None when it is anything else,
+    larger, or fails the check. The cache reads its entries and the source
+    finder the files frames name through it: what is read is what was opened,
+    never what a link swapped in names.
+
+    Raises:
+        OSError: the file cannot be opened or read (FileNotFoundError when absent).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit or (check is not None and not check(st)):
+            return None
+        data = fh.read(limit + 1)
+    return data if len(data) <= limit else None

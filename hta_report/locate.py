@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
+from .files import read_regular
 from .frames import called_name, is_user_frame, parse_frame
 from .model import AnalysisResult, CodeTime, Finding, RankResult, SourceLocation
 
@@ -235,7 +236,7 @@ class SourceFinder:
             if real is not None:
                 try:
                     data = _read_checked(real)
-                    if data is not None and len(data) <= MAX_SOURCE_BYTES:
+                    if data is not None:
                         text = data.decode("utf-8")
                         self._trees[file] = (text.splitlines(), ast.parse(text))
                 except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
@@ -244,31 +245,24 @@ class SourceFinder:
 
 
 def _read_checked(real: Path) -> Optional[bytes]:
-    """Up to :data:`MAX_SOURCE_BYTES` + 1 bytes of ``real`` (a path already
-    resolved and checked by :meth:`SourceFinder.readable`), or None when the
-    file opened is not the one checked: the last component is opened without
-    following a link (``O_NOFOLLOW``), and the opened file must be a regular
-    file with the device and inode that ``real`` names once more, with no
-    link on the way to it. So a file or folder swapped for a link between
-    the check and the read (to a file outside the source root) is not read.
+    """At most :data:`MAX_SOURCE_BYTES` of ``real`` (a path already resolved
+    and checked by :meth:`SourceFinder.readable`) through
+    :func:`~hta_report.files.read_regular` (no link followed, a regular
+    file), or None when the file opened is not the one checked: it must have
+    the device and inode that ``real`` names once more, with no link on the
+    way to it. So a file or folder swapped for a link between the check and
+    the read (to a file outside the source root) is not read.
 
     Raises:
         OSError: the file cannot be opened or read.
     """
-    fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    try:
-        opened = os.fstat(fd)
-        if not stat.S_ISREG(opened.st_mode) or Path(real).resolve() != real:
-            return None
+    def same(opened: os.stat_result) -> bool:
+        if Path(real).resolve() != real:
+            return False
         now = os.stat(real, follow_symlinks=False)
-        if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
-            return None
-        with os.fdopen(fd, "rb") as fh:
-            fd = -1
-            return fh.read(MAX_SOURCE_BYTES + 1)
-    finally:
-        if fd >= 0:
-            os.close(fd)
+        return (now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino)
+
+    return read_regular(real, MAX_SOURCE_BYTES, same)
 
 
 def _first_line(fn: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> int:
