@@ -1,0 +1,99 @@
+"""Hostile and odd traces at the loading boundary (issue 56): the name repair,
+correlation ids, steps and clocks. Each test failed before its fix."""
+import json
+import time
+
+import pytest
+
+from hta_report.load.repair import repair_names
+from kineto import training_trace
+
+RAW = 'user "quoted" range'
+
+
+def _one_line(name_last: bool = False, steps: int = 20, raw: str = RAW):
+    """A training trace as ``json.dumps`` writes it (one line, ``", "`` and
+    ``": "`` separators) with one event named ``raw`` written unescaped, as
+    torch 2.13 writes such names; and the events it holds."""
+    b = training_trace(steps=steps)
+    b.cpu_op(raw, 5, 1)
+    doc = b.document()
+    if name_last:
+        doc["traceEvents"] = [{**{k: v for k, v in e.items() if k != "name"}, "name": e["name"]}
+                              for e in doc["traceEvents"]]
+    escaped = json.dumps(raw)[1:-1].encode()
+    data = json.dumps(doc).encode()
+    assert data.count(escaped) == 1
+    return data.replace(escaped, raw.encode()), doc["traceEvents"]
+
+
+@pytest.mark.parametrize("name_last", [False, True])
+def test_one_line_trace_is_repaired_without_merging_events(name_last):
+    # Issue 56 items 9 and 13: the old pattern ran from a name to the next
+    # event's key on a one-line file and merged events ("No GPU activity").
+    data, events = _one_line(name_last)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(data)
+    fixed, count = repair_names(data)
+    assert count == 1
+    assert json.loads(fixed)["traceEvents"] == events
+
+
+@pytest.mark.parametrize("raw", ['cast "x", "id": 7 y', 'f(x", "id": "bar) "z"', 'g "h", "pid": 3, "k"'])
+@pytest.mark.parametrize("name_last", [False, True])
+def test_a_raw_name_holding_a_key_is_kept_whole(raw, name_last):
+    # Issue 56 item 21: the name was cut at its inner `", "id":` and the trace refused.
+    data, events = _one_line(name_last, steps=2, raw=raw)
+    fixed, count = repair_names(data)
+    assert count == 1
+    assert json.loads(fixed)["traceEvents"] == events
+
+
+def test_a_raw_name_holding_a_key_is_kept_whole_in_torch_2_layout():
+    text = (b'{"traceEvents": [\n  {\n    "ph": "X", "cat": "user_annotation",\n'
+            b'    "name": "cast "x", "id": 7 y",\n    "pid": 1, "tid": 2,\n    "ts": 5, "dur": 1\n  },\n'
+            b'  {\n    "ph": "X", "cat": "cpu_op",\n    "name": "aten::add",\n    "pid": 1, "tid": 2,\n'
+            b'    "ts": 7, "dur": 1\n  }\n]}')
+    fixed, count = repair_names(text)
+    assert count == 1
+    assert [e["name"] for e in json.loads(fixed)["traceEvents"]] == ['cast "x", "id": 7 y', "aten::add"]
+
+
+def _seconds(data: bytes) -> float:
+    t = time.perf_counter()
+    repair_names(data)
+    return time.perf_counter() - t
+
+
+def test_the_repair_is_linear_on_names_it_cannot_place():
+    # Issue 56 item 9: a broken name with no place to end cost a scan of the
+    # rest of the line; thousands of them on one line never finished.
+    def line(n):
+        return b"[" + b", ".join(b'{"ph": "X", "name": "a"b" c ' + b"x" * 40 + b' d' for _ in range(n)) + b"]"
+
+    small, large = line(2_000), line(8_000)
+    assert repair_names(small)[1] == 0  # nothing to place: left as written
+    ratio = _seconds(large) / max(_seconds(small), 1e-3)
+    assert ratio < 12, f"4x the names took {ratio:.1f}x the time"
+
+
+def test_the_repair_of_a_one_line_rank_is_fast():
+    data, _ = _one_line(steps=200)  # ~35k events, ~6 MB on one line
+    assert _seconds(data) < 10
+
+
+@pytest.mark.slow
+def test_a_repaired_one_line_trace_keeps_its_kernels(tmp_path):
+    # Issue 56 item 13: merged events left "No GPU activity" on a trace with kernels.
+    from hta_report.api import analyze
+
+    data, events = _one_line(name_last=True, steps=8)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "rank-0.pt.trace.json").write_bytes(data)
+    (tmp_path / "clean").mkdir()
+    (tmp_path / "clean" / "rank-0.pt.trace.json").write_text(json.dumps({"traceEvents": events}))
+    broken, clean = analyze(tmp_path / "broken"), analyze(tmp_path / "clean")
+    assert broken.inventory.files[0].repaired_names == 1
+    assert clean.ranks[0].kernel_count > 0
+    assert broken.ranks[0].kernel_count == clean.ranks[0].kernel_count
+    assert broken.ranks[0].busy_pct == pytest.approx(clean.ranks[0].busy_pct)
