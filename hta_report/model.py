@@ -1655,6 +1655,9 @@ class TraceFileInfo:
     ``repaired_names`` counts event names that were not valid JSON (PyTorch
     left a double quote unescaped, pytorch/pytorch#146900) and were repaired
     while reading (:mod:`hta_report.load.repair`).
+    ``shared_correlations`` counts events whose correlation id another event
+    of their side (host or GPU) also had; they were linked in time order
+    (:func:`hta_report.load.compat.distinct_correlations`).
     ``cuda_runtime_version`` and ``hip_runtime_version`` are the GPU runtime
     the profiler ran on, as Kineto writes it at the top of the trace (CUDA:
     major × 1000 + minor × 10, ``12040`` is 12.4; HIP: major × 10^7 +
@@ -1672,6 +1675,7 @@ class TraceFileInfo:
     repaired_names: int = 0
     cuda_runtime_version: Optional[int] = None
     hip_runtime_version: Optional[int] = None
+    shared_correlations: int = 0
 
 
 @dataclass(slots=True)

@@ -97,3 +97,67 @@ def test_a_repaired_one_line_trace_keeps_its_kernels(tmp_path):
     assert clean.ranks[0].kernel_count > 0
     assert broken.ranks[0].kernel_count == clean.ranks[0].kernel_count
     assert broken.ranks[0].busy_pct == pytest.approx(clean.ranks[0].busy_pct)
+
+
+def _one_id(corr: int, steps: int = 10):
+    """A training trace, and the same with every event's correlation id
+    (flow ids too) set to ``corr``."""
+    import copy
+
+    clean = training_trace(steps=steps)
+    shared = copy.deepcopy(clean)
+    for e in shared.events:
+        e.setdefault("args", {})["correlation"] = corr
+        if e.get("cat") == "ac2g":
+            e["id"] = corr
+    return clean, shared
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("corr", [0, 7])
+def test_events_sharing_one_correlation_id_are_linked_in_time_order(tmp_path, corr):
+    # Issue 56 item 5: HTA's merges on correlation were quadratic (2,000
+    # kernels on one id asked for 33.5 GiB) and multiplied the kernels
+    # (330 in the file counted 225,720 times); now paired in time order, noted.
+    from hta_report.api import analyze
+    from hta_report.render import view
+
+    clean, shared = _one_id(corr)
+    for name, b in (("clean", clean), ("shared", shared)):
+        (tmp_path / name).mkdir()
+        b.write(tmp_path / name / "rank-0.pt.trace.json")
+    base, result = analyze(tmp_path / "clean"), analyze(tmp_path / "shared")
+    (info,) = result.inventory.files
+    assert info.shared_correlations > 0 and base.inventory.files[0].shared_correlations == 0
+    assert any(f"{info.shared_correlations} events shared a correlation id" in n for n in view.reading_notes(result))
+    assert result.ranks[0].kernel_count == base.ranks[0].kernel_count > 0
+    assert result.ranks[0].busy_pct == pytest.approx(base.ranks[0].busy_pct)
+
+
+def test_distinct_correlations_pairs_the_kth_launch_with_the_kth_kernel():
+    import numpy as np
+
+    from hta_report.load.compat import distinct_correlations
+
+    corr = np.array([5, 0, 0, 9, 0, 0, 5, -1, 3, 3, 4, 0, 0], dtype=np.int64)
+    gpu = np.array([0, 0, 0, 0, 1, 1, 1, 0, 0, 1, 0, 0, 1], dtype=bool)
+    calls = np.array([1, 1, 1, 1, 0, 0, 0, 1, 1, 0, 1, 0, 0], dtype=bool)
+    out, shared = distinct_correlations(corr, gpu, calls)
+    assert shared == 6  # the rows holding 0
+    assert out[1] == out[4] != out[2] == out[5]  # 1st call on 0 <-> 1st GPU 0, 2nd <-> 2nd
+    assert min(out[[1, 2]]) > 9
+    assert out[11] == -1  # not a call: no link
+    assert out[12] == -1  # a third GPU row on 0, with no third call
+    keep = [0, 3, 6, 7, 8, 9, 10]
+    assert (out[keep] == corr[keep]).all()
+
+
+def test_a_cuda_graph_launch_keeps_its_one_id_for_its_kernels():
+    import numpy as np
+
+    from hta_report.load.compat import distinct_correlations
+
+    corr = np.array([1, 2, 2, 2, 1, 3, 3], dtype=np.int64)  # call 2 launched a graph of 3 kernels
+    gpu = np.array([0, 0, 1, 1, 1, 0, 1], dtype=bool)
+    same, none = distinct_correlations(corr, gpu, ~gpu)
+    assert none == 0 and same is corr

@@ -15,16 +15,25 @@ and :mod:`.hta_parser`) go through these functions.
   column, so ``correlation`` is ``int8``/``int16`` when a trace's ids are small;
   HTA's ``transform_correlation_to_index`` then writes row indices into a
   column of that type, which pandas 3 refuses (``TypeError: Invalid value ...
-  for dtype 'int16'``; pandas 2 only warned and wrapped the values).
+  for dtype 'int16'``; pandas 2 only warned and wrapped the values). And
+  its join of launches to kernels is an inner merge on ``correlation``: ids
+  shared by many events (0, or a writer that reuses them) make it quadratic
+  (2,000 such kernels asked for 33.5 GiB), so shared ids are paired in time
+  order first (:func:`distinct_correlations`).
 * :mod:`.iteration` (not here: it replaces a whole HTA step): HTA's
   ``add_iteration`` asserts on an op named ``ProfilerStep`` or
   ``ProfilerStep#`` (no number); the parsers number such traces themselves.
 """
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Tuple
 
 import numpy as np
+
+#: The key of a parse's metadata that holds how many events shared a
+#: correlation id with another event of their side (host or GPU) and were
+#: paired in time order (:func:`distinct_correlations`); absent when none did.
+SHARED_CORRELATIONS = "hta_report_shared_correlations"
 
 #: Category names of PyTorch 1.8-1.9 traces -> the names Kineto writes since
 #: (libkineto ``output_json.cpp`` before and after pytorch/kineto#206;
@@ -75,6 +84,49 @@ def modern_categories(df) -> None:
     df["cat"] = ["user_annotation" if is_legacy_annotation(c, n) else modern_category(c) for c, n in zip(cats, names)]
 
 
+def distinct_correlations(corr: np.ndarray, gpu: np.ndarray, calls: np.ndarray) -> Tuple[np.ndarray, int]:
+    """Correlation ids made one-to-one between launch calls and GPU work.
+
+    CUPTI and roctracer give each launch call its own id, echoed by the GPU
+    work it launched: one kernel or copy, or every kernel of a CUDA graph
+    (one call, many kernels: left as it is). Where an id (-1 excluded: no id)
+    is held by more than one host event, its k-th occurrence among the
+    runtime calls (rows in ``corr``'s order, which is time order) is paired
+    with its k-th occurrence on the GPU: they get a fresh positive id, the
+    same on both sides, above every id in ``corr``; other host rows holding
+    such an id lose it (-1), and so do GPU rows past the last call.
+
+    Args:
+        corr: ``correlation`` per row (int64, shape ``(n,)``); not changed.
+        gpu: True where the row is GPU work (``stream >= 0``), shape ``(n,)``.
+        calls: True where the row is a runtime or driver call, shape ``(n,)``.
+
+    Returns:
+        The ids to use (``corr`` itself when no id is shared), and how many
+        rows had a shared id.
+    """
+    import pandas as pd
+
+    host_ids = pd.Series(corr[(corr != -1) & ~gpu])
+    repeated = host_ids[host_ids.duplicated()].unique()
+    if not len(repeated):
+        return corr, 0
+    out = corr.copy()
+    rows = np.flatnonzero(np.isin(corr, repeated))
+    linkable = gpu[rows] | calls[rows]
+    out[rows[~linkable]] = -1
+    rows = rows[linkable]
+    both = pd.DataFrame({"g": gpu[rows], "c": corr[rows]})
+    occurrence = both.groupby(["g", "c"], sort=False).cumcount().to_numpy()
+    pair = pd.MultiIndex.from_arrays([both["c"].to_numpy(), occurrence])
+    codes, _ = pd.factorize(pair)
+    fresh = max(int(corr.max()), 0) + 1 + codes.astype(np.int64)
+    called = pd.Index(pair[~both["g"].to_numpy()])
+    fresh[~pair.isin(called)] = -1  # GPU work past the last call of its id
+    out[rows] = fresh
+    return out, int(len(np.flatnonzero(np.isin(corr, repeated))))
+
+
 def correlation_to_index(df, table):
     """HTA's ``transform_correlation_to_index(df, table)`` (``index_correlation``:
     the row of the event each kernel launch or kernel links to), run on an
@@ -85,6 +137,12 @@ def correlation_to_index(df, table):
     Args:
         df: HTA's event frame of one trace (after ``_compress_df``).
         table: its ``TraceSymbolTable``.
+
+    Ids shared by several events of one side are made one-to-one first
+    (:func:`distinct_correlations`), in the frame's ``correlation`` too, so
+    that HTA's merges on it (here and in its analyses) stay linear;
+    ``df.attrs`` [:data:`SHARED_CORRELATIONS`] says how many rows had a
+    shared id.
 
     Returns:
         The frame with ``index_correlation`` (HTA returns the same object).
@@ -97,10 +155,16 @@ def correlation_to_index(df, table):
     if "correlation" not in df.columns:
         return transform_correlation_to_index(df, table)
     dtype = df["correlation"].dtype
-    widened = dtype.kind == "i" and dtype.itemsize < 8
-    if widened:
-        df["correlation"] = df["correlation"].astype(np.int64)
+    corr = df["correlation"].to_numpy().astype(np.int64)
+    gpu = df["stream"].to_numpy() >= 0 if "stream" in df.columns else np.zeros(len(df), dtype=bool)
+    ids = table.get_sym_id_map()
+    calls = df["cat"].isin([ids.get("cuda_runtime", -2), ids.get("cuda_driver", -2)]).to_numpy() \
+        if "cat" in df.columns else np.zeros(len(df), dtype=bool)
+    joined, shared = distinct_correlations(corr, gpu, calls)
+    df["correlation"] = joined
     df = transform_correlation_to_index(df, table)
-    if widened:
+    if shared:
+        df.attrs[SHARED_CORRELATIONS] = shared
+    elif dtype.kind == "i":
         df["correlation"] = df["correlation"].astype(dtype)
     return df

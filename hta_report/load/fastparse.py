@@ -41,7 +41,7 @@ import pandas as pd
 from .. import progress
 from ..errors import TraceError
 from . import sizecap
-from .compat import correlation_to_index, is_legacy_annotation, modern_category
+from .compat import SHARED_CORRELATIONS, correlation_to_index, is_legacy_annotation, modern_category
 from .iteration import add_iteration
 from .repair import REPAIRED_NAMES, repair_names
 from .validation import MAX_ABS_TIME_US
@@ -1299,6 +1299,8 @@ def _parse(path: str, cfg, workers: int = 1, exact_times: bool = False, max_byte
         return meta, df, table
     add_fwd_bwd_links(df)
     df = correlation_to_index(df, table)
+    if df.attrs.get(SHARED_CORRELATIONS):
+        meta[SHARED_CORRELATIONS] = df.attrs.pop(SHARED_CORRELATIONS)
     _add_iteration(df, table)
     df["end"] = df["ts"] + df["dur"]
     return meta, df, table

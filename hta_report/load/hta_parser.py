@@ -162,7 +162,7 @@ def hta_frame(doc: Dict[str, Any], cfg, exact_times: bool = False) -> tuple:
     from hta.common.trace import add_fwd_bwd_links, add_iteration
     from hta.common.trace_parser import MetaDataKey, _compress_df, infer_gpu_type, round_down_time_stamps
 
-    from .compat import correlation_to_index, modern_categories
+    from .compat import SHARED_CORRELATIONS, correlation_to_index, modern_categories
     from .exact import add_exact_times
     from .iteration import add_iteration as own_iteration, hta_can_number
 
@@ -188,6 +188,8 @@ def hta_frame(doc: Dict[str, Any], cfg, exact_times: bool = False) -> tuple:
     if not df.empty:
         add_fwd_bwd_links(df)
         df = correlation_to_index(df, table)
+        if df.attrs.get(SHARED_CORRELATIONS):
+            meta[SHARED_CORRELATIONS] = df.attrs.pop(SHARED_CORRELATIONS)
         if hta_can_number(table):
             add_iteration(df, table)
         else:  # a name HTA asserts on: not a step (see .iteration)

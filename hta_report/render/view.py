@@ -1807,6 +1807,10 @@ def reading_notes(result: AnalysisResult) -> List[str]:
     notes += [f"{f.path}: {fmt.plural(f.repaired_names, 'event name')} with unescaped double quotes repaired "
               "(PyTorch writes them so until pytorch/kineto#1459; the rest of the file is as written)"
               for f in result.inventory.files if f.repaired_names]
+    notes += [f"{f.path}: {fmt.plural(f.shared_correlations, 'event')} shared a correlation id with another "
+              "launch or kernel (CUPTI gives each launch its own); they were linked to their kernels in time "
+              "order, so launch delays and kernel attribution for them are approximate"
+              for f in result.inventory.files if f.shared_correlations]
     return notes
 
 
