@@ -886,6 +886,10 @@ class Integrity:
             the trace (replays the profiler dropped).
         unlinked_ops, unlinked_us: GPU operations (and their time, µs) whose
             correlation id matches no runtime call, in a trace with runtime calls.
+        left_out_ops, left_out_us: GPU operations of the file (and their
+            time, µs) whose correlation id matches no host event, which HTA's
+            step filter therefore left out of every figure (it keeps GPU work
+            through its launch); counted before the filter.
         sync_rows: ``cuda_sync`` (Stream Sync) events.
         clock_jumps: times the trace's clock goes back on one host thread
             or GPU stream, or a GPU operation starts before its launch call
@@ -910,6 +914,8 @@ class Integrity:
     launches_without_ops: int = 0
     unlinked_ops: int = 0
     unlinked_us: float = 0.0
+    left_out_ops: int = 0
+    left_out_us: float = 0.0
     sync_rows: int = 0
     clock_jumps: int = 0
     clock_jump_us: float = 0.0
@@ -933,6 +939,8 @@ class Integrity:
             why.append("the trace dropped graph replays")
         if self.launches_without_ops:
             why.append(f"{self.launches_without_ops:,} of {self.launches:,} launches have no GPU record")
+        if self.left_out_ops:
+            why.append(f"{self.left_out_ops:,} GPU operations have no usable correlation id")
         if self.clock_jumps:
             why.append(f"its clock jumps back {self.clock_jump_us / 1e3:,.2f} ms on {self.clock_where.split(' (')[0]}")
         return "; ".join(why) or ("not known" if self.idle_unreliable else "")

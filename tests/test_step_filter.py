@@ -76,15 +76,23 @@ def _write(tmp_path: Path, builder: TraceBuilder) -> Path:
     return folder
 
 
-def test_a_correlation_shared_by_several_cpu_events_repeats_the_kernel(tmp_path, checked):
+def test_a_correlation_shared_by_several_cpu_events_keeps_the_kernel_once(tmp_path, checked):
     b = simple_gpu_trace(steps=4)
-    # a second runtime event with the first kernel's correlation: HTA's merge gives that kernel twice
-    corr = next(e["args"]["correlation"] for e in b.events if e["cat"] == "kernel")
+    # a second runtime event with the first kernel's correlation: HTA's merge gave that kernel
+    # twice; the id is split first (load.compat.distinct_correlations), the kernel keeps its launch
+    first = next(e for e in b.events if e["cat"] == "kernel")
+    corr = first["args"]["correlation"]
     b._x("cuda_runtime", "cudaEventRecord", 50.0, 2.0, correlation=corr)
     folder = _write(tmp_path, b)
     loaded = load_traces(folder, include_last_step=False)
-    kernels = loaded.frame(0)
-    assert (kernels["correlation"] == corr).sum() == 4  # 2 runtime rows + the kernel twice
+    df = loaded.frame(0)
+    names = loaded.trace.symbol_table.get_sym_table()
+    gpu = df[df["stream"].ge(0)]
+    kernels = gpu[gpu["name"].map(names.__getitem__).eq(first["name"])]
+    kernel = kernels.loc[kernels["ts"].idxmin()]
+    assert names[kernel["name"]] == first["name"]
+    assert gpu["correlation"].eq(kernel["correlation"]).sum() == 1
+    assert names[df.loc[kernel["index_correlation"], "name"]] == "cudaLaunchKernel"
     assert checked
 
 

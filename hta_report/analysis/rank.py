@@ -282,7 +282,7 @@ def _tensor_cores(c: RankContext) -> None:
 
 
 def _integrity(c: RankContext) -> None:
-    c.result.integrity = integrity(c.events)
+    c.result.integrity = integrity(c.events, getattr(c.loaded, "gpu_activity", {}).get(c.info.rank))
 
 
 def _idle_attribution(c: RankContext) -> None:

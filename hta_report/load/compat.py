@@ -18,17 +18,24 @@ and :mod:`.hta_parser`) go through these functions.
   for dtype 'int16'``; pandas 2 only warned and wrapped the values). And
   its join of launches to kernels is an inner merge on ``correlation``: ids
   shared by many events (0, or a writer that reuses them) make it quadratic
-  (2,000 such kernels asked for 33.5 GiB), so shared ids are paired in time
-  order first (:func:`distinct_correlations`).
+  (2,000 such kernels asked for 33.5 GiB), so an id held by several host
+  events is split first, each GPU event keeping the call that launched it
+  (:func:`distinct_correlations`).
 * :mod:`.iteration` (not here: it replaces a whole HTA step): HTA's
   ``add_iteration`` asserts on an op named ``ProfilerStep`` or
   ``ProfilerStep#`` (no number); the parsers number such traces themselves.
 """
 from __future__ import annotations
 
+import re
 from typing import Dict, Tuple
 
 import numpy as np
+
+#: Runtime and driver calls that put work on a GPU stream (CUDA, HIP, driver
+#: API: ``cudaLaunchKernel``, ``cuLaunchKernelEx``, ``hipMemcpyAsync``,
+#: ``cudaMemsetAsync``, ``cudaGraphLaunch``...).
+LAUNCH_CALL = re.compile(r"^(?:cuda|cu|hip)\w*(?:Launch|Memcpy|Memset)", re.IGNORECASE)
 
 #: The key of a parse's metadata that holds how many events shared a
 #: correlation id with another event of their side (host or GPU) and were
@@ -84,26 +91,31 @@ def modern_categories(df) -> None:
     df["cat"] = ["user_annotation" if is_legacy_annotation(c, n) else modern_category(c) for c, n in zip(cats, names)]
 
 
-def distinct_correlations(corr: np.ndarray, gpu: np.ndarray, calls: np.ndarray) -> Tuple[np.ndarray, int]:
-    """Correlation ids made one-to-one between launch calls and GPU work.
+def distinct_correlations(corr: np.ndarray, gpu: np.ndarray, launches: np.ndarray,
+                          ts: np.ndarray) -> Tuple[np.ndarray, int]:
+    """Correlation ids made one host event each, so joins on them stay linear.
 
     CUPTI and roctracer give each launch call its own id, echoed by the GPU
     work it launched: one kernel or copy, or every kernel of a CUDA graph
     (one call, many kernels: left as it is). Where an id (-1 excluded: no id)
-    is held by more than one host event, its k-th occurrence among the
-    runtime calls (rows in ``corr``'s order, which is time order) is paired
-    with its k-th occurrence on the GPU: they get a fresh positive id, the
-    same on both sides, above every id in ``corr``; other host rows holding
-    such an id lose it (-1), and so do GPU rows past the last call.
+    is held by more than one host event, its k-th launch call in time order
+    and its k-th GPU event in time order get one fresh id (a GPU runs one
+    stream's work in launch order, and the work of an id is one launch's);
+    launch calls or GPU events left without a partner get fresh ids of their
+    own, and other host rows holding such an id (``cudaEventRecord``,
+    synchronizations: they launch no GPU work) lose it (-1). Fresh ids are
+    positive and above every id in ``corr``.
 
     Args:
         corr: ``correlation`` per row (int64, shape ``(n,)``); not changed.
         gpu: True where the row is GPU work (``stream >= 0``), shape ``(n,)``.
-        calls: True where the row is a runtime or driver call, shape ``(n,)``.
+        launches: True where the row is a call that launches GPU work
+            (:data:`LAUNCH_CALL`), shape ``(n,)``.
+        ts: start per row (µs), shape ``(n,)``.
 
     Returns:
         The ids to use (``corr`` itself when no id is shared), and how many
-        rows had a shared id.
+        rows held a shared id.
     """
     import pandas as pd
 
@@ -113,18 +125,13 @@ def distinct_correlations(corr: np.ndarray, gpu: np.ndarray, calls: np.ndarray) 
         return corr, 0
     out = corr.copy()
     rows = np.flatnonzero(np.isin(corr, repeated))
-    linkable = gpu[rows] | calls[rows]
-    out[rows[~linkable]] = -1
-    rows = rows[linkable]
-    both = pd.DataFrame({"g": gpu[rows], "c": corr[rows]})
-    occurrence = both.groupby(["g", "c"], sort=False).cumcount().to_numpy()
-    pair = pd.MultiIndex.from_arrays([both["c"].to_numpy(), occurrence])
-    codes, _ = pd.factorize(pair)
-    fresh = max(int(corr.max()), 0) + 1 + codes.astype(np.int64)
-    called = pd.Index(pair[~both["g"].to_numpy()])
-    fresh[~pair.isin(called)] = -1  # GPU work past the last call of its id
-    out[rows] = fresh
-    return out, int(len(np.flatnonzero(np.isin(corr, repeated))))
+    out[rows] = -1
+    rows = rows[gpu[rows] | launches[rows]]
+    both = pd.DataFrame({"c": corr[rows], "g": gpu[rows], "ts": ts[rows], "row": rows}).sort_values("ts", kind="stable")
+    both["k"] = both.groupby(["g", "c"], sort=False).cumcount()
+    codes, _ = pd.factorize(pd.MultiIndex.from_arrays([both["c"], both["k"]]))
+    out[both["row"].to_numpy()] = max(int(corr.max()), 0) + 1 + codes.astype(np.int64)
+    return out, int(np.isin(corr, repeated).sum())
 
 
 def correlation_to_index(df, table):
@@ -157,10 +164,10 @@ def correlation_to_index(df, table):
     dtype = df["correlation"].dtype
     corr = df["correlation"].to_numpy().astype(np.int64)
     gpu = df["stream"].to_numpy() >= 0 if "stream" in df.columns else np.zeros(len(df), dtype=bool)
-    ids = table.get_sym_id_map()
-    calls = df["cat"].isin([ids.get("cuda_runtime", -2), ids.get("cuda_driver", -2)]).to_numpy() \
-        if "cat" in df.columns else np.zeros(len(df), dtype=bool)
-    joined, shared = distinct_correlations(corr, gpu, calls)
+    symbols = table.get_sym_table()
+    launch_ids = [i for i, name in enumerate(symbols) if LAUNCH_CALL.search(str(name))]
+    launches = df["name"].isin(launch_ids).to_numpy() & ~gpu if "name" in df.columns else np.zeros(len(df), bool)
+    joined, shared = distinct_correlations(corr, gpu, launches, df["ts"].to_numpy())
     df["correlation"] = joined
     df = transform_correlation_to_index(df, table)
     if shared:

@@ -282,10 +282,16 @@ class GpuActivity:
         span_us: from the first GPU event's start to the last one's end (µs).
         busy_us: the union of those events (µs): TraceLens's ``gpu_timeline``
             ``busy_time`` over the same span.
+        unlinked_ops, unlinked_us: of those events, the ones (and their
+            summed duration, µs) whose correlation id matches no host event
+            of the file: HTA's step filter keeps GPU work only through its
+            launch, so it leaves every one of them out.
     """
 
     span_us: float = 0.0
     busy_us: float = 0.0
+    unlinked_ops: int = 0
+    unlinked_us: float = 0.0
 
 
 def gpu_activity(df, symbols: List[str]) -> GpuActivity:
@@ -306,10 +312,17 @@ def gpu_activity(df, symbols: List[str]) -> GpuActivity:
     ts = df[EXACT_TS if exact else "ts"].to_numpy(dtype=float)[rows]
     dur = df[EXACT_DUR if exact else "dur"].to_numpy(dtype=float)[rows]
     ok = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0)
+    unlinked = np.zeros(len(ts), dtype=bool)
+    if "correlation" in df.columns:
+        corr = df["correlation"].to_numpy()
+        host = corr[(df["stream"].to_numpy() < 0) & (corr > 0)]
+        unlinked = ~np.isin(corr[rows], host)
+    unlinked &= ok
     ts, end = ts[ok], ts[ok] + dur[ok]
     if not len(ts):
         return GpuActivity()
-    return GpuActivity(span_us=float(end.max() - ts.min()), busy_us=intervals.total(intervals.union(ts, end)))
+    return GpuActivity(span_us=float(end.max() - ts.min()), busy_us=intervals.total(intervals.union(ts, end)),
+                       unlinked_ops=int(unlinked.sum()), unlinked_us=float(dur[unlinked].sum()))
 
 
 def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: bool = False,
