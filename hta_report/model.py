@@ -896,6 +896,10 @@ class Integrity:
             (by more than :data:`hta_report.analysis.integrity.CLOCK_JUMP_MIN_US`).
         clock_jump_us: the largest of those steps back (µs).
         clock_where: where the largest one is (``GPU 0 stream 7``...).
+        silences, silence_us: stretches of over 10 s with nothing recorded on
+            any host thread or GPU stream (a clock step forward, or a stopped
+            process; :data:`hta_report.analysis.integrity.SILENCE_MIN_US`),
+            and the longest (µs).
         launches, launches_without_ops: kernel and asynchronous copy launch
             calls that carry a correlation id, and those with no GPU operation in
             the trace (records the profiler lost: pytorch#192021 logs such
@@ -920,6 +924,8 @@ class Integrity:
     clock_jumps: int = 0
     clock_jump_us: float = 0.0
     clock_where: str = ""
+    silences: int = 0
+    silence_us: float = 0.0
     idle_unreliable: bool = False
     notes: List[str] = field(default_factory=list)
 
@@ -941,6 +947,8 @@ class Integrity:
             why.append(f"{self.launches_without_ops:,} of {self.launches:,} launches have no GPU record")
         if self.left_out_ops:
             why.append(f"{self.left_out_ops:,} GPU operations have no usable correlation id")
+        if self.silences:
+            why.append(f"nothing is recorded for {self.silence_us / 1e6:,.1f} s")
         if self.clock_jumps:
             why.append(f"its clock jumps back {self.clock_jump_us / 1e3:,.2f} ms on {self.clock_where.split(' (')[0]}")
         return "; ".join(why) or ("not known" if self.idle_unreliable else "")
@@ -1666,6 +1674,8 @@ class TraceFileInfo:
     ``shared_correlations`` counts events whose correlation id another event
     of their side (host or GPU) also had; they were linked in time order
     (:func:`hta_report.load.compat.distinct_correlations`).
+    ``enclosing_steps`` counts ``ProfilerStep`` annotations that enclosed
+    other steps and were left out (:func:`hta_report.load.compat.drop_enclosing_steps`).
     ``cuda_runtime_version`` and ``hip_runtime_version`` are the GPU runtime
     the profiler ran on, as Kineto writes it at the top of the trace (CUDA:
     major × 1000 + minor × 10, ``12040`` is 12.4; HIP: major × 10^7 +
@@ -1684,6 +1694,7 @@ class TraceFileInfo:
     cuda_runtime_version: Optional[int] = None
     hip_runtime_version: Optional[int] = None
     shared_correlations: int = 0
+    enclosing_steps: int = 0
 
 
 @dataclass(slots=True)

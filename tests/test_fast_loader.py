@@ -159,8 +159,9 @@ def synthetic(rng, variant):
             if e.get("cat") == "kernel":
                 e["args"]["stream"] = "7"
                 e["args"]["bytes"] = 12.5
+        # overlapping two steps, enclosing none (an enclosing step is left out: test_hostile_load)
         events.append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#99", "pid": 10, "tid": 1,
-                       "ts": 1_000_500, "dur": 2000, "args": {}})
+                       "ts": 1_000_500, "dur": 1000, "args": {}})
     return {"schemaVersion": 1, "distributedInfo": {"rank": 0}, "traceEvents": events,
             "traceName": "synthetic", "baseTimeNanoseconds": 1}
 

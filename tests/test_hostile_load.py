@@ -197,3 +197,47 @@ def test_gpu_work_without_a_usable_correlation_id_is_counted_and_named(tmp_path,
     assert i.idle_unreliable
     assert not any("lost GPU records" in f.title for f in result.findings)
     assert rank.has_gpu is not every
+
+
+@pytest.mark.slow
+def test_a_profiler_step_around_the_others_is_left_out(tmp_path):
+    # Issue 56 item 15: a ProfilerStep enclosing the others gave busy 0 % and idle 0 %.
+    from hta_report.api import analyze
+    from hta_report.render import view
+
+    for name in ("clean", "enclosing"):
+        b = training_trace(steps=8)
+        if name == "enclosing":
+            steps = [e for e in b.events if str(e["name"]).startswith("ProfilerStep#")]
+            t0, t1 = min(e["ts"] for e in steps), max(e["ts"] + e["dur"] for e in steps)
+            b.events.insert(0, {**steps[0], "name": "ProfilerStep#99", "ts": t0 - 1, "dur": t1 - t0 + 2, "args": {}})
+        (tmp_path / name).mkdir()
+        b.write(tmp_path / name / "rank-0.pt.trace.json")
+    clean, result = analyze(tmp_path / "clean"), analyze(tmp_path / "enclosing")
+    (rank,), (base,) = result.ranks, clean.ranks
+    assert [s.number for s in rank.steps.steps] == [s.number for s in base.steps.steps]
+    assert rank.window_us == base.window_us > 0
+    assert rank.busy_pct == pytest.approx(base.busy_pct) and rank.busy_pct > 0
+    assert result.inventory.files[0].enclosing_steps == 1
+    assert any("1 ProfilerStep annotation enclosed other steps" in n for n in view.reading_notes(result))
+
+
+@pytest.mark.slow
+def test_a_clock_stepping_forward_inside_a_step_is_not_idle_time(tmp_path):
+    # Issue 56 item 16: only backward jumps were caught; a forward NTP step of
+    # 900 s inside a step read as a HIGH GPU-idle finding of 900,000 ms per step.
+    from hta_report.api import analyze
+
+    b = training_trace(steps=8)
+    steps = sorted((e for e in b.events if str(e["name"]).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    jump_at = steps[4]["ts"] + steps[4]["dur"] / 2
+    for e in b.events:  # timestamps on the stepped clock, durations on a steady one
+        if e.get("ts", 0) >= jump_at:
+            e["ts"] += 900e6
+    b.write(tmp_path / "rank-0.pt.trace.json")
+    result = analyze(tmp_path)
+    i = result.ranks[0].integrity
+    assert i.silences == 1 and i.silence_us > 899e6
+    assert i.idle_unreliable
+    assert any("900.0 s" in n and "clock stepped forward" in n for n in i.notes)
+    assert not [f for f in result.findings if f.rule.startswith("gpu-idle") or "idle" in f.title.lower()]

@@ -70,6 +70,14 @@ LOST_LAUNCH_PCT = 5.0
 GPU_WORK_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
                  "cudaLaunchCooperativeKernel", "cudaMemcpyAsync", "hipLaunchKernel", "hipExtLaunchKernel",
                  "hipModuleLaunchKernel", "hipExtModuleLaunchKernel", "hipMemcpyAsync", "hipMemcpyWithStream")
+#: A stretch longer than this (µs) with nothing recorded on any host thread
+#: or GPU stream of a rank (step annotations and Python frames aside, which
+#: span whatever happens inside them) is a clock step forward (an NTP step
+#: between two events) or a stopped process: the profiler records every
+#: operator, runtime call and GPU operation, and a training or inference step
+#: without one for 10 s is not work the trace can describe. Its time is not
+#: idle time that any fix would remove (:func:`silences`).
+SILENCE_MIN_US = 10e6
 #: A step back in time larger than this (µs) is a clock jump (:func:`clock_jumps`).
 #: Host and GPU timestamps agree to within tens of µs (CUPTI converts GPU
 #: times to the host's clock), so a millisecond back is no rounding or skew.
@@ -192,6 +200,32 @@ def clock_jumps(ev: RankEvents):
     return count, largest, where
 
 
+def silences(ev: RankEvents):
+    """Stretches of more than :data:`SILENCE_MIN_US` µs in which nothing is
+    recorded on the rank (every event but ``ProfilerStep#N`` annotations and
+    ``python_function`` frames): ``(count, longest µs, start of the longest
+    in µs)``; ``(0, 0.0, 0.0)`` when there is none."""
+    from .. import intervals
+
+    df = ev.df
+    if df.empty or "s_cat" not in df.columns:
+        return 0, 0.0, 0.0
+    keep = ~df["s_cat"].eq("python_function").to_numpy()
+    if "s_name" in df.columns:
+        keep &= ~np.asarray(is_step(df["s_name"]), dtype=bool)
+    ts, end = df["ts"].to_numpy(dtype=float)[keep], df["end"].to_numpy(dtype=float)[keep]
+    ok = np.isfinite(ts) & np.isfinite(end)
+    busy = intervals.union(ts[ok], end[ok])
+    if len(busy) < 2:
+        return 0, 0.0, 0.0
+    gaps = busy[1:, 0] - busy[:-1, 1]
+    hit = np.flatnonzero(gaps > SILENCE_MIN_US)
+    if not len(hit):
+        return 0, 0.0, 0.0
+    k = hit[int(np.argmax(gaps[hit]))]
+    return int(len(hit)), float(gaps[k]), float(busy[k, 1])
+
+
 def _first_start(corr: np.ndarray, ts: np.ndarray):
     """``(sorted distinct correlation ids, earliest start of the calls with each)``."""
     if not len(corr):
@@ -236,7 +270,9 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
         out.unrecorded_us = float(lead[0, 1] - lead[0, 0])
     out.clock_jumps, out.clock_jump_us, out.clock_where = clock_jumps(ev) if not gpu.empty else (0, 0.0, "")
     lost = out.launches and out.launches_without_ops > out.launches * LOST_LAUNCH_PCT / 100
-    out.idle_unreliable = out.graph_launches_without_ops > 0 or out.clock_jumps > 0 or bool(lost) or left_out_heavy
+    out.silences, out.silence_us, _ = silences(ev)
+    out.idle_unreliable = out.graph_launches_without_ops > 0 or out.clock_jumps > 0 or bool(lost) or left_out_heavy \
+        or out.silences > 0
     out.notes = _notes(out)
     return out
 
@@ -296,6 +332,11 @@ def _notes(i: Integrity) -> list:
                      f"event starts more than {CLOCK_JUMP_MIN_US / 1e3:g} ms before one that precedes it, the "
                      f"largest {i.clock_jump_us / 1e3:,.2f} ms on {i.clock_where}. The rank's busy, idle and step "
                      "figures mix two clocks and are not reliable: no rule advises on this rank")
+    if i.silences:
+        notes.append(f"nothing at all is recorded on any thread or stream for {i.silence_us / 1e6:,.1f} s"
+                     + (f" ({i.silences} such stretches)" if i.silences > 1 else "")
+                     + ": the clock stepped forward (an NTP correction) or the process was stopped. That time is "
+                     "not work the trace can describe, so the rank's idle time is not known and no rule advises on it")
     if i.sync_rows:
         notes.append(f"{i.sync_rows:,} Stream Sync events (cuda_sync, on their own 'stream N (sync)' rows) are host "
                      "waits drawn on the GPU's timeline: left out of every GPU figure")

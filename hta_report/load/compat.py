@@ -21,6 +21,10 @@ and :mod:`.hta_parser`) go through these functions.
   (2,000 such kernels asked for 33.5 GiB), so an id held by several host
   events is split first, each GPU event keeping the call that launched it
   (:func:`distinct_correlations`).
+* :func:`drop_enclosing_steps`: a ``ProfilerStep`` annotation around other
+  steps (a harness that names its whole loop like a step) made HTA number
+  every event inside as its one iteration and the analyzed window empty:
+  busy 0 %, idle 0 %.
 * :mod:`.iteration` (not here: it replaces a whole HTA step): HTA's
   ``add_iteration`` asserts on an op named ``ProfilerStep`` or
   ``ProfilerStep#`` (no number); the parsers number such traces themselves.
@@ -41,6 +45,9 @@ LAUNCH_CALL = re.compile(r"^(?:cuda|cu|hip)\w*(?:Launch|Memcpy|Memset)", re.IGNO
 #: correlation id with another event of their side (host or GPU) and were
 #: paired in time order (:func:`distinct_correlations`); absent when none did.
 SHARED_CORRELATIONS = "hta_report_shared_correlations"
+#: The key of a parse's metadata that holds how many ``ProfilerStep``
+#: annotations enclosed other steps and were left out (:func:`drop_enclosing_steps`).
+ENCLOSING_STEPS = "hta_report_enclosing_steps"
 
 #: Category names of PyTorch 1.8-1.9 traces -> the names Kineto writes since
 #: (libkineto ``output_json.cpp`` before and after pytorch/kineto#206;
@@ -175,3 +182,39 @@ def correlation_to_index(df, table):
     elif dtype.kind == "i":
         df["correlation"] = df["correlation"].astype(dtype)
     return df
+
+
+def drop_enclosing_steps(df, table):
+    """``df`` without the ``ProfilerStep`` annotations that enclose another
+    one on the same host thread (it starts at or before the other's start
+    and ends at or after its end): the steps are the inner ones. Run before
+    HTA numbers iterations.
+
+    Args:
+        df: HTA's event frame of one trace (``name`` as symbol ids; ``ts``,
+            ``dur`` in µs; ``pid``, ``tid``).
+        table: its ``TraceSymbolTable``.
+
+    Returns:
+        ``(frame, how many annotations were dropped)``; the frame is ``df``
+        itself when none was.
+    """
+    step_ids = table.get_profiler_step_ids()
+    if not step_ids or "name" not in df.columns or "dur" not in df.columns:
+        return df, 0
+    steps = df[df["name"].isin(step_ids) & (df["stream"] < 0 if "stream" in df.columns else True)]
+    if len(steps) < 2:
+        return df, 0
+    keys = [c for c in ("pid", "tid") if c in steps.columns]
+    ordered = steps.assign(_end=steps["ts"] + steps["dur"]).sort_values(keys + ["ts", "_end"],
+                                                                          ascending=[True] * (len(keys) + 1) + [False])
+    same = np.ones(len(ordered) - 1, dtype=bool)
+    for k in keys:
+        v = ordered[k].to_numpy()
+        same &= v[1:] == v[:-1]
+    ts, end = ordered["ts"].to_numpy(), ordered["_end"].to_numpy()
+    outer = np.zeros(len(ordered), dtype=bool)
+    outer[:-1] = same & (ts[1:] >= ts[:-1]) & (end[1:] <= end[:-1])
+    if not outer.any():
+        return df, 0
+    return df.drop(index=ordered.index[outer]), int(outer.sum())

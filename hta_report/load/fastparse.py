@@ -41,7 +41,7 @@ import pandas as pd
 from .. import progress
 from ..errors import TraceError
 from . import sizecap
-from .compat import SHARED_CORRELATIONS, correlation_to_index, is_legacy_annotation, modern_category
+from .compat import ENCLOSING_STEPS, SHARED_CORRELATIONS, correlation_to_index, drop_enclosing_steps, is_legacy_annotation, modern_category
 from .iteration import add_iteration
 from .repair import REPAIRED_NAMES, repair_names
 from .validation import MAX_ABS_TIME_US
@@ -1297,6 +1297,9 @@ def _parse(path: str, cfg, workers: int = 1, exact_times: bool = False, max_byte
         meta[REPAIRED_NAMES] = sink.repaired
     if df.empty:
         return meta, df, table
+    df, enclosing = drop_enclosing_steps(df, table)
+    if enclosing:
+        meta[ENCLOSING_STEPS] = enclosing
     add_fwd_bwd_links(df)
     df = correlation_to_index(df, table)
     if df.attrs.get(SHARED_CORRELATIONS):

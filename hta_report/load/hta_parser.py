@@ -162,7 +162,8 @@ def hta_frame(doc: Dict[str, Any], cfg, exact_times: bool = False) -> tuple:
     from hta.common.trace import add_fwd_bwd_links, add_iteration
     from hta.common.trace_parser import MetaDataKey, _compress_df, infer_gpu_type, round_down_time_stamps
 
-    from .compat import SHARED_CORRELATIONS, correlation_to_index, modern_categories
+    from .compat import (ENCLOSING_STEPS, SHARED_CORRELATIONS, correlation_to_index, drop_enclosing_steps,
+                         modern_categories)
     from .exact import add_exact_times
     from .iteration import add_iteration as own_iteration, hta_can_number
 
@@ -186,6 +187,9 @@ def hta_frame(doc: Dict[str, Any], cfg, exact_times: bool = False) -> tuple:
     meta[str(MetaDataKey.DEVICE_TYPE)] = infer_gpu_type(meta, table.get_sym_id_map())
     # hta.common.trace.parse_trace_file's steps after parsing
     if not df.empty:
+        df, enclosing = drop_enclosing_steps(df, table)
+        if enclosing:
+            meta[ENCLOSING_STEPS] = enclosing
         add_fwd_bwd_links(df)
         df = correlation_to_index(df, table)
         if df.attrs.get(SHARED_CORRELATIONS):

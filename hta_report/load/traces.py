@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 from ..errors import InputError, TraceError, internal_error, one_line
 from ..model import TraceFileInfo, UnreadableTrace
 from .discovery import rank_from_file_name
-from .compat import SHARED_CORRELATIONS
+from .compat import ENCLOSING_STEPS, SHARED_CORRELATIONS
 from .repair import REPAIRED_NAMES
 from .step_filter import filter_steps
 from ..files import Location, identity
@@ -457,6 +457,7 @@ def file_info(path: Location, rank: int, source: str, meta: dict, size_bytes: Op
         backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
         repaired_names=_small_int(meta.get(REPAIRED_NAMES)) or 0,
         shared_correlations=_small_int(meta.get(SHARED_CORRELATIONS)) or 0,
+        enclosing_steps=_small_int(meta.get(ENCLOSING_STEPS)) or 0,
         cuda_runtime_version=_version(meta.get("cuda_runtime_version")),
         hip_runtime_version=_version(meta.get("hip_runtime_version")),
     )
