@@ -241,12 +241,12 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
     in one line.
 
     ``activity`` (:class:`hta_report.load.traces.GpuActivity`, counted
-    before HTA's step filter) gives the GPU operations whose correlation id
-    matches no host event: those the filter left out are
-    :attr:`Integrity.left_out_ops`, and a launch whose GPU work is among
-    them is not counted as a lost record (the record is there, its id is not).
-    Left-out time over :data:`LOST_LAUNCH_PCT` % of the file's GPU busy time
-    makes the idle time unknown."""
+    around HTA's step filter) gives the GPU operations inside the analyzed
+    steps whose correlation id matches no host event, which the filter left
+    out: :attr:`Integrity.left_out_ops`; as many launches as the file has
+    such operations are not counted as lost records (the records are there,
+    their ids are not).
+    The figures stay HTA's (they leave such work out too); the note says so."""
     out = Integrity()
     gpu = ev.gpu
     out.sync_rows = int(ev.df["s_cat"].eq("cuda_sync").sum())
@@ -259,20 +259,16 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
         if out.graph_launches:
             out.graph_launches_without_ops = int((~np.isin(call_corr[graphs], corr)).sum())
     out.launches, out.launches_without_ops = lost_launches(ev)
-    left_out_heavy = False
-    if activity is not None and activity.unlinked_ops:
-        out.launches_without_ops = max(0, out.launches_without_ops - activity.unlinked_ops)
-        out.left_out_ops = max(0, activity.unlinked_ops - out.unlinked_ops)
-        out.left_out_us = max(0.0, activity.unlinked_us - out.unlinked_us) if out.left_out_ops else 0.0
-        left_out_heavy = out.left_out_us > activity.busy_us * LOST_LAUNCH_PCT / 100
+    if activity is not None:
+        out.launches_without_ops = max(0, out.launches_without_ops - activity.unmatched_ops)
+        out.left_out_ops, out.left_out_us = activity.unlinked_ops, activity.unlinked_us
     lead = unrecorded_lead(ev)
     if len(lead):
         out.unrecorded_us = float(lead[0, 1] - lead[0, 0])
     out.clock_jumps, out.clock_jump_us, out.clock_where = clock_jumps(ev) if not gpu.empty else (0, 0.0, "")
     lost = out.launches and out.launches_without_ops > out.launches * LOST_LAUNCH_PCT / 100
     out.silences, out.silence_us, _ = silences(ev)
-    out.idle_unreliable = out.graph_launches_without_ops > 0 or out.clock_jumps > 0 or bool(lost) or left_out_heavy \
-        or out.silences > 0
+    out.idle_unreliable = out.graph_launches_without_ops > 0 or out.clock_jumps > 0 or bool(lost) or out.silences > 0
     out.notes = _notes(out)
     return out
 
@@ -323,10 +319,8 @@ def _notes(i: Integrity) -> list:
     if i.left_out_ops:
         notes.append(f"{i.left_out_ops:,} GPU operations ({i.left_out_us / 1e3:,.2f} ms) carry no correlation id that "
                      "matches a launch call, so HTA's step filter, which keeps GPU work through its launch, left "
-                     "them out of every GPU figure of this rank: busy and idle are of the rest"
-                     + ("; that is too much GPU time to judge idle time, so no rule advises on it"
-                        if i.idle_unreliable and not (i.graph_launches_without_ops or i.clock_jumps
-                                                      or i.launches_without_ops) else ""))
+                     "them out of every GPU figure of this rank (as HTA's own figures do): busy and idle are "
+                     "of the rest, and the GPU was busier than they say")
     if i.clock_jumps:
         notes.append(f"the trace's clock jumps back: {i.clock_jumps:,} time{'s' if i.clock_jumps != 1 else ''} an "
                      f"event starts more than {CLOCK_JUMP_MIN_US / 1e3:g} ms before one that precedes it, the "

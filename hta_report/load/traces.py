@@ -7,8 +7,10 @@ below build it from parsed files the way HTA's own ``Trace.load_traces`` does.
 """
 from __future__ import annotations
 
+
 import contextlib
 import copy
+import dataclasses
 import logging
 import warnings
 from dataclasses import dataclass, field
@@ -284,14 +286,16 @@ class GpuActivity:
             ``busy_time`` over the same span.
         unlinked_ops, unlinked_us: of those events, the ones (and their
             summed duration, µs) whose correlation id matches no host event
-            of the file: HTA's step filter keeps GPU work only through its
-            launch, so it leaves every one of them out.
+            of the file and that start inside the analyzed steps: HTA's step
+            filter keeps GPU work only through its launch, so it left them out.
+        unmatched_ops: such events in the whole file, wherever they start.
     """
 
     span_us: float = 0.0
     busy_us: float = 0.0
     unlinked_ops: int = 0
     unlinked_us: float = 0.0
+    unmatched_ops: int = 0
 
 
 def gpu_activity(df, symbols: List[str]) -> GpuActivity:
@@ -312,17 +316,42 @@ def gpu_activity(df, symbols: List[str]) -> GpuActivity:
     ts = df[EXACT_TS if exact else "ts"].to_numpy(dtype=float)[rows]
     dur = df[EXACT_DUR if exact else "dur"].to_numpy(dtype=float)[rows]
     ok = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0)
-    unlinked = np.zeros(len(ts), dtype=bool)
-    if "correlation" in df.columns:
-        corr = df["correlation"].to_numpy()
-        host = corr[(df["stream"].to_numpy() < 0) & (corr > 0)]
-        unlinked = ~np.isin(corr[rows], host)
-    unlinked &= ok
     ts, end = ts[ok], ts[ok] + dur[ok]
     if not len(ts):
         return GpuActivity()
-    return GpuActivity(span_us=float(end.max() - ts.min()), busy_us=intervals.total(intervals.union(ts, end)),
-                       unlinked_ops=int(unlinked.sum()), unlinked_us=float(dur[unlinked].sum()))
+    return GpuActivity(span_us=float(end.max() - ts.min()), busy_us=intervals.total(intervals.union(ts, end)))
+
+
+def _unlinked_gpu(df, symbols: List[str]):
+    """The kernels, memcpys and memsets of a rank's frame (``index``, ``ts``,
+    ``dur``) whose correlation id matches no host row's (HTA's step filter
+    keeps GPU work through its launch, so it drops these whatever their time)."""
+    import numpy as np
+
+    if df.empty or "correlation" not in df.columns or "stream" not in df.columns:
+        return None
+    corr, stream = df["correlation"].to_numpy(), df["stream"].to_numpy()
+    host = stream < 0
+    cats = [i for i, s in enumerate(symbols) if s in GPU_CATEGORIES]
+    rows = ~host & np.isin(df["cat"].to_numpy(), cats) & ~np.isin(corr, corr[host & (corr > 0)])
+    return df.loc[rows, ["index", "ts", "dur"]] if rows.any() else None
+
+
+def _left_out(before, df, step_ids, host_cats) -> Tuple[int, float]:
+    """Of the GPU rows ``before`` (:func:`_unlinked_gpu`, taken before HTA's
+    filter), those the filter left out of ``df`` that start between its first
+    remaining host step and its last event: ``(count, summed duration µs)``."""
+    import numpy as np
+
+    if before is None or df.empty:
+        return 0, 0.0
+    steps = _host_step_rows(df, step_ids, host_cats)
+    if not steps.any():
+        return 0, 0.0
+    start, end = float(df.loc[steps, "ts"].min()), float((df["ts"] + df["dur"]).max())  # the GPU lags the host
+    ts = before["ts"].to_numpy(dtype=float)
+    out = (ts >= start) & (ts < end) & ~np.isin(before["index"].to_numpy(), df["index"].to_numpy())
+    return int(out.sum()), float(before["dur"].to_numpy(dtype=float)[out].sum())
 
 
 def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: bool = False,
@@ -348,6 +377,7 @@ def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: b
     Raises:
         TraceError: HTA fails aligning or filtering (names ``where``).
     """
+    unlinked: Dict[int, Any] = {}
     try:
         symbols = trace.symbol_table.get_sym_table()
         activity = {rank: gpu_activity(df, symbols) for rank, df in trace.traces.items()}
@@ -369,6 +399,7 @@ def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: b
             if trace.traces:  # HTA's align_and_filter_trace, its filter on narrow frames
                 if not aligned:
                     trace._align_all_ranks()
+                unlinked = {rank: _unlinked_gpu(df, symbols) for rank, df in trace.traces.items()}
                 filter_steps(trace, include_last_step)
         finally:
             trace.__dict__.pop("get_device_type", None)
@@ -377,6 +408,11 @@ def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: b
                 if last.get(rank) is not None and not df.empty:
                     trace.traces[rank] = df[df["name"].ne(last[rank])]
         for rank, df in trace.traces.items():
+            if rank in activity:
+                ops, us = _left_out(unlinked.get(rank), df, step_ids, host_cats)
+                before = unlinked.get(rank)
+                activity[rank] = dataclasses.replace(activity[rank], unlinked_ops=ops, unlinked_us=us,
+                                                     unmatched_ops=0 if before is None else len(before))
             if not df.empty:
                 df = df.set_index("index", drop=False)
                 df.index.names = [None]
