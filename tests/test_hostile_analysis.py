@@ -11,12 +11,23 @@ from __future__ import annotations
 
 import statistics
 import time
+from pathlib import Path
 from typing import Callable, List
 
 import pytest
 
+from hta_report.api import analyze
 from hta_report.model import RankResult, StepStats, StepTime
 from hta_report.rules.steps import outlier_cost_us, step_outliers
+from kineto import ELEMENTWISE, TC_GEMM, TraceBuilder
+
+
+def _trace_dir(tmp_path: Path, name: str, builder: TraceBuilder) -> Path:
+    """``builder``'s trace written as ``rank-0.json`` in a new folder ``name``."""
+    d = tmp_path / name
+    d.mkdir()
+    builder.write(d / "rank-0.json")
+    return d
 
 
 def _best_of(fn: Callable[[], object], repeat: int = 5) -> float:
@@ -82,3 +93,66 @@ def test_step_time_outliers_scale_linearly_with_the_steps():
         return lambda: (step_outliers(r, 3.0), outlier_cost_us(r, 3.0))
     t_small, t_large = _best_of(run(small)), _best_of(run(large))
     assert t_large < 8 * t_small, (t_small, t_large)
+
+
+# --- item 6: thousands of streams in HTA's per-stream passes ------------------------------------------
+
+
+def _many_streams(streams: int, steps: int = 3) -> TraceBuilder:
+    """``steps`` steps, each launching one 5 µs kernel on each of ``streams`` streams."""
+    b = TraceBuilder(rank=0)
+    step_us = 20.0 * streams + 100
+    for s in range(steps):
+        t0 = s * step_us
+        b.step(s + 1, t0, step_us)
+        for k in range(streams):
+            b.kernel(ELEMENTWISE, t0 + 20 + 10 * k, 5.0, launch_ts=t0 + 10 + 10 * k, launch_dur=2, stream=10 + k)
+    return b
+
+
+@pytest.mark.slow
+def test_hta_s_per_stream_idle_pass_is_not_run_on_a_rank_with_too_many_streams(tmp_path, monkeypatch):
+    """Repro: 4,000 streams took over 50 s in HTA's per-stream passes: its
+    idle-time breakdown selects and classifies each stream's operations in
+    pandas, one stream at a time (13 ms a stream). Above
+    ``MAX_HTA_STREAMS`` it is not run: hta-report's own breakdown (HTA's
+    definitions) takes its place, every stream still has its idle figures
+    and queue statistics, and the report says why."""
+    from hta.analyzers.breakdown_analysis import BreakdownAnalysis
+
+    from hta_report.analysis.gpu_time import MAX_HTA_STREAMS
+    from hta_report.model import IDLE_STEP, NOT_RUN
+    from hta_report.render.view import replaced
+
+    calls = []
+    per_stream = BreakdownAnalysis._analyze_idle_time_for_stream.__func__
+
+    def counted(cls, stream, *args, **kwargs):
+        calls.append(stream)
+        return per_stream(cls, stream, *args, **kwargs)
+    monkeypatch.setattr(BreakdownAnalysis, "_analyze_idle_time_for_stream", classmethod(counted))
+    monkeypatch.setenv("HTA_REPORT_WORKERS", "1")  # HTA runs in this process, where it is counted
+    n = MAX_HTA_STREAMS + 44
+    result = analyze(_trace_dir(tmp_path, "many", _many_streams(n)))
+    r = result.ranks[0]
+    assert calls == []  # was one call per stream
+    assert [f.step for f in r.replaced] == [IDLE_STEP] and r.replaced[0].reason.startswith(NOT_RUN)
+    assert f"{n:,} GPU streams" in r.replaced[0].reason and not r.failures
+    assert len(r.idle.streams) == len(r.launch.queue) == n
+    assert "HTA's idle time breakdown was not run" in replaced(result)[0]
+
+
+def test_hta_s_idle_pass_still_runs_on_a_rank_with_few_streams(tmp_path, monkeypatch):
+    """Below ``MAX_HTA_STREAMS`` the rank's per-stream idle breakdown is HTA's own."""
+    from hta.analyzers.breakdown_analysis import BreakdownAnalysis
+
+    calls = []
+    per_stream = BreakdownAnalysis._analyze_idle_time_for_stream.__func__
+
+    def counted(cls, stream, *args, **kwargs):
+        calls.append(stream)
+        return per_stream(cls, stream, *args, **kwargs)
+    monkeypatch.setattr(BreakdownAnalysis, "_analyze_idle_time_for_stream", classmethod(counted))
+    monkeypatch.setenv("HTA_REPORT_WORKERS", "1")
+    r = analyze(_trace_dir(tmp_path, "few", _many_streams(4))).ranks[0]
+    assert sorted(calls) == [10, 11, 12, 13] and r.replaced == [] and len(r.idle.streams) == 4
