@@ -9,6 +9,7 @@ a device window shorter than the step. Performance items assert on scaling
 """
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from pathlib import Path
@@ -93,6 +94,41 @@ def test_step_time_outliers_scale_linearly_with_the_steps():
         return lambda: (step_outliers(r, 3.0), outlier_cost_us(r, 3.0))
     t_small, t_large = _best_of(run(small)), _best_of(run(large))
     assert t_large < 8 * t_small, (t_small, t_large)
+
+
+# --- item 17: the replay predicted on ranks whose CUDA-graph kernels were dropped -------------------
+
+
+def _graph_replays(dropped: bool) -> TraceBuilder:
+    """Six steps, each a DataLoader wait and two CUDA-graph replays of a 300 µs
+    kernel; with ``dropped``, the second replay of every step has its
+    ``cudaGraphLaunch`` but no kernel (CUPTI's buffer dropped it)."""
+    b = TraceBuilder(rank=0)
+    for i in range(6):
+        t0 = i * 1500.0
+        b.step(i + 1, t0, 1500)
+        b.cpu_op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0 + 5, 300, cat="user_annotation")
+        b.kernel(TC_GEMM, t0 + 330, 300, launch_ts=t0 + 320, api="cudaGraphLaunch")
+        if dropped:
+            b.runtime("cudaGraphLaunch", t0 + 700, 8)
+        else:
+            b.kernel(TC_GEMM, t0 + 720, 300, launch_ts=t0 + 700, api="cudaGraphLaunch")
+        b.runtime("cudaStreamSynchronize", t0 + 1100, 20)
+    return b
+
+
+@pytest.mark.slow
+def test_no_prediction_on_a_rank_whose_graph_replays_lost_their_kernels(tmp_path):
+    """Repro: a rank whose trace lost the kernels of half its
+    ``cudaGraphLaunch`` replays still got what-if predictions, which leave
+    the dropped replays' GPU time out. Now: none, and the note says why;
+    the same loop with every replay recorded is still predicted."""
+    whole = analyze(_trace_dir(tmp_path, "whole", _graph_replays(dropped=False))).ranks[0].replay
+    assert whole.whatifs  # the loop is predicted where the trace holds every replay's kernel
+    r = analyze(_trace_dir(tmp_path, "dropped", _graph_replays(dropped=True))).ranks[0].replay
+    assert r.whatifs == []
+    m = re.search(r"no what-if made: (\d+) of (\d+) CUDA-graph launches have no GPU operation", r.note)
+    assert m and 2 * int(m.group(1)) == int(m.group(2))  # every other replay lost its kernel
 
 
 # --- item 6: thousands of streams in HTA's per-stream passes ------------------------------------------
