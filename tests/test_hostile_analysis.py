@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import re
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Callable, List
 
 import pytest
 
+from hta_report.analysis.events import RankEvents
 from hta_report.api import analyze
 from hta_report.model import RankResult, StepStats, StepTime
 from hta_report.rules.steps import outlier_cost_us, step_outliers
@@ -192,3 +194,80 @@ def test_hta_s_idle_pass_still_runs_on_a_rank_with_few_streams(tmp_path, monkeyp
     monkeypatch.setenv("HTA_REPORT_WORKERS", "1")
     r = analyze(_trace_dir(tmp_path, "few", _many_streams(4))).ranks[0]
     assert sorted(calls) == [10, 11, 12, 13] and r.replaced == [] and len(r.idle.streams) == 4
+
+
+# --- item 7: the replay's cross-stream look-back ----------------------------------------------------
+
+
+def _stream_waits(waiting_us: float, waits: int = 240, fanout: int = 10) -> TraceBuilder:
+    """Three steps of ``waits // 3`` iterations on one host thread: a
+    ``cudaStreamWaitEvent``, a kernel of ``waiting_us`` on stream 20 (the
+    waiting stream), then ``fanout`` 1 µs kernels on stream 21. A long
+    ``waiting_us`` backs stream 20 up, so that each waiting kernel starts
+    after many of stream 21's kernels launched after its wait have ended:
+    the look-back for what the wait waited for has to step over all of them."""
+    b = TraceBuilder(rank=0)
+    free: dict = {20: 0.0, 21: 0.0}
+    t = 0.0
+    per_step = waits // 3
+    for s in range(3):
+        step_start = t
+        for _ in range(per_step):
+            b.runtime("cudaStreamWaitEvent", t, 2)
+            t += 3
+            for stream, dur in [(20, waiting_us)] + [(21, 1.0)] * fanout:
+                start = max(t + 5, free[stream])
+                b.kernel(ELEMENTWISE, start, dur, launch_ts=t, launch_dur=1, stream=stream)
+                free[stream] = start + dur
+                t += 2
+        b.step(s + 1, step_start, t - step_start)
+    return b
+
+
+def _traced_lines(fn: Callable[[], object], module: str) -> int:
+    """Lines of ``module``'s functions Python executes in ``fn()``: a count of
+    the work that does not depend on the machine's speed."""
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        if event == "line":
+            count += 1
+        return local
+
+    def trace(frame, event, arg):
+        return local if frame.f_globals.get("__name__") == module else None
+    sys.settrace(trace)
+    try:
+        fn()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+@pytest.mark.slow
+def test_a_stream_wait_s_look_back_does_not_step_over_later_launches_one_by_one(tmp_path):
+    """Repro: each ``cudaStreamWaitEvent`` stepped back, one operation at a
+    time, over the other streams' operations launched after it (up to 2,000
+    Python steps per wait; 100k waits took 22-122 s). Now a wait whose
+    look-back skips hundreds to thousands of operations costs about what
+    one with nothing to skip costs: the lines run for the deep trace stay
+    within twice those of the shallow one, the same number of operations
+    (they were 35 times as many)."""
+    from hta_report.analysis import replay_graph
+    from hta_report.analysis.regions import host_windows
+    from hta_report.load import load_traces
+
+    def graph_work(name: str, waiting_us: float) -> int:
+        d = _trace_dir(tmp_path, name, _stream_waits(waiting_us))
+        loaded = load_traces(d, include_last_step=True)
+        ev = RankEvents.from_loaded(loaded, loaded.files[0].rank)
+        hw = host_windows(ev)
+        graphs = []
+        lines = _traced_lines(lambda: graphs.append(replay_graph.build_graph(ev, hw.ravel(), float(hw[0, 0]),
+                                                                             float(hw[-1, 1]))), replay_graph.__name__)
+        g = graphs[0]
+        assert int((g.ekind == replay_graph.E_CROSS).sum()) > 100  # the waits were inferred
+        return lines
+    shallow, deep = graph_work("shallow", 2.0), graph_work("deep", 1000.0)
+    assert deep < 2 * shallow, (shallow, deep)  # before: 264,985 lines against 7,548
