@@ -271,3 +271,45 @@ def test_a_stream_wait_s_look_back_does_not_step_over_later_launches_one_by_one(
         return lines
     shallow, deep = graph_work("shallow", 2.0), graph_work("deep", 1000.0)
     assert deep < 2 * shallow, (shallow, deep)  # before: 264,985 lines against 7,548
+
+
+# --- item 20: a share "of the step" taken of a device window shorter than the step --------------------
+
+
+def _backlog_at_the_first_step(step_us: float = 9000.0, kernel_us: float = 3600.0) -> TraceBuilder:
+    """Six ``ProfilerStep``s of ``step_us``, each launching one ``kernel_us``
+    GEMM; the warm-up step's GEMM runs 30 ms, so the GPU runs the analyzed
+    steps' GEMMs back to back after it: their re-based windows (a step
+    starts where the previous one's GPU work ended) average about
+    ``kernel_us``, far shorter than the steps."""
+    b = TraceBuilder(rank=0)
+    gpu_free = 0.0
+    for s in range(6):
+        t0 = s * step_us
+        b.step(s + 1, t0, step_us)
+        b.cpu_op("aten::mm", t0 + 100, 50)
+        start = max(t0 + 150, gpu_free)
+        dur = 30_000.0 if s == 0 else kernel_us
+        b.kernel(TC_GEMM, start, dur, launch_ts=t0 + 110, launch_dur=5)
+        gpu_free = start + dur
+    return b
+
+
+@pytest.mark.slow
+def test_a_share_of_the_step_is_of_the_step_not_of_a_shorter_device_window(tmp_path):
+    """Repro: "3.60 ms per step (92.3 % of the step)" of a 9.08 ms step: per-step
+    figures were divided by the mean re-based device window (3.9 ms), which
+    a GPU backlog from the warm-up step had made far shorter than the
+    steps. Shares of the step now divide by the step: kernels busy 40 %
+    of a 9 ms step, not 97 % of a 3.7 ms window, and every finding's gain
+    is its time per step over the step."""
+    from hta_report.rules.idle import utilization_pct
+
+    result = analyze(_trace_dir(tmp_path, "backlog", _backlog_at_the_first_step()))
+    r = result.ranks[0]
+    assert r.window_us < 0.5 * r.steps.mean_us  # the repro: the device window is far shorter than the step
+    assert utilization_pct(r) == pytest.approx(100 * 3600.0 / 9000.0, abs=0.5)  # was 97 %
+    assert result.findings
+    for f in result.findings:
+        assert f.gain_pct == pytest.approx(100 * f.gain_ms_per_step * 1e3 / r.steps.mean_us, rel=1e-6), f.title
+    assert r.step_us == r.steps.mean_us
