@@ -1097,7 +1097,8 @@ class CodePatterns:
 TEMPORAL_STEP = "temporal breakdown (HTA)"
 IDLE_STEP = "idle time breakdown (HTA)"
 #: How the reason of a replaced HTA analysis that hta-report did not run at
-#: all begins (:attr:`RankResult.replaced`; e.g. a rank with too many streams).
+#: all begins (:attr:`RankResult.replaced` lists it with those that failed:
+#: e.g. a rank with more streams than HTA's per-stream pass is run on).
 NOT_RUN = "not run"
 KERNEL_TYPES_STEP = "kernel breakdown (HTA)"
 STEP_TIMES_STEP = "step times"
@@ -1378,10 +1379,9 @@ class RankResult:
     assertion inside one of HTA's analyses): everything else is reported,
     and the fields of a failed step keep their defaults (:meth:`failed`
     tells which); empty when the whole rank was analyzed. ``replaced``
-    lists HTA's analyses that failed, or were not run (a reason beginning
-    with :data:`NOT_RUN`: a rank with more streams than HTA's per-stream pass
-    is run on), but whose figures hta-report computed itself from the exact
-    times (the rank stays complete; the reason says what HTA raised).
+    lists HTA's analyses that failed but whose figures hta-report computed
+    itself from the exact times (the rank stays complete; the reason says
+    what HTA raised).
 
     ``gpu_span_us`` runs from the first GPU event (kernel, memcpy, memset)
     of the rank's file to the end of the last, all of them (before HTA's
