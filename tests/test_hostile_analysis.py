@@ -180,6 +180,7 @@ def test_hta_s_per_stream_idle_pass_is_not_run_on_a_rank_with_too_many_streams(t
     assert "HTA's idle time breakdown was not run" in replaced(result)[0]
 
 
+@pytest.mark.slow
 def test_hta_s_idle_pass_still_runs_on_a_rank_with_few_streams(tmp_path, monkeypatch):
     """Below ``MAX_HTA_STREAMS`` the rank's per-stream idle breakdown is HTA's own."""
     from hta.analyzers.breakdown_analysis import BreakdownAnalysis
