@@ -1112,6 +1112,10 @@ class CodePatterns:
 #: gates and comparisons ask about when a step failed (:attr:`RankResult.failures`).
 TEMPORAL_STEP = "temporal breakdown (HTA)"
 IDLE_STEP = "idle time breakdown (HTA)"
+#: How the reason of a replaced HTA analysis that hta-report did not run at
+#: all begins (:attr:`RankResult.replaced` lists it with those that failed:
+#: e.g. a rank with more streams than HTA's per-stream pass is run on).
+NOT_RUN = "not run"
 KERNEL_TYPES_STEP = "kernel breakdown (HTA)"
 STEP_TIMES_STEP = "step times"
 CPU_SIDE_STEP = "CPU side"
@@ -1439,6 +1443,19 @@ class RankResult:
     def failed(self, *steps: str) -> bool:
         """Whether any of ``steps`` (names such as :data:`TEMPORAL_STEP`) failed on this rank."""
         return any(f.step in steps for f in self.failures)
+
+    @property
+    def step_us(self) -> float:
+        """The analyzed step's duration (µs): what a share "of the step"
+        divides a per-step figure by. The mean re-based window
+        (``window_us``, longer than the ``ProfilerStep`` mean where the host
+        ran ahead of the GPU), but never shorter than the mean
+        ``ProfilerStep`` of the same steps (``steps.mean_us``): a GPU still
+        running work queued before the first analyzed step starts that
+        step's window late, and the windows then cover only part of the
+        steps (issue 56, item 20: a 3.90 ms window of a 9.08 ms step).
+        ``window_us`` without ``ProfilerStep`` annotations."""
+        return max(self.window_us, self.steps.mean_us) if self.steps.count else self.window_us
 
     @property
     def busy_pct(self) -> float:

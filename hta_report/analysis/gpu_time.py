@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Dict, List, SupportsInt, Tuple, cast
+from typing import Dict, List, Tuple
 
 import numpy as np
 import pandas as pd
@@ -38,6 +38,24 @@ def temporal_breakdown(view) -> Dict[int, TemporalBreakdown]:
             non_compute_pct=_pct(row["non_compute_time_pctg"]),
         )
     return out
+
+
+#: Most GPU streams of a rank on which HTA's per-stream idle-time breakdown is run. HTA
+#: selects each stream's operations from all of the rank's and classifies them in pandas, one
+#: stream at a time (``BreakdownAnalysis._analyze_idle_time_for_stream``): about 13 ms a stream,
+#: measured 12.7 s for 1,000 streams of three kernels each and over 50 s for 4,000 (issue 56,
+#: item 6). 256 streams keep it to a few seconds, while real runs use tens (compute, copy and
+#: NCCL streams: 3 to 40 in the traces under ../shared); above it, hta-report's own breakdown
+#: (:func:`stream_idle`, HTA's definitions on the exact times) is reported in its place.
+MAX_HTA_STREAMS = 256
+
+
+def gpu_stream_count(view, rank: int) -> int:
+    """Number of GPU streams (``stream`` >= 0) among the events of ``rank`` in
+    ``view`` (an HTA ``TraceAnalysis``): what HTA's per-stream passes loop over."""
+    df = view.t.get_trace(rank)
+    stream = df["stream"].to_numpy()
+    return int(len(np.unique(stream[stream >= 0])))
 
 
 def idle_breakdown(view, rank: int) -> IdleBreakdown:
@@ -76,17 +94,34 @@ def stream_idle(ev: RankEvents) -> List[StreamIdle]:
     """HTA's per-stream idle time breakdown (``get_idle_time_breakdown``: on
     each stream, the gaps between its GPU operations classified by
     ``IdleTimeType``'s rules, as :func:`gpu_idle_split` does for the GPU as a
-    whole), computed from the exact times: what the report shows where
-    HTA's own analysis failed on a rank."""
+    whole), computed from the exact times, by stream: what the report shows
+    where HTA's own analysis failed on a rank or was not run
+    (:data:`MAX_HTA_STREAMS`). All streams in one pass: the same gaps and
+    classes as :func:`_idle_classes` on each stream's operations (a gap ends
+    at the operation that starts it, the shortest of those starting then)."""
     gpu = ev.gpu
-    launch = _launch_times(ev)
-    out = []
-    for stream, rows in gpu.groupby("stream", sort=True):
-        host, kernel, other = _idle_classes(rows, launch)
-        # pandas-stubs types a group key as any scalar; the ``stream`` column holds integers
-        stream_id = int(cast(SupportsInt, stream))
-        out.append(StreamIdle(stream=stream_id, host_wait_us=host, kernel_wait_us=kernel, other_us=other))
-    return out
+    if gpu.empty:
+        return []
+    ts = gpu["ts"].to_numpy(dtype=float)
+    end = np.maximum(gpu["end"].to_numpy(dtype=float), ts)
+    stream = gpu["stream"].to_numpy().astype(np.int64)
+    order = np.lexsort((end, ts, stream))
+    ts, end, stream = ts[order], end[order], stream[order]
+    streams, code = np.unique(stream, return_inverse=True)
+    running = pd.Series(end).groupby(code).cummax().to_numpy(dtype=float)  # the stream's busy until then
+    prev = np.r_[-np.inf, running[:-1]]
+    gap = np.r_[False, code[1:] == code[:-1]] & (ts > prev)
+    gap_start, length = prev[gap], ts[gap] - prev[gap]
+    corr = gpu["correlation"].to_numpy()[order][gap]
+    t_launch = pd.Series(corr).map(_launch_times(ev)).to_numpy(dtype=float)
+    host = t_launch > gap_start  # NaN (no runtime call) compares False, as in HTA
+    kernel = ~host & (length < CONSECUTIVE_KERNEL_DELAY_US)
+
+    def per_stream(mask: np.ndarray) -> List[float]:
+        return np.bincount(code[gap][mask], weights=length[mask], minlength=len(streams)).tolist()
+    return [StreamIdle(stream=int(s_), host_wait_us=h, kernel_wait_us=k, other_us=o)
+            for s_, h, k, o in zip(streams.tolist(), per_stream(host), per_stream(kernel),
+                                   per_stream(~host & ~kernel))]
 
 
 def _launch_times(ev: RankEvents) -> pd.Series:

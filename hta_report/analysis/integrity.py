@@ -49,6 +49,8 @@ of advising on time that was not idle:
 """
 from __future__ import annotations
 
+from typing import Tuple
+
 import numpy as np
 import pandas as pd
 
@@ -250,14 +252,12 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
     out = Integrity()
     gpu = ev.gpu
     out.sync_rows = int(ev.df["s_cat"].eq("cuda_sync").sum())
-    call_corr, _, graphs = _launch_calls(ev)
+    call_corr, _, _ = _launch_calls(ev)
     if not gpu.empty and len(call_corr) and "correlation" in gpu.columns:
         corr = pd.to_numeric(gpu["correlation"], errors="coerce").fillna(-1).to_numpy(dtype=float)
         unlinked = ~np.isin(corr, call_corr)
         out.unlinked_ops, out.unlinked_us = int(unlinked.sum()), float(gpu["dur"].to_numpy(dtype=float)[unlinked].sum())
-        out.graph_launches = int(graphs.sum())
-        if out.graph_launches:
-            out.graph_launches_without_ops = int((~np.isin(call_corr[graphs], corr)).sum())
+        out.graph_launches, out.graph_launches_without_ops = graph_launches_without_ops(ev)
     out.launches, out.launches_without_ops = lost_launches(ev)
     if activity is not None:
         out.launches_without_ops = max(0, out.launches_without_ops - activity.unmatched_ops)
@@ -271,6 +271,21 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
     out.idle_unreliable = out.graph_launches_without_ops > 0 or out.clock_jumps > 0 or bool(lost) or out.silences > 0
     out.notes = _notes(out)
     return out
+
+
+def graph_launches_without_ops(ev: RankEvents) -> Tuple[int, int]:
+    """``(graph launches, those with no GPU operation)``: the rank's
+    :data:`GRAPH_LAUNCHES` calls that carry a correlation id, and of them
+    those whose id no GPU operation of the rank carries (their kernels were
+    dropped: see the module doc). ``(n, 0)`` on a rank whose GPU operations
+    carry no correlation ids (nothing to match), ``(0, 0)`` without any."""
+    call_corr, _, graphs = _launch_calls(ev)
+    n = int(graphs.sum())
+    gpu = ev.gpu
+    if not n or gpu.empty or "correlation" not in gpu.columns:
+        return n, 0
+    corr = pd.to_numeric(gpu["correlation"], errors="coerce").fillna(-1).to_numpy(dtype=float)
+    return n, int((~np.isin(call_corr[graphs], corr)).sum())
 
 
 def lost_launches(ev: RankEvents):

@@ -32,7 +32,7 @@ import pandas as pd
 
 from .. import workers
 from ..errors import HtaReportError, TraceError, bug_reason, internal_error
-from ..model import (ATTRIBUTION_STEP, COMM_OVERLAP_STEP, INTEGRITY_STEP, LAUNCH_STEP, TENSORBOARD_STEP, SPAN_STEP, TENSOR_CORES_STEP, WINDOWS_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, KERNEL_TYPES_STEP, MEMCPY_STEP, MEMORY_STEP,
+from ..model import (ATTRIBUTION_STEP, COMM_OVERLAP_STEP, INTEGRITY_STEP, LAUNCH_STEP, TENSORBOARD_STEP, SPAN_STEP, TENSOR_CORES_STEP, WINDOWS_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, IDLE_STEP, NOT_RUN, KERNEL_TYPES_STEP, MEMCPY_STEP, MEMORY_STEP,
                      OCCUPANCY_STEP, PATTERNS_STEP, STEP_BREAKDOWN_STEP, STEP_TIMES_STEP,
                      TEMPORAL_STEP, WORKLOAD_STEP, REPLAY_STEP, CommSummary, IdleBreakdown, KernelTypeShare, LaunchSummary, RankResult,
                      SectionFailure, StreamIdle, TemporalBreakdown, TraceFileInfo)
@@ -46,8 +46,8 @@ from .copies import add_copy_metrics, blocking_copies, dtoh_reads, pageable_call
 from .cpu_side import cpu_side
 from .distributed import add_data_parallel
 from .events import COMMUNICATION, GPU_CATEGORIES, RankEvents, kernel_type
-from .gpu_time import (exact_temporal, gpu_idle_split, idle_breakdown, kernel_type_shares, stream_idle,
-                       temporal_breakdown, top_kernels)
+from .gpu_time import (MAX_HTA_STREAMS, exact_temporal, gpu_idle_split, gpu_stream_count, idle_breakdown,
+                       kernel_type_shares, stream_idle, temporal_breakdown, top_kernels)
 from .kernels import add_misaligned_gemms, compute_major, tensor_core_use
 from .launch import LaunchContext, add_launch_metrics, launch_context, launch_summary
 from .memory import memory_summary
@@ -425,6 +425,10 @@ def _temporal(c: HtaContext) -> None:
 
 
 def _idle(c: HtaContext) -> None:
+    streams = gpu_stream_count(c.view, c.rank)
+    if streams > MAX_HTA_STREAMS:  # HTA's pass is per stream: ours takes its place (join_parts)
+        raise TraceError(f"{NOT_RUN}: {streams:,} GPU streams, more than the {MAX_HTA_STREAMS} its per-stream "
+                         "pass is run on (it takes about 13 ms a stream)", step=IDLE_STEP)
     c.part.idle = idle_breakdown(c.view, c.rank)
 
 

@@ -38,6 +38,7 @@ from ..model import WHATIF_MIN_SAVING_PCT, ALL_EDITS, Replay, ReplayOp, WhatIf, 
 from .cpu_side import DATALOADER_PREFIXES, self_times
 from .edits import BEST, CPU_ERROR_PCT, EDITS, MID, WORST, Edit, apply, warmup_nodes
 from .events import RankEvents, is_step, name_strings
+from .integrity import graph_launches_without_ops
 from .launch_calls import KERNEL_LAUNCH_APIS
 from .regions import LAUNCH_CATEGORIES, containing_index
 from .replay_graph import E_ANCHOR, E_HOST, E_LAUNCH, GPU, MARKER, Graph, build_graph, edge_targets, latest_constraint, step_thread
@@ -581,7 +582,8 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
     ``warmup_us`` their time per analyzed step (µs): where it is
     :data:`WITHHOLD_WARMUP_PCT` of the step or more, no what-if is made and
     the note says why. A rank whose host launched kernels that left no GPU
-    record gets no what-if either."""
+    record, or CUDA-graph launches whose kernels the trace lacks
+    (:func:`~.integrity.graph_launches_without_ops`), gets no what-if either."""
     built = rank_graph(ev, hw)
     if isinstance(built, str):
         return Replay(note=f"not replayed: {built}")
@@ -663,8 +665,10 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
 
 def _withheld(ev: RankEvents, warmup_us: float, step_us: float) -> str:
     """Why no what-if is made on this rank (empty: they are): a window that
-    is mostly one-off warm-up (:data:`WITHHOLD_WARMUP_PCT`), or kernel
-    launches whose GPU records the trace lost (no GPU operation at all)."""
+    is mostly one-off warm-up (:data:`WITHHOLD_WARMUP_PCT`), kernel
+    launches whose GPU records the trace lost (no GPU operation at all), or
+    graph launches whose kernels it lost (any: the GPU time of a replay is
+    unknown, and the prediction would leave it out)."""
     if step_us > 0 and warmup_us >= step_us * WITHHOLD_WARMUP_PCT / 100:
         return (f"no what-if made: {100 * warmup_us / step_us:.0f} % of the analyzed window is one-off warm-up "
                 "(context creation, allocator growth, first launches, capture or autotuning), which no fix to the "
@@ -674,6 +678,12 @@ def _withheld(ev: RankEvents, warmup_us: float, step_us: float) -> str:
         if launches:
             return (f"no what-if made: the host launched {launches:,} kernels and the trace holds no GPU record of "
                     "them (the GPU side was lost or not recorded): a prediction would leave out the GPU's time")
+        return ""
+    graphs, dropped = graph_launches_without_ops(ev)
+    if dropped:
+        return (f"no what-if made: {dropped:,} of {graphs:,} CUDA-graph launches have no GPU operation in the trace "
+                "(the profiler dropped their kernels: CUPTI's activity buffer, TraceLens #728): a prediction would "
+                "leave out the GPU time of those replays; record fewer replays per window")
     return ""
 
 

@@ -70,9 +70,6 @@ CLOCK_TOLERANCE_US = 2.0
 #: An idle gap on a host thread other than the step thread at least this
 #: long (µs) ends with a call that waits for the step thread (:func:`_trigger_edges`).
 TRIGGER_GAP_US = 50.0
-#: How far back (operations, by end time) a wait's inference looks for an
-#: operation launched before the wait: bounds the work on a pathological trace.
-MAX_LOOKBACK = 2000
 
 
 @dataclass
@@ -551,8 +548,11 @@ def _wait_edges(b: _Builder, waits, calls, gsel, g_call, g_ts, g_end, g_stream, 
     calls_of = g_call[gsel]
     by_call = np.argsort(calls_of, kind="stable")  # each call's ops (rows of gsel) together, in row order
     calls_sorted = calls_of[by_call]
-    launched_by_end = launched[by_end].tolist()
-    for node, p, s, e in waits:
+    # per wait, the op (position by end) that ended last before the call returned, launched before it began
+    w_s, w_e = (np.array([x[i] for x in waits], dtype=float) for i in (2, 3))
+    before = last_below(launched[by_end], np.searchsorted(ends_sorted, w_e + CLOCK_TOLERANCE_US, side="right") - 1,
+                        w_s).tolist()
+    for (node, p, s, e), k in zip(waits, before):
         if b.wait[node] != SYNC:  # a blocking copy waits for its own copies (and, by stream order, what came before)
             own = by_call[np.searchsorted(calls_sorted, p, side="left"):np.searchsorted(calls_sorted, p, side="right")]
             for r in own.tolist():  # a pageable copy's call may return before its last chunk lands
@@ -565,17 +565,12 @@ def _wait_edges(b: _Builder, waits, calls, gsel, g_call, g_ts, g_end, g_stream, 
                 k = int(np.searchsorted(lt, s, side="left")) - 1
                 if k >= 0:
                     deps.append(int(rows[k]))
-        else:
-            k = int(np.searchsorted(ends_sorted, e + CLOCK_TOLERANCE_US, side="right")) - 1
-            stop = max(-1, k - MAX_LOOKBACK)
-            while k > stop and launched_by_end[k] >= s:
-                k -= 1
-            if k > stop:
-                r = int(by_end[k])
-                rows, lt = per_stream[int(streams[r])]
-                j = int(np.searchsorted(lt, s, side="left")) - 1
-                last = int(rows[j]) if j >= 0 else r
-                deps.append(last if ends[last] <= e + CLOCK_TOLERANCE_US else r)
+        elif k >= 0:
+            r = int(by_end[k])
+            rows, lt = per_stream[int(streams[r])]
+            j = int(np.searchsorted(lt, s, side="left")) - 1
+            last = int(rows[j]) if j >= 0 else r
+            deps.append(last if ends[last] <= e + CLOCK_TOLERANCE_US else r)
         for r in deps:
             b.edge(node, int(gnode[gsel[r]]), 0.0, E_WAIT)
         _finish_wait(b, node, s, e)
@@ -648,26 +643,45 @@ def _cross_edges(b: _Builder, stream_waits, calls, outer, gsel, g_call, g_ts, g_
     # the op (position by end) that ended last before the launched op started, launched before the wait, on
     # another stream: per other stream, the last of its ops by end that qualifies; the latest of those
     k0 = np.searchsorted(ends_sorted, g_ts[gsel[r]] + CLOCK_TOLERANCE_US, side="right") - 1
-    stop = np.maximum(-1, k0 - MAX_LOOKBACK)
     best = np.full(len(r), -1, dtype=np.int64)
     stream_by_end = g_stream[gsel[by_end]]
     launched_by_end = launched[by_end]
-    launched_l = launched_by_end.tolist()
     for t in np.unique(stream_by_end).tolist():
         pos = np.flatnonzero(stream_by_end == t)  # positions by end of the stream's ops, ascending
-        j = np.searchsorted(pos, k0, side="right") - 1
-        cand = np.where(j >= 0, pos[np.maximum(j, 0)], -1)
-        ok = (cand > stop) & ~(launched_by_end[np.maximum(cand, 0)] >= wait_ts)
-        pos_l = pos.tolist()
-        for q in np.flatnonzero((cand > stop) & ~ok).tolist():  # launched after the wait: look further back
-            jj, lim, c = int(j[q]) - 1, int(stop[q]), float(wait_ts[q])
-            while jj >= 0 and pos_l[jj] > lim and launched_l[pos_l[jj]] >= c:
-                jj -= 1
-            if jj >= 0 and pos_l[jj] > lim:
-                cand[q], ok[q] = pos_l[jj], True
-        best = np.where(ok & (stream != t), np.maximum(best, cand), best)
-    hit = best > stop
+        j = np.searchsorted(pos, k0, side="right") - 1  # its last op that ended by then
+        jj = last_below(launched_by_end[pos], j, wait_ts)  # of those, the last launched before the wait
+        cand = np.where(jj >= 0, pos[np.maximum(jj, 0)], -1)
+        best = np.where((cand >= 0) & (stream != t), np.maximum(best, cand), best)
+    hit = best >= 0
     b.bulk(gnode[gsel[r[hit]]], gnode[gsel[by_end[best[hit]]]], np.zeros(int(hit.sum())), E_CROSS)
+
+
+def last_below(values: np.ndarray, j: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Per query ``q``, the largest index ``i <= j[q]`` with ``values[i] < c[q]``
+    (-1 where there is none, or ``j[q]`` is -1): how far a wait's inference
+    looks back for an operation launched before the wait (``values``: launch
+    times by end, µs). A sparse table of range minima lets each query skip
+    the run of later launches in O(log n) steps, for all queries at once,
+    where stepping back one operation at a time cost up to thousands of
+    Python steps per wait (issue 56, item 7). A NaN value never counts as
+    launched after the wait."""
+    j = np.asarray(j, dtype=np.int64)
+    c = np.asarray(c, dtype=float)
+    n = len(values)
+    cur = np.minimum(j, n - 1).copy()
+    if n == 0 or not len(cur):
+        return np.full(len(cur), -1, dtype=np.int64)
+    levels = [np.asarray(values, dtype=float)]  # levels[k][i]: min of values[i : i + 2**k]
+    while 2 ** len(levels) <= n:
+        prev, half = levels[-1], 2 ** (len(levels) - 1)
+        levels.append(np.minimum(prev[:-half], prev[half:]))
+    for k in range(len(levels) - 1, -1, -1):  # skip blocks of 2**k ending at cur, all launched after the wait
+        lo = cur - 2 ** k + 1
+        fits = lo >= 0
+        skip = np.zeros(len(cur), dtype=bool)
+        skip[fits] = levels[k][lo[fits]] >= c[fits]
+        cur[skip] -= 2 ** k
+    return np.maximum(cur, -1)
 
 
 def _first_after(items: np.ndarray, times: np.ndarray, t: np.ndarray) -> np.ndarray:

@@ -29,7 +29,7 @@ from ..escape import is_image_data_uri, md_cell, md_code, md_code_block, md_html
 from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, IDLE_CAUSE_LABELS, MEMORY_STEP, OCCUPANCY_STEP, SPAN_STEP,
                      STEP_BREAKDOWN_STEP, TEMPORAL_STEP, TENSORBOARD_STEP, WINDOWS_STEP, AnalysisResult, Finding, GateResult,
                      NamedTime, RankResult, SourceLocation, WhatIf, is_doc_url, is_source_url)
-from ..model import saves
+from ..model import NOT_RUN, saves
 from ..names import short_names
 from . import fmt
 
@@ -1818,7 +1818,9 @@ def reading_notes(result: AnalysisResult) -> List[str]:
 
 
 def replaced(result: AnalysisResult) -> List[str]:
-    """One line per HTA analysis that failed on a rank and that hta-report
-    computed itself from the exact times instead (the rank is complete)."""
-    return [f"rank {r.rank}: HTA's {f.step.replace(' (HTA)', '')} failed ({f.reason}); hta-report computed "
+    """One line per HTA analysis that failed on a rank, or was not run on it
+    (:data:`~hta_report.model.NOT_RUN`: too many streams), and that
+    hta-report computed itself from the exact times instead (the rank is complete)."""
+    return [f"rank {r.rank}: HTA's {f.step.replace(' (HTA)', '')} "
+            f"{'was ' + f.reason if f.reason.startswith(NOT_RUN) else f'failed ({f.reason})'}; hta-report computed "
             "it from the exact times, with HTA's definitions" for r in result.ranks for f in r.replaced]

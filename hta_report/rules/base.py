@@ -259,8 +259,10 @@ def follow_prediction(f: Finding, v: "Verdict", rule_id: str, result: AnalysisRe
 
 
 def pct_of_step(us: float, r: RankResult) -> float:
-    """``us`` as % of the rank's analyzed step (or traced window without steps)."""
-    return 100 * us / r.window_us if r.window_us > 0 else 0.0
+    """``us`` (µs per step) as % of the rank's analyzed step
+    (:attr:`~hta_report.model.RankResult.step_us`, or the traced window
+    without steps); 0 without a window."""
+    return 100 * us / r.step_us if r.window_us > 0 and r.step_us > 0 else 0.0
 
 
 def per(r: RankResult) -> str:
@@ -270,7 +272,7 @@ def per(r: RankResult) -> str:
 
 def step_words(r: RankResult) -> str:
     """``"the 12.30 ms step"`` or ``"the 40.00 ms traced window"``."""
-    return f"the {ms(r.window_us)} step" if r.steps.count else f"the {ms(r.window_us)} traced window"
+    return f"the {ms(r.step_us)} step" if r.steps.count else f"the {ms(r.window_us)} traced window"
 
 
 def of_step(r: RankResult) -> str:

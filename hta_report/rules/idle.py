@@ -90,8 +90,8 @@ def low_gpu_utilization(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
 
 
 def long_gaps(r: RankResult, cfg: AdviceConfig) -> List[GpuGap]:
-    """Listed GPU gaps longer than ``gap_pct`` of the step."""
-    return [g for g in r.idle_attribution.gaps if g.duration_us > cfg.gap_pct / 100 * r.window_us]
+    """Listed GPU gaps longer than ``gap_pct`` of the step (:attr:`~hta_report.model.RankResult.step_us`)."""
+    return [g for g in r.idle_attribution.gaps if g.duration_us > cfg.gap_pct / 100 * r.step_us]
 
 
 def gap_explained_by(g: GpuGap, r: RankResult, fired: Fired) -> str:

@@ -6,7 +6,7 @@ from typing import Dict, List, Sequence
 
 from ..model import AnalysisResult, RankResult
 from .base import (DOCS_OPTIM, DOCS_ZERO_GRAD, Fired, Verdict, claim, evidence_lines, fine, make_finding, ms,
-                   not_checked, per, rule, worst_first)
+                   not_checked, pct_of_step, per, rule, worst_first)
 from .config import AdviceConfig
 
 
@@ -124,7 +124,7 @@ def _unfused_evidence(r: RankResult) -> str:
                 f"GPU idle during it {ms(r.idle_attribution.optimizer_us)}")
     return (f"rank {r.rank} (no GPU activity): {o.step_name} runs {o.ops_per_step:,.0f} CPU ops {per(r)}, "
             f"no foreach or fused op, in {ms(o.step_us_per_step)} of host time {per(r)} "
-            f"({100 * o.step_us_per_step / r.window_us:.1f} % of the step); a fused step does the same "
+            f"({pct_of_step(o.step_us_per_step, r):.1f} % of the step); a fused step does the same "
             "arithmetic in a few ops, so it saves at most that time")
 
 

@@ -1,8 +1,9 @@
 """C24: step-time outliers."""
 from __future__ import annotations
 
-import statistics
 from typing import List, Tuple
+
+import numpy as np
 
 from ..errors import plural
 from ..model import AnalysisResult, RankResult
@@ -12,30 +13,53 @@ from .claims import HOST, IDLE
 from .config import AdviceConfig
 
 
+def _analyzed(r: RankResult) -> Tuple[np.ndarray, np.ndarray]:
+    """Numbers and durations (µs) of the rank's analyzed steps (warm-up excluded), in trace order."""
+    steps = [s for s in r.steps.steps if not s.warmup]
+    return (np.array([s.number for s in steps], dtype=np.int64),
+            np.array([s.duration_us for s in steps], dtype=float))
+
+
 def step_outliers(r: RankResult, sigma: float) -> List[Tuple[int, float, float, float]]:
     """Analyzed steps longer than the mean + ``sigma`` standard deviations
     (population) of the *other* analyzed steps, as ``(number, duration, mean,
     std)`` in µs. Leaving the step out keeps one outlier from inflating the
-    statistics it is judged by."""
-    steps = [s for s in r.steps.steps if not s.warmup]
-    out: List[Tuple[int, float, float, float]] = []
-    for i, s in enumerate(steps):
-        others = [t.duration_us for j, t in enumerate(steps) if j != i]
-        mean, std = statistics.fmean(others), statistics.pstdev(others)
-        if s.duration_us > mean + sigma * std:
-            out.append((s.number, s.duration_us, mean, std))
-    return out
+    statistics it is judged by. Fewer than two analyzed steps: none.
+
+    Every step's leave-one-out mean and deviation come from the sums over all
+    steps (centred on their mean, so the squares do not lose the digits that
+    matter): O(n), where recomputing them per step was O(n²) (issue 56, 8)."""
+    numbers, d = _analyzed(r)
+    n = len(d)
+    if n < 2:
+        return []
+    c = d - d.mean()
+    mean_c = (c.sum() - c) / (n - 1)  # the others' mean, centred
+    var = np.maximum((np.dot(c, c) - c * c) / (n - 1) - mean_c * mean_c, 0.0)
+    mean, std = mean_c + d.mean(), np.sqrt(var)
+    hit = np.flatnonzero(d > mean + sigma * std)
+    return [(int(numbers[i]), float(d[i]), float(mean[i]), float(std[i])) for i in hit.tolist()]
 
 
 def outlier_cost_us(r: RankResult, sigma: float) -> float:
     """Time per analyzed step (µs) the outliers take beyond the median of the
-    other steps, averaged over all analyzed steps."""
-    steps = [s for s in r.steps.steps if not s.warmup]
+    other steps, averaged over all analyzed steps. Each outlier's "others"
+    median is read off the steps sorted once (O(n log n))."""
+    numbers, d = _analyzed(r)
+    out = step_outliers(r, sigma)
+    if not out:
+        return 0.0
+    s = np.sort(d)
+    m = len(s) - 1  # the others
     extra = 0.0
-    for number, dur, _, _ in step_outliers(r, sigma):
-        others = [s.duration_us for s in steps if s.number != number]
-        extra += dur - statistics.median(others)
-    return extra / len(steps) if steps else 0.0
+    for _, dur, _, _ in out:
+        p = int(np.searchsorted(s, dur, side="left"))  # leave out one copy of the outlier's duration
+
+        def at(q: int) -> float:
+            return float(s[q if q < p else q + 1])
+        med = at(m // 2) if m % 2 else (at(m // 2 - 1) + at(m // 2)) / 2
+        extra += dur - med
+    return extra / len(d)
 
 
 @rule("step-time-outliers", "C24", "Some steps take much longer than the others",
