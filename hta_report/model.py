@@ -334,6 +334,13 @@ class CommSummary:
     late through noise show no wait, and one slow step neither makes a
     straggler nor drags the wait. ``kinds`` splits the communication
     kernels by what they do (:class:`CollectiveKind`), most exposed first.
+    ``stalls`` counts communication kernels that ran 10x the median of the
+    same kernel or longer (:func:`hta_report.analysis.transfers.collective_stalls`):
+    waits for a late peer, a host stall or the window's end, not transfer;
+    ``stall_us_per_step`` is their time past that median with no compute
+    running (µs per step); ``stall_kernel``, ``stall_us``, ``stall_median_us``
+    and ``stall_calls`` describe the largest (its name, duration and its
+    kernel's median in µs, and how many calls that median is of).
     """
 
     kernel_count: int = 0
@@ -351,6 +358,12 @@ class CommSummary:
     late_steps: int = 0
     compared_steps: int = 0
     kinds: List[CollectiveKind] = field(default_factory=list)
+    stalls: int = 0
+    stall_us_per_step: float = 0.0
+    stall_kernel: str = ""
+    stall_us: float = 0.0
+    stall_median_us: float = 0.0
+    stall_calls: int = 0
 
 
 @dataclass(slots=True)

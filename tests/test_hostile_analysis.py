@@ -314,3 +314,41 @@ def test_a_share_of_the_step_is_of_the_step_not_of_a_shorter_device_window(tmp_p
     for f in result.findings:
         assert f.gain_pct == pytest.approx(100 * f.gain_ms_per_step * 1e3 / r.steps.mean_us, rel=1e-6), f.title
     assert r.step_us == r.steps.mean_us
+
+
+def _allreduce_run(tmp_path, stalled_us: float):
+    """Eight steps of one rank: a 500 µs GEMM, then a 300 µs all-reduce
+    nothing overlaps; in step 5 the all-reduce takes ``stalled_us``."""
+    from kineto import NCCL_ALLREDUCE, TraceBuilder
+
+    b = TraceBuilder(rank=0, world_size=2)
+    t = 0.0
+    for i in range(8):
+        step = 2000.0 + (stalled_us if i == 4 else 0.0)
+        b.step(i + 1, t, step)
+        b.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", t + 100, 500)
+        b.kernel(NCCL_ALLREDUCE, t + 650, stalled_us if i == 4 else 300.0)
+        t += step
+    b.write(tmp_path / "rank-0.pt.trace.json")
+
+
+@pytest.mark.slow
+def test_a_stalled_collective_is_a_wait_not_communication_to_overlap(tmp_path):
+    # Issue 51: one 441 ms all-gather among 3.5 ms ones was read as exposed
+    # communication to overlap; a collective 10x its kernel's median waited.
+    from hta_report.api import analyze
+
+    (tmp_path / "steady").mkdir()
+    (tmp_path / "stalled").mkdir()
+    _allreduce_run(tmp_path / "steady", 300.0)
+    _allreduce_run(tmp_path / "stalled", 30_000.0)
+    steady, stalled = analyze(tmp_path / "steady"), analyze(tmp_path / "stalled")
+    s, c = steady.ranks[0].comm, stalled.ranks[0].comm
+    assert s.stalls == 0 and s.stall_us_per_step == 0
+    assert c.stalls == 1 and c.stall_us == pytest.approx(30_000.0) and c.stall_median_us == pytest.approx(300.0)
+    analyzed = len([x for x in stalled.ranks[0].steps.steps if not x.warmup])
+    assert c.stall_us_per_step == pytest.approx(29_700.0 / analyzed, rel=0.05)
+    from hta_report.rules.comm import exposed_transfer_us
+
+    # what overlap could hide is the same 300 µs per step as in the steady run, not the stall
+    assert exposed_transfer_us(stalled.ranks[0]) == pytest.approx(exposed_transfer_us(steady.ranks[0]), rel=0.05)

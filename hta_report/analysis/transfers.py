@@ -91,6 +91,17 @@ def comm_overlap(view) -> Dict[int, float]:
     return out
 
 
+#: A communication kernel this many times the median of the same kernel
+#: (same name: collective, algorithm, protocol and dtype) on the rank is
+#: stalled, not transferring (:func:`collective_stalls`). Calls of one kernel
+#: move messages of similar size (DDP buckets up to a cap, one tensor-parallel
+#: activation per layer), and a collective's time grows at most linearly with
+#: its bytes, so 10x the median is far past what a larger message explains.
+STALL_FACTOR = 10.0
+#: Calls of a kernel needed before its median is a baseline.
+STALL_MIN_CALLS = 3
+#: A stall shorter than this (µs) beyond the median is not reported.
+STALL_MIN_US = 1000.0
 #: Host-side collective ops (CPU backends wait inside them).
 CPU_COLLECTIVE_PREFIXES = ("gloo:", "nccl:", "c10d::", "mpi:", "record_param_comms")
 
@@ -114,6 +125,15 @@ def add_comm_metrics(c: CommSummary, ev: RankEvents, w: np.ndarray, hw: np.ndarr
     if len(coll):
         hu = intervals.union(hw[:, 0], hw[:, 1])
         c.cpu_collective_us_per_step = intervals.total(intervals.intersect(coll_u, hu)) / n
+    stalls = collective_stalls(ev, wu)
+    if len(stalls):
+        c.stalls = len(stalls)
+        waits = intervals.union(stalls["ts"].to_numpy(), stalls["wait_end"].to_numpy())
+        c.stall_us_per_step = intervals.total(intervals.subtract(intervals.intersect(waits, wu),
+                                                                 ev.gpu_union(COMPUTATION))) / n
+        top = stalls.loc[stalls["excess"].idxmax()]
+        c.stall_kernel, c.stall_us, c.stall_median_us = str(top["s_name"]), float(top["dur"]), float(top["median"])
+        c.stall_calls = int(top["calls"])
     steps = analyzed_windows(rebased_steps(ev))
     if len(all_comm) and len(steps):
         c.kernel_us_by_step = _by_step(steps, all_comm)
@@ -121,6 +141,40 @@ def add_comm_metrics(c: CommSummary, ev: RankEvents, w: np.ndarray, hw: np.ndarr
     if len(coll_u) and len(host_steps):
         c.host_collective_us_by_step = _by_step(host_steps, coll_u)
     return c
+
+
+def collective_stalls(ev: RankEvents, windows: np.ndarray):
+    """The communication kernels of the rank starting inside ``windows``
+    (union, ``(k, 2)`` µs) that ran :data:`STALL_FACTOR` times the median of
+    the same kernel name or longer (at least :data:`STALL_MIN_CALLS` calls,
+    and :data:`STALL_MIN_US` past the median): a rank's NCCL kernel spins
+    until its peers arrive, so beyond the time its message takes (the
+    median of its calls) it waited for a late peer, a host stall elsewhere or
+    the window's end, and no overlap with compute can hide that.
+
+    Returns:
+        A frame with ``s_name``, ``ts``, ``dur``, ``median``, ``calls``,
+        ``excess`` (``dur - median``) and ``wait_end`` (``end - median``: the
+        wait comes first, the transfer last), empty when there is none.
+    """
+    import pandas as pd
+
+    if not ev.has_gpu or not len(windows):
+        return pd.DataFrame()
+    g = ev.gpu[ev.gpu["kernel_type"].eq(COMMUNICATION)]
+    if len(g) < STALL_MIN_CALLS:
+        return pd.DataFrame()
+    ts, end = g["ts"].to_numpy(dtype=float), g["end"].to_numpy(dtype=float)
+    inside = intervals.overlap_each(np.column_stack([ts, np.maximum(ts, end)]), windows) > 0
+    g = g[inside].assign(dur=(end - ts)[inside])
+    if len(g) < STALL_MIN_CALLS:
+        return pd.DataFrame()
+    by = g.groupby("s_name", sort=False)["dur"]
+    g = g.assign(median=by.transform("median"), calls=by.transform("size"))
+    g = g.assign(excess=g["dur"] - g["median"])
+    hit = (g["calls"] >= STALL_MIN_CALLS) & (g["dur"] >= STALL_FACTOR * g["median"]) & (g["excess"] >= STALL_MIN_US)
+    out = g.loc[hit, ["s_name", "ts", "dur", "median", "calls", "excess"]]
+    return out.assign(wait_end=out["ts"] + out["excess"])
 
 
 def _by_step(steps: np.ndarray, u: np.ndarray) -> List[StepValue]:

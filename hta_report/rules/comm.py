@@ -14,9 +14,13 @@ from .wording import specific
 
 
 def exposed_transfer_us(r: RankResult) -> float:
-    """Exposed communication per step (µs) beyond the rank's synchronization
-    wait: the part that overlap (not load balance) can hide."""
-    return max(0.0, r.comm.exposed_us_per_step - r.comm.sync_wait_us_per_step)
+    """Exposed communication per step (µs) beyond the rank's wait: its
+    synchronization wait across ranks, or its stalled collectives (kernels
+    10x their median: :func:`~hta_report.analysis.transfers.collective_stalls`),
+    whichever is larger (both are waits; they are not added): the part that
+    overlap (not load balance) can hide."""
+    wait = max(r.comm.sync_wait_us_per_step, r.comm.stall_us_per_step)
+    return max(0.0, r.comm.exposed_us_per_step - wait)
 
 
 @rule("exposed-communication", "C16", "Communication that no compute overlaps",
@@ -53,7 +57,7 @@ def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fire
              "pp": "Pipeline send/recv waits"}.get(kind, "Overlap communication with compute")
     return claim(fired, hits, ["comm:exposed"], exposed_transfer_us).verdict(
         cfg, f"{title}: {val[worst.rank]:.0f} % {of_step(worst)} is exposed communication",
-        evidence_lines(hits, lambda r: _exposed_evidence(r, alone)), specific(KIND_FIXES.get(kind, KIND_FIXES["dp"])))
+        evidence_lines(hits, lambda r: _exposed_evidence(r, alone)), specific(KIND_FIXES.get(kind, KIND_FIXES["other"])))
 
 
 #: The fix of exposed communication by what it is (:class:`~hta_report.model.CollectiveKind`).
@@ -74,6 +78,9 @@ KIND_FIXES = {
            "# where possible, and balance the load across experts (a capacity factor, an auxiliary loss)"),
     "pp": ("# pipeline stages wait for each other's activations: more micro-batches per step (smaller\n"
            "# bubbles), an interleaved or zero-bubble schedule, and stages of equal cost"),
+    "other": ("# communication the trace does not name (no gradient reduction seen): find which calls issue it\n"
+              "# (the collectives above), issue it asynchronously (async_op=True, wait() just before the result\n"
+              "# is used) so that compute runs meanwhile, and keep the ranks that talk most on the fastest links"),
 }
 
 
@@ -89,7 +96,12 @@ def _exposed_evidence(r: RankResult, alone: bool) -> str:
             + ("unknown (one rank in the directory)" if alone else ms(r.comm.sync_wait_us_per_step))
             + f"; {r.comm.overlap_pct:.1f} % of communication overlaps compute (HTA)"
             + ("; by kind, exposed " + ", ".join(f"{k.label} {ms(k.exposed_us_per_step)}" for k in r.comm.kinds
-                                               if k.exposed_us_per_step > 0) if r.comm.kinds else ""))
+                                               if k.exposed_us_per_step > 0) if r.comm.kinds else "")
+            + (f"; {r.comm.stalls} stalled collective{'s' if r.comm.stalls != 1 else ''}, the largest "
+               f"{r.comm.stall_kernel} of {ms(r.comm.stall_us)} against a median of {ms(r.comm.stall_median_us)} "
+               f"over its {r.comm.stall_calls} calls: {ms(r.comm.stall_us_per_step)} {per(r)} of waiting (a late "
+               "peer, a host stall or the window's end), not transfer, left out of this finding"
+               if r.comm.stalls else ""))
 
 
 def wait_pools(r: RankResult) -> List[str]:
