@@ -913,6 +913,10 @@ class Integrity:
             any host thread or GPU stream (a clock step forward, or a stopped
             process; :data:`hta_report.analysis.integrity.SILENCE_MIN_US`),
             and the longest (µs).
+        workload_missing: why the trace holds none of the workload (no
+            operator event and next to no GPU work:
+            :func:`hta_report.analysis.integrity.workload_missing`), in
+            words; empty when it holds some.
         launches, launches_without_ops: kernel and asynchronous copy launch
             calls that carry a correlation id, and those with no GPU operation in
             the trace (records the profiler lost: pytorch#192021 logs such
@@ -939,6 +943,7 @@ class Integrity:
     clock_where: str = ""
     silences: int = 0
     silence_us: float = 0.0
+    workload_missing: str = ""
     idle_unreliable: bool = False
     notes: List[str] = field(default_factory=list)
 
@@ -960,6 +965,8 @@ class Integrity:
             why.append(f"{self.launches_without_ops:,} of {self.launches:,} launches have no GPU record")
         if self.left_out_ops:
             why.append(f"{self.left_out_ops:,} GPU operations have no usable correlation id")
+        if self.workload_missing:
+            why.append("the trace holds none of the workload")
         if self.silences:
             why.append(f"nothing is recorded for {self.silence_us / 1e6:,.1f} s")
         if self.clock_jumps:

@@ -80,6 +80,10 @@ GPU_WORK_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "c
 #: without one for 10 s is not work the trace can describe. Its time is not
 #: idle time that any fix would remove (:func:`silences`).
 SILENCE_MIN_US = 10e6
+#: Below this share (%) of the trace's span, the GPU work of a trace without
+#: any operator event is not the workload (a stray kernel or two of a
+#: compile's autotuning, the profiler's own): :func:`workload_missing`.
+MISSING_GPU_PCT = 1.0
 #: A step back in time larger than this (µs) is a clock jump (:func:`clock_jumps`).
 #: Host and GPU timestamps agree to within tens of µs (CUPTI converts GPU
 #: times to the host's clock), so a millisecond back is no rounding or skew.
@@ -202,6 +206,32 @@ def clock_jumps(ev: RankEvents):
     return count, largest, where
 
 
+def workload_missing(ev: RankEvents) -> str:
+    """Why the trace holds none of the workload (empty: it holds some): no
+    operator event (``cpu_op``) at all, and GPU work under
+    :data:`MISSING_GPU_PCT` % of the trace's span. Every PyTorch op the
+    workload runs is a ``cpu_op`` when CPU activity is recorded, and a
+    trace recorded with GPU activity only has its kernels; what is left is
+    the profiler's own start and stop (device queries, the synchronize at
+    its end) or a compile's set-up. The words name what the trace does hold."""
+    from .. import intervals
+
+    df = ev.df
+    if df.empty or "s_cat" not in df.columns or df["s_cat"].eq("cpu_op").any():
+        return ""
+    span = float(df["end"].max() - df["ts"].min())
+    gpu = ev.gpu
+    busy = intervals.total(intervals.union(gpu["ts"].to_numpy(dtype=float), gpu["end"].to_numpy(dtype=float))) \
+        if len(gpu) else 0.0
+    if span <= 0 or busy >= span * MISSING_GPU_PCT / 100:
+        return ""
+    calls = ev.cpu[ev.cpu["s_cat"].isin(("cuda_runtime", "cuda_driver"))]
+    top = calls["s_name"].value_counts().head(3)
+    held = ", ".join(f"{name} ×{n}" if n > 1 else str(name) for name, n in top.items())
+    gpu_words = "no GPU work" if not len(gpu) else f"{busy / 1e3:,.2f} ms of GPU work in {span / 1e6:,.2f} s"
+    return (f"no operator and {gpu_words}, only {len(calls):,} runtime calls" + (f" ({held})" if held else ""))
+
+
 def silences(ev: RankEvents):
     """Stretches of more than :data:`SILENCE_MIN_US` µs in which nothing is
     recorded on the rank (every event but ``ProfilerStep#N`` annotations and
@@ -268,7 +298,9 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
     out.clock_jumps, out.clock_jump_us, out.clock_where = clock_jumps(ev) if not gpu.empty else (0, 0.0, "")
     lost = out.launches and out.launches_without_ops > out.launches * LOST_LAUNCH_PCT / 100
     out.silences, out.silence_us, _ = silences(ev)
-    out.idle_unreliable = out.graph_launches_without_ops > 0 or out.clock_jumps > 0 or bool(lost) or out.silences > 0
+    out.workload_missing = workload_missing(ev)
+    out.idle_unreliable = out.graph_launches_without_ops > 0 or out.clock_jumps > 0 or bool(lost) \
+        or out.silences > 0 or bool(out.workload_missing)
     out.notes = _notes(out)
     return out
 
@@ -341,6 +373,10 @@ def _notes(i: Integrity) -> list:
                      f"event starts more than {CLOCK_JUMP_MIN_US / 1e3:g} ms before one that precedes it, the "
                      f"largest {i.clock_jump_us / 1e3:,.2f} ms on {i.clock_where}. The rank's busy, idle and step "
                      "figures mix two clocks and are not reliable: no rule advises on this rank")
+    if i.workload_missing:
+        notes.append(f"the trace holds none of the workload: {i.workload_missing}. The profiler's window missed "
+                     "the work (started after it, stopped before it, or CPU activity not recorded): no figure "
+                     "here describes the workload, and no rule advises on it")
     if i.silences:
         notes.append(f"nothing at all is recorded on any thread or stream for {i.silence_us / 1e6:,.1f} s"
                      + (f" ({i.silences} such stretches)" if i.silences > 1 else "")

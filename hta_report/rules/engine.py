@@ -157,10 +157,11 @@ def _check(r: Rule, result: AnalysisResult, cfg: AdviceConfig, ledger: Ledger) -
     missing = {x.rank: f"{next(f for f in x.failures if f.step in r.needs).step} failed" for x in result.ranks
                if x.failed(*r.needs)}
     if ATTRIBUTION_STEP in r.needs:  # its GPU idle time is not known (graph replays dropped, records lost...)
-        # the window rule still says that the trace lost its GPU records: what to record again
+        # the window rule still says that the trace lost its GPU records, or holds none of the
+        # workload: what to record again
         missing.update({x.rank: f"its GPU idle time is not known: {x.integrity.unreliable_reason()}"
                         for x in result.ranks if x.integrity.idle_unreliable and x.rank not in missing
-                        and not (r.phase == WINDOW and x.integrity.records_lost)})
+                        and not (r.phase == WINDOW and (x.integrity.records_lost or x.integrity.workload_missing))})
     ledger.turn(r.id)
     if not missing:
         return r.check(result, cfg, ledger)

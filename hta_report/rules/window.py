@@ -70,7 +70,11 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
                        "compiles, which tune once and are not syncs to remove from the step)")
     for r in result.ranks:
         i = r.integrity
-        if i.launches_without_ops and i.launches_without_ops == i.launches:
+        if i.workload_missing:
+            out.append(f"rank {r.rank}: the trace holds none of the workload: {i.workload_missing}; the "
+                       "profiler's window missed the work (started after it, stopped before it, or CPU activity "
+                       "not recorded)")
+        elif i.launches_without_ops and i.launches_without_ops == i.launches:
             out.append(f"rank {r.rank}: the GPU side is missing: the host launched {i.launches:,} kernels or copies "
                        "and the trace holds no GPU record of any (the profiler lost them, or GPU activity "
                        "was not recorded): no GPU figure or advice can come from it")
@@ -133,6 +137,10 @@ def trace_window(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
     # Launches inside a stream capture record no kernel (they are captured, not run): not lost records.
     lost = [r for r in ranks if r.integrity.launches_without_ops > 0 and r.integrity.idle_unreliable
             and r.workload.kind != "graph-capture"]
+    missing = [r for r in ranks if r.integrity.workload_missing]
+    if missing:
+        return make_finding(cfg, missing, {}, "The trace holds none of the workload: record the steps themselves",
+                            found, FIX, ranks=[r.rank for r in missing])
     if lost:
         w = max(lost, key=lambda r: r.integrity.launches_without_ops)
         gone = w.integrity.launches_without_ops == w.integrity.launches
