@@ -2014,8 +2014,11 @@ class Comparison:
     :func:`~hta_report.compare.time_per_step`: the mean step time, except on
     the ``base_paced_ranks`` / ``new_paced_ranks`` ranks whose host ran ahead
     of the GPU, where it counts the GPU work the steps leave behind), against
-    ``noise_band_pct``: the larger coefficient of variation (std / mean × 100)
-    of the two sides' analyzed step times, at least 1 %.
+    ``noise_band_pct``: the larger robust coefficient of variation
+    (1.4826 × median absolute deviation / median × 100,
+    :func:`~hta_report.compare.step_variation_pct`) of the two sides'
+    analyzed step times, at least 1 %: one outlier step (a checkpoint)
+    does not widen it.
 
     ``sides`` says what each side ran on (base, then new: devices, world
     size, ranks, PyTorch and CUDA/ROCm versions) and ``differences`` one

@@ -69,3 +69,34 @@ def test_without_a_git_tree_or_source_root_no_source_is_read(tmp_path, monkeypat
     assert _sync_location(result).found and NO_SOURCE_ROOT not in result.inventory.warnings
     # a dot-folder is never read, even inside the root
     assert not _sync_location(analyze(tmp_path / ".jupyter_jupyter_server_config.py", cache=None)).found
+
+
+# --- item 18: one checkpoint step does not widen the noise band ---------------------------------------------------
+
+def _run_with_a_checkpoint(path, step_us):
+    """12 steps of ``step_us`` (± 1 %), the sixth a checkpoint 10× as long."""
+    from test_compare_and_gates import _steps_trace
+
+    path.mkdir()
+    jitter = [step_us * j / 100 for j in (0, 1, -1, 1, -1, 0, 1, -1, 0, 1, -1, 0)]
+    jitter[5] += 9 * step_us
+    _steps_trace(path / "t.json", step_us, step_us * 0.8, steps=12, jitter=jitter)
+    return path
+
+
+@pytest.mark.slow
+def test_one_checkpoint_step_does_not_hide_a_consistent_regression(tmp_path, run_cli):
+    from hta_report.compare import compare, step_variation_pct
+
+    base = analyze(_run_with_a_checkpoint(tmp_path / "base", 1000), cache=None)
+    new = analyze(_run_with_a_checkpoint(tmp_path / "new", 1220), cache=None)
+    steps = [s.duration_us for s in base.ranks[0].steps.steps if not s.warmup]
+    assert max(steps) > 5 * min(steps)  # the checkpoint is among the analyzed steps
+    c = compare(base, new)
+    assert c.step_time_change_pct == pytest.approx(22.0, abs=1.0)
+    assert c.noise_band_pct < 5, c.noise_band_pct  # the ±1 % steps set it, not the checkpoint
+    assert c.verdict == "regressed"
+    assert step_variation_pct(base) == pytest.approx(step_variation_pct(new), abs=0.5)
+    code, _, err = run_cli("compare", tmp_path / "base", tmp_path / "new", "-o", tmp_path / "c.md", "--no-cache",
+                           "--fail-on", "regressed==1")
+    assert code == 2, err
