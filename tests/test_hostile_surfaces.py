@@ -100,3 +100,26 @@ def test_one_checkpoint_step_does_not_hide_a_consistent_regression(tmp_path, run
     code, _, err = run_cli("compare", tmp_path / "base", tmp_path / "new", "-o", tmp_path / "c.md", "--no-cache",
                            "--fail-on", "regressed==1")
     assert code == 2, err
+
+
+# --- item 19: a huge device name leaves room for the findings -----------------------------------------------------
+
+@pytest.mark.slow
+def test_a_70_kb_device_name_leaves_the_findings_in_the_markdown_comment(tmp_path):
+    from kineto import training_trace
+
+    from hta_report.render.markdown import GITHUB_COMMENT_LIMIT
+
+    name = "NVIDIA " + "H" * 70_000
+    d = tmp_path / "t"
+    d.mkdir()
+    training_trace(rank=0, steps=6, item_per_layer=True, pinned=False, workers=False, dataloader_us=3000,
+                   gpu_name=name).write(d / "rank0.json")
+    result = analyze(d, cache=None)
+    assert result.findings and name in result.inventory.devices
+    md = render(result, "md")
+    assert len(md) < GITHUB_COMMENT_LIMIT and "truncated to fit" not in md
+    for f in result.findings:
+        assert f.id in md, f.id  # every finding is in the comment
+    assert "H" * 5_000 not in md and "NVIDIA HHH" in md and "H…" in md  # the name, cut with an ellipsis
+    assert name in render(result, "json")  # the JSON keeps it whole
