@@ -123,3 +123,38 @@ def test_a_70_kb_device_name_leaves_the_findings_in_the_markdown_comment(tmp_pat
         assert f.id in md, f.id  # every finding is in the comment
     assert "H" * 5_000 not in md and "NVIDIA HHH" in md and "H…" in md  # the name, cut with an ellipsis
     assert name in render(result, "json")  # the JSON keeps it whole
+
+
+# --- item 22: odd but valid TOML in --config ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, key", [
+    ("dataloader_pct = {a = 1}\n", "dataloader_pct"),  # a table where a number belongs
+    ("sync_pct = 1979-05-27T07:32:00Z\n", "sync_pct"),  # a date-time
+    ("sync_pct = 07:32:00\n", "sync_pct"),  # a time
+    ("[tool]\nhta-report = 5\n", "tool.hta-report"),
+    ("[[tool.hta-report]]\nsync_pct = 3\n", "tool.hta-report"),  # an array of tables
+    ("tool = 1979-05-27\n[x]\n", "tool"),
+    ("[tool.hta-report.sub]\nx = 1\n", "sub"),  # nested tables
+    ('sync_pct = "' + "x" * 100_000 + '"\n', "sync_pct"),  # a huge value: named, not echoed whole
+    ("window_min_steps = " + "9" * 5_000 + "\n", "not valid TOML"),  # past int()'s 4,300 digits
+    ("a = " + "[" * 5_000 + "]" * 5_000 + "\n", "nested too deeply"),  # valid TOML, past the parser's recursion
+])
+def test_odd_but_valid_toml_is_one_configuration_error(tmp_path, monkeypatch, run_cli, text, key):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text)
+    monkeypatch.chdir(tmp_path)
+    runs = [(["rules", "--config", cfg], "c.toml")]
+    if "tool" in text:  # [tool.hta-report] of ./pyproject.toml too
+        (tmp_path / "pyproject.toml").write_text(text)
+        runs.append((["rules"], "pyproject.toml"))
+    for args, named in runs:
+        code, _, err = run_cli(*args)
+        assert code == 1, err
+        assert "unexpected error" not in err and err.count("\n") == 1 and len(err) < 1000, err[:300]
+        assert key in err and named in err, err[:300]
+
+
+def test_a_huge_but_valid_integer_threshold_is_a_working_configuration(tmp_path, run_cli):
+    (tmp_path / "c.toml").write_text("window_min_steps = " + "9" * 40 + "\n")
+    code, out, err = run_cli("rules", "--config", tmp_path / "c.toml")
+    assert code == 0 and "unexpected" not in err, err
