@@ -158,3 +158,28 @@ def test_a_huge_but_valid_integer_threshold_is_a_working_configuration(tmp_path,
     (tmp_path / "c.toml").write_text("window_min_steps = " + "9" * 40 + "\n")
     code, out, err = run_cli("rules", "--config", tmp_path / "c.toml")
     assert code == 0 and "unexpected" not in err, err
+
+
+# --- item 23: a 5,000-digit rank in a profiling window ------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("quoted", [False, True])
+def test_a_5000_digit_rank_in_a_window_is_skipped_and_the_report_written(tmp_path, run_cli, quoted):
+    from kineto import simple_gpu_trace
+
+    d = tmp_path / "t"
+    d.mkdir()
+    simple_gpu_trace(rank=None, steps=3).write(d / "worker0.100.pt.trace.json")
+    bad = d / "worker0.200.pt.trace.json"
+    simple_gpu_trace(rank=None, steps=4).write(bad)
+    digits = "7" * 5_000
+    rank = f'"{digits}"' if quoted else digits
+    bad.write_text(bad.read_text().replace(
+        "{", '{"distributedInfo": {"backend": "nccl", "rank": ' + rank + ', "world_size": 1}, ', 1))
+    code, _, err = run_cli("analyze", d, "-o", tmp_path / "r.md", "--json", tmp_path / "r.json", "--no-cache")
+    assert code in (0, 1), err  # 1: a trace unreadable, the report covering the rest
+    assert "unexpected error" not in err and digits not in err, err[:300]
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert (tmp_path / "r.md").is_file() and saved["ranks"]
+    notes = [w for w in saved["inventory"]["warnings"] if bad.name in w and "not a rank" in w]
+    assert notes and digits not in json.dumps(saved), saved["inventory"]["warnings"]

@@ -216,7 +216,8 @@ _WINDOW = re.compile(r"^(?P<worker>.+)\.(?P<n>\d+)\.pt\.trace\.json(?:\.gz)?$", 
 _HEAD_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*"?(\d+)')
 
 
-def split_windows(paths: Sequence[Location]) -> Tuple[List[Location], List[WorkerWindows]]:
+def split_windows(paths: Sequence[Location],
+                  notes: Optional[List[str]] = None) -> Tuple[List[Location], List[WorkerWindows]]:
     """The files to analyze, and the processes that wrote several profiling
     windows (:class:`~hta_report.model.WorkerWindows`).
 
@@ -228,9 +229,14 @@ def split_windows(paths: Sequence[Location]) -> Tuple[List[Location], List[Worke
     (the loop ended, ``repeat=0``), often a step or none, and the latest
     full window is analyzed then. Where their heads name different
     ``distributedInfo.rank`` values they are ranks after all, and all kept.
+    A file whose head names a rank that is not one (past
+    :data:`~hta_report.load.traces.MAX_RANK`, a 5,000-digit number that
+    ``int()`` refuses) is no window: it is kept as a file of its own (the
+    loader says what is wrong with it), and a line naming it goes to ``notes``.
 
     Args:
         paths: trace files, sorted.
+        notes: receives one warning per file set apart so (None: not said).
 
     Returns:
         ``(files, windows)``: ``paths`` without the earlier windows (in their
@@ -240,14 +246,26 @@ def split_windows(paths: Sequence[Location]) -> Tuple[List[Location], List[Worke
     for p in paths:
         m = _WINDOW.match(p.name)
         if m:
-            groups.setdefault((str(p.parent), m["worker"]), []).append((int(m["n"]), p))
+            groups.setdefault((str(p.parent), m["worker"]), []).append((_number_key(m["n"]), p))
     set_aside: Dict[Location, None] = {}
     windows: List[WorkerWindows] = []
     for (_, worker), files in sorted(groups.items()):
         if len(files) < 2:
             continue
         files.sort(key=lambda f: f[0])
-        ranks = {_head_rank(p) for _, p in files} - {None}
+        heads: Dict[Location, Optional[int]] = {}
+        for _, p in files:
+            try:
+                heads[p] = _head_rank(p)
+            except ValueError as exc:
+                if notes is not None:
+                    from ..files import shown
+
+                    notes.append(f"{shown(p)}: {exc}; not taken for a profiling window of {worker}")
+        files = [f for f in files if f[1] in heads]
+        if len(files) < 2:
+            continue
+        ranks = set(heads.values()) - {None}
         if len(ranks) > 1:  # one name, several ranks: not windows of one process
             continue
         sizes = {p: _size(p) for _, p in files}
@@ -272,11 +290,25 @@ def _size(path: Location) -> int:
         return 0
 
 
+def _number_key(digits: str) -> Tuple[int, str]:
+    """A key that sorts strings of ASCII digits as the numbers they write,
+    without ``int()`` (which refuses more than 4,300 digits)."""
+    d = digits.lstrip("0") or "0"
+    return len(d), d
+
+
 def _head_rank(path: Location) -> Optional[int]:
     """``distributedInfo.rank`` as written in the first 64 KiB of ``path``
     (decompressed), or None (absent, or the file cannot be read: the loader
-    says why later)."""
+    says why later).
+
+    Raises:
+        ValueError: the head names a rank that is not one: at least
+            :data:`~hta_report.load.traces.MAX_RANK` (the message says how
+            many digits it has, not the digits).
+    """
     from ..files import open_text_stream
+    from .traces import MAX_RANK
 
     try:
         with open_text_stream(path) as fh:
@@ -284,10 +316,17 @@ def _head_rank(path: Location) -> Optional[int]:
     except Exception:  # noqa: BLE001 - unreadable here is reported by the loader
         return None
     m = _HEAD_RANK.search(head)
-    return int(m.group(1)) if m else None
+    if not m:
+        return None
+    digits = m.group(1).decode("ascii").lstrip("0") or "0"
+    if len(digits) > len(str(MAX_RANK)) or int(digits) >= MAX_RANK:
+        raise ValueError(f"distributedInfo.rank of {len(digits):,} digits is not a rank")
+    return int(digits)
 
 
 def rank_from_file_name(path: Location) -> Optional[int]:
     """The rank in a file name such as ``rank-3``, ``rank3`` or ``rank_3``; None if absent."""
     match = _RANK_IN_NAME.search(path.name)
-    return int(match.group(1)) if match else None
+    if not match or len(match.group(1).lstrip("0")) > 18:  # not a rank, and int() refuses 4,300 digits
+        return None
+    return int(match.group(1))
