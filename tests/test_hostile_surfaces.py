@@ -183,3 +183,77 @@ def test_a_5000_digit_rank_in_a_window_is_skipped_and_the_report_written(tmp_pat
     assert (tmp_path / "r.md").is_file() and saved["ranks"]
     notes = [w for w in saved["inventory"]["warnings"] if bad.name in w and "not a rank" in w]
     assert notes and digits not in json.dumps(saved), saved["inventory"]["warnings"]
+
+
+# --- item 24: URLs with a query ------------------------------------------------------------------------------------
+
+SIGNATURE = "deadbeefSIGNATURE0123"
+
+
+@pytest.fixture
+def memory_bucket():
+    """fsspec's memory filesystem holding the 2-rank sample under ``/bucket/run/``
+    and one rank under a presigned name (``rank0.json.gz?X-Amz-...``, as a
+    server answering a presigned URL has it); the bucket's URL."""
+    fsspec = pytest.importorskip("fsspec")
+    pytest.importorskip("upath")
+    from test_hostile_urls import TWO_RANKS
+
+    mem = fsspec.filesystem("memory")
+    traces = sorted(p for p in TWO_RANKS.iterdir() if p.name.endswith(".json.gz"))
+    for p in traces:
+        mem.pipe(f"/bucket/run/{p.name}", p.read_bytes())
+    mem.pipe(f"/bucket/run/rank0.json.gz?X-Amz-Date=1&X-Amz-Signature={SIGNATURE}", traces[0].read_bytes())
+    try:
+        yield "memory://bucket/run/"
+    finally:
+        mem.rm("/bucket", recursive=True)
+
+
+@pytest.mark.slow
+def test_a_presigned_trace_url_is_read_and_its_signature_never_shown(tmp_path, memory_bucket, run_cli):
+    url = f"{memory_bucket}rank0.json.gz?X-Amz-Date=1&X-Amz-Signature={SIGNATURE}"
+    code, out, err = run_cli("analyze", url, "-o", tmp_path / "r.md", "--json", tmp_path / "r.json", "--no-cache")
+    assert code == 0, err
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert len(saved["ranks"]) == 1 and saved["inventory"]["files"][0]["path"].endswith("X-Amz-Signature=***")
+    for text in (out, err, (tmp_path / "r.md").read_text(), (tmp_path / "r.json").read_text()):
+        assert SIGNATURE not in text
+
+
+def test_a_folder_url_with_a_query_is_refused_in_one_line(tmp_path, memory_bucket, run_cli):
+    code, out, err = run_cli("analyze", f"{memory_bucket}?token={SIGNATURE}", "-o", tmp_path / "r.md", "--no-cache")
+    assert code == 1 and not (tmp_path / "r.md").exists()
+    assert err.count("\n") == 1 and "name the trace files" in err and "token=***" in err, err
+    assert SIGNATURE not in out + err
+
+
+@pytest.mark.slow
+def test_over_http_a_folder_listing_is_never_read_as_a_trace(tmp_path, run_cli):
+    """A real server (fsspec's http:// needs aiohttp): the folder URL with a
+    query used to list the folder's files as ``…/run/?token=x/rank0.json``,
+    each answered with the folder's listing."""
+    from test_hostile_urls import SAMPLES
+
+    pytest.importorskip("aiohttp", reason="fsspec's http:// filesystem needs aiohttp (pip install aiohttp)")
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(SAMPLES)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/cpu_ddp_2ranks/"
+        code, _, err = run_cli("analyze", f"{base}?token={SIGNATURE}", "-o", tmp_path / "r.md", "--no-cache")
+        assert code == 1 and "name the trace files" in err and "not gzip data" not in err and SIGNATURE not in err
+        name = next(p.name for p in (SAMPLES / "cpu_ddp_2ranks").iterdir() if p.name.endswith(".json.gz"))
+        code, _, err = run_cli("analyze", f"{base}{name}?X-Amz-Signature={SIGNATURE}", "-o", tmp_path / "r.md",
+                               "--no-cache")
+        assert code == 0 and SIGNATURE not in err + (tmp_path / "r.md").read_text(), err
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -26,8 +26,11 @@ _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
 def is_trace_name(path: Location) -> bool:
-    """True for ``*.json`` and ``*.json.gz`` files other than :data:`NOT_TRACES`."""
-    name = path.name.lower()
+    """True for ``*.json`` and ``*.json.gz`` files other than :data:`NOT_TRACES`
+    (a URL's name without its query, :func:`hta_report.files.bare_name`)."""
+    from ..files import bare_name
+
+    name = bare_name(path).lower()
     return (name.endswith(".json") or name.endswith(".json.gz")) and name not in NOT_TRACES
 
 
@@ -35,7 +38,9 @@ def is_hta_report_output(path: Location) -> bool:
     """True for a result or comparison saved by hta-report (``analyze --json``,
     ``compare -o x.json``): uncompressed JSON whose first key is ``schema_version``
     (after a UTF-8 byte order mark, if any)."""
-    if not path.name.lower().endswith(".json"):
+    from ..files import bare_name
+
+    if not bare_name(path).lower().endswith(".json"):
         return False
     try:
         with path.open("rb") as fh:
@@ -137,8 +142,12 @@ def find_trace_files(trace_dir: Inputs, recursive: bool = False) -> List[Locatio
 
 def _found(path: Location, recursive: bool) -> List[Location]:
     """The trace files ``path`` names (see :func:`find_trace_files`)."""
-    from ..files import is_url, shown, unless_missing
+    from ..files import has_query, is_url, shown, unless_missing
 
+    if has_query(path) and not is_trace_name(path):
+        raise InputError("cannot read a folder by a URL with a query (each file's URL would lose the query, "
+                         "and the server would answer with the folder's listing): name the trace files, each with "
+                         "its query (a presigned URL's path ends in .json or .json.gz)", shown(path))
     if not path.exists():
         if is_url(path):  # exists() says False for a server that does not answer too
             unless_missing(path)
@@ -148,9 +157,6 @@ def _found(path: Location, recursive: bool) -> List[Location]:
     if is_hta_report_output(path):
         raise InputError("a result saved by hta-report, not a trace (compare reads it: "
                          "hta-report compare BASE NEW)", shown(path))
-    if is_url(path) and "?" in path.name:
-        raise InputError("a URL with a query (a presigned URL?) names no trace file hta-report can read: "
-                         "the URL's path must end in .json or .json.gz", shown(path))
     if not is_trace_name(path):
         raise InputError("not a trace file (Kineto traces end in .json or .json.gz)", shown(path))
     return [path]
