@@ -10,7 +10,6 @@ import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
 
 from .model import (ATTRIBUTION_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, MEMCPY_STEP, PACED_STEP_METRIC,
                     STEP_TIMES_STEP, WINDOWS_STEP, AnalysisResult, Comparison, CpuOpDelta, KernelDelta, KernelVariant,
@@ -86,13 +85,27 @@ def time_per_step(a: AnalysisResult) -> Tuple[float, int]:
     taken instead (a 64 MiB pinned batch on an H200: 1.73 ms windows,
     15.36 ms a step). Without such a rank this is
     ``aggregate.mean_step_us`` exactly, with 0 ranks; (0.0, 0) without
-    ``ProfilerStep``."""
+    ``ProfilerStep``. Only positive, finite step times count (a saved
+    result may hold any number: a rank whose mean step is 0 or negative
+    is left out, not averaged into a step of 0 µs); the mean is taken
+    without overflow or numpy warnings."""
     stepped = [r for r in a.ranks if not r.failed(STEP_TIMES_STEP) and r.steps.count]
-    paced = [r for r in stepped if r.replay.gpu_paced_step_us > 0]
+    paced = [r for r in stepped if _positive(r.replay.gpu_paced_step_us)]
     if not paced or not a.aggregate.mean_step_us > 0:
         return a.aggregate.mean_step_us, 0
-    times = [r.replay.gpu_paced_step_us if r.replay.gpu_paced_step_us > 0 else r.steps.mean_us for r in stepped]
-    return _bounded(float(np.mean(times))), len(paced)
+    times = [r.replay.gpu_paced_step_us if _positive(r.replay.gpu_paced_step_us) else r.steps.mean_us
+             for r in stepped]
+    times = [t for t in times if _positive(t)]
+    try:
+        mean = math.fsum(times) / len(times)
+    except OverflowError:  # a sum past the float range: the mean of the parts
+        mean = math.fsum(t / len(times) for t in times)
+    return _bounded(mean), len(paced)
+
+
+def _positive(x: float) -> bool:
+    """``x`` is a positive, finite number."""
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
 #: σ of a normal distribution per unit of median absolute deviation:

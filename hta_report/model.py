@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import re
 import types
 import typing
@@ -1304,6 +1305,19 @@ class WhatIf:
         """Whether the gain clears the noise: the 80 % interval's slow end
         (``step_us_high``) is below the step as measured."""
         return self.step_us_high < self.step_us_before
+
+    @property
+    def plausible(self) -> bool:
+        """Whether the figures can be a replay's: every step time (µs)
+        finite, the step as measured and the predicted one above 0 (a replay
+        never predicts a step of 0 µs or less), the interval's ends not
+        negative. A saved
+        result edited or corrupted to hold other figures has its prediction
+        shown as "not available" (:func:`hta_report.render.view.prediction`)."""
+        times = (self.step_us_before, self.step_us_after, self.step_us_low, self.step_us_high)
+        if not all(isinstance(t, (int, float)) and math.isfinite(t) for t in times):
+            return False
+        return self.step_us_before > 0 and self.step_us_after > 0 and self.step_us_low >= 0 and self.step_us_high >= 0
 
 
 @dataclass(slots=True)

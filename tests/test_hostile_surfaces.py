@@ -257,3 +257,86 @@ def test_over_http_a_folder_listing_is_never_read_as_a_trace(tmp_path, run_cli):
     finally:
         server.shutdown()
         server.server_close()
+
+
+# --- item 25: absurd saved values, and a result without schema_version ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def two_rank_result(tmp_path_factory):
+    """A saved 2-rank result with findings that carry the replay's predictions (the JSON document)."""
+    from kineto import training_trace
+
+    d = tmp_path_factory.mktemp("two")
+    for rank in (0, 1):
+        training_trace(rank=rank, world_size=2, steps=6, item_per_layer=True, pinned=False, workers=False,
+                       dataloader_us=3000).write(d / f"rank{rank}.json")
+    doc = json.loads(analyze(d, cache=None).to_json())
+    assert any(f.get("whatif") for f in doc["findings"]) and len(doc["ranks"]) == 2
+    return doc
+
+
+def _absurd_predictions(doc):
+    """``doc`` with each finding's prediction absurd in another way: a predicted step of 0, a measured step
+    of 0, a negative one, 1e308; and both ranks' GPU-paced steps at 1.7e308 (their mean overflows)."""
+    doc = json.loads(json.dumps(doc))
+    kinds = [{"step_us_after": 0.0}, {"step_us_before": 0.0}, {"step_us_after": -5000.0, "step_us_low": -6000.0},
+             {"step_us_before": 1e308}, {"step_us_after": 1e308, "step_us_high": 1e308}]
+    with_whatif = [f for f in doc["findings"] if f.get("whatif")]
+    for i, f in enumerate(with_whatif):
+        f["whatif"].update(kinds[i % len(kinds)])
+    if doc.get("together"):
+        doc["together"]["step_us_after"] = 0.0
+    for r in doc["ranks"]:
+        r["replay"]["gpu_paced_step_us"] = 1.7e308
+    return doc
+
+
+@pytest.mark.slow
+def test_absurd_saved_predictions_are_not_available_without_numpy_warnings(tmp_path, two_rank_result, run_cli):
+    import re
+
+    from hta_report.api import load_result
+    from hta_report.compare import compare
+    from hta_report.render import render_comparison
+
+    base, new = tmp_path / "base.json", tmp_path / "new.json"
+    base.write_text(json.dumps(two_rank_result))
+    new.write_text(json.dumps(_absurd_predictions(two_rank_result)))
+    absurd = re.compile(r"\b(?:inf|nan)\b|→ 0(?:\.0+)? (?:µs|ms)|→ -", re.IGNORECASE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a numpy RuntimeWarning (overflow in the mean) fails the test
+        result = load_result(new)
+        texts = {fmt: render(result, fmt) for fmt in ("md", "html", "sarif", "json")}
+        c = compare(load_result(base), result)
+        texts.update({f"compare.{fmt}": render_comparison(c, fmt) for fmt in ("md", "json")})
+    for where, text in texts.items():
+        shown = text if not where.endswith("json") else ""  # JSON keeps the figures as saved
+        assert not absurd.search(shown), (where, absurd.search(shown).group(0))
+    assert "not available" in texts["md"]
+    code, _, err = run_cli("compare", base, new, "-o", tmp_path / "c.md", "--no-cache")
+    assert code == 0 and "Warning" not in err, err
+
+
+@pytest.mark.parametrize("kind", ["result", "comparison"])
+def test_a_saved_result_without_schema_version_is_called_that(tmp_path, run_cli, kind):
+    from kineto import simple_gpu_trace
+
+    from hta_report.api import load_result
+    from hta_report.compare import compare
+    from hta_report.errors import InputError
+
+    d = tmp_path / "t"
+    d.mkdir()
+    simple_gpu_trace(rank=0).write(d / "t.json")
+    result = analyze(d, cache=None)
+    doc = json.loads((compare(result, result) if kind == "comparison" else result).to_json())
+    del doc["schema_version"]
+    saved = tmp_path / "saved.json"
+    saved.write_text(json.dumps(doc, indent=2))
+    for args in (["compare", saved, saved], ["analyze", saved]):
+        code, _, err = run_cli(*args, "-o", tmp_path / "c.md", "--no-cache")
+        assert code == 1 and err.count("\n") == 1, err
+        assert "without a schema_version" in err and "not a Kineto trace" not in err and str(saved) in err, err
+    if kind == "result":
+        with pytest.raises(InputError, match="without a schema_version"):
+            load_result(saved)

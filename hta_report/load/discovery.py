@@ -51,6 +51,32 @@ def is_hta_report_output(path: Location) -> bool:
     return head.lstrip().startswith(b'{') and b'"schema_version"' in head
 
 
+#: The start of a result or comparison saved by hta-report whose
+#: ``schema_version`` was removed: its first key is then ``inventory`` (a
+#: result) or ``kind`` (a comparison); no Kineto trace starts so.
+_UNVERSIONED = re.compile(rb'\s*\{\s*"(?:inventory|kind)"\s*:')
+#: What a saved result without a schema version is told.
+UNVERSIONED_MESSAGE = ("a result saved by hta-report without a schema_version, so it cannot be read: put back the "
+                       "\"schema_version\" it was written with (first in the file), or analyze its traces again")
+
+
+def is_unversioned_result(path: Location) -> bool:
+    """True for uncompressed JSON that starts as a result or comparison saved
+    by hta-report does, but without ``schema_version`` (see
+    :data:`_UNVERSIONED`): it is neither a trace nor a readable result."""
+    from ..files import bare_name
+
+    if not bare_name(path).lower().endswith(".json"):
+        return False
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return False
+    head = head[3:] if head.startswith(b"\xef\xbb\xbf") else head
+    return _UNVERSIONED.match(head) is not None
+
+
 def _is_one(inputs: Inputs) -> TypeIs[PathOrURL]:
     """True when ``inputs`` names one file or folder (not a list of them)."""
     return isinstance(inputs, (str, os.PathLike)) or hasattr(inputs, "iterdir")  # a path, or a UPath of a URL
@@ -157,6 +183,8 @@ def _found(path: Location, recursive: bool) -> List[Location]:
     if is_hta_report_output(path):
         raise InputError("a result saved by hta-report, not a trace (compare reads it: "
                          "hta-report compare BASE NEW)", shown(path))
+    if is_unversioned_result(path):
+        raise InputError(UNVERSIONED_MESSAGE, shown(path))
     if not is_trace_name(path):
         raise InputError("not a trace file (Kineto traces end in .json or .json.gz)", shown(path))
     return [path]
