@@ -23,6 +23,9 @@ _T = TypeVar("_T")
 NOT_TRACES = {"manifest.json"}
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+#: Ranks at or above this (from distributedInfo or a file name) are not
+#: believed (:mod:`hta_report.load.traces` reads it from here).
+MAX_RANK = 2 ** 31
 
 
 def is_trace_name(path: Location) -> bool:
@@ -264,7 +267,7 @@ def split_windows(paths: Sequence[Location],
     full window is analyzed then. Where their heads name different
     ``distributedInfo.rank`` values they are ranks after all, and all kept.
     A file whose head names a rank that is not one (past
-    :data:`~hta_report.load.traces.MAX_RANK`, a 5,000-digit number that
+    :data:`MAX_RANK`, a 5,000-digit number that
     ``int()`` refuses) is no window: it is kept as a file of its own (the
     loader says what is wrong with it), and a line naming it goes to ``notes``.
 
@@ -276,7 +279,7 @@ def split_windows(paths: Sequence[Location],
         ``(files, windows)``: ``paths`` without the earlier windows (in their
         order), and one entry per process with several windows.
     """
-    groups: Dict[Tuple[str, str], List[Tuple[int, Location]]] = {}
+    groups: Dict[Tuple[str, str], List[Tuple[Tuple[int, str], Location]]] = {}
     for p in paths:
         m = _WINDOW.match(p.name)
         if m:
@@ -338,11 +341,10 @@ def _head_rank(path: Location) -> Optional[int]:
 
     Raises:
         ValueError: the head names a rank that is not one: at least
-            :data:`~hta_report.load.traces.MAX_RANK` (the message says how
+            :data:`MAX_RANK` (the message says how
             many digits it has, not the digits).
     """
     from ..files import open_text_stream
-    from .traces import MAX_RANK
 
     try:
         with open_text_stream(path) as fh:
@@ -361,6 +363,6 @@ def _head_rank(path: Location) -> Optional[int]:
 def rank_from_file_name(path: Location) -> Optional[int]:
     """The rank in a file name such as ``rank-3``, ``rank3`` or ``rank_3``; None if absent."""
     match = _RANK_IN_NAME.search(path.name)
-    if not match or len(match.group(1).lstrip("0")) > 18:  # not a rank, and int() refuses 4,300 digits
+    if not match or len(match.group(1).lstrip("0")) > len(str(MAX_RANK)):  # int() refuses 4,300 digits
         return None
     return int(match.group(1))

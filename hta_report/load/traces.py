@@ -16,16 +16,13 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import InputError, TraceError, internal_error, one_line
 from ..model import TraceFileInfo, UnreadableTrace
-from .discovery import rank_from_file_name
+from .discovery import MAX_RANK, rank_from_file_name
 from .repair import REPAIRED_NAMES
 from .step_filter import filter_steps
 from ..files import Location, identity
 
 if TYPE_CHECKING:
     import pandas as pd
-
-#: Ranks at or above this (from distributedInfo or a file name) are not believed.
-MAX_RANK = 2 ** 31
 
 
 @contextlib.contextmanager
