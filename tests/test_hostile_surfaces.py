@@ -317,6 +317,7 @@ def test_absurd_saved_predictions_are_not_available_without_numpy_warnings(tmp_p
     assert code == 0 and "Warning" not in err, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["result", "comparison"])
 def test_a_saved_result_without_schema_version_is_called_that(tmp_path, run_cli, kind):
     from kineto import simple_gpu_trace
