@@ -500,11 +500,13 @@ def load_side(path: os.PathLike | str, max_result_bytes: int = DEFAULT_MAX_RESUL
             :func:`load_result` and :func:`analyze`.
     """
     from .files import unless_missing, url_error
-    from .load.discovery import is_hta_report_output
+    from .load.discovery import UNVERSIONED_MESSAGE, is_hta_report_output, is_unversioned_result
 
     p = location(path)
     try:
         saved = p.is_file() and is_hta_report_output(p)
+        if not saved and p.is_file() and is_unversioned_result(p):
+            raise InputError(UNVERSIONED_MESSAGE, shown(p))
         missing = not saved and not p.exists()
         if missing and is_url(p):  # or a server that does not answer
             unless_missing(p)

@@ -29,7 +29,8 @@ import html
 import re
 import unicodedata
 
-__all__ = ["visible", "terminal", "md_text", "md_code", "md_cell", "clip", "MD_CELL_MAX", "md_code_block", "md_html",
+__all__ = ["visible", "terminal", "md_text", "md_code", "md_cell", "clip", "MD_CELL_MAX", "MD_FIELD_MAX",
+           "md_code_block", "md_html",
            "sarif_text", "html_text", "is_image_data_uri", "redact_url"]
 
 #: A word joiner: invisible, and it stops GitHub's filters that run on the
@@ -63,6 +64,13 @@ _OPEN_EMOJI_END = re.compile(r":[A-Za-z0-9_+-]+$")
 #: The longest text a markdown table cell shows (characters, before escaping):
 #: longer text is cut (:func:`clip`), ending in "…"; the HTML report shows it whole.
 MD_CELL_MAX = 200
+#: The longest text any other markdown field shows (characters, before
+#: escaping): a device, kernel, op or file name, a run label, a reason, one
+#: line of prose. Longer text is cut (:func:`clip`), ending in "…", by
+#: :func:`md_text`, :func:`md_code` and :func:`md_html`, so that one field
+#: (a 70 KB device name) cannot spend a pull-request comment's 65,536
+#: characters before the findings; the HTML report and the JSON keep it whole.
+MD_FIELD_MAX = 1000
 
 
 def visible(text: object, keep_newlines: bool = False, keep_spaces: bool = False) -> str:
@@ -141,8 +149,9 @@ def md_text(text: object) -> str:
     mention, a reference, an emoji or a link (``@user``, ``#12``, ``GH-12``,
     ``:name:``, ``http://``, ``www.``; nowhere else, see :data:`_TRIGGERS`).
     Other punctuation is kept as is, so that file names and kernel names
-    stay readable in the raw markdown."""
-    s = _breaks(_one_line(text))  # before the backslashes: they would hide what follows a trigger
+    stay readable in the raw markdown. Cut at :data:`MD_FIELD_MAX`
+    characters first (:func:`clip`)."""
+    s = _breaks(clip(text, MD_FIELD_MAX))  # before the backslashes: they would hide what follows a trigger
     s = "".join("\\" + c if c in _MD_INLINE else c for c in s)
     s = _MD_LEADING.sub(lambda m: m.group(0)[:-1] + "\\" + m.group(0)[-1], s)
     core = s.strip(" ")
@@ -177,8 +186,9 @@ def md_code(text: object, table: bool = False) -> str:
     which CommonMark strips); one line (as :func:`md_text`). In a table cell
     (``table``) the text is cut at :data:`MD_CELL_MAX` characters
     (:func:`clip`) and ``|`` is written ``\\|``, as GitHub's tables require
-    even inside code."""
-    s = _one_line(text)
+    even inside code; elsewhere at :data:`MD_FIELD_MAX` (the start of a cut
+    name still finds it)."""
+    s = clip(text, MD_FIELD_MAX)
     if table:
         s = clip(s).replace("|", "\\|")
     if not s:
@@ -205,8 +215,8 @@ def md_html(text: object) -> str:
     """``text`` inside raw HTML of a markdown document (e.g. ``<summary>``,
     where markdown escapes do not apply): one line (as :func:`md_text`),
     HTML-escaped, and a word joiner after what GitHub's text filters act on
-    (see :func:`md_text`)."""
-    return html.escape(_breaks(_one_line(text)), quote=False)
+    (see :func:`md_text`); cut at :data:`MD_FIELD_MAX` characters first."""
+    return html.escape(_breaks(clip(text, MD_FIELD_MAX)), quote=False)
 
 
 def sarif_text(text: object) -> str:

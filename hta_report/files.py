@@ -91,6 +91,27 @@ def is_url(p: PathOrURL) -> bool:
     return "://" in text and not text.startswith("file://")
 
 
+def bare(p: PathOrURL) -> str:
+    """``str(p)`` without a URL's query and fragment: what a presigned
+    ``https://…/rank0.json?X-Amz-Signature=…`` names is ``…/rank0.json``, so
+    that its name ends in ``.json``. A local path (whose names may hold a
+    ``?``) is returned as is."""
+    text = str(p)
+    if is_url(text):
+        text = text.split("#", 1)[0].split("?", 1)[0]
+    return text
+
+
+def bare_name(p: PathOrURL) -> str:
+    """The last part of :func:`bare` of ``p``: a file's name without a URL's query."""
+    return p.name if isinstance(p, Path) else bare(p).rstrip("/").rsplit("/", 1)[-1]
+
+
+def has_query(p: PathOrURL) -> bool:
+    """True for a URL (not a local path) with a query or a fragment."""
+    return is_url(p) and bare(p) != str(p)
+
+
 def shown(p: PathOrURL) -> str:
     """``p`` as shown in a report, a saved result or a message: a URL with its
     login and secret query parameters redacted (:func:`hta_report.escape.redact_url`),
@@ -295,7 +316,7 @@ def open_text_stream(p: PathOrURL) -> ByteStream:
         OSError: the file cannot be opened.
     """
     raw = open_bytes(p)
-    return _Gunzip(raw) if str(p).endswith(".gz") else raw
+    return _Gunzip(raw) if bare(p).endswith(".gz") else raw
 
 
 if TYPE_CHECKING:  # the gzip module's fallback below has the same interface (IGzipFile is a gzip.GzipFile)

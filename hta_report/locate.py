@@ -30,7 +30,11 @@ What a trace names is untrusted (traces come from other people's jobs, and
 reports are shared): a frame's path, or the collector's working directory in
 a ``manifest.json`` beside the traces, never makes us read a file outside the
 source root, ``--source-root``, else the git work tree of the current
-directory, else the current directory. Only regular ``.py`` files of at most
+directory. Without either (run from a home folder, say, where a frame could
+name ``.jupyter/jupyter_server_config.py`` or any other file there) no source
+is read at all: every line is the frame's own, and the report's warnings say
+so once (:data:`NO_SOURCE_ROOT`). A path with a dot-folder in it
+(``.jupyter``, ``.aws``, ``.venv``) is never read. Only regular ``.py`` files of at most
 :data:`MAX_SOURCE_BYTES` are read, after symbolic links are resolved (a link
 inside the root to a file outside it is outside). A line whose file was not
 found keeps the path the trace gives as text only: it gets no URI, no link
@@ -54,8 +58,8 @@ from .files import read_regular
 from .frames import called_name, is_user_frame, parse_frame
 from .model import AnalysisResult, CodeTime, Finding, RankResult, SourceLocation
 
-__all__ = ["CAUSES", "MAX_LOCATIONS", "MAX_SOURCE_BYTES", "MIN_SHARE_PCT", "SourceFinder", "locate", "github_url",
-           "source_root_for"]
+__all__ = ["CAUSES", "MAX_LOCATIONS", "MAX_SOURCE_BYTES", "MIN_SHARE_PCT", "NO_SOURCE_ROOT", "SourceFinder", "locate",
+           "github_url", "git_work_tree", "source_root_for"]
 
 #: Finding id -> the cause (:class:`~hta_report.model.CodeTime` category) whose lines it points at.
 CAUSES = {
@@ -107,19 +111,33 @@ def github_url(uri: str, line: int, env: Optional[Mapping[str, str]] = None) -> 
     return f"{server}/{repo}/blob/{sha}/{quote(uri, safe='/')}#L{int(line)}"
 
 
-def _git_root(path: Path) -> Optional[Path]:
-    for p in [path] + list(path.parents):
-        if (p / ".git").exists():
-            return p
-    return None
+#: The warning a report gets when no source was read: no ``--source-root``
+#: and the current directory is not inside a git work tree.
+NO_SOURCE_ROOT = ("source lines not read: no --source-root was given and the current directory is not inside a "
+                  "git work tree, so no file the traces name was opened (the lines shown are the frames' own); "
+                  "pass --source-root REPO to point the findings at your code")
 
+
+def git_work_tree(path: Path) -> Optional[Path]:
+    """The git work tree holding ``path`` (already resolved): the nearest of
+    ``path`` and its parents with a ``.git`` entry (a folder, or the file a
+    linked work tree or submodule has); None when there is none. Nothing is
+    run (no ``git`` process)."""
+    for p in [path] + list(path.parents):
+        try:
+            if os.path.lexists(p / ".git"):
+                return p
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def source_root_for(source_root: Optional[os.PathLike | str] = None,
                     cwd: Optional[os.PathLike | str] = None) -> Path:
     """The source root, resolved: ``source_root`` (``--source-root``) when
     given, else the git work tree holding ``cwd`` (default: the current
-    directory), else ``cwd`` itself.
+    directory), else ``cwd`` itself (where SARIF anchors findings; :func:`locate`
+    reads no source there, see :data:`NO_SOURCE_ROOT`).
 
     Raises:
         OSError: the current directory was removed (and neither is given).
@@ -127,7 +145,7 @@ def source_root_for(source_root: Optional[os.PathLike | str] = None,
     if source_root:
         return Path(source_root).resolve()
     here = Path(cwd).resolve() if cwd else Path.cwd().resolve()
-    return _git_root(here) or here
+    return git_work_tree(here) or here
 
 
 @dataclass
@@ -144,6 +162,8 @@ class SourceFinder:
 
     root: Path
     bases: List[Path] = field(default_factory=list)
+    #: False: nothing is read (no source root was chosen): every frame keeps its own line.
+    read: bool = True
     _found: Dict[tuple, Optional[Path]] = field(default_factory=dict)
     _trees: Dict[Path, Optional[Tuple[List[str], ast.AST]]] = field(default_factory=dict)
     _index: Optional[Dict[str, List[Path]]] = None
@@ -198,7 +218,7 @@ class SourceFinder:
     def readable(self, file: Path) -> bool:
         """Whether ``file`` (resolved) may be read: inside the root, named
         ``*.py``, a regular file of at most :data:`MAX_SOURCE_BYTES`."""
-        if file.suffix != ".py" or not file.is_relative_to(self.root):
+        if not self.read or file.suffix != ".py" or not file.is_relative_to(self.root):
             return False
         if any(part.startswith(".") for part in file.relative_to(self.root).parts):
             return False  # dot-folders hold tools' settings and secrets (.jupyter, .aws, .venv), never the step
@@ -209,9 +229,11 @@ class SourceFinder:
         return stat.S_ISREG(st.st_mode) and st.st_size <= MAX_SOURCE_BYTES
 
     def _search(self) -> Dict[str, List[Path]]:
-        """Files of the source tree (the root) by name."""
+        """Files of the source tree (the root) by name (none when nothing may be read)."""
         if self._index is None:
             self._index = defaultdict(list)
+            if not self.read:
+                return self._index
             seen = 0
             for d, dirs, files in os.walk(self.root):
                 dirs[:] = [x for x in dirs if x not in _SKIP_DIRS and not x.startswith(".")]
@@ -422,8 +444,10 @@ def locate(result: AnalysisResult, source_root: Optional[os.PathLike | str] = No
     Args:
         result: an analysis with findings.
         source_root: the repository the traced code lives in (``--source-root``):
-            the only tree read; default :func:`source_root_for` (the git
-            work tree of ``cwd``, else ``cwd``).
+            the only tree read; default: the git work tree of ``cwd``
+            (:func:`git_work_tree`). Without either nothing is read, and
+            :data:`NO_SOURCE_ROOT` is added to the result's warnings (once)
+            when a finding has source lines.
         library: more top-level modules or path prefixes that are library
             code (``library_modules`` of the configuration).
         cwd: the current directory (default: the process's): relative names
@@ -433,6 +457,7 @@ def locate(result: AnalysisResult, source_root: Optional[os.PathLike | str] = No
         OSError: no ``source_root`` is given and the current directory was removed.
     """
     root = source_root_for(source_root, cwd)
+    read = bool(source_root) or git_work_tree(root) is not None
     bases = [root]
     run = result.inventory.manifest.get("run") if isinstance(result.inventory.manifest, dict) else None
     if isinstance(run, dict) and isinstance(run.get("cwd"), str):
@@ -441,7 +466,9 @@ def locate(result: AnalysisResult, source_root: Optional[os.PathLike | str] = No
         bases.append(Path(cwd) if cwd else Path.cwd())
     except OSError:  # the current directory was removed
         pass
-    finder = SourceFinder(root=root, bases=bases)
+    finder = SourceFinder(root=root, bases=bases, read=read)
     for f in result.findings:
         f.locations = finding_locations(result, f, finder, library)
+    if not read and any(f.locations for f in result.findings) and NO_SOURCE_ROOT not in result.inventory.warnings:
+        result.inventory.warnings.append(NO_SOURCE_ROOT)
     return result

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import re
 import types
 import typing
@@ -1345,6 +1346,19 @@ class WhatIf:
         (``step_us_high``) is below the step as measured."""
         return self.step_us_high < self.step_us_before
 
+    @property
+    def plausible(self) -> bool:
+        """Whether the figures can be a replay's: every step time (µs)
+        finite, the step as measured and the predicted one above 0 (a replay
+        never predicts a step of 0 µs or less), the interval's ends not
+        negative. A saved
+        result edited or corrupted to hold other figures has its prediction
+        shown as "not available" (:func:`hta_report.render.view.prediction`)."""
+        times = (self.step_us_before, self.step_us_after, self.step_us_low, self.step_us_high)
+        if not all(isinstance(t, (int, float)) and math.isfinite(t) for t in times):
+            return False
+        return self.step_us_before > 0 and self.step_us_after > 0 and self.step_us_low >= 0 and self.step_us_high >= 0
+
 
 @dataclass(slots=True)
 class Replay:
@@ -2074,8 +2088,11 @@ class Comparison:
     :func:`~hta_report.compare.time_per_step`: the mean step time, except on
     the ``base_paced_ranks`` / ``new_paced_ranks`` ranks whose host ran ahead
     of the GPU, where it counts the GPU work the steps leave behind), against
-    ``noise_band_pct``: the larger coefficient of variation (std / mean × 100)
-    of the two sides' analyzed step times, at least 1 %.
+    ``noise_band_pct``: the larger robust coefficient of variation
+    (1.4826 × median absolute deviation / median × 100,
+    :func:`~hta_report.compare.step_variation_pct`) of the two sides'
+    analyzed step times, at least 1 %: one outlier step (a checkpoint)
+    does not widen it.
 
     ``sides`` says what each side ran on (base, then new: devices, world
     size, ranks, PyTorch and CUDA/ROCm versions) and ``differences`` one

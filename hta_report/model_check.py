@@ -323,6 +323,9 @@ def check_result(data: Any) -> None:
     if not isinstance(data, dict):
         _fail("", data, "an object (an hta-report result)")
     if "schema_version" not in data:
+        if "inventory" in data or data.get("kind") == "comparison":
+            raise ResultError("a result saved by hta-report without a schema_version: put back the "
+                              "\"schema_version\" it was written with, or analyze its traces again")
         raise ResultError("not an hta-report result (no schema_version)")
     version = data["schema_version"]
     if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_SCHEMA_VERSIONS:

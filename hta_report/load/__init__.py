@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple, Union
 from .. import progress, workers
 from ..cache import Cache
 from ..errors import TraceError, internal_error
-from ..files import Location, stored_bytes
+from ..files import Location, bare_name, stored_bytes
 from ..model import UnreadableTrace
 from . import sizecap, validation
 from .discovery import Inputs, find_trace_files, input_dir, input_label
@@ -116,7 +116,7 @@ def _checked(paths: List[Location], max_trace_bytes: int) -> Tuple[List[Location
     candidates: List[Location] = []
     for path in paths:
         try:
-            if not path.name.endswith((".json", ".gz")):
+            if not bare_name(path).endswith((".json", ".gz")):
                 raise TraceError("HTA reads only names ending in .json or .json.gz in lower case; rename it",
                                  str(path))
             validation.check_file(path, sizecap.precheck_cap(path, max_trace_bytes))

@@ -23,11 +23,17 @@ _T = TypeVar("_T")
 NOT_TRACES = {"manifest.json"}
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+#: Ranks at or above this (from distributedInfo or a file name) are not
+#: believed (:mod:`hta_report.load.traces` reads it from here).
+MAX_RANK = 2 ** 31
 
 
 def is_trace_name(path: Location) -> bool:
-    """True for ``*.json`` and ``*.json.gz`` files other than :data:`NOT_TRACES`."""
-    name = path.name.lower()
+    """True for ``*.json`` and ``*.json.gz`` files other than :data:`NOT_TRACES`
+    (a URL's name without its query, :func:`hta_report.files.bare_name`)."""
+    from ..files import bare_name
+
+    name = bare_name(path).lower()
     return (name.endswith(".json") or name.endswith(".json.gz")) and name not in NOT_TRACES
 
 
@@ -35,7 +41,9 @@ def is_hta_report_output(path: Location) -> bool:
     """True for a result or comparison saved by hta-report (``analyze --json``,
     ``compare -o x.json``): uncompressed JSON whose first key is ``schema_version``
     (after a UTF-8 byte order mark, if any)."""
-    if not path.name.lower().endswith(".json"):
+    from ..files import bare_name
+
+    if not bare_name(path).lower().endswith(".json"):
         return False
     try:
         with path.open("rb") as fh:
@@ -44,6 +52,32 @@ def is_hta_report_output(path: Location) -> bool:
         return False
     head = head[3:] if head.startswith(b"\xef\xbb\xbf") else head
     return head.lstrip().startswith(b'{') and b'"schema_version"' in head
+
+
+#: The start of a result or comparison saved by hta-report whose
+#: ``schema_version`` was removed: its first key is then ``inventory`` (a
+#: result) or ``kind`` (a comparison); no Kineto trace starts so.
+_UNVERSIONED = re.compile(rb'\s*\{\s*"(?:inventory|kind)"\s*:')
+#: What a saved result without a schema version is told.
+UNVERSIONED_MESSAGE = ("a result saved by hta-report without a schema_version, so it cannot be read: put back the "
+                       "\"schema_version\" it was written with (first in the file), or analyze its traces again")
+
+
+def is_unversioned_result(path: Location) -> bool:
+    """True for uncompressed JSON that starts as a result or comparison saved
+    by hta-report does, but without ``schema_version`` (see
+    :data:`_UNVERSIONED`): it is neither a trace nor a readable result."""
+    from ..files import bare_name
+
+    if not bare_name(path).lower().endswith(".json"):
+        return False
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return False
+    head = head[3:] if head.startswith(b"\xef\xbb\xbf") else head
+    return _UNVERSIONED.match(head) is not None
 
 
 def _is_one(inputs: Inputs) -> TypeIs[PathOrURL]:
@@ -137,8 +171,12 @@ def find_trace_files(trace_dir: Inputs, recursive: bool = False) -> List[Locatio
 
 def _found(path: Location, recursive: bool) -> List[Location]:
     """The trace files ``path`` names (see :func:`find_trace_files`)."""
-    from ..files import is_url, shown, unless_missing
+    from ..files import has_query, is_url, shown, unless_missing
 
+    if has_query(path) and not is_trace_name(path):
+        raise InputError("cannot read a folder by a URL with a query (each file's URL would lose the query, "
+                         "and the server would answer with the folder's listing): name the trace files, each with "
+                         "its query (a presigned URL's path ends in .json or .json.gz)", shown(path))
     if not path.exists():
         if is_url(path):  # exists() says False for a server that does not answer too
             unless_missing(path)
@@ -148,9 +186,8 @@ def _found(path: Location, recursive: bool) -> List[Location]:
     if is_hta_report_output(path):
         raise InputError("a result saved by hta-report, not a trace (compare reads it: "
                          "hta-report compare BASE NEW)", shown(path))
-    if is_url(path) and "?" in path.name:
-        raise InputError("a URL with a query (a presigned URL?) names no trace file hta-report can read: "
-                         "the URL's path must end in .json or .json.gz", shown(path))
+    if is_unversioned_result(path):
+        raise InputError(UNVERSIONED_MESSAGE, shown(path))
     if not is_trace_name(path):
         raise InputError("not a trace file (Kineto traces end in .json or .json.gz)", shown(path))
     return [path]
@@ -216,7 +253,8 @@ _WINDOW = re.compile(r"^(?P<worker>.+)\.(?P<n>\d+)\.pt\.trace\.json(?:\.gz)?$", 
 _HEAD_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*"?(\d+)')
 
 
-def split_windows(paths: Sequence[Location]) -> Tuple[List[Location], List[WorkerWindows]]:
+def split_windows(paths: Sequence[Location],
+                  notes: Optional[List[str]] = None) -> Tuple[List[Location], List[WorkerWindows]]:
     """The files to analyze, and the processes that wrote several profiling
     windows (:class:`~hta_report.model.WorkerWindows`).
 
@@ -228,26 +266,43 @@ def split_windows(paths: Sequence[Location]) -> Tuple[List[Location], List[Worke
     (the loop ended, ``repeat=0``), often a step or none, and the latest
     full window is analyzed then. Where their heads name different
     ``distributedInfo.rank`` values they are ranks after all, and all kept.
+    A file whose head names a rank that is not one (past
+    :data:`MAX_RANK`, a 5,000-digit number that
+    ``int()`` refuses) is no window: it is kept as a file of its own (the
+    loader says what is wrong with it), and a line naming it goes to ``notes``.
 
     Args:
         paths: trace files, sorted.
+        notes: receives one warning per file set apart so (None: not said).
 
     Returns:
         ``(files, windows)``: ``paths`` without the earlier windows (in their
         order), and one entry per process with several windows.
     """
-    groups: Dict[Tuple[str, str], List[Tuple[int, Location]]] = {}
+    groups: Dict[Tuple[str, str], List[Tuple[Tuple[int, str], Location]]] = {}
     for p in paths:
         m = _WINDOW.match(p.name)
         if m:
-            groups.setdefault((str(p.parent), m["worker"]), []).append((int(m["n"]), p))
+            groups.setdefault((str(p.parent), m["worker"]), []).append((_number_key(m["n"]), p))
     set_aside: Dict[Location, None] = {}
     windows: List[WorkerWindows] = []
     for (_, worker), files in sorted(groups.items()):
         if len(files) < 2:
             continue
         files.sort(key=lambda f: f[0])
-        ranks = {_head_rank(p) for _, p in files} - {None}
+        heads: Dict[Location, Optional[int]] = {}
+        for _, p in files:
+            try:
+                heads[p] = _head_rank(p)
+            except ValueError as exc:
+                if notes is not None:
+                    from ..files import shown
+
+                    notes.append(f"{shown(p)}: {exc}; not taken for a profiling window of {worker}")
+        files = [f for f in files if f[1] in heads]
+        if len(files) < 2:
+            continue
+        ranks = set(heads.values()) - {None}
         if len(ranks) > 1:  # one name, several ranks: not windows of one process
             continue
         sizes = {p: _size(p) for _, p in files}
@@ -272,10 +327,23 @@ def _size(path: Location) -> int:
         return 0
 
 
+def _number_key(digits: str) -> Tuple[int, str]:
+    """A key that sorts strings of ASCII digits as the numbers they write,
+    without ``int()`` (which refuses more than 4,300 digits)."""
+    d = digits.lstrip("0") or "0"
+    return len(d), d
+
+
 def _head_rank(path: Location) -> Optional[int]:
     """``distributedInfo.rank`` as written in the first 64 KiB of ``path``
     (decompressed), or None (absent, or the file cannot be read: the loader
-    says why later)."""
+    says why later).
+
+    Raises:
+        ValueError: the head names a rank that is not one: at least
+            :data:`MAX_RANK` (the message says how
+            many digits it has, not the digits).
+    """
     from ..files import open_text_stream
 
     try:
@@ -284,10 +352,17 @@ def _head_rank(path: Location) -> Optional[int]:
     except Exception:  # noqa: BLE001 - unreadable here is reported by the loader
         return None
     m = _HEAD_RANK.search(head)
-    return int(m.group(1)) if m else None
+    if not m:
+        return None
+    digits = m.group(1).decode("ascii").lstrip("0") or "0"
+    if len(digits) > len(str(MAX_RANK)) or int(digits) >= MAX_RANK:
+        raise ValueError(f"distributedInfo.rank of {len(digits):,} digits is not a rank")
+    return int(digits)
 
 
 def rank_from_file_name(path: Location) -> Optional[int]:
     """The rank in a file name such as ``rank-3``, ``rank3`` or ``rank_3``; None if absent."""
     match = _RANK_IN_NAME.search(path.name)
-    return int(match.group(1)) if match else None
+    if not match or len(match.group(1).lstrip("0")) > len(str(MAX_RANK)):  # int() refuses 4,300 digits
+        return None
+    return int(match.group(1))

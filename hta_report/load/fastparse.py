@@ -102,8 +102,10 @@ def parse_trace_file(path, cfg=None, fallback: bool = True, workers: int = 1, ex
     """
     from hta.configs.parser_config import ParserConfig
 
+    from ..files import bare
+
     path = str(path)
-    if not (path.endswith(".gz") or path.endswith(".json")):
+    if not (bare(path).endswith(".gz") or bare(path).endswith(".json")):
         raise ValueError(f"expect the value of trace_file ({path}) ends with '.gz' or 'json'")
     cfg = cfg or ParserConfig.get_default_cfg()
     try:
@@ -195,10 +197,10 @@ class _Buffer:
     """
 
     def __init__(self, path: str, max_bytes: Optional[int] = None) -> None:
-        from ..files import open_text_stream
+        from ..files import bare, open_text_stream
 
         self.path = path
-        self.gz = path.endswith(".gz")
+        self.gz = bare(path).endswith(".gz")
         self.fh = open_text_stream(path)  # a local path or a URL (fsspec); ISA-L inflate when installed
         #: the file as stored (under the gzip reader), whose position is the progress in bytes
         self._stored_fh: Any = getattr(self.fh, "fileobj", None) if self.gz else None

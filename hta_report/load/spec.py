@@ -41,7 +41,9 @@ class RunSpec:
         ray_address: the Ray cluster (``engine="ray"``; None: ``RAY_ADDRESS``
             or a local instance).
         merged: one line per file that held several ranks and was split into
-            one file per rank (:func:`~.split.split_merged`), for the warnings.
+            one file per rank (:func:`~.split.split_merged`), and per file
+            not taken for a profiling window because its head names no rank
+            (:func:`~.discovery.split_windows`), for the warnings.
     """
 
     label: str
@@ -91,8 +93,10 @@ def describe_run(inputs: Inputs, recursive: bool = False, include_last_step: Opt
     from .parse import resolve_loader
 
     found = find_trace_files(inputs, recursive)
-    files, windows = split_windows(found)
+    notes: List[str] = []
+    files, windows = split_windows(found, notes)
     files, merged = split_merged(files)
+    merged = notes + list(merged)
     return RunSpec(label=input_label(inputs), folder=input_dir(inputs), files=tuple(files),
                    windows=tuple(windows), recursive=bool(recursive), include_last_step=include_last_step,
                    max_trace_bytes=int(max_trace_bytes or DEFAULT_MAX_TRACE_BYTES), loader=resolve_loader(loader),

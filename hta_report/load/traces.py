@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import InputError, TraceError, internal_error, one_line
 from ..model import TraceFileInfo, UnreadableTrace
-from .discovery import rank_from_file_name
+from .discovery import MAX_RANK, rank_from_file_name
 from .compat import ENCLOSING_STEPS, SHARED_CORRELATIONS
 from .repair import REPAIRED_NAMES
 from .step_filter import filter_steps
@@ -26,9 +26,6 @@ from ..files import Location, identity
 
 if TYPE_CHECKING:
     import pandas as pd
-
-#: Ranks at or above this (from distributedInfo or a file name) are not believed.
-MAX_RANK = 2 ** 31
 
 
 @contextlib.contextmanager
@@ -199,11 +196,15 @@ def _distributed_rank(meta: dict) -> Tuple[Optional[int], Optional[str]]:
     rank = info.get("rank") if isinstance(info, dict) else None
     if rank is None:
         return None, None
-    if isinstance(rank, str) and rank.isascii() and rank.isdigit() and int(rank) < MAX_RANK:
+    if isinstance(rank, str) and rank.isascii() and rank.isdigit() and len(rank.lstrip("0")) <= len(str(MAX_RANK)) \
+            and int(rank) < MAX_RANK:  # int() of thousands of digits raises
         return int(rank), None
     if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < MAX_RANK:
         return rank, None
-    shown = repr(rank) if not isinstance(rank, (dict, list)) else type(rank).__name__
+    if isinstance(rank, int) and not isinstance(rank, bool) and abs(rank) >= MAX_RANK:
+        shown = f"of {rank.bit_length():,} bits"  # repr() of thousands of digits raises
+    else:
+        shown = repr(rank) if not isinstance(rank, (dict, list)) else type(rank).__name__
     return None, f"distributedInfo.rank {one_line(shown)[:40]} is not a rank"
 
 

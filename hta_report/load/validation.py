@@ -67,8 +67,10 @@ class FileHead:
 
 
 def is_gzip_name(path: Location) -> bool:
-    """True for ``*.gz`` file names (any case)."""
-    return path.name.lower().endswith(".gz")
+    """True for ``*.gz`` file names (any case; a URL's without its query)."""
+    from ..files import bare_name
+
+    return bare_name(path).lower().endswith(".gz")
 
 
 def check_file(path: Location, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> FileHead:

@@ -12,7 +12,8 @@ import math
 
 from ..errors import plural
 
-__all__ = ["ms", "pct", "num", "size", "gbps", "fixed", "MAX_FIXED", "plural", "run_name", "ms_range"]
+__all__ = ["ms", "pct", "share", "num", "size", "gbps", "fixed", "MAX_FIXED", "NOT_AVAILABLE", "plural", "run_name",
+           "ms_range"]
 
 #: Smallest magnitude written in scientific notation rather than fixed-point
 #: (a thousand trillion: 31 years in µs, a petabyte in bytes).
@@ -70,6 +71,24 @@ def ms_range(before_us: float, after_us: float, low_us: float, high_us: float) -
 def pct(value: float) -> str:
     """0–100 -> ``"38.2 %"``."""
     return f"{fixed(value, 1, grouped=False)} %"
+
+
+#: What a figure that cannot be computed from what a result holds is shown as.
+NOT_AVAILABLE = "not available"
+
+
+def share(part: float, whole: float, sign: bool = False) -> str:
+    """``part`` as % of ``whole`` (same unit): ``"38.2 %"`` (``sign``:
+    ``"+38.2 %"``); :data:`NOT_AVAILABLE` where ``whole`` is not positive or
+    the share is not finite (a saved result's 1e308 against 1e-300): never
+    ``inf %``, never a ZeroDivisionError or a numpy warning."""
+    try:
+        value = 100 * (part / whole) if whole > 0 else math.nan
+    except (OverflowError, ZeroDivisionError):
+        value = math.nan
+    if not math.isfinite(value):
+        return NOT_AVAILABLE
+    return f"{fixed(value, 1, sign=sign, grouped=False)} %"
 
 
 def num(value: float, digits: int = 0) -> str:

@@ -317,7 +317,7 @@ def _message(f: Finding, unplaced: str = "") -> str:
         parts.append(unplaced)
     w = f.whatif
     where = f"on the worst rank{'s' if len(f.ranks) > 1 else ''} ({ranks or 'all ranks'})"
-    if w is not None and w.step_us_before > 0:  # the finding's gain is its prediction (one figure)
+    if w is not None and w.step_us_before > 0 and w.plausible:  # the finding's gain is its prediction (one figure)
         parts.append(f"Predicted gain: {fixed(f.gain_ms_per_step, 2)} ms per step ({pct(f.gain_pct)} of the step) "
                      f"{where}" + ("." if w.measurable else ", within the noise: no measurable gain expected."))
         parts.append(f"Predicted after the fix (replay of the trace: {w.description}): step "
@@ -359,7 +359,7 @@ def _result(result: AnalysisResult, f: Finding, where: Anchor, index: Dict[str, 
     props: Dict[str, object] = {"severity": f.severity, "gain_ms_per_step": round(f.gain_ms_per_step, 3),
                                 "gain_pct": round(f.gain_pct, 2), "ranks": list(f.ranks),
                                 "placed_on_line": bool(placed)}
-    if f.whatif is not None and f.whatif.step_us_before > 0:  # the replay's prediction (README: the replay)
+    if f.whatif is not None and f.whatif.step_us_before > 0 and f.whatif.plausible:  # the replay's prediction
         props["predicted_step_ms"] = round(f.whatif.step_us_after / 1e3, 3)
     res["properties"] = props
     return res

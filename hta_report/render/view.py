@@ -1377,7 +1377,8 @@ def paced_step_words(result: AnalysisResult) -> str:
     if not ahead:
         return ""
     on = "" if len(ahead) == len(gpu) == 1 else f" on {len(ahead)} of {len(gpu)} GPU ranks"
-    return (f"the host's; it ran ahead of the GPU{on}: {fmt.ms(sum(ahead) / len(ahead))} a step counting "
+    mean = sum(a / len(ahead) for a in ahead)  # a mean that a saved result's 1e308s cannot overflow
+    return (f"the host's; it ran ahead of the GPU{on}: {fmt.ms(mean)} a step counting "
             "the GPU work the steps leave behind")
 
 
@@ -1438,11 +1439,11 @@ def _gain(result: AnalysisResult, f: Finding) -> str:
     per = "per step" if _stepped(result, f) else "over the trace"
     of = "of the step" if _stepped(result, f) else "of the traced window"
     w = f.whatif
-    if w is not None and w.step_us_before > 0:
+    if w is not None and w.step_us_before > 0 and w.plausible:
         if no_measurable_gain(w):
             return f"no measurable gain expected ({fmt.ms(w.step_us_before - w.step_us_after)} {per}, within the noise)"
         saved = w.step_us_before - w.step_us_after
-        return (f"saves {fmt.ms(saved)} {per} ({fmt.pct(100 * saved / w.step_us_before)} {of}; "
+        return (f"saves {fmt.ms(saved)} {per} ({fmt.share(saved, w.step_us_before)} {of}; "
                 f"80 %: {fmt.ms(max(0.0, w.step_us_before - w.step_us_high))}–"
                 f"{fmt.ms(max(0.0, w.step_us_before - w.step_us_low))})")
     if f.gain_ms_per_step <= 0:
@@ -1464,10 +1465,11 @@ def together(result: AnalysisResult) -> str:
     the trace (each alone: -30.0 %, -15.0 %); not in it: rank-straggler
     (no edit of the trace), ..."``; empty without one."""
     w = result.together
-    if w is None or not w.step_us_before > 0:
+    if w is None or not w.step_us_before > 0 or not w.plausible:
         return ""
     parts = set(w.edit.split(" + "))
-    mine = [f for f in result.findings if f.whatif is not None and f.whatif.edit in parts and w.rank in f.ranks]
+    mine = [f for f in result.findings if f.whatif is not None and f.whatif.plausible and f.whatif.edit in parts
+            and w.rank in f.ranks]
     if len(mine) < 2:
         return ""
     alone = [_change(f.whatif.step_us_before, f.whatif.step_us_after) for f in mine if f.whatif is not None]
@@ -1490,8 +1492,10 @@ def _step_change(result: AnalysisResult, w: WhatIf) -> str:
 
 
 def _change(before: float, after: float) -> str:
-    """``after`` against ``before`` in % with its sign: ``"-35.5 %"``."""
-    return f"{fmt.fixed((after - before) / before * 100, 1, sign=True, grouped=False)} %"
+    """``after`` against ``before`` in % with its sign: ``"-35.5 %"``;
+    ``"not available"`` where ``before`` is not positive or the change
+    overflows (:func:`hta_report.render.fmt.share`)."""
+    return fmt.share(after - before, before, sign=True)
 
 
 def prediction(result: AnalysisResult, f: Finding) -> str:
@@ -1504,6 +1508,8 @@ def prediction(result: AnalysisResult, f: Finding) -> str:
     w = f.whatif
     if w is None or not w.step_us_before > 0:
         return ""
+    if not w.plausible:  # a saved result edited to a step of 0 µs, a negative one...
+        return fmt.NOT_AVAILABLE
     text = _step_change(result, w)
     if not saves(w):
         text += _off_the_path(result, w.rank)

@@ -136,18 +136,20 @@ class AdviceConfig:
                 (None: not checked).
 
         Raises:
-            InputError: an unknown key, a value of the wrong type, a threshold
-                that is NaN, infinite, negative or (a ``_pct`` share) above
-                100, or an unknown rule id in ``disable`` (one line naming
-                ``source`` and the key).
+            InputError: ``values`` is not a table, an unknown key, a value of
+                the wrong type, a threshold that is NaN, infinite, negative or
+                (a ``_pct`` share) above 100, or an unknown rule id in
+                ``disable`` (one line naming ``source`` and the key).
         """
+        if not isinstance(values, Mapping):
+            raise InputError(f"the settings must be a table of keys, got {_kind(values)}", source)
         types = {f.name: f.type for f in dataclasses.fields(cls)}
         kwargs: Dict[str, Any] = {}
         for key, value in values.items():
             name = str(key).replace("-", "_")
             if name not in types:
                 known = ", ".join(sorted(types))
-                raise InputError(f"unknown configuration key {key!r} (known keys: {known})", source)
+                raise InputError(f"unknown configuration key {_shown(key)} (known keys: {known})", source)
             if name == "disable":
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     raise InputError("disable must be a list of rule ids, e.g. disable = [\"gpu-gaps\"]", source)
@@ -155,7 +157,7 @@ class AdviceConfig:
                 if unknown:
                     hint = (": rules are named by their slug, e.g. dataloader-bound (docs/RULES.md lists both)"
                             if unknown[0][:1] == "C" and unknown[0][1:].isdigit() else "")
-                    raise InputError(f"unknown rule id {unknown[0]!r} in disable{hint} (see `hta-report rules`)",
+                    raise InputError(f"unknown rule id {_shown(unknown[0])} in disable{hint} (see `hta-report rules`)",
                                      source)
                 kwargs[name] = list(value)
                 continue
@@ -185,19 +187,68 @@ def _threshold(key: Any, name: str, value: Any, want_int: bool, source: str) -> 
         InputError: one line naming ``source`` and ``key``.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (want_int and not isinstance(value, int)):
-        raise InputError(f"{key} must be {'an integer' if want_int else 'a number'}, got {value!r}", source)
+        raise InputError(f"{key} must be {'an integer' if want_int else 'a number'}, got {_kind(value)}", source)
     try:
         finite = math.isfinite(value)
     except OverflowError:  # an integer beyond a float's range
         finite = False
     if not finite:
-        raise InputError(f"{key} must be a finite number, got {value!r} (a rule compared with it would never "
+        raise InputError(f"{key} must be a finite number, got {_shown(value)} (a rule compared with it would never "
                          "fire)", source)
     if value < 0:
-        raise InputError(f"{key} must be >= 0, got {value!r}", source)
+        raise InputError(f"{key} must be >= 0, got {_shown(value)}", source)
     if name.endswith("_pct") and name not in UNBOUNDED_PCT and value > 100:
-        raise InputError(f"{key} is a percentage: it must be at most 100, got {value!r}", source)
+        raise InputError(f"{key} is a percentage: it must be at most 100, got {_shown(value)}", source)
     return int(value) if want_int else float(value)
+
+
+#: The most characters of a value or key an error message shows.
+SHOWN_MAX = 60
+
+
+def _shown(value: Any) -> str:
+    """``value`` as an error message shows it: its ``repr``, cut at
+    :data:`SHOWN_MAX` characters (a 100 KB string or a 4,000-digit integer
+    stays one short line)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 18:
+        return f"{'-' if value < 0 else ''}1e+{len(str(abs(value))) - 1} (an integer)"
+    text = repr(value)
+    return text if len(text) <= SHOWN_MAX else text[:SHOWN_MAX - 1] + "…"
+
+
+#: What TOML values are called in messages, by Python type.
+_TOML_KINDS = {bool: "a boolean", str: "a string", int: "an integer", float: "a number", list: "an array",
+               dict: "a table"}
+
+
+def _kind(value: Any) -> str:
+    """A TOML value in words, with its own text where short: ``a string 'high'``,
+    ``a table``, ``an array``, ``a date-time 1979-05-27 07:32:00+00:00``."""
+    kind = _TOML_KINDS.get(type(value))
+    if kind is None:
+        kind = {"datetime": "a date-time", "date": "a date", "time": "a time"}.get(type(value).__name__, "a value")
+        return f"{kind} {_shown(str(value))[1:-1]}" if kind != "a value" else kind
+    return kind if isinstance(value, (list, dict)) else f"{kind} {_shown(value)}"
+
+
+def _our_table(data: Dict[str, Any], source: str) -> Optional[Any]:
+    """``[tool.hta-report]`` of a TOML document (None when absent).
+
+    Raises:
+        InputError: ``tool`` or ``tool.hta-report`` is there but not a table
+            (``[[tool.hta-report]]`` is an array of tables).
+    """
+    tool = data.get("tool")
+    if tool is None:
+        return None
+    if not isinstance(tool, dict):
+        raise InputError(f"tool must be a table ([tool.hta-report]), got {_kind(tool)}", source)
+    table = tool.get("hta-report")
+    if table is not None and not isinstance(table, dict):
+        hint = " ([[tool.hta-report]] is an array of tables: write [tool.hta-report])" \
+            if isinstance(table, list) else ""
+        raise InputError(f"tool.hta-report must be a table, got {_kind(table)}{hint}", source)
+    return table
 
 
 def load_config(path: Optional[os.PathLike[str] | str] = None, cwd: Optional[os.PathLike[str] | str] = None,
@@ -217,22 +268,26 @@ def load_config(path: Optional[os.PathLike[str] | str] = None, cwd: Optional[os.
         :class:`AdviceConfig` with the overrides applied (defaults when there are none).
 
     Raises:
-        InputError: the file is missing or not valid TOML, or holds an unknown
-            key or rule id, or a threshold out of range (NaN, infinite,
-            negative, a percentage above 100).
+        InputError: the file is missing or not valid TOML (an integer past
+            TOML's 64 bits included), is nested too deeply to read, holds
+            ``tool`` or ``tool.hta-report`` that is not a table, an unknown
+            key or rule id, a value of the wrong type (a table, an array, a
+            date where a number belongs) or a threshold out of range (NaN,
+            infinite, negative, a percentage above 100). One line naming the
+            file and the key; never another exception, for any valid TOML.
     """
     if path is None:
         candidate = Path(cwd or os.getcwd()) / "pyproject.toml"
         if not candidate.is_file():
             return AdviceConfig()
         data = _read_toml(candidate)
-        table = data.get("tool", {}).get("hta-report")
+        table = _our_table(data, str(candidate))
         return AdviceConfig.from_mapping(table, f"{candidate} [tool.hta-report]", rule_ids) if table else AdviceConfig()
     p = Path(path)
     if not p.is_file():
         raise InputError("configuration file not found", p)
     data = _read_toml(p)
-    table = data.get("tool", {}).get("hta-report") if isinstance(data.get("tool"), dict) else None
+    table = _our_table(data, str(p)) if isinstance(data.get("tool"), dict) else None
     return AdviceConfig.from_mapping(table if table is not None else data, str(p), rule_ids)
 
 
@@ -241,8 +296,9 @@ def _read_toml(path: Path) -> Dict[str, Any]:
     backport ``tomli`` when installed).
 
     Raises:
-        InputError: the file cannot be read or is not valid TOML, or Python
-            3.10 lacks ``tomli``.
+        InputError: the file cannot be read or is not valid TOML (an integer
+            of more digits than Python converts, past TOML's 64 bits, too), is
+            nested too deeply for the parser, or Python 3.10 lacks ``tomli``.
     """
     if sys.version_info >= (3, 11):
         import tomllib
@@ -259,5 +315,9 @@ def _read_toml(path: Path) -> Dict[str, Any]:
             return data
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"not valid TOML ({exc})", path) from exc
+    except ValueError as exc:  # tomllib's int() of an integer of over 4,300 digits
+        raise InputError(f"not valid TOML (an integer too large: TOML integers are 64-bit; {exc})", path) from exc
+    except RecursionError as exc:
+        raise InputError("nested too deeply to read (arrays or inline tables within each other)", path) from exc
     except OSError as exc:
         raise InputError(f"cannot read the configuration ({exc.strerror})", path) from exc
