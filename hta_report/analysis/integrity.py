@@ -208,8 +208,8 @@ def clock_jumps(ev: RankEvents):
 
 def workload_missing(ev: RankEvents) -> str:
     """Why the trace holds none of the workload (empty: it holds some): no
-    operator event (``cpu_op``) at all, and GPU work under
-    :data:`MISSING_GPU_PCT` % of the trace's span. Every PyTorch op the
+    operator event (``cpu_op``) and no ``ProfilerStep`` at all, and GPU work
+    under :data:`MISSING_GPU_PCT` % of the trace's span. Every PyTorch op the
     workload runs is a ``cpu_op`` when CPU activity is recorded, and a
     trace recorded with GPU activity only has its kernels; what is left is
     the profiler's own start and stop (device queries, the synchronize at
@@ -219,6 +219,9 @@ def workload_missing(ev: RankEvents) -> str:
     df = ev.df
     if df.empty or "s_cat" not in df.columns or df["s_cat"].eq("cpu_op").any():
         return ""
+    if "s_name" in df.columns and np.asarray(is_step(df["s_name"]), dtype=bool).any():
+        return ""  # the profiler stepped with the loop: its window is the steps'
+
     span = float(df["end"].max() - df["ts"].min())
     gpu = ev.gpu
     busy = intervals.total(intervals.union(gpu["ts"].to_numpy(dtype=float), gpu["end"].to_numpy(dtype=float))) \
@@ -297,8 +300,9 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
         out.unrecorded_us = float(lead[0, 1] - lead[0, 0])
     out.clock_jumps, out.clock_jump_us, out.clock_where = clock_jumps(ev) if not gpu.empty else (0, 0.0, "")
     lost = out.launches and out.launches_without_ops > out.launches * LOST_LAUNCH_PCT / 100
-    out.silences, out.silence_us, _ = silences(ev)
-    out.workload_missing = workload_missing(ev)
+    if not out.clock_jumps:  # a clock stepping back opens a gap of its own: said once, as the jump
+        out.silences, out.silence_us, _ = silences(ev)
+    out.workload_missing = "" if out.clock_jumps else workload_missing(ev)  # a jump stretches the span
     out.idle_unreliable = out.graph_launches_without_ops > 0 or out.clock_jumps > 0 or bool(lost) \
         or out.silences > 0 or bool(out.workload_missing)
     out.notes = _notes(out)
