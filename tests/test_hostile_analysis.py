@@ -352,3 +352,19 @@ def test_a_stalled_collective_is_a_wait_not_communication_to_overlap(tmp_path):
 
     # what overlap could hide is the same 300 µs per step as in the steady run, not the stall
     assert exposed_transfer_us(stalled.ranks[0]) == pytest.approx(exposed_transfer_us(steady.ranks[0]), rel=0.05)
+
+
+@pytest.mark.slow
+def test_the_headline_says_how_much_of_busy_is_communication_alone(tmp_path):
+    # Issue 51: "87.8 % busy" on a run whose compute was ~22 %: busy counts the
+    # NCCL kernels that run (or wait) with no compute; the headline now says how much.
+    from hta_report.api import analyze
+    from hta_report.render import render
+
+    _allreduce_run(tmp_path, 300.0)
+    result = analyze(tmp_path)
+    pct = result.aggregate.exposed_comm_pct
+    assert pct > 10
+    md = render(result, "md")
+    assert f"of it communication alone {pct:.1f} %" in md
+    assert "communication alone" in render(result, "html")

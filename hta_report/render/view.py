@@ -82,6 +82,10 @@ STEP_PARTS = {"kernel": "kernel", "memcpy": "memcpy", "memset": "memset", "runti
 # ------------------------------------------------------------------------------------------------ rows
 
 
+#: Below this share (%) of the window, communication with no compute running
+#: is not named in the headline (a few µs of a barrier per step).
+COMM_ALONE_MIN_PCT = 1.0
+
 @dataclass(frozen=True)
 class RunView:
     """What the report is about, for its title: the run's ``name`` (folder or
@@ -899,6 +903,9 @@ class HeadlineSection(Section):
     warnings: Tuple[str, ...]
     together: str = ""
     paced_note: str = ""
+    #: communication kernels with no compute kernel running, % of the window
+    #: (``Aggregate.exposed_comm_pct``): counted as busy, but no compute; "" under 1 %
+    comm_alone: str = ""
 
     @classmethod
     def of(cls, b: Basis) -> "HeadlineSection":
@@ -917,6 +924,7 @@ class HeadlineSection(Section):
             integrity=tuple(integrity_notes(result, b.shown)), mean_step=mean_step, steps_note=steps_note,
             step=steps_note or f"mean step {mean_step}" + (f" ({paced})" if paced else ""),
             dataloader=fmt.pct(a.dataloader_pct), paced_note=paced,
+            comm_alone=fmt.pct(a.exposed_comm_pct) if a.exposed_comm_pct >= COMM_ALONE_MIN_PCT else "",
             top=tuple(f for f in b.findings if f.gain_pct >= TOP_MIN_GAIN_PCT)[:3],
             window_note=_window_note(result), unreadable=b.unreadable, incomplete=b.incomplete,
             reading=b.reading, warnings=tuple(result.inventory.warnings), together=together(result))
@@ -927,7 +935,8 @@ class HeadlineSection(Section):
         kind = f" · {md_text(run.kind)}" if run.kind else ""
         if self.has_gpu:
             causes = f" ({self.causes})" if self.causes else ""
-            lines.append(f"**GPU busy {self.busy}** {self.window} (kernels {self.kernels}), idle {self.idle}"
+            comm = f", of it communication alone {self.comm_alone}" if self.comm_alone else ""
+            lines.append(f"**GPU busy {self.busy}** {self.window} (kernels {self.kernels}{comm}), idle {self.idle}"
                          f"{causes} · {self.step} · {run.ranks} · {run.devices_markdown()}{kind}")
         elif self.integrity:
             lines.append(f"No GPU records in the traces (CPU-side metrics only) · {self.step} · {run.ranks} · "
@@ -963,7 +972,8 @@ class HeadlineSection(Section):
         run = self.run
         lines: List[str] = []
         if self.has_gpu:
-            lines.append(f"GPU busy {self.busy} {self.window} (kernels {self.kernels}), idle {self.idle}"
+            comm = f", of it communication alone {self.comm_alone}" if self.comm_alone else ""
+            lines.append(f"GPU busy {self.busy} {self.window} (kernels {self.kernels}{comm}), idle {self.idle}"
                          + (f" ({terminal(self.causes)})" if self.causes else ""))
             lines += [f"read with care: {terminal(n)}" for n in self.integrity]
         else:
