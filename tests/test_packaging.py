@@ -26,6 +26,9 @@ def test_wheel_contains_templates(wheel):
     assert "hta_report/templates/report.html.j2" in names
     assert "hta_report/templates/report.css" in names
     assert "hta_report/py.typed" in names  # PEP 561: users' type checkers read our annotations
+    # the MIT license text travels with the wheel, as pyproject.toml's license says
+    (lic,) = [n for n in names if n.endswith("LICENSE") and ".dist-info/" in n]
+    assert "MIT License" in zipfile.ZipFile(wheel).read(lic).decode()
 
 
 def test_installed_wheel_renders_a_report(wheel, tmp_path):
