@@ -110,3 +110,45 @@ def test_a_dataloader_wait_marks_the_loop_over_the_loader_not_the_epoch_loop(ite
     how, lines = _lines_for(ast.parse(text), main, "main", True, "torch/utils/data/dataloader.py(720): __next__",
                             "dataloader")
     assert (how, lines) == ("call", [_line(text, f"for x, y in {iterable}:")])
+
+
+# ---------------------------------------------------------------- SARIF anchors that exist
+
+def _unplaced_sarif(tmp_path, files):
+    from hta_report.render import sarif
+    from kineto import training_trace
+
+    traces = tmp_path / "traces"  # outside the source root: no manifest or trace file to anchor on
+    traces.mkdir()
+    training_trace(rank=0, steps=4, dataloader_us=3000.0, workers=False).write(traces / "rank0.json")
+    root = tmp_path / "root"
+    root.mkdir()
+    for name in files:
+        (root / name).write_text("x\n")
+    result = analyze(traces, cache=None)
+    assert result.findings and not any(f.locations for f in result.findings)
+    return result, sarif.sarif_log(result, root=root), sarif.placement_note(result, root)
+
+
+@pytest.mark.parametrize("files, uri", [((), None), (("README.md",), "README.md"),
+                                        (("README.md", "pyproject.toml"), "pyproject.toml")])
+def test_sarif_places_lineless_findings_only_on_files_that_exist(tmp_path, files, uri):
+    import jsonschema
+
+    from test_source_lines import SCHEMA
+
+    result, doc, note = _unplaced_sarif(tmp_path, files)
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    assert list(jsonschema.Draft4Validator(schema).iter_errors(doc)) == []
+    results = doc["runs"][0]["results"]
+    assert len(results) == len(result.findings)
+    for r in results:
+        named = [loc["physicalLocation"]["artifactLocation"]["uri"] for loc in r.get("locations", [])
+                 if "physicalLocation" in loc]
+        assert all((tmp_path / "root" / u).is_file() for u in named), named
+        if uri is None:  # nothing to name: no location, and the message and properties say so
+            assert named == [] and r["properties"]["placed_on_file"] is False
+            assert "placed on no file" in r["message"]["text"]
+        else:
+            assert named == [uri] and r["properties"]["placed_on_file"] is True
+    assert ("placed on no file" in note) == (uri is None)
