@@ -152,3 +152,31 @@ def test_sarif_places_lineless_findings_only_on_files_that_exist(tmp_path, files
         else:
             assert named == [uri] and r["properties"]["placed_on_file"] is True
     assert ("placed on no file" in note) == (uri is None)
+
+
+# ---------------------------------------------------------------- --open without a browser
+
+def _no_browser(url, *args, **kwargs):
+    return False
+
+
+def _broken_browser(url, *args, **kwargs):
+    import webbrowser
+
+    raise webbrowser.Error("could not locate runnable browser")
+
+
+@pytest.mark.parametrize("browser", [_no_browser, _broken_browser])
+def test_open_without_a_browser_says_so_and_names_the_report(tmp_path, run_cli, monkeypatch, browser):
+    import webbrowser
+
+    from kineto import simple_gpu_trace
+
+    monkeypatch.setattr(webbrowser, "open", browser)
+    simple_gpu_trace().write(tmp_path / "t.json")
+    report = tmp_path / "r.html"
+    code, _, err = run_cli("analyze", tmp_path / "t.json", "-o", report, "--open", "-q", "--no-cache")
+    plain, _, _ = run_cli("analyze", tmp_path / "t.json", "-o", tmp_path / "s.html", "-q", "--no-cache")
+    assert code == plain  # the exit code is the run's, browser or not
+    lines = [x for x in err.splitlines() if "no browser could be opened" in x]
+    assert len(lines) == 1 and str(report.resolve()) in lines[0], err
