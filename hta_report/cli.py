@@ -112,7 +112,12 @@ def engine_options(command):
 
 def _open_html(outputs: Sequence[tuple], written: Sequence[Path]) -> None:
     """``--open``: open each HTML report written (a regular file) with the
-    system's default browser (``click.launch``); say so when there is none."""
+    system's default browser (:func:`webbrowser.open`); say so when there is
+    none. Where no browser opens (``webbrowser.open`` returns False, as on a
+    machine without one, or raises), one line on stderr names the report's
+    path; the exit code is not changed."""
+    import webbrowser
+
     from .render import format_for_path
 
     pages = [p for (name, fmt), p in zip(outputs, written)
@@ -120,7 +125,13 @@ def _open_html(outputs: Sequence[tuple], written: Sequence[Path]) -> None:
     if not pages:
         click.echo("hta-report: --open: no HTML report was written", err=True)
     for page in pages:
-        click.launch(str(Path(page).resolve()))
+        path = Path(page).resolve()
+        try:
+            opened = webbrowser.open(path.as_uri())
+        except Exception:  # webbrowser.Error, OSError from a broken launcher...: the report is written all the same
+            opened = False
+        if not opened:
+            click.echo(f"hta-report: --open: no browser could be opened; the report is {path}", err=True)
 
 
 def _cache_dir(cache_dir: Optional[str], no_cache: bool) -> Optional[Path]:

@@ -15,11 +15,13 @@ uses it without pandas).
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 from typing import Optional, Sequence, Tuple
 
-__all__ = ["LIBRARY_MODULES", "parse_frame", "module_of", "is_user_frame", "callee_name", "called_name"]
+__all__ = ["LIBRARY_MODULES", "OWN_PACKAGE", "RUNNERS", "parse_frame", "module_of", "is_tool_frame", "is_user_frame",
+           "callee_name", "called_name"]
 
 #: Top-level modules (first path component as the profiler trims it) that are
 #: library code, besides the standard library (``sys.stdlib_module_names``).
@@ -30,6 +32,17 @@ LIBRARY_MODULES = frozenset({
     "tensorboard", "hta", "hta_report", "fsspec", "PIL", "typing_extensions", "_pytest", "pytest", "pluggy",
     "runpy", "click",
 })
+#: This tool's own package: its frames (``hta-report collect``'s runner that
+#: runs the user's script, its optimizer-step wrapper) are never the user's,
+#: even when the profiler names them by an absolute path (an editable install,
+#: whose folder is on no ``sys.path`` entry the profiler trims).
+OWN_PACKAGE = "hta_report"
+#: The folder of this tool's package, whose modules :func:`is_tool_frame` recognizes.
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+#: Standard-library modules that run a user's script (``runpy.run_path``, ``python -m``).
+RUNNERS = frozenset({"runpy"})
+#: The folder of the standard library of this interpreter (``os`` lives there).
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)).replace("\\", "/")
 #: A ``python_function`` name of a Python frame: ``path(line): function``.
 FRAME_NAME = re.compile(r"^(?P<path>.+)\((?P<line>\d+)\): (?P<function>.*)$")
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -54,15 +67,39 @@ def module_of(path: str) -> str:
     return first[:-3] if first.endswith(".py") else first
 
 
+def is_tool_frame(path: str) -> bool:
+    """Whether a frame's file (as the profiler names it) is a module of this
+    tool (:data:`OWN_PACKAGE`) or a script runner (:data:`RUNNERS`), told by
+    the module the path names rather than by where the package is installed:
+    a path with a ``hta_report`` folder in it whose remainder names a module
+    of the package (``/any/checkout/hta_report/collect/script.py`` is
+    ``hta_report.collect.script``), or ``runpy.py`` in a standard-library
+    folder (``.../lib/``, ``.../Lib/`` or this interpreter's)."""
+    p = path.replace("\\", "/")
+    parts = [x for x in p.split("/") if x]
+    for i, part in enumerate(parts[:-1]):
+        if part == OWN_PACKAGE and parts[-1].endswith(".py") and ".." not in parts[i + 1:] and \
+                os.path.isfile(os.path.join(_OWN_DIR, *parts[i + 1:])):
+            return True
+    if module_of(p) in RUNNERS and parts:
+        folder = p.rsplit("/", 1)[0] if "/" in p else ""
+        return not folder or folder == _STDLIB_DIR or folder.rsplit("/", 1)[-1].lower() == "lib" or \
+            bool(re.search(r"/lib/python3\.\d+$", folder))
+    return False
+
+
 def is_user_frame(path: str, library: Sequence[str] = ()) -> bool:
     """Whether a frame's file (as the profiler names it) is the user's code:
     not ``<frozen ...>``/``<string>``, not under ``site-packages`` or
     ``dist-packages``, not in the standard library (an absolute path under
     ``lib/pythonX.Y``, or a top-level module in ``sys.stdlib_module_names``),
-    and not one of :data:`LIBRARY_MODULES` or ``library`` (top-level module
-    names, or path prefixes with a ``/``)."""
+    not one of :data:`LIBRARY_MODULES` or ``library`` (top-level module
+    names, or path prefixes with a ``/``), and not this tool's own code or a
+    script runner under any path (:func:`is_tool_frame`)."""
     p = path.replace("\\", "/")
     if not p or p.startswith("<") or "/site-packages/" in p or "/dist-packages/" in p:
+        return False
+    if is_tool_frame(p):
         return False
     if re.search(r"/lib/python3\.\d+/", p) or re.search(r"/lib/pypy3", p):
         return False

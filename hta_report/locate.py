@@ -321,10 +321,68 @@ def _own_nodes(scope: ast.AST) -> Iterable[ast.AST]:
         todo.extend(ast.iter_child_nodes(n))
 
 
-def _call_lines(scope: ast.AST, names: Sequence[str]) -> List[int]:
-    """Lines in ``scope`` that call one of ``names`` (``x.name(...)`` or
-    ``name(...)``); ``__next__`` also matches ``for`` loops and comprehensions."""
+#: Calls whose result is never a DataLoader (``for epoch in range(n)``), and
+#: those that pass one of their arguments through (``enumerate(loader)``).
+_NOT_LOADER_CALLS = frozenset({"range", "len", "items", "keys", "values", "split", "splitlines", "named_parameters",
+                               "parameters", "modules", "children", "named_modules"})
+_WRAPPER_CALLS = frozenset({"enumerate", "zip", "iter", "reversed", "tqdm", "islice"})
+
+
+def _name_words(node: ast.AST) -> List[str]:
+    """The names and attributes an expression mentions (``self.train_loader`` -> ``self``, ``train_loader``)."""
+    return [n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node)
+            if isinstance(n, (ast.Name, ast.Attribute))]
+
+
+def _may_be_loader(node: ast.AST) -> bool:
+    """Whether iterating ``node`` can call a DataLoader's ``__next__``: not a
+    literal, a comprehension or a call of :data:`_NOT_LOADER_CALLS`
+    (``range(n)``, ``d.items()``); a call of :data:`_WRAPPER_CALLS` when
+    one of its arguments may be."""
+    if isinstance(node, (ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp,
+                         ast.DictComp, ast.JoinedStr)):
+        return False
+    if isinstance(node, ast.Call):
+        f = node.func
+        called = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if called in _NOT_LOADER_CALLS:
+            return False
+        if called in _WRAPPER_CALLS:
+            return any(_may_be_loader(a) for a in node.args)
+    return True
+
+
+def _loader_names(tree: ast.AST) -> set:
+    """Names bound to a call of something named ``*Loader*`` (``loader = DataLoader(...)``) anywhere in ``tree``."""
     out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call) and \
+                any("loader" in w.lower() for w in _name_words(n.value.func)):
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                out.update(_name_words(t))
+    return out
+
+
+def _loader_loops(scope: ast.AST, loops: List[Tuple[int, ast.AST]], tree: Optional[ast.AST] = None) -> List[int]:
+    """The lines of the loops ``loops`` (``(line, iterable)``) that iterate
+    the DataLoader: those whose iterable may be one (:func:`_may_be_loader`:
+    not ``for epoch in range(n)``), and of those, the ones whose iterable
+    names a loader (a name with ``loader`` in it, or one bound to a call of
+    a ``*Loader*``, :func:`_loader_names`) when some do."""
+    maybe = [(line, it) for line, it in loops if _may_be_loader(it)]
+    bound = _loader_names(tree if tree is not None else scope)
+    named = [line for line, it in maybe
+             if any("loader" in w.lower() or w in bound for w in _name_words(it))]
+    return named or [line for line, _ in maybe]
+
+
+def _call_lines(scope: ast.AST, names: Sequence[str], tree: Optional[ast.AST] = None) -> List[int]:
+    """Lines in ``scope`` that call one of ``names`` (``x.name(...)`` or
+    ``name(...)``); ``__next__`` also matches ``next(...)``, and the ``for``
+    loops and comprehensions that iterate a DataLoader (:func:`_loader_loops`;
+    ``tree``: the module, where the loader may be bound)."""
+    out = set()
+    loops: List[Tuple[int, ast.AST]] = []
     for n in _own_nodes(scope):
         if isinstance(n, ast.Call):
             f = n.func
@@ -332,9 +390,10 @@ def _call_lines(scope: ast.AST, names: Sequence[str]) -> List[int]:
             if called in names or (called == "next" and "__next__" in names):
                 out.add(n.lineno)
         elif "__next__" in names and isinstance(n, (ast.For, ast.AsyncFor)):
-            out.add(n.lineno)
+            loops.append((n.lineno, n.iter))
         elif "__next__" in names and isinstance(n, ast.comprehension):
-            out.add(n.iter.lineno)
+            loops.append((n.iter.lineno, n.iter))
+    out.update(_loader_loops(scope, loops, tree))
     return sorted(out)
 
 
@@ -356,9 +415,9 @@ def _lines_for(tree: ast.AST, line: int, function: str, entered: bool, callee: s
     if scope is None:  # no call to look for (the time is in the frame itself), or no such function
         return fallback
     name = called_name(callee) if callee else ""
-    lines = _call_lines(scope, (name,)) if name else []
+    lines = _call_lines(scope, (name,), tree) if name else []
     if not lines:
-        lines = _call_lines(scope, CAUSE_CALLS.get(cause, ()))
+        lines = _call_lines(scope, CAUSE_CALLS.get(cause, ()), tree)
     if len(lines) > 1 and not entered:
         loop = _loop_around(scope, line)  # tracing starts inside the training loop: prefer its calls
         if loop is not None:

@@ -255,16 +255,16 @@ def test_compare_reads_trace_files(two_ranks, tmp_path, run_cli):
 
 
 def test_open_launches_the_html_report_only(tmp_path, run_cli, monkeypatch):
-    import click
+    import webbrowser
 
     from conftest import REPO
 
     opened = []
-    monkeypatch.setattr(click, "launch", lambda url, **kw: opened.append(url) or 0)
+    monkeypatch.setattr(webbrowser, "open", lambda url, *a, **kw: opened.append(url) or True)
     sample = REPO / "sample_traces" / "cpu_healthy"
     code, _, err = run_cli("analyze", sample, "-o", tmp_path / "r.html", "--json", tmp_path / "r.json", "--open",
                            "-q")
     assert code == 0, err
-    assert opened == [str((tmp_path / "r.html").resolve())]
+    assert opened == [(tmp_path / "r.html").resolve().as_uri()] and "no browser" not in err
     code, _, err = run_cli("analyze", sample, "-o", tmp_path / "r.md", "--open", "-q")
     assert code == 0 and "--open: no HTML report was written" in err and len(opened) == 1

@@ -211,6 +211,7 @@ def test_without_a_manifest_the_first_trace_file_then_pyproject(tmp_path):
     assert _anchor(repo / "t", repo) == sarif.Anchor("t/rank-0.json", "the first trace file")
     other = tmp_path / "other"
     other.mkdir()
+    (other / "pyproject.toml").write_text("[project]\n")  # the fallback, only where it exists
     a = _anchor(repo / "t", other)  # the traces lie outside this source root
     assert a.uri == sarif.FALLBACK_URI and "no script, manifest or trace file" in a.what
 

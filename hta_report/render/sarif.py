@@ -37,7 +37,12 @@
      b. the trace folder's ``manifest.json``;
      c. the first trace file (by path);
      d. ``pyproject.toml`` at the source root (where ``[tool.hta-report]``
-        sets the thresholds), named whether or not it exists.
+        sets the thresholds), then its ``README.md`` (:data:`FALLBACK_URIS`);
+
+  3. else (none of those files exists) no physical location at all: SARIF
+     allows a result with a message alone. The message and the property
+     ``placed_on_file`` (false) say so; a location is never a file that the
+     repository lacks.
 
   The source root is the ``--source-root`` the result's lines were located
   under (``inventory.source_root``), else the one
@@ -49,7 +54,8 @@
 
 GitHub code scanning needs a location on every result (an upload with one
 result without it is rejected): hence the anchor, so that every finding
-reaches the pull request. Every trace-derived string goes through
+reaches the pull request; where the source root holds none of the anchor's
+files there is no file to name (:func:`placement_note` says so on stderr). Every trace-derived string goes through
 :func:`hta_report.escape.sarif_text`.
 """
 from __future__ import annotations
@@ -73,8 +79,11 @@ SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas
 LEVELS = {"high": "error", "medium": "warning", "low": "note"}
 #: The key of :func:`fingerprint` in ``partialFingerprints`` (a new version, a new key).
 FINGERPRINT_KEY = "hta-report/v1"
-#: The last anchor (:func:`anchor`): the repository's configuration file.
-FALLBACK_URI = "pyproject.toml"
+#: The last anchors (:func:`anchor`), each only where it is a file at the
+#: source root: the repository's configuration file, then its README.
+FALLBACK_URIS = ("pyproject.toml", "README.md")
+#: The first of :data:`FALLBACK_URIS`.
+FALLBACK_URI = FALLBACK_URIS[0]
 #: Folders an anchor never lies in (environments, caches, version control).
 _NOT_USER_DIRS = frozenset({"site-packages", "dist-packages", "node_modules", "__pycache__", ".git", ".hg", ".svn",
                             ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache"})
@@ -84,7 +93,8 @@ _PYTHON = re.compile(r"^python[0-9.]*(\.exe)?$")
 @dataclass(frozen=True)
 class Anchor:
     """Where findings without a source line are placed (:func:`anchor`):
-    ``uri`` relative to the source root, and ``what`` it is, in words."""
+    ``uri`` relative to the source root (empty: on no file, none exists),
+    and ``what`` it is, in words."""
 
     uri: str
     what: str
@@ -184,16 +194,25 @@ def anchor(result: AnalysisResult, root: Optional[Path]) -> Anchor:
     """Where the findings of ``result`` without a source line are placed
     (see the module docstring): the collected script, the trace folder's
     ``manifest.json``, the first trace file, each where it is a file inside
-    ``root``; else :data:`FALLBACK_URI`. ``root`` None (the current directory
-    was removed): the fallback."""
-    fallback = Anchor(FALLBACK_URI, "the repository's configuration file: no script, manifest or trace "
-                                    "file of the run lies under the source root")
+    ``root``; else the first of :data:`FALLBACK_URIS` that is a file at
+    ``root``; else ``Anchor("", ...)``: on no file. ``root`` None (the
+    current directory was removed): on no file."""
+    nowhere = Anchor("", "no file: no script, manifest or trace file of the run, and no "
+                         + " or ".join(FALLBACK_URIS) + ", lies under the source root")
     try:
         root = root.resolve() if root is not None else None
     except (OSError, RuntimeError):
         root = None
     if root is None:
-        return fallback
+        return nowhere
+    fallback = nowhere
+    for name in FALLBACK_URIS:
+        uri = _within(name, root, root)
+        if uri:
+            what = "the repository's configuration file" if name == "pyproject.toml" else "the repository's README"
+            fallback = Anchor(uri, f"{what}: no script, manifest or trace file of the run lies under the "
+                                   "source root")
+            break
     inv = result.inventory
     manifest = inv.manifest if isinstance(inv.manifest, dict) else {}
     words, cwd = _script_words(manifest)
@@ -350,15 +369,18 @@ def _result(result: AnalysisResult, f: Finding, where: Anchor, index: Dict[str, 
         uri = first.path
     else:
         why = _why_no_line(result, f)
-        res["message"] = {"text": _message(f, f"Not tied to a source line: {why}; placed on {where.uri}, "
-                                              f"{where.what}.")}
-        res["locations"] = [{"physicalLocation": _physical(where.uri, 1), "message": {"text": sarif_text(
-            f"{where.uri}: {where.what}; this finding is not tied to a line of it: {why}")}}]
+        if where.uri:
+            res["message"] = {"text": _message(f, f"Not tied to a source line: {why}; placed on {where.uri}, "
+                                                  f"{where.what}.")}
+            res["locations"] = [{"physicalLocation": _physical(where.uri, 1), "message": {"text": sarif_text(
+                f"{where.uri}: {where.what}; this finding is not tied to a line of it: {why}")}}]
+        else:  # SARIF allows a result without a location: never one on a file the repository lacks
+            res["message"] = {"text": _message(f, f"Not tied to a source line: {why}; placed on {where.what}.")}
         uri = where.uri
     res["partialFingerprints"] = {FINGERPRINT_KEY: fingerprint(f, uri)}
     props: Dict[str, object] = {"severity": f.severity, "gain_ms_per_step": round(f.gain_ms_per_step, 3),
                                 "gain_pct": round(f.gain_pct, 2), "ranks": list(f.ranks),
-                                "placed_on_line": bool(placed)}
+                                "placed_on_line": bool(placed), "placed_on_file": bool(placed or where.uri)}
     if f.whatif is not None and f.whatif.step_us_before > 0 and f.whatif.plausible:  # the replay's prediction
         props["predicted_step_ms"] = round(f.whatif.step_us_after / 1e3, 3)
     res["properties"] = props
@@ -398,8 +420,8 @@ def placement_note(result: AnalysisResult, root: Optional[Path] = None) -> str:
     where = anchor(result, root if root is not None else _root_of(result))
     n, total = len(unplaced), len(result.findings)
     verb = "has" if n == 1 else "have"
-    return (f"{n} of {total} finding{'s' if total > 1 else ''} {verb} no source line; "
-            f"anchored to {where.uri} ({where.what})")
+    placed = f"anchored to {where.uri} ({where.what})" if where.uri else f"placed on {where.what}"
+    return f"{n} of {total} finding{'s' if total > 1 else ''} {verb} no source line; {placed}"
 
 
 def render(result: AnalysisResult, charts: Mapping[str, str]) -> str:

@@ -1088,9 +1088,14 @@ class FindingsSection(Section):
             return [terminal(self.no_findings)]
         top = [f for f in self.findings if f.gain_pct >= TOP_MIN_GAIN_PCT]
         small = len(self.findings) - len(top)
+        shown = top[:5]
+        # the count line says how many are listed below, so that "1 finding:" is never followed by nothing
+        left = [f"{len(top) - len(shown)} more"] if len(top) > len(shown) else []
+        left += [f"{small} below 1 % of the step or without a gain"] if small else []
         lines = [f"{fmt.plural(len(self.findings), 'finding')}"
-                 + (f", {small} below 1 % of the step or without a gain" if small else "") + ":"]
-        for f in top[:5]:
+                 + (f", {len(shown)} listed ({', '.join(left)}: see the report)" if left else "")
+                 + (":" if shown else ".")]
+        for f in shown:
             lines.append(f"  [{terminal(f.severity)}] {terminal(f.title)} ({f.gain})")
             if f.prediction:
                 lines.append(f"      predicted after the fix: {terminal(f.prediction)}")
