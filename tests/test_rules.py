@@ -660,3 +660,23 @@ def test_config_thresholds_and_disable(tmp_path):
     assert finding(r, "dataloader-bound").bound_pct == pytest.approx(3.0)
     assert "> 2 % of the step" in finding(r, "dataloader-bound").threshold
     assert status(r, "gpu-gaps") == "disabled"
+
+
+def test_exposed_memcpy_claims_only_what_overlap_with_kernels_can_hide(tmp_path):
+    # Unseen runs (pytorch/benchmark's copy benchmark, A100): steps that only
+    # copy were told to "overlap copies with compute" at 99.8 % of the step;
+    # a step of copies C and kernels K shrinks to max(C, K) at best.
+    def only_copies(b, t):
+        b.memcpy("HtoD", "Pinned", t + 10, 600, 12_000_000, launch_ts=t + 5)
+
+    def short_kernel(b, t):
+        b.memcpy("HtoD", "Pinned", t + 10, 600, 12_000_000, launch_ts=t + 5)
+        b.kernel(TC_GEMM, t + 620, 100, launch_ts=t + 612, launch_dur=5)
+
+    r = run(tmp_path / "copies", steps(only_copies))
+    assert r.ranks[0].memcpy.other_exposed_us_per_step == pytest.approx(600)
+    assert status(r, "exposed-memcpy") == "fine"
+    r = run(tmp_path / "short", steps(short_kernel))
+    f = finding(r, "exposed-memcpy")
+    assert f.gain_ms_per_step == pytest.approx(0.1, rel=0.05)  # the 100 µs kernel, not the 600 µs copy
+    assert any("overlap hides at most that" in e for e in f.evidence)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import List
 
 from ..model import AnalysisResult, RankResult
-from .base import (DOCS_PINNED, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step, per, rule,
-                   shares_over, up_to, worst_first)
+from .base import (DOCS_PINNED, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step, pct_of_step,
+                   per, rule, shares_over, up_to, worst_first)
 from .config import AdviceConfig
 
 
@@ -169,37 +169,52 @@ def blocking_copy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ve
                      evidence_lines(c.hits, _blocking_evidence), fix)
 
 
+def overlappable_copy_us(r: RankResult) -> float:
+    """Exposed asynchronous copy time per step (µs) that overlapping with
+    compute can hide: at most the kernel time of the step. A copy engine and
+    the SMs run side by side, so a step of copies ``C`` and kernels ``K``
+    run one after the other shrinks to ``max(C, K)`` at best: it saves
+    ``min(C, K)``. A step that only copies (a copy benchmark, a loader that
+    only moves data) has nothing to overlap with."""
+    return min(r.memcpy.other_exposed_us_per_step, max(0.0, r.idle_attribution.kernel_busy_us))
+
+
 def _exposed_evidence(r: RankResult, share: float) -> str:
     dirs = ", ".join(f"{d.direction} {d.count}× {d.total_bytes / 1e6:.1f} MB" for d in r.memcpy.directions
                      if d.direction != "Memset")
-    return (f"rank {r.rank}: copies with no kernel running {ms(r.memcpy.other_exposed_us_per_step)} "
-            f"{per(r)} ({share:.1f} % {of_step(r)}); in the trace: {dirs}")
+    exposed = r.memcpy.other_exposed_us_per_step
+    bound = ("" if overlappable_copy_us(r) >= exposed else
+             f"; kernels run only {ms(r.idle_attribution.kernel_busy_us)} {per(r)}, so overlap hides at most that")
+    return (f"rank {r.rank}: copies with no kernel running {ms(exposed)} "
+            f"{per(r)} ({pct_of_step(exposed, r):.1f} % {of_step(r)}){bound}; in the trace: {dirs}")
 
 
 @rule("exposed-memcpy", "C15", "Copies that no compute overlaps",
       "XProf 5 % moderate / 20 % high",
       lambda c: f"exposed asynchronous copy time >= {c.exposed_memcpy_pct:g} % of the step", DOCS_PINNED,
       description=("Asynchronous copy time with no compute or communication kernel running, per step "
-                   "(pageable copies are `pageable-memcpy`, copies of blocking copy ops `blocking-copy`)."),
+                   "(pageable copies are `pageable-memcpy`, copies of blocking copy ops `blocking-copy`), "
+                   "as far as overlap can hide it: no more than the step's kernel time (a step of copies "
+                   "C and kernels K shrinks to max(C, K) at best)."),
       fix=("Overlap copies with compute: `x.to(device, non_blocking=True)` from pinned memory, "
            "prefetch the next batch on a side stream (`torch.cuda.Stream`), no per-step `.cpu()` of "
            "results."))
 def exposed_memcpy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C15: copy time with no compute or communication kernel running, per
     step, for asynchronous copies (pageable copies are C3, copies of blocking
-    copy ops C4)."""
+    copy ops C4), bounded by what overlap can hide (:func:`overlappable_copy_us`)."""
     ranks = _gpu(result)
     if not ranks:
         return not_checked("no GPU activity in the traces")
     if not any(d.direction != "Memset" for r in ranks for d in r.memcpy.directions):
         return fine("no memory copies")
-    val, hits = shares_over(ranks, lambda r: r.memcpy.other_exposed_us_per_step, cfg.exposed_memcpy_pct)
+    val, hits = shares_over(ranks, overlappable_copy_us, cfg.exposed_memcpy_pct)
     if not hits:
         return fine(f"exposed copies {up_to(ranks, val)}")
     worst = hits[0]
     fix = ("x = x.to(device, non_blocking=True)   # from pinned memory, so the copy overlaps compute\n"
            "# prefetch the next batch on a side stream (torch.cuda.Stream) while this one computes;\n"
            "# avoid per-step .cpu() of results")
-    return claim(fired, hits, ["copy:other"], lambda r: r.memcpy.other_exposed_us_per_step).verdict(
+    return claim(fired, hits, ["copy:other"], overlappable_copy_us).verdict(
         cfg, f"Overlap copies with compute: {val[worst.rank]:.0f} % {of_step(worst)} only copies",
         evidence_lines(hits, lambda r: _exposed_evidence(r, val[r.rank])), fix)
