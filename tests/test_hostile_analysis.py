@@ -148,19 +148,10 @@ def _many_streams(streams: int, steps: int = 3) -> TraceBuilder:
     return b
 
 
-@pytest.mark.slow
-def test_hta_s_per_stream_idle_pass_is_not_run_on_a_rank_with_too_many_streams(tmp_path, monkeypatch):
-    """Repro: 4,000 streams took over 50 s in HTA's per-stream passes: its
-    idle-time breakdown selects and classifies each stream's operations in
-    pandas, one stream at a time (13 ms a stream). Above
-    ``MAX_HTA_STREAMS`` it is not run: hta-report's own breakdown (HTA's
-    definitions) takes its place, every stream still has its idle figures
-    and queue statistics, and the report says why."""
+def _count_hta_stream_passes(monkeypatch) -> list:
+    """The streams HTA's per-stream idle pass runs on, appended as it runs
+    (its classmethod wrapped for this test only, by ``monkeypatch``)."""
     from hta.analyzers.breakdown_analysis import BreakdownAnalysis
-
-    from hta_report.analysis.gpu_time import MAX_HTA_STREAMS
-    from hta_report.model import IDLE_STEP, NOT_RUN
-    from hta_report.render.view import replaced
 
     calls = []
     per_stream = BreakdownAnalysis._analyze_idle_time_for_stream.__func__
@@ -169,6 +160,22 @@ def test_hta_s_per_stream_idle_pass_is_not_run_on_a_rank_with_too_many_streams(t
         calls.append(stream)
         return per_stream(cls, stream, *args, **kwargs)
     monkeypatch.setattr(BreakdownAnalysis, "_analyze_idle_time_for_stream", classmethod(counted))
+    return calls
+
+
+@pytest.mark.slow
+def test_hta_s_per_stream_idle_pass_is_not_run_on_a_rank_with_too_many_streams(tmp_path, monkeypatch):
+    """Repro: 4,000 streams took over 50 s in HTA's per-stream passes: its
+    idle-time breakdown selects and classifies each stream's operations in
+    pandas, one stream at a time (13 ms a stream). Above
+    ``MAX_HTA_STREAMS`` it is not run: hta-report's own breakdown (HTA's
+    definitions) takes its place, every stream still has its idle figures
+    and queue statistics, and the report says why."""
+    from hta_report.analysis.gpu_time import MAX_HTA_STREAMS
+    from hta_report.model import IDLE_STEP, NOT_RUN
+    from hta_report.render.view import replaced
+
+    calls = _count_hta_stream_passes(monkeypatch)
     monkeypatch.setenv("HTA_REPORT_WORKERS", "1")  # HTA runs in this process, where it is counted
     n = MAX_HTA_STREAMS + 44
     result = analyze(_trace_dir(tmp_path, "many", _many_streams(n)))
@@ -183,15 +190,7 @@ def test_hta_s_per_stream_idle_pass_is_not_run_on_a_rank_with_too_many_streams(t
 @pytest.mark.slow
 def test_hta_s_idle_pass_still_runs_on_a_rank_with_few_streams(tmp_path, monkeypatch):
     """Below ``MAX_HTA_STREAMS`` the rank's per-stream idle breakdown is HTA's own."""
-    from hta.analyzers.breakdown_analysis import BreakdownAnalysis
-
-    calls = []
-    per_stream = BreakdownAnalysis._analyze_idle_time_for_stream.__func__
-
-    def counted(cls, stream, *args, **kwargs):
-        calls.append(stream)
-        return per_stream(cls, stream, *args, **kwargs)
-    monkeypatch.setattr(BreakdownAnalysis, "_analyze_idle_time_for_stream", classmethod(counted))
+    calls = _count_hta_stream_passes(monkeypatch)
     monkeypatch.setenv("HTA_REPORT_WORKERS", "1")
     r = analyze(_trace_dir(tmp_path, "few", _many_streams(4))).ranks[0]
     assert sorted(calls) == [10, 11, 12, 13] and r.replaced == [] and len(r.idle.streams) == 4

@@ -10,35 +10,12 @@ import pytest
 import hta_report
 from hta_report.api import analyze
 from hta_report.frames import is_user_frame
+from test_source_lines import TRAIN_PY  # the script whose lines the stack frames name
 
 #: The package folder of the hta_report under test (an editable install names its frames by this absolute path).
 PACKAGE = Path(hta_report.__file__).resolve().parent
 #: The frame ``hta-report collect``'s optimizer-step wrapper adds around every ``optimizer.step()``.
 RUNNER_FRAME = f"{PACKAGE / 'collect' / 'script.py'}(224): step"
-
-#: A training script whose ``main`` matches the frames of ``training_trace(with_stack="train.py")``
-#: (kineto.STACK_LINES: <module> runs line 20, main runs line 15 when tracing starts).
-TRAIN_PY = """import time
-import torch
-
-
-class Slow(torch.utils.data.Dataset):
-    def __getitem__(self, i):
-        time.sleep(0.01)
-        return torch.randn(8)
-
-    def __len__(self):
-        return 64
-
-def main(model, opt):
-    for x in torch.utils.data.DataLoader(Slow(), batch_size=8):
-        opt.step()
-        print(model(x).item())
-        x = x.to("cuda")
-
-
-main(*build())
-"""
 
 
 def _line(text: str, needle: str) -> int:
