@@ -37,21 +37,28 @@ def is_trace_name(path: Location) -> bool:
     return (name.endswith(".json") or name.endswith(".json.gz")) and name not in NOT_TRACES
 
 
-def is_hta_report_output(path: Location) -> bool:
-    """True for a result or comparison saved by hta-report (``analyze --json``,
-    ``compare -o x.json``): uncompressed JSON whose first key is ``schema_version``
-    (after a UTF-8 byte order mark, if any)."""
+def _json_head(path: Location) -> Optional[bytes]:
+    """The first 64 bytes of an uncompressed ``.json`` file (a URL's query
+    aside), past a UTF-8 byte order mark; None for another name or a file
+    that cannot be opened."""
     from ..files import bare_name
 
     if not bare_name(path).lower().endswith(".json"):
-        return False
+        return None
     try:
         with path.open("rb") as fh:
             head = fh.read(64)
     except OSError:
-        return False
-    head = head[3:] if head.startswith(b"\xef\xbb\xbf") else head
-    return head.lstrip().startswith(b'{') and b'"schema_version"' in head
+        return None
+    return head[3:] if head.startswith(b"\xef\xbb\xbf") else head
+
+
+def is_hta_report_output(path: Location) -> bool:
+    """True for a result or comparison saved by hta-report (``analyze --json``,
+    ``compare -o x.json``): uncompressed JSON whose first key is ``schema_version``
+    (after a UTF-8 byte order mark, if any)."""
+    head = _json_head(path)
+    return head is not None and head.lstrip().startswith(b'{') and b'"schema_version"' in head
 
 
 #: The start of a result or comparison saved by hta-report whose
@@ -67,17 +74,8 @@ def is_unversioned_result(path: Location) -> bool:
     """True for uncompressed JSON that starts as a result or comparison saved
     by hta-report does, but without ``schema_version`` (see
     :data:`_UNVERSIONED`): it is neither a trace nor a readable result."""
-    from ..files import bare_name
-
-    if not bare_name(path).lower().endswith(".json"):
-        return False
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(64)
-    except OSError:
-        return False
-    head = head[3:] if head.startswith(b"\xef\xbb\xbf") else head
-    return _UNVERSIONED.match(head) is not None
+    head = _json_head(path)
+    return head is not None and _UNVERSIONED.match(head) is not None
 
 
 def _is_one(inputs: Inputs) -> TypeIs[PathOrURL]:
