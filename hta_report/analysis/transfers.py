@@ -118,7 +118,8 @@ def add_comm_metrics(c: CommSummary, ev: RankEvents, w: np.ndarray, hw: np.ndarr
     all_comm = ev.gpu_union(COMMUNICATION) if ev.has_gpu else np.empty((0, 2))
     comm = intervals.intersect(all_comm, wu) if len(all_comm) else np.empty((0, 2))
     c.us_per_step = intervals.total(comm) / n
-    c.exposed_us_per_step = intervals.total(intervals.subtract(comm, ev.gpu_union(COMPUTATION))) / n if len(comm) else 0.0
+    compute = ev.gpu_union(COMPUTATION) if len(comm) else np.empty((0, 2))  # stalls are comm kernels too
+    c.exposed_us_per_step = intervals.total(intervals.subtract(comm, compute)) / n if len(comm) else 0.0
     cpu = ev.cpu
     coll = cpu[cpu["s_name"].str.startswith(CPU_COLLECTIVE_PREFIXES)]
     coll_u = intervals.union(coll["ts"].to_numpy(), coll["end"].to_numpy()) if len(coll) else np.empty((0, 2))
@@ -129,8 +130,7 @@ def add_comm_metrics(c: CommSummary, ev: RankEvents, w: np.ndarray, hw: np.ndarr
     if len(stalls):
         c.stalls = len(stalls)
         waits = intervals.union(stalls["ts"].to_numpy(), stalls["wait_end"].to_numpy())
-        c.stall_us_per_step = intervals.total(intervals.subtract(intervals.intersect(waits, wu),
-                                                                 ev.gpu_union(COMPUTATION))) / n
+        c.stall_us_per_step = intervals.total(intervals.subtract(intervals.intersect(waits, wu), compute)) / n
         top = stalls.loc[stalls["excess"].idxmax()]
         c.stall_kernel, c.stall_us, c.stall_median_us = str(top["s_name"]), float(top["dur"]), float(top["median"])
         c.stall_calls = int(top["calls"])

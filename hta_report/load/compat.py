@@ -132,13 +132,14 @@ def distinct_correlations(corr: np.ndarray, gpu: np.ndarray, launches: np.ndarra
         return corr, 0
     out = corr.copy()
     rows = np.flatnonzero(np.isin(corr, repeated))
+    shared = len(rows)
     out[rows] = -1
     rows = rows[gpu[rows] | launches[rows]]
     both = pd.DataFrame({"c": corr[rows], "g": gpu[rows], "ts": ts[rows], "row": rows}).sort_values("ts", kind="stable")
     both["k"] = both.groupby(["g", "c"], sort=False).cumcount()
     codes, _ = pd.factorize(pd.MultiIndex.from_arrays([both["c"], both["k"]]))
     out[both["row"].to_numpy()] = max(int(corr.max()), 0) + 1 + codes.astype(np.int64)
-    return out, int(np.isin(corr, repeated).sum())
+    return out, shared
 
 
 def correlation_to_index(df, table):

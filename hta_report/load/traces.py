@@ -299,6 +299,16 @@ class GpuActivity:
     unmatched_ops: int = 0
 
 
+def _gpu_work(df, symbols: List[str]):
+    """Which rows of a rank's frame (``stream`` and ``cat`` columns, ``cat``
+    as symbol ids into ``symbols``) are kernels, memcpys or memsets on a GPU
+    stream: a boolean array."""
+    import numpy as np
+
+    cats = [i for i, s in enumerate(symbols) if s in GPU_CATEGORIES]
+    return (df["stream"].to_numpy() >= 0) & np.isin(df["cat"].to_numpy(), cats)
+
+
 def gpu_activity(df, symbols: List[str]) -> GpuActivity:
     """:class:`GpuActivity` of a rank's event frame (HTA's, with ``cat`` as
     symbol ids into ``symbols``; the exact times where HTA rounded them)."""
@@ -309,8 +319,7 @@ def gpu_activity(df, symbols: List[str]) -> GpuActivity:
 
     if df.empty or "stream" not in df.columns:
         return GpuActivity()
-    cats = [i for i, s in enumerate(symbols) if s in GPU_CATEGORIES]
-    rows = (df["stream"].to_numpy() >= 0) & np.isin(df["cat"].to_numpy(), cats)
+    rows = _gpu_work(df, symbols)
     if not rows.any():
         return GpuActivity()
     exact = EXACT_TS in df.columns
@@ -331,10 +340,9 @@ def _unlinked_gpu(df, symbols: List[str]):
 
     if df.empty or "correlation" not in df.columns or "stream" not in df.columns:
         return None
-    corr, stream = df["correlation"].to_numpy(), df["stream"].to_numpy()
-    host = stream < 0
-    cats = [i for i, s in enumerate(symbols) if s in GPU_CATEGORIES]
-    rows = ~host & np.isin(df["cat"].to_numpy(), cats) & ~np.isin(corr, corr[host & (corr > 0)])
+    corr = df["correlation"].to_numpy()
+    host = df["stream"].to_numpy() < 0
+    rows = _gpu_work(df, symbols) & ~np.isin(corr, corr[host & (corr > 0)])
     return df.loc[rows, ["index", "ts", "dur"]] if rows.any() else None
 
 
