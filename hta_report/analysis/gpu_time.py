@@ -102,23 +102,11 @@ def stream_idle(ev: RankEvents) -> List[StreamIdle]:
     gpu = ev.gpu
     if gpu.empty:
         return []
-    ts = gpu["ts"].to_numpy(dtype=float)
-    end = np.maximum(gpu["end"].to_numpy(dtype=float), ts)
-    stream = gpu["stream"].to_numpy().astype(np.int64)
-    order = np.lexsort((end, ts, stream))
-    ts, end, stream = ts[order], end[order], stream[order]
-    streams, code = np.unique(stream, return_inverse=True)
-    running = pd.Series(end).groupby(code).cummax().to_numpy(dtype=float)  # the stream's busy until then
-    prev = np.r_[-np.inf, running[:-1]]
-    gap = np.r_[False, code[1:] == code[:-1]] & (ts > prev)
-    gap_start, length = prev[gap], ts[gap] - prev[gap]
-    corr = gpu["correlation"].to_numpy()[order][gap]
-    t_launch = pd.Series(corr).map(_launch_times(ev)).to_numpy(dtype=float)
-    host = t_launch > gap_start  # NaN (no runtime call) compares False, as in HTA
-    kernel = ~host & (length < CONSECUTIVE_KERNEL_DELAY_US)
+    streams, code, length, host, kernel = _classified_gaps(gpu, gpu["stream"].to_numpy().astype(np.int64),
+                                                           _launch_times(ev))
 
     def per_stream(mask: np.ndarray) -> List[float]:
-        return np.bincount(code[gap][mask], weights=length[mask], minlength=len(streams)).tolist()
+        return np.bincount(code[mask], weights=length[mask], minlength=len(streams)).tolist()
     return [StreamIdle(stream=int(s_), host_wait_us=h, kernel_wait_us=k, other_us=o)
             for s_, h, k, o in zip(streams.tolist(), per_stream(host), per_stream(kernel),
                                    per_stream(~host & ~kernel))]
@@ -135,20 +123,38 @@ def _idle_classes(gpu: pd.DataFrame, launch_ts: pd.Series) -> Tuple[float, float
     ends each gap (see :func:`gpu_idle_split`)."""
     if gpu.empty:
         return 0.0, 0.0, 0.0
+    _, _, length, host, kernel = _classified_gaps(gpu, np.zeros(len(gpu), dtype=np.int64), launch_ts)
+    return float(length[host].sum()), float(length[kernel].sum()), float(length[~host & ~kernel].sum())
+
+
+def _classified_gaps(gpu: pd.DataFrame, group: np.ndarray, launch_ts: pd.Series):
+    """The gaps between the operations of each ``group`` (an id per row of
+    ``gpu``: its stream, or one group for the whole GPU) and how HTA's rules
+    class them, by the operation that ends each gap (the shortest of those
+    starting then): host wait where its runtime call (``launch_ts``:
+    correlation -> start, µs) started after the gap began, else kernel wait
+    when the gap is shorter than :data:`CONSECUTIVE_KERNEL_DELAY_US`, else
+    other. One pass over all groups.
+
+    Returns:
+        ``(groups, code, length, host, kernel)``: the sorted group ids, and
+        per gap its group's position in them, its length (µs) and the two
+        boolean masks.
+    """
     ts = gpu["ts"].to_numpy(dtype=float)
-    end = gpu["end"].to_numpy(dtype=float)
-    busy = intervals.union(ts, end)
-    if len(busy) < 2:
-        return 0.0, 0.0, 0.0
-    gap_start, gap_end = busy[:-1, 1], busy[1:, 0]
-    order = np.lexsort((end, ts))
-    first = order[np.searchsorted(ts[order], gap_end, side="left")]  # an operation starting where each gap ends
-    corr = gpu["correlation"].to_numpy()[first]
+    end = np.maximum(gpu["end"].to_numpy(dtype=float), ts)
+    order = np.lexsort((end, ts, group))
+    ts, end, group = ts[order], end[order], group[order]
+    groups, code = np.unique(group, return_inverse=True)
+    running = pd.Series(end).groupby(code).cummax().to_numpy(dtype=float)  # the group's busy until then
+    prev = np.r_[-np.inf, running[:-1]]
+    gap = np.r_[False, code[1:] == code[:-1]] & (ts > prev)
+    gap_start, length = prev[gap], ts[gap] - prev[gap]
+    corr = gpu["correlation"].to_numpy()[order][gap]
     t_launch = pd.Series(corr).map(launch_ts).to_numpy(dtype=float)
-    length = gap_end - gap_start
     host = t_launch > gap_start  # NaN (no runtime call) compares False, as in HTA
     kernel = ~host & (length < CONSECUTIVE_KERNEL_DELAY_US)
-    return float(length[host].sum()), float(length[kernel].sum()), float(length[~host & ~kernel].sum())
+    return groups, code[gap], length, host, kernel
 
 
 def exact_temporal(ev: RankEvents) -> TemporalBreakdown:
