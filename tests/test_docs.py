@@ -127,3 +127,11 @@ def test_the_site_builds_strict(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "WARNING" not in proc.stderr, proc.stderr
     assert (site / "report" / "index.html").is_file() and (site / "img" / "report.png").is_file()
+
+
+def test_contributing_names_every_benchmark():
+    """The benchmark table of docs/contributing.md is not a hand-kept list that
+    falls behind: every script in bench/ is in it."""
+    page = (DOCS / "contributing.md").read_text(encoding="utf-8")
+    for script in sorted((REPO / "bench").glob("*.py")):
+        assert f"`bench/{script.name}`" in page, f"docs/contributing.md: add bench/{script.name}"

@@ -1,6 +1,33 @@
-"""Screenshots of hta-report pages for the docs: hide, annotate (CSS), crop, quantize."""
-import subprocess, sys, pathlib
+"""The screenshots of docs/: reports rendered by hta-report, cut and annotated.
+
+    python docs/img/screenshots.py docs/img
+
+renders ``sample_traces/cpu_dataloader_bound`` (the README's picture) and the
+TensorBoard plugin's V100 sample of ``../shared/traces/legacy`` (the annotated
+pictures of docs/report.md) with this checkout's hta-report, then screenshots
+them with headless Chromium (``chromium`` on PATH). Each picture hides the rest
+of the page and puts red numbers on it with an injected style sheet; it is cut
+at the page's end and saved with at most 64-96 colours (Pillow), so each stays
+well under 300 KB.
+"""
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
 from PIL import Image, ImageChops
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+D = tempfile.mkdtemp(prefix="hta-report-shots-") + "/"
+
+
+def render(traces, out, cwd):
+    """``hta-report analyze traces -o out`` with this checkout's package, from ``cwd``
+    (the report's title line shows the path as given)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-m", "hta_report", "analyze", str(traces), "-o", out, "-q", "--no-cache"],
+                   cwd=cwd, env=env, check=True)
 
 BADGE = ("display:inline-block;background:#c62828;color:#fff;border-radius:50%;width:22px;height:22px;"
          "text-align:center;font:bold 13px/22px sans-serif;margin:0 6px;vertical-align:middle;")
@@ -11,8 +38,8 @@ def mark(selector, n, where="before"):
 def shot(src, out, css, width=1000, height=3000, max_colors=64):
     html = pathlib.Path(src).read_text()
     html = html.replace("</head>", f"<style>{css}</style></head>", 1)
-    tmp = pathlib.Path("/tmp/docsshot/_page.html"); tmp.write_text(html)
-    png = "/tmp/docsshot/_raw.png"
+    tmp = pathlib.Path(D + "_page.html"); tmp.write_text(html)
+    png = D + "_raw.png"
     subprocess.run(["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                     f"--window-size={width},{height}", f"--screenshot={png}", f"file://{tmp}"],
                    check=True, capture_output=True)
@@ -24,9 +51,10 @@ def shot(src, out, css, width=1000, height=3000, max_colors=64):
     im.save(out, optimize=True)
     print(out, im.size, pathlib.Path(out).stat().st_size)
 
-OUT = pathlib.Path(sys.argv[1])
+OUT = pathlib.Path(sys.argv[1]).resolve()
 OUT.mkdir(parents=True, exist_ok=True)
-D = "/tmp/docsshot/"
+render("sample_traces/cpu_dataloader_bound", D + "report.html", REPO)
+render("tb_resnet50_num_workers_4", D + "gpu.html", REPO.parent / "shared" / "traces" / "legacy")
 hide_all_but = lambda keep: ("main > *{display:none!important}\n" + "".join(f"main > {k}{{display:block!important}}\n" for k in keep))
 
 # 1. the README's picture: the top of the sample's page, as it is.
