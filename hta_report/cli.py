@@ -447,7 +447,7 @@ def schema_command(name: str) -> None:
 
 @cli.command("rules", epilog=SIMPLE_EPILOG)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
-              help="Plain text, a JSON list, or the README's markdown table.")
+              help="Plain text, a JSON list, or the markdown of docs/RULES.md.")
 @click.option("--config", "config_path", default=None, metavar="FILE.toml",
               help="Show the thresholds of this configuration [default: [tool.hta-report] in ./pyproject.toml].")
 def rules(fmt: str, config_path: Optional[str]) -> None:

@@ -442,7 +442,7 @@ def test_ray_host_port_parsing():
 
 
 def test_docs_name_the_ray_timeout_and_url_redaction():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "scale.md").read_text(encoding="utf-8")
     assert "HTA_REPORT_RAY_CONNECT_TIMEOUT" in readme
     assert re.search(r"redact", readme, re.IGNORECASE)
     assert "ftp://" in readme
