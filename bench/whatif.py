@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark: how well the replay (``hta_report/analysis/replay.py``, issue 30)
+"""Benchmark: how well the replay (``hta_report/analysis/replay/``, issue 30)
 reproduces the measured step time, and what it costs.
 
 For every trace directory under ``../shared/traces`` (``hta/``, ``tracelens/``,
@@ -70,7 +70,7 @@ sys.path.insert(0, str(ROOT))
 from hta_report.analysis.events import RankEvents  # noqa: E402
 from hta_report.analysis.regions import host_windows  # noqa: E402
 from hta_report.analysis.replay import rank_graph, replay, schedule, span, step_times  # noqa: E402
-from hta_report.analysis.replay_graph import GPU  # noqa: E402
+from hta_report.analysis.replay.graph import GPU  # noqa: E402
 from hta_report.load import load_traces  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
