@@ -357,7 +357,8 @@ def test_a_host_that_ran_ahead_starts_the_what_ifs_from_the_gpu_s_time(tmp_path)
     before = next(w.step_us_before for w in r.whatifs)
     assert r.measured_step_us < 100 and before > 10 * r.measured_step_us
     ahead = r.notes[-1]
-    assert ahead.code == NoteCode.HOST_AHEAD and ahead.values == {"before_us": before, "measured_us": r.measured_step_us}
+    assert ahead.code == NoteCode.HOST_AHEAD
+    assert ahead.values == {"before_us": before, "measured_us": r.measured_step_us}
     assert f"the host ran ahead of the GPU: what-ifs start from {before / 1e3:.2f} ms per step" in replay_note(r)
     assert r.gpu_paced_step_us == before  # the result says so, not only the note
     blocking = _events(tmp_path, copy_loop(pinned=False), "blocking")

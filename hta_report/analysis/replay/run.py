@@ -81,7 +81,7 @@ WITHHOLD_WARMUP_PCT = 50.0
 
 
 def rank_graph(ev: RankEvents, hw: np.ndarray) -> Union[NoteCode, Tuple[Graph, np.ndarray, bool]]:
-    """The graph :func:`replay` schedules, the windows it measures (``(n, 2)``
+    """Stage 1: the graph :func:`replay` schedules, the windows it measures (``(n, 2)``
     µs) and whether they are steps; or why the rank is not replayed (one of
     :data:`~hta_report.replay_terms.NOT_REPLAYED`, a string). A rank
     without GPU work is its host timeline: the step thread's markers and
@@ -310,7 +310,7 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
     :data:`WITHHOLD_WARMUP_PCT` of the step or more, no what-if is made and
     a note says why. A rank whose host launched kernels that left no GPU
     record, or CUDA-graph launches whose kernels the trace lacks
-    (:func:`~..integrity.graph_launches_without_ops`), gets no what-if either."""
+    (:func:`~hta_report.analysis.integrity.graph_launches_without_ops`), gets no what-if either."""
     built = rank_graph(ev, hw)
     if isinstance(built, str):
         return Replay(notes=[note(built)])
@@ -329,6 +329,7 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
         return out
     out.whatifs = whatifs(WhatIfRunner(whatif_context(ev, g, w, steps, b, basis, rank, devices, warmup)))
     return out
+
 
 def _last_call_end(ev: RankEvents, lo: float) -> float:
     """The last end of a runtime or driver call on the step thread
