@@ -1286,7 +1286,7 @@ class ReplayOp:
 
 
 #: The :attr:`WhatIf.edit` of the what-if that replays at once every edit of
-#: :data:`hta_report.analysis.replay.EDITS` that changes the rank's graph
+#: :data:`hta_report.analysis.replay.edits.EDITS` that changes the rank's graph
 #: (:attr:`Replay.whatifs`): what the fixes buy together, without adding up
 #: gains that share time (and with what two constraints on the same step
 #: hide from each edit alone).
@@ -1316,7 +1316,7 @@ def combined_edit(labels: Iterable[str]) -> str:
 class WhatIf:
     """A replayed edit of a rank's execution graph (:attr:`Replay.whatifs`,
     :attr:`Finding.whatif`): ``edit`` names it (``DataLoader hidden``, ``no
-    host-device sync``..., see :data:`hta_report.analysis.edits.EDITS`;
+    host-device sync``..., see :data:`hta_report.analysis.replay.edits.EDITS`;
     :data:`ALL_EDITS` is every edit that changes the rank, at once) and
     ``description`` spells it out; the mean analyzed step of rank ``rank`` is
     ``step_us_before`` as measured and ``step_us_after`` as replayed with the
@@ -1324,7 +1324,7 @@ class WhatIf:
     ``step_us_low`` and ``step_us_high`` are its 80 % interval (µs): the
     predictions at the ends of the edit's uncertain parameters, widened by the
     trace's own step-to-step variation and the edit's measured error on
-    recorded fix pairs (:func:`hta_report.analysis.replay.interval`); where
+    recorded fix pairs (:func:`hta_report.analysis.replay.whatif.interval`); where
     ``step_us_high`` reaches ``step_us_before``, no measurable gain is expected.
     ``applies``: whether the edit changed anything on this rank (false: the
     rank has nothing the edit touches, such as no gradient collective, or a
@@ -1361,6 +1361,19 @@ class WhatIf:
 
 
 @dataclass(slots=True)
+class ReplayNote:
+    """One thing a rank's replay says about itself (:attr:`Replay.notes`):
+    ``code`` (a :class:`hta_report.replay_terms.NoteCode`: why the rank was
+    not replayed, what the replay leaves out, why no what-if was made) and
+    the figures the note quotes (``values``, by the keys its code lists: µs,
+    %, counts). The words are the render layer's
+    (:mod:`hta_report.render.replay_notes`)."""
+
+    code: str = ""
+    values: Dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class Replay:
     """The replay of a rank's execution graph (:mod:`hta_report.analysis.replay`, issue 30).
 
@@ -1369,15 +1382,20 @@ class Replay:
             as the replay of the unmodified graph gives it (µs); without
             ``ProfilerStep`` annotations the whole window is one step.
         error_pct: ``|replayed - measured| / measured`` (%): the fidelity check.
-        steps: analyzed steps replayed (0: not replayed, ``note`` says why).
-        critical_path: the :data:`~hta_report.analysis.replay.TOP_PATH_OPS`
+        steps: analyzed steps replayed (0: not replayed, ``notes`` say why).
+        critical_path: the :data:`~hta_report.analysis.replay.run.TOP_PATH_OPS`
             entries with the most time on the steps' critical paths.
         host_share_pct: share of the critical path on the host (%).
         whatifs: the edits replayed.
-        note: what was not modelled on this rank, or why it was not replayed.
+        notes: what was not modelled on this rank, or why it was not
+            replayed or got no what-if, as codes with their figures
+            (:class:`ReplayNote`, in the order the report says them).
+        note: the same in words, as results of schema 3 before ``notes``
+            saved it; the replay no longer fills it (the report words
+            ``notes``, and shows ``note`` where a saved result has no notes).
         gpu_paced_step_us: where the host ran ahead of the GPU (the GPU
             finished each step's work later than the one before, by more than
-            :data:`~hta_report.analysis.replay.HOST_AHEAD_PCT` of the step),
+            :data:`~hta_report.analysis.replay.run.HOST_AHEAD_PCT` of the step),
             the time per analyzed step counting the GPU work the steps leave
             behind and not the work queued before them (µs; the basis the
             what-ifs start from): the step the run's throughput sees, where
@@ -1394,6 +1412,7 @@ class Replay:
     whatifs: List[WhatIf] = field(default_factory=list)
     note: str = ""
     gpu_paced_step_us: float = 0.0
+    notes: List[ReplayNote] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -10,6 +10,8 @@ import pytest
 from hta_report.analysis.precision import lower_precision, matrix_dtypes
 from hta_report.api import analyze
 from hta_report.render import render
+from hta_report.render.replay_notes import replay_note
+from hta_report.replay_terms import EditLabel, NoteCode
 from kineto import FP32_GEMM, Sim, TraceBuilder
 
 
@@ -121,7 +123,8 @@ def test_launches_whose_gpu_records_were_lost_get_no_gpu_advice(tmp_path):
     assert [f.id for f in r.findings] == ["trace-window"] and "lost its GPU side" in r.findings[0].title
     for fmt in ("md", "html"):
         assert "GPU side" in render(r, fmt)
-    assert x.replay.whatifs == [] and "no GPU record" in x.replay.note
+    assert x.replay.whatifs == [] and x.replay.notes[-1].code == NoteCode.LOST_GPU
+    assert "no GPU record" in replay_note(x.replay)
 
 
 def _cpu_run(tmp_path, name: str, ops, gpu_name=None, steps: int = 6, annotations=()):
@@ -189,7 +192,7 @@ def test_batchnorm_in_training_mode_at_inference_is_found_from_its_kernels(tmp_p
     p = r.ranks[0].patterns
     assert p.bn_training_per_step == 4 and p.bn_training_us_per_step == 1200.0
     w = f.whatif
-    assert w is not None and w.edit == "eval mode"
+    assert w is not None and w.edit == EditLabel.EVAL_MODE
     saved = w.step_us_before - w.step_us_after
     assert 0.1 * 1200 < saved < 1200  # part of the 1.2 ms of training kernels per step, not all of it
     for name, kernel, training in (("eval", BN_INFER, False), ("train", BN_TRAIN, True)):

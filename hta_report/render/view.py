@@ -32,6 +32,7 @@ from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, IDLE_CAUSE_LABELS, MEMORY
 from ..model import NOT_RUN, saves
 from ..names import short_names
 from . import fmt
+from .replay_notes import replay_note, replay_note_parts
 
 #: What a cell shows for a figure whose analysis step failed on the rank.
 NOT_COMPUTED = "not computed"
@@ -401,7 +402,7 @@ class ReplayView:
         replay: a rank shows no prediction the findings do not)."""
         rp = r.replay
         if rp.steps == 0:
-            return cls(replayed=False, fidelity="", path=(), host_share="", together="", note=rp.note)
+            return cls(replayed=False, fidelity="", path=(), host_share="", together="", note=replay_note(rp))
         per = "per step" if r.steps.count > 0 else "over the traced window"
         total = sum(op.us for op in rp.critical_path)
         whole = rp.replayed_step_us if rp.replayed_step_us > 0 else total
@@ -411,8 +412,8 @@ class ReplayView:
                    path=tuple(PathRow(name=op.name, kind=op.kind, time=fmt.ms(op.us),
                                       share=fmt.pct(100 * op.us / whole if whole > 0 else 0.0))
                               for op in rp.critical_path),
-                   host_share=fmt.pct(rp.host_share_pct), together=together, note=rp.note,
-                   notes=tuple(part.strip() for part in rp.note.split("; ") if part.strip()))
+                   host_share=fmt.pct(rp.host_share_pct), together=together, note=replay_note(rp),
+                   notes=tuple(replay_note_parts(rp)))
 
 
 @dataclass(frozen=True)

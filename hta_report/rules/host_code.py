@@ -3,6 +3,7 @@ reference kernels, C33 a model run on the CPU of a machine with a GPU."""
 from __future__ import annotations
 
 from ..model import AnalysisResult, RankResult
+from ..replay_terms import EditLabel
 from .base import (DOCS_TUNING, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step, pct_of_step,
                    per, rule, shares_over, up_to)
 from .config import AdviceConfig
@@ -34,7 +35,7 @@ def loop_us(r: RankResult) -> float:
                    "`sync-in-step`'s."),
       fix=("Compute on the whole tensor: `x = (x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + eps)` "
            "instead of `for i in range(len(x)): x[i] = (x[i] - x[i].mean()) / x[i].std()`."),
-      edit="loop vectorized")
+      edit=EditLabel.LOOP_VECTORIZED)
 def per_sample_ops(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C30: on ranks without GPU activity, host time in Python loops over
     elements (``CodePatterns.loop_us_per_step``, loops without scalar reads)
@@ -86,7 +87,7 @@ def train_mode_us(r: RankResult) -> float:
                    "cost time. BatchNorm's mode on the CPU is not checked (the trace shows it only in an op's "
                    "recorded inputs)."),
       fix="Call `model.eval()` before inference (and `torch.inference_mode()` around it).",
-      edit="eval mode")
+      edit=EditLabel.EVAL_MODE)
 def train_mode_inference(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C31: active dropout (``CodePatterns.dropout_us_per_step``) and
     BatchNorm's training-mode kernels (``CodePatterns.bn_training_us_per_step``)
@@ -145,7 +146,7 @@ def slow_us(r: RankResult) -> float:
                    "batches take the oneDNN kernels, several times faster."),
       fix=("Use float32 (`model.float()` and float32 inputs) and batch the samples: a convolution over a "
            "batch in float32 takes oneDNN's kernels."),
-      edit="fast CPU kernels")
+      edit=EditLabel.FAST_CPU_KERNELS)
 def slow_cpu_kernels(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C32: host time in the CPU's reference kernels
     (``CodePatterns.slow_cpu_us_per_step``) above :data:`MIN_PCT` of the

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import List
 
 from ..model import LAUNCH_STEP, AnalysisResult, RankResult
+from ..replay_terms import EditLabel
 from .base import (DOCS_COMPILE, DOCS_HTA_COUNTERS, DOCS_HTA_LAUNCH, EVIDENCE_RANKS, GENERAL, Fired, Verdict, claim,
                    evidence_lines, fine, largest, make_finding, ms, not_checked, of_step, pct_of_step, per, per_step,
                    rule, shares_over, step_shares, up_to, worst_first)
@@ -28,7 +29,7 @@ def short_kernel_pct(r: RankResult) -> float:
                    "launch overhead. Long gaps while the host runs its own ops are `host-bound` instead."),
       fix=('Launch fewer, larger kernels: `torch.compile(model, mode="reduce-overhead")` (fusion and '
            "CUDA graphs), a larger batch, fused optimizers (`AdamW(..., fused=True)`)."),
-      edit="step in a CUDA graph")
+      edit=EditLabel.CUDA_GRAPH)
 def launch_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C9: the GPU idles in short gaps (under HTA's 100 µs launch-delay
     cutoff) while the host runs ops and launch calls, or between queued

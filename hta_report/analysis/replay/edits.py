@@ -1,8 +1,9 @@
 """The edits the replay makes to a rank's execution graph: what each fix removes, and nothing else.
 
-Each edit is the graph change one fix means (:mod:`.replay` schedules the
+Each edit is the graph change one fix means (:mod:`.whatif` schedules the
 edited graph and predicts the step). The registry :data:`EDITS` holds, per
-edit, its label (``Rule.edit`` names it), what it changes in words, the
+edit, its label (an :class:`~hta_report.replay_terms.EditLabel`, which
+``Rule.edit`` names), what it changes in words, the
 function that changes the graph and its measured error on recorded fix pairs
 (the part of a prediction's interval that the trace cannot show:
 :attr:`EditSpec.error_pct`). ``docs/EDITS.md`` states the rule of every edit
@@ -34,22 +35,23 @@ from typing import Callable, Dict, Optional, Sequence, Tuple, TypeVar
 import numpy as np
 import pandas as pd
 
-from .. import intervals
-from .collectives import collective_kinds, kinds_of
-from .copies import MEMCPY_APIS, htod_from
-from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES
-from .events import RankEvents
-from .host_loops import loops
-from .host_ops import (BN_STATS_KERNEL, METADATA_OPS, active_dropout, arithmetic_us, batched_us, bn_training_kernels,
+from ... import intervals
+from ...replay_terms import EditLabel
+from ..collectives import collective_kinds, kinds_of
+from ..copies import MEMCPY_APIS, htod_from
+from ..cpu_side import DATALOADER_PREFIXES, SYNC_NAMES
+from ..events import RankEvents
+from ..host_loops import loops
+from ..host_ops import (BN_STATS_KERNEL, METADATA_OPS, active_dropout, arithmetic_us, batched_us, bn_training_kernels,
                        call_overhead_us, has_backward, slow_cpu_ops, step_thread_ops)
-from .kernels import matmuls_without_tensor_cores, tensor_core_speedup
-from .launch_calls import KERNEL_LAUNCH_APIS
-from .optimizer import single_tensor_step_regions, step_regions, zero_grad_regions, zero_writes
-from .pinned_copy import pinned_htod_gbps
-from .regions import LAUNCH_CATEGORIES, containing_index, starts_inside
-from .replay_graph import COPY, E_CROSS, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, NO_WAIT, READ, SYNC, Graph, edge_targets
-from .sync_kinds import classify, removable
-from .workload import GRAPH_LAUNCHES
+from ..kernels import matmuls_without_tensor_cores, tensor_core_speedup
+from ..launch_calls import KERNEL_LAUNCH_APIS
+from ..optimizer import single_tensor_step_regions, step_regions, zero_grad_regions, zero_writes
+from ..pinned_copy import pinned_htod_gbps
+from ..regions import LAUNCH_CATEGORIES, containing_index, starts_inside
+from .graph import COPY, E_CROSS, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, NO_WAIT, READ, SYNC, Graph, edge_targets
+from ..sync_kinds import classify, removable
+from ..workload import GRAPH_LAUNCHES
 
 #: Which end of an edit's uncertain parameters a replay takes (:meth:`Edit.pick`):
 #: the one that gives the shortest step, the middle, the longest.
@@ -116,7 +118,7 @@ CPU_ERROR_PCT = 10.0
 
 @dataclass
 class Edit:
-    """The schedule's inputs after an edit (:func:`~.replay.schedule`): per
+    """The schedule's inputs after an edit (:func:`~.schedule.schedule`): per
     edge, its offset ``off`` (µs) and whether it is dropped (``drop``); per
     node, its ``dur`` and ``delay`` (µs). Edit functions change them in place.
 
@@ -170,24 +172,29 @@ class EditSpec:
         error_source: where ``error_pct`` was measured.
     """
 
-    label: str
+    label: EditLabel
     description: str
     fn: EditFunction
     error_pct: float
     error_source: str
 
 
-#: The edits, by label, in the order they are replayed.
-EDITS: Dict[str, EditSpec] = {}
+#: The edits, by label, in the order they are replayed (that of
+#: :class:`~hta_report.replay_terms.EditLabel`: :func:`check_registry`).
+EDITS: Dict[str, EditSpec] = {}  # keys: EditLabel members
 
 
-def edit(label: str, *, description: str, error_pct: float, error_source: str) -> Callable[[EditFunction], EditFunction]:
+def edit(label: EditLabel, *, description: str, error_pct: float,
+         error_source: str) -> Callable[[EditFunction], EditFunction]:
     """Register the decorated function as the edit ``label`` of :data:`EDITS`.
 
     Raises:
-        ValueError: ``label`` is taken, or the description or error source is empty.
+        ValueError: ``label`` is not an :class:`~hta_report.replay_terms.EditLabel`
+            or is taken, or the description or error source is empty.
     """
     def wrap(fn: EditFunction) -> EditFunction:
+        if not isinstance(label, EditLabel):
+            raise ValueError(f"edit {label!r} is not an EditLabel (hta_report/replay_terms.py)")
         if label in EDITS:
             raise ValueError(f"edit {label!r} is registered already")
         if not description.strip() or not error_source.strip():
@@ -281,7 +288,7 @@ def _spans(rows: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- the edits
 
 
-@edit("no host-device sync",
+@edit(EditLabel.NO_SYNC,
       description=("the synchronizations a fix can remove are gone (a .item() or .cpu() whose value the step does not "
                    "need on the host: a logged loss, a metric; an explicit synchronize with work after it): the host "
                    "no longer waits for the GPU there; a Python loop of .item() reads becomes one vectorized read; the "
@@ -357,7 +364,7 @@ def vectorize_loops(ev: RankEvents, g: Graph, e: Edit, with_reads: bool) -> None
     replace_host_ops(g, e, _spans(found), keep_us=keep, keep_nodes=kept)
 
 
-@edit("loop vectorized",
+@edit(EditLabel.LOOP_VECTORIZED,
       description=("a Python loop over a tensor's elements or samples (one small op per element) becomes one "
                    "vectorized op: the loop's host time goes, its arithmetic stays"),
       error_pct=25.0,
@@ -370,7 +377,7 @@ def edit_vectorize(ev: RankEvents, g: Graph, e: Edit) -> None:
     vectorize_loops(ev, g, e, with_reads=False)
 
 
-@edit("DataLoader hidden",
+@edit(EditLabel.DATALOADER_HIDDEN,
       description=("the host's time inside DataLoader iteration is hidden by worker processes that prepare the "
                    "batches ahead: all of it on a rank with GPU work (assumes CPU cores the training leaves free), "
                    "part of it on a CPU-only rank, where the workers take their CPU time from the cores the "
@@ -436,7 +443,7 @@ def capturable(ev: RankEvents, windows: np.ndarray) -> Dict[int, np.ndarray]:
     return out
 
 
-@edit("step in a CUDA graph",
+@edit(EditLabel.CUDA_GRAPH,
       description=("the region of the step a CUDA graph can capture (from its first kernel launch to its last) is "
                    "replayed as one graph: the host's time in its launch calls and the Python between them goes and "
                    "its kernels run back to back; host work outside it (data loading, pre- and post-processing) and "
@@ -479,7 +486,7 @@ def edit_cuda_graph(ev: RankEvents, g: Graph, e: Edit) -> None:
     e.delay[gpu] = np.minimum(e.delay[gpu], GRAPH_GAP_US)
 
 
-@edit("copies pinned and async",
+@edit(EditLabel.COPIES_PINNED,
       description=("host-to-device copies stop blocking the host (pinned memory, non_blocking=True) and copies from "
                    "pageable memory run at the pinned rate (the trace's own pinned copies, else the device's PCIe "
                    "link)"),
@@ -540,7 +547,7 @@ def gpu_nodes(g: Graph, rows: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
     return np.asarray(nodes, dtype=np.int64), np.asarray(at, dtype=np.int64)
 
 
-@edit("matmuls on Tensor Cores",
+@edit(EditLabel.TENSOR_CORES,
       description=("GEMM and convolution kernels that ran without Tensor Cores take 1/k of their time, k the "
                    "device's 16-bit Tensor-Core peak over its fp32 peak (14.8 on H100/H200, 16 on A100; bf16 "
                    "autocast)"),
@@ -566,7 +573,7 @@ def edit_tensor_cores(ev: RankEvents, g: Graph, e: Edit) -> None:
     e.dur[nodes] = e.dur[nodes] / k
 
 
-@edit("zero_grad sets None",
+@edit(EditLabel.ZERO_GRAD_NONE,
       description=("the aten::zero_ ops inside zero_grad, and backward's adds into the zeroed gradients, are gone "
                    "with the GPU work they launch (zero_grad(set_to_none=True))"),
       error_pct=5.0,
@@ -592,7 +599,7 @@ def edit_no_zero_fill(ev: RankEvents, g: Graph, e: Edit) -> None:
     remove_host_ops(g, e, pd.concat([zeros, adds]) if len(adds) else zeros)
 
 
-@edit("optimizer fused",
+@edit(EditLabel.OPTIMIZER_FUSED,
       description=("the single-tensor optimizer step's host time (its per-parameter ops and the Python loop between "
                    "them) goes with the kernels it launched; on a GPU rank the fused step's own cost (a few hundred µs "
                    "of host time, a few short kernels) is left out, on a CPU-only rank its arithmetic stays"),
@@ -639,7 +646,7 @@ def _region_ops(ev: RankEvents, w: np.ndarray, regions: pd.DataFrame) -> Tuple[f
     return op_us, max(0.0, region - op_us)
 
 
-@edit("passes batched",
+@edit(EditLabel.PASSES_BATCHED,
       description=("the many small forward/backward passes of a step become fewer, larger ones (one over the whole "
                    "batch for a model called per sample; micro-batches of 16 for gradient accumulation): each op's "
                    "fixed cost per call (Python, dispatch, the profiler, and its own set-up) is paid once per larger "
@@ -687,7 +694,7 @@ def _passes(ev: RankEvents, w: np.ndarray) -> Optional[Tuple[pd.DataFrame, pd.Da
     fixed cost of a call (µs), the share of the passes the fix keeps
     (:func:`target_passes` / passes per step) and their total host time (µs,
     over all windows); None below two passes a step."""
-    from .cpu_side import forward_passes
+    from ..cpu_side import forward_passes
     cpu = ev.cpu
     ops = step_thread_ops(ev, w)
     if ops.empty:
@@ -715,7 +722,7 @@ def _passes(ev: RankEvents, w: np.ndarray) -> Optional[Tuple[pd.DataFrame, pd.Da
 BN_INFERENCE_KEPT = (0.5, 0.67, 0.85)
 
 
-@edit("eval mode",
+@edit(EditLabel.EVAL_MODE,
       description=("an inference step's model in eval mode: the dropout ops a model left in training mode runs "
                    "(each draws a random mask) are gone with their GPU work, and BatchNorm's training-mode kernels "
                    "run as inference kernels (no batch statistics)"),
@@ -743,7 +750,7 @@ def edit_eval_mode(ev: RankEvents, g: Graph, e: Edit) -> None:
         e.dur[nodes] = e.dur[nodes] * np.where(stats, 0.0, e.pick(BN_INFERENCE_KEPT))
 
 
-@edit("fast CPU kernels",
+@edit(EditLabel.FAST_CPU_KERNELS,
       description=("the CPU's reference kernels (the slow convolution path taken for float64, dilated or "
                    "unusual layouts) replaced by the oneDNN/float32 path, several times faster"),
       error_pct=30.0,
@@ -768,7 +775,7 @@ def edit_fast_cpu_kernels(ev: RankEvents, g: Graph, e: Edit) -> None:
 GRADIENT_COLLECTIVE = re.compile(r"^(nccl|rccl).*(allreduce|reducescatter|reduce_scatter)", re.IGNORECASE)
 
 
-@edit("gradient reduction overlapped",
+@edit(EditLabel.GRADIENT_OVERLAP,
       description=("compute no longer waits for the gradient all-reduces and reduce-scatters, but the last of each "
                    "step, which the optimizer needs; the collectives keep their measured durations"),
       error_pct=8.0,
@@ -842,3 +849,19 @@ def warmup_nodes(g: Graph, warmup: pd.DataFrame) -> np.ndarray:
     hit = [i for i, k in zip(host.tolist(), zip(g.thread[host].tolist(), g.m_start[host].tolist())) if k in keys]
     mask[hit] = True
     return mask
+
+
+def check_registry() -> None:
+    """Check that :data:`EDITS` holds every :class:`~hta_report.replay_terms.EditLabel`,
+    in its order (run at import: a label without its edit, or an edit out of
+    order, fails the import, not a report).
+
+    Raises:
+        RuntimeError: the registry's labels differ from :class:`EditLabel`'s.
+    """
+    if list(EDITS) != list(EditLabel):
+        raise RuntimeError(f"edits registered {[str(x) for x in EDITS]}, labels declared {[str(x) for x in EditLabel]} "
+                           "(hta_report/replay_terms.py): register one edit per label, in the labels' order")
+
+
+check_registry()
