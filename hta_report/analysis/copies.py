@@ -37,6 +37,13 @@ def htod_from(names: pd.Series, memory: str) -> np.ndarray:
     return (names.str.startswith(HTOD) & names.str.contains(memory, regex=False)).fillna(False).to_numpy(dtype=bool)
 
 
+def dtoh_to(names: pd.Series, memory: str) -> np.ndarray:
+    """Per GPU event name, whether it is a copy from the device to host memory
+    ``memory`` (``Pageable`` or ``Pinned``, as CUPTI names it: ``Memcpy DtoH
+    (Device -> Pinned)``): a boolean array."""
+    return (names.str.startswith(DTOH) & names.str.contains(memory, regex=False)).fillna(False).to_numpy(dtype=bool)
+
+
 def _dtoh_correlations(ev: RankEvents) -> np.ndarray:
     """Correlation ids of device-to-host copies."""
     gpu = ev.gpu

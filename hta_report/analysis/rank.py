@@ -48,7 +48,7 @@ from .distributed import add_data_parallel
 from .events import COMMUNICATION, GPU_CATEGORIES, RankEvents, kernel_type
 from .gpu_time import (MAX_HTA_STREAMS, exact_temporal, gpu_idle_split, gpu_stream_count, idle_breakdown,
                        kernel_type_shares, stream_idle, temporal_breakdown, top_kernels)
-from .kernels import add_misaligned_gemms, compute_major, tensor_core_use
+from .kernels import add_misaligned_gemms, capability_name, compute_major, tensor_core_use
 from .launch import LaunchContext, add_launch_metrics, launch_context, launch_summary
 from .memory import memory_summary
 from .integrity import integrity, unrecorded_lead
@@ -234,7 +234,9 @@ def _windows_and_optimizer(c: RankContext) -> None:
 
 
 def _replay(c: RankContext) -> None:
-    c.result.replay = replay(c.events, c.hw, c.result.rank, c.result.device_names, warmup=c.warmup,
+    tc = c.result.tensor_cores  # the compute capability: the device tables' fallback where no name matches
+    devices = list(c.result.device_names) + capability_name(tc.compute_major, tc.compute_minor)
+    c.result.replay = replay(c.events, c.hw, c.result.rank, devices, warmup=c.warmup,
                              warmup_us=c.result.warmup.us_per_step)
 
 
