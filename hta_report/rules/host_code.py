@@ -173,24 +173,42 @@ def slow_cpu_kernels(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
     return claim(fired, hits, ["host:other"], slow_us).verdict(cfg, title, evidence_lines(hits, line), fix)
 
 
+#: Host memory the allocator must have held (bytes) for a trace with memory events on the CPU alone
+#: to show that the model's tensors lived there: 64 MiB, more than a script's stray CPU tensors.
+CPU_ONLY_MEMORY_BYTES = 64 << 20
+
+
+def host_memory_only(r: RankResult) -> bool:
+    """Whether rank ``r``'s ``[memory]`` events (``profile_memory=True``, recorded
+    whether or not the GPU was traced) put every allocation on the CPU, at least
+    :data:`CPU_ONLY_MEMORY_BYTES` of them, and none on a GPU."""
+    m = r.memory
+    return (m.recorded and bool(m.devices) and all(d.device == "cpu" for d in m.devices)
+            and max(d.peak_allocated_bytes for d in m.devices) >= CPU_ONLY_MEMORY_BYTES)
+
+
 def on_cpu(r: RankResult) -> bool:
     """Whether rank ``r`` ran its model on the CPU of a machine with a GPU:
     its trace lists a GPU (``deviceProperties``) but holds no GPU activity and
-    no launch, and its ops are the CPU's own kernels (oneDNN, the reference
-    path) and none of a GPU's (cuDNN, MIOpen). A trace recorded without
-    ``ProfilerActivity.CUDA`` of a model on the GPU shows no such ops."""
-    return (not r.has_gpu and bool(r.device_names) and not r.integrity.launches
-            and bool(r.patterns.cpu_kernel_ops) and not r.patterns.gpu_kernel_ops)
+    no launch, no op of a GPU's (cuDNN, MIOpen), and either ops that are the
+    CPU's own kernels (oneDNN, the reference path) or memory allocated on
+    the CPU alone (:func:`host_memory_only`). A trace recorded without
+    ``ProfilerActivity.CUDA`` of a model on the GPU shows neither: its ops
+    are device-neutral (``aten::addmm``) and its tensors' memory is the GPU's."""
+    return (not r.has_gpu and bool(r.device_names) and not r.integrity.launches and not r.patterns.gpu_kernel_ops
+            and (bool(r.patterns.cpu_kernel_ops) or host_memory_only(r)))
 
 
 @rule("gpu-unused", "C33", "The model runs on the CPU of a machine with a GPU",
       "proposal",
       lambda c: "a trace listing a GPU (deviceProperties) with no GPU activity or launch, whose ops are the CPU's "
-                "own kernels (oneDNN, the reference path) and no GPU's",
+                "own kernels (oneDNN, the reference path) and no GPU's, or whose memory events put every "
+                f"allocation (>= {CPU_ONLY_MEMORY_BYTES >> 20} MiB) on the CPU",
       "https://pytorch.org/docs/stable/notes/cuda.html",
       description=("A trace whose `deviceProperties` lists a GPU, with no kernel, copy or launch, and whose ops "
                    "ran the CPU's own kernels (`aten::mkldnn_convolution`, `aten::_slow_conv2d_forward`, "
-                   "`aten::thnn_*`) and none of a GPU's (`aten::cudnn_*`): the model and its inputs were never "
+                   "`aten::thnn_*`) and none of a GPU's (`aten::cudnn_*`), or whose `[memory]` events put every "
+                   "allocation on the CPU: the model and its inputs were never "
                    "moved to the GPU. The bound is the host time of the step's ops."),
       fix="Move the model and its inputs to the GPU: `model.to('cuda')`, `x = x.to('cuda', non_blocking=True)`.")
 def gpu_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
@@ -206,9 +224,11 @@ def gpu_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdi
     worst = hits[0]
 
     def line(r: RankResult) -> str:
+        where = (f"its ops ran on the CPU ({', '.join(r.patterns.cpu_kernel_ops[:3])})" if r.patterns.cpu_kernel_ops
+                 else f"every allocation is on the CPU (peak "
+                      f"{max(d.peak_allocated_bytes for d in r.memory.devices) / 2**30:.1f} GiB), none on the GPU")
         return (f"rank {r.rank}: the trace lists {', '.join(sorted(set(r.device_names)))[:120]} but holds no GPU "
-                f"activity or launch; its ops ran on the CPU ({', '.join(r.patterns.cpu_kernel_ops[:3])}): "
-                f"{ms(r.patterns.compute_us_per_step)} {per(r)} in ops")
+                f"activity or launch; {where}: {ms(r.patterns.compute_us_per_step)} {per(r)} in ops")
     fix = ("device = torch.device(\"cuda\")\n"
            "model = model.to(device)\n"
            "x = x.to(device, non_blocking=True)   # every input, each step (pin_memory=True in the DataLoader)")
