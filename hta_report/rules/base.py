@@ -19,6 +19,7 @@ from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, COMMUNICATION_STEP, CPU_S
 from ..replay_terms import EditLabel
 from .claims import Claims, Ledger, raise_pools
 from .config import AdviceConfig
+from .wording import UNREPLAYED
 
 DOCS_TUNING = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
 DOCS_DATALOADER = "https://pytorch.org/docs/stable/data.html#multi-process-data-loading"
@@ -518,8 +519,9 @@ def predicted(f: Finding, r: Rule, result: AnalysisResult) -> Optional[WhatIf]:
     else the first of ``f.ranks``), or None: no edit, or no rank of it has a
     prediction the report stands by (:func:`trusted`: the edit changed
     something there, on a rank the replay reproduces), and the finding keeps
-    its bound."""
-    if not r.edit:
+    its bound. A fix that is not the one the edit replays
+    (:data:`~.wording.UNREPLAYED`) gets none either."""
+    if not r.edit or f.fix in UNREPLAYED:
         return None
     order = [g.rank for g in sorted(f.rank_gains, key=lambda g: -g.gain_pct)] or list(f.ranks)
     by_rank = {x.rank: x for x in result.ranks}

@@ -181,7 +181,7 @@ def overlappable_copy_us(r: RankResult) -> float:
 
 
 def _exposed_evidence(r: RankResult, share: float) -> str:
-    dirs = ", ".join(f"{d.direction} {d.count}× {d.total_bytes / 1e6:.1f} MB" for d in r.memcpy.directions
+    dirs = ", ".join(f"{d.direction} {d.count}× ({d.total_bytes / 1e6:.1f} MB in all)" for d in r.memcpy.directions
                      if d.direction != "Memset")
     exposed = r.memcpy.other_exposed_us_per_step
     bound = ("" if overlappable_copy_us(r) >= exposed else

@@ -23,9 +23,19 @@ LABELS = IDLE_CAUSE_LABELS
 MIN_SYMPTOM_PCT = 1.0
 
 
+def unexplained_pools(r: RankResult, fired: Fired) -> List[str]:
+    """The idle pools of rank ``r`` in which no finding claimed any time so
+    far: their causes are not named by a finding. Time a finding's cause
+    names but its fix does not remove (a category its prediction released,
+    :func:`~.base.follow_prediction`) has a specific cause, so it is not
+    counted as idle without one."""
+    return [p for p in IDLE if not fired.claimers(r.rank, [p])]
+
+
 def unexplained_idle_us(r: RankResult, fired: Fired) -> float:
-    """GPU idle per step (µs) that no finding claimed so far."""
-    return fired.free_in(r, IDLE)
+    """GPU idle per step (µs) in the categories no finding claimed so far
+    (:func:`unexplained_pools`)."""
+    return fired.free_in(r, unexplained_pools(r, fired))
 
 
 def idle_split(r: RankResult, fired: Fired) -> str:
@@ -86,7 +96,9 @@ def low_gpu_utilization(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
     fix = ("# give the GPU more work per launch and the host less work per iteration:\n"
            "model = torch.compile(model)      # fewer, larger kernels; less Python per iteration\n"
            "# raise the batch size if memory allows; the idle split above shows where the time goes")
-    return claim(fired, hits, IDLE, lambda r: unexplained_idle_us(r, fired)).verdict(cfg, title, evidence, fix)
+    pools = {r.rank: unexplained_pools(r, fired) for r in hits}  # fixed before the claim changes the ledger
+    return claim(fired, hits, lambda r: pools[r.rank], lambda r: fired.free_in(r, pools[r.rank])
+                 ).verdict(cfg, title, evidence, fix)
 
 
 def long_gaps(r: RankResult, cfg: AdviceConfig) -> List[GpuGap]:
