@@ -1,0 +1,134 @@
+"""Readings the third held-out field gathering found wrong (docs/FIELD.md), each
+checked on a built trace or on the rule's inputs: devices known by compute
+capability where the name is a board's, the link's rate from pinned copies to
+the host, a model run on the CPU shown by its memory alone, launch-bound whose
+launches are a Python loop's, and a symptom that does not take time a cause
+names."""
+import pytest
+
+from hta_report.analysis.kernels import TENSOR_CORE_SPEEDUP, by_device_name, capability_name, tensor_core_speedup
+from hta_report.analysis.pinned_copy import PCIE_GENERATION, pinned_htod_gbps
+from hta_report.model import IdleAttribution, RankResult
+from hta_report.rules.claims import Ledger
+from hta_report.rules.idle import unexplained_idle_us, unexplained_pools
+from hta_report.rules.launch import LOOP_FIX
+from test_pinned_copy import MIB, _events
+from test_rules import STEP, finding, run, status
+from kineto import TraceBuilder
+
+
+# ---------------------------------------------------------------- devices by compute capability
+@pytest.mark.parametrize("names, speedup", [
+    (["NVIDIA PG509-210"] + capability_name(8, 0), 16.0),  # an A100 board: GA100
+    (["NVIDIA RTX A5000"] + capability_name(8, 6), 2.0),  # GA102: the class's slowest board
+    (["NVIDIA A40"] + capability_name(8, 6), 4.0),  # a name the table knows wins over the class
+    (["Quadro RTX 8000"] + capability_name(7, 5), 4.0),
+    (["Quadro GP100"] + capability_name(6, 0), None),  # Pascal: no Tensor Cores
+    (["Some GPU"], None),  # neither name nor capability
+])
+def test_tensor_core_speedup_falls_back_on_the_compute_capability(names, speedup):
+    assert tensor_core_speedup(names) == speedup
+
+
+def test_capability_name_is_empty_without_an_nvidia_capability():
+    assert capability_name(None, None) == []  # AMD, or no deviceProperties
+    assert capability_name(9, None) == ["compute capability 9.0"]
+
+
+@pytest.mark.parametrize("names, gen", [
+    (["NVIDIA PG509-210"] + capability_name(8, 0), 4),
+    (["NVIDIA RTX A5000"] + capability_name(8, 6), 4),
+    (["Quadro GP100"] + capability_name(6, 0), 3),
+    (["NVIDIA GH200 480GB"] + capability_name(9, 0), None),  # NVLink-C2C: known, and not PCIe
+    (["NVIDIA H100 PCIe"] + capability_name(9, 0), 5),
+])
+def test_pcie_generation_falls_back_on_the_compute_capability(names, gen):
+    assert by_device_name(PCIE_GENERATION, names) == gen
+
+
+def test_a_name_known_to_have_none_is_not_overridden_by_a_later_name():
+    assert by_device_name(PCIE_GENERATION, ["NVIDIA GH200", "NVIDIA H100"]) is None
+    assert by_device_name(TENSOR_CORE_SPEEDUP, ["unknown board", "NVIDIA H100"]) == 14.8
+
+
+def test_pinned_copies_to_the_host_measure_the_link_when_none_go_to_the_device(tmp_path):
+    b = TraceBuilder(rank=0, gpu_name="NVIDIA PG509-210")
+    b.step(1, 0, 100_000)
+    t = 100.0
+    for _ in range(3):
+        dur = 8 * MIB / (12.5 * 1e3)  # 12.5 GB/s
+        b.memcpy("DtoH", "Pinned", t, dur, 8 * MIB)
+        t += dur + 100
+    b.memcpy("HtoD", "Pageable", t, 8 * MIB / 3e3, 8 * MIB)  # pageable: never a sample
+    rate, source = pinned_htod_gbps(_events(tmp_path, b), ["NVIDIA PG509-210"])
+    assert rate == pytest.approx(12.5, rel=1e-3)
+    assert "device-to-host" in source
+
+
+# ---------------------------------------------------------------- a model on the CPU, seen by its memory
+def cpu_model(peak_bytes: int) -> TraceBuilder:
+    b = TraceBuilder(rank=0, gpu_name="Tesla V100-SXM2-16GB", compute_major=7)
+    for i in range(3):
+        t = i * STEP
+        b.step(i + 1, t, STEP)
+        b.memory(t + 10, peak_bytes, peak_bytes, nbytes=peak_bytes, device_type=0, device_id=-1)
+        b.cpu_op("aten::linear", t + 20, STEP - 200)  # device-neutral ops: no oneDNN name
+        b.cpu_op("aten::addmm", t + 30, STEP - 300)
+        b.memory(t + STEP - 50, 0, peak_bytes, nbytes=-peak_bytes, device_type=0, device_id=-1)
+    return b
+
+
+def test_cpu_only_memory_on_a_gpu_machine_is_gpu_unused(tmp_path):
+    r = run(tmp_path, cpu_model(256 * MIB))
+    f = finding(r, "gpu-unused")
+    assert f is not None and "every allocation is on the CPU" in " ".join(f.evidence)
+
+
+def test_a_little_host_memory_alone_is_no_evidence(tmp_path):
+    r = run(tmp_path, cpu_model(4 * MIB))
+    assert status(r, "gpu-unused") == "fine"
+
+
+# ---------------------------------------------------------------- launch-bound from a Python loop
+ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)"
+
+
+def element_loop(b: TraceBuilder, t: float, n: int = 200) -> None:
+    """``for i in range(n): total += x[i]`` on a CUDA tensor: per element a
+    select and an add whose 2 µs kernel waits behind 20 µs of host work."""
+    for k in range(n):
+        s = t + 10 + 25 * k
+        b.cpu_op("aten::select", s, 4)
+        b.cpu_op("aten::add_", s + 5, 18)
+        b.kernel(ADD, s + 20, 2.0, launch_ts=s + 8, launch_dur=8)
+
+
+def test_launch_bound_names_the_loop_and_vectorizing_it(tmp_path):
+    b = TraceBuilder(rank=0)
+    for i in range(3):
+        b.step(i + 1, i * STEP, STEP)
+        element_loop(b, i * STEP, n=int(STEP // 25) - 2)
+    r = run(tmp_path, b)
+    f = finding(r, "launch-bound")
+    assert f is not None
+    assert f.fix == LOOP_FIX
+    assert "Python loops over elements" in " ".join(f.evidence)
+    assert f.whatif is None  # the CUDA-graph replay is not the vectorizing fix's prediction
+
+
+def test_launch_bound_without_a_loop_keeps_the_cuda_graph_fix(tmp_path):
+    from test_rules import launch_trace
+    r = run(tmp_path, launch_trace(kernel_us=3))
+    f = finding(r, "launch-bound")
+    assert f is not None and f.fix != LOOP_FIX and "CUDA graph" in f.fix
+
+
+# ---------------------------------------------------------------- the symptom and time a cause names
+def test_idle_a_cause_named_is_not_idle_without_a_specific_cause():
+    a = IdleAttribution(idle_us=900.0, launch_us=800.0, unattributed_us=100.0)
+    r = RankResult(rank=0, file="r", has_gpu=True, window_us=1000.0, steps_used=4, idle_attribution=a)
+    ledger = Ledger()
+    # launch-bound claimed 300 µs of its 800 (its prediction released the rest)
+    ledger.commit("launch-bound", [0], {0: {"idle:launch": 300.0}})
+    assert "idle:launch" not in unexplained_pools(r, ledger)
+    assert unexplained_idle_us(r, ledger) == pytest.approx(100.0)  # the idle with no profiled host activity
