@@ -592,6 +592,12 @@ class IdleAttribution:
     that the queue would have covered shows as GPU idle: a synchronization
     costs up to that too.
 
+    ``late_start_us`` is not a category either: the part of the idle (in
+    ``stream_wait_us``) in which an operation launched on an idle GPU had not
+    started 1 ms or more after its launch returned
+    (:func:`hta_report.analysis.gap_causes.late_starts`): a wait outside the
+    process (another process or the display on the GPU, driver batching).
+
     ``gaps`` lists the longest idle gaps (up to 10).
     """
 
@@ -612,6 +618,7 @@ class IdleAttribution:
     host_ops_us: float = 0.0
     unattributed_us: float = 0.0
     sync_lead_us: float = 0.0
+    late_start_us: float = 0.0
     gaps: List[GpuGap] = field(default_factory=list)
 
 
@@ -1156,6 +1163,14 @@ TENSORBOARD_STEP = "TensorBoard overview"
 INTEGRITY_STEP = "trace integrity"
 WORKLOAD_STEP = "workload kind"
 REPLAY_STEP = "replay"
+
+#: A GPU operation that starts this long (µs) or more after its launch call
+#: returned, on a GPU idle since before that launch, waited on something
+#: outside the process: a launch on an idle GPU starts within tens of µs
+#: (NVIDIA's launch latency is 5-20 µs; proposal: 1 ms, 50x or more). Another
+#: process or the display time-slicing the GPU, or a driver that holds
+#: submissions back (Windows WDDM batching), is what the trace cannot show.
+LATE_START_US = 1000.0
 
 #: The categories of :class:`IdleAttribution`, in the order it hands idle time out.
 IDLE_CAUSES = ("unrecorded", "warmup", "edge", "stream_wait", "dataloader", "pageable_copy", "blocking_copy", "sync",

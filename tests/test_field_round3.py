@@ -132,3 +132,37 @@ def test_idle_a_cause_named_is_not_idle_without_a_specific_cause():
     ledger.commit("launch-bound", [0], {0: {"idle:launch": 300.0}})
     assert "idle:launch" not in unexplained_pools(r, ledger)
     assert unexplained_idle_us(r, ledger) == pytest.approx(100.0)  # the idle with no profiled host activity
+
+
+# ---------------------------------------------------------------- launches that start late on an idle GPU
+GEMM = "ampere_sgemm_128x64_nn"
+
+
+def late_start_trace(delay_us: float) -> TraceBuilder:
+    """Per step: three kernels, each launched on an idle GPU, starting
+    ``delay_us`` after its launch call returned, the host waiting in
+    ``cudaStreamSynchronize`` after each."""
+    b = TraceBuilder(rank=0, gpu_name="NVIDIA GeForce RTX 4090", compute_major=8)
+    for i in range(3):
+        t = i * 10_000.0
+        b.step(i + 1, t, 10_000.0)
+        for k in range(3):
+            s = t + 100 + 3000 * k
+            b.kernel(GEMM, s + 5 + delay_us, 50.0, launch_ts=s, launch_dur=5)
+            b.runtime("cudaStreamSynchronize", s + 6, delay_us + 60)
+    return b
+
+
+def test_late_starts_on_an_idle_gpu_are_named_as_a_wait_outside_the_process(tmp_path):
+    r = run(tmp_path, late_start_trace(2000.0))
+    rank = r.ranks[0]
+    assert rank.idle_attribution.late_start_us == pytest.approx(3 * 2000.0, rel=0.05)
+    f = finding(r, "gpu-idle")
+    assert f is not None and "outside this process" in f.title
+    assert "nvidia-smi" in f.fix
+
+
+def test_short_launch_delays_are_not_late_starts(tmp_path):
+    r = run(tmp_path, late_start_trace(200.0))
+    assert r.ranks[0].idle_attribution.late_start_us == 0.0
+    assert not any("outside this process" in f.title for f in r.findings)

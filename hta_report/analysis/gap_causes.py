@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals
+from ..model import LATE_START_US
 from .events import RankEvents, is_step, linked_calls, name_strings, shared
 
 #: Host event categories counted as the host executing framework code.
@@ -71,6 +72,30 @@ def _launch_rows(ev: RankEvents) -> pd.DataFrame:
                          "thread": corr.map(first["thread"]).fillna(-1).to_numpy()})
 
 
+
+
+def late_starts(ev: RankEvents) -> np.ndarray:
+    """The stretches (a union, µs) from the launch call's return to the start
+    of each GPU operation that started :data:`LATE_START_US` or more after it
+    on a GPU idle since before the launch (no GPU activity of the rank in
+    between): work queued on an idle GPU that did not run."""
+    gpu = ev.gpu
+    if gpu.empty:
+        return np.empty((0, 2))
+    calls = _launch_rows(ev)
+    launched, start = calls["end"].to_numpy(dtype=float), gpu["ts"].to_numpy(dtype=float)
+    late = np.isfinite(launched) & (start - launched >= LATE_START_US)
+    if not late.any():
+        return np.empty((0, 2))
+    busy = intervals.union(start, gpu["end"].to_numpy(dtype=float))
+    j = np.searchsorted(busy[:, 1], start, side="right") - 1  # the GPU activity ending last before each start
+    went_idle = np.where(j >= 0, busy[np.maximum(j, 0), 1], -np.inf)
+    late &= went_idle <= launched
+    if not late.any():
+        return np.empty((0, 2))
+    return intervals.union(launched[late], start[late])
+
+
 def queued_work(ev: RankEvents, idle: np.ndarray) -> np.ndarray:
     """The part of the idle union ``idle`` (µs) during which a GPU operation
     that waits on something else than the host had been launched (its launch
@@ -80,8 +105,9 @@ def queued_work(ev: RankEvents, idle: np.ndarray) -> np.ndarray:
     went idle before it and before its launch (another stream's event), when
     it is communication (a collective's peers), or, from the first gap that
     began after its launch, when it was queued at that gap's start (HTA's
-    "other" idle). A union. Without
-    such evidence, a late start after a launch is the host's gap (launch
+    "other" idle), or when it started :data:`LATE_START_US` or more after its
+    launch on an idle GPU (:func:`late_starts`). A union. Without such
+    evidence, a late start after a launch is the host's gap (launch
     latency)."""
     gpu = ev.gpu
     if len(idle) == 0 or gpu.empty:
@@ -112,6 +138,7 @@ def queued_work(ev: RankEvents, idle: np.ndarray) -> np.ndarray:
             last = np.where(k >= 0, t[np.maximum(k, 0)], -np.inf)
             why[sel] |= last >= went_idle[sel]
     parts.append(np.column_stack([launched, start])[ok & why])
+    parts.append(late_starts(ev))
     both = np.concatenate(parts)
     if not len(both):
         return np.empty((0, 2))

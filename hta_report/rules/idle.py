@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ..errors import plural
-from ..model import IDLE_CAUSE_LABELS, IDLE_CAUSES, AnalysisResult, GpuGap, RankResult
+from ..model import IDLE_CAUSE_LABELS, IDLE_CAUSES, LATE_START_US, AnalysisResult, GpuGap, RankResult
 from .base import (DOCS_COMPILE, DOCS_HTA_IDLE, SYMPTOM, Fired, Verdict, claim, covered_by, evidence_lines, fine,
                    largest, make_finding, ms, not_checked, of_step, pct_of_step, per, per_step, rule, shares_over,
                    step_shares, up_to, worst_first)
@@ -202,6 +202,25 @@ def gpu_idle(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict
     fix = ("# kernels wait on events from other streams (cudaStreamWaitEvent) or on communication:\n"
            "# overlap independent work, avoid torch.cuda.synchronize()/stream.synchronize() between streams,\n"
            "# give communication its own stream (DDP does), and look for a slow peer rank (rank-straggler)")
+    why = "streams wait on each other or on other ranks"
+    if late_start_led(worst):
+        evidence.insert(0, (
+            f"rank {worst.rank}: operations launched on an idle GPU start {LATE_START_US / 1000:g} ms or more after "
+            f"their launch returned, {ms(worst.idle_attribution.late_start_us)} {per(worst)}: a launch on an idle GPU "
+            "starts within tens of µs, so the GPU was running something this trace does not hold"))
+        why = "launches start late on an idle GPU: the wait is outside this process"
+        fix = ("# the GPU ran something else while this process's work waited (another process, the display,\n"
+               "# or a driver holding submissions back, as Windows WDDM does): check with\n"
+               "#   nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv\n"
+               "# and profile on a GPU of its own (no display; exclusive-process compute mode:\n"
+               "#   nvidia-smi -i 0 -c EXCLUSIVE_PROCESS), or under Linux rather than WDDM")
     return claim(fired, hits, ["idle:stream_wait"], lambda r: r.idle_attribution.stream_wait_us).verdict(
-        cfg, f"GPU idle with work queued {val[worst.rank]:.0f} % {of_step(worst)}: streams wait on each other or on "
-             "other ranks", evidence, fix)
+        cfg, f"GPU idle with work queued {val[worst.rank]:.0f} % {of_step(worst)}: {why}", evidence, fix)
+
+
+def late_start_led(r: RankResult) -> bool:
+    """True when most of rank ``r``'s idle with work queued is operations
+    starting late on an idle GPU (``IdleAttribution.late_start_us``, see
+    :func:`~hta_report.analysis.gap_causes.late_starts`)."""
+    a = r.idle_attribution
+    return a.late_start_us > 0 and a.late_start_us >= 0.5 * a.stream_wait_us
