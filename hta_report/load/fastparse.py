@@ -68,6 +68,17 @@ STR_DTYPE = pd.Series(["x"]).dtype  # what pandas infers for strings here (``str
 _TRACE_EVENTS_OPEN = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\[')
 
 
+#: The trace metadata key saying which reader read the events (:func:`parser_used`).
+PARSER_USED = "hta_report_parser"
+
+
+def parser_used(pieces: Dict[str, int]) -> str:
+    """``native``, ``python`` or ``native and python`` (the native reader read
+    some pieces, the Python reader the rest), from the pieces each read."""
+    used = [p for p in ("native", "python") if pieces.get(p)]
+    return " and ".join(used) or "python"
+
+
 class Unsupported(Exception):
     """The input is outside what the fast path reproduces exactly; HTA's parser takes it."""
 
@@ -381,13 +392,22 @@ def _piece_from_bytes(raw, arg_specs) -> dict:
     when every event fits them, else into dicts (:func:`_piece`). Events whose
     name Kineto left unescaped (:func:`~.repair.repair_names`) are repaired
     when ``raw`` does not parse: the piece then says how many (``repaired``)
-    and holds the repaired text (``raw``).
+    and holds the repaired text (``raw``). The native reader
+    (:func:`~.fastnative.native_piece`) reads it first where it is built and
+    enabled; the bytes it does not take are read here (``piece["parser"]``
+    says which did).
 
     Raises:
         _BadCut: ``raw`` is not valid JSON, repaired or not (a wrong cut, or bad JSON).
         Unsupported: an element is not an object, or values the fast path
             does not reproduce.
     """
+    from . import fastnative
+
+    if fastnative.enabled():
+        piece = fastnative.native_piece(raw, arg_specs)
+        if piece is not None:
+            return piece
     try:
         return _decoded_piece(raw, arg_specs)
     except _BadCut:
@@ -1091,12 +1111,15 @@ class _Frame:
         self.end_any_null = False
         self.cats_seen: set = set()
         self.repaired = 0  # event names repaired (see repair.py)
+        self.parsers: Dict[str, int] = {}  # pieces read by each reader ("native", "python")
 
     def merge(self, piece: dict, raw) -> None:
         """Append ``piece`` (of the events in ``raw``, a JSON array, or in the
         piece's own ``raw`` where names were repaired)."""
         raw = piece.get("raw", raw)
         self.repaired += piece.get("repaired", 0)
+        parser = piece.get("parser", "python")
+        self.parsers[parser] = self.parsers.get(parser, 0) + 1
         base = self.n_events
         self.n_events += piece["n"]
         keys = piece["keys"]
@@ -1297,6 +1320,7 @@ def _parse(path: str, cfg, workers: int = 1, exact_times: bool = False, max_byte
     meta[str(MetaDataKey.DEVICE_TYPE)] = infer_gpu_type(meta, table.get_sym_id_map())
     if sink.repaired:
         meta[REPAIRED_NAMES] = sink.repaired
+    meta[PARSER_USED] = parser_used(sink.parsers)
     if df.empty:
         return meta, df, table
     df, enclosing = drop_enclosing_steps(df, table)
