@@ -33,7 +33,7 @@ class OptionalBuildExt(build_ext):
 if os.name == "nt":
     flags = ["/std:c++17", "/O2", "/EHsc"]
 else:
-    flags = ["-std=c++17", "-O2", "-fvisibility=hidden"]
+    flags = ["-std=c++17", "-O3", "-fvisibility=hidden", "-Wall", "-Wextra"]
 
 ext_modules = [] if os.environ.get("HTA_REPORT_NO_NATIVE") else [
     Extension(

@@ -136,7 +136,7 @@ PyMethodDef methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "The native Kineto event reader.", -1, methods};
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "The native Kineto event reader.", -1, methods, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 

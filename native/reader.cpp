@@ -1,6 +1,7 @@
 // See reader.hpp.
 #include "reader.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -390,13 +391,6 @@ inline int field_of(const char* k, size_t n) {
   }
 }
 
-inline void push_row(Column* c) {
-  c->kind.push_back(K_ABSENT);
-  c->i64.push_back(0);
-  c->f64.push_back(std::numeric_limits<double>::quiet_NaN());
-  c->code.push_back(-1);
-}
-
 }  // namespace
 
 bool read_events(const char* buf, size_t len, const std::vector<ArgSpec>& specs, Result* out) {
@@ -410,6 +404,7 @@ bool read_events(const char* buf, size_t len, const std::vector<ArgSpec>& specs,
   numeric[F_DUR] = &out->dur;
   unsigned seen_any = 0;
   std::vector<uint8_t> arg_seen(specs.size());
+  size_t cap = 0;
   try {
     rd.ws();
     rd.expect('[');
@@ -421,9 +416,12 @@ bool read_events(const char* buf, size_t len, const std::vector<ArgSpec>& specs,
       if (rd.peek() != '{') rd.fail("an element that is not an object");
       rd.expect('{');
       size_t row = out->n++;
-      out->ph_x.push_back(0);
-      for (Column* c : {&out->cat, &out->name, &out->pid, &out->tid, &out->ts, &out->dur}) push_row(c);
-      for (Column& c : out->args) push_row(&c);
+      if (row >= cap) {  // grow every column at once, its new rows filled with "absent"
+        cap = cap ? cap * 2 : std::max<size_t>(1024, len / 256);
+        out->ph_x.resize(cap, 0);
+        for (Column* c : {&out->cat, &out->name, &out->pid, &out->tid, &out->ts, &out->dur}) c->resize(cap);
+        for (Column& c : out->args) c.resize(cap);
+      }
       unsigned seen = 0;
       rd.ws();
       if (rd.peek() == '}') {
@@ -554,6 +552,9 @@ bool read_events(const char* buf, size_t len, const std::vector<ArgSpec>& specs,
     }
     rd.ws();
     if (!rd.at_end()) rd.fail("bytes after the array");
+    out->ph_x.resize(out->n);
+    for (Column* c : {&out->cat, &out->name, &out->pid, &out->tid, &out->ts, &out->dur}) c->resize(out->n);
+    for (Column& c : out->args) c.resize(out->n);
   } catch (const Reject&) {
     return false;
   } catch (const std::bad_alloc&) {

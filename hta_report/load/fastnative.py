@@ -100,12 +100,12 @@ class _Col:
             src = pos if rows is None else rows[pos]
             if k == K_ABSENT:
                 out[pos] = _fill(default, len(pos))
-            elif k == K_INT:
-                out[pos] = _objects(self.i64[src].tolist())
+            elif k == K_INT:  # scalars: np.array keeps each as one element
+                out[pos] = np.array(self.i64[src].tolist(), dtype=object)
             elif k == K_FLOAT:
-                out[pos] = _objects(self.f64[src].tolist())
+                out[pos] = np.array(self.f64[src].tolist(), dtype=object)
             elif k == K_STR:
-                out[pos] = _objects(self.strs)[self.codes[src]]
+                out[pos] = np.array(self.strs, dtype=object)[self.codes[src]]
             elif k in (K_TRUE, K_FALSE, K_NULL):
                 out[pos] = _fill({K_TRUE: True, K_FALSE: False, K_NULL: None}[k], len(pos))
             else:
@@ -245,8 +245,9 @@ def _arg_column(col: _Col, idx: np.ndarray, spec) -> Tuple[str, Any]:
             if at == len(texts):
                 texts.append(dtext)
             codes[codes < 0] = at
-        used, first = np.unique(codes, return_index=True)
-        order = used[np.argsort(first, kind="stable")]
+        # the texts the kept rows hold (their order does not change the column: each row's value is
+        # its own text's, and the tag depends on the set of values)
+        order = np.flatnonzero(np.bincount(codes, minlength=len(texts)))
         lut = np.empty(len(texts), dtype=np.int32)
         lut[order] = np.arange(len(order), dtype=np.int32)
         uniques = [texts[j] for j in order.tolist()]
