@@ -417,7 +417,7 @@ bool read_events(const char* buf, size_t len, const std::vector<ArgSpec>& specs,
       rd.expect('{');
       size_t row = out->n++;
       if (row >= cap) {  // grow every column at once, its new rows filled with "absent"
-        cap = cap ? cap * 2 : std::max<size_t>(1024, len / 256);
+        cap = cap ? cap * 2 : std::max<size_t>(16, len / 256);
         out->ph_x.resize(cap, 0);
         for (Column* c : {&out->cat, &out->name, &out->pid, &out->tid, &out->ts, &out->dur}) c->resize(cap);
         for (Column& c : out->args) c.resize(cap);
