@@ -161,11 +161,11 @@ def test_the_native_reader_takes_valid_events(data):
 def test_the_native_reader_reads_values_exactly():
     got = fastnative.read_events(b'[{"ts":1.1,"dur":7,"name":"a\\u00e9","pid":"p"},{"name":"a\\u00e9","ts":2}]', SPECS)
     assert got["keys"] == ["ts", "dur", "name", "pid"]
-    ts = fastnative._Col(got["ts"])
+    ts = fastnative.Col(got["ts"])
     assert ts.kind.tolist() == [2, 1] and ts.f64.tolist() == [1.1, 2.0] and ts.i64[1] == 2
-    name = fastnative._Col(got["name"])
+    name = fastnative.Col(got["name"])
     assert name.strs == ["aé"] and name.codes.tolist() == [0, 0]
-    dur = fastnative._Col(got["dur"])
+    dur = fastnative.Col(got["dur"])
     assert dur.kind.tolist() == [1, 0] and np.isnan(dur.f64[1])
 
 
@@ -188,7 +188,7 @@ def test_huge_floats_parse_as_python_parses_them():
               "9007199254740993", "123456789.123456789123", "1e22", "1e23", "-0.0"]
     data = _doc([f'{{"ts":{v}}}' if "e" in v or "." in v else f'{{"ts":{v}.0}}' for v in values])
     got = fastnative.read_events(data, SPECS)
-    assert fastnative._Col(got["ts"]).f64.tolist() == [float(e["ts"]) for e in json.loads(data)]
+    assert fastnative.Col(got["ts"]).f64.tolist() == [float(e["ts"]) for e in json.loads(data)]
 
 
 # --------------------------------------------------------------------------- the mutated corpus
@@ -286,3 +286,17 @@ def test_the_python_reader_is_forced_by_the_environment(tmp_path, monkeypatch):
     assert fastparse.parse_trace_file(str(path), CFG, fallback=False)[0][fastparse.PARSER_USED] == "python"
     monkeypatch.setenv("HTA_REPORT_PARSER", "auto")
     assert fastparse.parse_trace_file(str(path), CFG, fallback=False)[0][fastparse.PARSER_USED] == "native"
+
+
+def test_the_report_says_which_reader_read_the_events(tmp_path, monkeypatch):
+    from hta_report.api import analyze
+    from hta_report.render import view
+
+    (tmp_path / "rank-0.json").write_bytes(gzip.decompress(SAMPLES[0].read_bytes()))
+    result = analyze(tmp_path, cache=None)
+    assert [f.parser for f in result.inventory.files] == ["native"]
+    assert view.parser_notes(result) == ["Events of the file read by the native reader (C++)."]
+    monkeypatch.setenv("HTA_REPORT_PARSER", "python")
+    result = analyze(tmp_path, cache=None)
+    assert [f.parser for f in result.inventory.files] == ["python"]
+    assert view.parser_notes(result)[0].startswith("Events of the file read by the Python reader")
