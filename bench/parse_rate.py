@@ -34,6 +34,10 @@ read by both readers on the same bytes (``HTA_REPORT_PARSER=native`` and
 ``python``), the median of ``--runs`` of each, timed in CPU seconds of this
 process (MB/s per core, fair on a shared machine):
 
+  tokenize          the native reader alone (``fastnative.read_events``) on the
+                    events cut into runs of about 8 MB, as the parser cuts them;
+  pieces            the same runs read into pieces (``fastparse.native_piece``
+                    against ``fastparse._piece_from_bytes`` with the Python reader);
   JSON -> columns   the events read into the merged per-piece columns
                     (``fastparse._read`` into a ``_Frame``), from the plain JSON;
   .json.gz          the same from the gzipped file (streamed inflate included);
@@ -202,8 +206,32 @@ def native_vs_python(src: Path, plain: Path, cfg, runs: int) -> Dict[str, float]
             if was:
                 gc.enable()
 
+    import re
+
+    from hta_report.load import fastnative
+
+    data = plain.read_bytes()
+    body = events_body(data)
+    runs_of_events, start = [], 1
+    seps = [m.start() for m in re.finditer(rb"\}\s*,\s*\{", body)]
+    import bisect
+
+    while start < len(body) - 1:
+        k = bisect.bisect_left(seps, start + fastparse.BLOCK_BYTES) - 1
+        end = seps[k] + 1 if k >= 0 and seps[k] + 1 > start and start + fastparse.BLOCK_BYTES < len(body) else len(body) - 1
+        runs_of_events.append(b"[" + body[start:end] + b"]")
+        start = body.index(b"{", end) if end < len(body) - 1 else len(body)
+    specs = fastparse._Frame(cfg).args
     out: Dict[str, float] = {}
     saved = os.environ.get("HTA_REPORT_PARSER")
+    gc.disable()
+    try:
+        out["native tokenize"] = _cpu_median(lambda: [fastnative.read_events(r, specs) for r in runs_of_events], runs)
+        out["native pieces"] = _cpu_median(lambda: [fastparse.native_piece(r, specs) for r in runs_of_events], runs)
+        os.environ["HTA_REPORT_PARSER"] = "python"
+        out["python pieces"] = _cpu_median(lambda: [fastparse._piece_from_bytes(r, specs) for r in runs_of_events], runs)
+    finally:
+        gc.enable()
     try:
         for parser in ("native", "python"):
             os.environ["HTA_REPORT_PARSER"] = parser
@@ -278,11 +306,13 @@ def main(argv=None) -> int:
         if fastnative.available():
             nv = native_vs_python(src, plain, cfg, args.runs)
             row["native_vs_python_cpu_s"] = nv
-            for what in ("columns", "gz", "parse"):
+            print(f"  {'tokenize':22s} native {mb / nv['native tokenize']:6.0f} MB/s per core")
+            for what in ("pieces", "columns", "gz", "parse"):
                 if f"native {what}" not in nv:
                     continue
                 n_s, p_s = nv[f"native {what}"], nv[f"python {what}"]
-                label = {"columns": "JSON -> columns", "gz": ".json.gz -> columns", "parse": "parse (whole)"}[what]
+                label = {"pieces": "pieces", "columns": "JSON -> columns", "gz": ".json.gz -> columns",
+                         "parse": "parse (whole)"}[what]
                 print(f"  {label:22s} native {mb / n_s:6.0f} MB/s per core, python {mb / p_s:6.0f} MB/s per core, "
                       f"{p_s / n_s:4.1f}x (CPU s, median of {args.runs})")
         else:
