@@ -406,6 +406,7 @@ bool read_events(const char* buf, size_t len, const std::vector<ArgSpec>& specs,
   std::vector<uint8_t> arg_seen(specs.size());
   size_t cap = 0;
   try {
+    if (len >= (static_cast<size_t>(1) << 32)) rd.fail("a run of events of 4 GiB or more");  // lengths are 32-bit
     rd.ws();
     rd.expect('[');
     rd.ws();
