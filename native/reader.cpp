@@ -8,6 +8,10 @@
 #include <limits>
 #include <system_error>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace hta_native {
 
 const char* const kFieldNames[F_COUNT] = {"ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id", "bp", "s"};
@@ -101,7 +105,22 @@ class Reader {
     const unsigned char* start = p_;
     bool escaped = false;
     for (;;) {
-      // the usual run: printable ASCII without quote or backslash, 8 bytes at a time
+      // the usual run: printable ASCII without quote or backslash, 16 bytes at a time (SSE2),
+      // then 8 at a time
+#if defined(__SSE2__)
+      while (end_ - p_ >= 16) {
+        __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
+        __m128i quote = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+        __m128i bs = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+        __m128i low = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));  // signed: bytes >= 0x80 too
+        int m = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, bs), low));
+        if (m) {
+          p_ += __builtin_ctz(static_cast<unsigned>(m));
+          break;
+        }
+        p_ += 16;
+      }
+#endif
       while (end_ - p_ >= 8) {
         uint64_t w;
         std::memcpy(&w, p_, 8);
