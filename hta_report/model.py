@@ -1765,7 +1765,16 @@ class TraceFileInfo:
     the profiler ran on, as Kineto writes it at the top of the trace (CUDA:
     major × 1000 + minor × 10, ``12040`` is 12.4; HIP: major × 10^7 +
     minor × 10^5 + patch, ``60443483`` is 6.4.43483); None when the trace
-    does not say (older PyTorch, CPU-only traces)."""
+    does not say (older PyTorch, CPU-only traces).
+    ``parser`` says which reader read the events: ``native`` (the compiled
+    reader, :mod:`hta_report.load.fastnative`), ``python``
+    (:mod:`hta_report.load.fastparse`: the native reader is not built, turned
+    off by ``HTA_REPORT_PARSER=python``), ``native and python`` (the native
+    reader handed the runs of events it does not read exactly, such as names
+    to repair, to the Python reader), ``hta`` (HTA's own parser or the
+    validating reader, for a file the fast readers do not reproduce); empty
+    in results saved before it was recorded, and for a file read from the
+    parse cache before then."""
 
     path: str
     rank: int
@@ -1780,6 +1789,7 @@ class TraceFileInfo:
     hip_runtime_version: Optional[int] = None
     shared_correlations: int = 0
     enclosing_steps: int = 0
+    parser: str = ""
 
 
 @dataclass(slots=True)

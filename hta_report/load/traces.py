@@ -20,7 +20,11 @@ from ..errors import InputError, TraceError, internal_error, one_line
 from ..model import TraceFileInfo, UnreadableTrace
 from .discovery import MAX_RANK, rank_from_file_name
 from .compat import ENCLOSING_STEPS, SHARED_CORRELATIONS
+from .fastnative import PARSER_USED
 from .repair import REPAIRED_NAMES
+
+#: What ``TraceFileInfo.parser`` may say (anything else in a trace's metadata is not ours).
+PARSERS_RAN = ("native", "python", "native and python", "hta")
 from .step_filter import filter_steps
 from ..files import Location, identity
 
@@ -503,6 +507,7 @@ def file_info(path: Location, rank: int, source: str, meta: dict, size_bytes: Op
         repaired_names=_small_int(meta.get(REPAIRED_NAMES)) or 0,
         shared_correlations=_small_int(meta.get(SHARED_CORRELATIONS)) or 0,
         enclosing_steps=_small_int(meta.get(ENCLOSING_STEPS)) or 0,
+        parser=meta[PARSER_USED] if isinstance(meta.get(PARSER_USED), str) and meta[PARSER_USED] in PARSERS_RAN else "",
         cuda_runtime_version=_version(meta.get("cuda_runtime_version")),
         hip_runtime_version=_version(meta.get("hip_runtime_version")),
     )

@@ -1836,7 +1836,30 @@ def reading_notes(result: AnalysisResult) -> List[str]:
     notes += [f"{f.path}: {fmt.plural(f.enclosing_steps, 'ProfilerStep annotation')} enclosed other steps and "
               "were left out: the steps analyzed are the inner ones"
               for f in result.inventory.files if f.enclosing_steps]
+    notes += parser_notes(result)
     return notes
+
+
+#: How :func:`parser_notes` names each reader (``TraceFileInfo.parser``).
+READERS = {"native": "the native reader (C++)",
+           "python": "the Python reader (the native reader is not built here, or HTA_REPORT_PARSER=python)",
+           "native and python": "the native reader, with the Python reader on the runs of events the native one "
+                                "does not read exactly (names to repair, unusual values)",
+           "hta": "HTA's own parser or the validating reader (the fast readers do not reproduce these files exactly)"}
+
+
+def parser_notes(result: AnalysisResult) -> List[str]:
+    """One line per reader that read the events of some files
+    (``TraceFileInfo.parser``): which reader, and which files where not all;
+    none for results saved before the reader was recorded."""
+    files = [f for f in result.inventory.files if f.parser in READERS]
+    by: Dict[str, List[str]] = {}
+    for f in files:
+        by.setdefault(f.parser, []).append(f.path)
+    if len(by) == 1 and len(files) == len(result.inventory.files):
+        (parser,) = by
+        return [f"Events of {'the file' if len(files) == 1 else f'all {len(files)} files'} read by {READERS[parser]}."]
+    return [f"Events read by {READERS[p]}: {', '.join(paths)}." for p, paths in by.items()]
 
 
 def replaced(result: AnalysisResult) -> List[str]:
