@@ -463,6 +463,29 @@ def rules(fmt: str, config_path: Optional[str]) -> None:
         click.echo(catalogue_markdown(entries) if fmt == "markdown" else catalogue_text(entries), nl=fmt == "text")
 
 
+@cli.command("mcp", epilog=SIMPLE_EPILOG)
+@click.option("--root", "roots", multiple=True, metavar="DIR",
+              help="A folder whose trace directories and saved results the tools may read (repeatable) "
+                   "[default: the current directory]; no path outside them is read.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None, metavar="DIR",
+              help="Keep analyses in this result cache [default: none; nothing is written].")
+def mcp_command(roots: tuple, cache_dir: Optional[str]) -> None:
+    """Serve hta-report's answers to an MCP client (an agent) on stdin/stdout:
+    analyze, findings, kernels, ops, step time, idle gaps, compare, what-if.
+    Needs the extra: pip install "hta-report[mcp]"."""
+    try:
+        from .mcp_server import serve
+        import mcp  # noqa: F401 - the SDK, checked before serving
+    except ImportError:
+        from .mcp_server import MISSING_SDK
+
+        raise click.ClickException(MISSING_SDK) from None
+    for r in roots:
+        if not os.path.isdir(r):
+            raise click.ClickException(f"{terminal(r)}: --root is not a folder")
+    serve(roots, cache_dir)
+
+
 def _register_collect() -> None:
     from .collect.command import collect_command  # needs no torch until it runs
 
