@@ -35,8 +35,9 @@ from .errors import InputError
 from .escape import visible
 from .model import SCHEMA_VERSION, AnalysisResult, Comparison, RankResult
 
-#: Longest string returned (characters): a longer kernel name or line is cut, its last character "…".
-MAX_TEXT = 240
+#: Longest string returned (characters): a longer kernel name or line is cut, its last character "…"
+#: (ROCm's Tensile GEMM names run past 240 characters; a name must come back whole to be cited).
+MAX_TEXT = 1024
 #: Most items of any list in an answer (a page, a top-k, the host ops of a gap).
 MAX_ITEMS = 50
 #: Longest path accepted (characters).
@@ -245,9 +246,11 @@ def explain_finding(ws: Workspace, path: str, finding_id: str) -> Dict[str, Any]
 def top_kernels(ws: Workspace, path: str, rank: Optional[int] = None, kernel_type: Optional[str] = None,
                 name_contains: Optional[str] = None, k: int = 10) -> Dict[str, Any]:
     """GPU kernels of one rank (default: the first with GPU work) by total
-    time over the analyzed steps, top ``k``: name, HTA kernel type, count,
-    total/mean/min/max µs, % of the rank's kernel time, and ``longest``: the
-    longest call's stable id (stream, correlation, ts_us). Filters:
+    time over the analyzed window (HTA's step filter: with two or more
+    ProfilerSteps, the kernels launched before the last step starts; else
+    all), top ``k``: name, HTA kernel type, count, total/mean/min/max µs and
+    % of the rank's kernel time; ``kernel_count`` counts every kernel call
+    of the window. Filters:
     ``kernel_type`` (e.g. ``COMPUTATION``, ``COMMUNICATION``), a substring of
     the name. Also the kernel-type shares (%)."""
     result = ws.result(path)
