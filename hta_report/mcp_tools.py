@@ -230,34 +230,60 @@ def list_findings(ws: Workspace, path: str, severity: Optional[str] = None, offs
     return _envelope("Finding", findings=[_finding_brief(f) for f in page], **info)
 
 
-def explain_finding(ws: Workspace, path: str, finding_id: str) -> Dict[str, Any]:
+#: The GPU idle causes (``GpuGap.cause``) a finding's rule measures: its gaps are the events
+#: ``explain_finding`` cites (the names are :class:`hta_report.model.IdleAttribution`'s).
+FINDING_GAP_CAUSES: Dict[str, Tuple[str, ...]] = {
+    "dataloader-bound": ("dataloader",), "dataloader-main-process": ("dataloader",),
+    "pageable-memcpy": ("pageable_copy",), "blocking-copy": ("blocking_copy",), "sync-in-step": ("sync",),
+    "launch-bound": ("launch",), "host-bound": ("host_ops", "launch"), "unfused-optimizer": ("optimizer",),
+    "zero-grad-zeros": ("zero_grad",), "gpu-gaps": (), "gpu-idle": (),
+}
+
+
+def explain_finding(ws: Workspace, path: str, finding_id: str, k: int = 5) -> Dict[str, Any]:
     """One finding whole: evidence, fix, per-rank gains, source lines (with
     excerpts), the what-if of its fix with its 80 % interval (µs per step),
-    and the rule's check."""
+    the rule's check, and the ``k`` longest GPU idle gaps of its cause on
+    its ranks (each cited by rank, ``ts_us`` from the trace directory's
+    start, step, duration µs) where the finding is about idle time."""
     result = ws.result(path)
     for f in result.findings:
         if f.id == finding_id:
             check = next((c for c in result.checks if c.id == f.id), None)
-            return _envelope("Finding", finding=plain(f), check=plain(check) if check is not None else None)
+            gaps: List[Dict[str, Any]] = []
+            if f.id in FINDING_GAP_CAUSES:
+                causes = FINDING_GAP_CAUSES[f.id]
+                gaps = sorted((_gap(r.rank, g) for r in result.ranks if r.rank in f.ranks
+                               for g in r.idle_attribution.gaps if not causes or g.cause in causes),
+                              key=lambda g: -g["duration_us"])[: max(1, min(k, MAX_ITEMS))]
+            return _envelope("Finding", finding=plain(f), check=plain(check) if check is not None else None,
+                             gaps=gaps)
     known = ", ".join(f.id for f in result.findings[:MAX_ITEMS]) or "none"
     raise ToolInputError(f"no finding {clip(finding_id, 80)!r}; the run's findings: {known}", clip(path))
 
 
 def top_kernels(ws: Workspace, path: str, rank: Optional[int] = None, kernel_type: Optional[str] = None,
-                name_contains: Optional[str] = None, k: int = 10) -> Dict[str, Any]:
+                name_contains: Optional[str] = None, order_by: str = "total", k: int = 10) -> Dict[str, Any]:
     """GPU kernels of one rank (default: the first with GPU work) by total
     time over the analyzed window (HTA's step filter: with two or more
     ProfilerSteps, the kernels launched before the last step starts; else
-    all), top ``k``: name, HTA kernel type, count, total/mean/min/max µs and
-    % of the rank's kernel time; ``kernel_count`` counts every kernel call
-    of the window. Filters:
-    ``kernel_type`` (e.g. ``COMPUTATION``, ``COMMUNICATION``), a substring of
-    the name. Also the kernel-type shares (%)."""
+    all), top ``k``: name, HTA kernel type, count, total/mean/min/max µs,
+    % of the rank's kernel time and ``longest``, its longest call (rank,
+    stream, correlation, ``ts_us`` from the trace directory's start,
+    ``dur_us``); ``kernel_count`` counts every kernel call of the window.
+    ``order_by``: ``total`` (default) or ``longest`` (by the longest call).
+    Filters: ``kernel_type`` (e.g. ``COMPUTATION``, ``COMMUNICATION``), a
+    substring of the name. Also the kernel-type shares (%). The rank's
+    table holds its 50 kernels of most total time."""
+    if order_by not in ("total", "longest"):
+        raise ToolInputError(f"order_by is 'total' or 'longest', not {clip(order_by, 40)!r}", clip(path))
     result = ws.result(path)
     r = _rank(result, rank)
     rows = [s for s in r.top_kernels
             if (kernel_type is None or s.kernel_type.lower() == kernel_type.lower())
             and (name_contains is None or name_contains.lower() in s.name.lower())]
+    if order_by == "longest":
+        rows.sort(key=lambda s: -s.max_us)
     page, info = _page(rows, 0, k)
     return _envelope("KernelStat", rank=r.rank, kernel_count=r.kernel_count, listed_of=len(r.top_kernels),
                      kernels=[plain(s) for s in page], kernel_types=plain(r.kernel_types), **info)
@@ -322,9 +348,13 @@ def idle_gaps(ws: Workspace, path: str, rank: Optional[int] = None, cause: Optio
     by_cause = {f.name: round(getattr(ia, f.name), 3) for f in dataclasses.fields(ia)
                 if f.name.endswith("_us") and isinstance(getattr(ia, f.name), float)}
     return _envelope("IdleAttribution", rank=r.rank, per_step_us=by_cause,
-                     gaps=[{"rank": r.rank, "ts_us": round(g.start_us, 3), "duration_us": round(g.duration_us, 3),
-                            "step": g.step, "cause": g.cause, "host_ops": [clip(o) for o in g.host_ops[:5]]}
-                           for g in page], gaps_recorded=len(ia.gaps), **info)
+                     gaps=[_gap(r.rank, g) for g in page], gaps_recorded=len(ia.gaps), **info)
+
+
+def _gap(rank: int, g) -> Dict[str, Any]:
+    """A :class:`hta_report.model.GpuGap` as cited: rank, ``ts_us``, duration, step, cause, host ops."""
+    return {"rank": rank, "ts_us": round(g.start_us, 3), "duration_us": round(g.duration_us, 3),
+            "step": g.step, "cause": g.cause, "host_ops": [clip(o) for o in g.host_ops[:5]]}
 
 
 def compare_runs(ws: Workspace, base: str, new: str, k: int = 10) -> Dict[str, Any]:

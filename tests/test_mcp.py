@@ -78,7 +78,7 @@ def test_initialize_lists_every_tool_with_schemas():
         assert t.input_schema["type"] == "object" and t.output_schema is not None
         assert t.description and "µs" in "".join(x.description for x in tools)
     kernels = next(t for t in tools if t.name == "top_kernels")
-    assert set(kernels.input_schema["properties"]) == {"path", "rank", "kernel_type", "name_contains", "k"}
+    assert set(kernels.input_schema["properties"]) == {"path", "rank", "kernel_type", "name_contains", "order_by", "k"}
     assert kernels.input_schema["required"] == ["path"]
 
 

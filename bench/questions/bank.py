@@ -64,6 +64,11 @@ def questions() -> List[Dict[str, Any]]:
                 longest = max(ks, key=lambda e: float(e.get("dur", 0)))
                 add(run, "longest_kernel_us", "How long (µs) is the single longest kernel call in the analyzed window?",
                     float(longest["dur"]), "1 %", raw_k, rank=rank)
+                tied = [e for e in ks if float(e.get("dur", 0)) == float(longest["dur"])]
+                add(run, "longest_call_id", "Which kernel call is the longest in the analyzed window? "
+                    "Cite it by stream and correlation.",
+                    [[int(e["args"].get("stream", -1)), int(e["args"].get("correlation", -1))] for e in tied][:20],
+                    "the (stream, correlation) of one of the equally longest calls", raw_k, rank=rank)
                 add(run, "kernel_calls", "How many kernel calls are in the analyzed window?", len(ks), "exact", raw_k,
                     rank=rank)
             wins = R.step_windows(doc)

@@ -54,9 +54,12 @@ async def answer(client, q: Dict[str, Any], root: Path) -> Tuple[Any, List[int]]
         top = r["kernels"][0]
         return {"top_kernel": top["name"], "top_kernel_calls": top["count"], "top_kernel_total_us": top["total_us"],
                 "kernel_calls": r["kernel_count"]}[kind], sizes
-    if kind == "longest_kernel_us":
-        r = await call("top_kernels", path=path, k=50, **rank)
-        return max(k["max_us"] for k in r["kernels"]), sizes
+    if kind in ("longest_kernel_us", "longest_call_id"):
+        r = await call("top_kernels", path=path, k=1, order_by="longest", **rank)
+        top = r["kernels"][0]
+        if kind == "longest_kernel_us":
+            return top["max_us"], sizes
+        return [top["longest"]["stream"], top["longest"]["correlation"]], sizes
     if kind == "step_us":
         r = await call("time_breakdown", path=path, step=p["step"], **rank)
         return r["steps"][0]["duration_us"], sizes
@@ -75,6 +78,8 @@ def check(q: Dict[str, Any], got: Any) -> bool:
     if kind == "top_kernel":
         totals = q["params"]["totals"]
         return got == want or (got in totals and totals[got] >= 0.995 * totals[want])
+    if kind == "longest_call_id":
+        return got in want
     if kind in ("top_kernel_total_us", "longest_kernel_us"):
         return _rel(want, float(got)) <= 0.01
     if kind == "step_us":
