@@ -437,11 +437,20 @@ def cache_clear(cache_dir: Optional[str]) -> None:
 
 @cli.command("schema", epilog=SIMPLE_EPILOG)
 @click.argument("name", type=click.Choice(["result", "comparison"]), default="result")
-def schema_command(name: str) -> None:
+@click.option("--list", "list_all", is_flag=True,
+              help="List every schema (name, schema_version, title, published copy) instead.")
+def schema_command(name: str, list_all: bool) -> None:
     """Print the JSON Schema of a saved result (analyze --json) or of a
-    comparison (compare -o x.json), generated from the result model."""
-    from .schema import schema
+    comparison (compare -o x.json), generated from the result model.
+    schema_version is the major version: within it, changes are additive
+    (new optional fields); see docs/MCP.md."""
+    from .model import SCHEMA_VERSION
+    from .schema import SCHEMAS, schema
 
+    if list_all:
+        for key, (_, title) in SCHEMAS.items():
+            click.echo(f"{key}\t{SCHEMA_VERSION}\t{title}\tdocs/schema/{key}.schema.json")
+        return
     click.echo(json.dumps(schema(name), indent=2, sort_keys=True))
 
 

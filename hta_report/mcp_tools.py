@@ -200,7 +200,7 @@ def analyze(ws: Workspace, path: str) -> Dict[str, Any]:
     (ids for ``explain_finding``)."""
     result = ws.result(path)
     a = result.aggregate
-    ranks = [{"rank": r.rank, "has_gpu": r.has_gpu, "devices": [clip(d) for d in r.device_names[:8]],
+    ranks = [{"rank": r.rank, "has_gpu": r.has_gpu, "devices": [clip(d) for d in list(dict.fromkeys(r.device_names))[:8]],
               "steps_used": r.steps_used, "step_numbers": [s.number for s in r.steps.steps][:MAX_ITEMS],
               "mean_step_us": round(r.steps.mean_us, 3), "window_us": round(r.window_us, 3),
               "kernel_count": r.kernel_count, "busy_pct": round(r.busy_pct, 2) if r.has_gpu else None,
@@ -270,7 +270,7 @@ def top_kernels(ws: Workspace, path: str, rank: Optional[int] = None, kernel_typ
     all), top ``k``: name, HTA kernel type, count, total/mean/min/max µs,
     % of the rank's kernel time and ``longest``, its longest call (rank,
     stream, correlation, ``ts_us`` from the trace directory's start,
-    ``dur_us``); ``kernel_count`` counts every kernel call of the window.
+    ``trace_ts_us`` the same on the file's own clock, ``dur_us``); ``kernel_count`` counts every kernel call of the window.
     ``order_by``: ``total`` (default) or ``longest`` (by the longest call).
     Filters: ``kernel_type`` (e.g. ``COMPUTATION``, ``COMMUNICATION``), a
     substring of the name. Also the kernel-type shares (%). The rank's
@@ -285,8 +285,12 @@ def top_kernels(ws: Workspace, path: str, rank: Optional[int] = None, kernel_typ
     if order_by == "longest":
         rows.sort(key=lambda s: -s.max_us)
     page, info = _page(rows, 0, k)
+    kernels = [plain(s) for s in page]
+    for row in kernels:
+        if row.get("longest") and r.time_origin_us:
+            row["longest"]["trace_ts_us"] = round(row["longest"]["ts_us"] + r.time_origin_us, 3)
     return _envelope("KernelStat", rank=r.rank, kernel_count=r.kernel_count, listed_of=len(r.top_kernels),
-                     kernels=[plain(s) for s in page], kernel_types=plain(r.kernel_types), **info)
+                     time_origin_us=r.time_origin_us, kernels=kernels, kernel_types=plain(r.kernel_types), **info)
 
 
 def top_ops(ws: Workspace, path: str, rank: Optional[int] = None, k: int = 10) -> Dict[str, Any]:

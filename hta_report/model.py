@@ -1467,6 +1467,12 @@ class RankResult:
     of the rank's file to the end of the last, all of them (before HTA's
     step filter), on the exact times; ``gpu_span_busy_pct`` is the union of
     those events as % of it: TraceLens's ``gpu_timeline`` busy time.
+
+    ``time_origin_us`` is the trace clock (the files' own ``ts``, µs) at 0
+    of the aligned timeline every ``*start_us``/``ts_us`` of the result is
+    on: HTA's ``min_ts`` of the directory, so ``ts_us + time_origin_us`` is
+    an event's ``ts`` in its file (within 1 µs on traces with fractional-µs
+    times); 0 in results of hta-report before it was recorded.
     """
 
     rank: int
@@ -1503,6 +1509,7 @@ class RankResult:
     tensorboard: TensorBoardOverview = field(default_factory=TensorBoardOverview)
     integrity: Integrity = field(default_factory=Integrity)
     replay: Replay = field(default_factory=Replay)
+    time_origin_us: float = 0.0
 
     def failed(self, *steps: str) -> bool:
         """Whether any of ``steps`` (names such as :data:`TEMPORAL_STEP`) failed on this rank."""

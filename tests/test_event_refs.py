@@ -29,7 +29,7 @@ def test_the_longest_call_and_the_step_starts_are_the_trace_s_own(tmp_path):
     assert got is not None
     assert (got.rank, got.stream, got.correlation) == (0, 7, want["args"]["correlation"])
     assert got.dur_us == 400.0 and got.name == "gemm"
-    assert got.ts_us == want["ts"] - origin
+    assert got.ts_us == want["ts"] - origin and rank.time_origin_us == origin
     assert stats["relu"].longest.stream == 9 and stats["relu"].longest.dur_us == 40.0
     steps = rank.steps.steps
     starts = [e["ts"] - origin for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")][:3]

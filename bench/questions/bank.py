@@ -3,7 +3,10 @@ each with a reference answer read from the trace file by
 :mod:`reference` (json alone), a checker and its tolerance, and the bytes
 of the raw events the reference read.
 
-``python bench/questions/bank.py`` writes ``bench/questions/bank.json``.
+``python bench/questions/bank.py`` writes ``bench/questions/bank.json``;
+``--traces DIR --out FILE`` builds a bank over other traces (the held-out
+set: ``--traces ../field/traces --out /tmp/heldout.json``; no compare pairs
+there).
 """
 from __future__ import annotations
 
@@ -28,24 +31,29 @@ PAIRS = [("hta/trace_diff/control", "hta/trace_diff/test"), ("hta/trace_diff/tes
 BAND_PCT = 5.0
 
 
-def runs() -> List[Path]:
-    """Every folder of the shared traces holding trace files, sorted."""
-    return sorted({p.parent for p in TRACES.resolve().rglob("*.json.gz")})
+def runs(root: Path) -> List[Path]:
+    """Every folder under ``root`` holding trace files (``.json``, ``.json.gz``), sorted."""
+    return sorted({p.parent for p in root.rglob("*.json*") if p.name.endswith((".json", ".json.gz"))})
 
 
-def questions() -> List[Dict[str, Any]]:
-    """Every question of the bank (see the module docstring)."""
+def questions(root: Path = TRACES, pairs=PAIRS) -> List[Dict[str, Any]]:
+    """Every question of the bank over the runs under ``root`` (see the module docstring)."""
     out: List[Dict[str, Any]] = []
-    root = TRACES.resolve()
+    root = root.resolve()
 
     def add(run: Path, kind: str, text: str, answer: Any, tol: str, raw: int, **params: Any) -> None:
         out.append({"id": f"q{len(out) + 1:03d}", "run": str(run.relative_to(root)), "kind": kind, "question": text,
                     "params": params, "answer": answer, "tolerance": tol, "raw_bytes": raw})
 
-    for run in runs():
-        files = sorted(run.glob("*.json.gz"))
+    for run in runs(root):
+        files = sorted(p for p in run.glob("*.json*") if p.name.endswith((".json", ".json.gz")))
         for i, f in enumerate(files):
-            doc = R.load(f)
+            try:
+                doc = R.load(f)
+            except (ValueError, UnicodeDecodeError, OSError):
+                continue  # not JSON: no reference, no question
+            if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+                continue
             rank = None
             dist = doc.get("distributedInfo") or {}
             if len(files) > 1:
@@ -66,9 +74,11 @@ def questions() -> List[Dict[str, Any]]:
                     float(longest["dur"]), "1 %", raw_k, rank=rank)
                 tied = [e for e in ks if float(e.get("dur", 0)) == float(longest["dur"])]
                 add(run, "longest_call_id", "Which kernel call is the longest in the analyzed window? "
-                    "Cite it by stream and correlation.",
-                    [[int(e["args"].get("stream", -1)), int(e["args"].get("correlation", -1))] for e in tied][:20],
-                    "the (stream, correlation) of one of the equally longest calls", raw_k, rank=rank)
+                    "Cite it by stream, correlation and ts.",
+                    [[int(e["args"].get("stream", -1)), int(e["args"].get("correlation", -1)), float(e["ts"])]
+                     for e in tied][:20],
+                    "the (stream, correlation) of one of the equally longest calls, its ts within 1 µs", raw_k,
+                    rank=rank)
                 add(run, "kernel_calls", "How many kernel calls are in the analyzed window?", len(ks), "exact", raw_k,
                     rank=rank)
             wins = R.step_windows(doc)
@@ -80,7 +90,7 @@ def questions() -> List[Dict[str, Any]]:
             dev, raw_d = R.device_name(doc)
             if dev and i == 0:
                 add(run, "device", "Which GPU did the run use?", dev, "exact", raw_d, rank=rank)
-    for base, new in PAIRS:
+    for base, new in pairs:
         means = []
         raw = 0
         for side in (base, new):
@@ -97,6 +107,12 @@ def questions() -> List[Dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    bank = questions()
-    (HERE / "bank.json").write_text(json.dumps(bank, indent=1, ensure_ascii=False) + "\n")
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Write the question bank.")
+    ap.add_argument("--traces", default=None, help="the trace root (default: ../shared/traces, with its compare pairs)")
+    ap.add_argument("--out", default=str(HERE / "bank.json"))
+    a = ap.parse_args()
+    bank = questions(Path(a.traces), pairs=[]) if a.traces else questions()
+    Path(a.out).write_text(json.dumps(bank, indent=1, ensure_ascii=False) + "\n")
     print(f"{len(bank)} questions over {len({q['run'] for q in bank})} runs")
