@@ -444,8 +444,7 @@ def schema_command(name: str, list_all: bool) -> None:
     comparison (compare -o x.json), generated from the result model.
     schema_version is the major version: within it, changes are additive
     (new optional fields); see docs/MCP.md."""
-    from .model import SCHEMA_VERSION
-    from .schema import SCHEMAS, schema
+    from .schema import SCHEMA_VERSION, SCHEMAS, schema
 
     if list_all:
         for key, (_, title) in SCHEMAS.items():

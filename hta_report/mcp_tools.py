@@ -42,8 +42,8 @@ MAX_TEXT = 1024
 MAX_ITEMS = 50
 #: Longest path accepted (characters).
 MAX_PATH = 4096
-#: The published schema the items of an answer follow.
-SCHEMA_URL = "https://github.com/hta-report/hta-report/blob/main/docs/schema/result.schema.json"
+#: The published schema the items of an answer follow (``hta-report schema result``; in the repository).
+SCHEMA_URL = "docs/schema/result.schema.json"
 
 
 class ToolInputError(InputError):
@@ -263,7 +263,8 @@ def explain_finding(ws: Workspace, path: str, finding_id: str, k: int = 5) -> Di
 
 
 def top_kernels(ws: Workspace, path: str, rank: Optional[int] = None, kernel_type: Optional[str] = None,
-                name_contains: Optional[str] = None, order_by: str = "total", k: int = 10) -> Dict[str, Any]:
+                name_contains: Optional[str] = None, order_by: str = "total", k: int = 10,
+                kernel_types: bool = False) -> Dict[str, Any]:
     """GPU kernels of one rank (default: the first with GPU work) by total
     time over the analyzed window (HTA's step filter: with two or more
     ProfilerSteps, the kernels launched before the last step starts; else
@@ -273,12 +274,13 @@ def top_kernels(ws: Workspace, path: str, rank: Optional[int] = None, kernel_typ
     ``trace_ts_us`` the same on the file's own clock, ``dur_us``); ``kernel_count`` counts every kernel call of the window.
     ``order_by``: ``total`` (default) or ``longest`` (by the longest call).
     Filters: ``kernel_type`` (e.g. ``COMPUTATION``, ``COMMUNICATION``), a
-    substring of the name. Also the kernel-type shares (%). The rank's
-    table holds its 50 kernels of most total time."""
+    substring of the name. ``kernel_types``: also HTA's kernel-type shares
+    (% of kernel time). The rank's table holds its 50 kernels of most total time."""
     if order_by not in ("total", "longest"):
         raise ToolInputError(f"order_by is 'total' or 'longest', not {clip(order_by, 40)!r}", clip(path))
     result = ws.result(path)
     r = _rank(result, rank)
+    want_types = kernel_types
     rows = [s for s in r.top_kernels
             if (kernel_type is None or s.kernel_type.lower() == kernel_type.lower())
             and (name_contains is None or name_contains.lower() in s.name.lower())]
@@ -290,7 +292,8 @@ def top_kernels(ws: Workspace, path: str, rank: Optional[int] = None, kernel_typ
         if row.get("longest") and r.time_origin_us:
             row["longest"]["trace_ts_us"] = round(row["longest"]["ts_us"] + r.time_origin_us, 3)
     return _envelope("KernelStat", rank=r.rank, kernel_count=r.kernel_count, listed_of=len(r.top_kernels),
-                     time_origin_us=r.time_origin_us, kernels=kernels, kernel_types=plain(r.kernel_types), **info)
+                     time_origin_us=r.time_origin_us, kernels=kernels,
+                     kernel_types=plain(r.kernel_types) if want_types else None, **info)
 
 
 def top_ops(ws: Workspace, path: str, rank: Optional[int] = None, k: int = 10) -> Dict[str, Any]:

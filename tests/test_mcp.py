@@ -28,7 +28,7 @@ CALLS = {
     "analyze": {"path": HEALTHY},
     "list_findings": {"path": LOADER, "limit": 2},
     "explain_finding": None,  # the first finding's id of LOADER, found at run time
-    "top_kernels": {"path": HEALTHY, "k": 3},
+    "top_kernels": {"path": HEALTHY, "k": 3, "kernel_types": True},
     "top_ops": {"path": LOADER, "k": 3},
     "time_breakdown": {"path": LOADER},
     "idle_gaps": {"path": LOADER, "k": 3},
@@ -78,7 +78,7 @@ def test_initialize_lists_every_tool_with_schemas():
         assert t.input_schema["type"] == "object" and t.output_schema is not None
         assert t.description and "µs" in "".join(x.description for x in tools)
     kernels = next(t for t in tools if t.name == "top_kernels")
-    assert set(kernels.input_schema["properties"]) == {"path", "rank", "kernel_type", "name_contains", "order_by", "k"}
+    assert set(kernels.input_schema["properties"]) == {"path", "rank", "kernel_type", "name_contains", "order_by", "k", "kernel_types"}
     assert kernels.input_schema["required"] == ["path"]
 
 
@@ -107,6 +107,7 @@ def test_every_tool_answers_on_the_sample_traces(tmp_path):
     assert data["list_findings"]["total"] >= 1 and len(data["list_findings"]["findings"]) <= 2
     assert data["list_findings"]["findings"][0]["id"] == "dataloader-bound"
     assert data["explain_finding"]["finding"]["id"] == "dataloader-bound" and data["explain_finding"]["finding"]["evidence"]
+    assert data["top_kernels"]["kernels"] == [] and isinstance(data["top_kernels"]["kernel_types"], list)  # CPU only
     assert len(data["top_ops"]["ops"]) == 3 and data["top_ops"]["dataloader_us_per_step"] > 0
     assert data["compare_runs"]["verdict"] in ("regressed", "improved", "unchanged", "mixed", "not comparable")
     assert data["compare_runs"]["step_time_change_pct"] > 0  # the DataLoader-bound run is slower

@@ -93,6 +93,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-dir", default=None, help="hta-report's result cache for the server (default: none)")
     ap.add_argument("--only", default=None, help="ask only the questions of this kind")
     ap.add_argument("--json", dest="json_out", default=None, help="write every question's outcome here")
+    ap.add_argument("-v", "--verbose", action="store_true", help="a line on stderr as each question is answered")
     ap.add_argument("--bank", default=str(HERE / "bank.json"), help="the questions (default: bank.json)")
     ap.add_argument("--traces", default=None, help="the bank's trace root (default: ../shared/traces)")
     args = ap.parse_args(argv)
@@ -119,6 +120,9 @@ def main(argv=None) -> int:
                 rows.append({"id": q["id"], "run": q["run"], "kind": q["kind"], "ok": ok, "calls": max(len(sizes), 1),
                              "tool_bytes": sum(sizes), "raw_bytes": q["raw_bytes"], "answer": q["answer"], "got": got,
                              "seconds": round(time.perf_counter() - t0, 2)})
+                if args.verbose:
+                    print(f"{q['id']} {rows[-1]['seconds']:7.2f} s {'ok' if ok else 'NO'} {q['run']}", file=sys.stderr,
+                          flush=True)
 
     t0 = time.perf_counter()
     anyio.run(go)
