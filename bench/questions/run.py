@@ -79,6 +79,8 @@ def check(q: Dict[str, Any], got: Any) -> bool:
     if kind == "top_kernel":
         totals = q["params"]["totals"]
         return got == want or (got in totals and totals[got] >= 0.995 * totals[want])
+    if kind == "top_kernel_calls":
+        return got == want or got in q["params"].get("tied_calls", [])
     if kind == "longest_call_id":
         return any(got[:2] == w[:2] and got[2] is not None and abs(got[2] - w[2]) <= 1.0 for w in want)
     if kind in ("top_kernel_total_us", "longest_kernel_us"):
