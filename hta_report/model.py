@@ -64,6 +64,12 @@ def _shared(value: Any, table: Dict[str, str]) -> Any:
 #: ``replaced`` (HTA analyses that failed, computed by hta-report instead);
 #: ``inventory.windows`` and ``files[].repaired_names``.
 SCHEMA_VERSION = 3
+#: Compatibility rule (docs/MCP.md, "The contract"): ``schema_version`` is the
+#: major version of the layout. Within one version changes are additive only:
+#: a new field is optional, with a default, so a result written before it
+#: reads with the default and a reader of the same version that does not know
+#: it ignores it (:func:`_build` reads known keys only). Removing or renaming a
+#: field, or changing its type or unit, bumps the version.
 #: Versions :meth:`AnalysisResult.from_dict` reads: a version-1 result has
 #: no locations and no code attribution (their defaults: empty, "no stacks");
 #: a version-2 result's GPU busy and idle are HTA's, of the GPU span.
@@ -79,11 +85,15 @@ class StepTime:
         duration_us: wall time of the annotation (µs).
         warmup: True for the first step found in the trace; it is excluded
             from the statistics because it usually carries one-off work.
+        start_us: its start, µs from the start of the trace directory (the
+            clock of ``GpuGap.start_us`` and ``EventRef.ts_us``); 0 in results
+            of hta-report before it was recorded.
     """
 
     number: int
     duration_us: float
     warmup: bool = False
+    start_us: float = 0.0
 
 
 @dataclass(slots=True)
@@ -184,11 +194,30 @@ class KernelTypeShare:
 
 
 @dataclass(slots=True)
+class EventRef:
+    """One event of a trace, named so that it can be found in the trace file
+    again: ``rank`` (the file's), ``stream`` (the GPU stream; -1 on the host)
+    and ``correlation`` (the trace's own id linking a launch to its GPU
+    work) identify it; ``ts_us`` is its start in µs from the start of the
+    trace directory (HTA's alignment: the earliest event of all ranks at 0),
+    ``dur_us`` its duration (µs), ``name`` its name as recorded."""
+
+    rank: int
+    stream: int
+    correlation: int
+    ts_us: float
+    dur_us: float
+    name: str = ""
+
+
+@dataclass(slots=True)
 class KernelStat:
     """One kernel name's totals on a rank (µs); ``pct`` is of the rank's
     kernel time; ``blocks_per_sm`` and ``occupancy_pct`` are Kineto's
     ``blocks per SM`` and ``est. achieved occupancy %`` weighted by duration
-    (the TensorBoard profiler's kernel table; 0 where the trace has none)."""
+    (the TensorBoard profiler's kernel table; 0 where the trace has none);
+    ``longest`` is its longest call (:class:`EventRef`; None in results of
+    hta-report before it was recorded)."""
 
     name: str
     kernel_type: str
@@ -200,6 +229,7 @@ class KernelStat:
     min_us: float = 0.0
     blocks_per_sm: float = 0.0
     occupancy_pct: float = 0.0
+    longest: Optional[EventRef] = None
 
 
 @dataclass(slots=True)
@@ -1471,6 +1501,12 @@ class RankResult:
     of the rank's file to the end of the last, all of them (before HTA's
     step filter), on the exact times; ``gpu_span_busy_pct`` is the union of
     those events as % of it: TraceLens's ``gpu_timeline`` busy time.
+
+    ``time_origin_us`` is the trace clock (the files' own ``ts``, µs) at 0
+    of the aligned timeline every ``*start_us``/``ts_us`` of the result is
+    on: HTA's ``min_ts`` of the directory, so ``ts_us + time_origin_us`` is
+    an event's ``ts`` in its file (within 1 µs on traces with fractional-µs
+    times); 0 in results of hta-report before it was recorded.
     """
 
     rank: int
@@ -1507,6 +1543,7 @@ class RankResult:
     tensorboard: TensorBoardOverview = field(default_factory=TensorBoardOverview)
     integrity: Integrity = field(default_factory=Integrity)
     replay: Replay = field(default_factory=Replay)
+    time_origin_us: float = 0.0
 
     def failed(self, *steps: str) -> bool:
         """Whether any of ``steps`` (names such as :data:`TEMPORAL_STEP`) failed on this rank."""

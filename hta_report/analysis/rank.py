@@ -386,7 +386,8 @@ def own_part(loaded: LoadedTraces, info: TraceFileInfo) -> OwnPart:
     Raises:
         hta_report.errors.TraceError: decoding the events failed (see :func:`analysis_step`).
     """
-    rr = RankResult(rank=info.rank, file=info.path, device_names=_device_names(loaded.meta.get(info.rank, {})))
+    rr = RankResult(rank=info.rank, file=info.path, device_names=_device_names(loaded.meta.get(info.rank, {})),
+                    time_origin_us=float(getattr(loaded.trace, "min_ts", 0) or 0))
     trim = _large(loaded, info)
     ctx = run_steps(RankContext(loaded=loaded, info=info, result=rr), OWN_STEPS, info.path, rr.failures, trim)
     run_steps(ctx, GPU_STEPS if rr.has_gpu else HOST_ONLY_STEPS, info.path, rr.failures, trim)
