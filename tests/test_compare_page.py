@@ -209,8 +209,8 @@ def test_a_comparison_saved_before_the_sides_were_recorded_still_renders(a100_vs
 
 
 @pytest.fixture(scope="module")
-def cpu_runs():
-    return compare(analyze(SAMPLES / "cpu_healthy", cache=None), analyze(SAMPLES / "cpu_dataloader_bound", cache=None),
+def cpu_runs(sample_results):
+    return compare(sample_results["cpu_healthy"], sample_results["cpu_dataloader_bound"],
                    "sample_traces/cpu_healthy", "sample_traces/cpu_dataloader_bound")
 
 
