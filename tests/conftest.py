@@ -1,5 +1,7 @@
+import collections
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -73,9 +75,56 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+#: Seconds each test's setup spent in fixtures shared with other tests (module,
+#: class, package or session scope): charged to whichever test comes first,
+#: they are no test's own cost (tests/refresh_slow.py subtracts them).
+SHARED_SETUP_S: dict = collections.defaultdict(float)
+
+
+class _SharedSetupTimer:
+    """Times the setup of shared fixtures into :data:`SHARED_SETUP_S`. A
+    plugin registered in :func:`pytest_configure`, not hooks of this
+    conftest: those would not see session-scoped fixtures (set up on the
+    session node, outside ``tests/``)."""
+
+    def __init__(self) -> None:
+        self.running: list = []
+        self.timing: list = []
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_setup(self, item):
+        self.running.append(item.nodeid)
+        yield
+        self.running.pop()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef, request):
+        outer = fixturedef.scope != "function" and bool(self.running) and not self.timing
+        start = time.perf_counter()
+        if outer:
+            self.timing.append(fixturedef.argname)  # a shared fixture inside it is counted once, in it
+        try:
+            yield
+        finally:
+            if outer:
+                self.timing.pop()
+                SHARED_SETUP_S[self.running[-1]] += time.perf_counter() - start
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_SharedSetupTimer(), "hta-report-shared-setup-timer")
+
+
 def pytest_terminal_summary(terminalreporter):
-    """One line saying how many tests skipped because ``../shared`` is absent
-    (they need the real traces there), and where it was looked for."""
+    """With ``--durations``: the setup time each test spent in shared fixtures
+    (``SHARED_SETUP_S``, one ``shared-setup`` line each, read by
+    tests/refresh_slow.py). Then one line saying how many tests skipped
+    because ``../shared`` is absent (they need the real traces there), and
+    where it was looked for."""
+    if terminalreporter.config.getoption("durations", None) is not None:
+        for nodeid, seconds in sorted(SHARED_SETUP_S.items()):
+            if seconds >= 0.005:
+                terminalreporter.write_line(f"{seconds:.2f}s shared-setup {nodeid}")
     skipped = terminalreporter.stats.get("skipped", [])
     shared_skips = sum(1 for r in skipped if "../shared" in str(getattr(r, "longrepr", "")))
     if shared_skips:

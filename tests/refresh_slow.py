@@ -29,7 +29,7 @@ THRESHOLD_S = 0.5
 HERE = Path(__file__).resolve().parent
 SLOW_LIST = HERE / "slow.txt"
 SAFETY_LIST = HERE / "safety.txt"
-_ROW = re.compile(r"\s*([\d.]+)s (?:call|setup|teardown)\s+(\S+)")
+_ROW = re.compile(r"\s*([\d.]+)s (call|setup|teardown|shared-setup)\s+(\S+)")
 HEADER = ("# Tests marked slow: written by tests/refresh_slow.py from --durations=0 runs.\n"
           "# The safety checks (tests/safety.txt) are never listed here.\n")
 
@@ -50,13 +50,16 @@ def is_safety(function: str, safety: Iterable[str]) -> bool:
 
 def durations(log: str) -> dict:
     """Seconds per test case (node id with parameters; setup, call and
-    teardown added up) in a ``--durations=0`` log."""
+    teardown added up) in a ``--durations=0`` log, less the setup of
+    fixtures shared with other tests (the ``shared-setup`` lines
+    tests/conftest.py adds: a module's or the session's fixture is charged
+    to whichever test comes first, and is no test's own cost)."""
     per_case: dict = collections.defaultdict(float)
     for line in log.splitlines():
         m = _ROW.match(line)
         if m:
-            per_case[m.group(2)] += float(m.group(1))
-    return dict(per_case)
+            per_case[m.group(3)] += float(m.group(1)) * (-1 if m.group(2) == "shared-setup" else 1)
+    return {case: max(0.0, seconds) for case, seconds in per_case.items()}
 
 
 def slow_functions(log: str, threshold_s: float = THRESHOLD_S, safety: Iterable[str] = ()) -> list:

@@ -1120,6 +1120,31 @@ class ChartsSection(Section):
 
 
 @dataclass(frozen=True)
+class RankColumns:
+    """The per-rank table's column labels, defined once for the HTML and the
+    markdown table. Where a figure of the same word appears elsewhere on the
+    page with another window or definition, the label says which: the
+    headline's ``synchronization`` is GPU idle after a sync, ``host in sync
+    calls`` the host's own time in them; ``GPU busy`` is of the analyzed
+    steps, ``span busy`` of the GPU's own span (issue 55)."""
+
+    busy: str = "GPU busy"
+    kernels: str = "kernels"
+    idle: str = "idle"
+    exposed_comm: str = "exposed comm"
+    exposed_memcpy: str = "exposed memcpy"
+    dataloader: str = "host in DataLoader"
+    sync: str = "host in sync calls"
+    span_busy: str = "span busy"
+    #: What the columns measure, below the table (GPU columns, then host columns).
+    gpu_note: str = ("GPU busy, kernels, idle and exposed communication and memcpy are % of each rank's analyzed "
+                     "steps (its traced window without steps), as the findings; span busy is of the GPU's own span "
+                     "(first to last GPU operation). The headline's idle split (DataLoader, synchronization) is "
+                     "the GPU's idle time after them, not the host's time in them.")
+    host_note: str = "Host in DataLoader and host in sync calls are the host's own time in them, % of the mean step."
+
+
+@dataclass(frozen=True)
 class RankTableSection(Section):
     """One row per rank; ``has_gpu`` (any rank) adds the GPU columns, whose
     window (``window``) and span (``span_note``) markdown states below the table.
@@ -1137,6 +1162,7 @@ class RankTableSection(Section):
     cut_note: str = ""
     spread: Tuple[RankRow, ...] = ()
     more: str = ""
+    labels: RankColumns = RankColumns()
 
     @classmethod
     def of(cls, b: Basis) -> "RankTableSection":
@@ -1151,7 +1177,9 @@ class RankTableSection(Section):
         lines = ["", "### Per rank", ""]
         if self.cut_note:
             lines += [md_text(self.cut_note), ""]
-        lines += ["| rank | steps | mean step | GPU busy | kernels | idle | DataLoader | sync | exposed comm |",
+        c = self.labels
+        lines += [f"| rank | steps | mean step | {c.busy} | {c.kernels} | {c.idle} | {c.dataloader} | {c.sync} | "
+                  f"{c.exposed_comm} |",
                   "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         lines += [f"| {r.rank} | {r.steps} | {r.mean_step} | {r.busy} | {r.kernels} | {r.idle} | "
                   f"{r.dataloader} | {r.sync} | {r.exposed_comm} |" for r in self.rows]
@@ -1162,6 +1190,7 @@ class RankTableSection(Section):
         if self.has_gpu:
             lines += ["", f"_GPU figures are {md_text(self.window)}, as the findings' gains. "
                           f"{md_text(self.span_note)}_"]
+        lines += ["", f"_{md_text(c.host_note)}_"]
         return lines
 
 
@@ -1404,10 +1433,10 @@ def _span_note(result: AnalysisResult) -> str:
     if not gpu:
         return ""
     span = (fmt.ms(gpu[0].gpu_span_us) + " long") if len(gpu) == 1 else "each rank's"
-    text = (f"Over the GPU's own span (first to last GPU operation of the trace, all of them; {span}): busy "
+    text = (f"Over the GPU's own span (first to last GPU operation of the trace, all of them; {span}): span busy "
             f"{fmt.pct(a.span_busy_pct)}")
     if any(not r.failed(TEMPORAL_STEP) for r in gpu):
-        text += f"; HTA's temporal breakdown, on its whole-µs times: busy {fmt.pct(a.hta_busy_pct)}"
+        text += f"; HTA's temporal breakdown, on its whole-µs times: HTA busy {fmt.pct(a.hta_busy_pct)}"
     return text + "."
 
 
@@ -1730,12 +1759,13 @@ def gpu_time(r: RankResult, last_step_included: bool = False, figures: Optional[
     else:
         who = "HTA's temporal breakdown, on its whole-µs times" if t.source == "HTA" else \
             "The temporal breakdown as HTA defines it, computed by hta-report from the exact times (HTA's failed)"
-        hta = (f"{who}, over {fmt.ms(t.total_us)}: compute {fmt.pct(t.compute_pct)}, non-compute "
-               f"{fmt.pct(t.non_compute_pct)}, idle {fmt.pct(t.idle_pct)}.")
+        # labelled as HTA's: over the span, on other times, its idle is not the analyzed steps' idle beside it
+        hta = (f"{who}, over {fmt.ms(t.total_us)}: HTA compute {fmt.pct(t.compute_pct)}, HTA non-compute "
+               f"{fmt.pct(t.non_compute_pct)}, HTA idle {fmt.pct(t.idle_pct)}.")
     return GpuTime(
         window=f"GPU busy {x.busy} {of} (kernels {x.kernels}, idle {x.idle}), from the exact times.",
         span=(f"Over its own span (first to last GPU operation of the trace, all of them: "
-              f"{x.gpu_span}): busy {x.span_busy}, exact times."),
+              f"{x.gpu_span}): span busy {x.span_busy}, exact times."),
         hta=hta, replaced=tuple(f"{f.step}: {f.reason}" for f in r.replaced),
         tensorboard=tensorboard(r, last_step_included))
 
