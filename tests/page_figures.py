@@ -8,9 +8,10 @@ printed, HTML turned into the same shape (:func:`html_lines`: headings
 A figure is a percentage (``41.4 %``) and its label:
 
 - in a table, the column's header, for the row named by its first cell;
-- in prose, the one to three words right before it (``GPU busy 41.4 %``,
-  ``host ops 57.0 %``), for the rank a line starts with (``rank 3: ...``),
-  else for the whole page.
+- in prose, the one to five words right before it, back to the line's
+  start, a ``( , ; : ·`` or the figure before (``GPU busy 41.4 %``, ``host ops 57.0 %``; not
+  ``(57.0 % of the step)``, which names no label), for the rank a line
+  starts with (``rank 3: ...``), else for the whole page.
 
 Labels are compared in lower case with "synchronization" read as "sync"
 and "GPU" left out ("GPU busy" and "busy" are one label), so that a page
@@ -27,9 +28,9 @@ from typing import Dict, List, NamedTuple, Tuple
 #: Words read alike in labels (a page may not show "sync 0.0 %" beside "synchronization 1.2 %").
 SAME_WORD = {"synchronization": "sync", "synchronizations": "sync", "synchronize": "sync"}
 #: Words that do not tell two figures apart ("GPU busy" is "busy").
-NO_WORD = {"gpu", "the", "a", "an"}
+NO_WORD = {"gpu", "the", "a", "an", "and"}
 _PCT = r"(-?\d+(?:\.\d+)?)\s?%"
-_PROSE = re.compile(r"(?:^|(?<=[\s(·,;:]))((?:[A-Za-z][\w'/-]*\s){0,2}[A-Za-z][\w'/-]*)\s" + _PCT)
+_PROSE = re.compile(r"(?:^|(?<=[(·,;:%]))\s*((?:[A-Za-z][\w'/.-]*\s+){0,4}[A-Za-z][\w'/-]*)\s" + _PCT)
 _CELL = re.compile(r"\**" + _PCT + r"\**")
 _RANK_LINE = re.compile(r"(?:[-*]\s+)?rank (\d+)[:,]")
 
@@ -83,7 +84,7 @@ def figures(lines: List[str], one_rank: bool) -> List[Figure]:
         header = []
         m = _RANK_LINE.match(line)
         scope = page_scope(f"rank {m.group(1)}" if m else section)
-        for m in _PROSE.finditer(line.replace("*", "").replace("`", "")):
+        for m in _PROSE.finditer(line.replace("*", "").replace("`", "").replace("_", " ")):
             if label(m.group(1)):
                 out.append(Figure(label(m.group(1)), scope, m.group(2), raw))
     return out

@@ -1742,10 +1742,11 @@ def tensorboard(r: RankResult, last_step_included: bool) -> str:
         return ""
     last = "" if last_step_included else (
         "; the plugin also counts the trace's last step, which HTA leaves out: --include-last-step keeps it")
-    occupancy = (f", est. SM efficiency {fmt.pct(t.sm_efficiency_pct)}, est. achieved occupancy "
-                 f"{fmt.pct(t.achieved_occupancy_pct)}" if t.kernels_with_data else "")
+    # each figure labelled as the overview's: its window (first and last step included) is not the analyzed steps'
+    occupancy = (f", TensorBoard SM efficiency {fmt.pct(t.sm_efficiency_pct)} and TensorBoard achieved occupancy "
+                 f"{fmt.pct(t.achieved_occupancy_pct)} (estimated)" if t.kernels_with_data else "")
     return (f"The TensorBoard profiler's overview, by its definitions over {_step_range(t.steps)} (the first step "
-            f"included{last}): GPU utilization {fmt.pct(t.gpu_utilization_pct)}{occupancy}.")
+            f"included{last}): TensorBoard GPU utilization {fmt.pct(t.gpu_utilization_pct)}{occupancy}.")
 
 
 def gpu_time(r: RankResult, last_step_included: bool = False, figures: Optional[RankFigures] = None) -> GpuTime:
