@@ -1139,9 +1139,11 @@ class RankColumns:
     #: What the columns measure, below the table (GPU columns, then host columns).
     gpu_note: str = ("GPU busy, kernels, idle and exposed communication and memcpy are % of each rank's analyzed "
                      "steps (its traced window without steps), as the findings; span busy is of the GPU's own span "
-                     "(first to last GPU operation). The headline's idle split (DataLoader, synchronization) is "
-                     "the GPU's idle time after them, not the host's time in them.")
+                     "(first to last GPU operation).")
     host_note: str = "Host in DataLoader and host in sync calls are the host's own time in them, % of the mean step."
+    #: With a GPU: the headline's idle split uses the same words for another figure.
+    idle_note: str = ("The headline's idle split (DataLoader, synchronization) is the GPU's idle time after them, "
+                      "not the host's time in them.")
 
 
 @dataclass(frozen=True)
@@ -1190,7 +1192,7 @@ class RankTableSection(Section):
         if self.has_gpu:
             lines += ["", f"_GPU figures are {md_text(self.window)}, as the findings' gains. "
                           f"{md_text(self.span_note)}_"]
-        lines += ["", f"_{md_text(c.host_note)}_"]
+        lines += ["", f"_{md_text(c.host_note)}" + (f" {md_text(c.idle_note)}_" if self.has_gpu else "_")]
         return lines
 
 
