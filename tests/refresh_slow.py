@@ -6,7 +6,7 @@ everything. A test function is slow when one of its cases took at least
 ``--durations=0 --durations-min=0`` (every test's time, none hidden)::
 
     python -m pytest -q -p no:randomly --durations=0 --durations-min=0 > /tmp/durations.log
-    python tests/refresh_slow.py /tmp/durations.log
+    python tests/refresh_slow.py /tmp/durations.log [--threshold SECONDS]
 
 The log may be of part of the suite (``-m "not slow"``, one file): each
 function the log measured is judged again (listed when slow, dropped when
@@ -81,7 +81,10 @@ def refreshed(log: str, current: Iterable[str], safety: Iterable[str], threshold
 
 
 def main(argv: list) -> int:
-    if len(argv) != 2:
+    threshold = THRESHOLD_S
+    if len(argv) == 4 and argv[2] == "--threshold":  # a log measured under a heavier or lighter load
+        threshold = float(argv[3])
+    elif len(argv) != 2:
         print(__doc__)
         return 2
     log = Path(argv[1]).read_text(encoding="utf-8")
@@ -89,7 +92,7 @@ def main(argv: list) -> int:
         print(f"{argv[1]}: no durations found (run pytest with --durations=0 --durations-min=0)", file=sys.stderr)
         return 1
     before = listed(SLOW_LIST)
-    names = refreshed(log, before, listed(SAFETY_LIST))
+    names = refreshed(log, before, listed(SAFETY_LIST), threshold)
     SLOW_LIST.write_text(HEADER + "\n".join(names) + "\n", encoding="utf-8")
     print(f"{len(names)} slow test functions written to {SLOW_LIST} "
           f"({len(set(names) - before)} added, {len(before - set(names))} dropped)")

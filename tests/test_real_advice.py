@@ -18,15 +18,29 @@ FIXTURES = HERE / "fixtures" / "plain_profiler"
 SYMPTOMS = {"low-gpu-utilization", "gpu-gaps"}
 
 
+class _Analyzed(dict):
+    """The shared trace folders by name, each analyzed on first use (once per
+    module): a test pays only for the folders it reads. ``in`` says whether
+    the folder is there (``../shared`` may be absent)."""
+
+    def __contains__(self, folder):
+        return folder in SHARED_FOLDERS and (SHARED_TRACES / folder).is_dir()
+
+    def __missing__(self, folder):
+        if folder not in self:
+            raise KeyError(folder)
+        self[folder] = result = analyze(SHARED_TRACES / folder)
+        return result
+
+    def every(self) -> dict:
+        """Every folder that is there, analyzed."""
+        return {folder: self[folder] for folder in SHARED_FOLDERS if folder in self}
+
+
 @pytest.fixture(scope="module")
 def results():
-    """Every shared trace folder (analyzed once), by folder name."""
-    out = {}
-    for folder in SHARED_FOLDERS:
-        path = SHARED_TRACES / folder
-        if path.is_dir():
-            out[folder] = analyze(path)
-    return out
+    """Every shared trace folder (each analyzed once, on first use), by folder name."""
+    return _Analyzed()
 
 
 def _get(results, folder):
@@ -85,7 +99,7 @@ def test_straggler_without_two_ranks_is_not_checked(results):
 # ------------------------------------------------- 3. gains add up; one symptom; no time counted twice
 def _all_results(results, samples):
     """``results``, the shipped samples (``samples``: conftest's ``sample_results``) and the plain-profiler fixtures."""
-    out = dict(results)
+    out = results.every()
     for name, r in samples.items():
         out[f"sample_traces/{name}"] = r
     for d in sorted(FIXTURES.iterdir()):
