@@ -244,10 +244,10 @@ def test_a_window_mostly_warm_up_gets_no_prediction_and_no_together(tmp_path):
     assert "fixed together" not in render(r, "md")
 
 
-def test_every_whatif_has_an_interval_around_its_prediction():
+def test_every_whatif_has_an_interval_around_its_prediction(sample_results):
     """On the README's samples every what-if's interval holds its prediction,
     and the reports show it."""
-    r = analyze(REPO / "sample_traces" / "cpu_dataloader_bound")
+    r = sample_results["cpu_dataloader_bound"]
     for x in r.ranks:
         for w in x.replay.whatifs:
             assert 0 <= w.step_us_low <= w.step_us_after <= w.step_us_high
@@ -258,14 +258,14 @@ def test_every_whatif_has_an_interval_around_its_prediction():
     assert "saves " in md and "80 %" in md
 
 
-def test_findings_with_predictions_state_them_as_their_gain_and_are_ordered_by_them():
+def test_findings_with_predictions_state_them_as_their_gain_and_are_ordered_by_them(sample_results):
     """A finding with a prediction states the saving as its gain (no bound
     beside it), no finding predicted to save 5 % or more is low, and the
     findings come in the order of what their fixes are expected to save,
     within each severity."""
     from hta_report.rules.base import expected_pct
     for name in ("cpu_dataloader_bound", "cpu_healthy", "cpu_ddp_2ranks"):
-        r = analyze(REPO / "sample_traces" / name)
+        r = sample_results[name]
         for f in r.findings:
             if f.whatif is not None:
                 saved = max(0.0, f.whatif.step_us_before - f.whatif.step_us_after)
@@ -278,10 +278,10 @@ def test_findings_with_predictions_state_them_as_their_gain_and_are_ordered_by_t
                 assert e1 >= e2 - 1e-9
 
 
-def test_together_names_the_findings_it_leaves_out():
+def test_together_names_the_findings_it_leaves_out(sample_results):
     """Two rank-1 fixes with predictions replayed together; the straggler
     finding, which has no edit, is named as left out."""
-    r = analyze(REPO / "sample_traces" / "cpu_ddp_2ranks")
+    r = sample_results["cpu_ddp_2ranks"]
     if r.together is None:
         pytest.skip("no two findings with predictions on one rank in this sample")
     md = render(r, "md")
@@ -289,10 +289,10 @@ def test_together_names_the_findings_it_leaves_out():
     assert "not in it: rank-straggler (no prediction)" in line.replace("\\", "")
 
 
-def test_the_rank_section_shows_no_prediction_the_findings_do_not():
+def test_the_rank_section_shows_no_prediction_the_findings_do_not(sample_results):
     """The rank section's replay shows the findings' Together line or none:
     not an every-edit what-if no finding stands behind."""
-    r = analyze(REPO / "sample_traces" / "cpu_healthy")
+    r = sample_results["cpu_healthy"]
     html = render(r, "html")
     assert "Every edit the replay knows" not in html
     assert all(w.edit != ALL_EDITS or w.step_us_low <= w.step_us_after for w in r.ranks[0].replay.whatifs)

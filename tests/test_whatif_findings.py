@@ -40,8 +40,8 @@ def test_every_edit_a_rule_names_is_one_the_replay_makes():
 
 
 @pytest.fixture(scope="module")
-def sample():
-    return analyze(SAMPLE)
+def sample(sample_results):
+    return sample_results[SAMPLE.name]
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_a_cpu_only_dataloader_finding_predicts_a_range_and_says_why(sample):
     assert kept in CPU_ONLY_RANGE and kept in md and "predicted after the fix" in md
 
 
-def test_reports_show_the_prediction_and_the_critical_path(gpu_loader, sample):
+def test_reports_show_the_prediction_and_the_critical_path(gpu_loader, sample, sample_results):
     f = next(f for f in gpu_loader.findings if f.id == "dataloader-bound")
     before, after = f.whatif.step_us_before / 1e3, f.whatif.step_us_after / 1e3
     md = render(gpu_loader, "md")
@@ -107,7 +107,7 @@ def test_reports_show_the_prediction_and_the_critical_path(gpu_loader, sample):
     doc = json.loads(render(gpu_loader, "json"))
     f = next(f for f in doc["findings"] if f["id"] == "dataloader-bound")
     assert set(f["whatif"]) >= {"edit", "step_us_before", "step_us_after", "step_us_low", "step_us_high"}
-    straggler = analyze(REPO / "sample_traces" / "cpu_ddp_2ranks")
+    straggler = sample_results["cpu_ddp_2ranks"]
     assert next(f for f in json.loads(render(straggler, "json"))["findings"]
                 if f["id"] == "rank-straggler")["whatif"] is None  # no edit: a bound
 
@@ -183,13 +183,13 @@ def test_two_fixes_are_replayed_together_not_added_up(tmp_path):
     assert json.loads(render(result, "json"))["together"]["edit"] == both.edit
 
 
-def test_sarif_carries_the_prediction(gpu_loader, sample):
+def test_sarif_carries_the_prediction(gpu_loader, sample, sample_results):
     doc = json.loads(render(gpu_loader, "sarif"))
     res = next(r for r in doc["runs"][0]["results"] if r["ruleId"] == "dataloader-bound")
     f = next(f for f in gpu_loader.findings if f.id == "dataloader-bound")
     assert "Predicted after the fix" in res["message"]["text"]
     assert res["properties"]["predicted_step_ms"] == pytest.approx(f.whatif.step_us_after / 1e3, abs=1e-3)
-    straggler = analyze(REPO / "sample_traces" / "cpu_ddp_2ranks")  # rank-straggler has no edit: no prediction
+    straggler = sample_results["cpu_ddp_2ranks"]  # rank-straggler has no edit: no prediction
     bound = json.loads(render(straggler, "sarif"))
     r = next(r for r in bound["runs"][0]["results"] if r["ruleId"] == "rank-straggler")
     assert "predicted_step_ms" not in r["properties"] and "Predicted" not in r["message"]["text"]
