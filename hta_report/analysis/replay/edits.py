@@ -295,7 +295,7 @@ def _spans(rows: pd.DataFrame) -> pd.DataFrame:
                    "read of an inference step's output, values that decide control flow, data-dependent shapes and "
                    "the step-end synchronize of a timing harness stay"),
       error_pct=20.0,
-      error_source=("H200 .item() pairs, 8 rounds scored paired (README, 2026-11-27): rounds within -29.1 to "
+      error_source=("H200 .item() pairs, 8 rounds scored paired (docs/whatif.md, 2026-11-27): rounds within -29.1 to "
                     "+18.9 %, median -11.7 %; injected .item() causes within 6.5 %"))
 def edit_no_sync(ev: RankEvents, g: Graph, e: Edit) -> None:
     """Removable synchronizations (:mod:`.sync_kinds`) gone: on a rank with GPU
@@ -383,7 +383,7 @@ def edit_vectorize(ev: RankEvents, g: Graph, e: Edit) -> None:
                    "part of it on a CPU-only rank, where the workers take their CPU time from the cores the "
                    "training's threads use"),
       error_pct=15.0,
-      error_source=("H200 pairs num_workers 0 -> 4: +6.0 %, -15.0 % (README, 2026-11-27); CPU: fix bench "
+      error_source=("H200 pairs num_workers 0 -> 4: +6.0 %, -15.0 % (docs/whatif.md, 2026-11-27); CPU: fix bench "
                     "dataloader_workers (docs/FIXBENCH.md)"))
 def edit_no_dataloader(ev: RankEvents, g: Graph, e: Edit) -> None:
     """The host's time inside DataLoader iteration annotations removed from
@@ -449,7 +449,7 @@ def capturable(ev: RankEvents, windows: np.ndarray) -> Dict[int, np.ndarray]:
                    "its kernels run back to back; host work outside it (data loading, pre- and post-processing) and "
                    "CPU work inside it stay, as do synchronizations"),
       error_pct=22.0,
-      error_source=("H200 CUDA-graph pairs, 8 rounds scored paired (README, 2026-11-27): -12.5 to -22.1 % against "
+      error_source=("H200 CUDA-graph pairs, 8 rounds scored paired (docs/whatif.md, 2026-11-27): -12.5 to -22.1 % against "
                     "the profiled after-step (the profiler slows a graph's kernels), -3.3 to -12.6 % against the "
                     "step without the profiler"))
 def edit_cuda_graph(ev: RankEvents, g: Graph, e: Edit) -> None:
@@ -492,7 +492,7 @@ def edit_cuda_graph(ev: RankEvents, g: Graph, e: Edit) -> None:
                    "link)"),
       error_pct=15.0,
       error_source=("H200 pinned 16 and 64 MiB pairs: paired +0.2, +0.7 %; least disturbed -7.5 to -13.9 %; "
-                    "pin_memory with 4 workers +4.0 % (README, 2026-11-27)"))
+                    "pin_memory with 4 workers +4.0 % (docs/whatif.md, 2026-11-27)"))
 def edit_async_copies(ev: RankEvents, g: Graph, e: Edit) -> None:
     """Copies made from pinned memory with ``non_blocking=True``: a blocking
     copy call (pageable ``cudaMemcpyAsync``, ``cudaMemcpy``) and a
@@ -552,7 +552,7 @@ def gpu_nodes(g: Graph, rows: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
                    "device's 16-bit Tensor-Core peak over its fp32 peak (14.8 on H100/H200, 16 on A100; bf16 "
                    "autocast)"),
       error_pct=8.0,
-      error_source="H200 bf16 autocast pairs: -6.1 %, +2.4 % (README, 2026-11-27)")
+      error_source="H200 bf16 autocast pairs: -6.1 %, +2.4 % (docs/whatif.md, 2026-11-27)")
 def edit_tensor_cores(ev: RankEvents, g: Graph, e: Edit) -> None:
     """GEMMs and convolutions moved onto Tensor Cores (bf16/fp16 autocast):
     each kernel of :func:`~.kernels.matmuls_without_tensor_cores` takes
@@ -577,7 +577,7 @@ def edit_tensor_cores(ev: RankEvents, g: Graph, e: Edit) -> None:
       description=("the aten::zero_ ops inside zero_grad, and backward's adds into the zeroed gradients, are gone "
                    "with the GPU work they launch (zero_grad(set_to_none=True))"),
       error_pct=5.0,
-      error_source="CPU pairs zero-grad-zeros recorded in one process: -0.2 % (README, 2026-11-27)")
+      error_source="CPU pairs zero-grad-zeros recorded in one process: -0.2 % (docs/whatif.md, 2026-11-27)")
 def edit_no_zero_fill(ev: RankEvents, g: Graph, e: Edit) -> None:
     """``zero_grad(set_to_none=True)``: the ``aten::zero_`` ops inside
     ``Optimizer.zero_grad`` (:func:`~.optimizer.zero_writes`) removed with
@@ -605,7 +605,7 @@ def edit_no_zero_fill(ev: RankEvents, g: Graph, e: Edit) -> None:
                    "of host time, a few short kernels) is left out, on a CPU-only rank its arithmetic stays"),
       error_pct=20.0,
       error_source=("H200 fused AdamW pairs, 8 rounds scored paired: median -3.1 %, rounds -22.1 to +24.4 % "
-                    "(README, 2026-11-27); CPU: fix bench foreach_optimizer (docs/FIXBENCH.md)"))
+                    "(docs/whatif.md, 2026-11-27); CPU: fix bench foreach_optimizer (docs/FIXBENCH.md)"))
 def edit_fused_optimizer(ev: RankEvents, g: Graph, e: Edit) -> None:
     """A fused optimizer step (``AdamW(fused=True)``, or ``foreach=True``) in
     place of the single-tensor one: the host time of the single-tensor
@@ -779,7 +779,7 @@ GRADIENT_COLLECTIVE = re.compile(r"^(nccl|rccl).*(allreduce|reducescatter|reduce
       description=("compute no longer waits for the gradient all-reduces and reduce-scatters, but the last of each "
                    "step, which the optimizer needs; the collectives keep their measured durations"),
       error_pct=8.0,
-      error_source="DDP without overlap injected into the A100/V100 trace_diff traces: +2.1, +5.2 % (README)")
+      error_source="DDP without overlap injected into the A100/V100 trace_diff traces: +2.1, +5.2 % (docs/whatif.md)")
 def edit_overlap_gradient_collectives(ev: RankEvents, g: Graph, e: Edit) -> None:
     """Gradient reduction overlapped with compute (DDP buckets that start
     during backward, ``no_sync`` where it applies, FSDP's backward prefetch):
