@@ -626,7 +626,8 @@ class IdleAttribution:
     ``stream_wait_us``) in which an operation launched on an idle GPU had not
     started 1 ms or more after its launch returned
     (:func:`hta_report.analysis.gap_causes.late_starts`): a wait outside the
-    process (another process or the display on the GPU, driver batching).
+    process or one the profiler does not record. ``late_starts`` counts
+    those late starts in the whole trace (operations starting together count once).
 
     ``gaps`` lists the longest idle gaps (up to 10).
     """
@@ -649,6 +650,7 @@ class IdleAttribution:
     unattributed_us: float = 0.0
     sync_lead_us: float = 0.0
     late_start_us: float = 0.0
+    late_starts: int = 0
     gaps: List[GpuGap] = field(default_factory=list)
 
 

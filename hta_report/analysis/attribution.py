@@ -209,7 +209,8 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
     all_busy = _u(gpu)
     short = idle[full_gap_length(idle, all_busy) < SHORT_GAP_US]
     queued = queued_work(ev, idle)
-    out.late_start_us = per_step(intervals.total(intervals.intersect(late_starts(ev), idle)), n)
+    late, out.late_starts = late_starts(ev)
+    out.late_start_us = per_step(intervals.total(intervals.intersect(late, idle)), n)
     short_q = (queued[:, 1] - queued[:, 0]) < KERNEL_WAIT_US
     q_short = whole_rows(queued[short_q], idle)  # gaps queued from start to end: HTA's kernel wait
     queued = queued[~short_q]  # a short wait after a launch inside a longer gap stays the host's

@@ -20,7 +20,7 @@ Three questions that decide whether the host is to blame for a gap:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -74,26 +74,28 @@ def _launch_rows(ev: RankEvents) -> pd.DataFrame:
 
 
 
-def late_starts(ev: RankEvents) -> np.ndarray:
+def late_starts(ev: RankEvents) -> Tuple[np.ndarray, int]:
     """The stretches (a union, µs) from the launch call's return to the start
     of each GPU operation that started :data:`LATE_START_US` or more after it
     on a GPU idle since before the launch (no GPU activity of the rank in
-    between): work queued on an idle GPU that did not run."""
+    between): work queued on an idle GPU that did not run; and how many
+    stretches of it there are (operations starting at one time count once)."""
     gpu = ev.gpu
+    none = (np.empty((0, 2)), 0)
     if gpu.empty:
-        return np.empty((0, 2))
+        return none
     calls = _launch_rows(ev)
     launched, start = calls["end"].to_numpy(dtype=float), gpu["ts"].to_numpy(dtype=float)
     late = np.isfinite(launched) & (start - launched >= LATE_START_US)
     if not late.any():
-        return np.empty((0, 2))
+        return none
     busy = intervals.union(start, gpu["end"].to_numpy(dtype=float))
     j = np.searchsorted(busy[:, 1], start, side="right") - 1  # the GPU activity ending last before each start
     went_idle = np.where(j >= 0, busy[np.maximum(j, 0), 1], -np.inf)
     late &= went_idle <= launched
     if not late.any():
-        return np.empty((0, 2))
-    return intervals.union(launched[late], start[late])
+        return none
+    return intervals.union(launched[late], start[late]), int(len(np.unique(start[late])))
 
 
 def queued_work(ev: RankEvents, idle: np.ndarray) -> np.ndarray:
@@ -138,7 +140,7 @@ def queued_work(ev: RankEvents, idle: np.ndarray) -> np.ndarray:
             last = np.where(k >= 0, t[np.maximum(k, 0)], -np.inf)
             why[sel] |= last >= went_idle[sel]
     parts.append(np.column_stack([launched, start])[ok & why])
-    parts.append(late_starts(ev))
+    parts.append(late_starts(ev)[0])
     both = np.concatenate(parts)
     if not len(both):
         return np.empty((0, 2))

@@ -204,23 +204,31 @@ def gpu_idle(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict
            "# give communication its own stream (DDP does), and look for a slow peer rank (rank-straggler)")
     why = "streams wait on each other or on other ranks"
     if late_start_led(worst):
+        a = worst.idle_attribution
         evidence.insert(0, (
-            f"rank {worst.rank}: operations launched on an idle GPU start {LATE_START_US / 1000:g} ms or more after "
-            f"their launch returned, {ms(worst.idle_attribution.late_start_us)} {per(worst)}: a launch on an idle GPU "
-            "starts within tens of µs, so the GPU was running something this trace does not hold"))
-        why = "launches start late on an idle GPU: the wait is outside this process"
-        fix = ("# the GPU ran something else while this process's work waited (another process, the display,\n"
-               "# or a driver holding submissions back, as Windows WDDM does): check with\n"
+            f"rank {worst.rank}: {a.late_starts:,} times, operations launched on an idle GPU start "
+            f"{LATE_START_US / 1000:g} ms or more after their launch returned, {ms(a.late_start_us)} {per(worst)}; "
+            "a launch on an idle GPU starts within tens of µs: the GPU waited on something this trace does not show"))
+        why = "launches start late on an idle GPU, waiting on something the trace does not show"
+        fix = ("# the GPU waited on something this trace does not record: another process or the display on the\n"
+               "# same GPU (time slicing), a driver holding submissions back (Windows WDDM), or a stream dependency\n"
+               "# the profiler does not show (a host callback, an event from another process). Check the GPU is\n"
+               "# this process's alone:\n"
                "#   nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv\n"
-               "# and profile on a GPU of its own (no display; exclusive-process compute mode:\n"
-               "#   nvidia-smi -i 0 -c EXCLUSIVE_PROCESS), or under Linux rather than WDDM")
+               "# and profile on a GPU of its own (no display; nvidia-smi -i 0 -c EXCLUSIVE_PROCESS)")
     return claim(fired, hits, ["idle:stream_wait"], lambda r: r.idle_attribution.stream_wait_us).verdict(
         cfg, f"GPU idle with work queued {val[worst.rank]:.0f} % {of_step(worst)}: {why}", evidence, fix)
+
+
+#: Late starts (``IdleAttribution.late_starts``) from which they are a pattern
+#: and not a one-off (a first launch after the profiler started, a cold start): proposal.
+MIN_LATE_STARTS = 3
 
 
 def late_start_led(r: RankResult) -> bool:
     """True when most of rank ``r``'s idle with work queued is operations
     starting late on an idle GPU (``IdleAttribution.late_start_us``, see
-    :func:`~hta_report.analysis.gap_causes.late_starts`)."""
+    :func:`~hta_report.analysis.gap_causes.late_starts`), at least
+    :data:`MIN_LATE_STARTS` times."""
     a = r.idle_attribution
-    return a.late_start_us > 0 and a.late_start_us >= 0.5 * a.stream_wait_us
+    return a.late_starts >= MIN_LATE_STARTS and a.late_start_us > 0 and a.late_start_us >= 0.5 * a.stream_wait_us
