@@ -72,6 +72,26 @@ def _launch_rows(ev: RankEvents) -> pd.DataFrame:
                          "thread": corr.map(first["thread"]).fillna(-1).to_numpy()})
 
 
+@shared
+def _queue_times(ev: RankEvents) -> Tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of ``ev.gpu`` (computed once per rank, never changed by a
+    caller): its launch call (:func:`_launch_rows`), when that call returned
+    and when the operation started (µs), the union of GPU activity, and when
+    the GPU last went idle before each start (``-inf`` before the first)."""
+    gpu = ev.gpu
+    calls = _launch_rows(ev)
+    launched, start = calls["end"].to_numpy(dtype=float), gpu["ts"].to_numpy(dtype=float)
+    busy = intervals.union(start, gpu["end"].to_numpy(dtype=float))
+    j = np.searchsorted(busy[:, 1], start, side="right") - 1  # the GPU activity ending last before each start
+    went_idle = np.where(j >= 0, busy[np.maximum(j, 0), 1], -np.inf)
+    return calls, launched, start, busy, went_idle
+
+
+def _late(launched: np.ndarray, start: np.ndarray, went_idle: np.ndarray) -> np.ndarray:
+    """Per GPU operation (:func:`_queue_times`' arrays): whether it started
+    :data:`LATE_START_US` or more after its launch returned on a GPU idle
+    since before that launch."""
+    return np.isfinite(launched) & (start - launched >= LATE_START_US) & (went_idle <= launched)
 
 
 def late_starts(ev: RankEvents) -> Tuple[np.ndarray, int]:
@@ -80,21 +100,12 @@ def late_starts(ev: RankEvents) -> Tuple[np.ndarray, int]:
     on a GPU idle since before the launch (no GPU activity of the rank in
     between): work queued on an idle GPU that did not run; and how many
     stretches of it there are (operations starting at one time count once)."""
-    gpu = ev.gpu
-    none = (np.empty((0, 2)), 0)
-    if gpu.empty:
-        return none
-    calls = _launch_rows(ev)
-    launched, start = calls["end"].to_numpy(dtype=float), gpu["ts"].to_numpy(dtype=float)
-    late = np.isfinite(launched) & (start - launched >= LATE_START_US)
+    if ev.gpu.empty:
+        return np.empty((0, 2)), 0
+    _, launched, start, _, went_idle = _queue_times(ev)
+    late = _late(launched, start, went_idle)
     if not late.any():
-        return none
-    busy = intervals.union(start, gpu["end"].to_numpy(dtype=float))
-    j = np.searchsorted(busy[:, 1], start, side="right") - 1  # the GPU activity ending last before each start
-    went_idle = np.where(j >= 0, busy[np.maximum(j, 0), 1], -np.inf)
-    late &= went_idle <= launched
-    if not late.any():
-        return none
+        return np.empty((0, 2)), 0
     return intervals.union(launched[late], start[late]), int(len(np.unique(start[late])))
 
 
@@ -114,18 +125,15 @@ def queued_work(ev: RankEvents, idle: np.ndarray) -> np.ndarray:
     gpu = ev.gpu
     if len(idle) == 0 or gpu.empty:
         return np.empty((0, 2))
-    calls = _launch_rows(ev)
-    launched, start = calls["end"].to_numpy(dtype=float), gpu["ts"].to_numpy(dtype=float)
+    calls, launched, start, busy, went_idle = _queue_times(ev)
     ok = np.isfinite(launched) & (launched < start)
     if not ok.any():
         return np.empty((0, 2))
-    busy = intervals.union(start, gpu["end"].to_numpy(dtype=float))
-    j = np.searchsorted(busy[:, 1], start, side="right") - 1  # the GPU activity ending last before each start
-    went_idle = np.where(j >= 0, busy[np.maximum(j, 0), 1], -np.inf)
     b = np.searchsorted(busy[:, 1], np.where(ok, launched, np.inf), side="left")  # first gap beginning after launch
     gap_begin = np.where(b < len(busy), busy[np.minimum(b, len(busy) - 1), 1], np.inf)
     parts = [np.column_stack([gap_begin, start])[ok & (gap_begin < start)]]
     why = np.array(gpu["s_name"].str.startswith(("nccl", "rccl"), na=False), dtype=bool)  # per category
+    why |= _late(launched, start, went_idle)
     cpu = ev.cpu
     waits = cpu[cpu["s_name"].isin(STREAM_WAIT_APIS)]
     if len(waits):
@@ -140,7 +148,6 @@ def queued_work(ev: RankEvents, idle: np.ndarray) -> np.ndarray:
             last = np.where(k >= 0, t[np.maximum(k, 0)], -np.inf)
             why[sel] |= last >= went_idle[sel]
     parts.append(np.column_stack([launched, start])[ok & why])
-    parts.append(late_starts(ev)[0])
     both = np.concatenate(parts)
     if not len(both):
         return np.empty((0, 2))

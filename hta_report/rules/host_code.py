@@ -184,7 +184,12 @@ def host_memory_only(r: RankResult) -> bool:
     :data:`CPU_ONLY_MEMORY_BYTES` of them, and none on a GPU."""
     m = r.memory
     return (m.recorded and bool(m.devices) and all(d.device == "cpu" for d in m.devices)
-            and max(d.peak_allocated_bytes for d in m.devices) >= CPU_ONLY_MEMORY_BYTES)
+            and host_peak_bytes(r) >= CPU_ONLY_MEMORY_BYTES)
+
+
+def host_peak_bytes(r: RankResult) -> int:
+    """The largest peak of allocated memory among rank ``r``'s devices (bytes; 0 without memory events)."""
+    return max((d.peak_allocated_bytes for d in r.memory.devices), default=0)
 
 
 def on_cpu(r: RankResult) -> bool:
@@ -226,7 +231,7 @@ def gpu_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdi
     def line(r: RankResult) -> str:
         where = (f"its ops ran on the CPU ({', '.join(r.patterns.cpu_kernel_ops[:3])})" if r.patterns.cpu_kernel_ops
                  else f"every allocation is on the CPU (peak "
-                      f"{max(d.peak_allocated_bytes for d in r.memory.devices) / 2**30:.1f} GiB), none on the GPU")
+                      f"{host_peak_bytes(r) / 2**30:.1f} GiB), none on the GPU")
         return (f"rank {r.rank}: the trace lists {', '.join(sorted(set(r.device_names)))[:120]} but holds no GPU "
                 f"activity or launch; {where}: {ms(r.patterns.compute_us_per_step)} {per(r)} in ops")
     fix = ("device = torch.device(\"cuda\")\n"
