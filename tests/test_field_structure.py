@@ -74,6 +74,19 @@ def test_tensor_core_advice_names_the_precision_the_device_has(tmp_path):
     assert "torch.bfloat16" in a100.fix and "set_float32_matmul_precision" in a100.fix
 
 
+def test_geforce_boards_are_not_advised_tf32_which_runs_at_their_float32_rate(tmp_path):
+    """RTX 3060 (GA106) and RTX 4090 (AD102) run TF32 at the float32 rate
+    (GA102/Ada whitepapers): bfloat16 is advised, TF32 is not; an A10 of
+    the same capability 8.6 keeps TF32 (twice its float32 rate)."""
+    assert "tf32" not in matrix_dtypes(8, 6, ["NVIDIA GeForce RTX 3060"], amd=False)
+    assert "tf32" not in matrix_dtypes(8, 9, ["NVIDIA GeForce RTX 4090"], amd=False)
+    assert "bfloat16" in matrix_dtypes(8, 9, ["NVIDIA GeForce RTX 4090"], amd=False)
+    assert "tf32" in matrix_dtypes(8, 6, ["NVIDIA A10"], amd=False)
+    f = next(f for f in _fp32_gemm_run(tmp_path, "NVIDIA GeForce RTX 3060", 8, 6).findings
+             if f.id == "tensor-cores-unused")
+    assert "torch.bfloat16" in f.fix and "set_float32_matmul_precision" not in f.fix and "TF32" not in f.title
+
+
 def test_a_gpu_without_16_bit_matrix_units_gets_no_precision_advice(tmp_path):
     r = _fp32_gemm_run(tmp_path, "Tesla P100-PCIE-16GB", 6, 0)
     assert not any(f.id == "tensor-cores-unused" for f in r.findings)
