@@ -547,10 +547,30 @@ def gpu_nodes(g: Graph, rows: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
     return np.asarray(nodes, dtype=np.int64), np.asarray(at, dtype=np.int64)
 
 
+#: A GEMM or convolution kernel's fixed cost (µs): launch ramp, prologue, tail, which no
+#: precision shortens. The shortest Tensor Core GEMM kernels in the field traces run 1.5 µs
+#: (MI300X), 5.5 µs (RTX 4090), 6 µs (H100): a kernel does not get below this.
+MATMUL_FIXED_US = 2.0
+#: Matrix-vector kernels (cuBLAS ``gemv*``) read each weight once: memory-bound, they gain
+#: from 16-bit inputs only the halved bytes (at most 2x), never the Tensor Cores' peak.
+GEMV_SPEEDUP = 2.0
+#: cuBLAS's matrix-vector kernels (``gemv2T_kernel_val``, ``gemvx``, ``gemv2N``...).
+GEMV_KERNEL = re.compile(r"gemv", re.IGNORECASE)
+
+
+def matmul_after_16_bit(dur: np.ndarray, k) -> np.ndarray:
+    """Kernel durations (µs) after a move to 16-bit matrix math with speedup
+    ``k`` (a scalar or one per kernel): the fixed cost
+    (:data:`MATMUL_FIXED_US`, or the whole kernel where shorter) stays, the
+    rest takes ``1/k`` of its time."""
+    fixed = np.minimum(dur, MATMUL_FIXED_US)
+    return fixed + (dur - fixed) / k
+
+
 @edit(EditLabel.TENSOR_CORES,
-      description=("GEMM and convolution kernels that ran without Tensor Cores take 1/k of their time, k the "
-                   "device's 16-bit Tensor-Core peak over its fp32 peak (14.8 on H100/H200, 16 on A100; bf16 "
-                   "autocast)"),
+      description=("GEMM and convolution kernels that ran without Tensor Cores take 1/k of their time beyond "
+                   "a 2 µs fixed cost, k the device's 16-bit Tensor-Core peak over its fp32 peak (14.8 on "
+                   "H100/H200, 16 on A100; bf16 autocast); matrix-vector kernels, memory-bound, 1/2"),
       error_pct=8.0,
       error_source="H200 bf16 autocast pairs: -6.1 %, +2.4 % (docs/whatif.md, 2026-11-27)")
 def edit_tensor_cores(ev: RankEvents, g: Graph, e: Edit) -> None:
@@ -560,17 +580,24 @@ def edit_tensor_cores(ev: RankEvents, g: Graph, e: Edit) -> None:
     its fp32 peak (:func:`~.kernels.tensor_core_speedup`; no change on a
     device the table does not know), on a rank whose GEMMs and convolutions
     spend less than :data:`TENSOR_CORE_EDIT_MAX_PCT` of their time on Tensor
-    Cores (elsewhere the rank already uses them: no edit). Left out: the casts
-    autocast adds and the 16-bit elementwise kernels, which move half the bytes."""
+    Cores (elsewhere the rank already uses them: no edit). Only the part of a
+    kernel beyond its fixed cost scales (:func:`matmul_after_16_bit`), and a
+    matrix-vector kernel, memory-bound, at most by :data:`GEMV_SPEEDUP`.
+    Left out: the casts autocast adds and the 16-bit elementwise kernels,
+    which move half the bytes."""
     k = tensor_core_speedup(e.devices)
     if not k:
         return
 
-    def lookup() -> np.ndarray:
+    def lookup() -> Tuple[np.ndarray, np.ndarray]:
         rows, share = matmuls_without_tensor_cores(ev)
-        return gpu_nodes(g, rows)[0] if share < TENSOR_CORE_EDIT_MAX_PCT else np.empty(0, dtype=np.int64)
-    nodes = _per_graph(ev, g, "tensor-core nodes", lookup)
-    e.dur[nodes] = e.dur[nodes] / k
+        if share >= TENSOR_CORE_EDIT_MAX_PCT:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=bool)
+        nodes, at = gpu_nodes(g, rows)
+        names = rows["s_name"].to_numpy()[at] if "s_name" in rows.columns else np.array([""] * len(at))
+        return nodes, np.array([bool(GEMV_KERNEL.search(str(n))) for n in names], dtype=bool)
+    nodes, gemv = _per_graph(ev, g, "tensor-core nodes", lookup)
+    e.dur[nodes] = matmul_after_16_bit(e.dur[nodes], np.where(gemv, min(k, GEMV_SPEEDUP), k))
 
 
 @edit(EditLabel.ZERO_GRAD_NONE,
