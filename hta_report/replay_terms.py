@@ -85,9 +85,13 @@ class NoteCode(Term):
     #: No what-if: CUDA-graph launches whose kernels the trace lacks; values
     #: ``dropped`` and ``graphs`` (launches).
     DROPPED_GRAPHS = "no-whatif-dropped-graphs"
+    #: No what-if: launched work started late on an idle GPU for a reason the
+    #: trace does not show; values ``late_pct`` (% of the analyzed window) and
+    #: ``starts`` (how many times).
+    LATE_STARTS = "no-whatif-late-starts"
 
 
 #: The codes that say a rank was not replayed (its ``Replay.steps`` is 0).
 NOT_REPLAYED = (NoteCode.NO_WINDOW, NoteCode.NO_LAUNCH, NoteCode.CYCLE)
 #: The codes that say a replayed rank got no what-if.
-NO_WHATIF = (NoteCode.WARMUP, NoteCode.LOST_GPU, NoteCode.DROPPED_GRAPHS)
+NO_WHATIF = (NoteCode.WARMUP, NoteCode.LOST_GPU, NoteCode.DROPPED_GRAPHS, NoteCode.LATE_STARTS)

@@ -53,3 +53,28 @@ def test_a_matrix_vector_product_gains_only_its_halved_bytes(tmp_path, kernel, m
         assert saved <= kernels * (1 - 1 / GEMV_SPEEDUP) + 1.0
     else:
         assert saved > kernels * (1 - 1 / GEMV_SPEEDUP)
+
+
+def test_late_starts_on_an_idle_gpu_withhold_every_prediction(tmp_path):
+    """Nine starts 2 ms after their launch on an idle GPU, 60 % of the
+    window: the replay would move those delays with the launches, so no
+    what-if is made and the note says why, in words, in every finding's
+    place; short delays (200 µs) keep the predictions."""
+    from hta_report.render.replay_notes import replay_note
+    from hta_report.replay_terms import NoteCode
+    from test_field_round3 import late_start_trace
+
+    late = tmp_path / "late"
+    late.mkdir()
+    late_start_trace(2000.0).write(late / "rank-0.json")
+    r = analyze(late)
+    rp = r.ranks[0].replay
+    assert rp.whatifs == [] and rp.notes[-1].code == NoteCode.LATE_STARTS
+    # the replay's events: the analyzed steps (the first is a warm-up): 2 of 3, 3 late starts each
+    assert rp.notes[-1].values["starts"] == 6 and rp.notes[-1].values["late_pct"] > 10
+    assert "does not show" in replay_note(rp)
+    assert all(f.whatif is None for f in r.findings)
+    short = tmp_path / "short"
+    short.mkdir()
+    late_start_trace(200.0).write(short / "rank-0.json")
+    assert analyze(short).ranks[0].replay.whatifs

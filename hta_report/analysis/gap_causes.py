@@ -87,11 +87,15 @@ def _queue_times(ev: RankEvents) -> Tuple[pd.DataFrame, np.ndarray, np.ndarray, 
     return calls, launched, start, busy, went_idle
 
 
-def _late(launched: np.ndarray, start: np.ndarray, went_idle: np.ndarray) -> np.ndarray:
+def _late(launched: np.ndarray, start: np.ndarray, went_idle: np.ndarray, busy: np.ndarray) -> np.ndarray:
     """Per GPU operation (:func:`_queue_times`' arrays): whether it started
     :data:`LATE_START_US` or more after its launch returned on a GPU idle
-    since before that launch."""
-    return np.isfinite(launched) & (start - launched >= LATE_START_US) & (went_idle <= launched)
+    since before that launch: it opens a stretch of GPU activity (``busy``,
+    the union) and the one before ended before the launch. An operation
+    that starts while another runs (another stream) found the GPU busy."""
+    k = np.searchsorted(busy[:, 0], start, side="right") - 1
+    opens = (k >= 0) & (busy[np.maximum(k, 0), 0] >= start)
+    return np.isfinite(launched) & (start - launched >= LATE_START_US) & (went_idle <= launched) & opens
 
 
 def late_starts(ev: RankEvents) -> Tuple[np.ndarray, int]:
@@ -102,8 +106,8 @@ def late_starts(ev: RankEvents) -> Tuple[np.ndarray, int]:
     stretches of it there are (operations starting at one time count once)."""
     if ev.gpu.empty:
         return np.empty((0, 2)), 0
-    _, launched, start, _, went_idle = _queue_times(ev)
-    late = _late(launched, start, went_idle)
+    _, launched, start, busy, went_idle = _queue_times(ev)
+    late = _late(launched, start, went_idle, busy)
     if not late.any():
         return np.empty((0, 2)), 0
     return intervals.union(launched[late], start[late]), int(len(np.unique(start[late])))
@@ -133,7 +137,7 @@ def queued_work(ev: RankEvents, idle: np.ndarray) -> np.ndarray:
     gap_begin = np.where(b < len(busy), busy[np.minimum(b, len(busy) - 1), 1], np.inf)
     parts = [np.column_stack([gap_begin, start])[ok & (gap_begin < start)]]
     why = np.array(gpu["s_name"].str.startswith(("nccl", "rccl"), na=False), dtype=bool)  # per category
-    why |= _late(launched, start, went_idle)
+    why |= _late(launched, start, went_idle, busy)
     cpu = ev.cpu
     waits = cpu[cpu["s_name"].isin(STREAM_WAIT_APIS)]
     if len(waits):

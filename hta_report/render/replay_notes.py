@@ -37,6 +37,13 @@ def _dropped_graphs(v: Dict[str, float]) -> str:
             "#728): a prediction would leave out the GPU time of those replays; record fewer replays per window")
 
 
+def _late_starts(v: Dict[str, float]) -> str:
+    return (f"no what-if made: {int(v.get('starts', 0)):,} times, work launched on an idle GPU started 1 ms or more "
+            f"after its launch ({v.get('late_pct', 0.0):.0f} % of the analyzed window), waiting on something the "
+            "trace does not show (another process or the display sharing the GPU, a driver holding submissions "
+            "back): when the launches move, the replay cannot tell when the GPU would start them")
+
+
 #: The words of each :class:`~hta_report.replay_terms.NoteCode`, from the note's figures.
 WORDS: Dict[str, Callable[[Dict[str, float]], str]] = {
     NoteCode.NO_WINDOW: lambda v: "not replayed: no analyzed window",
@@ -53,6 +60,7 @@ WORDS: Dict[str, Callable[[Dict[str, float]], str]] = {
     NoteCode.WARMUP: _warmup,
     NoteCode.LOST_GPU: _lost_gpu,
     NoteCode.DROPPED_GRAPHS: _dropped_graphs,
+    NoteCode.LATE_STARTS: _late_starts,
 }
 
 

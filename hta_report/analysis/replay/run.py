@@ -41,9 +41,11 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import pandas as pd
 
+from ... import intervals
 from ...model import ALL_EDITS, Replay, ReplayNote, ReplayOp, WhatIf, combined_edit, saves
 from ...replay_terms import NoteCode
 from ..events import RankEvents
+from ..gap_causes import late_starts
 from ..integrity import graph_launches_without_ops
 from ..launch_calls import KERNEL_LAUNCH_APIS
 from ..regions import LAUNCH_CATEGORIES
@@ -78,6 +80,15 @@ ONE_STEP_AHEAD_PCT = 25.0
 #: growth, first launches, capture, autotuning): a fix to the steady step
 #: cannot be read off cold start (proposal: half the window).
 WITHHOLD_WARMUP_PCT = 50.0
+#: What-ifs are not made on a rank where launched work started late on an idle
+#: GPU (:func:`~hta_report.analysis.gap_causes.late_starts`, 1 ms or more after
+#: its launch) this many times or more (a pattern, not a one-off: the
+#: ``gpu-idle`` rule's count, ``rules.idle.MIN_LATE_STARTS``) ...
+WITHHOLD_LATE_STARTS = 3
+#: ... for this share of the analyzed windows (%) or more: the size of the
+#: replay's typical error (docs/whatif.md), past which a prediction that moves
+#: the launches, and with them those delays, cannot be read (proposal).
+WITHHOLD_LATE_PCT = 10.0
 
 
 def rank_graph(ev: RankEvents, hw: np.ndarray) -> Union[NoteCode, Tuple[Graph, np.ndarray, bool]]:
@@ -218,13 +229,20 @@ def replay_notes(ev: RankEvents, steps: bool, basis: Basis, measured_us: float) 
     return notes
 
 
-def withheld(ev: RankEvents, warmup_us: float, step_us: float) -> Optional[ReplayNote]:
+def withheld(ev: RankEvents, warmup_us: float, step_us: float, w: Optional[np.ndarray] = None) -> Optional[ReplayNote]:
     """Stage 6: why no what-if is made on this rank (None: they are): a
     window that is mostly one-off warm-up (:data:`WITHHOLD_WARMUP_PCT` of
     ``step_us``, µs; ``warmup_us`` per step, µs), kernel launches whose GPU
     records the trace lost (no GPU operation at all), or graph launches whose
     kernels it lost (any: the GPU time of a replay is unknown, and the
-    prediction would leave it out)."""
+    prediction would leave it out), or launched work that started late on
+    an idle GPU (:func:`~hta_report.analysis.gap_causes.late_starts`) at
+    least :data:`WITHHOLD_LATE_STARTS` times and for
+    :data:`WITHHOLD_LATE_PCT` of the analyzed windows ``w`` (``(n, 2)`` µs):
+    the replay holds each such delay as its operation's launch latency, so
+    an edit that moves the launches would move the delays with them,
+    overlapping what ran one after another; what the GPU waited on is not in
+    the trace, and nothing says it would wait less or more.""" 
     if step_us > 0 and warmup_us >= step_us * WITHHOLD_WARMUP_PCT / 100:
         return note(NoteCode.WARMUP, warmup_pct=100 * warmup_us / step_us)
     if not ev.has_gpu:
@@ -233,6 +251,12 @@ def withheld(ev: RankEvents, warmup_us: float, step_us: float) -> Optional[Repla
     graphs, dropped = graph_launches_without_ops(ev)
     if dropped:
         return note(NoteCode.DROPPED_GRAPHS, dropped=float(dropped), graphs=float(graphs))
+    if w is not None and len(w):
+        late, starts = late_starts(ev)
+        late_us = intervals.total(intervals.intersect(late, intervals.union(w[:, 0], w[:, 1])))
+        window_us = float((w[:, 1] - w[:, 0]).sum())
+        if starts >= WITHHOLD_LATE_STARTS and window_us > 0 and late_us >= window_us * WITHHOLD_LATE_PCT / 100:
+            return note(NoteCode.LATE_STARTS, late_pct=100 * late_us / window_us, starts=float(starts))
     return None
 
 
@@ -323,7 +347,7 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
                  error_pct=abs(r_mean - m_mean) / m_mean * 100 if m_mean > 0 else 0.0, steps=len(w),
                  critical_path=path, host_share_pct=host_share, notes=replay_notes(ev, steps, basis, m_mean),
                  gpu_paced_step_us=basis.step_us if basis.ahead else 0.0)
-    why_not = withheld(ev, warmup_us, m_mean)
+    why_not = withheld(ev, warmup_us, m_mean, w)
     if why_not is not None:
         out.notes.append(why_not)
         return out
