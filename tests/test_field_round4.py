@@ -78,3 +78,25 @@ def test_late_starts_on_an_idle_gpu_withhold_every_prediction(tmp_path):
     short.mkdir()
     late_start_trace(200.0).write(short / "rank-0.json")
     assert analyze(short).ranks[0].replay.whatifs
+
+
+def test_host_bound_on_cpu_random_tensors_says_to_draw_them_on_the_gpu(tmp_path):
+    """Each step draws its input on the CPU (aten::normal_, 3 ms) and copies it
+    to the GPU before a 1 ms kernel: host-bound, and the fix names the op's
+    remedy (draw on the device) rather than moving preprocessing to workers."""
+    b = TraceBuilder(rank=0, gpu_name="Tesla T4", compute_major=7)
+    sim = Sim(b)
+    for s in range(1, 7):
+        start = sim.t
+        with sim.region("aten::randn"):
+            sim.cpu("aten::normal_", 3000.0)
+        sim.copy("HtoD", 4 << 20, pinned=False, non_blocking=False)
+        sim.op("aten::mm", [(FP32_GEMM, 1000.0)], host_us=10.0)
+        sim.idle(20.0)
+        b.step(s, start, sim.t - start)
+    path = tmp_path / "run" / "rank-0.json.gz"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(gzip.compress(json.dumps(b.document()).encode()))
+    r = analyze(path.parent)
+    f = next(f for f in r.findings if f.id == "host-bound")
+    assert 'device="cuda"' in f.fix and "aten::normal_" in f.fix
