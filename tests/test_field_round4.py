@@ -100,3 +100,26 @@ def test_host_bound_on_cpu_random_tensors_says_to_draw_them_on_the_gpu(tmp_path)
     r = analyze(path.parent)
     f = next(f for f in r.findings if f.id == "host-bound")
     assert 'device="cuda"' in f.fix and "aten::normal_" in f.fix
+
+
+def _small_grid_run(tmp_path, beside: bool):
+    """Per step a 400 µs GEMM with 0.5 blocks per SM on stream 7; with
+    ``beside``, another stream's kernel runs over the whole of it."""
+    b = TraceBuilder(rank=0)
+    for i in range(5):
+        t = i * 1000.0
+        b.step(i + 1, t, 1000.0)
+        b.kernel(FP32_GEMM, t + 100, 400.0, sm=(0.5, 25.0))
+        if beside:
+            b.kernel("void side_stream_kernel<float>(float*)", t + 90, 420.0, stream=20, sm=(2.0, 50.0))
+    d = tmp_path / ("beside" if beside else "alone")
+    d.mkdir()
+    b.write(d / "rank-0.json")
+    return analyze(d).ranks[0].occupancy
+
+
+def test_a_small_grid_leaves_sms_idle_only_while_no_other_stream_runs(tmp_path):
+    alone = _small_grid_run(tmp_path, beside=False)
+    assert alone.idle_sm_us_per_step == pytest.approx(0.5 * 400.0)
+    beside = _small_grid_run(tmp_path, beside=True)
+    assert beside.idle_sm_us_per_step == pytest.approx(0.0)
