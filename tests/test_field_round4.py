@@ -123,3 +123,32 @@ def test_a_small_grid_leaves_sms_idle_only_while_no_other_stream_runs(tmp_path):
     assert alone.idle_sm_us_per_step == pytest.approx(0.5 * 400.0)
     beside = _small_grid_run(tmp_path, beside=True)
     assert beside.idle_sm_us_per_step == pytest.approx(0.0)
+
+
+def _two_ranks(tmp_path, backend: str, nccl_kernel: bool):
+    from kineto import NCCL_ALLREDUCE
+    d = tmp_path / f"{backend}-{nccl_kernel}"
+    d.mkdir()
+    for rank in range(2):
+        b = TraceBuilder(rank=rank, world_size=2, backend=backend)
+        for i in range(4):
+            t = i * 1000.0
+            b.step(i + 1, t, 1000.0)
+            b.kernel(FP32_GEMM, t + 100, 300.0)
+            if nccl_kernel:  # c10d's host op around the launch, as torch records it
+                b.cpu_op("c10d::allreduce_", t + 420, 40.0)
+                b.kernel(NCCL_ALLREDUCE, t + 450, 200.0, launch_ts=t + 430, stream=20)
+            else:
+                b.cpu_op("gloo:all_reduce", t + 450, 300.0)
+        b.write(d / f"rank-{rank}.json")
+    return analyze(d)
+
+
+def test_an_unnamed_backend_running_nccl_kernels_is_nccl(tmp_path):
+    """torch 2.x writes backend 'undefined' for init_process_group() without
+    a backend, which runs NCCL for CUDA tensors: NCCL kernels in the trace
+    mean NCCL, whatever distributedInfo says; gloo ops on a GPU run do not."""
+    r = _two_ranks(tmp_path, "undefined", nccl_kernel=True)
+    assert not any(f.id == "non-nccl-backend" for f in r.findings)
+    r = _two_ranks(tmp_path, "gloo", nccl_kernel=False)
+    assert any(f.id == "non-nccl-backend" for f in r.findings)
