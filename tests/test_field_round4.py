@@ -183,3 +183,25 @@ def test_a_stalled_collective_does_not_choose_the_kind_of_the_fix(tmp_path):
     assert r.ranks[0].comm.stalls == 1
     f = next(f for f in r.findings if f.id == "exposed-communication")
     assert "tensor-parallel" in f.title.lower()
+
+
+def test_collectives_that_take_the_step_are_communication_bound_not_overlap(tmp_path):
+    """Two ranks whose all-reduce runs 800 µs of each 1 ms step: with compute
+    perfectly overlapped the step still lasts 800 µs, so the finding says the
+    collectives are the bound and gives no overlap prediction."""
+    from kineto import NCCL_ALLREDUCE
+    d = tmp_path / "bound"
+    d.mkdir()
+    for rank in range(2):
+        b = TraceBuilder(rank=rank, world_size=2)
+        for i in range(5):
+            t = i * 1000.0
+            b.step(i + 1, t, 1000.0)
+            b.kernel(FP32_GEMM, t + 20, 150.0)
+            b.cpu_op("c10d::allreduce_", t + 160, 20.0)
+            b.kernel(NCCL_ALLREDUCE, t + 180, 800.0, launch_ts=t + 165, stream=20)
+        b.write(d / f"rank-{rank}.json")
+    r = analyze(d)
+    f = next(f for f in r.findings if f.id == "exposed-communication")
+    assert f.title.startswith("Communication-bound") and f.whatif is None
+    assert "nccl-tests" in f.fix

@@ -11,7 +11,7 @@ from .base import (DOCS_DDP, Fired, Verdict, claim, claim_each, evidence_lines, 
                    of_step, pct_of_step, per, rule, shares_over, up_to, worst_first)
 from .claims import claimable_by
 from .config import AdviceConfig
-from .wording import specific
+from .wording import specific, unreplayed
 
 
 def exposed_transfer_us(r: RankResult) -> float:
@@ -51,6 +51,12 @@ def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fire
     worst = hits[0]
     alone = len(ranks) < 2
     kind = dominant_kind(worst)
+    if comm_bound(worst):
+        return claim(fired, hits, ["comm:exposed"], exposed_transfer_us).verdict(
+            cfg, f"Communication-bound: collectives run {pct_of_step(worst.comm.us_per_step, worst):.0f} % "
+                 f"{of_step(worst)}, {val[worst.rank]:.0f} % exposed; overlap cannot hide them",
+            evidence_lines(hits, lambda r: _exposed_evidence(r, alone)),
+            unreplayed(COMM_BOUND_FIX + (COMM_BOUND_DP if kind == "dp" else "")))
     title = {"dp": "Overlap the gradient reduction with the backward pass",
              "tp": "Tensor-parallel collectives sit on the critical path",
              "fsdp": "Prefetch FSDP's parameter gathers",
@@ -83,6 +89,27 @@ KIND_FIXES = {
               "# (the collectives above), issue it asynchronously (async_op=True, wait() just before the result\n"
               "# is used) so that compute runs meanwhile, and keep the ranks that talk most on the fastest links"),
 }
+
+
+#: Collective kernel time (union, % of the step) from which a rank is communication-bound: with
+#: compute perfectly overlapped the step still lasts the collectives' time, so overlapping can save
+#: at most the rest (a quarter here); the lever is the collectives themselves (proposal, from that
+#: bound). tracelens/mi300_resnet_act_checkpoint: 2 all-reduces of 6.6 and 9.2 ms in a 15.9 ms step.
+COMM_BOUND_PCT = 75.0
+COMM_BOUND_FIX = (
+    "# the collectives take most of the step: overlapping them with compute can hide only the compute\n"
+    "# beside them. Find why they are long: a slower peer (profile every rank: rank-straggler says\n"
+    "# who is late), the link (nccl-tests all_reduce_perf against NVLink/xGMI/InfiniBand bandwidth),\n"
+    "# or how much is sent per step (a larger batch per GPU sends the same gradients for more work)")
+COMM_BOUND_DP = (
+    "\n# gradients sent in 16 bits halve the bytes of a DDP all-reduce:\n"
+    "from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import fp16_compress_hook\n"
+    "model.register_comm_hook(None, fp16_compress_hook)")
+
+
+def comm_bound(r: RankResult) -> bool:
+    """Whether ``r``'s collective kernels run :data:`COMM_BOUND_PCT` of its step or more."""
+    return pct_of_step(r.comm.us_per_step, r) >= COMM_BOUND_PCT
 
 
 def dominant_kind(r: RankResult) -> str:
