@@ -184,7 +184,7 @@ def _finding_brief(f) -> Dict[str, Any]:
     return {"id": f.id, "title": clip(f.title), "severity": f.severity, "ranks": f.ranks[:MAX_ITEMS],
             "gain_ms_per_step": round(f.gain_ms_per_step, 3), "gain_pct": round(f.gain_pct, 2),
             "share_pct": round(f.share_pct, 2), "has_whatif": f.whatif is not None,
-            "locations": len(f.locations)}
+            "locations": len(f.locations), "events": len(f.events)}
 
 
 def _envelope(schema_def: str, **body: Any) -> Dict[str, Any]:
@@ -243,9 +243,14 @@ FINDING_GAP_CAUSES: Dict[str, Tuple[str, ...]] = {
 def explain_finding(ws: Workspace, path: str, finding_id: str, k: int = 5) -> Dict[str, Any]:
     """One finding whole: evidence, fix, per-rank gains, source lines (with
     excerpts), the what-if of its fix with its 80 % interval (µs per step),
-    the rule's check, and the ``k`` longest GPU idle gaps of its cause on
-    its ranks (each cited by rank, ``ts_us`` from the trace directory's
-    start, step, duration µs) where the finding is about idle time."""
+    the rule's check, its evidence events (``events``: at most 20
+    :class:`~hta_report.model.EventRef`, the largest gap first, each cited by
+    rank, stream, correlation, ``ts_us`` from the trace directory's start and
+    ``trace_ts_us`` on the file's own clock, with its ``role``: the host
+    ``call`` a gap began in, the GPU operation ``before`` it, the one
+    ``after``), and the ``k`` longest GPU idle gaps of its cause on its ranks
+    (each cited by rank, ``ts_us``, step, duration µs) where the finding is
+    about idle time."""
     result = ws.result(path)
     for f in result.findings:
         if f.id == finding_id:
@@ -256,7 +261,12 @@ def explain_finding(ws: Workspace, path: str, finding_id: str, k: int = 5) -> Di
                 gaps = sorted((_gap(r.rank, g) for r in result.ranks if r.rank in f.ranks
                                for g in r.idle_attribution.gaps if not causes or g.cause in causes),
                               key=lambda g: -g["duration_us"])[: max(1, min(k, MAX_ITEMS))]
-            return _envelope("Finding", finding=plain(f), check=plain(check) if check is not None else None,
+            body = plain(f)
+            origin = {r.rank: r.time_origin_us for r in result.ranks}
+            for ref in body.get("events") or []:
+                if origin.get(ref["rank"]):
+                    ref["trace_ts_us"] = round(ref["ts_us"] + origin[ref["rank"]], 3)
+            return _envelope("Finding", finding=body, check=plain(check) if check is not None else None,
                              gaps=gaps)
     known = ", ".join(f.id for f in result.findings[:MAX_ITEMS]) or "none"
     raise ToolInputError(f"no finding {clip(finding_id, 80)!r}; the run's findings: {known}", clip(path))

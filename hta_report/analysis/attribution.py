@@ -14,11 +14,12 @@ import pandas as pd
 
 from ..model import IDLE_CAUSES, GpuGap, IdleAttribution, OptimizerProfile
 from .. import intervals
-from .cpu_side import DATALOADER_PREFIXES
+from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES
 from .events import RankEvents
 from .gap_causes import DRAIN_MIN_US, drained_us, host_work, innermost_names, late_starts, queued_work
 from .optimizer import step_regions, zero_grad_regions
-from .regions import containing_index, per_step, rebased_steps
+from .evidence import cause_events
+from .regions import containing_index, full_gap_bounds, per_step, rebased_steps
 from .steps import analyzed_windows
 
 #: A gap "begins inside" a blocking call when it starts between the call's
@@ -98,20 +99,6 @@ def drained_syncs(sync: np.ndarray, waits: Optional[pd.DataFrame], drained: np.n
     hit = (k >= 0) & drained
     drains[k[hit]] = True
     return sync[~has | drains]
-
-
-def full_gap_bounds(idle: np.ndarray, busy: np.ndarray):
-    """For each row of ``idle`` (clipped to the analyzed windows), the whole
-    GPU gap it belongs to, ``(begin, end)`` arrays: from the end of the GPU
-    activity (union ``busy``) before it to the start of the activity after it
-    (µs; the row's own start or end where there is none)."""
-    if len(idle) == 0 or len(busy) == 0:
-        return idle[:, 0].copy(), idle[:, 1].copy()
-    j = np.searchsorted(busy[:, 1], idle[:, 0], side="right") - 1  # last activity ending at or before the row
-    k = np.searchsorted(busy[:, 0], idle[:, 1], side="left")  # first activity starting at or after its end
-    before = np.where(j >= 0, busy[np.maximum(j, 0), 1], idle[:, 0])
-    after = np.where(k < len(busy), busy[np.minimum(k, len(busy) - 1), 0], idle[:, 1])
-    return before, after
 
 
 def full_gap_length(idle: np.ndarray, busy: np.ndarray) -> np.ndarray:
@@ -250,6 +237,16 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
                                   for i in (0, 1)))
     out.sync_lead_us = per_step(lead_lost_us(host_idle, waits, drained), n)
     out.gaps = _longest_gaps(ev, idle, parts, top_gaps)
+    reads = cpu[cpu["s_name"].isin(SYNC_NAMES)]
+    sync_calls = pd.concat([reads, cpu.loc[cpu.index.intersection(waits.index)]]) if waits is not None and len(waits) \
+        else reads
+    calls = {"sync": sync_calls[~sync_calls.index.duplicated()], "pageable_copy": pageable, "blocking_copy": blocking.assign(dur=blocking["end"] - blocking["ts"]) if len(blocking) else None,
+             "dataloader": cpu[cpu["s_name"].str.startswith(DATALOADER_PREFIXES)], "warmup": warmup,
+             "zero_grad": zero_grad_regions(ev, None) if opt.zero_ops_per_step > 0 else None,
+             "optimizer": (_named(step_regions(ev, None), opt.step_name) if opt.step_calls and not opt.multi_tensor
+                           else None)}
+    out.events = cause_events(ev.rank, gpu, all_busy, parts,
+                              {k: v for k, v in calls.items() if v is not None and "dur" in v.columns}, wu)
     return out
 
 
