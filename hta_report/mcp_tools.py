@@ -310,12 +310,23 @@ def top_ops(ws: Workspace, path: str, rank: Optional[int] = None, k: int = 10) -
     """Host (CPU) ops of one rank by self time over the analyzed window, top
     ``k`` (name, count, total and self µs), with the GPU time each op's
     kernels took where the trace has stacks (``gpu_by_op``), the
-    synchronizations per step and the DataLoader's time."""
+    synchronizations per step and the DataLoader's time; ``code_times``,
+    the host time (µs per step) of each cause (``sync``, ``dataloader``,
+    ``pageable_copy``, ``optimizer``) under the user's innermost source
+    frames (``"train.py(42): step"``, as the trace names them; stack traces
+    only), top ``k`` per cause; and ``optimizer``, the ``Optimizer.step``
+    profile (kernels launched from it per step, host µs per step, whether
+    it is foreach or fused)."""
     result = ws.result(path)
     r = _rank(result, rank)
     page, info = _page(r.cpu.top_ops, 0, k)
+    kk = max(1, min(k, MAX_ITEMS))
+    code: List[Any] = []
+    for cause in dict.fromkeys(t.category for t in r.code.times):
+        code += sorted((t for t in r.code.times if t.category == cause), key=lambda t: -t.time_us)[:kk]
     return _envelope("NamedTime", rank=r.rank, ops=plain(page),
-                     gpu_by_op=plain(r.code.gpu_by_op[: max(1, min(k, MAX_ITEMS))]),
+                     gpu_by_op=plain(r.code.gpu_by_op[:kk]), code_times=plain(code[:MAX_ITEMS]),
+                     optimizer=plain(r.optimizer),
                      sync_calls_per_step=round(r.cpu.sync_calls_per_step, 3),
                      sync_us_per_step=round(r.cpu.sync_us_per_step, 3),
                      sync_events=plain(r.cpu.sync_events[:10]),
