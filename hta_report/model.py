@@ -784,7 +784,10 @@ class OptimizerProfile:
     Per analyzed step: ``step_us_per_step`` host time inside ``Optimizer.step``,
     ``ops_per_step`` CPU ops inside it, ``kernels_per_step`` and
     ``kernel_us_per_step`` (µs) the GPU kernels launched from inside it,
-    ``median_kernel_us`` their median duration. ``multi_tensor`` is True when
+    ``median_kernel_us`` their median duration, ``launch_us_per_step`` the
+    host time (µs) of the runtime or driver calls inside it that launched
+    those kernels (the launch overhead a fused or foreach step saves most
+    of). ``multi_tensor`` is True when
     the step uses a foreach or fused implementation (``aten::_foreach_*`` or
     ``aten::_fused_*`` ops, ``multi_tensor_apply``/fused kernels, or an
     optimizer class named ``Fused*``), and ``marker`` names what showed it.
@@ -806,6 +809,7 @@ class OptimizerProfile:
     kernel_us_per_step: float = 0.0
     median_kernel_us: float = 0.0
     multi_tensor: bool = False
+    launch_us_per_step: float = 0.0
     marker: str = ""
     zero_grad_name: str = ""
     zero_grad_calls: int = 0

@@ -102,7 +102,7 @@ def totals(ks: List[dict]) -> Dict[str, Tuple[int, float]]:
 # ------------------------------------------------------------------ idle time, synchronizations, optimizer
 
 #: GPU activity: what keeps the GPU busy (kernels, copies, memsets), by Kineto category.
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset")  # the last two: PyTorch 1.8-1.9
 #: Calls that block the host until the GPU is done (runtime) and the ops that make them (``.item()``).
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
               "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize")
@@ -111,6 +111,11 @@ SYNC_OPS = SYNC_CALLS + ("aten::item", "aten::_local_scalar_dense")
 LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync",
             "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel", "hipMemcpyAsync",
             "hipMemsetAsync", "cudaGraphLaunch", "hipGraphLaunch")
+#: Host categories an ``Optimizer.step#`` annotation is recorded under (not ``gpu_user_annotation``).
+HOST_ANNOTATIONS = ("user_annotation", "cpu_op", "operator")
+#: Queued stretches shorter than this (µs) are launch latency between back-to-back kernels, the
+#: host's (HTA's ``consecutive_kernel_delay``, which hta-report documents as its cutoff).
+QUEUED_MIN_US = 30.0
 #: How late after a call a gap may start and still have begun in it (µs): CPU and GPU clocks.
 TOL_US = 10.0
 
@@ -142,11 +147,15 @@ def _union(iv: List[Tuple[float, float]]) -> List[Tuple[float, float]]:
 def idle_gaps_per_step(doc: Dict[str, Any]) -> Tuple[float, Dict[str, float], int]:
     """GPU idle µs per analyzed step (:func:`per_step_windows`): the time in
     the steps with no kernel, copy or memset on any stream; and that idle
-    split in two by where its gap began on the host: ``sync`` (inside a
-    synchronizing call or op of :data:`SYNC_OPS`, or a device-to-host copy
-    call, or after one before the thread's next launch: the GPU ran dry
-    while the host waited) or ``host`` (the rest: the host was busy with
-    other work or launching). Returns (idle, split, raw bytes read)."""
+    split three ways: ``queued`` (stretches of :data:`QUEUED_MIN_US` or more
+    in which a GPU operation had been launched, its launch call returned,
+    and had not started: the GPU waited on another stream or rank, not on
+    the host; a gap is split at that launch), then by where the rest's gap
+    began on the host: ``sync`` (inside a synchronizing call or op of
+    :data:`SYNC_OPS`, or a device-to-host copy call, or after one before the
+    thread's next launch: the GPU ran dry while the host waited) or
+    ``host`` (the rest: the host was busy with other work or launching).
+    Returns (idle, split, raw bytes read)."""
     ev = _x(doc)
     wins = per_step_windows(doc)
     gpu = [e for e in ev if str(e.get("cat", "")).lower() in GPU_CATS]
@@ -172,7 +181,16 @@ def idle_gaps_per_step(doc: Dict[str, Any]) -> Tuple[float, Dict[str, float], in
         spans.append((s, max(end + TOL_US, nxt[j] if j < len(nxt) else end)))
     sync_u = _union(spans)
     starts = [a for a, _ in sync_u]
-    idle, split = 0.0, {"sync": 0.0, "host": 0.0}
+    # queued work: for each GPU operation (by start), the earliest return of a launch call of it or of any
+    # operation starting later: from then until the operation starts, work waited on the GPU
+    ret = {e.get("args", {}).get("correlation"): float(e["ts"]) + float(e.get("dur", 0)) for e in host
+           if e.get("name") in LAUNCHES}
+    by_start = sorted((float(e["ts"]), ret.get(e.get("args", {}).get("correlation"), float("inf"))) for e in gpu)
+    g_ts = [t for t, _ in by_start]
+    suffix = [float("inf")] * (len(by_start) + 1)
+    for i in range(len(by_start) - 1, -1, -1):
+        suffix[i] = min(suffix[i + 1], by_start[i][1])
+    idle, split = 0.0, {"sync": 0.0, "host": 0.0, "queued": 0.0}
     ends = [b for _, b in busy]
     for _, w0, w1 in wins:
         # idle pieces of the window: between busy intervals
@@ -190,13 +208,19 @@ def idle_gaps_per_step(doc: Dict[str, Any]) -> Tuple[float, Dict[str, float], in
         for a, b in pieces:
             if b <= a:
                 continue
+            idle += b - a
+            q = suffix[bisect.bisect_left(g_ts, b - 1e-6)]  # launched, not started, from q to the gap's end
+            if q < b and b - max(a, q) >= QUEUED_MIN_US:
+                split["queued"] += b - max(a, q)
+                b = max(a, q)
+                if b <= a:
+                    continue
             # the gap begins where the GPU activity before it ended (or at a)
             k = bisect.bisect_right(ends, a + 1e-9) - 1
             begin = ends[k] if k >= 0 and ends[k] <= a + 1e-9 else a
             j = bisect.bisect_right(starts, begin) - 1
             where = "sync" if j >= 0 and sync_u[j][0] <= begin <= sync_u[j][1] else "host"
             split[where] += b - a
-            idle += b - a
     n = max(len(wins), 1)
     return idle / n, {k: v / n for k, v in split.items()}, _bytes(gpu) + _bytes(host)
 
@@ -271,28 +295,33 @@ def sync_line(doc: Dict[str, Any]) -> Tuple[str, Dict[str, float], int]:
     return top, dict(times), _bytes(sync) + _bytes(py)
 
 
-def optimizer_per_step(doc: Dict[str, Any]) -> Tuple[int, float, float, int]:
+def optimizer_per_step(doc: Dict[str, Any]) -> Tuple[int, float, float, float, int]:
     """``Optimizer.step#...`` per analyzed step (:func:`per_step_windows`):
     the kernels launched from inside it (a kernel whose launch, the runtime
     call of the same ``correlation``, starts inside an ``Optimizer.step``
-    annotation of the same thread) and its host µs (annotation durations,
-    those starting in the steps). Returns (steps, kernels per step, host µs
-    per step, raw bytes read); (0, 0, 0, bytes) without steps or annotations."""
+    annotation of the same thread), its host µs (the union of those
+    annotations on the host, :data:`HOST_ANNOTATIONS`, starting in the
+    steps; a ``gpu_user_annotation`` copy is not host time) and its launch
+    overhead (the µs of the runtime calls inside it that launched those
+    kernels). Returns (steps, kernels per step, host µs per step, launch µs
+    per step, raw bytes read); (0, 0, 0, 0, bytes) without steps or annotations."""
     ev = _x(doc)
     wins = per_step_windows(doc)
     opt = [e for e in ev if str(e.get("name", "")).startswith("Optimizer.step#")
-           and any(s <= float(e["ts"]) < t for _, s, t in wins)]
+           and str(e.get("cat", "")).lower() in HOST_ANNOTATIONS and any(s <= float(e["ts"]) < t for _, s, t in wins)]
     ks = [e for e in ev if str(e.get("cat", "")).lower() == "kernel"]
     rt = [e for e in ev if str(e.get("cat", "")).lower() in ("cuda_runtime", "runtime", "cuda_driver")]
     raw = _bytes(opt) + _bytes(ks) + _bytes(rt)
     if not wins or not opt:
-        return 0, 0.0, 0.0, raw
-    inside = set()
+        return 0, 0.0, 0.0, 0.0, raw
+    inside: Dict[Any, float] = {}
     for r in rt:
         s = float(r["ts"])
         if any(o.get("tid") == r.get("tid") and float(o["ts"]) <= s <= float(o["ts"]) + float(o.get("dur", 0))
                for o in opt):
-            inside.add(r.get("args", {}).get("correlation"))
+            inside[r.get("args", {}).get("correlation")] = float(r.get("dur", 0))
     n = len(wins)
+    launched = {k.get("args", {}).get("correlation") for k in ks} & set(inside)
     kernels = sum(1 for k in ks if k.get("args", {}).get("correlation") in inside)
-    return n, kernels / n, sum(float(o.get("dur", 0)) for o in opt) / n, raw
+    host = sum(b - a for a, b in _union([(float(o["ts"]), float(o["ts"]) + float(o.get("dur", 0))) for o in opt]))
+    return n, kernels / n, host / n, sum(inside[c] for c in launched) / n, raw
