@@ -315,8 +315,8 @@ def top_ops(ws: Workspace, path: str, rank: Optional[int] = None, k: int = 10) -
     ``pageable_copy``, ``optimizer``) under the user's innermost source
     frames (``"train.py(42): step"``, as the trace names them; stack traces
     only), top ``k`` per cause; and ``optimizer``, the ``Optimizer.step``
-    profile (kernels launched from it per step, host µs per step, whether
-    it is foreach or fused)."""
+    profile (kernels launched from it per step, host µs per step, the host
+    µs of their launch calls per step, whether it is foreach or fused)."""
     result = ws.result(path)
     r = _rank(result, rank)
     page, info = _page(r.cpu.top_ops, 0, k)
