@@ -13,7 +13,7 @@ began no gap. The rules cite them in their findings (``Finding.events``,
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import numpy as np
 import pandas as pd
@@ -40,20 +40,23 @@ class _Gpu:
     """The rank's GPU operations sorted by end and by start, for the neighbours of a gap."""
 
     def __init__(self, gpu: pd.DataFrame):
-        self.by_end = gpu.sort_values("end", kind="stable")
-        self.by_ts = gpu.sort_values("ts", kind="stable")
-        self.ends = self.by_end["end"].to_numpy(dtype=float)
-        self.starts = self.by_ts["ts"].to_numpy(dtype=float)
+        self.gpu = gpu
+        end, ts = gpu["end"].to_numpy(dtype=float), gpu["ts"].to_numpy(dtype=float)
+        self.by_end, self.by_ts = np.argsort(end, kind="stable"), np.argsort(ts, kind="stable")
+        self.ends, self.starts = end[self.by_end], ts[self.by_ts]
+
+    def _row(self, k: int):
+        return next(self.gpu.iloc[[k]].itertuples(index=False))
 
     def ended_by(self, t: float):
         """The GPU operation with the latest end at or before ``t`` (None without one)."""
         i = int(np.searchsorted(self.ends, t + 1e-6, side="right")) - 1
-        return next(self.by_end.iloc[[i]].itertuples(index=False)) if i >= 0 else None
+        return self._row(int(self.by_end[i])) if i >= 0 else None
 
     def started_from(self, t: float):
         """The GPU operation with the earliest start at or after ``t`` (None without one)."""
         i = int(np.searchsorted(self.starts, t - 1e-6, side="left"))
-        return next(self.by_ts.iloc[[i]].itertuples(index=False)) if i < len(self.starts) else None
+        return self._row(int(self.by_ts[i])) if i < len(self.starts) else None
 
 
 def _call_at(calls: Optional[pd.DataFrame], t: float):
@@ -114,14 +117,16 @@ def cause_events(rank: int, gpu: pd.DataFrame, busy: np.ndarray, parts: Dict[str
 
         if len(rows):
             begin, end = full_gap_bounds(rows, busy)
-            idle = rows[:, 1] - rows[:, 0]
-            gaps: Dict[Tuple[float, float], float] = {}
-            first: Dict[Tuple[float, float], float] = {}
-            for b, e, d, s in zip(begin.tolist(), end.tolist(), idle.tolist(), rows[:, 0].tolist()):
-                gaps[(b, e)] = gaps.get((b, e), 0.0) + d
-                first[(b, e)] = min(first.get((b, e), s), s)
-            for (b, e), _ in sorted(gaps.items(), key=lambda kv: -kv[1])[:GAPS_PER_CAUSE]:
-                anchor = first[(b, e)]  # where the cause's part of the gap starts (inside its call)
+            # the cause's pieces grouped by the gap they lie in (its begin), the idle they hold summed
+            keys, inv = np.unique(begin, return_inverse=True)
+            held = np.bincount(inv, weights=rows[:, 1] - rows[:, 0])
+            first = np.full(len(keys), np.inf)
+            np.minimum.at(first, inv, rows[:, 0])
+            last = np.full(len(keys), -np.inf)
+            np.maximum.at(last, inv, end)
+            for i in np.argsort(-held, kind="stable")[:GAPS_PER_CAUSE].tolist():
+                b, e = float(keys[i]), float(last[i])
+                anchor = float(first[i])  # where the cause's part of the gap starts (inside its call)
                 if cause_calls is not None:
                     c = _call_at(cause_calls, anchor)
                     if c is not None:
