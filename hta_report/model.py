@@ -206,7 +206,8 @@ class EventRef:
     synchronization, copy, DataLoader or optimizer call the host was in);
     ``before``, the GPU operation that ended as the gap began (what a
     synchronization waited for); ``after``, the one that ended the gap (the
-    next launch's work)."""
+    next launch's work); ``launched``, the GPU operation a cited call
+    launched (the same ``correlation``: a copy's memcpy)."""
 
     rank: int
     stream: int
@@ -226,7 +227,9 @@ class CauseEvents:
     :class:`EventRef` items, the largest gap of the cause first, each gap as the
     host call it began in (``role`` ``call``, where the cause is a call),
     the GPU operation before it (``before``) and the one after it (``after``),
-    then the cause's longest calls that began no gap (``call``)."""
+    then the cause's longest calls that began no gap (``call``), each with
+    the GPU operation it launched (``launched``) or else the one it waited for
+    (``before``)."""
 
     cause: str
     events: List[EventRef] = field(default_factory=list)

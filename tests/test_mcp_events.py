@@ -32,12 +32,18 @@ def test_a_sync_gap_cites_its_call_and_the_gpu_work_around_it():
     out = {c.cause: c.events for c in cause_events(3, gpu, busy, parts, {"sync": sync}, np.array([[0.0, 1000.0]]))}
     assert [(e.role, e.name, e.correlation) for e in out["sync"]] == [
         ("call", "cudaStreamSynchronize", 21), ("before", "gemm", 11), ("after", "relu", 12),
-        # the sync that began no gap, then what it waited for (the last GPU work ending before it returned)
+        # the sync that began no gap; no GPU work ran while it waited, so it cites nothing more
         ("call", "cudaStreamSynchronize", 22)]
     assert all(e.rank == 3 for e in out["sync"]) and out["sync"][0].stream == -1 and out["sync"][1].stream == 7
     assert [(e.role, e.name) for e in out["launch"]] == [("before", "relu"), ("after", "add")]
     # "any": every cause's gaps, the largest first (the 450 µs launch gap before the 300 µs sync gap)
     assert [e.name for e in out["any"]] == ["relu", "add", "gemm"]
+    # a copy call that began no gap cites the copy it launched (same correlation)
+    copy = _frame([(950.0, 20.0, "cudaMemcpyAsync", -1, 13)])
+    copies = {c.cause: c.events
+              for c in cause_events(3, gpu, busy, {}, {"pageable_copy": copy}, np.array([[0.0, 1000.0]]))}
+    assert [(e.role, e.name, e.correlation) for e in copies["pageable_copy"]] == [
+        ("call", "cudaMemcpyAsync", 13), ("launched", "add", 13)]
 
 
 def test_events_are_bounded_and_an_old_result_reads_without_them():

@@ -45,6 +45,17 @@ class _Gpu:
         self.by_end, self.by_ts = np.argsort(end, kind="stable"), np.argsort(ts, kind="stable")
         self.ends, self.starts = end[self.by_end], ts[self.by_ts]
 
+    def launched(self, correlation) -> Optional[object]:
+        """The GPU operation of ``correlation`` (what a call launched: a copy's memcpy), None without one."""
+        if correlation is None or pd.isna(correlation) or int(correlation) <= 0 or "correlation" not in self.gpu:
+            return None
+        if not hasattr(self, "corr_order"):
+            corr = self.gpu["correlation"].to_numpy()
+            self.corr_order = np.argsort(corr, kind="stable")
+            self.corrs = corr[self.corr_order]
+        i = int(np.searchsorted(self.corrs, int(correlation), side="left"))
+        return self._row(int(self.corr_order[i])) if i < len(self.corrs) and self.corrs[i] == int(correlation) else None
+
     def _row(self, k: int):
         return next(self.gpu.iloc[[k]].itertuples(index=False))
 
@@ -96,7 +107,9 @@ def cause_events(rank: int, gpu: pd.DataFrame, busy: np.ndarray, parts: Dict[str
         largest gaps (by the idle the cause holds in it) as ``call`` (where
         the cause has calls), ``before`` and ``after``, then its longest calls
         in the windows not cited yet, each a ``call`` with the GPU operation
-        that ended last before it returned (``before``: what it waited for).
+        it launched (``launched``: a copy's memcpy, joined by correlation)
+        or else the one that ended last before it returned (``before``: what
+        it waited for).
     """
     if gpu.empty:
         return []
@@ -104,7 +117,9 @@ def cause_events(rank: int, gpu: pd.DataFrame, busy: np.ndarray, parts: Dict[str
     out: List[CauseEvents] = []
     every = [p for p in parts.values() if len(p)]
     every_rows = np.concatenate(every) if every else np.empty((0, 2))
-    for cause, rows in list(parts.items()) + [("any", every_rows)]:
+    empty = np.empty((0, 2))
+    causes = list(parts.items()) + [(c, empty) for c in calls if c not in parts] + [("any", every_rows)]
+    for cause, rows in causes:
         cause_calls = calls.get(cause)
         events: List[EventRef] = []
         seen = set()
@@ -143,8 +158,11 @@ def cause_events(rank: int, gpu: pd.DataFrame, busy: np.ndarray, parts: Dict[str
             for c in cause_calls[inside].sort_values("dur", ascending=False, kind="stable").head(limit) \
                     .itertuples(index=False):
                 add(_ref(rank, c, "call"))
+                own = g.launched(getattr(c, "correlation", None))
                 before = g.ended_by(float(c.ts) + float(c.dur))
-                if before is not None and float(before.end) > float(c.ts):
+                if own is not None:
+                    add(_ref(rank, own, "launched"))
+                elif before is not None and float(before.end) > float(c.ts):
                     add(_ref(rank, before, "before"))
                 if len(events) >= limit:
                     break
