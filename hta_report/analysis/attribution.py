@@ -237,17 +237,28 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
                                   for i in (0, 1)))
     out.sync_lead_us = per_step(lead_lost_us(host_idle, waits, drained), n)
     out.gaps = _longest_gaps(ev, idle, parts, top_gaps)
-    reads = cpu[cpu["s_name"].isin(SYNC_NAMES)]
-    sync_calls = pd.concat([reads, cpu.loc[cpu.index.intersection(waits.index)]]) if waits is not None and len(waits) \
-        else reads
-    calls = {"sync": sync_calls[~sync_calls.index.duplicated()], "pageable_copy": pageable, "blocking_copy": blocking.assign(dur=blocking["end"] - blocking["ts"]) if len(blocking) else None,
+    out.events = cause_events(ev.rank, gpu, all_busy, parts, _cause_calls(ev, opt, blocking, pageable, warmup, waits),
+                              wu)
+    return out
+
+
+def _cause_calls(ev: RankEvents, opt: OptimizerProfile, blocking: pd.DataFrame, pageable: pd.DataFrame,
+                 warmup: pd.DataFrame, waits: Optional[pd.DataFrame]) -> Dict[str, pd.DataFrame]:
+    """Cause -> the host calls of that idle cause, with ``ts``/``dur``
+    (:func:`~hta_report.analysis.evidence.cause_events`): synchronizing calls
+    and ops and the blocking waits, pageable and blocking copies, DataLoader,
+    warm-up, and the zero_grad and optimizer annotations where those are causes."""
+    cpu = ev.cpu
+    sync = cpu[cpu["s_name"].isin(SYNC_NAMES)]
+    if waits is not None and len(waits):
+        sync = pd.concat([sync, cpu.loc[cpu.index.intersection(waits.index)]])
+    calls = {"sync": sync[~sync.index.duplicated()], "pageable_copy": pageable,
+             "blocking_copy": blocking.assign(dur=blocking["end"] - blocking["ts"]) if len(blocking) else None,
              "dataloader": cpu[cpu["s_name"].str.startswith(DATALOADER_PREFIXES)], "warmup": warmup,
              "zero_grad": zero_grad_regions(ev, None) if opt.zero_ops_per_step > 0 else None,
              "optimizer": (_named(step_regions(ev, None), opt.step_name) if opt.step_calls and not opt.multi_tensor
                            else None)}
-    out.events = cause_events(ev.rank, gpu, all_busy, parts,
-                              {k: v for k, v in calls.items() if v is not None and "dur" in v.columns}, wu)
-    return out
+    return {k: v for k, v in calls.items() if v is not None and len(v) and "dur" in v.columns}
 
 
 def _longest_gaps(ev: RankEvents, idle: np.ndarray, parts: Dict[str, np.ndarray], top: int) -> List[GpuGap]:
