@@ -31,7 +31,7 @@ def short_kernel_pct(r: RankResult) -> float:
                    "launch overhead. Long gaps while the host runs its own ops are `host-bound` instead."),
       fix=('Launch fewer, larger kernels: `torch.compile(model, mode="reduce-overhead")` (fusion and '
            "CUDA graphs), a larger batch, fused optimizers (`AdamW(..., fused=True)`)."),
-      edit=EditLabel.CUDA_GRAPH)
+      edit=EditLabel.CUDA_GRAPH, evidence=('launch',))
 def launch_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C9: the GPU idles in short gaps (under HTA's 100 µs launch-delay
     cutoff) while the host runs ops and launch calls, or between queued
@@ -101,7 +101,7 @@ def _launch_bound_evidence(r: RankResult) -> str:
                    "time in launch calls, small against this idle, tells it apart from `launch-bound`."),
       fix=("Move CPU work off the training step: preprocessing into DataLoader workers, per-step "
            "Python bookkeeping out of the loop or every N steps, no CPU tensors or `.numpy()` in the "
-           "step; `torch.compile(model)` cuts Python and framework overhead per op."))
+           "step; `torch.compile(model)` cuts Python and framework overhead per op."), evidence=('host_ops',))
 def host_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C26: the GPU idles in gaps of 100 µs or more while the host runs CPU
     ops, Python or annotated code (not DataLoader, copies, synchronization,
