@@ -108,8 +108,12 @@ COMM_BOUND_DP = (
 
 
 def comm_bound(r: RankResult) -> bool:
-    """Whether ``r``'s collective kernels run :data:`COMM_BOUND_PCT` of its step or more."""
-    return pct_of_step(r.comm.us_per_step, r) >= COMM_BOUND_PCT
+    """Whether ``r``'s collective kernels run :data:`COMM_BOUND_PCT` of its step
+    or more, their waits for other ranks and stalls left out (as
+    :func:`exposed_transfer_us` leaves them: a late peer's time is
+    ``rank-straggler``'s, a stall a one-off)."""
+    wait = max(r.comm.sync_wait_us_per_step, r.comm.stall_us_per_step)
+    return pct_of_step(max(0.0, r.comm.us_per_step - wait), r) >= COMM_BOUND_PCT
 
 
 def dominant_kind(r: RankResult) -> str:
