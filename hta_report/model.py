@@ -883,9 +883,11 @@ class OccupancySummary:
     * ``small_grid_us_per_step``: time per step of kernels with blocks per
       SM < 1 (some SMs have no block at all); ``small_grid_pct`` is it as %
       of ``kernel_us_per_step`` (the compute kernels with the args);
-    * ``idle_sm_us_per_step``: Σ d·(1 − blocks per SM) of those kernels per
-      step: SM time they leave idle (µs), the upper bound of what filling
-      the SMs (larger batch, fused kernels) could save.
+    * ``idle_sm_us_per_step``: Σ a·(1 − blocks per SM) of those kernels per
+      step, ``a`` each one's time with no kernel of another stream beside it
+      (µs; concurrent kernels may hold the SMs it leaves): SM time they leave
+      idle, the upper bound of what filling the SMs (larger batch, fused
+      kernels) could save.
 
     ``kernels_with_data`` counts the compute kernels that carry the args;
     ``missing_reason`` says why nothing was measured (empty when measured).

@@ -261,6 +261,26 @@ def data_parallel(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ve
     return make_finding(cfg, hits, {}, "Use DistributedDataParallel instead of DataParallel", evidence, fix)
 
 
+#: ``distributedInfo.backend`` values that name no backend: torch 2.x writes ``undefined`` for a
+#: process group made without one (``init_process_group()``), which then runs NCCL for CUDA tensors
+#: and gloo for CPU ones (``pg_config``'s ``backend_config`` "cpu:gloo,cuda:nccl").
+UNNAMED_BACKENDS = ("undefined", "", "none")
+
+
+def not_nccl(backend: str, r: RankResult) -> bool:
+    """Whether a GPU rank's collectives run on another backend than NCCL
+    (RCCL keeps the name on AMD): never where NCCL/RCCL kernels ran
+    (``comm.kernel_count``); with a backend named other than ``nccl``; with
+    an unnamed one (:data:`UNNAMED_BACKENDS`) only where host-side collective
+    ops (``gloo:*``) took time."""
+    if r.comm.kernel_count > 0:
+        return False
+    name = backend.strip().lower()
+    if name in UNNAMED_BACKENDS:
+        return r.comm.cpu_collective_us_per_step > 0
+    return name != "nccl"
+
+
 @rule("non-nccl-backend", "C19", "A non-NCCL process group backend on GPUs",
       "TensorBoard profiler",
       lambda c: "distributedInfo.backend other than nccl on a rank with GPU activity", DOCS_DDP,
@@ -270,8 +290,9 @@ def data_parallel(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ve
       fix=('Use NCCL for GPU collectives: `dist.init_process_group(backend="nccl")`.'))
 def non_nccl_backend(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C19: ``distributedInfo.backend`` is ``gloo`` (or another backend than
-    ``nccl``, the name RCCL keeps on AMD GPUs) on a rank with GPU activity. The gain bound is the host
-    time in collective ops (``gloo:*``) per step."""
+    ``nccl``, the name RCCL keeps on AMD GPUs) on a rank with GPU activity and
+    no NCCL/RCCL kernels (:func:`not_nccl`). The gain bound is the host time
+    in collective ops (``gloo:*``) per step."""
     backend = {f.rank: f.backend for f in result.inventory.files}
     ranks = [r for r in result.ranks if backend.get(r.rank)]
     if not ranks:
@@ -279,7 +300,7 @@ def non_nccl_backend(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
     gpu = [r for r in ranks if r.has_gpu]
     if not gpu:
         return not_checked("no GPU activity (a CPU backend is right for CPU training)")
-    hits = worst_first([r for r in gpu if str(backend[r.rank]).lower() != "nccl"],
+    hits = worst_first([r for r in gpu if not_nccl(str(backend[r.rank]), r)],
                        lambda r: r.comm.cpu_collective_us_per_step)
     if not hits:
         return fine(f"backend {backend[gpu[0].rank]}")
