@@ -238,3 +238,31 @@ def test_a_loop_of_per_element_reads_is_a_removable_sync_not_launch_overhead(tmp
     assert "element" in kinds and kinds["element"].removable
     assert r.findings[0].id == "sync-in-step"
     assert "one element at a time" in r.findings[0].fix
+
+
+def test_without_steps_the_loop_thread_is_the_one_with_the_dataloader(tmp_path):
+    """No ProfilerStep; the main thread iterates the DataLoader (3 ms a
+    batch) and launches the forward, autograd's thread launches more calls
+    (the backward): the replay's step thread is the DataLoader's, so hiding
+    the DataLoader (workers) is predicted to save most of its time."""
+    b = TraceBuilder(rank=0)
+    main, autograd = 100, 200
+    t = 0.0
+    for i in range(6):
+        b.cpu_op("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", t, 3000.0, cat="user_annotation",
+                 tid=main)
+        t += 3000.0
+        for k in range(3):
+            b.kernel(FP32_GEMM, t + 20 + 100 * k, 90.0, launch_ts=t + 10 + 100 * k, tid=main)
+        t += 300.0
+        for k in range(6):
+            b.kernel(FP32_GEMM, t + 20 + 100 * k, 90.0, launch_ts=t + 10 + 100 * k, tid=autograd)
+        t += 700.0
+    d = tmp_path / "nosteps"
+    d.mkdir()
+    b.write(d / "rank-0.json")
+    r = analyze(d)
+    f = next(f for f in r.findings if f.id == "dataloader-bound")
+    assert f.whatif is not None
+    saved = f.whatif.step_us_before - f.whatif.step_us_after
+    assert saved > 0.5 * 6 * 3000.0
