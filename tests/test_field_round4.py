@@ -266,3 +266,47 @@ def test_without_steps_the_loop_thread_is_the_one_with_the_dataloader(tmp_path):
     assert f.whatif is not None
     saved = f.whatif.step_us_before - f.whatif.step_us_after
     assert saved > 0.5 * 6 * 3000.0
+
+
+def test_a_scalar_read_with_no_runtime_call_inside_is_not_a_sync():
+    """``aten::item`` of a CPU tensor calls no runtime function; a GPU read
+    holds its copy and synchronize. On a trace that records runtime calls,
+    only the second is a synchronization; before the first launch of GPU
+    work a synchronize waits for nothing queued."""
+    import pandas as pd
+    from hta_report.analysis.cpu_side import is_sync
+    cpu = pd.DataFrame({
+        "s_name": ["cudaDeviceSynchronize", "cudaLaunchKernel", "aten::item", "aten::_local_scalar_dense",
+                   "aten::item", "aten::_local_scalar_dense", "cudaMemcpyAsync", "cudaStreamSynchronize"],
+        "s_cat": ["cuda_runtime", "cuda_runtime", "cpu_op", "cpu_op", "cpu_op", "cpu_op", "cuda_runtime",
+                  "cuda_runtime"],
+        "ts": [0.0, 100.0, 200.0, 201.0, 300.0, 301.0, 302.0, 305.0],
+        "end": [50.0, 105.0, 210.0, 209.0, 320.0, 319.0, 304.0, 318.0],
+        "thread": [1] * 8})
+    assert is_sync(cpu).tolist() == [False, False, False, False, True, True, False, True]
+
+
+def test_a_read_that_gives_an_all_to_all_its_splits_is_required(tmp_path):
+    """A training step reads a tensor to the host (.tolist()) and then calls
+    all_to_all_single with those sizes: kind ``splits``, which the program
+    needs, not a logged metric."""
+    from kineto import NCCL_ALLREDUCE
+    b = TraceBuilder(rank=0, world_size=2)
+    for i in range(4):
+        t = i * 2000.0
+        b.step(i + 1, t, 2000.0)
+        b.kernel(FP32_GEMM, t + 20, 300.0)
+        b.cpu_op("autograd::engine::evaluate_function: MmBackward0", t + 400, 50.0)
+        b.cpu_op("aten::to", t + 500, 40.0)
+        b.cpu_op("aten::_to_copy", t + 501, 38.0)
+        b.memcpy("DtoH", "Pageable", t + 520, 2.0, 64, launch_ts=t + 505)
+        b.runtime("cudaStreamSynchronize", t + 512, 20.0)
+        b.cpu_op("c10d::alltoall_base_", t + 560, 30.0)
+        b.kernel(NCCL_ALLREDUCE.replace("AllReduce_Sum_f32", "SendRecv"), t + 600, 200.0, launch_ts=t + 570,
+                 stream=20)
+    d = tmp_path / "a2a"
+    d.mkdir()
+    b.write(d / "rank-0.json")
+    kinds = {k.kind: k for k in analyze(d).ranks[0].cpu.sync_kinds}
+    assert "splits" in kinds and not kinds["splits"].removable
+    assert "metric" not in kinds

@@ -19,6 +19,47 @@ SYNC_NAMES = (
     "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize",
     "aten::item", "aten::_local_scalar_dense",
 )
+#: Scalar reads: a synchronization only where the tensor is on a device.
+SCALAR_READS = ("aten::item", "aten::_local_scalar_dense")
+#: Host categories of runtime and driver calls (CUDA, HIP).
+RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver")
+
+
+def is_sync(cpu: pd.DataFrame) -> np.ndarray:
+    """Which rows of ``cpu`` (a rank's host events: ``s_name``, ``s_cat``,
+    ``ts``, ``end``, ``thread``) block the host until the device catches up
+    (:data:`SYNC_NAMES`), boolean array: a scalar read (``aten::item``,
+    ``aten::_local_scalar_dense``) counts only where a runtime or driver call
+    runs inside it on its thread (the device-to-host copy and its
+    synchronize) or the trace records no runtime call at all; a read of a
+    CPU tensor (``bool(cpu_tensor)``, a CPU scalar's ``.item()``) calls none
+    and waits for nothing. A synchronizing call before the rank's first
+    launch of GPU work waits for nothing queued either."""
+    names = cpu["s_name"]
+    hit = np.array(names.isin(SYNC_NAMES).to_numpy(dtype=bool), dtype=bool, copy=True)
+    rt = cpu[cpu["s_cat"].isin(RUNTIME_CATEGORIES).to_numpy(dtype=bool)]
+    if rt.empty:
+        return hit
+    # before the first launch of GPU work nothing is queued: a synchronize there waits for no GPU work
+    # (the context's creation lands in it: analysis.warmup.context_creation)
+    rt_names = rt["s_name"].astype(str)
+    launches = rt[rt_names.str.contains("Launch|Memcpy|Memset").to_numpy(dtype=bool)]
+    first = float(launches["ts"].min()) if len(launches) else np.inf
+    hit &= ~(names.isin(SYNC_NAMES).to_numpy(dtype=bool) & ~names.isin(SCALAR_READS).to_numpy(dtype=bool)
+             & (cpu["ts"].to_numpy(dtype=float) < first))
+    scalar = hit & names.isin(SCALAR_READS).to_numpy(dtype=bool)
+    if not scalar.any():
+        return hit
+    thread = cpu["thread"].to_numpy()
+    ts, end = cpu["ts"].to_numpy(dtype=float), cpu["end"].to_numpy(dtype=float)
+    calls = {t: np.sort(g["ts"].to_numpy(dtype=float)) for t, g in rt.groupby("thread", sort=False)}
+    for i in np.flatnonzero(scalar).tolist():
+        c = calls.get(thread[i])
+        if c is None or np.searchsorted(c, end[i], side="left") <= np.searchsorted(c, ts[i], side="left"):
+            hit[i] = False
+    return hit
+
+
 #: Loss ops: one call (of the outermost) per forward pass that ends in a loss.
 LOSS_OPS = (
     "aten::cross_entropy_loss", "aten::nll_loss_nd", "aten::nll_loss", "aten::nll_loss2d", "aten::mse_loss",
@@ -203,7 +244,7 @@ def cpu_side(ev: RankEvents, top: int = 15) -> CpuSide:
     dl_u = intervals.union(dl["ts"].to_numpy(), dl["end"].to_numpy())
     dl_per_step = float(intervals.overlap_each(win, dl_u).mean())
 
-    sync = cpu[names.isin(SYNC_NAMES) & in_window]
+    sync = cpu[is_sync(cpu) & in_window]
     sync_u = intervals.union(sync["ts"].to_numpy(), sync["end"].to_numpy())
     sync_per_step = float(intervals.overlap_each(win, sync_u).mean())
     sync_points = len(intervals.union(sync["ts"].to_numpy(), sync["end"].to_numpy()))

@@ -65,6 +65,10 @@ def _setup_and_first_launches(ev: RankEvents) -> pd.DataFrame:
     if host.empty:
         return host
     setup = host[host["s_name"].isin(SETUP_APIS)]
+    first_call = context_creation(ev)
+    if len(first_call):
+        setup = pd.concat([setup, first_call])
+        setup = setup[~setup.index.duplicated()]
     launches = host[host["s_name"].isin(KERNEL_LAUNCH_APIS) & (host["correlation"] > 0)]
     first = launches.iloc[0:0]
     if len(launches) and ev.has_gpu:
@@ -80,6 +84,27 @@ def _setup_and_first_launches(ev: RankEvents) -> pd.DataFrame:
             waited = (linked["k_ts"] - linked["end"]).to_numpy(dtype=float) < linked["dur"].to_numpy(dtype=float)
             first = linked[is_first & waited][cpu.columns.intersection(linked.columns)]
     return pd.concat([setup, first]).sort_values("ts") if len(first) else setup
+
+
+def context_creation(ev: RankEvents) -> pd.DataFrame:
+    """The rank's runtime and driver calls (rows of ``ev.cpu``) lasting
+    :data:`WARMUP_CALL_US` or more that start before its first launch of GPU
+    work (a kernel, copy or set) and end before its first GPU operation:
+    with nothing queued, such a call waits for no GPU work, whatever its name
+    (a ``cudaDeviceSynchronize``, a stream query): the time is the process's
+    CUDA set-up, context creation landing in the first call that needs a
+    context (a CPU-executed model's one ``torch.cuda.synchronize()``: 675 ms)."""
+    cpu = ev.cpu
+    calls = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"))]
+    if calls.empty:
+        return calls
+    names = calls["s_name"].astype(str)
+    launch = names.isin(KERNEL_LAUNCH_APIS).to_numpy(dtype=bool) | names.str.contains("Memcpy|Memset").to_numpy(dtype=bool)
+    first_launch = float(calls["ts"].to_numpy(dtype=float)[launch].min()) if launch.any() else np.inf
+    first_gpu = float(ev.gpu["ts"].min()) if ev.has_gpu and len(ev.gpu) else np.inf
+    ts, end = calls["ts"].to_numpy(dtype=float), calls["end"].to_numpy(dtype=float)
+    keep = (calls["dur"].to_numpy(dtype=float) >= WARMUP_CALL_US) & (ts < first_launch) & (end <= first_gpu) & ~launch
+    return calls[keep]
 
 
 def warmup(ev: RankEvents, hw: np.ndarray, calls: pd.DataFrame, top: int = 6) -> Warmup:

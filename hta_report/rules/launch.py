@@ -55,6 +55,8 @@ def launch_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
            "# or raise the batch size so each kernel does more work; fused optimizers: AdamW(..., fused=True)")
     if loop_driven(c.worst):
         fix = LOOP_FIX
+    elif dynamic_shapes(c.worst):
+        fix = DYNAMIC_FIX
     return c.verdict(cfg, f"Launch-bound: the GPU waits between kernel launches {val[c.worst.rank]:.0f} % "
                           f"{of_step(c.worst)}", evidence_lines(c.hits, _launch_bound_evidence), fix)
 
@@ -71,6 +73,24 @@ LOOP_FIX = unreplayed("# the launches come from a Python loop over a tensor's el
 #: loop's, and vectorizing it (one kernel for all elements) removes them, where
 #: a CUDA graph would replay the same per-element kernels.
 LOOP_DRIVEN_PCT = 50.0
+
+
+#: Synchronization kinds that give the host a size the next launches depend on
+#: (:mod:`hta_report.analysis.sync_kinds`): a graph of the step cannot be captured as is.
+DYNAMIC_SYNC_KINDS = ("shape", "splits")
+#: launch-bound's fix where the step reads data-dependent sizes: without the CUDA-graph what-if, which
+#: replays one static graph of the step (:func:`~.wording.unreplayed`).
+DYNAMIC_FIX = unreplayed(
+    "# the step reads data-dependent sizes on the host (all-to-all splits, nonzero, unique): one CUDA graph\n"
+    "# of the step cannot be captured as is. Fuse the small kernels instead, and capture the static part:\n"
+    "model.dense = torch.compile(model.dense, mode=\"reduce-overhead\")   # e.g. the dense layers, fixed shapes\n"
+    "# or pad to fixed sizes (static splits, a capacity factor), or give each launch more work (a larger batch)")
+
+
+def dynamic_shapes(r: RankResult) -> bool:
+    """Whether rank ``r``'s step reads sizes its next launches depend on
+    (:data:`DYNAMIC_SYNC_KINDS`, at least once per step)."""
+    return any(k.kind in DYNAMIC_SYNC_KINDS and k.per_step >= 1 for k in r.cpu.sync_kinds)
 
 
 def loop_driven(r: RankResult) -> bool:
