@@ -310,3 +310,23 @@ def test_a_read_that_gives_an_all_to_all_its_splits_is_required(tmp_path):
     kinds = {k.kind: k for k in analyze(d).ranks[0].cpu.sync_kinds}
     assert "splits" in kinds and not kinds["splits"].removable
     assert "metric" not in kinds
+
+
+def test_a_host_that_sleeps_is_told_to_stop_sleeping(tmp_path):
+    """Each step: a kernel, then the script's time.sleep(2 ms) inside its
+    Python frame: the GPU idles while the host waits on purpose; the
+    host-bound fix names the sleep, not moving or compiling host work."""
+    b = TraceBuilder(rank=0)
+    for i in range(5):
+        t = i * 3000.0
+        b.step(i + 1, t, 3000.0)
+        b.python("train.py(10): main", t, 2610.0, python_id=10 * i + 1, parent=None)
+        b.cpu_op("aten::mm", t + 10, 20.0)
+        b.kernel(FP32_GEMM, t + 40, 500.0, launch_ts=t + 15)
+        b.python("<built-in function sleep>", t + 600, 2000.0, python_id=10 * i + 2, parent=10 * i + 1)
+    d = tmp_path / "sleep"
+    d.mkdir()
+    b.write(d / "rank-0.json")
+    r = analyze(d)
+    f = next(f for f in r.findings if f.id == "host-bound")
+    assert "time.sleep" in f.fix and "torch.compile" not in f.fix

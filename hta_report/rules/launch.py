@@ -162,6 +162,8 @@ def host_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdi
            "# keep per-step work on the GPU (no CPU tensors or .numpy() in the step)")
     if cpu_random_led(worst, c.us(worst)):
         fix = specific(CPU_RANDOM_FIX)
+    elif sleep_led(worst):
+        fix = specific(SLEEP_FIX)
     return make_finding(cfg, hits, {r.rank: c.claims[r.rank] for r in hits},
                         f"Host-bound: the GPU waits {gain[worst.rank]:.0f} % {of_step(worst)} "
                         "while the host runs its own work", evidence, fix)
@@ -188,6 +190,24 @@ def cpu_random_led(r: RankResult, idle_us: float) -> bool:
     ops = [o for o in r.cpu.top_ops if o.category != "user_annotation" and CPU_RANDOM_OPS.match(o.name)]
     us = sum(per_step(o.self_us, r.cpu.steps_used) for o in ops)
     return idle_us > 0 and us >= idle_us * CPU_RANDOM_SHARE_PCT / 100
+
+
+#: Python frames of a host that sleeps (``time.sleep``): it waits on purpose, running no work.
+SLEEP_FRAMES = ("<built-in function sleep>", "time.sleep")
+SLEEP_FIX = (
+    "# the host sleeps (time.sleep) while the GPU has nothing queued: take the sleep out of the loop;\n"
+    "# to pace the host behind the GPU, wait on an event instead of a fixed time:\n"
+    "done = torch.cuda.Event(); done.record(); done.synchronize()")
+
+
+def sleep_led(r: RankResult) -> bool:
+    """Whether at least half of rank ``r``'s listed host-ops gaps' time
+    (``IdleAttribution.gaps`` with cause ``host_ops``) ran a ``time.sleep``
+    (:data:`SLEEP_FRAMES` among the gap's host ops)."""
+    gaps = [g for g in r.idle_attribution.gaps if g.cause == "host_ops"]
+    total = sum(g.duration_us for g in gaps)
+    asleep = sum(g.duration_us for g in gaps if any(n in SLEEP_FRAMES for n in g.host_ops))
+    return total > 0 and asleep >= 0.5 * total
 
 
 def outlier_cost_us(r: RankResult) -> float:
