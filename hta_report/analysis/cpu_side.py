@@ -33,20 +33,18 @@ def is_sync(cpu: pd.DataFrame) -> np.ndarray:
     runs inside it on its thread (the device-to-host copy and its
     synchronize) or the trace records no runtime call at all; a read of a
     CPU tensor (``bool(cpu_tensor)``, a CPU scalar's ``.item()``) calls none
-    and waits for nothing. A synchronizing call before the rank's first
-    launch of GPU work waits for nothing queued either."""
+    and waits for nothing. On a rank that launches no GPU work at all,
+    no synchronizing call waits for GPU work either."""
     names = cpu["s_name"]
     hit = np.array(names.isin(SYNC_NAMES).to_numpy(dtype=bool), dtype=bool, copy=True)
     rt = cpu[cpu["s_cat"].isin(RUNTIME_CATEGORIES).to_numpy(dtype=bool)]
     if rt.empty:
         return hit
-    # before the first launch of GPU work nothing is queued: a synchronize there waits for no GPU work
-    # (the context's creation lands in it: analysis.warmup.context_creation)
-    rt_names = rt["s_name"].astype(str)
-    launches = rt[rt_names.str.contains("Launch|Memcpy|Memset").to_numpy(dtype=bool)]
-    first = float(launches["ts"].min()) if len(launches) else np.inf
-    hit &= ~(names.isin(SYNC_NAMES).to_numpy(dtype=bool) & ~names.isin(SCALAR_READS).to_numpy(dtype=bool)
-             & (cpu["ts"].to_numpy(dtype=float) < first))
+    # a rank that launches no GPU work at all (a model run on the CPU) queues nothing to wait for: its
+    # synchronizing calls wait for CUDA's set-up (analysis.warmup.context_creation). Where it launches, a
+    # synchronize before its first traced launch may wait for work queued before the profiler started.
+    if not rt["s_name"].astype(str).str.contains("Launch|Memcpy|Memset").any():
+        return np.zeros(len(cpu), dtype=bool)
     scalar = hit & names.isin(SCALAR_READS).to_numpy(dtype=bool)
     if not scalar.any():
         return hit

@@ -87,24 +87,25 @@ def _setup_and_first_launches(ev: RankEvents) -> pd.DataFrame:
 
 
 def context_creation(ev: RankEvents) -> pd.DataFrame:
-    """The rank's runtime and driver calls (rows of ``ev.cpu``) lasting
-    :data:`WARMUP_CALL_US` or more that start before its first launch of GPU
-    work (a kernel, copy or set) and end before its first GPU operation:
-    with nothing queued, such a call waits for no GPU work, whatever its name
-    (a ``cudaDeviceSynchronize``, a stream query): the time is the process's
-    CUDA set-up, context creation landing in the first call that needs a
-    context (a CPU-executed model's one ``torch.cuda.synchronize()``: 675 ms)."""
+    """On a rank that launches no GPU work at all (no kernel, copy or set,
+    no GPU operation: a model run on the CPU), its runtime and driver calls
+    (rows of ``ev.cpu``) lasting :data:`WARMUP_CALL_US` or more: with
+    nothing queued, such a call waits for no GPU work, whatever its name (a
+    ``cudaDeviceSynchronize``): the time is the process's CUDA set-up,
+    context creation landing in the first call that needs a context (a
+    CPU-executed model's one ``torch.cuda.synchronize()``: 675 ms). Where
+    the rank launches, a long call before its first traced launch may wait
+    for work queued before the profiler started: none is returned."""
     cpu = ev.cpu
     calls = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"))]
     if calls.empty:
         return calls
     names = calls["s_name"].astype(str)
-    launch = names.isin(KERNEL_LAUNCH_APIS).to_numpy(dtype=bool) | names.str.contains("Memcpy|Memset").to_numpy(dtype=bool)
-    first_launch = float(calls["ts"].to_numpy(dtype=float)[launch].min()) if launch.any() else np.inf
-    first_gpu = float(ev.gpu["ts"].min()) if ev.has_gpu and len(ev.gpu) else np.inf
-    ts, end = calls["ts"].to_numpy(dtype=float), calls["end"].to_numpy(dtype=float)
-    keep = (calls["dur"].to_numpy(dtype=float) >= WARMUP_CALL_US) & (ts < first_launch) & (end <= first_gpu) & ~launch
-    return calls[keep]
+    launch = names.isin(KERNEL_LAUNCH_APIS).to_numpy(dtype=bool) | names.str.contains("Launch|Memcpy|Memset").to_numpy(dtype=bool)
+    if launch.any() or (ev.has_gpu and len(ev.gpu)):
+        # work may have been queued before the profiler started: a long call may wait for it
+        return calls.iloc[0:0]
+    return calls[calls["dur"].to_numpy(dtype=float) >= WARMUP_CALL_US]
 
 
 def warmup(ev: RankEvents, hw: np.ndarray, calls: pd.DataFrame, top: int = 6) -> Warmup:
