@@ -664,6 +664,8 @@ class _Column:
                 continue
             if t == "f8i":  # (floats, the original ints and NaN)
                 vals = vals[0] if tag == "f8" else vals[1]
+                if isinstance(vals, _Values):  # the native reader's: made only here
+                    vals = vals.values()
             if tag == "i8":
                 parts.append(vals)
             elif tag == "f8":
@@ -1358,7 +1360,121 @@ def native_piece(raw, arg_specs) -> Optional[Dict[str, Any]]:
     bytes of a JSON array of events, any bytes-like object) read by the native
     reader, or None where it does not take them or where the Python reader
     would raise :class:`~.fastparse.Unsupported` (the caller then runs the
-    Python reader on the same bytes, which decides)."""
+    Python reader on the same bytes, which decides).
+
+    The extension builds the kept rows' columns itself (``read_piece``) where
+    their kinds are plain (ints, floats, object args holding a list or dict);
+    a column of mixed kinds comes back as the reader's per-row arrays and is
+    built here as the Python reader builds it (:func:`_arg_column`)."""
+    got = fastnative.read_piece(raw, arg_specs)
+    if isinstance(got, str):
+        return None
+    try:
+        return _native_piece(got, arg_specs)
+    except Unsupported:
+        return None
+
+
+def _native_array(tag: str, got: tuple) -> Any:
+    if tag == "f8":
+        return np.frombuffer(got[1], dtype=np.float64)
+    dtype, data = got[1]
+    return np.frombuffer(data, dtype=dtype)
+
+
+def _native_piece(got: dict, arg_specs) -> Dict[str, Any]:
+    idx = np.frombuffer(got["keep"], dtype=np.int64)
+    columns: Dict[str, Any] = {}
+    for k, col in got["columns"].items():
+        tag = col[0]
+        if tag == "null":
+            columns[k] = (tag, [_NAN] * len(idx))
+        elif tag != "raw":
+            columns[k] = (tag, _native_array(tag, col))
+        else:
+            columns[k] = _native_mixed(fastnative.Col(col[1]), idx)
+    arg_columns: Dict[str, Any] = {}
+    for spec, col in zip(arg_specs, got["args"]):
+        tag = col[0]
+        if tag == "empty":
+            arg_columns[spec[0]] = ("empty", [])
+        elif tag == "obj":
+            arg_columns[spec[0]] = ("obj", _Texts(col[1], np.frombuffer(col[2], dtype=np.int32)))
+        elif tag == "texts":
+            arg_columns[spec[0]] = _texts_column(_Texts(col[1], np.frombuffer(col[2], dtype=np.int32)))
+        elif tag == "f8i":
+            f64 = np.frombuffer(col[1], dtype=np.float64)
+            arg_columns[spec[0]] = ("f8i", (f64, _Values(f64, np.frombuffer(col[2], dtype=np.int64),
+                                                         np.frombuffer(col[3], dtype=bool))))
+        elif tag == "raw":
+            arg_columns[spec[0]] = _arg_column(fastnative.Col(col[1]), idx, spec)
+        else:
+            arg_columns[spec[0]] = (tag, _native_array(tag, col))
+    cat_uniques, cat_codes = got["cat"]
+    name_uniques, name_codes = got["name"]
+    keys = got["keys"]
+    return {
+        "n": got["n"], "has_args": "args" in keys,
+        "cats_seen": set(got["cats"]), "ts_any_null": got["ts_any_null"],
+        "end_any_null": got["end_any_null"], "keep": idx,
+        "trace_rows": np.frombuffer(got["trace_rows"], dtype=np.int64),
+        "cat": (cat_uniques, np.frombuffer(cat_codes, dtype=np.int32)),
+        "name": (name_uniques, np.frombuffer(name_codes, dtype=np.int32)),
+        "columns": columns, "args": arg_columns, "keys": keys, "first": None, "parser": "native",
+    }
+
+
+def _texts_column(kept: "_Texts") -> Tuple[str, Any]:
+    """An object arg's column from the JSON texts of its kept rows (the
+    default's where absent), as :func:`_columns` builds it."""
+    distinct = [msgspec.json.decode(t) for t in kept.texts]
+    if any(type(v) is list or type(v) is dict for v in distinct):
+        return "obj", kept
+    raw = list(map(distinct.__getitem__, kept.codes.tolist()))
+    tag, vals = _infer(raw)
+    if tag == "obj":
+        return tag, kept
+    if tag == "i8":
+        return tag, _small_ints(vals)
+    return tag, ((vals, raw) if tag == "f8i" else vals)
+
+
+class _Values:
+    """The Python values (ints and floats) of an ``f8i`` arg column of the
+    native reader, made only where the merged column is an object column
+    (:meth:`_Column.build`): the floats, the ints and which rows are ints."""
+
+    __slots__ = ("f64", "i64", "isint")
+
+    def __init__(self, f64: np.ndarray, i64: np.ndarray, isint: np.ndarray) -> None:
+        self.f64, self.i64, self.isint = f64, i64, isint
+
+    def __len__(self) -> int:
+        return len(self.f64)
+
+    def values(self) -> list:
+        out = self.f64.astype(object)
+        out[self.isint] = self.i64[self.isint].astype(object)
+        return out.tolist()
+
+
+def _native_mixed(col: fastnative.Col, idx: np.ndarray) -> Tuple[str, Any]:
+    """``pid`` or ``tid`` of mixed kinds (ints and names, or absent in some
+    events) for the kept rows ``idx``, as :func:`_columns` builds it."""
+    raw = col.values(None, _NAN)
+    tag, vals = _infer(raw, {fastnative.TYPES[c] for c in col.present})
+    if tag == "f8i":
+        return tag, (vals[idx], list(map(raw.__getitem__, idx.tolist())))
+    if isinstance(vals, np.ndarray):
+        return tag, (_small_ints(vals[idx]) if tag == "i8" else vals[idx])
+    kept = list(map(vals.__getitem__, idx.tolist()))
+    return tag, (shared_values(kept) if tag == "obj" else kept)
+
+
+def native_piece_reference(raw, arg_specs) -> Optional[Dict[str, Any]]:
+    """:func:`native_piece` with every column built here from the reader's
+    per-row arrays (``read_events``): the reference the extension's own
+    columns are tested against."""
     got = fastnative.read_events(raw, arg_specs)
     if isinstance(got, str):
         return None
@@ -1464,17 +1580,7 @@ def _arg_column(col: fastnative.Col, idx: np.ndarray, spec) -> Tuple[str, Any]:
         lut = np.empty(len(texts), dtype=np.int32)
         lut[order] = np.arange(len(order), dtype=np.int32)
         uniques = [texts[j] for j in order.tolist()]
-        kept = _Texts(uniques, lut[codes])
-        distinct = [msgspec.json.decode(t) for t in uniques]
-        if any(type(v) is list or type(v) is dict for v in distinct):
-            return "obj", kept
-        raw = list(map(distinct.__getitem__, kept.codes.tolist()))
-        tag, vals = _infer(raw)
-        if tag == "obj":
-            return tag, kept
-        if tag == "i8":
-            return tag, _small_ints(vals)
-        return tag, ((vals, raw) if tag == "f8i" else vals)
+        return _texts_column(_Texts(uniques, lut[codes]))
     kinds = col.kinds(idx)
     dtype = type(default)
     absent = fastnative.K_ABSENT in kinds
