@@ -191,6 +191,25 @@ def test_huge_floats_parse_as_python_parses_them():
     assert fastnative.Col(got["ts"]).f64.tolist() == [float(e["ts"]) for e in json.loads(data)]
 
 
+def test_floats_on_and_off_the_fast_path_parse_as_python_parses_them():
+    # the reader makes a float of <= 19 digits below 2**53 with a power of ten within 1e22 by one
+    # division or product (Clinger's fast path), any other by from_chars: both as Python rounds
+    rng = random.Random(53)
+    values = ["9007199254740992.5", "9007199254740993.0", "0.30000000000000004", "1e-22", "1e-23", "12345678901234567890.5",
+              "4.9e-324", "1E+22", "1e+023", "-1.5e-7", "0.000000000000000000000000001", "8.235", "4457416195056.262"]
+    for _ in range(3000):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randrange(1, 22)))
+        cut = rng.randrange(1, len(digits) + 1)
+        v = (digits[:cut].lstrip("0") or "0") + "." + (digits[cut:] or "0")
+        if rng.random() < 0.3:
+            v += rng.choice("eE") + rng.choice(["", "+", "-"]) + str(rng.randrange(0, 40))
+        values.append(("-" if rng.random() < 0.2 else "") + v)
+    data = _doc([f'{{"ts":{v}}}' for v in values])
+    got = fastnative.read_events(data, SPECS)
+    assert isinstance(got, dict), got
+    assert fastnative.Col(got["ts"]).f64.tolist() == [float(v) for v in values]
+
+
 # --------------------------------------------------------------------------- the mutated corpus
 
 
@@ -412,3 +431,16 @@ def test_the_extensions_pieces_equal_those_built_from_its_per_row_arrays(tmp_pat
             taken += 1
             _same_piece(got, want)
     assert taken >= 50, taken
+
+
+def test_find_answers_what_bytes_find_answers():
+    rng = random.Random(7)
+    needle = b'"[memory]"'
+    for _ in range(5000):
+        n = rng.randrange(0, 120)
+        data = bytes(rng.choice(b'"[memory]x ') for _ in range(n))
+        if rng.random() < 0.3:
+            at = rng.randrange(0, n + 1)
+            data = data[:at] + needle + data[at:]
+        start, end = rng.randrange(0, len(data) + 2), rng.randrange(0, len(data) + 3)
+        assert fastnative.find(bytearray(data), needle, start, end) == data.find(needle, start, end), (data, start, end)

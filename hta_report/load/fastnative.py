@@ -108,6 +108,15 @@ def _specs(arg_specs) -> tuple:
     return names, objects, tuple(defaults)
 
 
+def find(buf, needle: bytes, start: int, end: int) -> int:
+    """``buf.find(needle, start, end)`` (``needle`` of 2 bytes or more), in the
+    extension where built: it filters on the needle's first two bytes (Kineto's
+    ``"[memory]"``: 3 against 21 ms for 57 MB, where ``bytes.find`` stops at every quote)."""
+    if _native is None:
+        return buf.find(needle, start, end)
+    return _native.find(buf, needle, start, end)
+
+
 class Col:
     """One field's values over the piece's events, as the extension hands them back."""
 

@@ -269,7 +269,7 @@ class _Buffer:
         if n and not self.memory_seen:
             lo, keep = self.end, len(MEMORY_NEEDLE) - 1
             head = bytes(buf[lo:lo + min(n, keep)])
-            self.memory_seen = buf.find(MEMORY_NEEDLE, lo, lo + n) >= 0 or MEMORY_NEEDLE in self._tail + head
+            self.memory_seen = fastnative.find(buf, MEMORY_NEEDLE, lo, lo + n) >= 0 or MEMORY_NEEDLE in self._tail + head
             self._tail = (self._tail + bytes(buf[max(lo, lo + n - keep):lo + n]))[-keep:]
         self.end += n
         self.eof = n == 0
