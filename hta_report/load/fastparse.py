@@ -193,7 +193,7 @@ def _ws_before(buf: bytearray, i: int, lo: int) -> int:
     return lo + int(other[-1]) if len(other) else lo - 1
 
 
-def _ws_end(buf: bytearray, start: int, end: int) -> int:
+def _ws_end(buf: Union[bytes, bytearray], start: int, end: int) -> int:
     """The index of the first byte of ``buf[start:end]`` that is not JSON whitespace (``end`` when none)."""
     m = _WS_RUN.match(buf, start, end)
     assert m is not None  # a run of zero or more bytes matches anywhere
@@ -220,7 +220,9 @@ class _Buffer:
         self._stored = 0
         self.max_bytes = max_bytes if self.gz else None
         self.total = 0
-        self.buf = bytearray(BLOCK_BYTES + 1)
+        # room for a block after the part of an event a cut leaves (< 64 KB in Kineto's traces)
+        # without growing the buffer
+        self.buf = bytearray(BLOCK_BYTES + 1 + (1 << 16))
         self.buf[0] = 0x5B
         self.start = self.end = 1
         self.eof = False
@@ -292,7 +294,8 @@ class _Buffer:
         self._stored = pos
 
     def data(self) -> bytes:
-        return bytes(self.buf[self.start:self.end])
+        with memoryview(self.buf) as mv:  # one copy (a bytearray slice would be a second)
+            return bytes(mv[self.start:self.end])
 
     def last_separator(self) -> Optional[Tuple[int, int]]:
         """The last ``}`` , ``{`` (whitespace allowed) in the unread data: (index
@@ -310,29 +313,22 @@ class _Buffer:
 
     def events_bytes(self, close: int) -> bytes:
         """A copy of the events up to ``close`` (a ``}``) as a JSON array."""
-        buf = self.buf
-        saved = buf[close + 1]
-        buf[close + 1] = 0x5D
-        try:
-            with memoryview(buf) as mv:
-                return bytes(mv[0:close + 2])
-        finally:
-            buf[close + 1] = saved
+        with self.events_view(close) as view:
+            return bytes(view)
 
     @contextlib.contextmanager
     def events_view(self, close: int) -> Iterator[memoryview]:
         """The events from the start of the unread data to ``close`` (a ``}``)
-        as a JSON array, without a copy (valid inside the ``with`` only)."""
-        buf = self.buf
-        if self.start != 1:
-            raise AssertionError("fill() first")
-        saved = buf[close + 1]
-        buf[close + 1] = 0x5D
+        as a JSON array, without a copy (valid inside the ``with`` only): the
+        byte before them is ``[`` and the one after ``]`` meanwhile."""
+        buf, lo = self.buf, self.start - 1
+        saved_lo, saved = buf[lo], buf[close + 1]
+        buf[lo], buf[close + 1] = 0x5B, 0x5D
         try:
-            with memoryview(buf) as mv, mv[0:close + 2] as view:
+            with memoryview(buf) as mv, mv[lo:close + 2] as view:
                 yield view
         finally:
-            buf[close + 1] = saved
+            buf[lo], buf[close + 1] = saved_lo, saved
 
 
 _CLASS = np.zeros(256, dtype=np.int8)
@@ -520,8 +516,8 @@ def _read_from(rd: _Buffer, sink: "_Frame", pieces: _Pieces) -> dict:
         rd.fill()
         rd.squeeze()
         prefix = rd.data()
-        lead = prefix.lstrip(_WS)
-        if lead and lead[:1] != b"{":
+        lead = _ws_end(prefix, 0, len(prefix))
+        if lead < len(prefix) and prefix[lead] != 0x7B:
             raise Unsupported("the document is not a JSON object")
         p = _events_array(prefix)
         if p is not None:
@@ -530,8 +526,13 @@ def _read_from(rd: _Buffer, sink: "_Frame", pieces: _Pieces) -> dict:
         if head is None and (rd.eof or len(prefix) > 64 * BLOCK_BYTES):
             raise Unsupported("no traceEvents array")
     after_comma = False
+    # the events read with the head first: a second block is read only after them, so the
+    # buffer holds one block, not two (8 MB less, no growth to fault in, no block moved)
+    first = True
     while not rd.eof:
-        rd.fill()
+        if not first:
+            rd.fill()
+        first = False
         if rd.collapser is not None:  # squeezing since the last cut: squeeze the new block first
             rd.squeeze()
         cut = rd.last_separator()
