@@ -88,12 +88,17 @@ def read_piece(raw, arg_specs) -> Any:
     """
     if _native is None:
         raise RuntimeError("the native reader is not built")
-    names, objects, defaults = _specs(arg_specs)
+    try:
+        names, objects, defaults = _cached_specs(arg_specs)
+    except TypeError:  # a default that does not hash (a list): not cached
+        names, objects, defaults = _specs(arg_specs)
     return _native.read_piece(raw, names, objects, defaults)
 
 
-@functools.lru_cache(maxsize=8)
 def _specs(arg_specs) -> tuple:
+    """The extension's view of fastparse's arg specs: raw names, whether each
+    is kept as an object, and each default as (kind: 1 an int64, 2 a float
+    that is not NaN, 0 another; the int; the float; its JSON text)."""
     names = tuple(spec[1] for spec in arg_specs)
     objects = tuple(bool(spec[3]) for spec in arg_specs)
     defaults = []
@@ -106,6 +111,9 @@ def _specs(arg_specs) -> tuple:
         else:
             defaults.append((0, 0, 0.0, orjson.dumps(d) if spec[3] else b""))
     return names, objects, tuple(defaults)
+
+
+_cached_specs = functools.lru_cache(maxsize=8)(_specs)
 
 
 def find(buf, needle: bytes, start: int, end: int) -> int:
