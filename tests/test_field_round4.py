@@ -334,3 +334,29 @@ def test_a_host_that_sleeps_is_told_to_stop_sleeping(tmp_path):
     r = analyze(d)
     f = next(f for f in r.findings if f.id == "host-bound")
     assert "time.sleep" in f.fix and "torch.compile" not in f.fix
+
+
+@pytest.mark.parametrize("kernel, major, dtype", [("ampere_sgemm_128x64_tn", 8, "bfloat16"),
+                                                  ("volta_sgemm_128x64_tn", 7, "float16")])
+def test_without_device_properties_the_kernel_names_give_the_architecture(tmp_path, kernel, major, dtype):
+    """A trace without deviceProperties (PyTorch 1.8-1.10) whose fp32 GEMMs
+    are cuBLAS's ampere_/volta_ kernels: the device is at least that
+    architecture, so the Tensor Core rule is checked, names the precision
+    it has, and advises no TF32 (a GeForce Ampere runs it at fp32 rate)."""
+    b = TraceBuilder(rank=0, gpu_name=None)
+    sim = Sim(b)
+    for s in range(1, 7):
+        start = sim.t
+        for _ in range(8):
+            sim.op("aten::mm", [(kernel, 300.0)], host_us=10.0)
+        sim.synchronize()
+        sim.idle(20.0)
+        b.step(s, start, sim.t - start)
+    d = tmp_path / kernel
+    d.mkdir()
+    b.write(d / "rank-0.json")
+    r = analyze(d)
+    tc = r.ranks[0].tensor_cores
+    assert tc.capability_from_kernels and tc.compute_major == major
+    f = next(f for f in r.findings if f.id == "tensor-cores-unused")
+    assert dtype in f.title and "TF32" not in f.title and "from kernel names" in " ".join(f.evidence)
