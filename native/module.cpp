@@ -60,6 +60,17 @@ int set(PyObject* d, const char* k, PyObject* v) {
   return r;
 }
 
+// Appends the arg spec i of the tuples raw_names / objects; false with a Python error set.
+bool add_arg_spec(PyObject* names, PyObject* objects, Py_ssize_t i, std::vector<hta_native::ArgSpec>& specs) {
+  Py_ssize_t n;
+  const char* s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(names, i), &n);
+  if (!s) return false;
+  int o = PyObject_IsTrue(PyTuple_GET_ITEM(objects, i));
+  if (o < 0) return false;
+  specs.push_back({std::string(s, n), o != 0});
+  return true;
+}
+
 PyObject* read_events(PyObject*, PyObject* args) {
   PyObject *obj, *names, *objects;
   if (!PyArg_ParseTuple(args, "OO!O!", &obj, &PyTuple_Type, &names, &PyTuple_Type, &objects)) return nullptr;
@@ -68,14 +79,8 @@ PyObject* read_events(PyObject*, PyObject* args) {
     return nullptr;
   }
   std::vector<hta_native::ArgSpec> specs;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
-    Py_ssize_t n;
-    const char* s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(names, i), &n);
-    if (!s) return nullptr;
-    int o = PyObject_IsTrue(PyTuple_GET_ITEM(objects, i));
-    if (o < 0) return nullptr;
-    specs.push_back({std::string(s, n), o != 0});
-  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++)
+    if (!add_arg_spec(names, objects, i, specs)) return nullptr;
   Py_buffer view;
   if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0) return nullptr;
   hta_native::Result* res = new (std::nothrow) hta_native::Result();
@@ -378,12 +383,7 @@ PyObject* read_piece(PyObject*, PyObject* args) {
   std::vector<ArgSpec> specs;
   std::vector<Spec> dspecs;
   for (Py_ssize_t i = 0; i < na; i++) {
-    Py_ssize_t n;
-    const char* s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(names, i), &n);
-    if (!s) return nullptr;
-    int o = PyObject_IsTrue(PyTuple_GET_ITEM(objects, i));
-    if (o < 0) return nullptr;
-    specs.push_back({std::string(s, n), o != 0});
+    if (!add_arg_spec(names, objects, i, specs)) return nullptr;
     Spec d;
     const char* text;
     Py_ssize_t tlen;
