@@ -9,7 +9,8 @@ import pandas as pd
 
 from ..model import CpuSide, NamedTime
 from .. import intervals
-from .events import RankEvents, is_step
+from ..load.compat import LAUNCH_CALL
+from .events import LAUNCH_CATEGORIES, RankEvents, is_step
 from .kernels import input_dims
 from .steps import analyzed_windows, step_windows
 
@@ -21,8 +22,13 @@ SYNC_NAMES = (
 )
 #: Scalar reads: a synchronization only where the tensor is on a device.
 SCALAR_READS = ("aten::item", "aten::_local_scalar_dense")
-#: Host categories of runtime and driver calls (CUDA, HIP).
-RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver")
+
+
+def launches_gpu_work(calls: pd.DataFrame) -> bool:
+    """Whether any of the runtime and driver ``calls`` (rows with ``s_name``)
+    puts work on the GPU: a kernel launch, copy or set
+    (:data:`~hta_report.load.compat.LAUNCH_CALL`, CUDA and HIP)."""
+    return bool(calls["s_name"].astype(str).str.contains(LAUNCH_CALL).any())
 
 
 def is_sync(cpu: pd.DataFrame) -> np.ndarray:
@@ -37,13 +43,13 @@ def is_sync(cpu: pd.DataFrame) -> np.ndarray:
     no synchronizing call waits for GPU work either."""
     names = cpu["s_name"]
     hit = np.array(names.isin(SYNC_NAMES).to_numpy(dtype=bool), dtype=bool, copy=True)
-    rt = cpu[cpu["s_cat"].isin(RUNTIME_CATEGORIES).to_numpy(dtype=bool)]
+    rt = cpu[cpu["s_cat"].isin(LAUNCH_CATEGORIES).to_numpy(dtype=bool)]
     if rt.empty:
         return hit
     # a rank that launches no GPU work at all (a model run on the CPU) queues nothing to wait for: its
     # synchronizing calls wait for CUDA's set-up (analysis.warmup.context_creation). Where it launches, a
     # synchronize before its first traced launch may wait for work queued before the profiler started.
-    if not rt["s_name"].astype(str).str.contains("Launch|Memcpy|Memset").any():
+    if not launches_gpu_work(rt):
         return np.zeros(len(cpu), dtype=bool)
     scalar = hit & names.isin(SCALAR_READS).to_numpy(dtype=bool)
     if not scalar.any():

@@ -16,7 +16,8 @@ import pandas as pd
 
 from ..model import NamedTime, Warmup
 from .. import intervals
-from .events import RankEvents
+from .cpu_side import launches_gpu_work
+from .events import LAUNCH_CATEGORIES, RankEvents
 from .launch import KERNEL_LAUNCH_APIS
 from .regions import per_step
 from .workload import capture_rows, tuning_rows
@@ -97,12 +98,10 @@ def context_creation(ev: RankEvents) -> pd.DataFrame:
     the rank launches, a long call before its first traced launch may wait
     for work queued before the profiler started: none is returned."""
     cpu = ev.cpu
-    calls = cpu[cpu["s_cat"].isin(("cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"))]
+    calls = cpu[cpu["s_cat"].isin(LAUNCH_CATEGORIES)]
     if calls.empty:
         return calls
-    names = calls["s_name"].astype(str)
-    launch = names.isin(KERNEL_LAUNCH_APIS).to_numpy(dtype=bool) | names.str.contains("Launch|Memcpy|Memset").to_numpy(dtype=bool)
-    if launch.any() or (ev.has_gpu and len(ev.gpu)):
+    if launches_gpu_work(calls) or (ev.has_gpu and len(ev.gpu)):
         # work may have been queued before the profiler started: a long call may wait for it
         return calls.iloc[0:0]
     return calls[calls["dur"].to_numpy(dtype=float) >= WARMUP_CALL_US]
