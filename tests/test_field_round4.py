@@ -22,13 +22,15 @@ def test_only_the_part_beyond_a_kernels_fixed_cost_scales():
     assert out[2] == 1.5  # shorter than the fixed cost: unchanged
 
 
-def _run(tmp_path, kernel: str, name: str = "NVIDIA A100-SXM4-80GB"):
+def _run(tmp_path, kernel: str, name: "str | None" = "NVIDIA A100-SXM4-80GB", op: str = "aten::linear"):
+    """Six steps of eight ``op`` calls, each launching a 300 µs ``kernel``
+    (``name``: the deviceProperties' device, None for none), analyzed."""
     b = TraceBuilder(rank=0, gpu_name=name, compute_major=8)
     sim = Sim(b)
     for s in range(1, 7):
         start = sim.t
         for _ in range(8):
-            sim.op("aten::linear", [(kernel, 300.0)], host_us=10.0)
+            sim.op(op, [(kernel, 300.0)], host_us=10.0)
         sim.synchronize()
         sim.idle(20.0)
         b.step(s, start, sim.t - start)
@@ -343,19 +345,7 @@ def test_without_device_properties_the_kernel_names_give_the_architecture(tmp_pa
     are cuBLAS's ampere_/volta_ kernels: the device is at least that
     architecture, so the Tensor Core rule is checked, names the precision
     it has, and advises no TF32 (a GeForce Ampere runs it at fp32 rate)."""
-    b = TraceBuilder(rank=0, gpu_name=None)
-    sim = Sim(b)
-    for s in range(1, 7):
-        start = sim.t
-        for _ in range(8):
-            sim.op("aten::mm", [(kernel, 300.0)], host_us=10.0)
-        sim.synchronize()
-        sim.idle(20.0)
-        b.step(s, start, sim.t - start)
-    d = tmp_path / kernel
-    d.mkdir()
-    b.write(d / "rank-0.json")
-    r = analyze(d)
+    r = _run(tmp_path, kernel, name=None, op="aten::mm")
     tc = r.ranks[0].tensor_cores
     assert tc.capability_from_kernels and tc.compute_major == major
     f = next(f for f in r.findings if f.id == "tensor-cores-unused")
