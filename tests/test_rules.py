@@ -636,6 +636,16 @@ def test_step_outlier_fires(tmp_path):
     assert "step 5 took 5.00 ms" in f.evidence[0]
 
 
+def test_step_outliers_not_checked_where_the_host_ran_ahead(tmp_path):
+    # where the GPU paces the run, a long ProfilerStep is the host blocked on a full launch queue
+    from hta_report.rules import advise
+    r = run(tmp_path, outlier_steps([1000] * 4 + [5000] + [1000] * 3))
+    assert status(r, "step-time-outliers") == "fired"
+    r.ranks[0].replay.gpu_paced_step_us = 6000.0
+    check = next(c for c in advise(r).checks if c.id == "step-time-outliers")
+    assert check.status == "not checked" and "ran ahead of the GPU on 1 rank" in check.detail
+
+
 def test_even_steps_are_fine_and_few_steps_not_checked(tmp_path):
     assert status(run(tmp_path, outlier_steps([1000, 1010, 990, 1000, 1005, 995, 1000])), "step-time-outliers") == "fine"
     assert status(run(tmp_path / "few", outlier_steps([1000, 1000, 5000, 1000])), "step-time-outliers") == "not checked"
