@@ -1,0 +1,187 @@
+"""Power of ``hta-report compare``'s statistical verdict: false alarms and detections.
+
+* **A/A pairs**: the same CPU workload recorded twice, each side in a process
+  of its own (``record``: ``bench/record_cpu.py``'s ``healthy`` case, clean,
+  14 steps, so 10 analyzed; seconds apart on a shared machine). Any
+  ``regressed`` or ``improved`` verdict is a false alarm.
+* **Injected regressions**: the new side of a pair with one host op made
+  slower, physically, in its trace (:func:`slow_op`): every instance of the
+  op lasts ``d`` µs longer and everything after its end on the timeline
+  moves ``d`` later (enclosing ops and the ``ProfilerStep`` grow; the op's
+  children and the other ops keep their durations), ``d`` chosen so that
+  the mean step grows by k % (1, 3, 5, 10). A ``regressed`` verdict is a
+  detection; the slowed op named first among the significant items counts
+  as named. On a trace with GPU work the kernels would move with their
+  launch under the same time warp; the pairs recorded here are CPU-only.
+
+Usage::
+
+    python bench/compare_power.py record /work/aa-pairs --pairs 40
+    python bench/compare_power.py run /work/aa-pairs [--inject-pairs 20] [--cache DIR]
+
+Traces stay outside the repository. ``run`` prints one line per pair and
+the rates; docs/COMPARE.md records them with date and machine.
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+SIZES = (1.0, 3.0, 5.0, 10.0)
+STEPS = 14
+
+
+def record(out: Path, pairs: int) -> None:
+    """Record ``pairs`` A/A pairs into ``out/NN-a`` and ``out/NN-b`` (one process per side; existing ones kept)."""
+    code = ("import sys; sys.path.insert(0, {bench!r}); import record_cpu; "
+            "record_cpu.run(sys.argv[1], 'healthy', 0.0, steps={steps}, clean=True)").format(bench=str(HERE),
+                                                                                          steps=STEPS)
+    for i in range(pairs):
+        for s in "ab":
+            d = out / f"{i:02d}-{s}"
+            if d.exists():
+                continue
+            tmp = out / f"{i:02d}-{s}.tmp"
+            subprocess.run([sys.executable, "-c", code, str(tmp)], check=True, capture_output=True)
+            tmp.rename(d)
+
+
+def _trace_file(d: Path) -> Path:
+    files = sorted(p for p in d.iterdir() if p.name.endswith((".json", ".json.gz")))
+    if len(files) != 1:
+        raise SystemExit(f"{d}: expected one trace file, found {len(files)}")
+    return files[0]
+
+
+def _read(p: Path) -> dict:
+    opener = gzip.open if p.name.endswith(".gz") else open
+    with opener(p, "rt") as f:
+        return json.load(f)
+
+
+def slow_op(doc: dict, op: str, pct: float, step_us: float) -> Tuple[dict, float]:
+    """``doc`` (a Kineto trace, changed in place) with every ``cpu_op``
+    instance named ``op`` inside a ``ProfilerStep`` made ``d`` µs longer, ``d``
+    = ``pct`` % of ``step_us`` / instances per step, and the timeline warped:
+    an event starting at or after an instance's end moves later by the
+    added time of every instance ending at or before its start; an event's
+    end moves by that of every instance ending at or before it (so the
+    instance and the events enclosing it grow). Returns ``(doc, d)``."""
+    events = doc["traceEvents"]
+    steps = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    inside = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e.get("name") == op
+              and any(s["ts"] <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"] for s in steps)]
+    if not inside or not steps:
+        raise ValueError(f"no {op} inside a ProfilerStep")
+    d = pct / 100 * step_us * len(steps) / len(inside)
+    ends = sorted(float(e["ts"]) + float(e["dur"]) for e in inside)
+
+    def shift(x: float) -> float:
+        return d * bisect.bisect_right(ends, x)
+
+    for e in events:
+        if "ts" not in e:
+            continue
+        ts = float(e["ts"])
+        if "dur" in e:
+            end = ts + float(e["dur"])
+            e["dur"] = float(e["dur"]) + shift(end) - shift(ts)
+        e["ts"] = ts + shift(ts)
+    return doc, d
+
+
+def run(root: Path, inject_pairs: int, cache: Optional[str]) -> Dict[str, object]:
+    import hta_report
+    from hta_report.compare import compare
+
+    pairs = sorted({p.name[:-2] for p in root.iterdir() if p.name.endswith(("-a", "-b")) and p.is_dir()})
+    pairs = [p for p in pairs if (root / f"{p}-a").is_dir() and (root / f"{p}-b").is_dir()]
+    verdicts: List[str] = []
+    detect: Dict[float, List[Tuple[str, bool]]] = {k: [] for k in SIZES}
+    work = Path(tempfile.mkdtemp(prefix="compare-power-"))
+    for i, p in enumerate(pairs):
+        a = hta_report.analyze(str(root / f"{p}-a"), cache=cache)
+        b = hta_report.analyze(str(root / f"{p}-b"), cache=cache)
+        c = compare(a, b)
+        s = c.stats
+        verdicts.append(c.verdict)
+        print(f"A/A {p}: {c.verdict:12s} step {s.change_pct:+6.1f} % [{s.change_pct_low:+6.1f}, "
+              f"{s.change_pct_high:+6.1f}] raw {s.raw_change_pct:+6.1f} % env x{s.environment_factor:.3f} "
+              f"[{s.environment_low:.3f}, {s.environment_high:.3f}] items {s.items_significant}/{s.items_tested} "
+              f"({s.step_method})", flush=True)
+        if i >= inject_pairs:
+            continue
+        ops = [o for o in b.ranks[0].cpu.top_ops if o.category == "cpu_op"]
+        target = ops[0].name
+        src = _trace_file(root / f"{p}-b")
+        for k in SIZES:
+            doc, d = slow_op(_read(src), target, k, b.ranks[0].steps.mean_us)
+            out = work / f"{p}-b-{k:g}"
+            out.mkdir(exist_ok=True)
+            (out / src.name.replace(".gz", "")).write_text(json.dumps(doc))
+            bk = hta_report.analyze(str(out), cache=cache)
+            ck = compare(a, bk)
+            first = next((it for it in ck.stats.items if it.status == "changed"), None)
+            named = first is not None and first.name == target
+            detect[k].append((ck.verdict, named))
+            sk = ck.stats
+            print(f"  +{k:g} % {target} (+{d:.0f} us each): {ck.verdict:12s} step {sk.change_pct:+6.1f} % "
+                  f"[{sk.change_pct_low:+6.1f}, {sk.change_pct_high:+6.1f}] first: "
+                  f"{first.name if first else '-'} {'(named)' if named else ''}", flush=True)
+    n = len(verdicts)
+    false = sum(v in ("regressed", "improved") for v in verdicts)
+    summary: Dict[str, object] = {
+        "aa_pairs": n, "aa_false": false, "aa_false_rate": false / n if n else 0.0,
+        "aa_verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
+    }
+    print(f"\nA/A: {n} pairs, false regressed/improved: {false} ({100 * false / max(n, 1):.1f} %); "
+          f"verdicts {summary['aa_verdicts']}")
+    for k in SIZES:
+        rows = detect[k]
+        if not rows:
+            continue
+        hit = sum(v == "regressed" for v, _ in rows)
+        named = sum(nm for _, nm in rows)
+        summary[f"inject_{k:g}"] = {"pairs": len(rows), "detected": hit, "named_first": named,
+                                    "verdicts": {v: [x for x, _ in rows].count(v) for v in set(x for x, _ in rows)}}
+        print(f"+{k:g} % of the step: detected {hit}/{len(rows)} ({100 * hit / len(rows):.0f} %), "
+              f"slowed op named first {named}/{len(rows)} ({100 * named / len(rows):.0f} %); "
+              f"verdicts {summary[f'inject_{k:g}']['verdicts']}")
+    return summary
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record")
+    r.add_argument("out")
+    r.add_argument("--pairs", type=int, default=40)
+    u = sub.add_parser("run")
+    u.add_argument("root")
+    u.add_argument("--inject-pairs", type=int, default=20, help="pairs whose new side gets the injections")
+    u.add_argument("--cache", default=None, help="hta-report's cache folder (reruns skip the analyses)")
+    u.add_argument("--json", default=None, help="also write the summary here")
+    args = ap.parse_args(argv)
+    if args.cmd == "record":
+        os.makedirs(args.out, exist_ok=True)
+        record(Path(args.out), args.pairs)
+        return 0
+    summary = run(Path(args.root), args.inject_pairs, args.cache)
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

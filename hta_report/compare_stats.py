@@ -1,0 +1,322 @@
+"""The statistical verdict of a comparison: one trace per side, tested item by item.
+
+A pure function of the two sides' ranks (:func:`stat_test`), called by
+:func:`hta_report.compare.compare`. It reads the per-instance samples each
+rank carries (:class:`~hta_report.model.InstanceSamples`) and the analyzed
+``ProfilerStep`` durations, and returns a :class:`~hta_report.model.StatTest`
+and a verdict:
+
+1. **Environment factor.** For every item (kernel, host op) with at least
+   :data:`MIN_INSTANCES` instances on both sides, the ratio of its mean
+   durations new / base. A load, clock or thermal shift scales every item
+   alike; the median of the log ratios over items (at least
+   :data:`MIN_ENV_ITEMS`) is that factor, with a percentile bootstrap
+   interval over items (:data:`BOOTSTRAP` resamples). The new side is divided
+   by it before anything else is tested, so that what remains is the code's
+   change; it is *named* when its interval lies beyond ±threshold.
+2. **Items.** Each such item's base durations against the new side's
+   (divided by the factor): the Mann-Whitney U test, two-sided
+   (``scipy.stats.mannwhitneyu``: no normality assumed; kernel and op
+   durations are skewed), then the Benjamini-Hochberg adjustment over all
+   items tested (``scipy.stats.false_discovery_control``, Benjamini &
+   Hochberg 1995): an item is significant when its q-value is below α. Each
+   one's effect, as % of its mean duration and as µs per step (mean
+   duration × instances per step), has a bootstrap percentile interval.
+   Items kept on one side only are *appeared* / *disappeared*.
+3. **Step.** The step-time change after the factor, with its interval:
+   the analyzed steps as samples when both sides have :data:`MIN_STEPS` of
+   them (ratio of mean steps, bootstrapped) and no rank's host ran ahead of
+   its GPU; else the per-step sum of the items' changes, bootstrapped (GPU
+   kernels where a side has them: where the host runs ahead, the GPU work
+   paces the step; host ops' self time otherwise), as % of the base step.
+   ``regressed`` needs the whole interval above +threshold, ``improved``
+   below −threshold, ``unchanged`` within ±threshold; anything else (the
+   interval spans the threshold, too few steps and instances) is
+   ``inconclusive``.
+
+Every resample uses one seeded generator: the same inputs give the same verdict.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from .model import ItemChange, RankResult, StatTest
+
+#: The false-discovery rate the Benjamini-Hochberg procedure keeps over the items tested.
+DEFAULT_ALPHA = 0.05
+#: The level of every interval.
+CONFIDENCE = 0.95
+#: The smallest step change (%) a verdict calls a change: the noise band's floor
+#: (:data:`hta_report.compare.MIN_NOISE_BAND_PCT`); ``compare --threshold`` changes it.
+DEFAULT_THRESHOLD_PCT = 1.0
+#: Instances per side an item needs to be tested: below 5 per side a two-sided
+#: Mann-Whitney test cannot reach p < 0.01 at all (the smallest exact p of 4
+#: against 4 is 2/70 = 0.029).
+MIN_INSTANCES = 5
+#: Analyzed steps per side for the steps to be the samples of the step change
+#: (fewer: the items' sum). Steps are few (a profiler schedule records 3-20)
+#: and each one carries every preemption of its host: on the shared 2-core
+#: machine of docs/COMPARE.md the steps of one recording spread by 20 %, so
+#: that 10 steps a side give an interval of about ±15 %, while the items'
+#: hundreds of instances give one of a few %. 30 steps a side is the usual
+#: floor of the central limit theorem's rule of thumb.
+MIN_STEPS = 30
+#: Items tested for an environment factor to be estimated (a median of fewer is one item's ratio).
+MIN_ENV_ITEMS = 5
+#: The rank groups an item's durations are cut into (:func:`_strata`): the lowest and highest are dropped.
+STRATA = 10
+#: Bootstrap resamples of every interval.
+BOOTSTRAP = 1000
+#: Items listed in :attr:`StatTest.items`.
+TOP_ITEMS = 20
+#: Instances per item and side the tests use, pooled over ranks (a deterministic even spread beyond it).
+MAX_POOLED = 1024
+_SEED = 20240552
+
+Key = Tuple[str, str, str]
+
+
+@dataclass
+class _Item:
+    """One item pooled over a side's ranks: its kept durations (µs), all its
+    instances and the analyzed steps of the ranks that kept it."""
+
+    durations: List[float] = field(default_factory=list)
+    count: int = 0
+
+
+@dataclass
+class _Side:
+    items: Dict[Key, _Item] = field(default_factory=dict)
+    steps: int = 0
+    step_us: List[float] = field(default_factory=list)
+    #: per kind, the smallest time per step of a kept item when the rank kept its full quota, else 0
+    cut_us: Dict[str, float] = field(default_factory=dict)
+
+
+def has_samples(ranks: Sequence[RankResult]) -> bool:
+    """Whether every rank of a side carries instance samples (``samples.steps`` > 0)."""
+    return bool(ranks) and all(r.samples.steps > 0 for r in ranks)
+
+
+def _pool(ranks: Sequence[RankResult]) -> _Side:
+    from .model import SAMPLE_ITEMS
+    side = _Side()
+    for r in ranks:
+        s = r.samples
+        side.steps += s.steps
+        side.step_us += [float(t.duration_us) for t in r.steps.steps if not t.warmup and math.isfinite(t.duration_us)
+                         and t.duration_us > 0]
+        per_kind: Dict[str, List[float]] = {}
+        for it in s.items:
+            key = (it.kind, it.name, it.shape)
+            pooled = side.items.setdefault(key, _Item())
+            pooled.durations += [d for d in it.durations_us if math.isfinite(d) and d >= 0]
+            pooled.count += max(int(it.count), 0)
+            per_kind.setdefault(it.kind, []).append(it.total_us / s.steps)
+        for kind, per_step in per_kind.items():
+            if len(per_step) >= SAMPLE_ITEMS:
+                side.cut_us[kind] = max(side.cut_us.get(kind, 0.0), min(per_step))
+    return side
+
+
+def _spread(values: List[float]) -> np.ndarray:
+    a = np.asarray(values, dtype=float)
+    if len(a) > MAX_POOLED:
+        a = a[np.round(np.linspace(0, len(a) - 1, MAX_POOLED)).astype(np.int64)]
+    return a
+
+
+def _interval(reps: np.ndarray) -> Tuple[float, float]:
+    lo, hi = np.percentile(reps, [50 * (1 - CONFIDENCE), 50 * (1 + CONFIDENCE)])
+    return float(lo), float(hi)
+
+
+def _strata(x: np.ndarray) -> List[np.ndarray]:
+    """``x`` sorted and cut into :data:`STRATA` groups of (nearly) equal size
+    by rank (fewer when ``x`` is short: at least 4 values a group), the
+    lowest and highest dropped when there are 5 or more."""
+    groups = max(1, min(STRATA, len(x) // 4))
+    parts = np.array_split(np.sort(x), groups)
+    return parts[1:-1] if groups >= 5 else parts
+
+
+def _loc(x: np.ndarray) -> float:
+    """The location of an item's durations: the mean without the lowest and
+    highest tenth (:func:`_strata`). It moves by exactly ``d`` when every
+    instance takes ``d`` longer and scales with a factor that scales them
+    all, as the mean does, but one instance the scheduler preempted for 12 ms
+    (seen on the shared 2-core machine of docs/COMPARE.md, among 5 µs
+    instances) does not move it."""
+    parts = _strata(x)
+    return float(sum(p.sum() for p in parts) / sum(len(p) for p in parts))
+
+
+def _boot_means(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
+    """``BOOTSTRAP`` resampled locations (:func:`_loc`) of ``x``: a bootstrap
+    stratified by rank (each of :func:`_strata`'s groups resampled within
+    itself). One op name often covers several shapes (a layer's ``aten::mm``
+    of 50 µs and another's of 5 ms) in fixed proportions per step; a plain
+    bootstrap would redraw those proportions and widen the interval by the
+    spread between shapes, which the trace does not have."""
+    parts = _strata(x)
+    total = np.zeros(BOOTSTRAP)
+    for p in parts:
+        total += p[rng.integers(0, len(p), (BOOTSTRAP, len(p)))].sum(axis=1)
+    return total / sum(len(p) for p in parts)
+
+
+def _verdict(lo: float, hi: float, threshold: float) -> str:
+    if lo > threshold:
+        return "regressed"
+    if hi < -threshold:
+        return "improved"
+    if lo >= -threshold and hi <= threshold:
+        return "unchanged"
+    return "inconclusive"
+
+
+def stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_us: float, paced: bool,
+         alpha: float = DEFAULT_ALPHA, threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Tuple[str, StatTest]:
+    """The statistical verdict of ``new`` against ``base`` (the compared ranks of each side).
+
+    Args:
+        base, new: the ranks compared, each carrying instance samples
+            (:func:`has_samples`); pooled per side.
+        base_step_us: the base side's time per step (µs,
+            :func:`hta_report.compare.time_per_step`), the denominator of the
+            items' sum.
+        paced: whether a rank of either side ran its host ahead of the GPU
+            (the steps are then not the samples: the items' sum is).
+        alpha: the false-discovery rate (0 < alpha < 1).
+        threshold_pct: the smallest step change (%) a verdict calls a change (≥ 0).
+
+    Returns:
+        ``(verdict, stats)``: ``improved``, ``regressed``, ``unchanged`` or
+        ``inconclusive``, and how it was reached (:class:`StatTest`).
+    """
+    from scipy.stats import false_discovery_control, mannwhitneyu
+
+    rng = np.random.default_rng(_SEED)
+    b, n = _pool(base), _pool(new)
+    st = StatTest(method="statistical", alpha=alpha, confidence=CONFIDENCE, threshold_pct=threshold_pct)
+    both = sorted(set(b.items) & set(n.items))
+    arrays = {k: (_spread(b.items[k].durations), _spread(n.items[k].durations)) for k in both}
+    tested = [k for k in both if min(len(arrays[k][0]), len(arrays[k][1])) >= MIN_INSTANCES
+              and _loc(arrays[k][0]) > 0 and _loc(arrays[k][1]) > 0]
+
+    # 1. the environment factor
+    logs = np.array([math.log(_loc(arrays[k][1]) / _loc(arrays[k][0])) for k in tested])
+    f_reps = np.ones(BOOTSTRAP)
+    if len(logs) >= MIN_ENV_ITEMS:
+        st.environment_factor = float(math.exp(np.median(logs)))
+        f_reps = np.exp(np.median(logs[rng.integers(0, len(logs), (BOOTSTRAP, len(logs)))], axis=1))
+        st.environment_low, st.environment_high = _interval(f_reps)
+        st.environment_items = int(len(logs))
+        t = threshold_pct / 100
+        st.environment_named = bool(st.environment_low > 1 + t or st.environment_high < 1 - t)
+    f = st.environment_factor
+
+    # 2. the items
+    pvals = [float(mannwhitneyu(arrays[k][0], arrays[k][1] / f, alternative="two-sided").pvalue) for k in tested]
+    qvals = [float(q) for q in false_discovery_control(pvals)] if pvals else []
+    st.items_tested = len(tested)
+    st.items_significant = sum(q < alpha for q in qvals)
+    per_step_b = {k: b.items[k].count / b.steps for k in both}
+    per_step_n = {k: n.items[k].count / n.steps for k in both}
+    changes: List[ItemChange] = []
+    item_reps: Dict[Key, np.ndarray] = {}
+    item_raw: Dict[Key, np.ndarray] = {}
+    for k in both:
+        xb, xn = arrays[k]
+        if not len(xb) or not len(xn):
+            continue
+        mb, mn = _boot_means(rng, xb), _boot_means(rng, xn)
+        item_raw[k] = mn * per_step_n[k] - mb * per_step_b[k]
+        item_reps[k] = mn / f_reps * per_step_n[k] - mb * per_step_b[k]
+    for k, p, q in zip(tested, pvals, qvals):
+        if q >= alpha:
+            continue
+        xb, xn = arrays[k]
+        mb, mn = _boot_means(rng, xb), _boot_means(rng, xn) / f_reps
+        pct = 100 * (mn / mb - 1)
+        us_lo, us_hi = _interval(item_reps[k])
+        pct_lo, pct_hi = _interval(pct)
+        cb, cn = per_step_b[k], per_step_n[k]
+        lb, ln = _loc(xb), _loc(xn)
+        changes.append(ItemChange(
+            kind=k[0], name=k[1], shape=k[2], status="changed", base_us_per_step=float(lb * cb),
+            new_us_per_step=float(ln / f * cn), us_per_step=float(ln / f * cn - lb * cb),
+            us_per_step_low=us_lo, us_per_step_high=us_hi, change_pct=float(100 * (ln / f / lb - 1)),
+            change_pct_low=pct_lo, change_pct_high=pct_hi, p_value=p, q_value=q))
+    changes.sort(key=lambda c: (-abs(c.us_per_step), c.name))
+
+    one_side: List[ItemChange] = []
+    fixed_raw: Dict[str, float] = {}
+    fixed_adj: Dict[str, float] = {}
+    for side, other, status in ((n, b, "appeared"), (b, n, "disappeared")):
+        for k in sorted(set(side.items) - set(other.items)):
+            durations = np.asarray(side.items[k].durations, dtype=float)
+            t_us = side.items[k].count / side.steps * (_loc(durations) if len(durations) else 0.0)
+            cut = other.cut_us.get(k[0], 0.0)
+            if t_us <= cut:  # it may only have fallen below the other side's kept items
+                continue
+            sign = 1.0 if status == "appeared" else -1.0
+            fixed_raw[k[0]] = fixed_raw.get(k[0], 0.0) + sign * t_us
+            fixed_adj[k[0]] = fixed_adj.get(k[0], 0.0) + sign * (t_us / f if status == "appeared" else t_us)
+            lo, hi = sorted((sign * t_us, sign * (t_us - cut)))
+            one_side.append(ItemChange(
+                kind=k[0], name=k[1], shape=k[2], status=status,
+                base_us_per_step=0.0 if status == "appeared" else float(t_us),
+                new_us_per_step=float(t_us / f) if status == "appeared" else 0.0,
+                us_per_step=float(sign * t_us), us_per_step_low=float(lo), us_per_step_high=float(hi)))
+    one_side.sort(key=lambda c: (-abs(c.us_per_step), c.name))
+    st.items = (changes + one_side)[:TOP_ITEMS]
+
+    # 3. the step
+    if not paced and min(len(b.step_us), len(n.step_us)) >= MIN_STEPS:
+        sb, sn = np.asarray(b.step_us), np.asarray(n.step_us)
+        ratio = _boot_means(rng, sn) / _boot_means(rng, sb)
+        st.step_method, st.base_samples, st.new_samples = "steps", len(sb), len(sn)
+        st.raw_change_pct = float(100 * (sn.mean() / sb.mean() - 1))
+        st.change_pct = float(100 * (sn.mean() / f / sb.mean() - 1))
+        st.change_pct_low, st.change_pct_high = _interval(100 * (ratio / f_reps - 1))
+    else:
+        kinds = {k[0] for k in item_reps}
+        kind = "kernel" if "kernel" in kinds else "cpu_op"
+        keys = [k for k in item_reps if k[0] == kind]
+        sig = [k for k, q in zip(tested, qvals) if q < alpha and k[0] == kind]
+        if keys and base_step_us > 0 and any(k in tested for k in keys):
+            st.step_method = "items"
+            st.base_samples = sum(len(arrays[k][0]) for k in keys)
+            st.new_samples = sum(len(arrays[k][1]) for k in keys)
+            point_raw = sum(_loc(arrays[k][1]) * per_step_n[k] - _loc(arrays[k][0]) * per_step_b[k] for k in keys)
+            point = sum(_loc(arrays[k][1]) / f * per_step_n[k] - _loc(arrays[k][0]) * per_step_b[k] for k in sig)
+            reps = np.sum([item_reps[k] for k in sig], axis=0) if sig else np.zeros(BOOTSTRAP)
+            reps = reps + fixed_adj.get(kind, 0.0)
+            st.raw_change_pct = float(100 * (point_raw + fixed_raw.get(kind, 0.0)) / base_step_us)
+            st.change_pct = float(100 * (point + fixed_adj.get(kind, 0.0)) / base_step_us)
+            st.change_pct_low, st.change_pct_high = _interval(100 * reps / base_step_us)
+        else:
+            st.note = (f"too few steps (fewer than {MIN_STEPS} analyzed per side) and item instances "
+                       f"(fewer than {MIN_INSTANCES} per side) to test")
+            return "inconclusive", st
+    if st.step_method == "items":
+        st.note = (f"the step change is the per-step sum of the significant "
+                   f"{'GPU kernels' if kind == 'kernel' else 'host ops'}' changes (the others count as unchanged)" + (" (a host ran ahead of its GPU)" if paced else
+                                f" (fewer than {MIN_STEPS} analyzed steps on a side)"))
+    return _verdict(st.change_pct_low, st.change_pct_high, threshold_pct), st
+
+
+def fallback(why: str, threshold_pct: float, alpha: float = DEFAULT_ALPHA) -> StatTest:
+    """The :class:`StatTest` of a comparison judged by the noise band: ``why`` says which side lacks samples."""
+    return StatTest(method="noise band", why=why, alpha=alpha, threshold_pct=threshold_pct,
+                    note=f"no instance samples: band verdict ({why})")
+
+
+__all__ = ["stat_test", "fallback", "has_samples", "DEFAULT_ALPHA", "DEFAULT_THRESHOLD_PCT", "CONFIDENCE",
+           "MIN_INSTANCES", "MIN_STEPS", "MIN_ENV_ITEMS", "BOOTSTRAP", "TOP_ITEMS"]
