@@ -57,18 +57,22 @@ DEFAULT_THRESHOLD_PCT = 1.0
 #: Mann-Whitney test cannot reach p < 0.01 at all (the smallest exact p of 4
 #: against 4 is 2/70 = 0.029).
 MIN_INSTANCES = 5
-#: Analyzed steps per side for the steps to be the samples of the step change
-#: (fewer: the items' sum). Steps are few (a profiler schedule records 3-20)
-#: and each one carries every preemption of its host: on the shared 2-core
-#: machine of docs/COMPARE.md the steps of one recording spread by 20 %, so
-#: that 10 steps a side give an interval of about ±15 %, while the items'
-#: hundreds of instances give one of a few %. 30 steps a side is the usual
-#: floor of the central limit theorem's rule of thumb.
-MIN_STEPS = 30
+#: Analyzed steps per side for the steps to be the samples of the step change.
+#: Steps are few (a profiler schedule records 3-20) and each one carries
+#: every preemption of its host: on the shared 2-core machine of
+#: docs/COMPARE.md the steps of one recording spread by 20 %, and 10 steps a
+#: side give an interval of about ±15 %, while the items' hundreds of
+#: instances give one of a few %. So the steps decide only where their
+#: interval is decisive (beyond or within ±threshold); otherwise the items'
+#: sum does. Below 5 a bootstrap of a mean has too few distinct resamples
+#: (126 for 5 values) for a 95 % interval.
+MIN_STEPS = 5
 #: Items tested for an environment factor to be estimated (a median of fewer is one item's ratio).
 MIN_ENV_ITEMS = 5
 #: The rank groups an item's durations are cut into (:func:`_strata`): the lowest and highest are dropped.
 STRATA = 10
+#: The item kinds that run on the GPU (:class:`~hta_report.model.InstanceSample`).
+GPU_KINDS = ("kernel", "memcpy")
 #: Bootstrap resamples of every interval.
 BOOTSTRAP = 1000
 #: Items listed in :attr:`StatTest.items`.
@@ -277,38 +281,44 @@ def stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_u
     one_side.sort(key=lambda c: (-abs(c.us_per_step), c.name))
     st.items = (changes + one_side)[:TOP_ITEMS]
 
-    # 3. the step
+    # 3. the step: the steps decide where their interval does; else the items
+    verdict = "inconclusive"
     if not paced and min(len(b.step_us), len(n.step_us)) >= MIN_STEPS:
         sb, sn = np.asarray(b.step_us), np.asarray(n.step_us)
-        ratio = _boot_means(rng, sn) / _boot_means(rng, sb)
+        ratio = (sn[rng.integers(0, len(sn), (BOOTSTRAP, len(sn)))].mean(axis=1)
+                 / sb[rng.integers(0, len(sb), (BOOTSTRAP, len(sb)))].mean(axis=1))
         st.step_method, st.base_samples, st.new_samples = "steps", len(sb), len(sn)
         st.raw_change_pct = float(100 * (sn.mean() / sb.mean() - 1))
         st.change_pct = float(100 * (sn.mean() / f / sb.mean() - 1))
         st.change_pct_low, st.change_pct_high = _interval(100 * (ratio / f_reps - 1))
-    else:
-        kinds = {k[0] for k in item_reps}
-        kind = "kernel" if "kernel" in kinds else "cpu_op"
-        keys = [k for k in item_reps if k[0] == kind]
-        sig = [k for k, q in zip(tested, qvals) if q < alpha and k[0] == kind]
-        if keys and base_step_us > 0 and any(k in tested for k in keys):
-            st.step_method = "items"
-            st.base_samples = sum(len(arrays[k][0]) for k in keys)
-            st.new_samples = sum(len(arrays[k][1]) for k in keys)
-            point_raw = sum(_loc(arrays[k][1]) * per_step_n[k] - _loc(arrays[k][0]) * per_step_b[k] for k in keys)
-            point = sum(_loc(arrays[k][1]) / f * per_step_n[k] - _loc(arrays[k][0]) * per_step_b[k] for k in sig)
-            reps = np.sum([item_reps[k] for k in sig], axis=0) if sig else np.zeros(BOOTSTRAP)
-            reps = reps + fixed_adj.get(kind, 0.0)
-            st.raw_change_pct = float(100 * (point_raw + fixed_raw.get(kind, 0.0)) / base_step_us)
-            st.change_pct = float(100 * (point + fixed_adj.get(kind, 0.0)) / base_step_us)
-            st.change_pct_low, st.change_pct_high = _interval(100 * reps / base_step_us)
-        else:
+        verdict = _verdict(st.change_pct_low, st.change_pct_high, threshold_pct)
+        if verdict != "inconclusive":
+            return verdict, st
+    gpu = bool({k[0] for k in item_reps} & set(GPU_KINDS))
+    kinds = GPU_KINDS if gpu else ("cpu_op",)
+    keys = [k for k in item_reps if k[0] in kinds]
+    sig = [k for k, q in zip(tested, qvals) if q < alpha and k[0] in kinds]
+    if not keys or not base_step_us > 0 or not any(k in tested for k in keys):
+        if not st.step_method:
             st.note = (f"too few steps (fewer than {MIN_STEPS} analyzed per side) and item instances "
                        f"(fewer than {MIN_INSTANCES} per side) to test")
-            return "inconclusive", st
-    if st.step_method == "items":
-        st.note = (f"the step change is the per-step sum of the significant "
-                   f"{'GPU kernels' if kind == 'kernel' else 'host ops'}' changes (the others count as unchanged)" + (" (a host ran ahead of its GPU)" if paced else
-                                f" (fewer than {MIN_STEPS} analyzed steps on a side)"))
+        return "inconclusive", st
+    steps_said = (f"the steps' interval [{st.change_pct_low:+.1f}, {st.change_pct_high:+.1f}] % spans the "
+                  "threshold, so " if st.step_method else
+                  "a host ran ahead of its GPU, so " if paced else
+                  f"fewer than {MIN_STEPS} analyzed steps on a side, so ")
+    st.step_method = "items"
+    st.base_samples = sum(len(arrays[k][0]) for k in keys)
+    st.new_samples = sum(len(arrays[k][1]) for k in keys)
+    point_raw = sum(_loc(arrays[k][1]) * per_step_n[k] - _loc(arrays[k][0]) * per_step_b[k] for k in keys)
+    point = sum(_loc(arrays[k][1]) / f * per_step_n[k] - _loc(arrays[k][0]) * per_step_b[k] for k in sig)
+    fixed_r, fixed_a = sum(fixed_raw.get(k, 0.0) for k in kinds), sum(fixed_adj.get(k, 0.0) for k in kinds)
+    reps = (np.sum([item_reps[k] for k in sig], axis=0) if sig else np.zeros(BOOTSTRAP)) + fixed_a
+    st.raw_change_pct = float(100 * (point_raw + fixed_r) / base_step_us)
+    st.change_pct = float(100 * (point + fixed_a) / base_step_us)
+    st.change_pct_low, st.change_pct_high = _interval(100 * reps / base_step_us)
+    st.note = (steps_said + f"the step change is the per-step sum of the significant "
+               f"{'GPU kernels and copies' if gpu else 'host ops'}' changes (the others count as unchanged)")
     return _verdict(st.change_pct_low, st.change_pct_high, threshold_pct), st
 
 

@@ -210,7 +210,8 @@ class InstanceSample:
 
     Attributes:
         kind: ``kernel`` (a GPU kernel, by name: Kineto records no shape on
-            kernels) or ``cpu_op`` (a host op by name and, where the trace
+            kernels), ``memcpy`` (a GPU memory copy or set, by name:
+            ``Memcpy HtoD (Pageable -> Device)``) or ``cpu_op`` (a host op by name and, where the trace
             recorded shapes, its ``Input Dims``; its self time).
         name: the kernel or op name.
         shape: the op's ``Input Dims`` as recorded (``[[64, 512], [512]]``),
@@ -248,8 +249,8 @@ class InstanceSamples:
     statistical comparison. ``steps`` is the number of analyzed steps they
     cover (0: none kept, as in results saved before they existed, which
     :func:`hta_report.compare.compare` then compares by the noise band);
-    ``items`` are the :data:`SAMPLE_ITEMS` kernels and the
-    :data:`SAMPLE_ITEMS` host ops with the most total time, most first."""
+    ``items`` are the :data:`SAMPLE_ITEMS` kernels, memory copies and host
+    ops (each kind its own quota) with the most total time, most first."""
 
     steps: int = 0
     items: List[InstanceSample] = field(default_factory=list)

@@ -69,8 +69,9 @@ def _items(kind: str, frame: pd.DataFrame, top: int, cap: int) -> List[InstanceS
 def instance_samples(ev: RankEvents, top: int = SAMPLE_ITEMS, cap: int = SAMPLES_PER_ITEM) -> InstanceSamples:
     """The rank's instance samples (:class:`~hta_report.model.InstanceSamples`).
 
-    Kernels: every ``kernel`` event lying inside an analyzed step re-based to
-    the device (:func:`~.regions.windows`), keyed by name, its duration (µs).
+    Kernels (kind ``kernel``) and memory copies and sets (kind ``memcpy``):
+    every such GPU event lying inside an analyzed step re-based to the device
+    (:func:`~.regions.windows`), keyed by name, its duration (µs).
     Host ops: every ``cpu_op``, ``user_annotation`` (not ``ProfilerStep``) and
     runtime call lying inside an analyzed host step window
     (:func:`~.regions.host_windows`), keyed by name and ``Input Dims`` where
@@ -83,16 +84,16 @@ def instance_samples(ev: RankEvents, top: int = SAMPLE_ITEMS, cap: int = SAMPLES
         return InstanceSamples()
     items: List[InstanceSample] = []
     gpu = ev.gpu
-    if len(gpu):
-        k = gpu[gpu["s_cat"].eq("kernel")]
-        dw, _ = windows(ev)
+    dw = windows(ev)[0] if len(gpu) else np.empty((0, 2))
+    for kind, cats in (("kernel", ["kernel"]), ("memcpy", ["gpu_memcpy", "gpu_memset"])):
+        k = gpu[gpu["s_cat"].isin(cats)] if len(gpu) else gpu
         if len(k) and len(dw):
             ts, end = k["ts"].to_numpy(dtype=float), k["end"].to_numpy(dtype=float)
             k = k[_inside(ts, end, dw)]
             names = k["s_name"].astype(str).to_numpy()
-            items += _items("kernel", pd.DataFrame({"key": names, "name": names, "shape": "",
-                                                    "ts": k["ts"].to_numpy(dtype=float),
-                                                    "d": k["dur"].to_numpy(dtype=float).clip(0)}), top, cap)
+            items += _items(kind, pd.DataFrame({"key": names, "name": names, "shape": "",
+                                                "ts": k["ts"].to_numpy(dtype=float),
+                                                "d": k["dur"].to_numpy(dtype=float).clip(0)}), top, cap)
     cpu = ev.cpu
     ops = cpu[cpu["s_cat"].isin(["cpu_op", "user_annotation", "cuda_runtime"]) & ~is_step(cpu["s_name"])]
     if len(ops):
