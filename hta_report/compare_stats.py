@@ -57,20 +57,24 @@ DEFAULT_THRESHOLD_PCT = 1.0
 #: Mann-Whitney test cannot reach p < 0.01 at all (the smallest exact p of 4
 #: against 4 is 2/70 = 0.029).
 MIN_INSTANCES = 5
+#: σ of a normal distribution per unit of median absolute deviation (as :data:`hta_report.compare.MAD_TO_SIGMA`).
+MAD_TO_SIGMA = 1.482602218505602
 #: Analyzed steps per side for the steps to be the samples of the step change.
 #: Steps are few (a profiler schedule records 3-20) and each one carries
-#: every preemption of its host: on the shared 2-core machine of
-#: docs/COMPARE.md the steps of one recording spread by 20 %, and 10 steps a
-#: side give an interval of about ±15 %, while the items' hundreds of
-#: instances give one of a few %. So the steps decide only where their
-#: interval is decisive (beyond or within ±threshold); otherwise the items'
-#: sum does. Below 5 a bootstrap of a mean has too few distinct resamples
-#: (126 for 5 values) for a 95 % interval.
-MIN_STEPS = 5
+#: every preemption of its host: in A/A pairs recorded on the shared 2-core
+#: machine of docs/COMPARE.md, 10 steps a side gave decisive intervals for
+#: changes of -17 % to +40 % that were not there (the load changed between
+#: the recordings). Below 20 the items decide (their hundreds of instances,
+#: trimmed, are far less moved by preemption). Where the steps are enough,
+#: they decide only where their interval is decisive (beyond or within
+#: ±threshold); otherwise the items' sum does.
+MIN_STEPS = 20
 #: Items tested for an environment factor to be estimated (a median of fewer is one item's ratio).
 MIN_ENV_ITEMS = 5
-#: The rank groups an item's durations are cut into (:func:`_strata`): the lowest and highest are dropped.
-STRATA = 10
+#: A duration more than this times the one below it starts a new mode of an item (:func:`_modes`).
+MODE_GAP = 1.5
+#: The least share of an item's durations a mode holds (:func:`_modes`).
+MODE_MIN_SHARE = 0.05
 #: The item kinds that run on the GPU (:class:`~hta_report.model.InstanceSample`).
 GPU_KINDS = ("kernel", "memcpy")
 #: Bootstrap resamples of every interval.
@@ -140,38 +144,44 @@ def _interval(reps: np.ndarray) -> Tuple[float, float]:
     return float(lo), float(hi)
 
 
-def _strata(x: np.ndarray) -> List[np.ndarray]:
-    """``x`` sorted and cut into :data:`STRATA` groups of (nearly) equal size
-    by rank (fewer when ``x`` is short: at least 4 values a group), the
-    lowest and highest dropped when there are 5 or more."""
-    groups = max(1, min(STRATA, len(x) // 4))
-    parts = np.array_split(np.sort(x), groups)
-    return parts[1:-1] if groups >= 5 else parts
+def _modes(x: np.ndarray) -> List[np.ndarray]:
+    """``x`` sorted and cut into its modes: where one duration is more than
+    :data:`MODE_GAP` times the one below it, with at least
+    max(3, :data:`MODE_MIN_SHARE` of them) on each side of a cut (fewer stay
+    with their neighbours: one preempted instance is not a mode). One op name
+    often covers several shapes (a layer's ``aten::mm`` of 50 µs and
+    another's of 5 ms) in proportions its code fixes; each mode is one of them."""
+    x = np.sort(x)
+    least = max(3, int(math.ceil(MODE_MIN_SHARE * len(x))))
+    cuts, last = [], 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        jumps = np.flatnonzero(x[1:] > MODE_GAP * np.maximum(x[:-1], 1e-9)) + 1
+    for j in jumps:
+        if j - last >= least and len(x) - j >= least:
+            cuts.append(int(j))
+            last = int(j)
+    return np.split(x, cuts) if cuts else [x]
 
 
 def _loc(x: np.ndarray) -> float:
-    """The location of an item's durations: the mean without the lowest and
-    highest tenth (:func:`_strata`). It moves by exactly ``d`` when every
-    instance takes ``d`` longer and scales with a factor that scales them
-    all, as the mean does, but one instance the scheduler preempted for 12 ms
-    (seen on the shared 2-core machine of docs/COMPARE.md, among 5 µs
-    instances) does not move it."""
-    parts = _strata(x)
-    return float(sum(p.sum() for p in parts) / sum(len(p) for p in parts))
+    """The location of an item's durations: their mean (µs). A trimmed mean
+    was tried and dropped: where one op name covers shapes of 50 µs and of
+    9 ms, trimming cut the 9 ms instances on one side and kept them on the
+    other, reading a 54 % change in an A/A pair."""
+    return float(x.mean())
 
 
 def _boot_means(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
-    """``BOOTSTRAP`` resampled locations (:func:`_loc`) of ``x``: a bootstrap
-    stratified by rank (each of :func:`_strata`'s groups resampled within
-    itself). One op name often covers several shapes (a layer's ``aten::mm``
-    of 50 µs and another's of 5 ms) in fixed proportions per step; a plain
-    bootstrap would redraw those proportions and widen the interval by the
-    spread between shapes, which the trace does not have."""
-    parts = _strata(x)
+    """``BOOTSTRAP`` resampled means of ``x``, each mode (:func:`_modes`)
+    resampled within itself: the proportions of the shapes are the code's,
+    fixed from step to step, and redrawing them would widen the interval by
+    the spread between shapes, which the trace does not have; within a mode
+    the resampling is the ordinary bootstrap (a preempted instance widens
+    the interval of its item, as it should)."""
     total = np.zeros(BOOTSTRAP)
-    for p in parts:
+    for p in _modes(x):
         total += p[rng.integers(0, len(p), (BOOTSTRAP, len(p)))].sum(axis=1)
-    return total / sum(len(p) for p in parts)
+    return total / len(x)
 
 
 def _verdict(lo: float, hi: float, threshold: float) -> str:
@@ -203,7 +213,7 @@ def stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_u
         ``(verdict, stats)``: ``improved``, ``regressed``, ``unchanged`` or
         ``inconclusive``, and how it was reached (:class:`StatTest`).
     """
-    from scipy.stats import false_discovery_control, mannwhitneyu
+    from scipy.stats import false_discovery_control, mannwhitneyu, norm
 
     rng = np.random.default_rng(_SEED)
     b, n = _pool(base), _pool(new)
@@ -225,8 +235,29 @@ def stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_u
         st.environment_named = bool(st.environment_low > 1 + t or st.environment_high < 1 - t)
     f = st.environment_factor
 
-    # 2. the items
-    pvals = [float(mannwhitneyu(arrays[k][0], arrays[k][1] / f, alternative="two-sided").pvalue) for k in tested]
+    # 2. the items: each must differ from the base in its own instances (Mann-Whitney U) and move beyond
+    # the spread the items show around the environment factor (a z-test of its log ratio against that spread)
+    boot_b = {k: _boot_means(rng, arrays[k][0]) for k in both if len(arrays[k][0]) and len(arrays[k][1])}
+    boot_n = {k: _boot_means(rng, arrays[k][1]) for k in boot_b}
+    ses = np.array([float(np.std(np.log(np.maximum(boot_n[k], 1e-12) / np.maximum(boot_b[k], 1e-12))))
+                    for k in tested])
+    # the items' spread beyond their own sampling noise (a method-of-moments random effect, as DerSimonian &
+    # Laird 1986 take it): the robust variance of the log ratios less the typical sampling variance
+    spread = 0.0
+    if len(logs) >= MIN_ENV_ITEMS:
+        mad_sd = float(MAD_TO_SIGMA * np.median(np.abs(logs - np.median(logs))))
+        spread = math.sqrt(max(0.0, mad_sd ** 2 - float(np.median(ses ** 2))))
+    st.item_spread_pct = 100 * spread
+    pvals = []
+    for i, k in enumerate(tested):
+        p_mw = float(mannwhitneyu(arrays[k][0], arrays[k][1] / f, alternative="two-sided").pvalue)
+        se = float(ses[i])
+        z = abs(logs[i] - math.log(f)) / math.sqrt(se ** 2 + spread ** 2) if se > 0 or spread > 0 else math.inf
+        # and it must differ before the factor is divided out too, in the same direction: an op the load
+        # did not slow (a large GEMM among small overhead-bound ops) is not named as if it had slowed
+        p_raw = float(mannwhitneyu(arrays[k][0], arrays[k][1], alternative="two-sided").pvalue)
+        same_way = (logs[i] > 0) == (logs[i] - math.log(f) > 0)
+        pvals.append(max(p_mw, float(2 * norm.sf(z)), p_raw) if same_way else 1.0)
     qvals = [float(q) for q in false_discovery_control(pvals)] if pvals else []
     st.items_tested = len(tested)
     st.items_significant = sum(q < alpha for q in qvals)
@@ -235,18 +266,18 @@ def stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_u
     changes: List[ItemChange] = []
     item_reps: Dict[Key, np.ndarray] = {}
     item_raw: Dict[Key, np.ndarray] = {}
-    for k in both:
-        xb, xn = arrays[k]
-        if not len(xb) or not len(xn):
-            continue
-        mb, mn = _boot_means(rng, xb), _boot_means(rng, xn)
+    for k in boot_b:
+        mb, mn = boot_b[k], boot_n[k]
         item_raw[k] = mn * per_step_n[k] - mb * per_step_b[k]
-        item_reps[k] = mn / f_reps * per_step_n[k] - mb * per_step_b[k]
+        # the item's own departure from the factor, drawn from the items' spread, widens its interval
+        mn = mn / f_reps * np.exp(spread * rng.standard_normal(BOOTSTRAP))
+        item_reps[k] = mn * per_step_n[k] - mb * per_step_b[k]
+        boot_n[k] = mn
     for k, p, q in zip(tested, pvals, qvals):
         if q >= alpha:
             continue
         xb, xn = arrays[k]
-        mb, mn = _boot_means(rng, xb), _boot_means(rng, xn) / f_reps
+        mb, mn = boot_b[k], boot_n[k]
         pct = 100 * (mn / mb - 1)
         us_lo, us_hi = _interval(item_reps[k])
         pct_lo, pct_hi = _interval(pct)
@@ -261,23 +292,32 @@ def stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_u
 
     one_side: List[ItemChange] = []
     fixed_raw: Dict[str, float] = {}
-    fixed_adj: Dict[str, float] = {}
+    fixed_reps: Dict[str, np.ndarray] = {}
     for side, other, status in ((n, b, "appeared"), (b, n, "disappeared")):
         for k in sorted(set(side.items) - set(other.items)):
-            durations = np.asarray(side.items[k].durations, dtype=float)
-            t_us = side.items[k].count / side.steps * (_loc(durations) if len(durations) else 0.0)
+            durations = _spread(side.items[k].durations)
+            if not len(durations):
+                continue
+            per_step = side.items[k].count / side.steps
+            t_us = per_step * float(np.median(durations))  # the median: one preempted instance is not its size
             cut = other.cut_us.get(k[0], 0.0)
             if t_us <= cut:  # it may only have fallen below the other side's kept items
                 continue
             sign = 1.0 if status == "appeared" else -1.0
-            fixed_raw[k[0]] = fixed_raw.get(k[0], 0.0) + sign * t_us
-            fixed_adj[k[0]] = fixed_adj.get(k[0], 0.0) + sign * (t_us / f if status == "appeared" else t_us)
-            lo, hi = sorted((sign * t_us, sign * (t_us - cut)))
+            reps = sign * per_step * _boot_means(rng, durations) / (f_reps if status == "appeared" else 1.0)
+            t_us = per_step * _loc(durations)
+            if not cut:  # the other side kept all its items of this kind: this one is absent there
+                fixed_raw[k[0]] = fixed_raw.get(k[0], 0.0) + sign * t_us
+                fixed_reps[k[0]] = fixed_reps.get(k[0], np.zeros(BOOTSTRAP)) + reps
+            lo, hi = _interval(reps)
+            if cut:  # it may be there below the cut: up to ``cut`` µs a step
+                lo, hi = (lo - cut, hi) if sign > 0 else (lo, hi + cut)
             one_side.append(ItemChange(
                 kind=k[0], name=k[1], shape=k[2], status=status,
                 base_us_per_step=0.0 if status == "appeared" else float(t_us),
                 new_us_per_step=float(t_us / f) if status == "appeared" else 0.0,
-                us_per_step=float(sign * t_us), us_per_step_low=float(lo), us_per_step_high=float(hi)))
+                us_per_step=float(sign * t_us / (f if sign > 0 else 1.0)), us_per_step_low=float(lo),
+                us_per_step_high=float(hi)))
     one_side.sort(key=lambda c: (-abs(c.us_per_step), c.name))
     st.items = (changes + one_side)[:TOP_ITEMS]
 
@@ -312,8 +352,11 @@ def stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_u
     st.new_samples = sum(len(arrays[k][1]) for k in keys)
     point_raw = sum(_loc(arrays[k][1]) * per_step_n[k] - _loc(arrays[k][0]) * per_step_b[k] for k in keys)
     point = sum(_loc(arrays[k][1]) / f * per_step_n[k] - _loc(arrays[k][0]) * per_step_b[k] for k in sig)
-    fixed_r, fixed_a = sum(fixed_raw.get(k, 0.0) for k in kinds), sum(fixed_adj.get(k, 0.0) for k in kinds)
-    reps = (np.sum([item_reps[k] for k in sig], axis=0) if sig else np.zeros(BOOTSTRAP)) + fixed_a
+    fixed_r = sum(fixed_raw.get(k, 0.0) for k in kinds)
+    fixed_rep = np.sum([fixed_reps[k] for k in kinds if k in fixed_reps], axis=0) if any(
+        k in fixed_reps for k in kinds) else np.zeros(BOOTSTRAP)
+    fixed_a = float(np.mean(fixed_rep))
+    reps = (np.sum([item_reps[k] for k in sig], axis=0) if sig else np.zeros(BOOTSTRAP)) + fixed_rep
     st.raw_change_pct = float(100 * (point_raw + fixed_r) / base_step_us)
     st.change_pct = float(100 * (point + fixed_a) / base_step_us)
     st.change_pct_low, st.change_pct_high = _interval(100 * reps / base_step_us)

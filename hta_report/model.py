@@ -2177,7 +2177,12 @@ class StatTest:
             :class:`InstanceSamples`) or ``noise band`` (a side does not, as
             results saved before they existed: the verdict is the band's,
             :attr:`Comparison.noise_band_pct`); ``why`` says why the band.
-        test: the per-item test, ``Mann-Whitney U (two-sided)``.
+        test: the per-item test: the Mann-Whitney U test of the instance
+            durations and a z-test of the item's log ratio against the
+            environment factor with the items' spread, both two-sided, and
+            the Mann-Whitney U test before the factor is divided out, in the
+            same direction; an item's p-value is the largest of the three
+            (1.0 when the directions differ).
         alpha: the false-discovery rate the Benjamini-Hochberg procedure
             keeps (items with ``q_value`` < ``alpha`` are significant).
         confidence: the level of every interval (0.95).
@@ -2203,6 +2208,11 @@ class StatTest:
             more than ``threshold_pct``: the machine (load, clocks, another
             process), not the code, moved every item.
         environment_items: the items the factor is taken over.
+        item_spread_pct: how far single items stray from the factor beyond
+            their own sampling noise (%: the robust variance of their log
+            ratios, (1.4826 × MAD)², less the median sampling variance, as a
+            square root): a loaded machine slows some ops more than others,
+            and an item is significant only beyond this spread and its noise.
         items: the significant items, then those on one side only, each
             group by |µs per step| (largest first), at most
             :data:`hta_report.compare_stats.TOP_ITEMS`.
@@ -2211,7 +2221,7 @@ class StatTest:
 
     method: str = "noise band"
     why: str = ""
-    test: str = "Mann-Whitney U (two-sided)"
+    test: str = "Mann-Whitney U and a z-test against the items' spread (two-sided)"
     alpha: float = 0.05
     confidence: float = 0.95
     threshold_pct: float = 1.0
@@ -2229,6 +2239,7 @@ class StatTest:
     environment_high: float = 1.0
     environment_named: bool = False
     environment_items: int = 0
+    item_spread_pct: float = 0.0
     items: List[ItemChange] = field(default_factory=list)
     note: str = ""
 
