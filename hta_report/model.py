@@ -2210,9 +2210,11 @@ class StatTest:
         environment_items: the items the factor is taken over.
         item_spread_pct: how far single items stray from the factor beyond
             their own sampling noise (%: the robust variance of their log
-            ratios, (1.4826 × MAD)², less the median sampling variance, as a
-            square root): a loaded machine slows some ops more than others,
-            and an item is significant only beyond this spread and its noise.
+            ratios around the factor, (1.4826 × MAD)², less the median
+            sampling variance, as a square root; medians weighted by each
+            item's time per step): a loaded machine slows some ops more than
+            others, and an item is significant only beyond this spread and
+            its noise, which also widens every item's interval.
         items: the significant items, then those on one side only, each
             group by |µs per step| (largest first), at most
             :data:`hta_report.compare_stats.TOP_ITEMS`.
