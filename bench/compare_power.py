@@ -101,7 +101,7 @@ def slow_op(doc: dict, op: str, pct: float, step_us: float) -> Tuple[dict, float
     return doc, d
 
 
-def run(root: Path, inject_pairs: int, cache: Optional[str]) -> Dict[str, object]:
+def run(root: Path, inject_pairs: int, cache: Optional[str], held_out_from: Optional[int] = None) -> Dict[str, object]:
     import hta_report
     from hta_report.compare import compare
 
@@ -147,6 +147,12 @@ def run(root: Path, inject_pairs: int, cache: Optional[str]) -> Dict[str, object
     }
     print(f"\nA/A: {n} pairs, false regressed/improved: {false} ({100 * false / max(n, 1):.1f} %); "
           f"verdicts {summary['aa_verdicts']}")
+    if held_out_from is not None:
+        for name, part in (("tuning", verdicts[:held_out_from]), ("held out", verdicts[held_out_from:])):
+            bad = sum(v in ("regressed", "improved") for v in part)
+            counts = {v: part.count(v) for v in sorted(set(part))}
+            summary["aa_" + name.replace(" ", "_")] = {"pairs": len(part), "false": bad, "verdicts": counts}
+            print(f"  {name} pairs: {len(part)}, false: {bad}; verdicts {counts}")
     for k in SIZES:
         rows = detect[k]
         if not rows:
@@ -172,12 +178,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     u.add_argument("--inject-pairs", type=int, default=20, help="pairs whose new side gets the injections")
     u.add_argument("--cache", default=None, help="hta-report's cache folder (reruns skip the analyses)")
     u.add_argument("--json", default=None, help="also write the summary here")
+    u.add_argument("--held-out-from", type=int, default=None,
+                   help="the A/A rates also apart for the pairs before and from this index (tuning / held out)")
     args = ap.parse_args(argv)
     if args.cmd == "record":
         os.makedirs(args.out, exist_ok=True)
         record(Path(args.out), args.pairs)
         return 0
-    summary = run(Path(args.root), args.inject_pairs, args.cache)
+    summary = run(Path(args.root), args.inject_pairs, args.cache, args.held_out_from)
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2))
     return 0
