@@ -3,36 +3,37 @@
 A pure function of the two sides' ranks (:func:`stat_test`), called by
 :func:`hta_report.compare.compare`. It reads the per-instance samples each
 rank carries (:class:`~hta_report.model.InstanceSamples`) and the analyzed
-``ProfilerStep`` durations, and returns a :class:`~hta_report.model.StatTest`
-and a verdict:
+``ProfilerStep`` durations, and returns a verdict and a
+:class:`~hta_report.model.StatTest` (docs/COMPARE.md says the same in prose):
 
-1. **Environment factor.** For every item (kernel, host op) with at least
-   :data:`MIN_INSTANCES` instances on both sides, the ratio of its mean
+1. **Environment factor.** For every item (kernel, copy, host op) with at
+   least :data:`MIN_INSTANCES` instances on both sides, the ratio of its mean
    durations new / base. A load, clock or thermal shift scales every item
    alike; the median of the log ratios over items (at least
    :data:`MIN_ENV_ITEMS`) is that factor, with a percentile bootstrap
    interval over items (:data:`BOOTSTRAP` resamples). The new side is divided
-   by it before anything else is tested, so that what remains is the code's
-   change; it is *named* when its interval lies beyond ±threshold.
-2. **Items.** Each such item's base durations against the new side's
-   (divided by the factor): the Mann-Whitney U test, two-sided
-   (``scipy.stats.mannwhitneyu``: no normality assumed; kernel and op
-   durations are skewed), then the Benjamini-Hochberg adjustment over all
-   items tested (``scipy.stats.false_discovery_control``, Benjamini &
-   Hochberg 1995): an item is significant when its q-value is below α. Each
-   one's effect, as % of its mean duration and as µs per step (mean
-   duration × instances per step), has a bootstrap percentile interval.
+   by it; it is *named* when its interval lies beyond ±threshold.
+2. **Items.** Each item's p-value is the largest of: the Mann-Whitney U test
+   (``scipy.stats.mannwhitneyu``, two-sided) of its durations after the
+   factor, the same test before it (in the same direction, else 1), and a
+   z-test of its log ratio against the factor whose variance adds the items'
+   spread around the factor beyond their own noise (weighted by time per
+   step). Then the Benjamini-Hochberg adjustment over all items tested
+   (``scipy.stats.false_discovery_control``, Benjamini & Hochberg 1995): an
+   item is significant when its q-value is below α. Each one's effect, as %
+   of its mean duration and as µs per step, has a bootstrap percentile
+   interval (resampled within each mode of its durations, :func:`_modes`).
    Items kept on one side only are *appeared* / *disappeared*.
-3. **Step.** The step-time change after the factor, with its interval:
-   the analyzed steps as samples when both sides have :data:`MIN_STEPS` of
-   them (ratio of mean steps, bootstrapped) and no rank's host ran ahead of
-   its GPU; else the per-step sum of the items' changes, bootstrapped (GPU
-   kernels where a side has them: where the host runs ahead, the GPU work
-   paces the step; host ops' self time otherwise), as % of the base step.
+3. **Step.** Where the items' spread exceeds :data:`MAX_SPREAD_PCT`, no
+   single factor describes the machine: ``inconclusive``. Otherwise the step
+   change after the factor, with its interval: the analyzed steps as samples
+   when both sides have :data:`MIN_STEPS` of them and no rank's host ran
+   ahead of its GPU, where their interval is decisive; else the per-step sum
+   of every item's change (GPU kernels and copies where a side has them, host
+   ops' self time otherwise), bootstrapped, as % of the base step.
    ``regressed`` needs the whole interval above +threshold, ``improved``
-   below −threshold, ``unchanged`` within ±threshold; anything else (the
-   interval spans the threshold, too few steps and instances) is
-   ``inconclusive``.
+   below −threshold, ``unchanged`` within ±threshold; anything else is
+   ``inconclusive``. Two sides holding the same samples are ``unchanged``.
 
 Every resample uses one seeded generator: the same inputs give the same verdict.
 """
@@ -234,6 +235,11 @@ def stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_u
     rng = np.random.default_rng(_SEED)
     b, n = _pool(base), _pool(new)
     st = StatTest(method="statistical", alpha=alpha, confidence=CONFIDENCE, threshold_pct=threshold_pct)
+    if b.step_us == n.step_us and {k: v.durations for k, v in b.items.items()} == \
+            {k: v.durations for k, v in n.items.items()}:
+        st.step_method = "identical"
+        st.note = "the two sides hold the same steps and instance samples (a result against itself)"
+        return "unchanged", st
     both = sorted(set(b.items) & set(n.items))
     arrays = {k: (_spread(b.items[k].durations), _spread(n.items[k].durations)) for k in both}
     tested = [k for k in both if min(len(arrays[k][0]), len(arrays[k][1])) >= MIN_INSTANCES

@@ -2192,7 +2192,8 @@ class StatTest:
         items_tested: items with enough instances on both sides to test;
             items_significant: those with ``q_value`` < ``alpha``.
         step_method: ``steps`` (the analyzed steps as samples) or ``items``
-            (the per-step sum of the items' changes, bootstrapped), or ``""``
+            (the per-step sum of the items' changes, bootstrapped), ``identical``
+            (both sides hold the same steps and samples: unchanged), or ``""``
             when neither had enough samples (the verdict is inconclusive).
         base_samples, new_samples: the steps (``steps``) or item instances
             (``items``) each side contributed.
