@@ -230,6 +230,33 @@ def stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_u
         ``(verdict, stats)``: ``improved``, ``regressed``, ``unchanged`` or
         ``inconclusive``, and how it was reached (:class:`StatTest`).
     """
+    with np.errstate(all="ignore"):
+        verdict, st = _stat_test(base, new, base_step_us, paced, alpha, threshold_pct)
+    return verdict, _finite(st)
+
+
+def _finite(st: StatTest) -> StatTest:
+    """``st`` with every figure finite (a saved result may hold any finite
+    duration, 1e308 included, whose sums overflow): NaN becomes 0 and an
+    infinity the largest float of its sign, which JSON can hold."""
+    import dataclasses
+    import sys
+
+    def bound(x: float) -> float:
+        if math.isnan(x):
+            return 0.0
+        return x if math.isfinite(x) else math.copysign(sys.float_info.max, x)
+    for obj in [st, *st.items]:
+        for f in dataclasses.fields(obj):
+            v = getattr(obj, f.name)
+            if isinstance(v, float):
+                setattr(obj, f.name, bound(v))
+    return st
+
+
+def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_us: float, paced: bool,
+               alpha: float, threshold_pct: float) -> Tuple[str, StatTest]:
+    """:func:`stat_test` before its figures are made finite."""
     from scipy.stats import false_discovery_control, mannwhitneyu, norm
 
     rng = np.random.default_rng(_SEED)
