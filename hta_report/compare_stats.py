@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -246,7 +246,8 @@ def _finite(st: StatTest) -> StatTest:
         if math.isnan(x):
             return 0.0
         return x if math.isfinite(x) else math.copysign(sys.float_info.max, x)
-    for obj in [st, *st.items]:
+    objects: List[Union[StatTest, ItemChange]] = [st, *st.items]
+    for obj in objects:
         for f in dataclasses.fields(obj):
             v = getattr(obj, f.name)
             if isinstance(v, float):
