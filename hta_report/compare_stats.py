@@ -377,9 +377,8 @@ def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_
     # 3. the step: the steps decide where their interval does; else the items. Where the items strayed
     # from one factor by more than MAX_SPREAD_PCT, no single factor describes the machine and no verdict is given
     if st.item_spread_pct > MAX_SPREAD_PCT:
-        st.note = (f"the items moved unevenly (by {st.item_spread_pct:.0f} % around the environment factor, "
-                   f"beyond their own noise; at most {MAX_SPREAD_PCT:g} % is tested): the machine's load, "
-                   "not one factor, moved them, and no step change can be told from it")
+        st.note = (f"the items strayed {st.item_spread_pct:.0f} % from one environment factor (at most "
+                   f"{MAX_SPREAD_PCT:g} % is tested): the machine moved them unevenly")
         spread_guard = True
     else:
         spread_guard = False

@@ -382,6 +382,13 @@ def environment_text(s: StatTest) -> str:
     return f"No environment shift beyond the threshold: items ran {f} on new; divided out before the verdict."
 
 
+def _spans(s: StatTest) -> bool:
+    """Whether the step change's interval spans the threshold (neither beyond nor within ±it)."""
+    t = s.threshold_pct
+    return bool(s.step_method) and not (s.change_pct_low > t or s.change_pct_high < -t
+                                        or (s.change_pct_low >= -t and s.change_pct_high <= t))
+
+
 def context(c: Comparison) -> ComparisonView:
     """Everything the compare template and markdown show, formatted."""
     change = fmt.fixed(c.step_time_change_pct, 1, sign=True, grouped=False)
@@ -394,7 +401,8 @@ def context(c: Comparison) -> ComparisonView:
             "improved": f"faster: {what} {ci}, the whole interval below −{thr} %",
             "regressed": f"slower: {what} {ci}, the whole interval above +{thr} %",
             "unchanged": f"{what} {ci}, within ±{thr} %",
-            "inconclusive": (f"{what} {ci}: the interval spans the ±{thr} % threshold" if st.step_method
+            "inconclusive": (f"{what} {ci}: the interval spans the ±{thr} % threshold" if _spans(st)
+                             else f"{what} {ci}: {st.note}" if st.step_method
                              else f"{what} {change} %: {st.note}"),
         }[c.verdict]
     else:
