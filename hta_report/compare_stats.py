@@ -85,6 +85,10 @@ GPU_KINDS = ("kernel", "memcpy")
 #: ops), which no single factor can take out. Set on those 18 pairs; docs/COMPARE.md gives the
 #: rates on the 22 pairs recorded after them apart.
 MAX_SPREAD_PCT = 5.0
+#: The largest share of the weight one item holds in the items' spread: uncapped, an op holding
+#: half the step that the change slowed (the injected regressions of docs/COMPARE.md) was its own
+#: spread and widened every interval with its own change.
+MAX_ITEM_WEIGHT = 0.1
 #: Bootstrap resamples of every interval.
 BOOTSTRAP = 1000
 #: Items listed in :attr:`StatTest.items`.
@@ -298,6 +302,7 @@ def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_
     spread = 0.0
     if len(logs) >= MIN_ENV_ITEMS:
         w = np.array([_loc(arrays[k][0]) * b.items[k].count / b.steps for k in tested])
+        w = np.minimum(w, MAX_ITEM_WEIGHT * w.sum())  # one slowed op that holds most of the step is not the spread
         mad_sd = MAD_TO_SIGMA * _weighted_median(np.abs(logs - math.log(f)), w)
         spread = math.sqrt(max(0.0, mad_sd ** 2 - _weighted_median(ses ** 2, w)))
     st.item_spread_pct = 100 * spread
