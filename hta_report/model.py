@@ -232,13 +232,13 @@ class InstanceSample:
     durations_us: List[float] = field(default_factory=list)
 
 
-#: Items kept per kind (kernels, host ops) and rank, those with the most total
-#: time: 40 cover the bulk of a step's time in the traces measured (an item
-#: outside them moves the step by less than the smallest one kept) and keep a
-#: rank's samples under about 100 kB of JSON.
+#: Items kept per kind (kernels, copies, host ops) and rank, those with the most
+#: total time: an item left out holds less time per step than the smallest one
+#: kept, and a rank's samples stay small (42 kB of indented JSON for the 40 host
+#: ops of the CPU rank of docs/COMPARE.md's benchmark).
 SAMPLE_ITEMS = 40
 #: Instance durations kept per item: 128 give a Mann-Whitney test of two
-#: sides 80 % power to see a shift of about 0.35 standard deviations at
+#: sides 80 % power to see a shift of about 0.36 standard deviations at
 #: α = 0.05 (Noether 1987's sample-size formula), and cap the JSON.
 SAMPLES_PER_ITEM = 128
 
