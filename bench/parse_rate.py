@@ -29,6 +29,23 @@ this one process and with one worker (``HTA_REPORT_WORKERS=1``: a quiet core):
 Rates are MB of decompressed JSON per second on one core. The issue's target
 is 200 MB/s per core for ``parse``.
 
+With the native reader built (``hta_report.load._native``), each trace is also
+read by both readers on the same bytes (``HTA_REPORT_PARSER=native`` and
+``python``), the median of ``--runs`` of each, timed in CPU seconds of this
+process (MB/s per core, fair on a shared machine):
+
+  tokenize          the native reader alone (``fastnative.read_events``) on the
+                    events cut into runs of about 8 MB, as the parser cuts them;
+  pieces            the same runs read into pieces (``fastparse.native_piece``
+                    against ``fastparse._piece_from_bytes`` with the Python reader);
+  JSON -> columns   the events read into the merged per-piece columns
+                    (``fastparse._read`` into a ``_Frame``), from the plain JSON;
+  .json.gz          the same from the gzipped file (streamed inflate included);
+  parse             the whole ``parse_trace_file`` (the frame and HTA's steps too).
+
+Issue 53's targets: JSON -> columns >= 500 MB/s per core, ``.json.gz`` >= 300.
+``--native-only`` prints only this comparison.
+
     python bench/parse_rate.py                      # the three formats, ~60 MB each
     python bench/parse_rate.py TRACE.json.gz ...    # given traces
 """
@@ -162,6 +179,76 @@ def floors(data: bytes, runs: int, cfg) -> Dict[str, float]:
     return out
 
 
+def _cpu_median(fn, runs: int) -> float:
+    """The median CPU seconds of this process over ``runs`` calls of ``fn``."""
+    import statistics
+
+    out = []
+    for _ in range(runs):
+        t0 = time.process_time()
+        fn()
+        out.append(time.process_time() - t0)
+    return statistics.median(out)
+
+
+def native_vs_python(src: Path, plain: Path, cfg, runs: int) -> Dict[str, float]:
+    """CPU seconds (median of ``runs``) of each reader on the same bytes (see the module doc)."""
+    import gc
+
+    from hta_report.load import fastparse
+
+    def columns(path: Path) -> None:
+        was = gc.isenabled()
+        gc.disable()  # as parse_trace_file does
+        try:
+            fastparse._read(str(path), fastparse._Frame(cfg))
+        finally:
+            if was:
+                gc.enable()
+
+    import re
+
+    from hta_report.load import fastnative
+
+    data = plain.read_bytes()
+    body = events_body(data)
+    runs_of_events, start = [], 1
+    seps = [m.start() for m in re.finditer(rb"\}\s*,\s*\{", body)]
+    import bisect
+
+    while start < len(body) - 1:
+        k = bisect.bisect_left(seps, start + fastparse.BLOCK_BYTES) - 1
+        end = seps[k] + 1 if k >= 0 and seps[k] + 1 > start and start + fastparse.BLOCK_BYTES < len(body) else len(body) - 1
+        runs_of_events.append(b"[" + body[start:end] + b"]")
+        start = body.index(b"{", end) if end < len(body) - 1 else len(body)
+    specs = fastparse._Frame(cfg).args
+    out: Dict[str, float] = {}
+    saved = os.environ.get("HTA_REPORT_PARSER")
+    gc.disable()
+    try:
+        out["native tokenize"] = _cpu_median(lambda: [fastnative.read_events(r, specs) for r in runs_of_events], runs)
+        out["native pieces"] = _cpu_median(lambda: [fastparse.native_piece(r, specs) for r in runs_of_events], runs)
+        os.environ["HTA_REPORT_PARSER"] = "python"
+        out["python pieces"] = _cpu_median(lambda: [fastparse._piece_from_bytes(r, specs) for r in runs_of_events], runs)
+    finally:
+        gc.enable()
+    try:
+        for parser in ("native", "python"):
+            os.environ["HTA_REPORT_PARSER"] = parser
+            columns(plain)  # warm
+            out[f"{parser} columns"] = _cpu_median(lambda: columns(plain), runs)
+            if str(src).endswith(".gz"):
+                out[f"{parser} gz"] = _cpu_median(lambda: columns(src), runs)
+            out[f"{parser} parse"] = _cpu_median(
+                lambda: fastparse.parse_trace_file(str(plain), cfg, fallback=False, exact_times=True), runs)
+    finally:
+        if saved is None:
+            os.environ.pop("HTA_REPORT_PARSER", None)
+        else:
+            os.environ["HTA_REPORT_PARSER"] = saved
+    return out
+
+
 def default_traces(work: Path) -> List[Path]:
     """The three formats of ``bench/load.py``, about 60 MB of JSON each."""
     import load
@@ -193,6 +280,7 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default=os.environ.get("HTA_BENCH_DIR", "/tmp/hta-bench"))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", default=None, help="also write the figures as JSON here")
+    ap.add_argument("--native-only", action="store_true", help="only the native against the Python reader")
     args = ap.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -213,6 +301,25 @@ def main(argv=None) -> int:
         mb = len(data) / 1e6
         row: Dict[str, object] = {"trace": str(src), "mb": mb}
         print(f"\n== {src.name}: {mb:.0f} MB of JSON")
+        from hta_report.load import fastnative
+
+        if fastnative.available():
+            nv = native_vs_python(src, plain, cfg, args.runs)
+            row["native_vs_python_cpu_s"] = nv
+            print(f"  {'tokenize':22s} native {mb / nv['native tokenize']:6.0f} MB/s per core")
+            for what in ("pieces", "columns", "gz", "parse"):
+                if f"native {what}" not in nv:
+                    continue
+                n_s, p_s = nv[f"native {what}"], nv[f"python {what}"]
+                label = {"pieces": "pieces", "columns": "JSON -> columns", "gz": ".json.gz -> columns",
+                         "parse": "parse (whole)"}[what]
+                print(f"  {label:22s} native {mb / n_s:6.0f} MB/s per core, python {mb / p_s:6.0f} MB/s per core, "
+                      f"{p_s / n_s:4.1f}x (CPU s, median of {args.runs})")
+        else:
+            print("  the native reader is not built: python setup.py build_ext --inplace")
+        if args.native_only:
+            rows.append(row)
+            continue
         if str(src).endswith(".gz"):
             def inflate() -> None:
                 with gzip.open(src, "rb") as fh:

@@ -247,7 +247,7 @@ def record_in_one_process(out: str, cases: List[str], rounds: int = 4, timed_ste
     on a host-bound step outweighs the fix being measured. In one process
     both sides run seconds apart. It did not remove the spread: recorded so
     on the H200 the same day, the fused-optimizer case's "before" steps
-    still ranged 29.3-39.6 ms within the one process (see the README). Writes
+    still ranged 29.3-39.6 ms within the one process (see docs/whatif.md). Writes
     ``out/index.json`` (recorder ``torch.profiler, one process``) after each
     case, keeping an earlier run's cases, and returns it."""
     path, upath = os.path.join(out, "index.json"), os.path.join(out, "unprofiled.json")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark: how well the replay (``hta_report/analysis/replay.py``, issue 30)
+"""Benchmark: how well the replay (``hta_report/analysis/replay/``, issue 30)
 reproduces the measured step time, and what it costs.
 
 For every trace directory under ``../shared/traces`` (``hta/``, ``tracelens/``,
@@ -70,7 +70,7 @@ sys.path.insert(0, str(ROOT))
 from hta_report.analysis.events import RankEvents  # noqa: E402
 from hta_report.analysis.regions import host_windows  # noqa: E402
 from hta_report.analysis.replay import rank_graph, replay, schedule, span, step_times  # noqa: E402
-from hta_report.analysis.replay_graph import GPU  # noqa: E402
+from hta_report.analysis.replay.graph import GPU  # noqa: E402
 from hta_report.load import load_traces  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -78,7 +78,8 @@ import diagnosis_real  # noqa: E402
 import inject  # noqa: E402
 from record_cpu import FIXES, PAIR_RULES  # noqa: E402
 
-from hta_report.model import AnalysisResult, RankResult  # noqa: E402
+from hta_report.model import AnalysisResult, RankResult, combined_edit  # noqa: E402
+from hta_report.replay_terms import EditLabel  # noqa: E402
 
 
 def trace_dirs(roots: List[Path]) -> List[Path]:
@@ -131,9 +132,10 @@ PAIRS_TARGET = (25.0, 10.0)
 #: case, its side, edit, the fixes applied). ``collect-pinned-workers`` is
 #: ``collect-pinned`` with ``--num-workers 4``.
 CROSS_PAIRS = [
-    ("collect-pinned", "collect-pinned-workers", "before", "DataLoader hidden",
+    ("collect-pinned", "collect-pinned-workers", "before", EditLabel.DATALOADER_HIDDEN,
      "DataLoader(num_workers=4), copies still pageable"),
-    ("collect-pinned", "collect-pinned-workers", "after", "DataLoader hidden + copies pinned and async",
+    ("collect-pinned", "collect-pinned-workers", "after",
+     combined_edit([EditLabel.DATALOADER_HIDDEN, EditLabel.COPIES_PINNED]),
      "DataLoader(num_workers=4, pin_memory=True), non_blocking copies"),
 ]
 

@@ -455,17 +455,25 @@ def cache_clear(cache_dir: Optional[str]) -> None:
 
 @cli.command("schema", epilog=SIMPLE_EPILOG)
 @click.argument("name", type=click.Choice(["result", "comparison"]), default="result")
-def schema_command(name: str) -> None:
+@click.option("--list", "list_all", is_flag=True,
+              help="List every schema (name, schema_version, title, published copy) instead.")
+def schema_command(name: str, list_all: bool) -> None:
     """Print the JSON Schema of a saved result (analyze --json) or of a
-    comparison (compare -o x.json), generated from the result model."""
-    from .schema import schema
+    comparison (compare -o x.json), generated from the result model.
+    schema_version is the major version: within it, changes are additive
+    (new optional fields); see docs/MCP.md."""
+    from .schema import SCHEMA_VERSION, SCHEMAS, schema
 
+    if list_all:
+        for key, (_, title) in SCHEMAS.items():
+            click.echo(f"{key}\t{SCHEMA_VERSION}\t{title}\tdocs/schema/{key}.schema.json")
+        return
     click.echo(json.dumps(schema(name), indent=2, sort_keys=True))
 
 
 @cli.command("rules", epilog=SIMPLE_EPILOG)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
-              help="Plain text, a JSON list, or the README's markdown table.")
+              help="Plain text, a JSON list, or the markdown of docs/RULES.md.")
 @click.option("--config", "config_path", default=None, metavar="FILE.toml",
               help="Show the thresholds of this configuration [default: [tool.hta-report] in ./pyproject.toml].")
 def rules(fmt: str, config_path: Optional[str]) -> None:
@@ -479,6 +487,29 @@ def rules(fmt: str, config_path: Optional[str]) -> None:
         click.echo(json.dumps(entries, indent=2))
     else:
         click.echo(catalogue_markdown(entries) if fmt == "markdown" else catalogue_text(entries), nl=fmt == "text")
+
+
+@cli.command("mcp", epilog=SIMPLE_EPILOG)
+@click.option("--root", "roots", multiple=True, metavar="DIR",
+              help="A folder whose trace directories and saved results the tools may read (repeatable) "
+                   "[default: the current directory]; no path outside them is read.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None, metavar="DIR",
+              help="Keep analyses in this result cache [default: none; nothing is written].")
+def mcp_command(roots: tuple, cache_dir: Optional[str]) -> None:
+    """Serve hta-report's answers to an MCP client (an agent) on stdin/stdout:
+    analyze, findings, kernels, ops, step time, idle gaps, compare, what-if.
+    Needs the extra: pip install "hta-report[mcp]"."""
+    try:
+        from .mcp_server import serve
+        import mcp  # noqa: F401 - the SDK, checked before serving
+    except ImportError:
+        from .mcp_server import MISSING_SDK
+
+        raise click.ClickException(MISSING_SDK) from None
+    for r in roots:
+        if not os.path.isdir(r):
+            raise click.ClickException(f"{terminal(r)}: --root is not a folder")
+    serve(roots, cache_dir)
 
 
 def _register_collect() -> None:

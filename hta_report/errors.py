@@ -1,6 +1,6 @@
 """One error hierarchy for hta-report, mapped to documented exit codes.
 
-Exit codes (also in ``hta-report --help`` and the README):
+Exit codes (also in ``hta-report --help`` and docs/analyze.md):
 
 * ``0`` (:data:`EXIT_OK`): success.
 * ``1`` (:data:`EXIT_ERROR`): a usage error, or input that cannot be analyzed

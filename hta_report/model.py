@@ -64,6 +64,12 @@ def _shared(value: Any, table: Dict[str, str]) -> Any:
 #: ``replaced`` (HTA analyses that failed, computed by hta-report instead);
 #: ``inventory.windows`` and ``files[].repaired_names``.
 SCHEMA_VERSION = 3
+#: Compatibility rule (docs/MCP.md, "The contract"): ``schema_version`` is the
+#: major version of the layout. Within one version changes are additive only:
+#: a new field is optional, with a default, so a result written before it
+#: reads with the default and a reader of the same version that does not know
+#: it ignores it (:func:`_build` reads known keys only). Removing or renaming a
+#: field, or changing its type or unit, bumps the version.
 #: Versions :meth:`AnalysisResult.from_dict` reads: a version-1 result has
 #: no locations and no code attribution (their defaults: empty, "no stacks");
 #: a version-2 result's GPU busy and idle are HTA's, of the GPU span.
@@ -79,11 +85,15 @@ class StepTime:
         duration_us: wall time of the annotation (µs).
         warmup: True for the first step found in the trace; it is excluded
             from the statistics because it usually carries one-off work.
+        start_us: its start, µs from the start of the trace directory (the
+            clock of ``GpuGap.start_us`` and ``EventRef.ts_us``); 0 in results
+            of hta-report before it was recorded.
     """
 
     number: int
     duration_us: float
     warmup: bool = False
+    start_us: float = 0.0
 
 
 @dataclass(slots=True)
@@ -184,11 +194,30 @@ class KernelTypeShare:
 
 
 @dataclass(slots=True)
+class EventRef:
+    """One event of a trace, named so that it can be found in the trace file
+    again: ``rank`` (the file's), ``stream`` (the GPU stream; -1 on the host)
+    and ``correlation`` (the trace's own id linking a launch to its GPU
+    work) identify it; ``ts_us`` is its start in µs from the start of the
+    trace directory (HTA's alignment: the earliest event of all ranks at 0),
+    ``dur_us`` its duration (µs), ``name`` its name as recorded."""
+
+    rank: int
+    stream: int
+    correlation: int
+    ts_us: float
+    dur_us: float
+    name: str = ""
+
+
+@dataclass(slots=True)
 class KernelStat:
     """One kernel name's totals on a rank (µs); ``pct`` is of the rank's
     kernel time; ``blocks_per_sm`` and ``occupancy_pct`` are Kineto's
     ``blocks per SM`` and ``est. achieved occupancy %`` weighted by duration
-    (the TensorBoard profiler's kernel table; 0 where the trace has none)."""
+    (the TensorBoard profiler's kernel table; 0 where the trace has none);
+    ``longest`` is its longest call (:class:`EventRef`; None in results of
+    hta-report before it was recorded)."""
 
     name: str
     kernel_type: str
@@ -200,6 +229,7 @@ class KernelStat:
     min_us: float = 0.0
     blocks_per_sm: float = 0.0
     occupancy_pct: float = 0.0
+    longest: Optional[EventRef] = None
 
 
 @dataclass(slots=True)
@@ -646,6 +676,13 @@ class IdleAttribution:
     that the queue would have covered shows as GPU idle: a synchronization
     costs up to that too.
 
+    ``late_start_us`` is not a category either: the part of the idle (in
+    ``stream_wait_us``) in which an operation launched on an idle GPU had not
+    started 1 ms or more after its launch returned
+    (:func:`hta_report.analysis.gap_causes.late_starts`): a wait outside the
+    process or one the profiler does not record. ``late_starts`` counts
+    those late starts in the whole trace (operations starting together count once).
+
     ``gaps`` lists the longest idle gaps (up to 10).
     """
 
@@ -666,6 +703,8 @@ class IdleAttribution:
     host_ops_us: float = 0.0
     unattributed_us: float = 0.0
     sync_lead_us: float = 0.0
+    late_start_us: float = 0.0
+    late_starts: int = 0
     gaps: List[GpuGap] = field(default_factory=list)
 
 
@@ -1211,6 +1250,14 @@ INTEGRITY_STEP = "trace integrity"
 WORKLOAD_STEP = "workload kind"
 REPLAY_STEP = "replay"
 
+#: A GPU operation that starts this long (µs) or more after its launch call
+#: returned, on a GPU idle since before that launch, waited on something
+#: outside the process: a launch on an idle GPU starts within tens of µs
+#: (NVIDIA's launch latency is 5-20 µs; proposal: 1 ms, 50x or more). Another
+#: process or the display time-slicing the GPU, or a driver that holds
+#: submissions back (Windows WDDM batching), is what the trace cannot show.
+LATE_START_US = 1000.0
+
 #: The categories of :class:`IdleAttribution`, in the order it hands idle time out.
 IDLE_CAUSES = ("unrecorded", "warmup", "edge", "stream_wait", "dataloader", "pageable_copy", "blocking_copy", "sync",
                "zero_grad", "optimizer", "launch", "host_ops", "unattributed")
@@ -1340,7 +1387,7 @@ class ReplayOp:
 
 
 #: The :attr:`WhatIf.edit` of the what-if that replays at once every edit of
-#: :data:`hta_report.analysis.replay.EDITS` that changes the rank's graph
+#: :data:`hta_report.analysis.replay.edits.EDITS` that changes the rank's graph
 #: (:attr:`Replay.whatifs`): what the fixes buy together, without adding up
 #: gains that share time (and with what two constraints on the same step
 #: hide from each edit alone).
@@ -1370,7 +1417,7 @@ def combined_edit(labels: Iterable[str]) -> str:
 class WhatIf:
     """A replayed edit of a rank's execution graph (:attr:`Replay.whatifs`,
     :attr:`Finding.whatif`): ``edit`` names it (``DataLoader hidden``, ``no
-    host-device sync``..., see :data:`hta_report.analysis.edits.EDITS`;
+    host-device sync``..., see :data:`hta_report.analysis.replay.edits.EDITS`;
     :data:`ALL_EDITS` is every edit that changes the rank, at once) and
     ``description`` spells it out; the mean analyzed step of rank ``rank`` is
     ``step_us_before`` as measured and ``step_us_after`` as replayed with the
@@ -1378,7 +1425,7 @@ class WhatIf:
     ``step_us_low`` and ``step_us_high`` are its 80 % interval (µs): the
     predictions at the ends of the edit's uncertain parameters, widened by the
     trace's own step-to-step variation and the edit's measured error on
-    recorded fix pairs (:func:`hta_report.analysis.replay.interval`); where
+    recorded fix pairs (:func:`hta_report.analysis.replay.whatif.interval`); where
     ``step_us_high`` reaches ``step_us_before``, no measurable gain is expected.
     ``applies``: whether the edit changed anything on this rank (false: the
     rank has nothing the edit touches, such as no gradient collective, or a
@@ -1415,6 +1462,19 @@ class WhatIf:
 
 
 @dataclass(slots=True)
+class ReplayNote:
+    """One thing a rank's replay says about itself (:attr:`Replay.notes`):
+    ``code`` (a :class:`hta_report.replay_terms.NoteCode`: why the rank was
+    not replayed, what the replay leaves out, why no what-if was made) and
+    the figures the note quotes (``values``, by the keys its code lists: µs,
+    %, counts). The words are the render layer's
+    (:mod:`hta_report.render.replay_notes`)."""
+
+    code: str = ""
+    values: Dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class Replay:
     """The replay of a rank's execution graph (:mod:`hta_report.analysis.replay`, issue 30).
 
@@ -1423,15 +1483,20 @@ class Replay:
             as the replay of the unmodified graph gives it (µs); without
             ``ProfilerStep`` annotations the whole window is one step.
         error_pct: ``|replayed - measured| / measured`` (%): the fidelity check.
-        steps: analyzed steps replayed (0: not replayed, ``note`` says why).
-        critical_path: the :data:`~hta_report.analysis.replay.TOP_PATH_OPS`
+        steps: analyzed steps replayed (0: not replayed, ``notes`` say why).
+        critical_path: the :data:`~hta_report.analysis.replay.run.TOP_PATH_OPS`
             entries with the most time on the steps' critical paths.
         host_share_pct: share of the critical path on the host (%).
         whatifs: the edits replayed.
-        note: what was not modelled on this rank, or why it was not replayed.
+        notes: what was not modelled on this rank, or why it was not
+            replayed or got no what-if, as codes with their figures
+            (:class:`ReplayNote`, in the order the report says them).
+        note: the same in words, as results of schema 3 before ``notes``
+            saved it; the replay no longer fills it (the report words
+            ``notes``, and shows ``note`` where a saved result has no notes).
         gpu_paced_step_us: where the host ran ahead of the GPU (the GPU
             finished each step's work later than the one before, by more than
-            :data:`~hta_report.analysis.replay.HOST_AHEAD_PCT` of the step),
+            :data:`~hta_report.analysis.replay.run.HOST_AHEAD_PCT` of the step),
             the time per analyzed step counting the GPU work the steps leave
             behind and not the work queued before them (µs; the basis the
             what-ifs start from): the step the run's throughput sees, where
@@ -1448,6 +1513,7 @@ class Replay:
     whatifs: List[WhatIf] = field(default_factory=list)
     note: str = ""
     gpu_paced_step_us: float = 0.0
+    notes: List[ReplayNote] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -1491,6 +1557,12 @@ class RankResult:
     of the rank's file to the end of the last, all of them (before HTA's
     step filter), on the exact times; ``gpu_span_busy_pct`` is the union of
     those events as % of it: TraceLens's ``gpu_timeline`` busy time.
+
+    ``time_origin_us`` is the trace clock (the files' own ``ts``, µs) at 0
+    of the aligned timeline every ``*start_us``/``ts_us`` of the result is
+    on: HTA's ``min_ts`` of the directory, so ``ts_us + time_origin_us`` is
+    an event's ``ts`` in its file (within 1 µs on traces with fractional-µs
+    times); 0 in results of hta-report before it was recorded.
     """
 
     rank: int
@@ -1527,6 +1599,7 @@ class RankResult:
     tensorboard: TensorBoardOverview = field(default_factory=TensorBoardOverview)
     integrity: Integrity = field(default_factory=Integrity)
     replay: Replay = field(default_factory=Replay)
+    time_origin_us: float = 0.0
     samples: InstanceSamples = field(default_factory=InstanceSamples)
 
     def failed(self, *steps: str) -> bool:
@@ -1786,7 +1859,16 @@ class TraceFileInfo:
     the profiler ran on, as Kineto writes it at the top of the trace (CUDA:
     major × 1000 + minor × 10, ``12040`` is 12.4; HIP: major × 10^7 +
     minor × 10^5 + patch, ``60443483`` is 6.4.43483); None when the trace
-    does not say (older PyTorch, CPU-only traces)."""
+    does not say (older PyTorch, CPU-only traces).
+    ``parser`` says which reader read the events: ``native`` (the compiled
+    reader, :mod:`hta_report.load.fastnative`), ``python``
+    (:mod:`hta_report.load.fastparse`: the native reader is not built, turned
+    off by ``HTA_REPORT_PARSER=python``), ``native and python`` (the native
+    reader handed the runs of events it does not read exactly, such as names
+    to repair, to the Python reader), ``hta`` (HTA's own parser or the
+    validating reader, for a file the fast readers do not reproduce); empty
+    in results saved before it was recorded, and for a file read from the
+    parse cache before then."""
 
     path: str
     rank: int
@@ -1801,6 +1883,7 @@ class TraceFileInfo:
     hip_runtime_version: Optional[int] = None
     shared_correlations: int = 0
     enclosing_steps: int = 0
+    parser: str = ""
 
 
 @dataclass(slots=True)

@@ -61,7 +61,7 @@ def _browse(html: Path, shot: Path, width: int, tmp: Path):
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory):
+def reports(tmp_path_factory, sample_results):
     tmp = tmp_path_factory.mktemp("browser")
     traces = tmp / "traces"
     traces.mkdir()
@@ -82,7 +82,7 @@ def reports(tmp_path_factory):
     out = {"built": write_reports(result, [(tmp / "built.html", None)])[0]}
     (tmp / "cmp.html").write_text(render_comparison(compare(result, result), "html"))
     out["compare"] = tmp / "cmp.html"
-    out["cpu"] = write_reports(analyze(REPO / "sample_traces" / "cpu_dataloader_bound"), [(tmp / "cpu.html", None)])[0]
+    out["cpu"] = write_reports(sample_results["cpu_dataloader_bound"], [(tmp / "cpu.html", None)])[0]
     # findings with source lines and excerpts (issue 16), the script deep in a repository
     from test_source_lines import TRAIN_PY, _stack_trace
 
@@ -93,9 +93,8 @@ def reports(tmp_path_factory):
     lines = analyze(_stack_trace(tmp / "stack"), source_root=tmp / "repo")
     assert any(f.locations and f.locations[0].excerpt for f in lines.findings)
     out["lines"] = write_reports(lines, [(tmp / "lines.html", None)])[0]
-    healthy = analyze(REPO / "sample_traces" / "cpu_healthy")
     (tmp / "cpu-compare.html").write_text(render_comparison(
-        compare(healthy, analyze(REPO / "sample_traces" / "cpu_dataloader_bound")), "html"))
+        compare(sample_results["cpu_healthy"], sample_results["cpu_dataloader_bound"]), "html"))
     out["cpu-compare"] = tmp / "cpu-compare.html"
     control, test = SHARED_TRACES / "trace_diff" / "control", SHARED_TRACES / "trace_diff" / "test"
     if control.is_dir() and test.is_dir():

@@ -25,6 +25,10 @@ import pytest
 
 pytest.importorskip("torch")
 
+#: Slow tier, the whole module: its ``runs`` fixture runs every script under
+#: ``hta-report collect`` (18 s on a loaded 2-core machine) for all the tests.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 120
 

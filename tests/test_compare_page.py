@@ -78,7 +78,7 @@ def test_the_biggest_movements_lead_the_page(control_vs_test):
     assert rows[0].name == "mean step time"
     # the largest move is on one rank only (rank 3 of the base job against rank 1 of the new one)
     assert (rows[1].name, rows[1].where, rows[1].base, rows[1].new) == \
-        ("sync share of step", "rank 3 → rank 1", "8.2 %", "26.7 %")
+        ("host in sync calls, % of step", "rank 3 → rank 1", "8.2 %", "26.7 %")
     moves = [float(r.change.split("\u00a0")[0]) for r in rows[1:]]
     assert moves == sorted(moves, key=abs, reverse=True) and all(abs(m) >= 1 for m in moves)
     html = render_comparison(control_vs_test, "html")
@@ -86,7 +86,7 @@ def test_the_biggest_movements_lead_the_page(control_vs_test):
     assert order == sorted(order)
     md = render_comparison(control_vs_test, "md")
     assert md.index("### Biggest changes") < md.index("### Findings")
-    assert "| sync share of step (rank 3 → rank 1) | 8.2 % | 26.7 % | **+18.5\u00a0pp** |" in md
+    assert "| host in sync calls, % of step (rank 3 → rank 1) | 8.2 % | 26.7 % | **+18.5\u00a0pp** |" in md
 
 
 def test_no_visible_line_is_longer_than_300_characters(control_vs_test):
@@ -209,8 +209,8 @@ def test_a_comparison_saved_before_the_sides_were_recorded_still_renders(a100_vs
 
 
 @pytest.fixture(scope="module")
-def cpu_runs():
-    return compare(analyze(SAMPLES / "cpu_healthy", cache=None), analyze(SAMPLES / "cpu_dataloader_bound", cache=None),
+def cpu_runs(sample_results):
+    return compare(sample_results["cpu_healthy"], sample_results["cpu_dataloader_bound"],
                    "sample_traces/cpu_healthy", "sample_traces/cpu_dataloader_bound")
 
 

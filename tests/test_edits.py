@@ -7,7 +7,7 @@ import re
 import pytest
 
 from conftest import REPO
-from hta_report.analysis.edits import EDITS
+from hta_report.analysis.replay.edits import EDITS
 from hta_report.analysis.events import RankEvents
 from hta_report.analysis.regions import host_windows
 from hta_report.analysis.sync_kinds import KINDS, classify
@@ -15,6 +15,8 @@ from hta_report.api import analyze
 from hta_report.load import load_traces
 from hta_report.model import ALL_EDITS
 from hta_report.render import render
+from hta_report.render.replay_notes import replay_note
+from hta_report.replay_terms import EditLabel, NoteCode
 from kineto import ELEMENTWISE, TC_GEMM, Sim, TraceBuilder
 
 
@@ -23,6 +25,7 @@ def test_every_edit_has_its_rule_written_in_docs():
     text = (REPO / "docs" / "EDITS.md").read_text(encoding="utf-8")
     headings = set(re.findall(r"^## `([^`]+)`", text, flags=re.MULTILINE))
     assert set(EDITS) == headings
+    assert list(EDITS) == list(EditLabel)  # one edit per label, in the labels' order (the replay's)
     assert all(spec.error_pct > 0 and spec.error_source for spec in EDITS.values())
 
 
@@ -65,7 +68,7 @@ def test_a_cuda_graph_keeps_the_host_work_outside_the_region_it_captures(tmp_pat
         return b
     plain = analyze(_write(tmp_path, "plain", build(0.0)))
     decoded = analyze(_write(tmp_path, "decoded", build(20_000.0)))
-    edit = "step in a CUDA graph"
+    edit = EditLabel.CUDA_GRAPH
     w0 = next(w for w in plain.ranks[0].replay.whatifs if w.edit == edit)
     w1 = next(w for w in decoded.ranks[0].replay.whatifs if w.edit == edit)
     assert w0.step_us_after < 0.6 * w0.step_us_before  # the graph removes most of a launch-bound step
@@ -86,7 +89,7 @@ def test_a_cuda_graph_keeps_cpu_work_between_launches(tmp_path):
             _small_kernels(s, 30)
         _steps(b, sim, 8, body)
         return b
-    edit = "step in a CUDA graph"
+    edit = EditLabel.CUDA_GRAPH
     with_cpu = next(w for w in analyze(_write(tmp_path, "cpu", build(2_000.0))).ranks[0].replay.whatifs
                     if w.edit == edit)
     without = next(w for w in analyze(_write(tmp_path, "none", build(0.0))).ranks[0].replay.whatifs
@@ -114,7 +117,7 @@ def test_a_cuda_graph_keeps_unexplained_host_time_where_ops_were_not_recorded(tm
             s.synchronize()
         _steps(b, sim, 8, body)
         return b
-    edit = "step in a CUDA graph"
+    edit = EditLabel.CUDA_GRAPH
     gap = next(w for w in analyze(_write(tmp_path, "gap", build(400.0))).ranks[0].replay.whatifs if w.edit == edit)
     none = next(w for w in analyze(_write(tmp_path, "none", build(0.0))).ranks[0].replay.whatifs if w.edit == edit)
     assert none.step_us_after < 0.6 * none.step_us_before  # the launches and the 8 µs between them go
@@ -187,7 +190,7 @@ def test_a_required_sync_gets_no_prediction_and_says_why(tmp_path):
     assert f is not None and f.whatif is None
     assert "cannot be removed" in f.title and "required" in " ".join(f.evidence)
     assert "pin_memory=True" in f.fix and "enable_timing=True" in f.fix
-    w = next(w for w in r.ranks[0].replay.whatifs if w.edit == "no host-device sync")
+    w = next(w for w in r.ranks[0].replay.whatifs if w.edit == EditLabel.NO_SYNC)
     assert not w.applies
 
 
@@ -235,15 +238,16 @@ def test_a_window_mostly_warm_up_gets_no_prediction_and_no_together(tmp_path):
     r = analyze(_write(tmp_path, "cold", b))
     rank = r.ranks[0]
     assert rank.replay.steps > 0 and rank.replay.whatifs == []
-    assert "warm-up" in rank.replay.note
+    assert [n.code for n in rank.replay.notes][-1] == NoteCode.WARMUP
+    assert "warm-up" in replay_note(rank.replay)
     assert all(f.whatif is None for f in r.findings) and r.together is None
     assert "fixed together" not in render(r, "md")
 
 
-def test_every_whatif_has_an_interval_around_its_prediction():
+def test_every_whatif_has_an_interval_around_its_prediction(sample_results):
     """On the README's samples every what-if's interval holds its prediction,
     and the reports show it."""
-    r = analyze(REPO / "sample_traces" / "cpu_dataloader_bound")
+    r = sample_results["cpu_dataloader_bound"]
     for x in r.ranks:
         for w in x.replay.whatifs:
             assert 0 <= w.step_us_low <= w.step_us_after <= w.step_us_high
@@ -254,14 +258,14 @@ def test_every_whatif_has_an_interval_around_its_prediction():
     assert "saves " in md and "80 %" in md
 
 
-def test_findings_with_predictions_state_them_as_their_gain_and_are_ordered_by_them():
+def test_findings_with_predictions_state_them_as_their_gain_and_are_ordered_by_them(sample_results):
     """A finding with a prediction states the saving as its gain (no bound
     beside it), no finding predicted to save 5 % or more is low, and the
     findings come in the order of what their fixes are expected to save,
     within each severity."""
     from hta_report.rules.base import expected_pct
     for name in ("cpu_dataloader_bound", "cpu_healthy", "cpu_ddp_2ranks"):
-        r = analyze(REPO / "sample_traces" / name)
+        r = sample_results[name]
         for f in r.findings:
             if f.whatif is not None:
                 saved = max(0.0, f.whatif.step_us_before - f.whatif.step_us_after)
@@ -274,10 +278,10 @@ def test_findings_with_predictions_state_them_as_their_gain_and_are_ordered_by_t
                 assert e1 >= e2 - 1e-9
 
 
-def test_together_names_the_findings_it_leaves_out():
+def test_together_names_the_findings_it_leaves_out(sample_results):
     """Two rank-1 fixes with predictions replayed together; the straggler
     finding, which has no edit, is named as left out."""
-    r = analyze(REPO / "sample_traces" / "cpu_ddp_2ranks")
+    r = sample_results["cpu_ddp_2ranks"]
     if r.together is None:
         pytest.skip("no two findings with predictions on one rank in this sample")
     md = render(r, "md")
@@ -285,10 +289,10 @@ def test_together_names_the_findings_it_leaves_out():
     assert "not in it: rank-straggler (no prediction)" in line.replace("\\", "")
 
 
-def test_the_rank_section_shows_no_prediction_the_findings_do_not():
+def test_the_rank_section_shows_no_prediction_the_findings_do_not(sample_results):
     """The rank section's replay shows the findings' Together line or none:
     not an every-edit what-if no finding stands behind."""
-    r = analyze(REPO / "sample_traces" / "cpu_healthy")
+    r = sample_results["cpu_healthy"]
     html = render(r, "html")
     assert "Every edit the replay knows" not in html
     assert all(w.edit != ALL_EDITS or w.step_us_low <= w.step_us_after for w in r.ranks[0].replay.whatifs)

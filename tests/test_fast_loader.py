@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 
 from conftest import SHARED_FOLDERS, SHARED_TRACES, shared
-from hta_report.load import fastparse
+from hta_report.load import fastnative, fastparse
 from hta_report.api import analyze
 from hta_report.cache import Cache
 from hta_report.load.parse import report_parser_config
@@ -48,7 +48,9 @@ def default_cfg():
 def assert_same_parse(theirs, ours):
     m1, d1, s1 = theirs
     m2, d2, s2 = ours
-    assert m1 == m2
+    # which reader ran (fastparse.PARSER_USED) is the one key the readers differ in by design
+    assert {k: v for k, v in m1.items() if k != fastparse.PARSER_USED} == \
+        {k: v for k, v in m2.items() if k != fastparse.PARSER_USED}
     assert s1.get_sym_table() == s2.get_sym_table()
     assert s1.get_sym_id_map() == s2.get_sym_id_map()
     assert list(d1.columns) == list(d2.columns)
@@ -93,6 +95,12 @@ def test_same_result_as_with_hta_parser(folder):
         # the validating reader behind HTA's parser also notes fields it ignored
         # (e.g. a string "stream"); the fast path reads them as HTA does, silently
         r["inventory"]["warnings"] = [w for w in r["inventory"]["warnings"] if "was ignored" not in w]
+    # which reader read each file is the one thing the two loaders must differ on
+    assert {f["parser"] for f in fast["inventory"]["files"]} <= {"native", "python", "native and python"}
+    assert {f["parser"] for f in hta["inventory"]["files"]} == {"hta"}
+    for r in (fast, hta):
+        for f in r["inventory"]["files"]:
+            f["parser"] = ""
     assert fast == hta
 
 
@@ -181,7 +189,9 @@ def test_synthetic_corners_match_hta(tmp_path, monkeypatch, variant, indent):
 
 
 def _count_paths(monkeypatch):
-    """Count the pieces decoded into structs and into dicts."""
+    """Count the pieces the Python reader decodes into structs and into dicts
+    (the Python reader alone: ``HTA_REPORT_PARSER=python``)."""
+    monkeypatch.setenv("HTA_REPORT_PARSER", "python")
     counts = {"structs": 0, "dicts": 0}
     typed, dicts = fastparse._typed_piece, fastparse._piece
 
@@ -217,7 +227,8 @@ def test_real_traces_decode_into_structs_and_dicts_give_the_same(path, monkeypat
 
 def _same_as_htas_in_small_blocks(tmp_path, monkeypatch, events, block: int):
     """Our parse of ``events`` read ``block`` bytes at a time (so in many pieces,
-    each decoded into structs), checked equal to HTA's parser's; returned."""
+    each decoded into structs), checked equal to HTA's parser's; returned. The
+    native reader's parse (where built) is checked equal too."""
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": events}))
     theirs = fastparse.hta_parse_trace_file(path, default_cfg())
@@ -226,6 +237,11 @@ def _same_as_htas_in_small_blocks(tmp_path, monkeypatch, events, block: int):
     ours = fastparse.parse_trace_file(path, default_cfg(), fallback=False)
     assert counts["structs"] > 5 and not counts["dicts"]
     assert_same_parse(theirs, ours)
+    if fastnative.available():
+        monkeypatch.setenv("HTA_REPORT_PARSER", "native")
+        native = fastparse.parse_trace_file(path, default_cfg(), fallback=False)
+        assert_same_parse(theirs, native)
+        monkeypatch.setenv("HTA_REPORT_PARSER", "python")
     return ours
 
 

@@ -10,6 +10,8 @@ import pytest
 from hta_report.analysis.precision import lower_precision, matrix_dtypes
 from hta_report.api import analyze
 from hta_report.render import render
+from hta_report.render.replay_notes import replay_note
+from hta_report.replay_terms import EditLabel, NoteCode
 from kineto import FP32_GEMM, Sim, TraceBuilder
 
 
@@ -72,6 +74,19 @@ def test_tensor_core_advice_names_the_precision_the_device_has(tmp_path):
     assert "torch.bfloat16" in a100.fix and "set_float32_matmul_precision" in a100.fix
 
 
+def test_geforce_boards_are_not_advised_tf32_which_runs_at_their_float32_rate(tmp_path):
+    """RTX 3060 (GA106) and RTX 4090 (AD102) run TF32 at the float32 rate
+    (GA102/Ada whitepapers): bfloat16 is advised, TF32 is not; an A10 of
+    the same capability 8.6 keeps TF32 (twice its float32 rate)."""
+    assert "tf32" not in matrix_dtypes(8, 6, ["NVIDIA GeForce RTX 3060"], amd=False)
+    assert "tf32" not in matrix_dtypes(8, 9, ["NVIDIA GeForce RTX 4090"], amd=False)
+    assert "bfloat16" in matrix_dtypes(8, 9, ["NVIDIA GeForce RTX 4090"], amd=False)
+    assert "tf32" in matrix_dtypes(8, 6, ["NVIDIA A10"], amd=False)
+    f = next(f for f in _fp32_gemm_run(tmp_path, "NVIDIA GeForce RTX 3060", 8, 6).findings
+             if f.id == "tensor-cores-unused")
+    assert "torch.bfloat16" in f.fix and "set_float32_matmul_precision" not in f.fix and "TF32" not in f.title
+
+
 def test_a_gpu_without_16_bit_matrix_units_gets_no_precision_advice(tmp_path):
     r = _fp32_gemm_run(tmp_path, "Tesla P100-PCIE-16GB", 6, 0)
     assert not any(f.id == "tensor-cores-unused" for f in r.findings)
@@ -121,7 +136,8 @@ def test_launches_whose_gpu_records_were_lost_get_no_gpu_advice(tmp_path):
     assert [f.id for f in r.findings] == ["trace-window"] and "lost its GPU side" in r.findings[0].title
     for fmt in ("md", "html"):
         assert "GPU side" in render(r, fmt)
-    assert x.replay.whatifs == [] and "no GPU record" in x.replay.note
+    assert x.replay.whatifs == [] and x.replay.notes[-1].code == NoteCode.LOST_GPU
+    assert "no GPU record" in replay_note(x.replay)
 
 
 def _cpu_run(tmp_path, name: str, ops, gpu_name=None, steps: int = 6, annotations=()):
@@ -189,7 +205,7 @@ def test_batchnorm_in_training_mode_at_inference_is_found_from_its_kernels(tmp_p
     p = r.ranks[0].patterns
     assert p.bn_training_per_step == 4 and p.bn_training_us_per_step == 1200.0
     w = f.whatif
-    assert w is not None and w.edit == "eval mode"
+    assert w is not None and w.edit == EditLabel.EVAL_MODE
     saved = w.step_us_before - w.step_us_after
     assert 0.1 * 1200 < saved < 1200  # part of the 1.2 ms of training kernels per step, not all of it
     for name, kernel, training in (("eval", BN_INFER, False), ("train", BN_TRAIN, True)):

@@ -13,13 +13,12 @@ SAMPLES = sorted(p.name for p in (REPO / "sample_traces").iterdir() if p.is_dir(
 
 
 @pytest.fixture(scope="module")
-def results():
-    from hta_report.api import analyze
+def results(sample_results):
+    """An empty result and every shipped sample (analyzed once per run: conftest's ``sample_results``)."""
     from hta_report.model import AnalysisResult, Inventory
 
-    out = {"empty": AnalysisResult(inventory=Inventory(input_dir=""))}
-    out.update({name: analyze(REPO / "sample_traces" / name, cache=None) for name in SAMPLES})
-    return out
+    assert sorted(sample_results) == SAMPLES
+    return {"empty": AnalysisResult(inventory=Inventory(input_dir="")), **sample_results}
 
 
 def _check(fmt: str, text: str, where: str) -> None:

@@ -21,6 +21,8 @@ import pytest
 from hta_report.analysis.events import RankEvents
 from hta_report.api import analyze
 from hta_report.model import RankResult, StepStats, StepTime
+from hta_report.render.replay_notes import replay_note
+from hta_report.replay_terms import NoteCode
 from hta_report.rules.steps import outlier_cost_us, step_outliers
 from kineto import ELEMENTWISE, TC_GEMM, TraceBuilder
 
@@ -129,8 +131,11 @@ def test_no_prediction_on_a_rank_whose_graph_replays_lost_their_kernels(tmp_path
     assert whole.whatifs  # the loop is predicted where the trace holds every replay's kernel
     r = analyze(_trace_dir(tmp_path, "dropped", _graph_replays(dropped=True))).ranks[0].replay
     assert r.whatifs == []
-    m = re.search(r"no what-if made: (\d+) of (\d+) CUDA-graph launches have no GPU operation", r.note)
-    assert m and 2 * int(m.group(1)) == int(m.group(2))  # every other replay lost its kernel
+    why = r.notes[-1]
+    assert why.code == NoteCode.DROPPED_GRAPHS
+    assert why.values["dropped"] > 0 and 2 * why.values["dropped"] == why.values["graphs"]  # every other one lost
+    m = re.search(r"no what-if made: (\d+) of (\d+) CUDA-graph launches have no GPU operation", replay_note(r))
+    assert m and 2 * int(m.group(1)) == int(m.group(2))  # the report words the note with its figures
 
 
 # --- item 6: thousands of streams in HTA's per-stream passes ------------------------------------------
@@ -254,7 +259,7 @@ def test_a_stream_wait_s_look_back_does_not_step_over_later_launches_one_by_one(
     one with nothing to skip costs: the lines run for the deep trace stay
     within twice those of the shallow one, the same number of operations
     (they were 35 times as many)."""
-    from hta_report.analysis import replay_graph
+    from hta_report.analysis.replay import graph as replay_graph
     from hta_report.analysis.regions import host_windows
     from hta_report.load import load_traces
 

@@ -384,6 +384,7 @@ ray_installed = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                    reason="Ray is not installed (pip install \"ray>=2.10\")")
 
 
+@pytest.mark.ray
 @ray_installed
 def test_ray_address_nothing_listens_on_is_one_line_in_seconds(tmp_path):
     """It hung past 500 s printing Ray's connection log: now a TCP look
@@ -400,6 +401,7 @@ def test_ray_address_nothing_listens_on_is_one_line_in_seconds(tmp_path):
         assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.ray
 @ray_installed
 def test_ray_address_that_answers_but_is_no_ray_head_is_bounded(tmp_path):
     """A port that accepts connections but speaks no Ray (Ray's own connect
@@ -419,6 +421,7 @@ def test_ray_address_that_answers_but_is_no_ray_head_is_bounded(tmp_path):
     assert seconds < 60
 
 
+@pytest.mark.ray
 @ray_installed
 @pytest.mark.parametrize("value", ["nan", "0", "-3", "soon", "inf"])
 def test_a_bad_ray_connect_timeout_is_one_line(tmp_path, value):
@@ -430,6 +433,7 @@ def test_a_bad_ray_connect_timeout_is_one_line(tmp_path, value):
         f"hta-report: error: HTA_REPORT_RAY_CONNECT_TIMEOUT={value!r}: expected a number of seconds above 0"]
 
 
+@pytest.mark.ray
 @ray_installed
 def test_ray_host_port_parsing():
     from hta_report.engines.ray_engine import _host_port
@@ -442,7 +446,7 @@ def test_ray_host_port_parsing():
 
 
 def test_docs_name_the_ray_timeout_and_url_redaction():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "scale.md").read_text(encoding="utf-8")
     assert "HTA_REPORT_RAY_CONNECT_TIMEOUT" in readme
     assert re.search(r"redact", readme, re.IGNORECASE)
     assert "ftp://" in readme

@@ -1,5 +1,10 @@
-"""Our numbers equal HTA's own, called directly on the same trace."""
+"""Our numbers equal HTA's own, called directly on the same trace.
+
+Slow tier, the whole module: every test runs HTA on a real trace of ../shared
+(the ``control`` fixture alone takes 8 s on a loaded 2-core machine)."""
 import pytest
+
+pytestmark = pytest.mark.slow
 
 from conftest import shared
 from hta_report.api import analyze

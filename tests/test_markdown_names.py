@@ -94,12 +94,10 @@ def test_a_cell_is_cut_at_the_documented_length():
 
 
 @pytest.fixture(scope="module")
-def many_variants():
+def many_variants(sample_results):
     """A kernel of 40 template variants, each with a long name (a comment once
     held a cell of 1,470 characters)."""
-    from hta_report.api import analyze
-
-    base = analyze(REPO / "sample_traces" / "cpu_healthy", cache=None)
+    base = sample_results["cpu_healthy"]
     c = compare(base, base)
     variants = [KernelVariant(name=f"void ns::fused_kernel<float, {i}ul, " + "ns::Accessor<float, 3ul>, " * 8 + "4>"
                               "(float*)", base_us=1000.0 + i, new_us=2000.0 + i) for i in range(40)]

@@ -159,44 +159,4 @@ def test_open_without_a_browser_says_so_and_names_the_report(tmp_path, run_cli, 
     assert len(lines) == 1 and str(report.resolve()) in lines[0], err
 
 
-# ---------------------------------------------------------------- figures of one page agree
-
-def _heading_then_empty_list(md: str) -> list:
-    """Headings (``#``...) followed, after blank lines, by the next heading or
-    the end: a heading whose list is empty."""
-    lines = md.splitlines()
-    bad = []
-    for i, line in enumerate(lines):
-        if line.startswith("#") and line.lstrip("#").startswith(" "):
-            rest = [x for x in lines[i + 1:] if x.strip()]
-            if not rest or (rest[0].startswith("#") and len(rest[0].lstrip("#")) < len(rest[0])
-                            and rest[0].count("#") <= line.count("#")):
-                bad.append(line)
-    return bad
-
-
-def _listed_count(text: str) -> tuple:
-    """``(findings the count line says are listed, findings listed)`` of the terminal summary."""
-    import re
-
-    head = next((x for x in text.splitlines() if re.match(r"^\d+ findings?\b", x)), None)
-    if head is None:
-        return 0, 0
-    m = re.search(r", (\d+) listed", head)
-    said = int(m.group(1)) if m else int(head.split()[0])
-    return said, sum(1 for x in text.splitlines() if re.match(r"^  \[(high|medium|low)\] ", x))
-
-
-@pytest.mark.slow
-def test_real_traces_terminal_count_matches_and_no_heading_has_an_empty_list():
-    from conftest import SHARED_ROOT, shared_runs
-    from hta_report.render import markdown, terminal
-
-    runs = shared_runs()
-    if not runs:
-        pytest.skip(f"{SHARED_ROOT} not available (../shared is absent)")
-    for name in runs:
-        result = analyze(SHARED_ROOT / name, cache=None)
-        said, listed = _listed_count(terminal.render(result, []))
-        assert said == listed, (name, terminal.render(result, []))
-        assert _heading_then_empty_list(markdown.render(result, {})) == [], name
+# The figures of one page, its headings' lists and the terminal's count: tests/test_page_invariants.py.

@@ -29,6 +29,10 @@ def test_wheel_contains_templates(wheel):
     # the MIT license text travels with the wheel, as pyproject.toml's license says
     (lic,) = [n for n in names if n.endswith("LICENSE") and ".dist-info/" in n]
     assert "MIT License" in zipfile.ZipFile(wheel).read(lic).decode()
+    # an SPDX expression (PEP 639), not the deprecated license table setuptools warns about
+    (meta,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    metadata = zipfile.ZipFile(wheel).read(meta).decode()
+    assert "License-Expression: MIT" in metadata.splitlines()
 
 
 def test_installed_wheel_renders_a_report(wheel, tmp_path):

@@ -93,4 +93,5 @@ def test_the_tensorboard_plugins_figures_on_its_own_sample(tmp_path, run_cli):
     assert "torch.autocast" in finding["fix"]
     html = (tmp_path / "r.html").read_text()
     assert "The TensorBoard profiler&#39;s overview, by its definitions over steps 5–10" in html
-    assert "GPU utilization 70.3 %, est. SM efficiency 69.2 %, est. achieved occupancy 48.9 %" in html
+    assert ("TensorBoard GPU utilization 70.3 %, TensorBoard SM efficiency 69.2 % and TensorBoard achieved "
+            "occupancy 48.9 % (estimated)") in html

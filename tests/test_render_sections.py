@@ -27,8 +27,8 @@ def gpu_result(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def results(gpu_result):
-    cpu = analyze(REPO / "sample_traces" / "cpu_ddp_2ranks", cache=None)
+def results(gpu_result, sample_results):
+    cpu = sample_results["cpu_ddp_2ranks"]
     return {"gpu": gpu_result, "cpu": cpu, "empty": AnalysisResult(inventory=Inventory(input_dir=""))}
 
 

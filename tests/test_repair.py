@@ -78,9 +78,10 @@ def test_gzipped_repair_in_small_blocks_is_counted_in_the_inventory(quoted_trace
     assert info.repaired_names == 3
     from hta_report.render import view
 
-    assert view.reading_notes(result) == [f"{gz}: 3 event names with unescaped double quotes repaired "
-                                          "(PyTorch writes them so until pytorch/kineto#1459; the rest of the "
-                                          "file is as written)"]
+    notes = view.reading_notes(result)
+    assert notes[0] == (f"{gz}: 3 event names with unescaped double quotes repaired "
+                        "(PyTorch writes them so until pytorch/kineto#1459; the rest of the file is as written)")
+    assert notes[1:] == view.parser_notes(result) and len(notes) == 2  # and which reader read it
 
 
 def test_a_trace_invalid_otherwise_is_still_refused(tmp_path, run_cli):

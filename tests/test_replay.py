@@ -13,10 +13,12 @@ from hta_report.api import analyze
 from hta_report.analysis.events import RankEvents
 from hta_report.analysis.regions import host_windows
 from hta_report.analysis.replay import EDITS, replay, schedule
-from hta_report.analysis.replay_graph import build_graph
+from hta_report.analysis.replay.graph import build_graph
 from hta_report.load import load_traces
 from hta_report.model import ALL_EDITS, REPLAY_STEP, AnalysisResult, RankResult, Replay
 from hta_report.model_check import check_result
+from hta_report.render.replay_notes import replay_note
+from hta_report.replay_terms import EditLabel, NoteCode
 from kineto import ELEMENTWISE, FP32_GEMM, TC_GEMM, Sim, TraceBuilder, training_trace
 
 
@@ -85,7 +87,7 @@ def test_every_node_replays_at_its_measured_time(tmp_path):
 def test_no_sync_whatif_predicts_the_loop_built_without_the_sync(tmp_path):
     with_sync = _replay(tmp_path, sync_loop(sync=True), "sync")
     without = _replay(tmp_path, sync_loop(sync=False), "nosync")
-    predicted = _after(with_sync, "no host-device sync")
+    predicted = _after(with_sync, EditLabel.NO_SYNC)
     # the sync costs the step more than 10 %: returning the measured time fails
     assert with_sync.measured_step_us > 1.3 * without.measured_step_us
     assert predicted == pytest.approx(without.measured_step_us, rel=0.10)
@@ -98,13 +100,13 @@ def test_dataloader_whatif_predicts_the_loop_without_the_dataloader_wait(tmp_pat
     step gains less than the 2 ms of host time; the prediction must see it."""
     slow = _replay(tmp_path, training_trace(steps=6, item_per_layer=True, dataloader_us=2000.0), "slow")
     fast = _replay(tmp_path, training_trace(steps=6, item_per_layer=True, dataloader_us=0.0), "fast")
-    predicted = _after(slow, "DataLoader hidden")
+    predicted = _after(slow, EditLabel.DATALOADER_HIDDEN)
     assert slow.measured_step_us > 1.3 * fast.measured_step_us
     assert predicted == pytest.approx(fast.measured_step_us, rel=0.10)
     # removing the host time alone would predict 2 ms less, 10 % below the measured step without it
     assert slow.measured_step_us - 2000.0 < 0.9 * fast.measured_step_us
     # and a trace without DataLoader time gains nothing
-    assert _after(fast, "DataLoader hidden") == pytest.approx(fast.measured_step_us, rel=0.01)
+    assert _after(fast, EditLabel.DATALOADER_HIDDEN) == pytest.approx(fast.measured_step_us, rel=0.01)
 
 
 def test_critical_path_names_the_dominant_op(tmp_path):
@@ -135,14 +137,15 @@ def test_without_gpu_the_host_timeline_is_replayed_and_edited(tmp_path):
         b.cpu_op("aten::zero_", t + 740, 80.0)
         b.cpu_op("aten::item", t + 850, 50.0)
     r = _replay(tmp_path, b)
-    assert r.steps > 0 and r.error_pct < 1e-6 and "no GPU work" in r.note
+    assert r.steps > 0 and r.error_pct < 1e-6 and [n.code for n in r.notes] == [NoteCode.HOST_ONLY]
+    assert "no GPU work" in replay_note(r)
     assert r.measured_step_us == pytest.approx(1000.0)
-    hidden = next(w for w in r.whatifs if w.edit == "DataLoader hidden")
+    hidden = next(w for w in r.whatifs if w.edit == EditLabel.DATALOADER_HIDDEN)
     assert hidden.applies and hidden.step_us_after == pytest.approx(1000.0 - 0.55 * 300)
     assert hidden.step_us_low <= 1000.0 - 0.9 * 300 and hidden.step_us_high >= 1000.0 - 0.2 * 300
-    assert _after(r, "zero_grad sets None") == pytest.approx(920.0)
-    assert _after(r, "no host-device sync") == pytest.approx(950.0)
-    assert _after(r, "copies pinned and async") == pytest.approx(1000.0)
+    assert _after(r, EditLabel.ZERO_GRAD_NONE) == pytest.approx(920.0)
+    assert _after(r, EditLabel.NO_SYNC) == pytest.approx(950.0)
+    assert _after(r, EditLabel.COPIES_PINNED) == pytest.approx(1000.0)
     assert _after(r, ALL_EDITS) == pytest.approx(1000.0 - 80 - 50 - 0.55 * 300)
     path = {op.name: op.us for op in r.critical_path}  # a whole step on the path, by the ops' self time
     assert path == pytest.approx({"aten::linear": 400.0, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__":
@@ -157,7 +160,8 @@ def test_without_steps_the_whole_window_is_replayed(tmp_path):
         sim.op("aten::mm", [(TC_GEMM, 200.0)], host_us=30)
     sim.synchronize()
     r = _replay(tmp_path, b)
-    assert r.steps == 1 and "no ProfilerStep" in r.note
+    assert r.steps == 1 and [n.code for n in r.notes] == [NoteCode.NO_STEPS, NoteCode.GPU_LIMITS]
+    assert replay_note(r).startswith("no ProfilerStep: one window")
     assert r.error_pct < 1.0
     assert r.measured_step_us == pytest.approx(sim.t, rel=0.02)
 
@@ -203,9 +207,9 @@ def _step_with_gpu_tail(tmp_path, b: TraceBuilder, name: str) -> float:
 
 
 @pytest.mark.parametrize("edit, before, after", [
-    ("zero_grad sets None", dict(set_to_none=False, params=200), dict(set_to_none=True, params=200)),
-    ("no host-device sync", dict(item_every_step=True, host_op_us=150), dict(item_every_step=False, host_op_us=150)),
-    ("optimizer fused", dict(optimizer="single", params=200, host_op_us=150),
+    (EditLabel.ZERO_GRAD_NONE, dict(set_to_none=False, params=200), dict(set_to_none=True, params=200)),
+    (EditLabel.NO_SYNC, dict(item_every_step=True, host_op_us=150), dict(item_every_step=False, host_op_us=150)),
+    (EditLabel.OPTIMIZER_FUSED, dict(optimizer="single", params=200, host_op_us=150),
      dict(optimizer="fused", params=200, host_op_us=150)),
 ])
 def test_an_edit_predicts_the_loop_built_without_the_cause(tmp_path, edit, before, after):
@@ -241,7 +245,7 @@ def test_set_to_none_also_drops_backward_s_adds_into_zeroed_gradients(tmp_path, 
                 b.cpu_op("torch::autograd::AccumulateGrad", t0, 50.0)
                 b.cpu_op("aten::add_", t0 + 5, 30.0)
     r = _replay(tmp_path, b, f"b{backwards}")
-    saved = r.measured_step_us - _after(r, "zero_grad sets None")
+    saved = r.measured_step_us - _after(r, EditLabel.ZERO_GRAD_NONE)
     assert saved == pytest.approx(80.0 + (60.0 if backwards == 1 else 0.0))
 
 
@@ -265,7 +269,7 @@ def test_another_thread_s_work_moves_with_the_step_thread(tmp_path):
         b.runtime("cudaDeviceSynchronize", t + 500, 310.0)
     r = _replay(tmp_path, b)
     assert r.error_pct < 1e-6
-    assert r.measured_step_us - _after(r, "DataLoader hidden") == pytest.approx(400.0, abs=1.0)
+    assert r.measured_step_us - _after(r, EditLabel.DATALOADER_HIDDEN) == pytest.approx(400.0, abs=1.0)
 
 
 MIB = 1 << 20
@@ -312,10 +316,10 @@ def test_pinned_copies_edit_copies_at_the_pinned_rate(tmp_path):
     assert r.error_pct < 1e-6
     pinned = _events(tmp_path, copy_loop(pinned=True), "pinned")
     after = float(pinned.gpu["dur"].sum()) / 6
-    predicted = _after(r, "copies pinned and async")
+    predicted = _after(r, EditLabel.COPIES_PINNED)
     assert abs(predicted - after) <= 0.05 * after, (predicted, after)
     unknown = replay(ev, host_windows(ev), 0, ["Mystery GPU"])
-    assert _after(unknown, "copies pinned and async") > 0.95 * unknown.measured_step_us
+    assert _after(unknown, EditLabel.COPIES_PINNED) > 0.95 * unknown.measured_step_us
 
 
 def test_cuda_graph_edit_keeps_the_dataloader_and_runs_kernels_back_to_back(tmp_path):
@@ -338,10 +342,10 @@ def test_cuda_graph_edit_keeps_the_dataloader_and_runs_kernels_back_to_back(tmp_
             b.kernel(ELEMENTWISE, at + 18, 5.0, launch_ts=at + 2, launch_dur=8.0)
     r = _replay(tmp_path, b)
     assert r.error_pct < 1e-6
-    predicted = _after(r, "step in a CUDA graph")
+    predicted = _after(r, EditLabel.CUDA_GRAPH)
     outside = 2000.0 - (320 + 40 * 39 + 10 - 322)
     assert outside <= predicted <= outside + 40 * 5 / r.steps + 5, predicted
-    assert _after(r, "DataLoader hidden") > 1500  # the launches, not the fetch, hold this step
+    assert _after(r, EditLabel.DATALOADER_HIDDEN) > 1500  # the launches, not the fetch, hold this step
 
 
 def test_a_host_that_ran_ahead_starts_the_what_ifs_from_the_gpu_s_time(tmp_path):
@@ -352,7 +356,10 @@ def test_a_host_that_ran_ahead_starts_the_what_ifs_from_the_gpu_s_time(tmp_path)
     r = replay(ev, host_windows(ev), 0, ["NVIDIA H200"])
     before = next(w.step_us_before for w in r.whatifs)
     assert r.measured_step_us < 100 and before > 10 * r.measured_step_us
-    assert "the host ran ahead of the GPU" in r.note
+    ahead = r.notes[-1]
+    assert ahead.code == NoteCode.HOST_AHEAD
+    assert ahead.values == {"before_us": before, "measured_us": r.measured_step_us}
+    assert f"the host ran ahead of the GPU: what-ifs start from {before / 1e3:.2f} ms per step" in replay_note(r)
     assert r.gpu_paced_step_us == before  # the result says so, not only the note
     blocking = _events(tmp_path, copy_loop(pinned=False), "blocking")
     assert replay(blocking, host_windows(blocking), 0, ["NVIDIA H200"]).gpu_paced_step_us == 0.0
@@ -390,7 +397,7 @@ def test_work_queued_before_the_first_window_is_not_counted_as_the_steps(tmp_pat
     per_step = float(ev.gpu["dur"].sum() - 5000.0) / 6
     before = next(w.step_us_before for w in r.whatifs)
     assert before == pytest.approx(per_step, rel=0.01), (before, per_step)
-    assert r.error_pct < 1e-6 and "the host ran ahead of the GPU" in r.note
+    assert r.error_pct < 1e-6 and "the host ran ahead of the GPU" in replay_note(r)
 
 
 def test_tensor_core_edit_divides_fp32_gemms_by_the_device_s_ratio(tmp_path):
@@ -410,11 +417,11 @@ def test_tensor_core_edit_divides_fp32_gemms_by_the_device_s_ratio(tmp_path):
         return b
     ev = _events(tmp_path, loop("NVIDIA H100"), "h100")
     r = replay(ev, host_windows(ev), 0, ["NVIDIA H100"])
-    saved = r.measured_step_us - _after(r, "matmuls on Tensor Cores")
+    saved = r.measured_step_us - _after(r, EditLabel.TENSOR_CORES)
     assert saved == pytest.approx(1000.0 - 1000.0 / 14.8, rel=0.05), saved
     other = _events(tmp_path, loop("Mystery GPU"), "other")
     r2 = replay(other, host_windows(other), 0, ["Mystery GPU"])
-    assert _after(r2, "matmuls on Tensor Cores") == pytest.approx(r2.measured_step_us)
+    assert _after(r2, EditLabel.TENSOR_CORES) == pytest.approx(r2.measured_step_us)
 
 
 ALLREDUCE = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
@@ -454,7 +461,7 @@ def test_gradient_reduction_edit_overlaps_all_but_the_step_s_last_bucket(tmp_pat
     runs beside the next backward kernels); the optimizer still waits for the
     second: 300 µs of the 1480 µs step saved."""
     r = _replay(tmp_path, serialized_buckets(ALLREDUCE))
-    hit = next(w for w in r.whatifs if w.edit == "gradient reduction overlapped")
+    hit = next(w for w in r.whatifs if w.edit == EditLabel.GRADIENT_OVERLAP)
     assert hit.applies
     assert r.measured_step_us - hit.step_us_after == pytest.approx(300.0, abs=15.0)
 
@@ -463,7 +470,7 @@ def test_gradient_reduction_edit_leaves_all_gathers_waited_for(tmp_path):
     """An all-gather brings the parameters the next layer computes with: the
     edit does not touch it, says it does not apply, and the finding keeps its bound."""
     r = _replay(tmp_path, serialized_buckets(ALLGATHER), "gather")
-    hit = next(w for w in r.whatifs if w.edit == "gradient reduction overlapped")
+    hit = next(w for w in r.whatifs if w.edit == EditLabel.GRADIENT_OVERLAP)
     assert not hit.applies and hit.step_us_after == pytest.approx(r.measured_step_us)
 
 
@@ -489,14 +496,14 @@ def test_gradient_reduction_edit_that_drops_only_waits_that_bind_nothing_does_no
         b.step(s, t, 985.0)
         t += 990.0
     r = _replay(tmp_path, b, "slack")
-    hit = next(w for w in r.whatifs if w.edit == "gradient reduction overlapped")
+    hit = next(w for w in r.whatifs if w.edit == EditLabel.GRADIENT_OVERLAP)
     assert not hit.applies and hit.step_us_after == pytest.approx(r.measured_step_us)
 
 
 def _cross_edges(tmp_path, b: TraceBuilder) -> list:
     """The ``(source, target)`` names of the cross-stream edges of ``b``'s replay graph."""
     from hta_report.analysis.replay import rank_graph
-    from hta_report.analysis.replay_graph import E_CROSS
+    from hta_report.analysis.replay.graph import E_CROSS
 
     ev = _events(tmp_path, b)
     g, _, _ = rank_graph(ev, host_windows(ev))
@@ -568,7 +575,7 @@ def test_one_analyzed_step_of_a_gpu_bound_loop_is_not_predicted_to_vanish(tmp_pa
     three = _replay(tmp_path, _gpu_bound(4), "three")
     assert one.steps == 1 and three.steps == 3
     assert one.gpu_paced_step_us == pytest.approx(1000, rel=0.05)
-    tc = "matmuls on Tensor Cores"
+    tc = EditLabel.TENSOR_CORES
     assert _after(one, tc) > 0.1 * one.gpu_paced_step_us
     assert _after(one, tc) == pytest.approx(_after(three, tc), rel=0.1)
 

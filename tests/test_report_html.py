@@ -148,8 +148,8 @@ def test_markdown_heading_and_html_title_name_the_run(evil_report):
     assert "why is the GPU idle?" in html
 
 
-def test_collected_cpu_run_reads_right(tmp_path):
-    result = analyze(REPO / "sample_traces" / "cpu_dataloader_bound")
+def test_collected_cpu_run_reads_right(tmp_path, sample_results):
+    result = sample_results["cpu_dataloader_bound"]
     html, md = render(result, "html"), render(result, "md")
     text = terminal(result, [])
     assert md.splitlines()[0] == "## hta-report: cpu\\_dataloader\\_bound"

@@ -42,3 +42,10 @@ def test_a_wrong_type_or_a_missing_field_does_not():
 def test_the_cli_prints_it(run_cli):
     code, out, _ = run_cli("schema", "comparison")
     assert code == 0 and json.loads(out) == schema("comparison")
+
+
+def test_schema_list_names_every_schema(run_cli):
+    code, out, _ = run_cli("schema", "--list")
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert code == 0 and [r[0] for r in rows] == list(SCHEMAS)
+    assert all(r[1] == "3" and r[3] == f"docs/schema/{r[0]}.schema.json" and (REPO / r[3]).is_file() for r in rows)

@@ -11,7 +11,6 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.slow
 def test_mypy_reports_no_error():
     pytest.importorskip("mypy", reason="mypy is in the test extra: pip install -e '.[test]'")
     proc = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary"], cwd=REPO,

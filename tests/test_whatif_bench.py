@@ -8,6 +8,8 @@ import sys
 import pytest
 from conftest import REPO, SHARED_TRACES
 
+from hta_report.replay_terms import EditLabel
+
 sys.path.insert(0, str(REPO / "bench"))
 
 
@@ -31,7 +33,7 @@ def test_quick_injected_case_predicts_a_finite_step(capsys):
         assert math.isfinite(us) and us > 0
     assert math.isfinite(p.error_pct)
     assert p.actual_us < p.before_us  # the injected cause made the step longer
-    if p.edit == "DataLoader hidden":  # a stall the host waits out: hiding it gives the trace without it back
+    if p.edit == EditLabel.DATALOADER_HIDDEN:  # a stall the host waits out: hiding it gives the trace without it back
         # within 3 %: -2.5 % since the span leaves out the work queued before the first window
         # (the injected trace's previous step still ran 4.4 ms into it; the un-injected one's, 0.14 ms);
         # the saving is the same (31.99 against 31.98 ms), the basis it is taken from 1.1 ms a step less
@@ -81,7 +83,7 @@ def test_fix_knob_is_known_for_every_pair_case():
 
 def test_prediction_is_also_scored_against_the_unprofiled_step():
     w = _whatif()
-    p = w.Prediction("cuda-graphs", "launch-bound", "step in a CUDA graph", 0, 4650.0, 340.0, 440.0)
+    p = w.Prediction("cuda-graphs", "launch-bound", EditLabel.CUDA_GRAPH, 0, 4650.0, 340.0, 440.0)
     err, scaled = w.against_unprofiled_step(p, {"before": [2.68, float("nan")], "after": [0.36, 0.35, float("nan")]})
     assert err == pytest.approx((340.0 - 350.0) / 350.0 * 100)
     # the predicted share of the step (340 of 4650 µs) on the unprofiled before-step (2.68 ms)
@@ -112,7 +114,7 @@ def test_paired_rounds_pair_each_round_with_its_own_and_give_the_median_round(mo
         predicted = {0: 13_000.0, 1: 9_000.0, 2: 10_500.0}.get(i)
         if predicted is None:
             return w.Prediction(label, before_us=12_000.0, actual_us=actual)
-        return w.Prediction(label, "unfused-optimizer", "optimizer fused", 0, 12_000.0, predicted, actual)
+        return w.Prediction(label, "unfused-optimizer", EditLabel.OPTIMIZER_FUSED, 0, 12_000.0, predicted, actual)
     monkeypatch.setattr(w, "_pair", fake_pair)
     sides = {False: [(None, tmp_path / f"{i}-before") for i in range(4)],
              True: [(None, tmp_path / f"{i}-after") for i in (3, 2, 1, 0)]}

@@ -13,6 +13,8 @@ from hta_report.analysis.replay import EDITS
 from hta_report.api import analyze
 from hta_report.model import ALL_EDITS, WHATIF_MIN_SAVING_PCT
 from hta_report.render import render
+from hta_report.render.replay_notes import replay_note
+from hta_report.replay_terms import EditLabel, NoteCode
 from hta_report.rules.engine import RULES
 
 SAMPLE = REPO / "sample_traces" / "cpu_dataloader_bound"
@@ -24,21 +26,22 @@ WARMUP_RUNS = ["hta/amd_trace", "hta/alexnet"]
 
 
 def test_every_edit_a_rule_names_is_one_the_replay_makes():
+    """Rules name edits by :class:`EditLabel` (the registry's labels, no
+    string of their own); every edit is some rule's fix; and which rules
+    name an edit is what ``docs/EDITS.md`` says under its heading
+    ``## `label` (rule-id, ...)``."""
     named = {r.id: r.edit for r in RULES if r.edit}
-    assert set(named.values()) <= set(EDITS)
-    assert named == {"dataloader-bound": "DataLoader hidden", "dataloader-main-process": "DataLoader hidden",
-                     "sync-in-step": "no host-device sync", "pageable-memcpy": "copies pinned and async",
-                     "blocking-copy": "copies pinned and async", "zero-grad-zeros": "zero_grad sets None",
-                     "launch-bound": "step in a CUDA graph", "tensor-cores-unused": "matmuls on Tensor Cores",
-                     "exposed-communication": "gradient reduction overlapped",
-                     "unfused-optimizer": "optimizer fused", "tiny-batches": "passes batched",
-                     "per-sample-ops": "loop vectorized", "train-mode-inference": "eval mode",
-                     "slow-cpu-kernels": "fast CPU kernels"}
+    assert all(isinstance(edit, EditLabel) for edit in named.values())
+    assert set(named.values()) == set(EDITS) == set(EditLabel)
+    text = (REPO / "docs" / "EDITS.md").read_text(encoding="utf-8")
+    documented = {rule.strip(): label for label, rules in re.findall(r"^## `([^`]+)` \(([^)]+)\)$", text, re.M)
+                  for rule in rules.split(",")}
+    assert documented == named
 
 
 @pytest.fixture(scope="module")
-def sample():
-    return analyze(SAMPLE)
+def sample(sample_results):
+    return sample_results[SAMPLE.name]
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +59,7 @@ def gpu_loader(tmp_path_factory):
 def test_a_finding_with_an_edit_carries_its_rank_s_replayed_step(gpu_loader):
     f = next(f for f in gpu_loader.findings if f.id == "dataloader-bound")
     rank = next(x for x in gpu_loader.ranks if x.rank == f.whatif.rank)
-    replayed = next(w for w in rank.replay.whatifs if w.edit == "DataLoader hidden")
+    replayed = next(w for w in rank.replay.whatifs if w.edit == EditLabel.DATALOADER_HIDDEN)
     assert f.whatif == replayed
     assert f.whatif.step_us_before == pytest.approx(rank.steps.mean_us, rel=1e-6)
     assert 0 < f.whatif.step_us_after < f.whatif.step_us_before
@@ -67,14 +70,14 @@ def test_a_cpu_only_dataloader_finding_predicts_a_range_and_says_why(sample):
     process: worker processes take their CPU time from the cores the
     training's threads use, which the trace does not show, so the prediction
     keeps part of the loading time (the middle of a measured range,
-    :data:`~hta_report.analysis.edits.CPU_LOADER_KEPT`) and its interval spans
+    :data:`~hta_report.analysis.replay.edits.CPU_LOADER_KEPT`) and its interval spans
     the range; the evidence says why, and the fix speaks of threads, not GPUs."""
-    from hta_report.analysis.edits import CPU_LOADER_KEPT
+    from hta_report.analysis.replay.edits import CPU_LOADER_KEPT
     from hta_report.rules.input import CPU_ONLY_RANGE
 
     rank = sample.ranks[0]
     assert not rank.has_gpu and rank.replay.steps > 0
-    hidden = next(w for w in rank.replay.whatifs if w.edit == "DataLoader hidden")
+    hidden = next(w for w in rank.replay.whatifs if w.edit == EditLabel.DATALOADER_HIDDEN)
     loading = rank.cpu.dataloader_us_per_step
     best, mid, worst = CPU_LOADER_KEPT
     assert hidden.applies
@@ -89,7 +92,7 @@ def test_a_cpu_only_dataloader_finding_predicts_a_range_and_says_why(sample):
     assert kept in CPU_ONLY_RANGE and kept in md and "predicted after the fix" in md
 
 
-def test_reports_show_the_prediction_and_the_critical_path(gpu_loader, sample):
+def test_reports_show_the_prediction_and_the_critical_path(gpu_loader, sample, sample_results):
     f = next(f for f in gpu_loader.findings if f.id == "dataloader-bound")
     before, after = f.whatif.step_us_before / 1e3, f.whatif.step_us_after / 1e3
     md = render(gpu_loader, "md")
@@ -104,7 +107,7 @@ def test_reports_show_the_prediction_and_the_critical_path(gpu_loader, sample):
     doc = json.loads(render(gpu_loader, "json"))
     f = next(f for f in doc["findings"] if f["id"] == "dataloader-bound")
     assert set(f["whatif"]) >= {"edit", "step_us_before", "step_us_after", "step_us_low", "step_us_high"}
-    straggler = analyze(REPO / "sample_traces" / "cpu_ddp_2ranks")
+    straggler = sample_results["cpu_ddp_2ranks"]
     assert next(f for f in json.loads(render(straggler, "json"))["findings"]
                 if f["id"] == "rank-straggler")["whatif"] is None  # no edit: a bound
 
@@ -142,7 +145,8 @@ def test_a_window_mostly_warm_up_makes_no_prediction(run):
         pytest.skip(f"{path} not available (../shared is absent)")
     result = analyze(path)
     for x in result.ranks:
-        assert x.replay.steps and x.replay.whatifs == [] and "no what-if made" in x.replay.note
+        assert x.replay.steps and x.replay.whatifs == [] and "no what-if made" in replay_note(x.replay)
+        assert x.replay.notes[-1].code == NoteCode.WARMUP
     assert all(f.whatif is None for f in result.findings) and result.together is None
     md = render(result, "md")
     assert "fixed together" not in md and "predicted after the fix" not in md
@@ -179,13 +183,13 @@ def test_two_fixes_are_replayed_together_not_added_up(tmp_path):
     assert json.loads(render(result, "json"))["together"]["edit"] == both.edit
 
 
-def test_sarif_carries_the_prediction(gpu_loader, sample):
+def test_sarif_carries_the_prediction(gpu_loader, sample, sample_results):
     doc = json.loads(render(gpu_loader, "sarif"))
     res = next(r for r in doc["runs"][0]["results"] if r["ruleId"] == "dataloader-bound")
     f = next(f for f in gpu_loader.findings if f.id == "dataloader-bound")
     assert "Predicted after the fix" in res["message"]["text"]
     assert res["properties"]["predicted_step_ms"] == pytest.approx(f.whatif.step_us_after / 1e3, abs=1e-3)
-    straggler = analyze(REPO / "sample_traces" / "cpu_ddp_2ranks")  # rank-straggler has no edit: no prediction
+    straggler = sample_results["cpu_ddp_2ranks"]  # rank-straggler has no edit: no prediction
     bound = json.loads(render(straggler, "sarif"))
     r = next(r for r in bound["runs"][0]["results"] if r["ruleId"] == "rank-straggler")
     assert "predicted_step_ms" not in r["properties"] and "Predicted" not in r["message"]["text"]
@@ -253,7 +257,7 @@ def test_a_fix_that_saves_nothing_alone_says_what_the_step_waits_for(sample):
         return Finding(id="tensor-cores-unused", severity="high", title="t", evidence=[], fix="f", doc_url="",
                        gain_pct=28.0, gain_ms_per_step=1.0, ranks=[rank.rank],
                        rank_gains=[RankGain(rank=rank.rank, gain_us=before * 0.28, gain_pct=28.0)],
-                       whatif=WhatIf(edit="matmuls on Tensor Cores", step_us_before=before,
+                       whatif=WhatIf(edit=EditLabel.TENSOR_CORES, step_us_before=before,
                                      step_us_after=after_us, rank=rank.rank))
     text = prediction(result, finding(before - 1.0))
     assert "no gain alone" in text and "ncclKernel_SendRecv" in text and "15.63 ms" in text and "host work" in text

@@ -17,7 +17,8 @@ def test_two_cycles_of_one_worker_are_one_rank_analyzed_at_its_latest(tmp_path):
     assert not any(f.id == "rank-straggler" for f in result.findings)
     (w,) = result.inventory.windows
     assert (w.worker, w.analyzed, w.others) == ("worker0", str(late), [str(early)])
-    (note,) = view.reading_notes(result)
+    note, *readers = view.reading_notes(result)
+    assert readers == view.parser_notes(result)
     assert "worker0 wrote 2 profiling windows" in note and "analyzes the latest full one, worker0.1623213129365" in note
     assert "set aside: worker0.1623212756351.pt.trace.json" in note
 

@@ -16,7 +16,7 @@ from ..model import IDLE_CAUSES, GpuGap, IdleAttribution, OptimizerProfile
 from .. import intervals
 from .cpu_side import DATALOADER_PREFIXES
 from .events import RankEvents
-from .gap_causes import DRAIN_MIN_US, drained_us, host_work, innermost_names, queued_work
+from .gap_causes import DRAIN_MIN_US, drained_us, host_work, innermost_names, late_starts, queued_work
 from .optimizer import step_regions, zero_grad_regions
 from .regions import containing_index, per_step, rebased_steps
 from .steps import analyzed_windows
@@ -209,6 +209,8 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
     all_busy = _u(gpu)
     short = idle[full_gap_length(idle, all_busy) < SHORT_GAP_US]
     queued = queued_work(ev, idle)
+    late, out.late_starts = late_starts(ev)
+    out.late_start_us = per_step(intervals.total(intervals.intersect(late, idle)), n)
     short_q = (queued[:, 1] - queued[:, 0]) < KERNEL_WAIT_US
     q_short = whole_rows(queued[short_q], idle)  # gaps queued from start to end: HTA's kernel wait
     queued = queued[~short_q]  # a short wait after a launch inside a longer gap stays the host's

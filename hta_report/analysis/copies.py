@@ -34,7 +34,21 @@ def htod_from(names: pd.Series, memory: str) -> np.ndarray:
     """Per GPU event name, whether it is a copy to the device from host memory
     ``memory`` (``Pageable`` or ``Pinned``, as CUPTI names it): a boolean
     array. On a categorical the tests run on its distinct names."""
-    return (names.str.startswith(HTOD) & names.str.contains(memory, regex=False)).fillna(False).to_numpy(dtype=bool)
+    return _copies(names, HTOD, memory)
+
+
+def _copies(names: pd.Series, direction: str, memory: str) -> np.ndarray:
+    """Per GPU event name, whether it is a copy ``direction`` (``Memcpy HtoD``...)
+    naming host memory ``memory``: a boolean array."""
+    hit = names.str.startswith(direction) & names.str.contains(memory, regex=False)
+    return hit.fillna(False).to_numpy(dtype=bool)
+
+
+def dtoh_to(names: pd.Series, memory: str) -> np.ndarray:
+    """Per GPU event name, whether it is a copy from the device to host memory
+    ``memory`` (``Pageable`` or ``Pinned``, as CUPTI names it: ``Memcpy DtoH
+    (Device -> Pinned)``): a boolean array."""
+    return _copies(names, DTOH, memory)
 
 
 def _dtoh_correlations(ev: RankEvents) -> np.ndarray:

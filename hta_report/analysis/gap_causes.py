@@ -20,12 +20,13 @@ Three questions that decide whether the host is to blame for a gap:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
 
 from .. import intervals
+from ..model import LATE_START_US
 from .events import RankEvents, is_step, linked_calls, name_strings, shared
 
 #: Host event categories counted as the host executing framework code.
@@ -71,6 +72,47 @@ def _launch_rows(ev: RankEvents) -> pd.DataFrame:
                          "thread": corr.map(first["thread"]).fillna(-1).to_numpy()})
 
 
+@shared
+def _queue_times(ev: RankEvents) -> Tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of ``ev.gpu`` (computed once per rank, never changed by a
+    caller): its launch call (:func:`_launch_rows`), when that call returned
+    and when the operation started (µs), the union of GPU activity, and when
+    the GPU last went idle before each start (``-inf`` before the first)."""
+    gpu = ev.gpu
+    calls = _launch_rows(ev)
+    launched, start = calls["end"].to_numpy(dtype=float), gpu["ts"].to_numpy(dtype=float)
+    busy = intervals.union(start, gpu["end"].to_numpy(dtype=float))
+    j = np.searchsorted(busy[:, 1], start, side="right") - 1  # the GPU activity ending last before each start
+    went_idle = np.where(j >= 0, busy[np.maximum(j, 0), 1], -np.inf)
+    return calls, launched, start, busy, went_idle
+
+
+def _late(launched: np.ndarray, start: np.ndarray, went_idle: np.ndarray, busy: np.ndarray) -> np.ndarray:
+    """Per GPU operation (:func:`_queue_times`' arrays): whether it started
+    :data:`LATE_START_US` or more after its launch returned on a GPU idle
+    since before that launch: it opens a stretch of GPU activity (``busy``,
+    the union) and the one before ended before the launch. An operation
+    that starts while another runs (another stream) found the GPU busy."""
+    k = np.searchsorted(busy[:, 0], start, side="right") - 1
+    opens = (k >= 0) & (busy[np.maximum(k, 0), 0] >= start)
+    return np.isfinite(launched) & (start - launched >= LATE_START_US) & (went_idle <= launched) & opens
+
+
+def late_starts(ev: RankEvents) -> Tuple[np.ndarray, int]:
+    """The stretches (a union, µs) from the launch call's return to the start
+    of each GPU operation that started :data:`LATE_START_US` or more after it
+    on a GPU idle since before the launch (no GPU activity of the rank in
+    between): work queued on an idle GPU that did not run; and how many
+    stretches of it there are (operations starting at one time count once)."""
+    if ev.gpu.empty:
+        return np.empty((0, 2)), 0
+    _, launched, start, busy, went_idle = _queue_times(ev)
+    late = _late(launched, start, went_idle, busy)
+    if not late.any():
+        return np.empty((0, 2)), 0
+    return intervals.union(launched[late], start[late]), int(len(np.unique(start[late])))
+
+
 def queued_work(ev: RankEvents, idle: np.ndarray) -> np.ndarray:
     """The part of the idle union ``idle`` (µs) during which a GPU operation
     that waits on something else than the host had been launched (its launch
@@ -80,24 +122,22 @@ def queued_work(ev: RankEvents, idle: np.ndarray) -> np.ndarray:
     went idle before it and before its launch (another stream's event), when
     it is communication (a collective's peers), or, from the first gap that
     began after its launch, when it was queued at that gap's start (HTA's
-    "other" idle). A union. Without
-    such evidence, a late start after a launch is the host's gap (launch
+    "other" idle), or when it started :data:`LATE_START_US` or more after its
+    launch on an idle GPU (:func:`late_starts`). A union. Without such
+    evidence, a late start after a launch is the host's gap (launch
     latency)."""
     gpu = ev.gpu
     if len(idle) == 0 or gpu.empty:
         return np.empty((0, 2))
-    calls = _launch_rows(ev)
-    launched, start = calls["end"].to_numpy(dtype=float), gpu["ts"].to_numpy(dtype=float)
+    calls, launched, start, busy, went_idle = _queue_times(ev)
     ok = np.isfinite(launched) & (launched < start)
     if not ok.any():
         return np.empty((0, 2))
-    busy = intervals.union(start, gpu["end"].to_numpy(dtype=float))
-    j = np.searchsorted(busy[:, 1], start, side="right") - 1  # the GPU activity ending last before each start
-    went_idle = np.where(j >= 0, busy[np.maximum(j, 0), 1], -np.inf)
     b = np.searchsorted(busy[:, 1], np.where(ok, launched, np.inf), side="left")  # first gap beginning after launch
     gap_begin = np.where(b < len(busy), busy[np.minimum(b, len(busy) - 1), 1], np.inf)
     parts = [np.column_stack([gap_begin, start])[ok & (gap_begin < start)]]
     why = np.array(gpu["s_name"].str.startswith(("nccl", "rccl"), na=False), dtype=bool)  # per category
+    why |= _late(launched, start, went_idle, busy)
     cpu = ev.cpu
     waits = cpu[cpu["s_name"].isin(STREAM_WAIT_APIS)]
     if len(waits):

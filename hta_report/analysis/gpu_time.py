@@ -7,7 +7,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 import pandas as pd
 
-from ..model import IdleBreakdown, KernelStat, KernelTypeShare, StreamIdle, TemporalBreakdown
+from ..model import EventRef, IdleBreakdown, KernelStat, KernelTypeShare, StreamIdle, TemporalBreakdown
 from .. import intervals
 from .events import RankEvents, linked_calls
 
@@ -283,6 +283,7 @@ def top_kernels(ev: RankEvents, limit: int = 15) -> List[KernelStat]:
     )
     all_time = float(k["dur"].sum())
     g = g.sort_values("total", ascending=False).head(limit)
+    longest = _longest_calls(ev.rank, k, g.index)
     return [
         KernelStat(
             name=str(name), kernel_type=str(r["kernel_type"]), count=int(r["count"]), total_us=float(r["total"]),
@@ -290,6 +291,22 @@ def top_kernels(ev: RankEvents, limit: int = 15) -> List[KernelStat]:
             min_us=float(r["min"]),
             blocks_per_sm=float(r["blocks_wv"] / r["blocks_w"]) if r["blocks_w"] > 0 else 0.0,
             occupancy_pct=float(r["occ_wv"] / r["occ_w"]) if r["occ_w"] > 0 else 0.0,
+            longest=longest.get(name),
         )
         for name, r in g.iterrows()
     ]
+
+
+def _longest_calls(rank: int, k: pd.DataFrame, names) -> Dict[str, EventRef]:
+    """The longest call of each kernel name in ``names`` among the kernel rows
+    ``k`` of ``rank``, as an :class:`EventRef` (the first of equal longest
+    calls; stream and correlation -1 where the frame lacks them)."""
+    rows = k[k["s_name"].isin(list(names))]
+    if rows.empty:
+        return {}
+    top = rows.sort_values(["dur", "ts"], ascending=[False, True], kind="stable").drop_duplicates("s_name")
+    stream = top["stream"] if "stream" in top.columns else pd.Series(-1, index=top.index)
+    corr = top["correlation"] if "correlation" in top.columns else pd.Series(-1, index=top.index)
+    return {str(n): EventRef(rank=int(rank), stream=int(st), correlation=int(c), ts_us=float(ts), dur_us=float(d),
+                             name=str(n))
+            for n, st, c, ts, d in zip(top["s_name"], stream, corr, top["ts"], top["dur"])}

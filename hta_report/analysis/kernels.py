@@ -263,7 +263,27 @@ TENSOR_CORE_SPEEDUP: Sequence[Tuple[re.Pattern, float]] = tuple(
         (r"H100|H200|H800|GH200", 14.8), (r"B200|B100|GB200", 28.0), (r"A100|A800|A30\b", 16.0),
         (r"V100|TITAN V|T4\b", 8.0), (r"A10G?\b|A40\b|L4\b|L40S", 4.0), (r"L40\b", 2.0),
         (r"MI300|MI325|MI250|MI210", 8.0),
+        # where no name above matches (a board name such as "PG509-210", an unlisted workstation or
+        # GeForce card), the compute capability (:func:`capability_name`), at the class's slowest
+        # board so a prediction does not overstate: Volta 8 (V100 125/15.7); Turing 4 (GeForce
+        # RTX 20: fp16 with fp32 accumulate at half rate, 53.8/13.4); GA100 16 (A30 165/10.3);
+        # GA102/AD10x/GB20x 2 (GeForce RTX 3090/4090/5090: 71/35.6, 165/82.6, 209/104.8);
+        # Hopper 14.8 (H100 PCIe 756/51); Blackwell data centre 28 (B200).
+        (r"^compute capability 7\.0$", 8.0), (r"^compute capability 7\.5$", 4.0),
+        (r"^compute capability 8\.0$", 16.0), (r"^compute capability (8\.[6-9]|12\.\d+)$", 2.0),
+        (r"^compute capability 9\.0$", 14.8), (r"^compute capability 10\.\d+$", 28.0),
     ))
+
+
+def capability_name(compute_major: Optional[int], compute_minor: Optional[int]) -> List[str]:
+    """``["compute capability 8.0"]`` for an NVIDIA GPU's ``deviceProperties``
+    ``computeMajor``/``computeMinor`` (None on AMD, :func:`compute_major`), else
+    ``[]``: put after a rank's device names, the device tables
+    (:data:`TENSOR_CORE_SPEEDUP`, :data:`~.pinned_copy.PCIE_GENERATION`) fall
+    back on it where no name matches (:func:`by_device_name` tries names in order)."""
+    if compute_major is None:
+        return []
+    return [f"compute capability {compute_major}.{compute_minor or 0}"]
 
 
 V = TypeVar("V")
@@ -275,9 +295,9 @@ def by_device_name(table: Sequence[Tuple[re.Pattern, Optional[V]]], device_names
     entry whose value is None says the device is known to have none); None
     when no name has one."""
     for name in device_names:
-        value = next((v for pattern, v in table if pattern.search(str(name))), None)
-        if value is not None:
-            return value
+        for pattern, value in table:
+            if pattern.search(str(name)):
+                return value  # None too: the device is known, and known to have none
     return None
 
 

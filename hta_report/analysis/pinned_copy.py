@@ -14,7 +14,9 @@ The pinned rate of a rank comes from, in order:
    and at least half the size of the largest: their median rate (what this
    machine did for large copies: on the A100 traces of ../shared/traces/hta,
    pinned copies of 1 MiB and more median 5.7 GB/s, those of 53 MiB 10 GB/s);
-2. the device's host link by name (:data:`PCIE_GENERATION`) at
+   without such copies, its pinned device-to-host copies by the same rule
+   (PCIe carries each direction at the same rate);
+2. the device's host link by name, else by compute capability (:data:`PCIE_GENERATION`) at
    :data:`PCIE_X16_GBPS` per direction times :data:`PCIE_EFFICIENCY`;
 3. none: the edit keeps the measured durations (NVLink-C2C hosts such as
    GH200/GB200 and unknown devices).
@@ -27,7 +29,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from .copies import htod_from
+from .copies import dtoh_to, htod_from
 from .events import RankEvents
 from .kernels import by_device_name
 
@@ -47,6 +49,11 @@ PCIE_GENERATION: Sequence[Tuple[re.Pattern, Optional[int]]] = tuple(
         (r"H100|H200|H800|H20\b|B200|B100|B300|RTX PRO 6000|RTX 50\d0|MI300|MI325|MI350|MI355", 5),
         (r"A100|A800|A10G?\b|A30\b|A40\b|A6000|L4\b|L40|RTX 30\d0|RTX 40\d0|MI250|MI210|MI100", 4),
         (r"V100|T4\b|P100|P40\b|RTX 20\d0|TITAN V", 3),
+        # no name matched: the compute capability (:func:`~.kernels.capability_name`), each
+        # class's PCIe generation (Pascal to Turing gen 3; Ampere and Ada gen 4; Hopper and
+        # Blackwell gen 5; their NVLink-C2C superchips are named above)
+        (r"^compute capability [67]\.\d+$", 3), (r"^compute capability 8\.\d+$", 4),
+        (r"^compute capability (9|10|12)\.\d+$", 5),
     ))
 
 
@@ -59,14 +66,17 @@ def pinned_htod_gbps(ev: RankEvents, device_names: Sequence[str] = ()) -> Tuple[
     falls through to the table."""
     gpu = ev.gpu
     if not gpu.empty and "bytes" in gpu.columns:
-        pinned = gpu[htod_from(gpu["s_name"], "Pinned")]
-        size = pd.to_numeric(pinned["bytes"], errors="coerce").to_numpy(dtype=float)
-        dur = pinned["dur"].to_numpy(dtype=float)
-        ok = (size >= MIN_SAMPLE_BYTES) & (dur > 0)
-        if ok.any():  # the largest copies come nearest the link's rate (a copy's fixed cost weighs less)
-            ok &= size >= size[ok].max() / 2
-            rate = float(np.median(size[ok] / dur[ok])) / 1e3  # bytes per µs -> GB/s
-            return rate, f"measured on {int(ok.sum())} pinned host-to-device copies in this trace"
+        # PCIe runs each direction at the same rate: pinned copies to the host measure the link
+        # where the trace has no large pinned copy to the device
+        for pinned, what in ((gpu[htod_from(gpu["s_name"], "Pinned")], "host-to-device"),
+                             (gpu[dtoh_to(gpu["s_name"], "Pinned")], "device-to-host")):
+            size = pd.to_numeric(pinned["bytes"], errors="coerce").to_numpy(dtype=float)
+            dur = pinned["dur"].to_numpy(dtype=float)
+            ok = (size >= MIN_SAMPLE_BYTES) & (dur > 0)
+            if ok.any():  # the largest copies come nearest the link's rate (a copy's fixed cost weighs less)
+                ok &= size >= size[ok].max() / 2
+                rate = float(np.median(size[ok] / dur[ok])) / 1e3  # bytes per µs -> GB/s
+                return rate, f"measured on {int(ok.sum())} pinned {what} copies in this trace"
     gen = by_device_name(PCIE_GENERATION, device_names)
     if gen is not None:
         rate = PCIE_X16_GBPS[gen] * PCIE_EFFICIENCY

@@ -25,6 +25,12 @@ NVIDIA_MATRIX = (
     ((7, 5), ("float16", "int8")),  # Turing: no bf16, no tf32
     ((7, 0), ("float16",)),  # Volta
 )
+#: GeForce boards (Ampere GA10x, Ada AD10x, Blackwell GB20x) run TF32 on their Tensor Cores at
+#: their float32 rate, not faster: GA102 whitepaper, RTX 3090 35.6 TFLOP/s TF32 (dense) and
+#: 35.6 float32; AD102, RTX 4090 82.6 and 82.6; RTX 5090 104.8 and 104.8. Their data-centre and
+#: workstation siblings (A10, A40, L4, L40S) run TF32 at twice float32. On these boards TF32 is no
+#: lever and is not advised; 16-bit math is (fp16/bf16 with float32 accumulate at 2x float32).
+TF32_AT_FP32_RATE = re.compile(r"GeForce", re.IGNORECASE)
 #: Matrix-core (MFMA) precisions of AMD Instinct GPUs by name, from AMD's CDNA whitepapers.
 AMD_MATRIX = (
     (re.compile(r"MI3\d\d", re.IGNORECASE), ("float16", "bfloat16", "tf32", "float8", "int8")),  # CDNA3
@@ -44,7 +50,9 @@ def matrix_dtypes(compute_major: Optional[int], compute_minor: Optional[int], de
     """The precisions the rank's GPU runs on its matrix units (Tensor Cores,
     matrix cores): by compute capability on NVIDIA (:data:`NVIDIA_MATRIX`),
     by name on AMD (:data:`AMD_MATRIX`); empty for a GPU without them (before
-    Volta, AMD without MFMA) or one the trace does not describe."""
+    Volta, AMD without MFMA) or one the trace does not describe. TF32 is left
+    out on GeForce boards, which run it no faster than float32
+    (:data:`TF32_AT_FP32_RATE`)."""
     if amd:
         for pattern, dtypes in AMD_MATRIX:
             if any(pattern.search(str(n)) for n in device_names):
@@ -53,7 +61,10 @@ def matrix_dtypes(compute_major: Optional[int], compute_minor: Optional[int], de
     if compute_major is None:
         return ()
     cc = (compute_major, compute_minor or 0)
-    return next((dtypes for floor, dtypes in NVIDIA_MATRIX if cc >= floor), ())
+    dtypes = next((dtypes for floor, dtypes in NVIDIA_MATRIX if cc >= floor), ())
+    if any(TF32_AT_FP32_RATE.search(str(n)) for n in device_names):
+        dtypes = tuple(d for d in dtypes if d != "tf32")
+    return dtypes
 
 
 def lower_precision(kernel_name: str) -> bool:

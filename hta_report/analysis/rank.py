@@ -48,7 +48,7 @@ from .distributed import add_data_parallel
 from .events import COMMUNICATION, GPU_CATEGORIES, RankEvents, kernel_type
 from .gpu_time import (MAX_HTA_STREAMS, exact_temporal, gpu_idle_split, gpu_stream_count, idle_breakdown,
                        kernel_type_shares, stream_idle, temporal_breakdown, top_kernels)
-from .kernels import add_misaligned_gemms, compute_major, tensor_core_use
+from .kernels import add_misaligned_gemms, capability_name, compute_major, tensor_core_use
 from .launch import LaunchContext, add_launch_metrics, launch_context, launch_summary
 from .memory import memory_summary
 from .integrity import integrity, unrecorded_lead
@@ -239,7 +239,9 @@ def _samples(c: RankContext) -> None:
 
 
 def _replay(c: RankContext) -> None:
-    c.result.replay = replay(c.events, c.hw, c.result.rank, c.result.device_names, warmup=c.warmup,
+    tc = c.result.tensor_cores  # the compute capability: the device tables' fallback where no name matches
+    devices = list(c.result.device_names) + capability_name(tc.compute_major, tc.compute_minor)
+    c.result.replay = replay(c.events, c.hw, c.result.rank, devices, warmup=c.warmup,
                              warmup_us=c.result.warmup.us_per_step)
 
 
@@ -390,7 +392,8 @@ def own_part(loaded: LoadedTraces, info: TraceFileInfo) -> OwnPart:
     Raises:
         hta_report.errors.TraceError: decoding the events failed (see :func:`analysis_step`).
     """
-    rr = RankResult(rank=info.rank, file=info.path, device_names=_device_names(loaded.meta.get(info.rank, {})))
+    rr = RankResult(rank=info.rank, file=info.path, device_names=_device_names(loaded.meta.get(info.rank, {})),
+                    time_origin_us=float(getattr(loaded.trace, "min_ts", 0) or 0))
     trim = _large(loaded, info)
     ctx = run_steps(RankContext(loaded=loaded, info=info, result=rr), OWN_STEPS, info.path, rr.failures, trim)
     run_steps(ctx, GPU_STEPS if rr.has_gpu else HOST_ONLY_STEPS, info.path, rr.failures, trim)

@@ -48,7 +48,7 @@ def step_stats(ev: RankEvents) -> StepStats:
     if len(windows) == 0:
         return StepStats()
     steps = [
-        StepTime(number=int(n), duration_us=float(e - s), warmup=(i == 0 and len(windows) >= 2))
+        StepTime(number=int(n), duration_us=float(e - s), warmup=(i == 0 and len(windows) >= 2), start_us=float(s))
         for i, (n, s, e) in enumerate(windows)
     ]
     used = analyzed_windows(windows)

@@ -94,7 +94,9 @@ def classify(ev: RankEvents, rows: pd.DataFrame, windows: np.ndarray) -> List[st
     training = has_backward(ev)
     launches = cpu.loc[cpu["s_name"].isin(KERNEL_LAUNCH_APIS + ("cudaMemcpyAsync", "hipMemcpyAsync")),
                        ["ts", "thread"]]
-    by_thread = {int(t): g.sort_values("ts") for t, g in ops.groupby("thread", sort=False)}
+    # one set of arrays per thread, built once: per synchronization they are only indexed
+    by_thread = {int(t): (g["ts"].to_numpy(float), g["end"].to_numpy(float), g["s_name"].astype(str).to_numpy())
+                 for t, g in (ops.sort_values("ts", kind="stable").groupby("thread", sort=False))}
     launch_ts = {int(t): np.sort(g["ts"].to_numpy(float)) for t, g in launches.groupby("thread", sort=False)}
     w = np.asarray(windows, dtype=float).reshape(-1, 2)
     out: List[str] = []
@@ -103,9 +105,8 @@ def classify(ev: RankEvents, rows: pd.DataFrame, windows: np.ndarray) -> List[st
         mine = by_thread.get(int(thr))
         holding: List[str] = [own] if own.startswith("aten::") else []
         before = ""
-        if mine is not None and len(mine):
-            ts, end = mine["ts"].to_numpy(float), mine["end"].to_numpy(float)
-            names = mine["s_name"].astype(str).to_numpy()
+        if mine is not None and len(mine[0]):
+            ts, end, names = mine
             j = int(np.searchsorted(ts, t, side="right")) - 1
             for k in range(j, max(-1, j - LOOKBACK), -1):
                 if end[k] > t and ts[k] <= t:

@@ -34,6 +34,8 @@ SETUP_APIS = (
     "cudaFuncSetAttribute", "cudaDeviceEnablePeerAccess", "cudaIpcOpenMemHandle", "cudaPeekAtLastError",
     "cuInit", "cuDevicePrimaryCtxRetain", "cuCtxCreate", "cuModuleLoad", "cuModuleLoadData",
     "cuModuleLoadDataEx", "cuModuleGetFunction", "cuLibraryLoadData",
+    # the caching allocator's first call on a stream: with a lazily created context, creation lands here
+    "cudaStreamIsCapturing", "hipStreamIsCapturing",
     "hipGetDeviceCount", "hipGetDevice", "hipSetDevice", "hipGetDeviceProperties", "hipDeviceGetAttribute",
     "hipFree", "hipMalloc", "hipHostMalloc", "hipStreamCreate", "hipStreamCreateWithFlags",
     "hipStreamCreateWithPriority", "hipDeviceGetStreamPriorityRange", "hipModuleLoad", "hipModuleLoadData",

@@ -51,7 +51,7 @@ A script's exit code and exceptions propagate.
               help="Record operator input shapes.")
 @click.option("--with-stack", is_flag=True,
               help="Record Python stacks: analyze then names the lines of your code behind each finding "
-                   "(bigger traces, slower host; see the README).")
+                   "(bigger traces, slower host; see docs/collect.md).")
 @click.option("--profile-memory", is_flag=True, help="Record tensor allocations.")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda",
               help="Device to train on and profile (cuda adds GPU activity).")

@@ -448,7 +448,7 @@ def _unpickled(got: list) -> list:
     it is built. A rank held as bytes takes about a third of the memory of
     its built result (18 against 50 kB on a 1.6 MB rank of ``two_ranks``),
     so the workers run beside this process's smaller half (1,024 ranks of
-    ``bench/scale.py``: see the README)."""
+    ``bench/scale.py``: see docs/scale.md)."""
     import pickle
 
     share = per_rank.share_result_strings()

@@ -40,7 +40,7 @@ import pandas as pd
 
 from .. import progress
 from ..errors import TraceError
-from . import sizecap
+from . import fastnative, sizecap
 from .compat import ENCLOSING_STEPS, SHARED_CORRELATIONS, correlation_to_index, drop_enclosing_steps, is_legacy_annotation, modern_category
 from .iteration import add_iteration
 from .repair import REPAIRED_NAMES, repair_names
@@ -66,6 +66,17 @@ _EMPTY: dict = {}
 _ABSENT = object()
 STR_DTYPE = pd.Series(["x"]).dtype  # what pandas infers for strings here (``str`` in pandas 3)
 _TRACE_EVENTS_OPEN = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\[')
+
+
+#: The trace metadata key saying which reader ran (see :data:`.fastnative.PARSER_USED`).
+PARSER_USED = fastnative.PARSER_USED
+
+
+def parser_used(pieces: Dict[str, int]) -> str:
+    """``native``, ``python`` or ``native and python`` (the native reader read
+    some pieces, the Python reader the rest), from the pieces each read."""
+    used = [p for p in ("native", "python") if pieces.get(p)]
+    return " and ".join(used) or "python"
 
 
 class Unsupported(Exception):
@@ -134,7 +145,9 @@ def hta_parse_trace_file(path, cfg=None, exact_times: bool = False):
         return hta_parse(path, cfg, exact_times=True)
     from hta.common.trace import parse_trace_file as _hta
 
-    return _hta(str(path), cfg)
+    meta, df, table = _hta(str(path), cfg)
+    meta[PARSER_USED] = "hta"
+    return meta, df, table
 
 
 def _check_config(cfg) -> None:
@@ -381,13 +394,20 @@ def _piece_from_bytes(raw, arg_specs) -> dict:
     when every event fits them, else into dicts (:func:`_piece`). Events whose
     name Kineto left unescaped (:func:`~.repair.repair_names`) are repaired
     when ``raw`` does not parse: the piece then says how many (``repaired``)
-    and holds the repaired text (``raw``).
+    and holds the repaired text (``raw``). The native reader
+    (:func:`native_piece`) reads it first where it is built and
+    enabled; the bytes it does not take are read here (``piece["parser"]``
+    says which did).
 
     Raises:
         _BadCut: ``raw`` is not valid JSON, repaired or not (a wrong cut, or bad JSON).
         Unsupported: an element is not an object, or values the fast path
             does not reproduce.
     """
+    if fastnative.enabled():
+        piece = native_piece(raw, arg_specs)
+        if piece is not None:
+            return piece
     try:
         return _decoded_piece(raw, arg_specs)
     except _BadCut:
@@ -1091,12 +1111,15 @@ class _Frame:
         self.end_any_null = False
         self.cats_seen: set = set()
         self.repaired = 0  # event names repaired (see repair.py)
+        self.parsers: Dict[str, int] = {}  # pieces read by each reader ("native", "python")
 
     def merge(self, piece: dict, raw) -> None:
         """Append ``piece`` (of the events in ``raw``, a JSON array, or in the
         piece's own ``raw`` where names were repaired)."""
         raw = piece.get("raw", raw)
         self.repaired += piece.get("repaired", 0)
+        parser = piece.get("parser", "python")
+        self.parsers[parser] = self.parsers.get(parser, 0) + 1
         base = self.n_events
         self.n_events += piece["n"]
         keys = piece["keys"]
@@ -1297,6 +1320,7 @@ def _parse(path: str, cfg, workers: int = 1, exact_times: bool = False, max_byte
     meta[str(MetaDataKey.DEVICE_TYPE)] = infer_gpu_type(meta, table.get_sym_id_map())
     if sink.repaired:
         meta[REPAIRED_NAMES] = sink.repaired
+    meta[PARSER_USED] = parser_used(sink.parsers)
     if df.empty:
         return meta, df, table
     df, enclosing = drop_enclosing_steps(df, table)
@@ -1318,3 +1342,150 @@ def _add_iteration(df: pd.DataFrame, table) -> None:
         add_iteration(df, table)
     except ValueError as exc:
         raise Unsupported(str(exc)) from exc
+
+
+# --------------------------------------------------------------------------- the native reader's pieces
+
+
+def native_piece(raw, arg_specs) -> Optional[Dict[str, Any]]:
+    """The piece (``fastparse._columns``' dict) of the events in ``raw`` (the
+    bytes of a JSON array of events, any bytes-like object) read by the native
+    reader, or None where it does not take them or where the Python reader
+    would raise :class:`~.fastparse.Unsupported` (the caller then runs the
+    Python reader on the same bytes, which decides)."""
+    got = fastnative.read_events(raw, arg_specs)
+    if isinstance(got, str):
+        return None
+    try:
+        return _native_columns(got, arg_specs)
+    except Unsupported:
+        return None
+
+
+def _numeric(col: fastnative.Col, n: int) -> Tuple[str, Any]:
+    """``fastparse._infer`` of ``ts`` or ``dur`` (ints, floats, absent only)."""
+    kinds = col.present
+    if kinds == {fastnative.K_INT}:
+        return "i8", col.i64
+    if kinds == {fastnative.K_ABSENT}:
+        return "null", [_NAN] * n
+    return ("f8i" if fastnative.K_INT in kinds else "f8"), col.f64
+
+
+def _native_columns(got: dict, arg_specs) -> Dict[str, Any]:
+    n = got["n"]
+    keys: List[str] = got["keys"]
+    cat, name = fastnative.Col(got["cat"]), fastnative.Col(got["name"])
+    fields = {k: fastnative.Col(got[k]) for k in ("pid", "tid", "ts", "dur")}
+    dur_tag, dur_vals = _numeric(fields["dur"], n)
+    ts_tag, ts_vals = _numeric(fields["ts"], n)
+    for tag, vals in ((dur_tag, dur_vals), (ts_tag, ts_vals)):
+        if tag != "null" and len(vals) and float(np.nanmax(np.abs(vals))) > MAX_ABS_TIME_US:
+            raise Unsupported("a ts or dur beyond ±2**53 µs")
+    dur_null = _null_mask(dur_tag, dur_vals, n)
+    ts_null = _null_mask(ts_tag, ts_vals, n)
+    if dur_null.any() and np.frombuffer(got["ph_x"], dtype=np.uint8)[dur_null].any():
+        raise Unsupported("complete events without dur")
+    present = cat.codes >= 0
+    trace = np.array([c == "Trace" for c in cat.strs], dtype=bool)
+    is_trace = np.zeros(n, dtype=bool)
+    if trace.any():
+        is_trace[present] = trace[cat.codes[present]]
+    kept_first = present & ~dur_null
+    keep = kept_first & ~is_trace
+    idx = np.flatnonzero(keep)
+    take: Optional[list] = None
+
+    columns: Dict[str, Any] = {}
+    for k in keys:
+        if k in _DROPPED or k in ("args", "cat", "name"):
+            continue
+        if k in ("ts", "dur"):
+            tag, vals = (ts_tag, ts_vals) if k == "ts" else (dur_tag, dur_vals)
+            tag = "f8" if tag == "f8i" else tag
+        else:
+            col = fields[k]
+            if col.present == {fastnative.K_INT}:
+                tag, vals = "i8", col.i64
+            else:
+                raw = col.values(None, _NAN)
+                tag, vals = _infer(raw, {fastnative.TYPES[c] for c in col.present})
+                if tag == "f8i":
+                    take = idx.tolist() if take is None else take
+                    columns[k] = (tag, (vals[idx], list(map(raw.__getitem__, take))))
+                    continue
+        if isinstance(vals, np.ndarray):
+            columns[k] = (tag, _small_ints(vals[idx]) if tag == "i8" else vals[idx])
+        else:
+            take = idx.tolist() if take is None else take
+            kept = list(map(vals.__getitem__, take))
+            columns[k] = (tag, shared_values(kept) if tag == "obj" else kept)
+
+    if len(idx) and (name.codes[idx] < 0).any():
+        raise Unsupported("a name or category that is not a string")
+    arg_columns = {}
+    for i, spec in enumerate(arg_specs):
+        arg_columns[spec[0]] = _arg_column(fastnative.Col(got["args"][i]), idx, spec)
+    return {
+        "n": n, "has_args": "args" in keys,
+        "cats_seen": set(cat.strs), "ts_any_null": bool(ts_null.any()),
+        "end_any_null": bool((ts_null | dur_null).any()), "keep": idx,
+        "trace_rows": np.flatnonzero(kept_first & is_trace),
+        "cat": _kept_codes(cat.strs, cat.codes, idx),
+        "name": _kept_codes(name.strs, name.codes, idx),
+        "columns": columns, "args": arg_columns, "keys": keys, "first": None, "parser": "native",
+    }
+
+
+def _arg_column(col: fastnative.Col, idx: np.ndarray, spec) -> Tuple[str, Any]:
+    """``fastparse._columns``' column of one arg spec (name, raw name, HTA's
+    default, whether kept as an object) for the kept rows ``idx``."""
+    default = spec[2]
+    if not len(idx):
+        return "empty", []
+    if spec[3]:  # every value a JSON text (msgspec.Raw in the Python reader), the default's where absent
+        codes = col.codes[idx].astype(np.int64)
+        texts = list(col.texts)
+        if (codes < 0).any():
+            dtext = orjson.dumps(default)
+            at = texts.index(dtext) if dtext in texts else len(texts)
+            if at == len(texts):
+                texts.append(dtext)
+            codes[codes < 0] = at
+        # the texts the kept rows hold (their order does not change the column: each row's value is
+        # its own text's, and the tag depends on the set of values)
+        order = np.flatnonzero(np.bincount(codes, minlength=len(texts)))
+        lut = np.empty(len(texts), dtype=np.int32)
+        lut[order] = np.arange(len(order), dtype=np.int32)
+        uniques = [texts[j] for j in order.tolist()]
+        kept = _Texts(uniques, lut[codes])
+        distinct = [msgspec.json.decode(t) for t in uniques]
+        if any(type(v) is list or type(v) is dict for v in distinct):
+            return "obj", kept
+        raw = list(map(distinct.__getitem__, kept.codes.tolist()))
+        tag, vals = _infer(raw)
+        if tag == "obj":
+            return tag, kept
+        if tag == "i8":
+            return tag, _small_ints(vals)
+        return tag, ((vals, raw) if tag == "f8i" else vals)
+    kinds = col.kinds(idx)
+    dtype = type(default)
+    absent = fastnative.K_ABSENT in kinds
+    if kinds <= {fastnative.K_INT, fastnative.K_ABSENT} and (not absent or (dtype is int and -2**63 <= default < 2**63)):
+        vals = col.i64[idx]
+        if absent:
+            vals = np.where(col.kind[idx] == fastnative.K_ABSENT, default, vals)
+        return "i8", _small_ints(vals)
+    if kinds <= {fastnative.K_FLOAT, fastnative.K_ABSENT} and (not absent or (dtype is float and default == default)):
+        vals = col.f64[idx]
+        if absent:
+            vals = np.where(col.kind[idx] == fastnative.K_ABSENT, default, vals)
+        return "f8", vals
+    raw = col.values(idx, default)
+    tag, vals = _infer(raw)
+    if tag == "obj":
+        return tag, shared_values(vals)
+    if tag == "i8":
+        return tag, _small_ints(vals)
+    return tag, ((vals, raw) if tag == "f8i" else vals)

@@ -18,6 +18,7 @@ from typing import Any, Dict, Optional, Tuple
 from ..errors import TraceError
 from ..files import Location, open_text_stream
 from . import sizecap, validation
+from .fastnative import PARSER_USED
 from .repair import REPAIRED_NAMES, repair_names
 from .whitespace import Collapser
 
@@ -129,6 +130,7 @@ def parse_with_hta(path: Location, cfg, exact_times: bool = False,
     meta, df, table = hta_frame(doc, cfg, exact_times)
     if report.repaired_names:
         meta[REPAIRED_NAMES] = report.repaired_names
+    meta[PARSER_USED] = "hta"
     return (meta, df, table), report
 
 
@@ -145,7 +147,9 @@ def hta_parse(path, cfg=None, exact_times: bool = False) -> tuple:
     path = str(path)
     if not (path.endswith(".gz") or path.endswith(".json")):
         raise ValueError(f"expect the value of trace_file ({path}) ends with '.gz' or 'json'")
-    return hta_frame(parse_trace_dict(path), cfg or ParserConfig.get_default_cfg(), exact_times)
+    meta, df, table = hta_frame(parse_trace_dict(path), cfg or ParserConfig.get_default_cfg(), exact_times)
+    meta[PARSER_USED] = "hta"
+    return meta, df, table
 
 
 def hta_frame(doc: Dict[str, Any], cfg, exact_times: bool = False) -> tuple:

@@ -32,6 +32,7 @@ from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, IDLE_CAUSE_LABELS, MEMORY
 from ..model import NOT_RUN, saves
 from ..names import short_names
 from . import fmt
+from .replay_notes import replay_note, replay_note_parts
 
 #: What a cell shows for a figure whose analysis step failed on the rank.
 NOT_COMPUTED = "not computed"
@@ -401,7 +402,7 @@ class ReplayView:
         replay: a rank shows no prediction the findings do not)."""
         rp = r.replay
         if rp.steps == 0:
-            return cls(replayed=False, fidelity="", path=(), host_share="", together="", note=rp.note)
+            return cls(replayed=False, fidelity="", path=(), host_share="", together="", note=replay_note(rp))
         per = "per step" if r.steps.count > 0 else "over the traced window"
         total = sum(op.us for op in rp.critical_path)
         whole = rp.replayed_step_us if rp.replayed_step_us > 0 else total
@@ -411,8 +412,8 @@ class ReplayView:
                    path=tuple(PathRow(name=op.name, kind=op.kind, time=fmt.ms(op.us),
                                       share=fmt.pct(100 * op.us / whole if whole > 0 else 0.0))
                               for op in rp.critical_path),
-                   host_share=fmt.pct(rp.host_share_pct), together=together, note=rp.note,
-                   notes=tuple(part.strip() for part in rp.note.split("; ") if part.strip()))
+                   host_share=fmt.pct(rp.host_share_pct), together=together, note=replay_note(rp),
+                   notes=tuple(replay_note_parts(rp)))
 
 
 @dataclass(frozen=True)
@@ -1120,6 +1121,33 @@ class ChartsSection(Section):
 
 
 @dataclass(frozen=True)
+class RankColumns:
+    """The per-rank table's column labels, defined once for the HTML and the
+    markdown table. Where a figure of the same word appears elsewhere on the
+    page with another window or definition, the label says which: the
+    headline's ``synchronization`` is GPU idle after a sync, ``host in sync
+    calls`` the host's own time in them; ``GPU busy`` is of the analyzed
+    steps, ``span busy`` of the GPU's own span (issue 55)."""
+
+    busy: str = "GPU busy"
+    kernels: str = "kernels"
+    idle: str = "idle"
+    exposed_comm: str = "exposed comm"
+    exposed_memcpy: str = "exposed memcpy"
+    dataloader: str = "host in DataLoader"
+    sync: str = "host in sync calls"
+    span_busy: str = "span busy"
+    #: What the columns measure, below the table (GPU columns, then host columns).
+    gpu_note: str = ("GPU busy, kernels, idle and exposed communication and memcpy are % of each rank's analyzed "
+                     "steps (its traced window without steps), as the findings; span busy is of the GPU's own span "
+                     "(first to last GPU operation).")
+    host_note: str = "Host in DataLoader and host in sync calls are the host's own time in them, % of the mean step."
+    #: With a GPU: the headline's idle split uses the same words for another figure.
+    idle_note: str = ("The headline's idle split (DataLoader, synchronization) is the GPU's idle time after them, "
+                      "not the host's time in them.")
+
+
+@dataclass(frozen=True)
 class RankTableSection(Section):
     """One row per rank; ``has_gpu`` (any rank) adds the GPU columns, whose
     window (``window``) and span (``span_note``) markdown states below the table.
@@ -1137,6 +1165,7 @@ class RankTableSection(Section):
     cut_note: str = ""
     spread: Tuple[RankRow, ...] = ()
     more: str = ""
+    labels: RankColumns = RankColumns()
 
     @classmethod
     def of(cls, b: Basis) -> "RankTableSection":
@@ -1151,7 +1180,9 @@ class RankTableSection(Section):
         lines = ["", "### Per rank", ""]
         if self.cut_note:
             lines += [md_text(self.cut_note), ""]
-        lines += ["| rank | steps | mean step | GPU busy | kernels | idle | DataLoader | sync | exposed comm |",
+        c = self.labels
+        lines += [f"| rank | steps | mean step | {c.busy} | {c.kernels} | {c.idle} | {c.dataloader} | {c.sync} | "
+                  f"{c.exposed_comm} |",
                   "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         lines += [f"| {r.rank} | {r.steps} | {r.mean_step} | {r.busy} | {r.kernels} | {r.idle} | "
                   f"{r.dataloader} | {r.sync} | {r.exposed_comm} |" for r in self.rows]
@@ -1162,6 +1193,7 @@ class RankTableSection(Section):
         if self.has_gpu:
             lines += ["", f"_GPU figures are {md_text(self.window)}, as the findings' gains. "
                           f"{md_text(self.span_note)}_"]
+        lines += ["", f"_{md_text(c.host_note)}" + (f" {md_text(c.idle_note)}_" if self.has_gpu else "_")]
         return lines
 
 
@@ -1404,10 +1436,10 @@ def _span_note(result: AnalysisResult) -> str:
     if not gpu:
         return ""
     span = (fmt.ms(gpu[0].gpu_span_us) + " long") if len(gpu) == 1 else "each rank's"
-    text = (f"Over the GPU's own span (first to last GPU operation of the trace, all of them; {span}): busy "
+    text = (f"Over the GPU's own span (first to last GPU operation of the trace, all of them; {span}): span busy "
             f"{fmt.pct(a.span_busy_pct)}")
     if any(not r.failed(TEMPORAL_STEP) for r in gpu):
-        text += f"; HTA's temporal breakdown, on its whole-µs times: busy {fmt.pct(a.hta_busy_pct)}"
+        text += f"; HTA's temporal breakdown, on its whole-µs times: HTA busy {fmt.pct(a.hta_busy_pct)}"
     return text + "."
 
 
@@ -1713,10 +1745,11 @@ def tensorboard(r: RankResult, last_step_included: bool) -> str:
         return ""
     last = "" if last_step_included else (
         "; the plugin also counts the trace's last step, which HTA leaves out: --include-last-step keeps it")
-    occupancy = (f", est. SM efficiency {fmt.pct(t.sm_efficiency_pct)}, est. achieved occupancy "
-                 f"{fmt.pct(t.achieved_occupancy_pct)}" if t.kernels_with_data else "")
+    # each figure labelled as the overview's: its window (first and last step included) is not the analyzed steps'
+    occupancy = (f", TensorBoard SM efficiency {fmt.pct(t.sm_efficiency_pct)} and TensorBoard achieved occupancy "
+                 f"{fmt.pct(t.achieved_occupancy_pct)} (estimated)" if t.kernels_with_data else "")
     return (f"The TensorBoard profiler's overview, by its definitions over {_step_range(t.steps)} (the first step "
-            f"included{last}): GPU utilization {fmt.pct(t.gpu_utilization_pct)}{occupancy}.")
+            f"included{last}): TensorBoard GPU utilization {fmt.pct(t.gpu_utilization_pct)}{occupancy}.")
 
 
 def gpu_time(r: RankResult, last_step_included: bool = False, figures: Optional[RankFigures] = None) -> GpuTime:
@@ -1730,12 +1763,13 @@ def gpu_time(r: RankResult, last_step_included: bool = False, figures: Optional[
     else:
         who = "HTA's temporal breakdown, on its whole-µs times" if t.source == "HTA" else \
             "The temporal breakdown as HTA defines it, computed by hta-report from the exact times (HTA's failed)"
-        hta = (f"{who}, over {fmt.ms(t.total_us)}: compute {fmt.pct(t.compute_pct)}, non-compute "
-               f"{fmt.pct(t.non_compute_pct)}, idle {fmt.pct(t.idle_pct)}.")
+        # labelled as HTA's: over the span, on other times, its idle is not the analyzed steps' idle beside it
+        hta = (f"{who}, over {fmt.ms(t.total_us)}: HTA compute {fmt.pct(t.compute_pct)}, HTA non-compute "
+               f"{fmt.pct(t.non_compute_pct)}, HTA idle {fmt.pct(t.idle_pct)}.")
     return GpuTime(
         window=f"GPU busy {x.busy} {of} (kernels {x.kernels}, idle {x.idle}), from the exact times.",
         span=(f"Over its own span (first to last GPU operation of the trace, all of them: "
-              f"{x.gpu_span}): busy {x.span_busy}, exact times."),
+              f"{x.gpu_span}): span busy {x.span_busy}, exact times."),
         hta=hta, replaced=tuple(f"{f.step}: {f.reason}" for f in r.replaced),
         tensorboard=tensorboard(r, last_step_included))
 
@@ -1835,7 +1869,30 @@ def reading_notes(result: AnalysisResult) -> List[str]:
     notes += [f"{f.path}: {fmt.plural(f.enclosing_steps, 'ProfilerStep annotation')} enclosed other steps and "
               "were left out: the steps analyzed are the inner ones"
               for f in result.inventory.files if f.enclosing_steps]
+    notes += parser_notes(result)
     return notes
+
+
+#: How :func:`parser_notes` names each reader (``TraceFileInfo.parser``).
+READERS = {"native": "the native reader (C++)",
+           "python": "the Python reader (the native reader is not built here, or HTA_REPORT_PARSER=python)",
+           "native and python": "the native reader, with the Python reader on the runs of events the native one "
+                                "does not read exactly (names to repair, unusual values)",
+           "hta": "HTA's own parser or the validating reader (the fast readers do not reproduce these files exactly)"}
+
+
+def parser_notes(result: AnalysisResult) -> List[str]:
+    """One line per reader that read the events of some files
+    (``TraceFileInfo.parser``): which reader, and which files where not all;
+    none for results saved before the reader was recorded."""
+    files = [f for f in result.inventory.files if f.parser in READERS]
+    by: Dict[str, List[str]] = {}
+    for f in files:
+        by.setdefault(f.parser, []).append(f.path)
+    if len(by) == 1 and len(files) == len(result.inventory.files):
+        (parser,) = by
+        return [f"Events of {'the file' if len(files) == 1 else f'all {len(files)} files'} read by {READERS[parser]}."]
+    return [f"Events read by {READERS[p]}: {', '.join(paths)}." for p, paths in by.items()]
 
 
 def replaced(result: AnalysisResult) -> List[str]:

@@ -16,8 +16,10 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, COMMUNICATION_STEP, CPU_SIDE_STEP, MEMCPY_STEP,
                      STEP_TIMES_STEP, WINDOWS_STEP, AnalysisResult, Finding, RankGain, RankResult, WhatIf,
                      combined_edit)
+from ..replay_terms import EditLabel
 from .claims import Claims, Ledger, raise_pools
 from .config import AdviceConfig
+from .wording import UNREPLAYED
 
 DOCS_TUNING = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
 DOCS_DATALOADER = "https://pytorch.org/docs/stable/data.html#multi-process-data-loading"
@@ -108,8 +110,9 @@ class Rule:
             run, no threshold value: those depend on the configuration).
         fix: how to remove the cause, in markdown (SARIF's ``help``; a
             finding's own ``fix`` is the code for its run).
-        edit: the edit of the execution graph the fix means, a label of
-            :data:`hta_report.analysis.replay.EDITS` (``""``: none; the
+        edit: the edit of the execution graph the fix means, an
+            :class:`~hta_report.replay_terms.EditLabel` (the labels of
+            :data:`hta_report.analysis.replay.edits.EDITS`; ``""``: none; the
             finding's gain stays an upper bound). The engine gives the
             finding the replay's prediction for it (``Finding.whatif``).
     """
@@ -143,15 +146,16 @@ CORE = (STEP_TIMES_STEP, CPU_SIDE_STEP, WINDOWS_STEP, MEMCPY_STEP, COMMUNICATION
 
 def rule(id: str, number: str, title: str, source: str, threshold: Callable[[AdviceConfig], str], doc_url: str,
          phase: int = CAUSE, needs: Sequence[str] = (), *, description: str, fix: str,
-         edit: str = "") -> Callable[[Check], Check]:
+         edit: Optional[EditLabel] = None) -> Callable[[Check], Check]:
     """Register the decorated function as a rule of the catalogue; it needs
     the analysis steps :data:`CORE` and ``needs``; ``description`` and
     ``fix`` document it (``docs/RULES.md``, SARIF's rule metadata); ``edit``
     names the replay's edit its fix means (:attr:`Rule.edit`).
 
     Raises:
-        ValueError: a rule with this id or number is registered already, or
-            its description or fix is empty.
+        ValueError: a rule with this id or number is registered already, its
+            description or fix is empty, or ``edit`` is not an
+            :class:`~hta_report.replay_terms.EditLabel`.
     """
     def wrap(fn: Check) -> Check:
         taken = [r for r in REGISTRY if r.id == id or r.number == number]
@@ -159,10 +163,12 @@ def rule(id: str, number: str, title: str, source: str, threshold: Callable[[Adv
             raise ValueError(f"rule {id} ({number}) clashes with {taken[0].id} ({taken[0].number})")
         if not description.strip() or not fix.strip():
             raise ValueError(f"rule {id} needs a description and a fix (docs/RULES.md, SARIF's help)")
+        if edit is not None and not isinstance(edit, EditLabel):
+            raise ValueError(f"rule {id} names edit {edit!r}, not an EditLabel (hta_report/replay_terms.py)")
         REGISTRY.append(Rule(id=id, number=number, title=title, source=source, threshold=threshold,
                              doc_url=doc_url, check=fn, phase=phase, needs=CORE + tuple(needs),
                              description=" ".join(description.split()), fix=" ".join(fix.split()),
-                             edit=edit))
+                             edit=edit or ""))
         return fn
     return wrap
 
@@ -513,8 +519,9 @@ def predicted(f: Finding, r: Rule, result: AnalysisResult) -> Optional[WhatIf]:
     else the first of ``f.ranks``), or None: no edit, or no rank of it has a
     prediction the report stands by (:func:`trusted`: the edit changed
     something there, on a rank the replay reproduces), and the finding keeps
-    its bound."""
-    if not r.edit:
+    its bound. A fix that is not the one the edit replays
+    (:data:`~.wording.UNREPLAYED`) gets none either."""
+    if not r.edit or f.fix in UNREPLAYED:
         return None
     order = [g.rank for g in sorted(f.rank_gains, key=lambda g: -g.gain_pct)] or list(f.ranks)
     by_rank = {x.rank: x for x in result.ranks}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..model import AnalysisResult, RankResult
+from ..replay_terms import EditLabel
 from .base import Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step, pct_of_step, per, rule
 from .claims import pool_size
 from .config import AdviceConfig
@@ -70,7 +71,7 @@ def _evidence(r: RankResult) -> str:
       fix=("Batch the samples: stack them and call the model once on a `[64, ...]` tensor instead of once per "
            "sample; with gradient accumulation, use larger micro-batches and fewer accumulation steps (as "
            "memory allows)."),
-      edit="passes batched")
+      edit=EditLabel.PASSES_BATCHED)
 def tiny_batches(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C29: on ranks without GPU activity, :data:`MANY_PASSES` forward passes
     or more per step (loss op calls, ``CpuSide.loss_calls_per_step``) of at

@@ -6,6 +6,7 @@ import statistics
 from typing import List, Tuple
 
 from ..model import COMM_OVERLAP_STEP, MOST_STEPS, AnalysisResult, RankResult
+from ..replay_terms import EditLabel
 from .base import (DOCS_DDP, Fired, Verdict, claim, claim_each, evidence_lines, fine, make_finding, ms, not_checked,
                    of_step, pct_of_step, per, rule, shares_over, up_to, worst_first)
 from .claims import claimable_by
@@ -36,7 +37,7 @@ def exposed_transfer_us(r: RankResult) -> float:
            "gradient_as_bucket_view=True)`), `model.no_sync()` during gradient accumulation, a "
            "larger batch per GPU; FSDP: `forward_prefetch=True`, "
            "`backward_prefetch=BackwardPrefetch.BACKWARD_PRE`."),
-      edit="gradient reduction overlapped")
+      edit=EditLabel.GRADIENT_OVERLAP)
 def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C16: communication kernel time with no compute kernel running, minus
     the time spent waiting for slower ranks (that is C17), above

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..model import TENSOR_CORES_STEP, AnalysisResult, RankResult
 from ..names import short_names
+from ..replay_terms import EditLabel
 from .base import (DOCS_AMP, GENERAL, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step,
                    pct_of_step, per, rule, worst_first)
 from .config import AdviceConfig
@@ -98,7 +99,7 @@ def _fix(r: RankResult) -> str:
       lambda c: (f"computeMajor >= {c.tensor_core_min_major} (NVIDIA) or AMD matrix cores, and Tensor Core share "
                  f"of GEMM/convolution kernel time < {c.tensor_core_pct:g} % (kernels already in 16 or 8 bits "
                  "count as covered)"), DOCS_AMP, phase=GENERAL,
-      needs=(TENSOR_CORES_STEP,), edit="matmuls on Tensor Cores",
+      needs=(TENSOR_CORES_STEP,), edit=EditLabel.TENSOR_CORES,
       description=("On GPUs whose matrix units run 16-bit math (NVIDIA Tensor Cores from Volta, `computeMajor` "
                    "7; AMD matrix cores from MI100; the table: docs/DEVICES.md), the share of GEMM and "
                    "convolution kernel time that runs on them or is already in 16 or 8 bits (an FP8 grouped "

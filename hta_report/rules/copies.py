@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import List
 
 from ..model import AnalysisResult, RankResult
+from ..replay_terms import EditLabel
 from .base import (DOCS_PINNED, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step, pct_of_step,
                    per, rule, shares_over, up_to, worst_first)
 from .config import AdviceConfig
@@ -76,7 +77,7 @@ def _pageable_evidence(r: RankResult) -> str:
       fix=("Copy from pinned memory without blocking: `DataLoader(..., pin_memory=True)` and "
            "`x.to(device, non_blocking=True)`; pin tensors you copy yourself once (`x = "
            "x.pin_memory()`)."),
-      edit="copies pinned and async")
+      edit=EditLabel.COPIES_PINNED)
 def pageable_memcpy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C3: any ``Memcpy HtoD (Pageable -> Device)``-style copy. The gain is the
     copies' exposed time plus the GPU idle gaps that begin inside their
@@ -145,7 +146,7 @@ def _blocking_evidence(r: RankResult) -> str:
       fix=("Issue the copy ahead and let it overlap: `x.to(device, non_blocking=True)` from pinned "
            "memory; read results through a pinned buffer after an event, or every N steps instead of "
            "every step."),
-      edit="copies pinned and async")
+      edit=EditLabel.COPIES_PINNED)
 def blocking_copy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C4: ``aten::copy_``/``aten::to`` ops that copy to the device, call a
     memcpy and then ``cudaStreamSynchronize`` (``non_blocking=False``) or a
@@ -180,7 +181,7 @@ def overlappable_copy_us(r: RankResult) -> float:
 
 
 def _exposed_evidence(r: RankResult, share: float) -> str:
-    dirs = ", ".join(f"{d.direction} {d.count}× {d.total_bytes / 1e6:.1f} MB" for d in r.memcpy.directions
+    dirs = ", ".join(f"{d.direction} {d.count}× ({d.total_bytes / 1e6:.1f} MB in all)" for d in r.memcpy.directions
                      if d.direction != "Memset")
     exposed = r.memcpy.other_exposed_us_per_step
     bound = ("" if overlappable_copy_us(r) >= exposed else

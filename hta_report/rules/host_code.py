@@ -3,6 +3,7 @@ reference kernels, C33 a model run on the CPU of a machine with a GPU."""
 from __future__ import annotations
 
 from ..model import AnalysisResult, RankResult
+from ..replay_terms import EditLabel
 from .base import (DOCS_TUNING, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step, pct_of_step,
                    per, rule, shares_over, up_to)
 from .config import AdviceConfig
@@ -34,7 +35,7 @@ def loop_us(r: RankResult) -> float:
                    "`sync-in-step`'s."),
       fix=("Compute on the whole tensor: `x = (x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + eps)` "
            "instead of `for i in range(len(x)): x[i] = (x[i] - x[i].mean()) / x[i].std()`."),
-      edit="loop vectorized")
+      edit=EditLabel.LOOP_VECTORIZED)
 def per_sample_ops(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C30: on ranks without GPU activity, host time in Python loops over
     elements (``CodePatterns.loop_us_per_step``, loops without scalar reads)
@@ -86,7 +87,7 @@ def train_mode_us(r: RankResult) -> float:
                    "cost time. BatchNorm's mode on the CPU is not checked (the trace shows it only in an op's "
                    "recorded inputs)."),
       fix="Call `model.eval()` before inference (and `torch.inference_mode()` around it).",
-      edit="eval mode")
+      edit=EditLabel.EVAL_MODE)
 def train_mode_inference(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C31: active dropout (``CodePatterns.dropout_us_per_step``) and
     BatchNorm's training-mode kernels (``CodePatterns.bn_training_us_per_step``)
@@ -145,7 +146,7 @@ def slow_us(r: RankResult) -> float:
                    "batches take the oneDNN kernels, several times faster."),
       fix=("Use float32 (`model.float()` and float32 inputs) and batch the samples: a convolution over a "
            "batch in float32 takes oneDNN's kernels."),
-      edit="fast CPU kernels")
+      edit=EditLabel.FAST_CPU_KERNELS)
 def slow_cpu_kernels(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C32: host time in the CPU's reference kernels
     (``CodePatterns.slow_cpu_us_per_step``) above :data:`MIN_PCT` of the
@@ -172,24 +173,47 @@ def slow_cpu_kernels(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
     return claim(fired, hits, ["host:other"], slow_us).verdict(cfg, title, evidence_lines(hits, line), fix)
 
 
+#: Host memory the allocator must have held (bytes) for a trace with memory events on the CPU alone
+#: to show that the model's tensors lived there: 64 MiB, more than a script's stray CPU tensors.
+CPU_ONLY_MEMORY_BYTES = 64 << 20
+
+
+def host_memory_only(r: RankResult) -> bool:
+    """Whether rank ``r``'s ``[memory]`` events (``profile_memory=True``, recorded
+    whether or not the GPU was traced) put every allocation on the CPU, at least
+    :data:`CPU_ONLY_MEMORY_BYTES` of them, and none on a GPU."""
+    m = r.memory
+    return (m.recorded and bool(m.devices) and all(d.device == "cpu" for d in m.devices)
+            and host_peak_bytes(r) >= CPU_ONLY_MEMORY_BYTES)
+
+
+def host_peak_bytes(r: RankResult) -> int:
+    """The largest peak of allocated memory among rank ``r``'s devices (bytes; 0 without memory events)."""
+    return max((d.peak_allocated_bytes for d in r.memory.devices), default=0)
+
+
 def on_cpu(r: RankResult) -> bool:
     """Whether rank ``r`` ran its model on the CPU of a machine with a GPU:
     its trace lists a GPU (``deviceProperties``) but holds no GPU activity and
-    no launch, and its ops are the CPU's own kernels (oneDNN, the reference
-    path) and none of a GPU's (cuDNN, MIOpen). A trace recorded without
-    ``ProfilerActivity.CUDA`` of a model on the GPU shows no such ops."""
-    return (not r.has_gpu and bool(r.device_names) and not r.integrity.launches
-            and bool(r.patterns.cpu_kernel_ops) and not r.patterns.gpu_kernel_ops)
+    no launch, no op of a GPU's (cuDNN, MIOpen), and either ops that are the
+    CPU's own kernels (oneDNN, the reference path) or memory allocated on
+    the CPU alone (:func:`host_memory_only`). A trace recorded without
+    ``ProfilerActivity.CUDA`` of a model on the GPU shows neither: its ops
+    are device-neutral (``aten::addmm``) and its tensors' memory is the GPU's."""
+    return (not r.has_gpu and bool(r.device_names) and not r.integrity.launches and not r.patterns.gpu_kernel_ops
+            and (bool(r.patterns.cpu_kernel_ops) or host_memory_only(r)))
 
 
 @rule("gpu-unused", "C33", "The model runs on the CPU of a machine with a GPU",
       "proposal",
       lambda c: "a trace listing a GPU (deviceProperties) with no GPU activity or launch, whose ops are the CPU's "
-                "own kernels (oneDNN, the reference path) and no GPU's",
+                "own kernels (oneDNN, the reference path) and no GPU's, or whose memory events put every "
+                f"allocation (>= {CPU_ONLY_MEMORY_BYTES >> 20} MiB) on the CPU",
       "https://pytorch.org/docs/stable/notes/cuda.html",
       description=("A trace whose `deviceProperties` lists a GPU, with no kernel, copy or launch, and whose ops "
                    "ran the CPU's own kernels (`aten::mkldnn_convolution`, `aten::_slow_conv2d_forward`, "
-                   "`aten::thnn_*`) and none of a GPU's (`aten::cudnn_*`): the model and its inputs were never "
+                   "`aten::thnn_*`) and none of a GPU's (`aten::cudnn_*`), or whose `[memory]` events put every "
+                   "allocation on the CPU: the model and its inputs were never "
                    "moved to the GPU. The bound is the host time of the step's ops."),
       fix="Move the model and its inputs to the GPU: `model.to('cuda')`, `x = x.to('cuda', non_blocking=True)`.")
 def gpu_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
@@ -205,9 +229,11 @@ def gpu_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdi
     worst = hits[0]
 
     def line(r: RankResult) -> str:
+        where = (f"its ops ran on the CPU ({', '.join(r.patterns.cpu_kernel_ops[:3])})" if r.patterns.cpu_kernel_ops
+                 else f"every allocation is on the CPU (peak "
+                      f"{host_peak_bytes(r) / 2**30:.1f} GiB), none on the GPU")
         return (f"rank {r.rank}: the trace lists {', '.join(sorted(set(r.device_names)))[:120]} but holds no GPU "
-                f"activity or launch; its ops ran on the CPU ({', '.join(r.patterns.cpu_kernel_ops[:3])}): "
-                f"{ms(r.patterns.compute_us_per_step)} {per(r)} in ops")
+                f"activity or launch; {where}: {ms(r.patterns.compute_us_per_step)} {per(r)} in ops")
     fix = ("device = torch.device(\"cuda\")\n"
            "model = model.to(device)\n"
            "x = x.to(device, non_blocking=True)   # every input, each step (pin_memory=True in the DataLoader)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ..errors import plural
-from ..model import IDLE_CAUSE_LABELS, IDLE_CAUSES, AnalysisResult, GpuGap, RankResult
+from ..model import IDLE_CAUSE_LABELS, IDLE_CAUSES, LATE_START_US, AnalysisResult, GpuGap, RankResult
 from .base import (DOCS_COMPILE, DOCS_HTA_IDLE, SYMPTOM, Fired, Verdict, claim, covered_by, evidence_lines, fine,
                    largest, make_finding, ms, not_checked, of_step, pct_of_step, per, per_step, rule, shares_over,
                    step_shares, up_to, worst_first)
@@ -23,9 +23,19 @@ LABELS = IDLE_CAUSE_LABELS
 MIN_SYMPTOM_PCT = 1.0
 
 
+def unexplained_pools(r: RankResult, fired: Fired) -> List[str]:
+    """The idle pools of rank ``r`` in which no finding claimed any time so
+    far: their causes are not named by a finding. Time a finding's cause
+    names but its fix does not remove (a category its prediction released,
+    :func:`~.base.follow_prediction`) has a specific cause, so it is not
+    counted as idle without one."""
+    return [p for p in IDLE if not fired.claimers(r.rank, [p])]
+
+
 def unexplained_idle_us(r: RankResult, fired: Fired) -> float:
-    """GPU idle per step (µs) that no finding claimed so far."""
-    return fired.free_in(r, IDLE)
+    """GPU idle per step (µs) in the categories no finding claimed so far
+    (:func:`unexplained_pools`)."""
+    return fired.free_in(r, unexplained_pools(r, fired))
 
 
 def idle_split(r: RankResult, fired: Fired) -> str:
@@ -86,7 +96,9 @@ def low_gpu_utilization(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
     fix = ("# give the GPU more work per launch and the host less work per iteration:\n"
            "model = torch.compile(model)      # fewer, larger kernels; less Python per iteration\n"
            "# raise the batch size if memory allows; the idle split above shows where the time goes")
-    return claim(fired, hits, IDLE, lambda r: unexplained_idle_us(r, fired)).verdict(cfg, title, evidence, fix)
+    pools = {r.rank: unexplained_pools(r, fired) for r in hits}  # fixed before the claim changes the ledger
+    return claim(fired, hits, lambda r: pools[r.rank], lambda r: fired.free_in(r, pools[r.rank])
+                 ).verdict(cfg, title, evidence, fix)
 
 
 def long_gaps(r: RankResult, cfg: AdviceConfig) -> List[GpuGap]:
@@ -190,6 +202,33 @@ def gpu_idle(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict
     fix = ("# kernels wait on events from other streams (cudaStreamWaitEvent) or on communication:\n"
            "# overlap independent work, avoid torch.cuda.synchronize()/stream.synchronize() between streams,\n"
            "# give communication its own stream (DDP does), and look for a slow peer rank (rank-straggler)")
+    why = "streams wait on each other or on other ranks"
+    if late_start_led(worst):
+        a = worst.idle_attribution
+        evidence.insert(0, (
+            f"rank {worst.rank}: {a.late_starts:,} times, operations launched on an idle GPU start "
+            f"{LATE_START_US / 1000:g} ms or more after their launch returned, {ms(a.late_start_us)} {per(worst)}; "
+            "a launch on an idle GPU starts within tens of µs: the GPU waited on something this trace does not show"))
+        why = "launches start late on an idle GPU, waiting on something the trace does not show"
+        fix = ("# the GPU waited on something this trace does not record: another process or the display on the\n"
+               "# same GPU (time slicing), a driver holding submissions back (Windows WDDM), or a stream dependency\n"
+               "# the profiler does not show (a host callback, an event from another process). Check the GPU is\n"
+               "# this process's alone:\n"
+               "#   nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv\n"
+               "# and profile on a GPU of its own (no display; nvidia-smi -i 0 -c EXCLUSIVE_PROCESS)")
     return claim(fired, hits, ["idle:stream_wait"], lambda r: r.idle_attribution.stream_wait_us).verdict(
-        cfg, f"GPU idle with work queued {val[worst.rank]:.0f} % {of_step(worst)}: streams wait on each other or on "
-             "other ranks", evidence, fix)
+        cfg, f"GPU idle with work queued {val[worst.rank]:.0f} % {of_step(worst)}: {why}", evidence, fix)
+
+
+#: Late starts (``IdleAttribution.late_starts``) from which they are a pattern
+#: and not a one-off (a first launch after the profiler started, a cold start): proposal.
+MIN_LATE_STARTS = 3
+
+
+def late_start_led(r: RankResult) -> bool:
+    """True when most of rank ``r``'s idle with work queued is operations
+    starting late on an idle GPU (``IdleAttribution.late_start_us``, see
+    :func:`~hta_report.analysis.gap_causes.late_starts`), at least
+    :data:`MIN_LATE_STARTS` times."""
+    a = r.idle_attribution
+    return a.late_starts >= MIN_LATE_STARTS and a.late_start_us > 0 and a.late_start_us >= 0.5 * a.stream_wait_us

@@ -5,12 +5,13 @@ from typing import List
 
 from ..errors import plural
 from ..model import AnalysisResult, RankResult
+from ..replay_terms import EditLabel
 from .base import (DOCS_DATALOADER, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step, pct_of_step,
                    per, rule, shares_over, step_words, up_to, worst_first)
 from .config import AdviceConfig
 
 #: Why a DataLoader finding on a CPU-only rank predicts a range (see
-#: :func:`hta_report.analysis.edits.edit_no_dataloader`).
+#: :func:`hta_report.analysis.replay.edits.edit_no_dataloader`).
 CPU_ONLY_RANGE = ("on a rank without GPU work the workers take their CPU time from the cores the training's own "
                   "threads use (PyTorch's intra-op threads default to one per physical core), which the trace does "
                   "not show: the prediction keeps 25-70 % of the loading time in the step, and its interval spans "
@@ -58,7 +59,7 @@ def _with_dataloader(result: AnalysisResult) -> List[RankResult]:
       fix=("Load batches ahead of the step in worker processes: `DataLoader(ds, num_workers=N, "
            "pin_memory=True, persistent_workers=True, prefetch_factor=4)`, with N up to the CPU "
            "cores per GPU; move heavy augmentation to the GPU or offline."),
-      edit="DataLoader hidden")
+      edit=EditLabel.DATALOADER_HIDDEN)
 def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C1: GPU idle while the host is in ``enumerate(DataLoader)#...`` (host
     time in it on ranks without GPU activity) above ``dataloader_pct`` of the step."""
@@ -86,7 +87,7 @@ def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
                    "counts that wait, and this rule is covered by it."),
       fix=("Give the DataLoader worker processes: `DataLoader(ds, num_workers=N, pin_memory=True, "
            "persistent_workers=True)`, with N about the CPU cores per GPU minus one."),
-      edit="DataLoader hidden")
+      edit=EditLabel.DATALOADER_HIDDEN)
 def dataloader_main_process(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C2: batches loaded on the training thread (``_SingleProcessDataLoaderIter``);
     the gain is the DataLoader wait of C1, which worker processes would take

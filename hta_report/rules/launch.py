@@ -4,10 +4,12 @@ from __future__ import annotations
 from typing import List
 
 from ..model import LAUNCH_STEP, AnalysisResult, RankResult
+from ..replay_terms import EditLabel
 from .base import (DOCS_COMPILE, DOCS_HTA_COUNTERS, DOCS_HTA_LAUNCH, EVIDENCE_RANKS, GENERAL, Fired, Verdict, claim,
                    evidence_lines, fine, largest, make_finding, ms, not_checked, of_step, pct_of_step, per, per_step,
                    rule, shares_over, step_shares, up_to, worst_first)
 from .config import AdviceConfig
+from .wording import unreplayed
 
 
 def _launching(result: AnalysisResult) -> List[RankResult]:
@@ -28,7 +30,7 @@ def short_kernel_pct(r: RankResult) -> float:
                    "launch overhead. Long gaps while the host runs its own ops are `host-bound` instead."),
       fix=('Launch fewer, larger kernels: `torch.compile(model, mode="reduce-overhead")` (fusion and '
            "CUDA graphs), a larger batch, fused optimizers (`AdamW(..., fused=True)`)."),
-      edit="step in a CUDA graph")
+      edit=EditLabel.CUDA_GRAPH)
 def launch_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C9: the GPU idles in short gaps (under HTA's 100 µs launch-delay
     cutoff) while the host runs ops and launch calls, or between queued
@@ -50,17 +52,42 @@ def launch_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
               f"GPU idle between back-to-back launches {val[hits[0].rank]:.1f} % {of_step(hits[0])}")
     fix = ("model = torch.compile(model, mode=\"reduce-overhead\")  # fuses kernels, replays them as a CUDA graph\n"
            "# or raise the batch size so each kernel does more work; fused optimizers: AdamW(..., fused=True)")
+    if loop_driven(c.worst):
+        fix = LOOP_FIX
     return c.verdict(cfg, f"Launch-bound: the GPU waits between kernel launches {val[c.worst.rank]:.0f} % "
                           f"{of_step(c.worst)}", evidence_lines(c.hits, _launch_bound_evidence), fix)
 
 
+#: launch-bound's fix where its launches come from a Python loop over elements (:func:`loop_driven`): the
+#: same for every workload, and without the CUDA-graph what-if, which is not its fix (:func:`~.wording.unreplayed`).
+LOOP_FIX = unreplayed("# the launches come from a Python loop over a tensor's elements: one op over the whole tensor\n"
+                    "total = x.sum()            # not: for i in range(len(x)): total += x[i]\n"
+                    "values = x.cpu().tolist()  # one copy, not x[i].item() / x[i].cpu() per element\n"
+                    "# a CUDA graph or torch.compile would replay the same tiny per-element kernels")
+#: Share of the step (%) the host spends in Python loops over elements
+#: (``CodePatterns.loop_us_per_step``) from which launch-bound names the loop
+#: as where its launches come from: past half the step, most launches are the
+#: loop's, and vectorizing it (one kernel for all elements) removes them, where
+#: a CUDA graph would replay the same per-element kernels.
+LOOP_DRIVEN_PCT = 50.0
+
+
+def loop_driven(r: RankResult) -> bool:
+    """True when Python loops over elements hold at least
+    :data:`LOOP_DRIVEN_PCT` of rank ``r``'s step on the host."""
+    return r.patterns.loop_us_per_step > 0 and pct_of_step(r.patterns.loop_us_per_step, r) >= LOOP_DRIVEN_PCT
+
+
 def _launch_bound_evidence(r: RankResult) -> str:
+    loop = (f"; the launches come from Python loops over elements: {r.patterns.loop_iterations:,} iterations or "
+            f"more, {ms(r.patterns.loop_us_per_step)} of host time {per(r)} "
+            f"({pct_of_step(r.patterns.loop_us_per_step, r):.0f} % {of_step(r)})" if loop_driven(r) else "")
     return (f"rank {r.rank}: {r.launch.kernels_per_step:,.0f} kernels {per(r)}, median "
             f"{r.launch.median_kernel_us:.1f} µs; {short_kernel_pct(r):.0f} % shorter than their launch call (median "
             f"launch {r.launch.median_runtime_us:.1f} µs, {r.launch.launch_source or 'HTA'}); the GPU idles {ms(r.idle_attribution.launch_us)} "
             f"{per(r)} ({pct_of_step(r.idle_attribution.launch_us, r):.1f} %) in gaps under 100 µs between launches, "
             f"against {ms(r.idle_attribution.host_ops_us)} in longer gaps while the host runs ops; host time in "
-            f"launch calls {ms(r.launch.launch_call_us_per_step)} {per(r)}")
+            f"launch calls {ms(r.launch.launch_call_us_per_step)} {per(r)}{loop}")
 
 
 @rule("host-bound", "C26", "Host-bound: the GPU waits while the host runs its own work",

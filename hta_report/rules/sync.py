@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ..model import AnalysisResult, RankResult, SyncKindCount
+from ..replay_terms import EditLabel
 from .base import (DOCS_TUNING, EVIDENCE_RANKS, Fired, Verdict, fine, largest, make_finding, ms, not_checked, of_step,
                    per, rule, shares_over, up_to)
 from .config import AdviceConfig
@@ -61,7 +62,7 @@ def _reads(r: RankResult) -> str:
       fix=("Keep values on the GPU inside the loop: no `loss.item()`, `print(tensor)`, "
            "`tensor.cpu()` or data-dependent Python control flow per step; accumulate on the GPU "
            "(`running += loss.detach()`) and read once every N steps."),
-      edit="no host-device sync")
+      edit=EditLabel.NO_SYNC)
 def sync_in_step(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C5: ``cudaStreamSynchronize``/``cudaDeviceSynchronize``/``cudaEventSynchronize``,
     ``aten::item``/``aten::_local_scalar_dense`` and device-to-host reads

@@ -222,6 +222,18 @@ def specific(text: str) -> str:
     return text
 
 
+#: Fix texts of another fix than the one the rule's edit replays (launch-bound's loop fix: vectorizing,
+#: where the rule's edit is a CUDA graph): a finding with one gets no what-if and keeps its bound
+#: (:func:`unreplayed`; :func:`hta_report.rules.base.predicted`).
+UNREPLAYED: Set[str] = set()
+
+
+def unreplayed(text: str) -> str:
+    """``text``, a :func:`specific` fix that the rule's edit does not model: no prediction is attached."""
+    UNREPLAYED.add(text)
+    return specific(text)
+
+
 def fix_for(rule_id: str, ranks: Sequence[RankResult], default: str) -> str:
     """The fix text for a finding of ``rule_id`` on ``ranks``: the first
     :data:`FIXES` variant that applies to their workload (:func:`variants`),

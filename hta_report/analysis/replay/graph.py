@@ -1,4 +1,4 @@
-"""The execution graph of one rank, for :mod:`.replay` to schedule (issue 30).
+"""The execution graph of one rank, for :mod:`.schedule` to schedule (issue 30).
 
 Nodes (times µs, the trace's exact times):
 
@@ -45,12 +45,12 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from .. import intervals
-from .copies import MEMCPY_APIS, WAIT_APIS, htod_from
-from .cpu_side import DATALOADER_PREFIXES
-from .events import RankEvents, is_step, name_strings
-from .gap_causes import STREAM_WAIT_APIS, launching_threads
-from .regions import LAUNCH_CATEGORIES
+from ... import intervals
+from ..copies import MEMCPY_APIS, WAIT_APIS, htod_from
+from ..cpu_side import DATALOADER_PREFIXES
+from ..events import RankEvents, is_step, name_strings
+from ..gap_causes import STREAM_WAIT_APIS, launching_threads
+from ..regions import LAUNCH_CATEGORIES
 
 #: Node kinds.
 HOST, GPU, MARKER, ORIGIN = 0, 1, 2, 3

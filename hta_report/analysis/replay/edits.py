@@ -1,8 +1,9 @@
 """The edits the replay makes to a rank's execution graph: what each fix removes, and nothing else.
 
-Each edit is the graph change one fix means (:mod:`.replay` schedules the
+Each edit is the graph change one fix means (:mod:`.whatif` schedules the
 edited graph and predicts the step). The registry :data:`EDITS` holds, per
-edit, its label (``Rule.edit`` names it), what it changes in words, the
+edit, its label (an :class:`~hta_report.replay_terms.EditLabel`, which
+``Rule.edit`` names), what it changes in words, the
 function that changes the graph and its measured error on recorded fix pairs
 (the part of a prediction's interval that the trace cannot show:
 :attr:`EditSpec.error_pct`). ``docs/EDITS.md`` states the rule of every edit
@@ -34,22 +35,23 @@ from typing import Callable, Dict, Optional, Sequence, Tuple, TypeVar
 import numpy as np
 import pandas as pd
 
-from .. import intervals
-from .collectives import collective_kinds, kinds_of
-from .copies import MEMCPY_APIS, htod_from
-from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES
-from .events import RankEvents
-from .host_loops import loops
-from .host_ops import (BN_STATS_KERNEL, METADATA_OPS, active_dropout, arithmetic_us, batched_us, bn_training_kernels,
+from ... import intervals
+from ...replay_terms import EditLabel
+from ..collectives import collective_kinds, kinds_of
+from ..copies import MEMCPY_APIS, htod_from
+from ..cpu_side import DATALOADER_PREFIXES, SYNC_NAMES
+from ..events import RankEvents
+from ..host_loops import loops
+from ..host_ops import (BN_STATS_KERNEL, METADATA_OPS, active_dropout, arithmetic_us, batched_us, bn_training_kernels,
                        call_overhead_us, has_backward, slow_cpu_ops, step_thread_ops)
-from .kernels import matmuls_without_tensor_cores, tensor_core_speedup
-from .launch_calls import KERNEL_LAUNCH_APIS
-from .optimizer import single_tensor_step_regions, step_regions, zero_grad_regions, zero_writes
-from .pinned_copy import pinned_htod_gbps
-from .regions import LAUNCH_CATEGORIES, containing_index, starts_inside
-from .replay_graph import COPY, E_CROSS, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, NO_WAIT, READ, SYNC, Graph, edge_targets
-from .sync_kinds import classify, removable
-from .workload import GRAPH_LAUNCHES
+from ..kernels import matmuls_without_tensor_cores, tensor_core_speedup
+from ..launch_calls import KERNEL_LAUNCH_APIS
+from ..optimizer import single_tensor_step_regions, step_regions, zero_grad_regions, zero_writes
+from ..pinned_copy import pinned_htod_gbps
+from ..regions import LAUNCH_CATEGORIES, containing_index, starts_inside
+from .graph import COPY, E_CROSS, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, NO_WAIT, READ, SYNC, Graph, edge_targets
+from ..sync_kinds import classify, removable
+from ..workload import GRAPH_LAUNCHES
 
 #: Which end of an edit's uncertain parameters a replay takes (:meth:`Edit.pick`):
 #: the one that gives the shortest step, the middle, the longest.
@@ -116,7 +118,7 @@ CPU_ERROR_PCT = 10.0
 
 @dataclass
 class Edit:
-    """The schedule's inputs after an edit (:func:`~.replay.schedule`): per
+    """The schedule's inputs after an edit (:func:`~.schedule.schedule`): per
     edge, its offset ``off`` (µs) and whether it is dropped (``drop``); per
     node, its ``dur`` and ``delay`` (µs). Edit functions change them in place.
 
@@ -170,24 +172,29 @@ class EditSpec:
         error_source: where ``error_pct`` was measured.
     """
 
-    label: str
+    label: EditLabel
     description: str
     fn: EditFunction
     error_pct: float
     error_source: str
 
 
-#: The edits, by label, in the order they are replayed.
-EDITS: Dict[str, EditSpec] = {}
+#: The edits, by label, in the order they are replayed (that of
+#: :class:`~hta_report.replay_terms.EditLabel`: :func:`check_registry`).
+EDITS: Dict[str, EditSpec] = {}  # keys: EditLabel members
 
 
-def edit(label: str, *, description: str, error_pct: float, error_source: str) -> Callable[[EditFunction], EditFunction]:
+def edit(label: EditLabel, *, description: str, error_pct: float,
+         error_source: str) -> Callable[[EditFunction], EditFunction]:
     """Register the decorated function as the edit ``label`` of :data:`EDITS`.
 
     Raises:
-        ValueError: ``label`` is taken, or the description or error source is empty.
+        ValueError: ``label`` is not an :class:`~hta_report.replay_terms.EditLabel`
+            or is taken, or the description or error source is empty.
     """
     def wrap(fn: EditFunction) -> EditFunction:
+        if not isinstance(label, EditLabel):
+            raise ValueError(f"edit {label!r} is not an EditLabel (hta_report/replay_terms.py)")
         if label in EDITS:
             raise ValueError(f"edit {label!r} is registered already")
         if not description.strip() or not error_source.strip():
@@ -281,14 +288,14 @@ def _spans(rows: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- the edits
 
 
-@edit("no host-device sync",
+@edit(EditLabel.NO_SYNC,
       description=("the synchronizations a fix can remove are gone (a .item() or .cpu() whose value the step does not "
                    "need on the host: a logged loss, a metric; an explicit synchronize with work after it): the host "
                    "no longer waits for the GPU there; a Python loop of .item() reads becomes one vectorized read; the "
                    "read of an inference step's output, values that decide control flow, data-dependent shapes and "
                    "the step-end synchronize of a timing harness stay"),
       error_pct=20.0,
-      error_source=("H200 .item() pairs, 8 rounds scored paired (README, 2026-11-27): rounds within -29.1 to "
+      error_source=("H200 .item() pairs, 8 rounds scored paired (docs/whatif.md, 2026-11-27): rounds within -29.1 to "
                     "+18.9 %, median -11.7 %; injected .item() causes within 6.5 %"))
 def edit_no_sync(ev: RankEvents, g: Graph, e: Edit) -> None:
     """Removable synchronizations (:mod:`.sync_kinds`) gone: on a rank with GPU
@@ -357,7 +364,7 @@ def vectorize_loops(ev: RankEvents, g: Graph, e: Edit, with_reads: bool) -> None
     replace_host_ops(g, e, _spans(found), keep_us=keep, keep_nodes=kept)
 
 
-@edit("loop vectorized",
+@edit(EditLabel.LOOP_VECTORIZED,
       description=("a Python loop over a tensor's elements or samples (one small op per element) becomes one "
                    "vectorized op: the loop's host time goes, its arithmetic stays"),
       error_pct=25.0,
@@ -370,13 +377,13 @@ def edit_vectorize(ev: RankEvents, g: Graph, e: Edit) -> None:
     vectorize_loops(ev, g, e, with_reads=False)
 
 
-@edit("DataLoader hidden",
+@edit(EditLabel.DATALOADER_HIDDEN,
       description=("the host's time inside DataLoader iteration is hidden by worker processes that prepare the "
                    "batches ahead: all of it on a rank with GPU work (assumes CPU cores the training leaves free), "
                    "part of it on a CPU-only rank, where the workers take their CPU time from the cores the "
                    "training's threads use"),
       error_pct=15.0,
-      error_source=("H200 pairs num_workers 0 -> 4: +6.0 %, -15.0 % (README, 2026-11-27); CPU: fix bench "
+      error_source=("H200 pairs num_workers 0 -> 4: +6.0 %, -15.0 % (docs/whatif.md, 2026-11-27); CPU: fix bench "
                     "dataloader_workers (docs/FIXBENCH.md)"))
 def edit_no_dataloader(ev: RankEvents, g: Graph, e: Edit) -> None:
     """The host's time inside DataLoader iteration annotations removed from
@@ -436,13 +443,13 @@ def capturable(ev: RankEvents, windows: np.ndarray) -> Dict[int, np.ndarray]:
     return out
 
 
-@edit("step in a CUDA graph",
+@edit(EditLabel.CUDA_GRAPH,
       description=("the region of the step a CUDA graph can capture (from its first kernel launch to its last) is "
                    "replayed as one graph: the host's time in its launch calls and the Python between them goes and "
                    "its kernels run back to back; host work outside it (data loading, pre- and post-processing) and "
                    "CPU work inside it stay, as do synchronizations"),
       error_pct=22.0,
-      error_source=("H200 CUDA-graph pairs, 8 rounds scored paired (README, 2026-11-27): -12.5 to -22.1 % against "
+      error_source=("H200 CUDA-graph pairs, 8 rounds scored paired (docs/whatif.md, 2026-11-27): -12.5 to -22.1 % against "
                     "the profiled after-step (the profiler slows a graph's kernels), -3.3 to -12.6 % against the "
                     "step without the profiler"))
 def edit_cuda_graph(ev: RankEvents, g: Graph, e: Edit) -> None:
@@ -479,13 +486,13 @@ def edit_cuda_graph(ev: RankEvents, g: Graph, e: Edit) -> None:
     e.delay[gpu] = np.minimum(e.delay[gpu], GRAPH_GAP_US)
 
 
-@edit("copies pinned and async",
+@edit(EditLabel.COPIES_PINNED,
       description=("host-to-device copies stop blocking the host (pinned memory, non_blocking=True) and copies from "
                    "pageable memory run at the pinned rate (the trace's own pinned copies, else the device's PCIe "
                    "link)"),
       error_pct=15.0,
       error_source=("H200 pinned 16 and 64 MiB pairs: paired +0.2, +0.7 %; least disturbed -7.5 to -13.9 %; "
-                    "pin_memory with 4 workers +4.0 % (README, 2026-11-27)"))
+                    "pin_memory with 4 workers +4.0 % (docs/whatif.md, 2026-11-27)"))
 def edit_async_copies(ev: RankEvents, g: Graph, e: Edit) -> None:
     """Copies made from pinned memory with ``non_blocking=True``: a blocking
     copy call (pageable ``cudaMemcpyAsync``, ``cudaMemcpy``) and a
@@ -540,12 +547,32 @@ def gpu_nodes(g: Graph, rows: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
     return np.asarray(nodes, dtype=np.int64), np.asarray(at, dtype=np.int64)
 
 
-@edit("matmuls on Tensor Cores",
-      description=("GEMM and convolution kernels that ran without Tensor Cores take 1/k of their time, k the "
-                   "device's 16-bit Tensor-Core peak over its fp32 peak (14.8 on H100/H200, 16 on A100; bf16 "
-                   "autocast)"),
+#: A GEMM or convolution kernel's fixed cost (µs): launch ramp, prologue, tail, which no
+#: precision shortens. The shortest Tensor Core GEMM kernels in the field traces run 1.5 µs
+#: (MI300X), 5.5 µs (RTX 4090), 6 µs (H100): a kernel does not get below this.
+MATMUL_FIXED_US = 2.0
+#: Matrix-vector kernels (cuBLAS ``gemv*``) read each weight once: memory-bound, they gain
+#: from 16-bit inputs only the halved bytes (at most 2x), never the Tensor Cores' peak.
+GEMV_SPEEDUP = 2.0
+#: cuBLAS's matrix-vector kernels (``gemv2T_kernel_val``, ``gemvx``, ``gemv2N``...).
+GEMV_KERNEL = re.compile(r"gemv", re.IGNORECASE)
+
+
+def matmul_after_16_bit(dur: np.ndarray, k) -> np.ndarray:
+    """Kernel durations (µs) after a move to 16-bit matrix math with speedup
+    ``k`` (a scalar or one per kernel): the fixed cost
+    (:data:`MATMUL_FIXED_US`, or the whole kernel where shorter) stays, the
+    rest takes ``1/k`` of its time."""
+    fixed = np.minimum(dur, MATMUL_FIXED_US)
+    return fixed + (dur - fixed) / k
+
+
+@edit(EditLabel.TENSOR_CORES,
+      description=("GEMM and convolution kernels that ran without Tensor Cores take 1/k of their time beyond "
+                   "a 2 µs fixed cost, k the device's 16-bit Tensor-Core peak over its fp32 peak (14.8 on "
+                   "H100/H200, 16 on A100; bf16 autocast); matrix-vector kernels, memory-bound, 1/2"),
       error_pct=8.0,
-      error_source="H200 bf16 autocast pairs: -6.1 %, +2.4 % (README, 2026-11-27)")
+      error_source="H200 bf16 autocast pairs: -6.1 %, +2.4 % (docs/whatif.md, 2026-11-27)")
 def edit_tensor_cores(ev: RankEvents, g: Graph, e: Edit) -> None:
     """GEMMs and convolutions moved onto Tensor Cores (bf16/fp16 autocast):
     each kernel of :func:`~.kernels.matmuls_without_tensor_cores` takes
@@ -553,24 +580,31 @@ def edit_tensor_cores(ev: RankEvents, g: Graph, e: Edit) -> None:
     its fp32 peak (:func:`~.kernels.tensor_core_speedup`; no change on a
     device the table does not know), on a rank whose GEMMs and convolutions
     spend less than :data:`TENSOR_CORE_EDIT_MAX_PCT` of their time on Tensor
-    Cores (elsewhere the rank already uses them: no edit). Left out: the casts
-    autocast adds and the 16-bit elementwise kernels, which move half the bytes."""
+    Cores (elsewhere the rank already uses them: no edit). Only the part of a
+    kernel beyond its fixed cost scales (:func:`matmul_after_16_bit`), and a
+    matrix-vector kernel, memory-bound, at most by :data:`GEMV_SPEEDUP`.
+    Left out: the casts autocast adds and the 16-bit elementwise kernels,
+    which move half the bytes."""
     k = tensor_core_speedup(e.devices)
     if not k:
         return
 
-    def lookup() -> np.ndarray:
+    def lookup() -> Tuple[np.ndarray, np.ndarray]:
         rows, share = matmuls_without_tensor_cores(ev)
-        return gpu_nodes(g, rows)[0] if share < TENSOR_CORE_EDIT_MAX_PCT else np.empty(0, dtype=np.int64)
-    nodes = _per_graph(ev, g, "tensor-core nodes", lookup)
-    e.dur[nodes] = e.dur[nodes] / k
+        if share >= TENSOR_CORE_EDIT_MAX_PCT:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=bool)
+        nodes, at = gpu_nodes(g, rows)
+        names = rows["s_name"].to_numpy()[at] if "s_name" in rows.columns else np.array([""] * len(at))
+        return nodes, np.array([bool(GEMV_KERNEL.search(str(n))) for n in names], dtype=bool)
+    nodes, gemv = _per_graph(ev, g, "tensor-core nodes", lookup)
+    e.dur[nodes] = matmul_after_16_bit(e.dur[nodes], np.where(gemv, min(k, GEMV_SPEEDUP), k))
 
 
-@edit("zero_grad sets None",
+@edit(EditLabel.ZERO_GRAD_NONE,
       description=("the aten::zero_ ops inside zero_grad, and backward's adds into the zeroed gradients, are gone "
                    "with the GPU work they launch (zero_grad(set_to_none=True))"),
       error_pct=5.0,
-      error_source="CPU pairs zero-grad-zeros recorded in one process: -0.2 % (README, 2026-11-27)")
+      error_source="CPU pairs zero-grad-zeros recorded in one process: -0.2 % (docs/whatif.md, 2026-11-27)")
 def edit_no_zero_fill(ev: RankEvents, g: Graph, e: Edit) -> None:
     """``zero_grad(set_to_none=True)``: the ``aten::zero_`` ops inside
     ``Optimizer.zero_grad`` (:func:`~.optimizer.zero_writes`) removed with
@@ -592,13 +626,13 @@ def edit_no_zero_fill(ev: RankEvents, g: Graph, e: Edit) -> None:
     remove_host_ops(g, e, pd.concat([zeros, adds]) if len(adds) else zeros)
 
 
-@edit("optimizer fused",
+@edit(EditLabel.OPTIMIZER_FUSED,
       description=("the single-tensor optimizer step's host time (its per-parameter ops and the Python loop between "
                    "them) goes with the kernels it launched; on a GPU rank the fused step's own cost (a few hundred µs "
                    "of host time, a few short kernels) is left out, on a CPU-only rank its arithmetic stays"),
       error_pct=20.0,
       error_source=("H200 fused AdamW pairs, 8 rounds scored paired: median -3.1 %, rounds -22.1 to +24.4 % "
-                    "(README, 2026-11-27); CPU: fix bench foreach_optimizer (docs/FIXBENCH.md)"))
+                    "(docs/whatif.md, 2026-11-27); CPU: fix bench foreach_optimizer (docs/FIXBENCH.md)"))
 def edit_fused_optimizer(ev: RankEvents, g: Graph, e: Edit) -> None:
     """A fused optimizer step (``AdamW(fused=True)``, or ``foreach=True``) in
     place of the single-tensor one: the host time of the single-tensor
@@ -639,7 +673,7 @@ def _region_ops(ev: RankEvents, w: np.ndarray, regions: pd.DataFrame) -> Tuple[f
     return op_us, max(0.0, region - op_us)
 
 
-@edit("passes batched",
+@edit(EditLabel.PASSES_BATCHED,
       description=("the many small forward/backward passes of a step become fewer, larger ones (one over the whole "
                    "batch for a model called per sample; micro-batches of 16 for gradient accumulation): each op's "
                    "fixed cost per call (Python, dispatch, the profiler, and its own set-up) is paid once per larger "
@@ -687,7 +721,7 @@ def _passes(ev: RankEvents, w: np.ndarray) -> Optional[Tuple[pd.DataFrame, pd.Da
     fixed cost of a call (µs), the share of the passes the fix keeps
     (:func:`target_passes` / passes per step) and their total host time (µs,
     over all windows); None below two passes a step."""
-    from .cpu_side import forward_passes
+    from ..cpu_side import forward_passes
     cpu = ev.cpu
     ops = step_thread_ops(ev, w)
     if ops.empty:
@@ -715,7 +749,7 @@ def _passes(ev: RankEvents, w: np.ndarray) -> Optional[Tuple[pd.DataFrame, pd.Da
 BN_INFERENCE_KEPT = (0.5, 0.67, 0.85)
 
 
-@edit("eval mode",
+@edit(EditLabel.EVAL_MODE,
       description=("an inference step's model in eval mode: the dropout ops a model left in training mode runs "
                    "(each draws a random mask) are gone with their GPU work, and BatchNorm's training-mode kernels "
                    "run as inference kernels (no batch statistics)"),
@@ -743,7 +777,7 @@ def edit_eval_mode(ev: RankEvents, g: Graph, e: Edit) -> None:
         e.dur[nodes] = e.dur[nodes] * np.where(stats, 0.0, e.pick(BN_INFERENCE_KEPT))
 
 
-@edit("fast CPU kernels",
+@edit(EditLabel.FAST_CPU_KERNELS,
       description=("the CPU's reference kernels (the slow convolution path taken for float64, dilated or "
                    "unusual layouts) replaced by the oneDNN/float32 path, several times faster"),
       error_pct=30.0,
@@ -768,11 +802,11 @@ def edit_fast_cpu_kernels(ev: RankEvents, g: Graph, e: Edit) -> None:
 GRADIENT_COLLECTIVE = re.compile(r"^(nccl|rccl).*(allreduce|reducescatter|reduce_scatter)", re.IGNORECASE)
 
 
-@edit("gradient reduction overlapped",
+@edit(EditLabel.GRADIENT_OVERLAP,
       description=("compute no longer waits for the gradient all-reduces and reduce-scatters, but the last of each "
                    "step, which the optimizer needs; the collectives keep their measured durations"),
       error_pct=8.0,
-      error_source="DDP without overlap injected into the A100/V100 trace_diff traces: +2.1, +5.2 % (README)")
+      error_source="DDP without overlap injected into the A100/V100 trace_diff traces: +2.1, +5.2 % (docs/whatif.md)")
 def edit_overlap_gradient_collectives(ev: RankEvents, g: Graph, e: Edit) -> None:
     """Gradient reduction overlapped with compute (DDP buckets that start
     during backward, ``no_sync`` where it applies, FSDP's backward prefetch):
@@ -842,3 +876,19 @@ def warmup_nodes(g: Graph, warmup: pd.DataFrame) -> np.ndarray:
     hit = [i for i, k in zip(host.tolist(), zip(g.thread[host].tolist(), g.m_start[host].tolist())) if k in keys]
     mask[hit] = True
     return mask
+
+
+def check_registry() -> None:
+    """Check that :data:`EDITS` holds every :class:`~hta_report.replay_terms.EditLabel`,
+    in its order (run at import: a label without its edit, or an edit out of
+    order, fails the import, not a report).
+
+    Raises:
+        RuntimeError: the registry's labels differ from :class:`EditLabel`'s.
+    """
+    if list(EDITS) != list(EditLabel):
+        raise RuntimeError(f"edits registered {[str(x) for x in EDITS]}, labels declared {[str(x) for x in EditLabel]} "
+                           "(hta_report/replay_terms.py): register one edit per label, in the labels' order")
+
+
+check_registry()
