@@ -97,7 +97,8 @@ def is_user_frame(path: str, library: Sequence[str] = ()) -> bool:
     names, or path prefixes with a ``/``), and not this tool's own code or a
     script runner under any path (:func:`is_tool_frame`)."""
     p = path.replace("\\", "/")
-    if not p or p.startswith("<") or "/site-packages/" in p or "/dist-packages/" in p:
+    # a path trimmed to the folder above site-packages starts with it ("site-packages/torch/...")
+    if not p or p.startswith("<") or "/site-packages/" in f"/{p}" or "/dist-packages/" in f"/{p}":
         return False
     if is_tool_frame(p):
         return False

@@ -184,7 +184,7 @@ def _finding_brief(f) -> Dict[str, Any]:
     return {"id": f.id, "title": clip(f.title), "severity": f.severity, "ranks": f.ranks[:MAX_ITEMS],
             "gain_ms_per_step": round(f.gain_ms_per_step, 3), "gain_pct": round(f.gain_pct, 2),
             "share_pct": round(f.share_pct, 2), "has_whatif": f.whatif is not None,
-            "locations": len(f.locations)}
+            "locations": len(f.locations), "events": len(f.events)}
 
 
 def _envelope(schema_def: str, **body: Any) -> Dict[str, Any]:
@@ -243,9 +243,14 @@ FINDING_GAP_CAUSES: Dict[str, Tuple[str, ...]] = {
 def explain_finding(ws: Workspace, path: str, finding_id: str, k: int = 5) -> Dict[str, Any]:
     """One finding whole: evidence, fix, per-rank gains, source lines (with
     excerpts), the what-if of its fix with its 80 % interval (µs per step),
-    the rule's check, and the ``k`` longest GPU idle gaps of its cause on
-    its ranks (each cited by rank, ``ts_us`` from the trace directory's
-    start, step, duration µs) where the finding is about idle time."""
+    the rule's check, its evidence events (``events``: at most 20
+    :class:`~hta_report.model.EventRef`, the largest gap first, each cited by
+    rank, stream, correlation, ``ts_us`` from the trace directory's start and
+    ``trace_ts_us`` on the file's own clock, with its ``role``: the host
+    ``call`` a gap began in, the GPU operation ``before`` it, the one
+    ``after``), and the ``k`` longest GPU idle gaps of its cause on its ranks
+    (each cited by rank, ``ts_us``, step, duration µs) where the finding is
+    about idle time."""
     result = ws.result(path)
     for f in result.findings:
         if f.id == finding_id:
@@ -256,7 +261,12 @@ def explain_finding(ws: Workspace, path: str, finding_id: str, k: int = 5) -> Di
                 gaps = sorted((_gap(r.rank, g) for r in result.ranks if r.rank in f.ranks
                                for g in r.idle_attribution.gaps if not causes or g.cause in causes),
                               key=lambda g: -g["duration_us"])[: max(1, min(k, MAX_ITEMS))]
-            return _envelope("Finding", finding=plain(f), check=plain(check) if check is not None else None,
+            body = plain(f)
+            origin = {r.rank: r.time_origin_us for r in result.ranks}
+            for ref in body.get("events") or []:
+                if origin.get(ref["rank"]):
+                    ref["trace_ts_us"] = round(ref["ts_us"] + origin[ref["rank"]], 3)
+            return _envelope("Finding", finding=body, check=plain(check) if check is not None else None,
                              gaps=gaps)
     known = ", ".join(f.id for f in result.findings[:MAX_ITEMS]) or "none"
     raise ToolInputError(f"no finding {clip(finding_id, 80)!r}; the run's findings: {known}", clip(path))
@@ -300,12 +310,23 @@ def top_ops(ws: Workspace, path: str, rank: Optional[int] = None, k: int = 10) -
     """Host (CPU) ops of one rank by self time over the analyzed window, top
     ``k`` (name, count, total and self µs), with the GPU time each op's
     kernels took where the trace has stacks (``gpu_by_op``), the
-    synchronizations per step and the DataLoader's time."""
+    synchronizations per step and the DataLoader's time; ``code_times``,
+    the host time (µs per step) of each cause (``sync``, ``dataloader``,
+    ``pageable_copy``, ``optimizer``) under the user's innermost source
+    frames (``"train.py(42): step"``, as the trace names them; stack traces
+    only), top ``k`` per cause; and ``optimizer``, the ``Optimizer.step``
+    profile (kernels launched from it per step, host µs per step, the host
+    µs of their launch calls per step, whether it is foreach or fused)."""
     result = ws.result(path)
     r = _rank(result, rank)
     page, info = _page(r.cpu.top_ops, 0, k)
+    kk = max(1, min(k, MAX_ITEMS))
+    code: List[Any] = []
+    for cause in dict.fromkeys(t.category for t in r.code.times):
+        code += sorted((t for t in r.code.times if t.category == cause), key=lambda t: -t.time_us)[:kk]
     return _envelope("NamedTime", rank=r.rank, ops=plain(page),
-                     gpu_by_op=plain(r.code.gpu_by_op[: max(1, min(k, MAX_ITEMS))]),
+                     gpu_by_op=plain(r.code.gpu_by_op[:kk]), code_times=plain(code[:MAX_ITEMS]),
+                     optimizer=plain(r.optimizer),
                      sync_calls_per_step=round(r.cpu.sync_calls_per_step, 3),
                      sync_us_per_step=round(r.cpu.sync_us_per_step, 3),
                      sync_events=plain(r.cpu.sync_events[:10]),

@@ -200,7 +200,14 @@ class EventRef:
     and ``correlation`` (the trace's own id linking a launch to its GPU
     work) identify it; ``ts_us`` is its start in µs from the start of the
     trace directory (HTA's alignment: the earliest event of all ranks at 0),
-    ``dur_us`` its duration (µs), ``name`` its name as recorded."""
+    ``dur_us`` its duration (µs), ``name`` its name as recorded. ``role``
+    says what the event is to the finding or gap that cites it (empty where
+    it needs no word): ``call``, the host call a GPU idle gap began in (the
+    synchronization, copy, DataLoader or optimizer call the host was in);
+    ``before``, the GPU operation that ended as the gap began (what a
+    synchronization waited for); ``after``, the one that ended the gap (the
+    next launch's work); ``launched``, the GPU operation a cited call
+    launched (the same ``correlation``: a copy's memcpy)."""
 
     rank: int
     stream: int
@@ -208,6 +215,28 @@ class EventRef:
     ts_us: float
     dur_us: float
     name: str = ""
+    role: str = ""
+
+
+@dataclass(slots=True)
+class CauseEvents:
+    """The events that show one GPU idle cause of a rank
+    (:class:`IdleAttribution`): ``cause`` (a category of it: ``sync``,
+    ``dataloader``, ``pageable_copy``...; ``any`` for the longest gaps of
+    every cause) and ``events``, at most :data:`MAX_EVIDENCE_EVENTS`
+    :class:`EventRef` items, the largest gap of the cause first, each gap as the
+    host call it began in (``role`` ``call``, where the cause is a call),
+    the GPU operation before it (``before``) and the one after it (``after``),
+    then the cause's longest calls that began no gap (``call``), each with
+    the GPU operation it launched (``launched``) or else the one it waited for
+    (``before``)."""
+
+    cause: str
+    events: List[EventRef] = field(default_factory=list)
+
+
+#: The most events a finding (``Finding.events``) or an idle cause (``CauseEvents.events``) cites.
+MAX_EVIDENCE_EVENTS = 20
 
 
 @dataclass(slots=True)
@@ -683,7 +712,9 @@ class IdleAttribution:
     process or one the profiler does not record. ``late_starts`` counts
     those late starts in the whole trace (operations starting together count once).
 
-    ``gaps`` lists the longest idle gaps (up to 10).
+    ``gaps`` lists the longest idle gaps (up to 10). ``events`` cites, per
+    cause with idle time, the trace events of its largest gaps
+    (:class:`CauseEvents`; empty in results from before it was recorded).
     """
 
     kernel_busy_us: float = 0.0
@@ -706,6 +737,7 @@ class IdleAttribution:
     late_start_us: float = 0.0
     late_starts: int = 0
     gaps: List[GpuGap] = field(default_factory=list)
+    events: List[CauseEvents] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -809,7 +841,10 @@ class OptimizerProfile:
     Per analyzed step: ``step_us_per_step`` host time inside ``Optimizer.step``,
     ``ops_per_step`` CPU ops inside it, ``kernels_per_step`` and
     ``kernel_us_per_step`` (µs) the GPU kernels launched from inside it,
-    ``median_kernel_us`` their median duration. ``multi_tensor`` is True when
+    ``median_kernel_us`` their median duration, ``launch_us_per_step`` the
+    host time (µs) of the runtime or driver calls inside it that launched
+    those kernels (the launch overhead a fused or foreach step saves most
+    of). ``multi_tensor`` is True when
     the step uses a foreach or fused implementation (``aten::_foreach_*`` or
     ``aten::_fused_*`` ops, ``multi_tensor_apply``/fused kernels, or an
     optimizer class named ``Fused*``), and ``marker`` names what showed it.
@@ -831,6 +866,7 @@ class OptimizerProfile:
     kernel_us_per_step: float = 0.0
     median_kernel_us: float = 0.0
     multi_tensor: bool = False
+    launch_us_per_step: float = 0.0
     marker: str = ""
     zero_grad_name: str = ""
     zero_grad_calls: int = 0
@@ -937,9 +973,11 @@ class OccupancySummary:
     * ``small_grid_us_per_step``: time per step of kernels with blocks per
       SM < 1 (some SMs have no block at all); ``small_grid_pct`` is it as %
       of ``kernel_us_per_step`` (the compute kernels with the args);
-    * ``idle_sm_us_per_step``: Σ d·(1 − blocks per SM) of those kernels per
-      step: SM time they leave idle (µs), the upper bound of what filling
-      the SMs (larger batch, fused kernels) could save.
+    * ``idle_sm_us_per_step``: Σ a·(1 − blocks per SM) of those kernels per
+      step, ``a`` each one's time with no kernel of another stream beside it
+      (µs; concurrent kernels may hold the SMs it leaves): SM time they leave
+      idle, the upper bound of what filling the SMs (larger batch, fused
+      kernels) could save.
 
     ``kernels_with_data`` counts the compute kernels that carry the args;
     ``missing_reason`` says why nothing was measured (empty when measured).
@@ -1777,6 +1815,14 @@ class Finding:
             for a rule whose fix is an edit of the execution graph
             (``Rule.edit``); None where the rule has no edit or no rank of it
             was replayed: the gain is then only the upper bound above.
+        events: the trace events that are its evidence, cited by rank,
+            stream, correlation and ``ts_us`` (:class:`EventRef`; ``role``
+            says what each is): at most :data:`MAX_EVIDENCE_EVENTS`, the
+            largest first, from its ranks' recorded evidence of the causes
+            its rule measures (``Rule.evidence``: the idle gaps of that
+            cause, the host call each began in and its neighbouring GPU
+            operations, :class:`CauseEvents`); empty for a rule that cites
+            no events, and in results from before it was recorded.
     """
 
     id: str
@@ -1796,6 +1842,7 @@ class Finding:
     whatif: Optional[WhatIf] = None
     bound_ms_per_step: float = 0.0
     bound_pct: float = 0.0
+    events: List[EventRef] = field(default_factory=list)
 
 
 #: The hosts our rules' documentation links point at (``Finding.doc_url``;

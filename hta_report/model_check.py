@@ -87,9 +87,9 @@ AGGREGATE_SINCE_3 = frozenset({"kernel_busy_pct", "span_busy_pct", "hta_busy_pct
 # built from them). HTA's per-stream figures can make one cause negative and
 # another pass 100 % on a malformed trace (an event listed twice); they are
 # checked as finite numbers only.
-#: Integer fields that may be negative (step numbers, stream ids, fields
+#: Integer fields that may be negative (step numbers, stream ids, correlations (-1: none), fields
 #: copied from the trace); every other integer (counts, bytes, ranks) may not.
-SIGNED_INTS = frozenset({"number", "stream", "world_size", "schema_version", "compute_major",
+SIGNED_INTS = frozenset({"number", "stream", "correlation", "world_size", "schema_version", "compute_major",
                          "kineto_schema_versions", "steps"})
 #: Largest finite float: an integer above it in a float field overflows (µs, %, bytes alike).
 _MAX_FLOAT = sys.float_info.max

@@ -78,3 +78,130 @@ def test_late_starts_on_an_idle_gpu_withhold_every_prediction(tmp_path):
     short.mkdir()
     late_start_trace(200.0).write(short / "rank-0.json")
     assert analyze(short).ranks[0].replay.whatifs
+
+
+def test_host_bound_on_cpu_random_tensors_says_to_draw_them_on_the_gpu(tmp_path):
+    """Each step draws its input on the CPU (aten::normal_, 3 ms) and copies it
+    to the GPU before a 1 ms kernel: host-bound, and the fix names the op's
+    remedy (draw on the device) rather than moving preprocessing to workers."""
+    b = TraceBuilder(rank=0, gpu_name="Tesla T4", compute_major=7)
+    sim = Sim(b)
+    for s in range(1, 7):
+        start = sim.t
+        with sim.region("aten::randn"):
+            sim.cpu("aten::normal_", 3000.0)
+        sim.copy("HtoD", 4 << 20, pinned=False, non_blocking=False)
+        sim.op("aten::mm", [(FP32_GEMM, 1000.0)], host_us=10.0)
+        sim.idle(20.0)
+        b.step(s, start, sim.t - start)
+    path = tmp_path / "run" / "rank-0.json.gz"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(gzip.compress(json.dumps(b.document()).encode()))
+    r = analyze(path.parent)
+    f = next(f for f in r.findings if f.id == "host-bound")
+    assert 'device="cuda"' in f.fix and "aten::normal_" in f.fix
+
+
+def _small_grid_run(tmp_path, beside: bool):
+    """Per step a 400 µs GEMM with 0.5 blocks per SM on stream 7; with
+    ``beside``, another stream's kernel runs over the whole of it."""
+    b = TraceBuilder(rank=0)
+    for i in range(5):
+        t = i * 1000.0
+        b.step(i + 1, t, 1000.0)
+        b.kernel(FP32_GEMM, t + 100, 400.0, sm=(0.5, 25.0))
+        if beside:
+            b.kernel("void side_stream_kernel<float>(float*)", t + 90, 420.0, stream=20, sm=(2.0, 50.0))
+    d = tmp_path / ("beside" if beside else "alone")
+    d.mkdir()
+    b.write(d / "rank-0.json")
+    return analyze(d).ranks[0].occupancy
+
+
+def test_a_small_grid_leaves_sms_idle_only_while_no_other_stream_runs(tmp_path):
+    alone = _small_grid_run(tmp_path, beside=False)
+    assert alone.idle_sm_us_per_step == pytest.approx(0.5 * 400.0)
+    beside = _small_grid_run(tmp_path, beside=True)
+    assert beside.idle_sm_us_per_step == pytest.approx(0.0)
+
+
+def _two_ranks(tmp_path, backend: str, nccl_kernel: bool):
+    from kineto import NCCL_ALLREDUCE
+    d = tmp_path / f"{backend}-{nccl_kernel}"
+    d.mkdir()
+    for rank in range(2):
+        b = TraceBuilder(rank=rank, world_size=2, backend=backend)
+        for i in range(4):
+            t = i * 1000.0
+            b.step(i + 1, t, 1000.0)
+            b.kernel(FP32_GEMM, t + 100, 300.0)
+            if nccl_kernel:  # c10d's host op around the launch, as torch records it
+                b.cpu_op("c10d::allreduce_", t + 420, 40.0)
+                b.kernel(NCCL_ALLREDUCE, t + 450, 200.0, launch_ts=t + 430, stream=20)
+            else:
+                b.cpu_op("gloo:all_reduce", t + 450, 300.0)
+        b.write(d / f"rank-{rank}.json")
+    return analyze(d)
+
+
+def test_an_unnamed_backend_running_nccl_kernels_is_nccl(tmp_path):
+    """torch 2.x writes backend 'undefined' for init_process_group() without
+    a backend, which runs NCCL for CUDA tensors: NCCL kernels in the trace
+    mean NCCL, whatever distributedInfo says; gloo ops on a GPU run do not."""
+    r = _two_ranks(tmp_path, "undefined", nccl_kernel=True)
+    assert not any(f.id == "non-nccl-backend" for f in r.findings)
+    r = _two_ranks(tmp_path, "gloo", nccl_kernel=False)
+    assert any(f.id == "non-nccl-backend" for f in r.findings)
+
+
+ALLGATHER = "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def test_a_stalled_collective_does_not_choose_the_kind_of_the_fix(tmp_path):
+    """Tensor-parallel inference (an all-reduce after each layer) with one
+    all-gather a step, one of which stalls for 20 ms (a cold pass, a late
+    peer): the stall is left out of the finding, so the fix is that of the
+    tensor-parallel collectives, not of the stalled all-gather's kind."""
+    from kineto import NCCL_ALLREDUCE
+    b = TraceBuilder(rank=0, world_size=2)
+    sim = Sim(b)
+    for s in range(1, 8):
+        start = sim.t
+        for _ in range(6):
+            sim.op("aten::mm", [(FP32_GEMM, 100.0)], host_us=10.0)
+            with sim.region("nccl:all_reduce"):
+                sim.launch(NCCL_ALLREDUCE, 150.0, stream=7)
+        with sim.region("nccl:all_gather"):
+            sim.launch(ALLGATHER, 20_000.0 if s == 4 else 100.0, stream=7)
+        sim.synchronize()
+        sim.idle(20.0)
+        b.step(s, start, sim.t - start)
+    d = tmp_path / "tp"
+    d.mkdir()
+    b.write(d / "rank-0.json")
+    r = analyze(d)
+    assert r.ranks[0].comm.stalls == 1
+    f = next(f for f in r.findings if f.id == "exposed-communication")
+    assert "tensor-parallel" in f.title.lower()
+
+
+def test_collectives_that_take_the_step_are_communication_bound_not_overlap(tmp_path):
+    """Two ranks whose all-reduce runs 800 µs of each 1 ms step: with compute
+    perfectly overlapped the step still lasts 800 µs, so the finding says the
+    collectives are the bound and gives no overlap prediction."""
+    from kineto import NCCL_ALLREDUCE
+    d = tmp_path / "bound"
+    d.mkdir()
+    for rank in range(2):
+        b = TraceBuilder(rank=rank, world_size=2)
+        for i in range(5):
+            t = i * 1000.0
+            b.step(i + 1, t, 1000.0)
+            b.kernel(FP32_GEMM, t + 20, 150.0)
+            b.cpu_op("c10d::allreduce_", t + 160, 20.0)
+            b.kernel(NCCL_ALLREDUCE, t + 180, 800.0, launch_ts=t + 165, stream=20)
+        b.write(d / f"rank-{rank}.json")
+    r = analyze(d)
+    f = next(f for f in r.findings if f.id == "exposed-communication")
+    assert f.title.startswith("Communication-bound") and f.whatif is None
+    assert "nccl-tests" in f.fix

@@ -90,6 +90,38 @@ def questions(root: Path = TRACES, pairs=PAIRS) -> List[Dict[str, Any]]:
             for number, start, end in analyzed[:2]:
                 add(run, "step_us", f"How long (µs) is ProfilerStep#{number}?", round(end - start, 3), "0.5 %", raw_s,
                     rank=rank, step=number)
+            if R.per_step_windows(doc) and R.kernels(doc):
+                idle, split, raw_i = R.idle_gaps_per_step(doc)
+                add(run, "idle_us_per_step", "How long (µs) is the GPU idle per analyzed step?", round(idle, 3),
+                    "5 % (or 20 µs)", raw_i, rank=rank)
+                big, second, _ = sorted(split, key=lambda c: -split[c])
+                # asked only where the reference's split is clear: the largest part 1.5 times the next or more
+                if split[big] >= 1.5 * split[second] and split[big] >= 50.0:
+                    add(run, "idle_cause", "What holds most of the GPU idle time per step: gaps with work queued "
+                        "on the GPU ('queued': waiting on another stream or rank), gaps that began in a host-device "
+                        "synchronization ('sync'), or gaps while the host ran other work ('host')?", big,
+                        "exact", raw_i, rank=rank, split={c: round(v, 3) for c, v in split.items()})
+            sync, raw_y = R.sync_totals(doc)
+            if sync and max(sync.values()) > 0:
+                top = max(sync, key=lambda n: sync[n])
+                add(run, "sync_call", "Which synchronizing call or op takes the most host time?", top,
+                    "exact name, or one within 1 % of the top", raw_y, rank=rank,
+                    totals={n: round(v, 3) for n, v in sorted(sync.items(), key=lambda kv: -kv[1])})
+            line, frames, raw_l = R.sync_line(doc)
+            if line:
+                add(run, "sync_line", "Which line of the user's code spends the most time in host-device "
+                    "synchronizations?", line, "the same file(line), or one within 1 % of the top", raw_l, rank=rank,
+                    frames={n: round(v, 3) for n, v in sorted(frames.items(), key=lambda kv: -kv[1])[:5]})
+            n_opt, k_opt, us_opt, launch_opt, raw_o = R.optimizer_per_step(doc)
+            if n_opt:
+                add(run, "optimizer_kernels", "How many GPU kernels does Optimizer.step launch per analyzed step?",
+                    round(k_opt, 3), "exact (±0.5 kernel)", raw_o, rank=rank)
+                add(run, "optimizer_host_us", "How much host time (µs) does Optimizer.step take per analyzed step?",
+                    round(us_opt, 3), "2 %", raw_o, rank=rank)
+                if k_opt:  # what fusing it would buy on the host: the launches of its kernels
+                    add(run, "optimizer_launch_us", "How much host time (µs) per analyzed step do the kernel launches "
+                        "of Optimizer.step take (the launch overhead a fused optimizer would save most of)?",
+                        round(launch_opt, 3), "5 % (or 5 µs)", raw_o, rank=rank)
             dev, raw_d = R.device_name(doc)
             if dev and i == 0:
                 add(run, "device", "Which GPU did the run use?", dev, "exact", raw_d, rank=rank)

@@ -67,6 +67,28 @@ async def answer(client, q: Dict[str, Any], root: Path) -> Tuple[Any, List[int]]
     if kind == "device":
         r = await call("analyze", path=path)
         return r["ranks"][0]["devices"][0], sizes
+    if kind in ("idle_us_per_step", "idle_cause"):
+        r = await call("idle_gaps", path=path, k=1, **rank)
+        per = r["per_step_us"]
+        if kind == "idle_us_per_step":
+            return per["idle_us"], sizes
+        parts = {"queued": per["stream_wait_us"], "sync": per["sync_us"]}
+        parts["host"] = per["idle_us"] - sum(parts.values())  # launch, host ops, DataLoader, copies, the rest
+        return max(parts, key=lambda c: parts[c]), sizes
+    if kind in ("sync_call", "sync_line", "optimizer_kernels", "optimizer_host_us", "optimizer_launch_us"):
+        # the line: the chains of user frames (code_times) summed by their innermost frame; 10 chains a cause
+        r = await call("top_ops", path=path, k=10 if kind == "sync_line" else 1, **rank)
+        if kind == "sync_call":
+            return max(r["sync_events"], key=lambda e: e["total_us"])["name"] if r["sync_events"] else None, sizes
+        if kind == "sync_line":
+            lines: Dict[str, float] = {}
+            for t in r["code_times"]:
+                if t["category"] == "sync" and t["frames"]:
+                    lines[t["frames"][0]] = lines.get(t["frames"][0], 0.0) + t["time_us"]
+            return (max(lines, key=lambda n: lines[n]) if lines else None), sizes
+        field = {"optimizer_kernels": "kernels_per_step", "optimizer_host_us": "step_us_per_step",
+                 "optimizer_launch_us": "launch_us_per_step"}[kind]
+        return r["optimizer"][field], sizes
     if kind == "regressed":
         r = await call("compare_runs", base=path, new=str(root / p["new"]), k=1)
         return r["verdict"], sizes
@@ -87,6 +109,24 @@ def check(q: Dict[str, Any], got: Any) -> bool:
         return _rel(want, float(got)) <= 0.01
     if kind == "step_us":
         return _rel(want, float(got)) <= 0.005
+    if kind == "idle_us_per_step":
+        return abs(float(got) - want) <= max(0.05 * abs(want), 20.0)
+    if kind == "sync_call":
+        totals = q["params"]["totals"]
+        return got == want or (got in totals and totals[got] >= 0.99 * totals[want])
+    if kind == "sync_line":
+        frames = q["params"]["frames"]
+
+        def where(f: str) -> str:
+            return f.split(":")[0].strip() if f else ""
+        ok = [n for n, v in frames.items() if v >= 0.99 * frames[want]]
+        return got is not None and any(where(got) == where(n) for n in ok)
+    if kind == "optimizer_kernels":
+        return abs(float(got) - want) <= 0.5
+    if kind == "optimizer_host_us":
+        return _rel(want, float(got)) <= 0.02
+    if kind == "optimizer_launch_us":
+        return abs(float(got) - want) <= max(0.05 * abs(want), 5.0)
     return got == want
 
 

@@ -14,11 +14,12 @@ import pandas as pd
 
 from ..model import IDLE_CAUSES, GpuGap, IdleAttribution, OptimizerProfile
 from .. import intervals
-from .cpu_side import DATALOADER_PREFIXES
+from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES
 from .events import RankEvents
 from .gap_causes import DRAIN_MIN_US, drained_us, host_work, innermost_names, late_starts, queued_work
 from .optimizer import step_regions, zero_grad_regions
-from .regions import containing_index, per_step, rebased_steps
+from .evidence import cause_events
+from .regions import containing_index, full_gap_bounds, per_step, rebased_steps
 from .steps import analyzed_windows
 
 #: A gap "begins inside" a blocking call when it starts between the call's
@@ -98,20 +99,6 @@ def drained_syncs(sync: np.ndarray, waits: Optional[pd.DataFrame], drained: np.n
     hit = (k >= 0) & drained
     drains[k[hit]] = True
     return sync[~has | drains]
-
-
-def full_gap_bounds(idle: np.ndarray, busy: np.ndarray):
-    """For each row of ``idle`` (clipped to the analyzed windows), the whole
-    GPU gap it belongs to, ``(begin, end)`` arrays: from the end of the GPU
-    activity (union ``busy``) before it to the start of the activity after it
-    (µs; the row's own start or end where there is none)."""
-    if len(idle) == 0 or len(busy) == 0:
-        return idle[:, 0].copy(), idle[:, 1].copy()
-    j = np.searchsorted(busy[:, 1], idle[:, 0], side="right") - 1  # last activity ending at or before the row
-    k = np.searchsorted(busy[:, 0], idle[:, 1], side="left")  # first activity starting at or after its end
-    before = np.where(j >= 0, busy[np.maximum(j, 0), 1], idle[:, 0])
-    after = np.where(k < len(busy), busy[np.minimum(k, len(busy) - 1), 0], idle[:, 1])
-    return before, after
 
 
 def full_gap_length(idle: np.ndarray, busy: np.ndarray) -> np.ndarray:
@@ -250,7 +237,28 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
                                   for i in (0, 1)))
     out.sync_lead_us = per_step(lead_lost_us(host_idle, waits, drained), n)
     out.gaps = _longest_gaps(ev, idle, parts, top_gaps)
+    out.events = cause_events(ev.rank, gpu, all_busy, parts, _cause_calls(ev, opt, blocking, pageable, warmup, waits),
+                              wu)
     return out
+
+
+def _cause_calls(ev: RankEvents, opt: OptimizerProfile, blocking: pd.DataFrame, pageable: pd.DataFrame,
+                 warmup: pd.DataFrame, waits: Optional[pd.DataFrame]) -> Dict[str, pd.DataFrame]:
+    """Cause -> the host calls of that idle cause, with ``ts``/``dur``
+    (:func:`~hta_report.analysis.evidence.cause_events`): synchronizing calls
+    and ops and the blocking waits, pageable and blocking copies, DataLoader,
+    warm-up, and the zero_grad and optimizer annotations where those are causes."""
+    cpu = ev.cpu
+    sync = cpu[cpu["s_name"].isin(SYNC_NAMES)]
+    if waits is not None and len(waits):
+        sync = pd.concat([sync, cpu.loc[cpu.index.intersection(waits.index)]])
+    calls = {"sync": sync[~sync.index.duplicated()], "pageable_copy": pageable,
+             "blocking_copy": blocking.assign(dur=blocking["end"] - blocking["ts"]) if len(blocking) else None,
+             "dataloader": cpu[cpu["s_name"].str.startswith(DATALOADER_PREFIXES)], "warmup": warmup,
+             "zero_grad": zero_grad_regions(ev, None) if opt.zero_ops_per_step > 0 else None,
+             "optimizer": (_named(step_regions(ev, None), opt.step_name) if opt.step_calls and not opt.multi_tensor
+                           else None)}
+    return {k: v for k, v in calls.items() if v is not None and len(v) and "dur" in v.columns}
 
 
 def _longest_gaps(ev: RankEvents, idle: np.ndarray, parts: Dict[str, np.ndarray], top: int) -> List[GpuGap]:

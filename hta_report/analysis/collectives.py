@@ -45,6 +45,7 @@ from ..model import CollectiveKind
 from .. import intervals
 from .events import COMMUNICATION, COMPUTATION, RankEvents
 from .host_ops import BACKWARD_MARKERS
+from .transfers import collective_stalls
 
 #: Kernel names of expert-parallel token exchange that NCCL does not name (DeepEP).
 EP_KERNEL = re.compile(r"\bep::(?:internode|intranode)|deep_?ep|dispatch.*moe|moe.*(?:dispatch|combine)",
@@ -74,7 +75,9 @@ def operation(name: str) -> str:
 def collective_kinds(ev: RankEvents, w: np.ndarray, n_steps: int) -> List[CollectiveKind]:
     """The rank's communication kernels in the analyzed (re-based) windows
     ``w`` by kind (see the module doc): per kind, kernel time and its part
-    with no compute kernel running, µs per step over ``n_steps`` steps, and
+    with no compute kernel running and outside the waits of stalled kernels
+    (:func:`~.transfers.collective_stalls`: the finding leaves them out, so the
+    kind that names its fix does too), µs per step over ``n_steps`` steps, and
     kernels per step; most exposed time first. Empty without communication."""
     comm = kinds_of(ev)
     if comm.empty or not len(w):
@@ -86,6 +89,10 @@ def collective_kinds(ev: RankEvents, w: np.ndarray, n_steps: int) -> List[Collec
         return []
     kinds = comm["kind"].to_numpy()
     compute = ev.gpu_union(COMPUTATION)
+    stalls = collective_stalls(ev, wu)  # a stalled kernel's wait (a late peer, a cold pass) is no kind's cost
+    if len(stalls):
+        compute = intervals.union(np.concatenate([compute[:, 0], stalls["ts"].to_numpy(float)]),
+                                  np.concatenate([compute[:, 1], stalls["wait_end"].to_numpy(float)]))
     out: List[CollectiveKind] = []
     n = max(n_steps, 1)
     for kind in KINDS:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .. import intervals
 from ..model import OccupancySummary, SmallKernel
 from .collectives import EP_KERNEL
 from .events import COMPUTATION, RankEvents
@@ -23,6 +24,29 @@ from .tensorboard import kernel_args, sm_efficiency
 TOP_SMALL = 10
 
 
+def alone_us(gpu: pd.DataFrame, k: pd.DataFrame) -> np.ndarray:
+    """Per kernel of ``k`` (rows of ``gpu``, the rank's GPU operations), its
+    time (µs) with no kernel of another stream running: the SMs a small grid
+    leaves idle are idle only then. Where kernels of other streams run beside
+    it (communication kernels given few SMs by design, DeepEP's, NCCL's; a
+    side stream's compute), they can hold those SMs, and the trace does not
+    say which they hold: that time is not counted as idle."""
+    every = gpu[gpu["s_cat"].eq("kernel")]
+    ts, end = k["ts"].to_numpy(dtype=float), k["end"].to_numpy(dtype=float)
+    dur = np.maximum(end - ts, 0.0)
+    streams = k["stream"].to_numpy()
+    other_streams = every["stream"].to_numpy()
+    shared = np.zeros(len(k))
+    for s in pd.unique(streams):
+        others = every[other_streams != s]
+        if others.empty:
+            continue
+        u = intervals.union(others["ts"].to_numpy(dtype=float), others["end"].to_numpy(dtype=float))
+        sel = streams == s
+        shared[sel] = intervals.overlap_each(np.column_stack([ts[sel], end[sel]]), u)
+    return np.maximum(dur - shared, 0.0)
+
+
 def occupancy(ev: RankEvents, w: np.ndarray) -> OccupancySummary:
     """SM efficiency and achieved occupancy of the compute kernels starting
     inside the analyzed windows ``w`` (``(n, 2)`` µs), weighted by duration
@@ -31,7 +55,8 @@ def occupancy(ev: RankEvents, w: np.ndarray) -> OccupancySummary:
     :data:`~.collectives.EP_KERNEL`) are communication that runs on few SMs
     by design, beside the compute: left out.
 
-    Kernels without the args (``blocks per SM`` absent: -1, e.g. AMD traces,
+    A small grid's idle SM time counts only while no kernel of another
+    stream runs (:func:`alone_us`). Kernels without the args (``blocks per SM`` absent: -1, e.g. AMD traces,
     or a column the parser did not make) are left out; with none left,
     ``missing_reason`` says why.
     """
@@ -66,7 +91,7 @@ def occupancy(ev: RankEvents, w: np.ndarray) -> OccupancySummary:
         return out
     out.sm_efficiency_pct, out.achieved_occupancy_pct, _ = sm_efficiency(kernel_args(ev), w)
     small = blocks < 1.0
-    idle = dur * (1.0 - np.minimum(blocks, 1.0))
+    idle = alone_us(gpu, k) * (1.0 - np.minimum(blocks, 1.0))
     out.small_grid_us_per_step = per_step(float(dur[small].sum()), n)
     out.small_grid_pct = float(100 * dur[small].sum() / total)
     out.idle_sm_us_per_step = per_step(float(idle[small].sum()), n)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..model import OptimizerProfile
 from .. import intervals
-from .events import RankEvents
+from .events import RankEvents, runtime_calls
 from .regions import in_windows, launched_from, per_step, starts_inside
 
 STEP_PREFIX = "Optimizer.step#"
@@ -21,17 +21,27 @@ MULTI_TENSOR_OPS = ("aten::_foreach_", "aten::_fused_")
 MULTI_TENSOR_KERNELS = ("multi_tensor_apply", "fused_adam", "fused_sgd", "FusedAdam", "fused_adamw")
 
 
-def step_regions(ev: RankEvents, w: Optional[np.ndarray]) -> pd.DataFrame:
-    """``Optimizer.step#...`` annotations starting in the windows ``w`` (all when None)."""
+#: Kineto's copy of a user annotation on the GPU's timeline: not host time (it starts when the GPU
+#: reaches the region and ends when the GPU leaves it).
+GPU_ANNOTATION = "gpu_user_annotation"
+
+
+def _host_annotations(ev: RankEvents, prefix: str) -> pd.DataFrame:
     cpu = ev.cpu
-    rows = cpu[cpu["s_name"].str.startswith(STEP_PREFIX)]
+    return cpu[cpu["s_name"].str.startswith(prefix) & ~cpu["s_cat"].eq(GPU_ANNOTATION)]
+
+
+def step_regions(ev: RankEvents, w: Optional[np.ndarray]) -> pd.DataFrame:
+    """``Optimizer.step#...`` annotations on the host (not their
+    ``gpu_user_annotation`` copies) starting in the windows ``w`` (all when None)."""
+    rows = _host_annotations(ev, STEP_PREFIX)
     return rows if w is None else in_windows(rows, w)
 
 
 def zero_grad_regions(ev: RankEvents, w: Optional[np.ndarray]) -> pd.DataFrame:
-    """``Optimizer.zero_grad#...`` annotations starting in the windows ``w`` (all when None)."""
-    cpu = ev.cpu
-    rows = cpu[cpu["s_name"].str.startswith(ZERO_GRAD_PREFIX)]
+    """``Optimizer.zero_grad#...`` annotations on the host (not their
+    ``gpu_user_annotation`` copies) starting in the windows ``w`` (all when None)."""
+    rows = _host_annotations(ev, ZERO_GRAD_PREFIX)
     return rows if w is None else in_windows(rows, w)
 
 
@@ -119,6 +129,9 @@ def optimizer_profile(ev: RankEvents, w: np.ndarray) -> OptimizerProfile:
         out.kernels_per_step = per_step(len(kernels), n)
         out.kernel_us_per_step = per_step(float(kernels["dur"].sum()), n)
         out.median_kernel_us = float(np.median(kernels["dur"])) if len(kernels) else 0.0
+        calls = runtime_calls(ev)
+        calls = calls[starts_inside(calls, chosen) & calls["correlation"].isin(kernels["correlation"])]
+        out.launch_us_per_step = per_step(float(calls["dur"].sum()), n)
         if not single:
             out.multi_tensor, out.marker = True, markers[0]
     zg = zero_grad_regions(ev, w)

@@ -61,10 +61,10 @@ def matrix_dtypes(compute_major: Optional[int], compute_minor: Optional[int], de
     if compute_major is None:
         return ()
     cc = (compute_major, compute_minor or 0)
-    dtypes = next((dtypes for floor, dtypes in NVIDIA_MATRIX if cc >= floor), ())
+    found: Tuple[str, ...] = next((dtypes for floor, dtypes in NVIDIA_MATRIX if cc >= floor), ())
     if any(TF32_AT_FP32_RATE.search(str(n)) for n in device_names):
-        dtypes = tuple(d for d in dtypes if d != "tf32")
-    return dtypes
+        found = tuple(d for d in found if d != "tf32")
+    return found
 
 
 def lower_precision(kernel_name: str) -> bool:

@@ -152,3 +152,17 @@ def in_windows(df: pd.DataFrame, w: np.ndarray) -> pd.DataFrame:
 def per_step(total_us: float, n: int) -> float:
     """``total_us`` over ``n`` analyzed windows (0 when none)."""
     return float(total_us) / n if n else 0.0
+
+
+def full_gap_bounds(idle: np.ndarray, busy: np.ndarray):
+    """For each row of ``idle`` (clipped to the analyzed windows), the whole
+    GPU gap it belongs to, ``(begin, end)`` arrays: from the end of the GPU
+    activity (union ``busy``) before it to the start of the activity after it
+    (µs; the row's own start or end where there is none)."""
+    if len(idle) == 0 or len(busy) == 0:
+        return idle[:, 0].copy(), idle[:, 1].copy()
+    j = np.searchsorted(busy[:, 1], idle[:, 0], side="right") - 1  # last activity ending at or before the row
+    k = np.searchsorted(busy[:, 0], idle[:, 1], side="left")  # first activity starting at or after its end
+    before = np.where(j >= 0, busy[np.maximum(j, 0), 1], idle[:, 0])
+    after = np.where(k < len(busy), busy[np.minimum(k, len(busy) - 1), 0], idle[:, 1])
+    return before, after

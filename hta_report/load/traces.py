@@ -418,9 +418,10 @@ def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: b
             trace.__dict__.pop("get_device_type", None)
         if not include_last_step:  # the last step's work and annotations HTA's filter left (see last_step)
             for rank, df in trace.traces.items():
-                if last.get(rank) is not None and not df.empty:
-                    df = drop_after_host_step(df, last[rank], host_cats, symbols)
-                    trace.traces[rank] = df[df["name"].ne(last[rank])]
+                name = last.get(rank)
+                if name is not None and not df.empty:
+                    df = drop_after_host_step(df, name, host_cats, symbols)
+                    trace.traces[rank] = df[df["name"].ne(name)]
         for rank, df in trace.traces.items():
             if rank in activity:
                 ops, us = _left_out(unlinked.get(rank), df, step_ids, host_cats)

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, COMMUNICATION_STEP, CPU_SIDE_STEP, MEMCPY_STEP,
-                     STEP_TIMES_STEP, WINDOWS_STEP, AnalysisResult, Finding, RankGain, RankResult, WhatIf,
-                     combined_edit)
+from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, COMMUNICATION_STEP, CPU_SIDE_STEP, MAX_EVIDENCE_EVENTS,
+                     MEMCPY_STEP, STEP_TIMES_STEP, WINDOWS_STEP, AnalysisResult, EventRef, Finding, RankGain,
+                     RankResult, WhatIf, combined_edit)
 from ..replay_terms import EditLabel
 from .claims import Claims, Ledger, raise_pools
 from .config import AdviceConfig
@@ -115,6 +115,11 @@ class Rule:
             :data:`hta_report.analysis.replay.edits.EDITS`; ``""``: none; the
             finding's gain stays an upper bound). The engine gives the
             finding the replay's prediction for it (``Finding.whatif``).
+        evidence: the GPU idle causes whose recorded events are the
+            finding's evidence (``CauseEvents.cause`` of
+            ``IdleAttribution.events``: ``sync``, ``dataloader``... or
+            ``any``); the engine cites them in ``Finding.events``
+            (:func:`cite`). Empty: the finding cites no events.
     """
 
     id: str
@@ -129,6 +134,7 @@ class Rule:
     description: str = ""
     fix: str = ""
     edit: str = ""
+    evidence: Tuple[str, ...] = ()
 
     @property
     def symptom(self) -> bool:
@@ -146,11 +152,12 @@ CORE = (STEP_TIMES_STEP, CPU_SIDE_STEP, WINDOWS_STEP, MEMCPY_STEP, COMMUNICATION
 
 def rule(id: str, number: str, title: str, source: str, threshold: Callable[[AdviceConfig], str], doc_url: str,
          phase: int = CAUSE, needs: Sequence[str] = (), *, description: str, fix: str,
-         edit: Optional[EditLabel] = None) -> Callable[[Check], Check]:
+         edit: Optional[EditLabel] = None, evidence: Sequence[str] = ()) -> Callable[[Check], Check]:
     """Register the decorated function as a rule of the catalogue; it needs
     the analysis steps :data:`CORE` and ``needs``; ``description`` and
     ``fix`` document it (``docs/RULES.md``, SARIF's rule metadata); ``edit``
-    names the replay's edit its fix means (:attr:`Rule.edit`).
+    names the replay's edit its fix means (:attr:`Rule.edit`); ``evidence``
+    the idle causes whose events the finding cites (:attr:`Rule.evidence`).
 
     Raises:
         ValueError: a rule with this id or number is registered already, its
@@ -168,7 +175,7 @@ def rule(id: str, number: str, title: str, source: str, threshold: Callable[[Adv
         REGISTRY.append(Rule(id=id, number=number, title=title, source=source, threshold=threshold,
                              doc_url=doc_url, check=fn, phase=phase, needs=CORE + tuple(needs),
                              description=" ".join(description.split()), fix=" ".join(fix.split()),
-                             edit=edit or ""))
+                             edit=edit or "", evidence=tuple(evidence)))
         return fn
     return wrap
 
@@ -475,6 +482,24 @@ def complete(f: Finding, r: Rule, cfg: AdviceConfig) -> Finding:
     f.id, f.rule = r.id, r.number
     f.threshold = f"{r.threshold(cfg)} ({r.source})"
     f.doc_url = f.doc_url or r.doc_url
+    return f
+
+
+def cite(f: Finding, r: Rule, result: AnalysisResult) -> Finding:
+    """``f`` with its evidence events (``Finding.events``): the events its
+    ranks recorded for the causes ``r.evidence`` names
+    (``IdleAttribution.events``, each cause's largest gaps first), the
+    rank with the largest gain first (``rank_gains``), cut at
+    :data:`~hta_report.model.MAX_EVIDENCE_EVENTS`."""
+    if not r.evidence:
+        return f
+    gain = {g.rank: g.gain_us for g in f.rank_gains}
+    ranks = sorted((x for x in result.ranks if x.rank in f.ranks), key=lambda x: (-gain.get(x.rank, 0.0), x.rank))
+    events: List[EventRef] = []
+    for x in ranks:
+        for cause in r.evidence:
+            events += next((c.events for c in x.idle_attribution.events if c.cause == cause), [])
+    f.events = events[:MAX_EVIDENCE_EVENTS]
     return f
 
 

@@ -11,7 +11,7 @@ from .base import (DOCS_DDP, Fired, Verdict, claim, claim_each, evidence_lines, 
                    of_step, pct_of_step, per, rule, shares_over, up_to, worst_first)
 from .claims import claimable_by
 from .config import AdviceConfig
-from .wording import specific
+from .wording import specific, unreplayed
 
 
 def exposed_transfer_us(r: RankResult) -> float:
@@ -51,6 +51,12 @@ def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fire
     worst = hits[0]
     alone = len(ranks) < 2
     kind = dominant_kind(worst)
+    if comm_bound(worst):
+        return claim(fired, hits, ["comm:exposed"], exposed_transfer_us).verdict(
+            cfg, f"Communication-bound: collectives run {pct_of_step(worst.comm.us_per_step, worst):.0f} % "
+                 f"{of_step(worst)}, {val[worst.rank]:.0f} % exposed; overlap cannot hide them",
+            evidence_lines(hits, lambda r: _exposed_evidence(r, alone)),
+            unreplayed(COMM_BOUND_FIX + (COMM_BOUND_DP if kind == "dp" else "")))
     title = {"dp": "Overlap the gradient reduction with the backward pass",
              "tp": "Tensor-parallel collectives sit on the critical path",
              "fsdp": "Prefetch FSDP's parameter gathers",
@@ -83,6 +89,31 @@ KIND_FIXES = {
               "# (the collectives above), issue it asynchronously (async_op=True, wait() just before the result\n"
               "# is used) so that compute runs meanwhile, and keep the ranks that talk most on the fastest links"),
 }
+
+
+#: Collective kernel time (union, % of the step) from which a rank is communication-bound: with
+#: compute perfectly overlapped the step still lasts the collectives' time, so overlapping can save
+#: at most the rest (a quarter here); the lever is the collectives themselves (proposal, from that
+#: bound). tracelens/mi300_resnet_act_checkpoint: 2 all-reduces of 6.6 and 9.2 ms in a 15.9 ms step.
+COMM_BOUND_PCT = 75.0
+COMM_BOUND_FIX = (
+    "# the collectives take most of the step: overlapping them with compute can hide only the compute\n"
+    "# beside them. Find why they are long: a slower peer (profile every rank: rank-straggler says\n"
+    "# who is late), the link (nccl-tests all_reduce_perf against NVLink/xGMI/InfiniBand bandwidth),\n"
+    "# or how much is sent per step (a larger batch per GPU sends the same gradients for more work)")
+COMM_BOUND_DP = (
+    "\n# gradients sent in 16 bits halve the bytes of a DDP all-reduce:\n"
+    "from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import fp16_compress_hook\n"
+    "model.register_comm_hook(None, fp16_compress_hook)")
+
+
+def comm_bound(r: RankResult) -> bool:
+    """Whether ``r``'s collective kernels run :data:`COMM_BOUND_PCT` of its step
+    or more, their waits for other ranks and stalls left out (as
+    :func:`exposed_transfer_us` leaves them: a late peer's time is
+    ``rank-straggler``'s, a stall a one-off)."""
+    wait = max(r.comm.sync_wait_us_per_step, r.comm.stall_us_per_step)
+    return pct_of_step(max(0.0, r.comm.us_per_step - wait), r) >= COMM_BOUND_PCT
 
 
 def dominant_kind(r: RankResult) -> str:
@@ -261,6 +292,26 @@ def data_parallel(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ve
     return make_finding(cfg, hits, {}, "Use DistributedDataParallel instead of DataParallel", evidence, fix)
 
 
+#: ``distributedInfo.backend`` values that name no backend: torch 2.x writes ``undefined`` for a
+#: process group made without one (``init_process_group()``), which then runs NCCL for CUDA tensors
+#: and gloo for CPU ones (``pg_config``'s ``backend_config`` "cpu:gloo,cuda:nccl").
+UNNAMED_BACKENDS = ("undefined", "", "none")
+
+
+def not_nccl(backend: str, r: RankResult) -> bool:
+    """Whether a GPU rank's collectives run on another backend than NCCL
+    (RCCL keeps the name on AMD): never where NCCL/RCCL kernels ran
+    (``comm.kernel_count``); with a backend named other than ``nccl``; with
+    an unnamed one (:data:`UNNAMED_BACKENDS`) only where host-side collective
+    ops (``gloo:*``) took time."""
+    if r.comm.kernel_count > 0:
+        return False
+    name = backend.strip().lower()
+    if name in UNNAMED_BACKENDS:
+        return r.comm.cpu_collective_us_per_step > 0
+    return name != "nccl"
+
+
 @rule("non-nccl-backend", "C19", "A non-NCCL process group backend on GPUs",
       "TensorBoard profiler",
       lambda c: "distributedInfo.backend other than nccl on a rank with GPU activity", DOCS_DDP,
@@ -270,8 +321,9 @@ def data_parallel(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ve
       fix=('Use NCCL for GPU collectives: `dist.init_process_group(backend="nccl")`.'))
 def non_nccl_backend(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C19: ``distributedInfo.backend`` is ``gloo`` (or another backend than
-    ``nccl``, the name RCCL keeps on AMD GPUs) on a rank with GPU activity. The gain bound is the host
-    time in collective ops (``gloo:*``) per step."""
+    ``nccl``, the name RCCL keeps on AMD GPUs) on a rank with GPU activity and
+    no NCCL/RCCL kernels (:func:`not_nccl`). The gain bound is the host time
+    in collective ops (``gloo:*``) per step."""
     backend = {f.rank: f.backend for f in result.inventory.files}
     ranks = [r for r in result.ranks if backend.get(r.rank)]
     if not ranks:
@@ -279,7 +331,7 @@ def non_nccl_backend(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
     gpu = [r for r in ranks if r.has_gpu]
     if not gpu:
         return not_checked("no GPU activity (a CPU backend is right for CPU training)")
-    hits = worst_first([r for r in gpu if str(backend[r.rank]).lower() != "nccl"],
+    hits = worst_first([r for r in gpu if not_nccl(str(backend[r.rank]), r)],
                        lambda r: r.comm.cpu_collective_us_per_step)
     if not hits:
         return fine(f"backend {backend[gpu[0].rank]}")

@@ -77,7 +77,7 @@ def _pageable_evidence(r: RankResult) -> str:
       fix=("Copy from pinned memory without blocking: `DataLoader(..., pin_memory=True)` and "
            "`x.to(device, non_blocking=True)`; pin tensors you copy yourself once (`x = "
            "x.pin_memory()`)."),
-      edit=EditLabel.COPIES_PINNED)
+      edit=EditLabel.COPIES_PINNED, evidence=('pageable_copy',))
 def pageable_memcpy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C3: any ``Memcpy HtoD (Pageable -> Device)``-style copy. The gain is the
     copies' exposed time plus the GPU idle gaps that begin inside their
@@ -146,7 +146,7 @@ def _blocking_evidence(r: RankResult) -> str:
       fix=("Issue the copy ahead and let it overlap: `x.to(device, non_blocking=True)` from pinned "
            "memory; read results through a pinned buffer after an event, or every N steps instead of "
            "every step."),
-      edit=EditLabel.COPIES_PINNED)
+      edit=EditLabel.COPIES_PINNED, evidence=('blocking_copy',))
 def blocking_copy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C4: ``aten::copy_``/``aten::to`` ops that copy to the device, call a
     memcpy and then ``cudaStreamSynchronize`` (``non_blocking=False``) or a

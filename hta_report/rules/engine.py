@@ -17,8 +17,8 @@ from typing import Dict, List, Optional, Tuple, Union
 
 from ..model import ATTRIBUTION_STEP, SEVERITY_RANK, AnalysisResult, Finding, RuleCheck, WhatIf
 from . import config as _config
-from .base import (COVERED, DISABLED, FIRED, NOT_CHECKED, REGISTRY, WINDOW, Rule, Verdict, complete, expected_pct,
-                   follow_prediction, predicted, severity, together, trusted)
+from .base import (COVERED, DISABLED, FIRED, NOT_CHECKED, REGISTRY, WINDOW, Rule, Verdict, cite, complete,
+                   expected_pct, follow_prediction, predicted, severity, together, trusted)
 from .claims import Ledger, check_order
 from .config import AdviceConfig
 from .wording import fix_for
@@ -180,6 +180,7 @@ def _commit(r: Rule, v: Verdict, result: AnalysisResult, cfg: AdviceConfig, ledg
     its claims in the ledger."""
     if v.status == FIRED and v.finding is not None:
         complete(v.finding, r, cfg)
+        cite(v.finding, r, result)
         f = v.finding
         f.fix = fix_for(r.id, [x for x in result.ranks if x.rank in f.ranks], f.fix)
         f.whatif = predicted(f, r, result)

@@ -69,7 +69,7 @@ def utilization_pct(r: RankResult) -> float:
                    "`low-gpu-utilization` and `gpu-gaps` gives a finding."),
       fix=("Give the GPU more work per launch and the host less per iteration: "
            "`torch.compile(model)`, a larger batch if memory allows; the report's idle split shows "
-           "where the time goes."))
+           "where the time goes."), evidence=('any',))
 def low_gpu_utilization(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C6: kernels run less than ``gpu_utilization_pct`` of the step. The gain
     is the idle time that no finding before it claims (DataLoader, copies,
@@ -130,7 +130,7 @@ def unexplained_gap_us(r: RankResult, cfg: AdviceConfig, fired: Fired) -> Dict[s
                    "explains."),
       fix=("Look at the host ops listed for each gap: that is what the GPU waited for (data loading: "
            "more DataLoader workers; synchronization: no `.item()`/`.cpu()` in the loop; checkpoint "
-           "or logging I/O: off the training thread, or less often)."))
+           "or logging I/O: off the training thread, or less often)."), evidence=('any',))
 def gpu_gaps(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C7: gaps with no kernel, memcpy or memset longer than ``gap_pct`` of the
     step, with what the host did meanwhile. The gain counts the gaps whose
@@ -178,7 +178,7 @@ def gpu_gaps(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict
                    "stream dependency, not on the host."),
       fix=("Overlap independent work across streams, avoid `torch.cuda.synchronize()` and "
            "`stream.synchronize()` between streams, give communication its own stream (DDP does), "
-           "and look for a slow peer rank (`rank-straggler`)."))
+           "and look for a slow peer rank (`rank-straggler`)."), evidence=('stream_wait',))
 def gpu_idle(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C8: the GPU idles although the operation that ends the gap had been
     launched before the gap began (HTA's 'other' idle, seen on the whole

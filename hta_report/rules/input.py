@@ -59,7 +59,7 @@ def _with_dataloader(result: AnalysisResult) -> List[RankResult]:
       fix=("Load batches ahead of the step in worker processes: `DataLoader(ds, num_workers=N, "
            "pin_memory=True, persistent_workers=True, prefetch_factor=4)`, with N up to the CPU "
            "cores per GPU; move heavy augmentation to the GPU or offline."),
-      edit=EditLabel.DATALOADER_HIDDEN)
+      edit=EditLabel.DATALOADER_HIDDEN, evidence=('dataloader',))
 def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C1: GPU idle while the host is in ``enumerate(DataLoader)#...`` (host
     time in it on ranks without GPU activity) above ``dataloader_pct`` of the step."""
@@ -87,7 +87,7 @@ def dataloader_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
                    "counts that wait, and this rule is covered by it."),
       fix=("Give the DataLoader worker processes: `DataLoader(ds, num_workers=N, pin_memory=True, "
            "persistent_workers=True)`, with N about the CPU cores per GPU minus one."),
-      edit=EditLabel.DATALOADER_HIDDEN)
+      edit=EditLabel.DATALOADER_HIDDEN, evidence=('dataloader',))
 def dataloader_main_process(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C2: batches loaded on the training thread (``_SingleProcessDataLoaderIter``);
     the gain is the DataLoader wait of C1, which worker processes would take

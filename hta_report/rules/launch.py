@@ -1,6 +1,7 @@
 """Launch and host rules: C9 launch-bound, C10 launch outliers, C11 full launch queue, C26 host-bound."""
 from __future__ import annotations
 
+import re
 from typing import List
 
 from ..model import LAUNCH_STEP, AnalysisResult, RankResult
@@ -9,7 +10,7 @@ from .base import (DOCS_COMPILE, DOCS_HTA_COUNTERS, DOCS_HTA_LAUNCH, EVIDENCE_RA
                    evidence_lines, fine, largest, make_finding, ms, not_checked, of_step, pct_of_step, per, per_step,
                    rule, shares_over, step_shares, up_to, worst_first)
 from .config import AdviceConfig
-from .wording import unreplayed
+from .wording import specific, unreplayed
 
 
 def _launching(result: AnalysisResult) -> List[RankResult]:
@@ -30,7 +31,7 @@ def short_kernel_pct(r: RankResult) -> float:
                    "launch overhead. Long gaps while the host runs its own ops are `host-bound` instead."),
       fix=('Launch fewer, larger kernels: `torch.compile(model, mode="reduce-overhead")` (fusion and '
            "CUDA graphs), a larger batch, fused optimizers (`AdamW(..., fused=True)`)."),
-      edit=EditLabel.CUDA_GRAPH)
+      edit=EditLabel.CUDA_GRAPH, evidence=('launch',))
 def launch_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C9: the GPU idles in short gaps (under HTA's 100 µs launch-delay
     cutoff) while the host runs ops and launch calls, or between queued
@@ -100,7 +101,7 @@ def _launch_bound_evidence(r: RankResult) -> str:
                    "time in launch calls, small against this idle, tells it apart from `launch-bound`."),
       fix=("Move CPU work off the training step: preprocessing into DataLoader workers, per-step "
            "Python bookkeeping out of the loop or every N steps, no CPU tensors or `.numpy()` in the "
-           "step; `torch.compile(model)` cuts Python and framework overhead per op."))
+           "step; `torch.compile(model)` cuts Python and framework overhead per op."), evidence=('host_ops',))
 def host_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C26: the GPU idles in gaps of 100 µs or more while the host runs CPU
     ops, Python or annotated code (not DataLoader, copies, synchronization,
@@ -139,9 +140,34 @@ def host_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdi
            "# per-step Python bookkeeping out of the loop or every N steps;\n"
            "model = torch.compile(model)   # less Python and framework overhead per op\n"
            "# keep per-step work on the GPU (no CPU tensors or .numpy() in the step)")
+    if cpu_random_led(worst, c.us(worst)):
+        fix = specific(CPU_RANDOM_FIX)
     return make_finding(cfg, hits, {r.rank: c.claims[r.rank] for r in hits},
                         f"Host-bound: the GPU waits {gain[worst.rank]:.0f} % {of_step(worst)} "
                         "while the host runs its own work", evidence, fix)
+
+
+#: Host ops that draw random tensors (or fill new ones) on the CPU: with a GPU in the run, a
+#: ``torch.randn(shape).to("cuda")`` in the step, the host's time in them ``aten::normal_``'s and
+#: the copy's, where the GPU draws the same tensor in microseconds.
+CPU_RANDOM_OPS = re.compile(r"^aten::(normal_|uniform_|random_|randn|rand|randint|randperm|bernoulli_|"
+                            r"exponential_|geometric_|cauchy_|log_normal_)$")
+#: The share (%) of the host-bound idle the CPU random ops' self time must reach to name them as the fix.
+CPU_RANDOM_SHARE_PCT = 25.0
+CPU_RANDOM_FIX = (
+    "# the host draws random tensors on the CPU (the aten::normal_/uniform_/rand* ops above) and copies\n"
+    "# them to the GPU: draw them on the GPU, where the same tensor takes microseconds\n"
+    "x = torch.randn(shape, device=\"cuda\")   # not torch.randn(shape).to(\"cuda\")\n"
+    "# inputs that must come from the CPU: make them once, before the loop, not in every step")
+
+
+def cpu_random_led(r: RankResult, idle_us: float) -> bool:
+    """Whether host ops drawing random tensors on the CPU (:data:`CPU_RANDOM_OPS`,
+    among the rank's top host ops by self time) take at least
+    :data:`CPU_RANDOM_SHARE_PCT` of ``idle_us`` (the GPU's host-bound idle per step, µs)."""
+    ops = [o for o in r.cpu.top_ops if o.category != "user_annotation" and CPU_RANDOM_OPS.match(o.name)]
+    us = sum(per_step(o.self_us, r.cpu.steps_used) for o in ops)
+    return idle_us > 0 and us >= idle_us * CPU_RANDOM_SHARE_PCT / 100
 
 
 def outlier_cost_us(r: RankResult) -> float:

@@ -48,7 +48,7 @@ def _many(r: RankResult, cfg: AdviceConfig) -> bool:
       fix=("Use a fused or foreach optimizer: `torch.optim.AdamW(model.parameters(), lr=..., "
            "fused=True)` (or `foreach=True`); `fused=True` runs on CUDA and, since PyTorch 2.4, on "
            "CPU for Adam, AdamW, SGD and Adagrad."),
-      edit=EditLabel.OPTIMIZER_FUSED)
+      edit=EditLabel.OPTIMIZER_FUSED, evidence=('optimizer',))
 def unfused_optimizer(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C21: ``Optimizer.step#...`` with no ``aten::_foreach_*``/``aten::_fused_*``
     op or fused kernel, launching at least ``optimizer_kernels_per_step``
@@ -146,7 +146,7 @@ def zero_grad_cost_us(r: RankResult) -> float:
                    "`aten::zeros`) every step, instead of dropping the gradients."),
       fix=("Set gradients to None: `optimizer.zero_grad(set_to_none=True)` (the default since "
            "PyTorch 2.0)."),
-      edit=EditLabel.ZERO_GRAD_NONE)
+      edit=EditLabel.ZERO_GRAD_NONE, evidence=('zero_grad',))
 def zero_grad_zeros(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C22: ``Optimizer.zero_grad#...`` containing ``aten::zero_`` ops that are
     not part of an ``aten::zeros``: gradients are zero-filled every step."""

@@ -62,7 +62,7 @@ def _reads(r: RankResult) -> str:
       fix=("Keep values on the GPU inside the loop: no `loss.item()`, `print(tensor)`, "
            "`tensor.cpu()` or data-dependent Python control flow per step; accumulate on the GPU "
            "(`running += loss.detach()`) and read once every N steps."),
-      edit=EditLabel.NO_SYNC)
+      edit=EditLabel.NO_SYNC, evidence=('sync',))
 def sync_in_step(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C5: ``cudaStreamSynchronize``/``cudaDeviceSynchronize``/``cudaEventSynchronize``,
     ``aten::item``/``aten::_local_scalar_dense`` and device-to-host reads
