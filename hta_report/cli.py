@@ -59,10 +59,11 @@ Exit codes:
 
 ANALYZE_EPILOG = (EPILOG + "\n\b\n--fail-on metrics:\n" + metrics_help(comparison=False) + "\n\n"
                   + ENVIRONMENT)
-COMPARE_EPILOG = (EPILOG + "  3  --inconclusive fail, and the verdict is inconclusive (no gate tripped)\n"
-                  + "\n\b\nVerdict: improved, regressed, unchanged or inconclusive, from per-item tests\n"
-                  "(Mann-Whitney U, Benjamini-Hochberg at --alpha) and the step change's 95 %\n"
-                  "interval after the environment factor, against --threshold; see docs/COMPARE.md.\n"
+COMPARE_EPILOG = (EPILOG + "  3  --inconclusive fail, and the statistical test is inconclusive (no gate tripped)\n"
+                  + "\n\b\nVerdict: improved, regressed or unchanged, the step change against the noise band.\n"
+                  "Beside it, a statistical test: per-item tests (Mann-Whitney U, Benjamini-Hochberg\n"
+                  "at --alpha) and the step change's 95 % interval after the environment factor,\n"
+                  "against --threshold, with its own verdict (or inconclusive); see docs/COMPARE.md.\n"
                   + "\n\b\n--fail-on metrics (result metrics are of NEW; 'regression' = regressed>=1):\n"
                   + metrics_help(comparison=True) + "\n\n" + ENVIRONMENT)
 
@@ -359,7 +360,7 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
 @click.option("--alpha", type=click.FloatRange(min=0.0, max=1.0, min_open=True, max_open=True), default=0.05,
               show_default=True, help="False-discovery rate of the per-item tests (Benjamini-Hochberg).")
 @click.option("--inconclusive", "inconclusive", type=click.Choice(["pass", "fail"]), default="pass",
-              show_default=True, help="An inconclusive verdict passes (exit 0), or fails with exit code 3.")
+              show_default=True, help="An inconclusive statistical test passes (exit 0), or fails with exit code 3.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @click.option("--open", "open_report", is_flag=True,
               help="Open the written HTML report in the default browser (as pyinstrument does).")
@@ -412,8 +413,8 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
     _sarif_note(comparison.new, [(output, fmt)])
     if _report_gates(comparison.gates):
         raise click.exceptions.Exit(EXIT_GATE)
-    if inconclusive == "fail" and comparison.verdict == "inconclusive":
-        click.echo(f"hta-report: the verdict is inconclusive ({terminal(comparison.stats.note or 'the interval spans the threshold')}); "
+    if inconclusive == "fail" and comparison.stats.verdict == "inconclusive":
+        click.echo(f"hta-report: the statistical test is inconclusive ({terminal(comparison.stats.note or 'the interval spans the threshold')}); "
                    "--inconclusive fail", err=True)
         raise click.exceptions.Exit(EXIT_INCONCLUSIVE)
 

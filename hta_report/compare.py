@@ -300,11 +300,12 @@ def compare(base: AnalysisResult, new: AnalysisResult, base_label: str = "base",
             threshold_pct: float = compare_stats.DEFAULT_THRESHOLD_PCT) -> Comparison:
     """Compare two results (see :class:`hta_report.model.Comparison` for the verdict rule).
 
-    Where every compared rank of both sides carries instance samples, the
-    verdict is :func:`hta_report.compare_stats.stat_test`'s at false-discovery
-    rate ``alpha`` and step threshold ``threshold_pct`` (%); otherwise the
-    noise band's (``stats.method`` ``noise band``, ``stats.why`` says which
-    side lacks them).
+    The verdict is the noise band's. Where every compared rank of both sides
+    carries instance samples, ``stats`` holds
+    :func:`hta_report.compare_stats.stat_test` at false-discovery rate
+    ``alpha`` and step threshold ``threshold_pct`` (%), its own verdict in
+    ``stats.verdict``; otherwise ``stats.method`` is ``noise band`` and
+    ``stats.why`` says which side lacks them.
 
     Kernel deltas use each side's top 50 kernels per rank by total time (what
     the result model keeps), summed over ranks, template-argument variants of
@@ -351,8 +352,9 @@ def compare(base: AnalysisResult, new: AnalysisResult, base_label: str = "base",
     elif missing:
         stats = compare_stats.fallback(f"{' and '.join(missing)} carries none; saved by an older hta-report "
                                        "or without paired ranks", threshold_pct, alpha)
-    else:
-        verdict, stats = compare_stats.stat_test(rb, rn, sb, bool(paced_b or paced_n), alpha, threshold_pct)
+    else:  # beside the band's verdict, not in its place (docs/COMPARE.md: it did not beat the band on real pairs)
+        stat_verdict, stats = compare_stats.stat_test(rb, rn, sb, bool(paced_b or paced_n), alpha, threshold_pct)
+        stats.verdict = stat_verdict
     sides = [side_info(base, base_label), side_info(new, new_label)]
     return Comparison(
         base_label=base_label, new_label=new_label, verdict=verdict, noise_band_pct=band,

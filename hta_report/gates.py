@@ -131,16 +131,16 @@ COMPARISON_METRICS: Dict[str, ComparisonMetric] = {
     "idle_pct_increase": ("GPU idle change, percentage points",
                           _idle_increase,
                           _both(_gpu_step(WINDOWS_STEP, ATTRIBUTION_STEP))),
-    "regressed": ("1 when the verdict is 'regressed' (the step change's whole interval above the threshold, "
-                  "after the environment factor; the noise band for results without samples), else 0; "
+    "regressed": ("1 when the verdict is 'regressed' (the step change beyond the noise band), else 0; "
                   "'--fail-on regression' is regressed>=1",
                   lambda c: 1.0 if c.verdict == "regressed" else 0.0, _comparable),
     "step_time_regression_low": ("lower end of the step change's interval after the environment factor, % "
                                  "(> X: a significant regression larger than X %)",
                                  lambda c: c.stats.change_pct_low if c.stats.method == "statistical"
                                  else c.step_time_change_pct, _comparable),
-    "inconclusive": ("1 when the verdict is 'inconclusive' (the interval spans the threshold, or too few "
-                     "samples), else 0", lambda c: 1.0 if c.verdict == "inconclusive" else 0.0, _comparable),
+    "inconclusive": ("1 when the statistical test's verdict is 'inconclusive' (its interval spans the "
+                     "threshold, or too few samples), else 0",
+                     lambda c: 1.0 if c.stats.verdict == "inconclusive" else 0.0, _comparable),
     "new_findings": ("findings that appeared", lambda c: float(len(c.findings_appeared)), _both(_advice)),
 }
 

@@ -2350,6 +2350,12 @@ class StatTest:
             group by |µs per step| (largest first), at most
             :data:`hta_report.compare_stats.TOP_ITEMS`.
         note: a sentence on what limited the test (few steps, no samples), or "".
+        verdict: the statistical test's own verdict (``improved``,
+            ``regressed``, ``unchanged``, ``inconclusive``; ``""`` for the
+            noise band). :attr:`Comparison.verdict` stays the noise band's:
+            on the recorded pairs of docs/COMPARE.md this test did not beat
+            the band on real fix pairs, so it is shown beside the verdict,
+            not in its place.
     """
 
     method: str = "noise band"
@@ -2375,6 +2381,7 @@ class StatTest:
     item_spread_pct: float = 0.0
     items: List[ItemChange] = field(default_factory=list)
     note: str = ""
+    verdict: str = ""
 
 
 #: The name of the overall metric (:class:`MetricDelta`) the verdict compares where a side's host ran
@@ -2387,13 +2394,15 @@ class Comparison:
     """``new`` against ``base``: overall and per-rank deltas, kernels that
     changed most, findings that appeared or went away, and a verdict.
 
-    ``verdict`` is ``improved``, ``regressed``, ``unchanged``,
-    ``inconclusive`` or ``not comparable`` (no ProfilerStep on a side).
-    Where both sides carry instance samples (:class:`InstanceSamples`) it is
-    a statistical test, described in ``stats`` (:class:`StatTest`,
-    :mod:`hta_report.compare_stats`): the step-time change after the
-    environment factor, with its interval, against ``stats.threshold_pct``.
-    Otherwise (``stats.method`` ``noise band``) it compares the time
+    ``verdict`` is ``improved``, ``regressed``, ``unchanged`` or ``not
+    comparable`` (no ProfilerStep on a side). Where both sides carry
+    instance samples (:class:`InstanceSamples`), ``stats`` (:class:`StatTest`,
+    :mod:`hta_report.compare_stats`) holds a statistical test beside it: the
+    items that changed, the environment factor and the step-time change with
+    its interval, and that test's own verdict (``stats.verdict``, which may be
+    ``inconclusive``); the headline ``verdict`` stays the noise band's
+    (docs/COMPARE.md: the test did not beat the band on real fix pairs). The
+    verdict compares the time
     per step, ``base_step_us`` against ``new_step_us`` (µs,
     :func:`~hta_report.compare.time_per_step`: the mean step time, except on
     the ``base_paced_ranks`` / ``new_paced_ranks`` ranks whose host ran ahead

@@ -62,7 +62,7 @@ def _result(template, seed, steps=10, instances_per_step=PER_STEP, scale=None, s
 
 
 def test_aa_pairs_of_equal_distributions_read_unchanged(template):
-    verdicts = [compare(_result(template, 2 * i), _result(template, 2 * i + 1)).verdict for i in range(10)]
+    verdicts = [compare(_result(template, 2 * i), _result(template, 2 * i + 1)).stats.verdict for i in range(10)]
     # no false verdict; an interval that happens to reach past ±1 % reads inconclusive, not a change
     assert "regressed" not in verdicts and "improved" not in verdicts
     assert verdicts.count("unchanged") >= 8 and set(verdicts) <= {"unchanged", "inconclusive"}
@@ -72,7 +72,7 @@ def test_one_op_slowed_10_pct_regresses_and_is_named_first(template):
     slowed = "aten::addmm"  # 3 ms × 4 a step: 10 % slower moves the step by 1.2 ms of 40.7 ms (2.9 %)
     c = compare(_result(template, 1), _result(template, 2, slow=(slowed, 1.10), step_scale=1.029))
     s = c.stats
-    assert c.verdict == "regressed", s
+    assert s.verdict == "regressed", s
     assert s.items[0].name == slowed and s.items[0].status == "changed"
     # the estimate is near the 10 % put in, its 95 % interval clear of 0 (it holds the truth 95 % of the time:
     # these draws put it at [+10.0, +13.4] %)
@@ -87,14 +87,16 @@ def test_uniform_scaling_is_the_environment_and_the_verdict_is_unchanged(templat
     assert s.environment_named and s.environment_low < 1.25 < s.environment_high
     assert s.environment_factor == pytest.approx(1.25, rel=0.02) and s.environment_items == len(ITEMS)
     assert s.raw_change_pct == pytest.approx(25, abs=3)
-    assert c.verdict == "unchanged", s
+    assert s.verdict == "unchanged", s
     assert c.step_time_change_pct == pytest.approx(25, abs=3)  # the raw change is still shown
+    assert c.verdict == "regressed"  # the headline is the noise band's: it reads the raw step change
 
 
 def test_too_few_steps_and_instances_are_inconclusive(template):
     c = compare(_result(template, 5, steps=3, instances_per_step=1), _result(template, 6, steps=3,
                                                                               instances_per_step=1, step_scale=1.3))
-    assert c.verdict == "inconclusive" and "too few" in c.stats.note
+    assert c.stats.verdict == "inconclusive" and "too few" in c.stats.note
+    assert c.verdict == "regressed"  # the band's headline: +30 %
 
 
 def test_benjamini_hochberg_counts_the_survivors(template):
@@ -150,9 +152,12 @@ def test_gate_exit_codes(template, tmp_path, run_cli):
     assert run_cli("compare", files["base"], files["slow"], "-o", out, "--fail-on", "regression")[0] == 2
     assert json.loads(out.read_text())["gates"][0]["tripped"] is True
     assert run_cli("compare", files["base"], files["same"], "-o", out, "--fail-on", "regression")[0] == 0
-    # a regression smaller than the threshold does not trip
-    assert run_cli("compare", files["base"], files["slow"], "-o", out, "--fail-on", "regression",
-                   "--threshold", "5")[0] == 0
+    # the gate on the statistical interval's lower end: the slowed op moves the step by about 2.9 %, so a
+    # significant regression above 1 % trips and one above 5 % does not
+    assert run_cli("compare", files["base"], files["slow"], "-o", out, "--fail-on",
+                   "step_time_regression_low>1")[0] == 2
+    assert run_cli("compare", files["base"], files["slow"], "-o", out, "--fail-on",
+                   "step_time_regression_low>5")[0] == 0
     code, _, err = run_cli("compare", files["few_a"], files["few_b"], "-o", out, "--inconclusive", "fail")
     assert code == 3 and "inconclusive" in err
     assert run_cli("compare", files["few_a"], files["few_b"], "-o", out, "--inconclusive", "pass")[0] == 0

@@ -167,6 +167,8 @@ class ComparisonView:
     new_name: str
     verdict: str
     verdict_text: str
+    #: the statistical test's verdict and interval in one sentence, "" for the noise band alone
+    stat_text: str
     noise_band: str
     sides: Tuple[SideRow, ...]
     differences: Tuple[str, ...]
@@ -391,8 +393,8 @@ def environment_text(s: StatTest) -> str:
     raw = fmt.fixed(s.raw_change_pct, 1, sign=True, grouped=False)
     if s.environment_named:
         return (f"Environment: every item ran {f} on new alike: the machine (load, clocks, another process), "
-                f"not the code. Divided out before the verdict (before it: {raw} %).")
-    return f"No environment shift beyond the threshold: items ran {f} on new; divided out before the verdict."
+                f"not the code. Divided out before the statistical test (before it: {raw} %).")
+    return f"No environment shift beyond the threshold: items ran {f} on new; divided out before the statistical test."
 
 
 def _spans(s: StatTest) -> bool:
@@ -408,31 +410,33 @@ def context(c: Comparison) -> ComparisonView:
     band = fmt.fixed(c.noise_band_pct, 1, grouped=False)
     what = verdict_figure(c)
     st = c.stats
+    stat_text = ""
     if st.method == "statistical":
         ci, thr = interval_text(st), fmt.fixed(st.threshold_pct, 1, grouped=False)
-        verdict_text = {
+        stat_text = {
             "improved": f"faster: {what} {ci}, the whole interval below −{thr} %",
             "regressed": f"slower: {what} {ci}, the whole interval above +{thr} %",
             "unchanged": f"{what} {ci}, within ±{thr} %",
             "inconclusive": (f"{what} {ci}: the interval spans the ±{thr} % threshold" if _spans(st)
                              else f"{what} {ci}: {st.note}" if st.step_method
                              else f"{what} {change} %: {st.note}"),
-        }[c.verdict]
-    else:
-        verdict_text = {
-            "improved": f"faster: {what} {change} %, beyond the ±{band} % noise band",
-            "regressed": f"slower: {what} {change} %, beyond the ±{band} % noise band",
-            "unchanged": f"{what} {change} %, within the ±{band} % noise band",
-            "inconclusive": f"{what} {change} %",
-            "not comparable": "no ProfilerStep annotations on one side: step times cannot be compared",
-        }[c.verdict]
+        }.get(st.verdict, "")
+        stat_text = f"Statistical test: {st.verdict}, {stat_text}" if stat_text else ""
+    # the headline is the noise band's (docs/COMPARE.md: the test did not beat it on real fix pairs)
+    verdict_text = {
+        "improved": f"faster: {what} {change} %, beyond the ±{band} % noise band",
+        "regressed": f"slower: {what} {change} %, beyond the ±{band} % noise band",
+        "unchanged": f"{what} {change} %, within the ±{band} % noise band",
+        "inconclusive": f"{what} {change} %",
+        "not comparable": "no ProfilerStep annotations on one side: step times cannot be compared",
+    }[c.verdict]
     kernels = kernel_rows(c.kernels)
     biggest = biggest_changes(c)
     cpu_ops = cpu_op_rows(c.cpu_ops)
     return ComparisonView(
         base_label=c.base_label, new_label=c.new_label,
         base_name=fmt.run_name(c.base_label), new_name=fmt.run_name(c.new_label),
-        verdict=c.verdict, verdict_text=verdict_text,
+        verdict=c.verdict, verdict_text=verdict_text, stat_text=stat_text,
         noise_band=fmt.pct(c.noise_band_pct),
         sides=side_rows(c),
         differences=tuple(c.differences),

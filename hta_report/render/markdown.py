@@ -100,7 +100,7 @@ def render_comparison(c: Comparison) -> str:
     if v.statistical:
         if v.environment_text:
             lines += [f"> {md_text(v.environment_text)}", ""]
-        lines += [f"_{md_text(v.test_text)} {md_text(v.step_text)}_", ""]
+        lines += [f"{md_text(v.stat_text)}", "", f"_{md_text(v.test_text)} {md_text(v.step_text)}_", ""]
         if v.stat_note:
             lines += [f"_{md_text(v.stat_note)}._", ""]
         lines += [

@@ -44,17 +44,16 @@ def comparison_summary(c: Comparison, written: List[str]) -> str:
 
     change = fmt.fixed(c.step_time_change_pct, 1, sign=True, grouped=False)
     st = c.stats
-    if st.method == "statistical" and st.step_method:
-        lines = [f"{terminal(c.verdict)}: {terminal(verdict_figure(c))} {interval_text(st)} "
-                 f"(95 % interval, threshold ±{fmt.fixed(st.threshold_pct, 1, grouped=False)} %; "
-                 f"{st.items_significant} of {st.items_tested} items changed)"]
-    elif st.method == "statistical":
-        lines = [f"{terminal(c.verdict)}: {terminal(verdict_figure(c))} {change} %: {terminal(st.note)}"]
-    else:
-        lines = [f"{terminal(c.verdict)}: {terminal(verdict_figure(c))} {change} % "
-                 f"(noise band ±{fmt.fixed(c.noise_band_pct, 1, grouped=False)} %)"]
+    lines = [f"{terminal(c.verdict)}: {terminal(verdict_figure(c))} {change} % "
+             f"(noise band ±{fmt.fixed(c.noise_band_pct, 1, grouped=False)} %)"]
     lines += [f"{s.role}: {terminal(s.line)}" for s in side_rows(c)]
     lines += [f"warning: {terminal(d)}" for d in c.differences]
+    if st.method == "statistical" and st.step_method:
+        lines.append(f"statistical test: {terminal(st.verdict)}, {interval_text(st)} "
+                     f"(95 % interval, threshold ±{fmt.fixed(st.threshold_pct, 1, grouped=False)} %; "
+                     f"{st.items_significant} of {st.items_tested} items changed)")
+    elif st.method == "statistical":
+        lines.append(f"statistical test: {terminal(st.verdict)}: {terminal(st.note)}")
     if st.method == "statistical" and st.environment_named:
         lines.append(terminal(environment_text(st)))
     if st.method == "statistical" and st.items:
