@@ -10,7 +10,8 @@
   moves ``d`` later (enclosing ops and the ``ProfilerStep`` grow; the op's
   children and the other ops keep their durations), ``d`` chosen so that
   the mean step grows by k % (1, 3, 5, 10). A ``regressed`` verdict is a
-  detection; the slowed op named first among the significant items counts
+  detection (counted for the headline, the noise band's, and for the
+  statistical test's own verdict, ``stats.verdict``); the slowed op named first among the significant items counts
   as named. On a trace with GPU work the kernels would move with their
   launch under the same time warp; the pairs recorded here are CPU-only.
 
@@ -107,8 +108,10 @@ def run(root: Path, inject_pairs: int, cache: Optional[str], held_out_from: Opti
 
     pairs = sorted({p.name[:-2] for p in root.iterdir() if p.name.endswith(("-a", "-b")) and p.is_dir()})
     pairs = [p for p in pairs if (root / f"{p}-a").is_dir() and (root / f"{p}-b").is_dir()]
-    verdicts: List[str] = []
+    verdicts: List[str] = []  # the headline (noise band) verdicts
+    stat_verdicts: List[str] = []  # the statistical test's (StatTest.verdict)
     detect: Dict[float, List[Tuple[str, bool]]] = {k: [] for k in SIZES}
+    stat_detect: Dict[float, List[str]] = {k: [] for k in SIZES}
     work = Path(tempfile.mkdtemp(prefix="compare-power-"))
     for i, p in enumerate(pairs):
         a = hta_report.analyze(str(root / f"{p}-a"), cache=cache)
@@ -116,7 +119,8 @@ def run(root: Path, inject_pairs: int, cache: Optional[str], held_out_from: Opti
         c = compare(a, b)
         s = c.stats
         verdicts.append(c.verdict)
-        print(f"A/A {p}: {c.verdict:12s} step {s.change_pct:+6.1f} % [{s.change_pct_low:+6.1f}, "
+        stat_verdicts.append(s.verdict)
+        print(f"A/A {p}: band {c.verdict:10s} test {s.verdict:12s} step {s.change_pct:+6.1f} % [{s.change_pct_low:+6.1f}, "
               f"{s.change_pct_high:+6.1f}] raw {s.raw_change_pct:+6.1f} % env x{s.environment_factor:.3f} "
               f"[{s.environment_low:.3f}, {s.environment_high:.3f}] items {s.items_significant}/{s.items_tested} "
               f"({s.step_method})", flush=True)
@@ -135,8 +139,9 @@ def run(root: Path, inject_pairs: int, cache: Optional[str], held_out_from: Opti
             first = next((it for it in ck.stats.items if it.status == "changed"), None)
             named = first is not None and first.name == target
             detect[k].append((ck.verdict, named))
+            stat_detect[k].append(ck.stats.verdict)
             sk = ck.stats
-            print(f"  +{k:g} % {target} (+{d:.0f} us each): {ck.verdict:12s} step {sk.change_pct:+6.1f} % "
+            print(f"  +{k:g} % {target} (+{d:.0f} us each): band {ck.verdict:10s} test {sk.verdict:12s} step {sk.change_pct:+6.1f} % "
                   f"[{sk.change_pct_low:+6.1f}, {sk.change_pct_high:+6.1f}] first: "
                   f"{first.name if first else '-'} {'(named)' if named else ''}", flush=True)
     n = len(verdicts)
@@ -145,8 +150,11 @@ def run(root: Path, inject_pairs: int, cache: Optional[str], held_out_from: Opti
         "aa_pairs": n, "aa_false": false, "aa_false_rate": false / n if n else 0.0,
         "aa_verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
     }
-    print(f"\nA/A: {n} pairs, false regressed/improved: {false} ({100 * false / max(n, 1):.1f} %); "
-          f"verdicts {summary['aa_verdicts']}")
+    stat_false = sum(v in ("regressed", "improved") for v in stat_verdicts)
+    summary["aa_test_false"] = stat_false
+    summary["aa_test_verdicts"] = {v: stat_verdicts.count(v) for v in sorted(set(stat_verdicts))}
+    print(f"\nA/A: {n} pairs, false regressed/improved: band {false} ({100 * false / max(n, 1):.1f} %), "
+          f"test {stat_false}; band verdicts {summary['aa_verdicts']}, test {summary['aa_test_verdicts']}")
     if held_out_from is not None:
         for name, part in (("tuning", verdicts[:held_out_from]), ("held out", verdicts[held_out_from:])):
             bad = sum(v in ("regressed", "improved") for v in part)
@@ -159,9 +167,12 @@ def run(root: Path, inject_pairs: int, cache: Optional[str], held_out_from: Opti
             continue
         hit = sum(v == "regressed" for v, _ in rows)
         named = sum(nm for _, nm in rows)
-        summary[f"inject_{k:g}"] = {"pairs": len(rows), "detected": hit, "named_first": named,
+        test_hit = stat_detect[k].count("regressed")
+        summary[f"inject_{k:g}"] = {"pairs": len(rows), "detected": hit, "test_detected": test_hit,
+                                    "named_first": named,
                                     "verdicts": {v: [x for x, _ in rows].count(v) for v in set(x for x, _ in rows)}}
-        print(f"+{k:g} % of the step: detected {hit}/{len(rows)} ({100 * hit / len(rows):.0f} %), "
+        print(f"+{k:g} % of the step: detected by the band {hit}/{len(rows)} ({100 * hit / len(rows):.0f} %), "
+              f"by the test {test_hit}/{len(rows)}, "
               f"slowed op named first {named}/{len(rows)} ({100 * named / len(rows):.0f} %); "
               f"verdicts {summary[f'inject_{k:g}']['verdicts']}")
     return summary
