@@ -19,6 +19,11 @@ Usage::
 
     python bench/compare_power.py record /work/aa-pairs --pairs 40
     python bench/compare_power.py run /work/aa-pairs [--inject-pairs 20] [--cache DIR]
+    python bench/compare_power.py fixpairs /tmp/fixbench/one-process [--rounds 0,1] [--cache DIR]
+
+``fixpairs`` compares the before/after recordings of ``bench/fixbench/record.py``
+(real fix pairs) and scores both verdicts against the pair's unprofiled
+steps (:func:`unprofiled_truth`).
 
 Traces stay outside the repository. ``run`` prints one line per pair and
 the rates; docs/COMPARE.md records them with date and machine.
@@ -178,6 +183,59 @@ def run(root: Path, inject_pairs: int, cache: Optional[str], held_out_from: Opti
     return summary
 
 
+#: Unprofiled change (%) beyond which a fix pair's truth is improved / regressed, and within which unchanged;
+#: between the two the pair is not scored (the unprofiled timing itself cannot tell).
+TRUTH_CHANGE_PCT, TRUTH_SAME_PCT = 5.0, 2.0
+
+
+def unprofiled_truth(pair: Path) -> Tuple[float, str]:
+    """A fix pair's change without the profiler (%, ``unprofiled.json`` of
+    ``bench/fixbench/record.py``: each round's median step after / before,
+    the median over rounds; medians, because a round's first steps and a
+    neighbour's burst of load move single steps by 10x on the shared machine)
+    and what it says: ``improved`` (< −5 %), ``regressed`` (> +5 %),
+    ``unchanged`` (within ±2 %) or ``unclear``."""
+    import statistics
+    u = json.loads((pair / "unprofiled.json").read_text())
+    ratios = [statistics.median(a) / statistics.median(b) for b, a in zip(u["before"], u["after"])]
+    r = 100 * (statistics.median(ratios) - 1)
+    truth = ("improved" if r < -TRUTH_CHANGE_PCT else "regressed" if r > TRUTH_CHANGE_PCT
+             else "unchanged" if abs(r) < TRUTH_SAME_PCT else "unclear")
+    return r, truth
+
+
+def fixpairs(root: Path, rounds: List[str], cache: Optional[str]) -> Dict[str, int]:
+    """Compare every ``root/<pair>/<round>-before`` with ``<round>-after`` and
+    score the headline (band) verdict and the statistical test's against
+    :func:`unprofiled_truth`; prints one line per comparison and the counts."""
+    import hta_report
+    from hta_report.compare import compare
+
+    tot: Dict[str, int] = {"scored": 0, "band right": 0, "test right": 0, "test inconclusive": 0,
+                           "test interval holds the unprofiled change": 0, "compared": 0}
+    for pair in sorted(p for p in root.iterdir() if (p / "unprofiled.json").is_file()):
+        r, truth = unprofiled_truth(pair)
+        for rd in rounds:
+            if not ((pair / f"{rd}-before").is_dir() and (pair / f"{rd}-after").is_dir()):
+                continue
+            c = compare(hta_report.analyze(str(pair / f"{rd}-before"), cache=cache),
+                        hta_report.analyze(str(pair / f"{rd}-after"), cache=cache))
+            s = c.stats
+            holds = s.change_pct_low <= r <= s.change_pct_high
+            tot["compared"] += 1
+            tot["test interval holds the unprofiled change"] += holds
+            if truth != "unclear":
+                tot["scored"] += 1
+                tot["band right"] += c.verdict == truth
+                tot["test right"] += s.verdict == truth
+                tot["test inconclusive"] += s.verdict == "inconclusive"
+            print(f"{pair.name:34s} {rd}: unprofiled {r:+7.1f} % ({truth:9s}) band {c.verdict:10s} "
+                  f"{c.step_time_change_pct:+7.1f} %  test {s.verdict:12s} {s.change_pct:+7.1f} % "
+                  f"[{s.change_pct_low:+7.1f}, {s.change_pct_high:+7.1f}]{' holds' if holds else ''}", flush=True)
+    print(tot)
+    return tot
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -191,7 +249,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     u.add_argument("--json", default=None, help="also write the summary here")
     u.add_argument("--held-out-from", type=int, default=None,
                    help="the A/A rates also apart for the pairs before and from this index (tuning / held out)")
+    f = sub.add_parser("fixpairs")
+    f.add_argument("root", help="a mode folder of bench/fixbench/record.py's output (OUT/one-process)")
+    f.add_argument("--rounds", default="0,1,2,3", help="comma-separated rounds to compare")
+    f.add_argument("--cache", default=None)
     args = ap.parse_args(argv)
+    if args.cmd == "fixpairs":
+        fixpairs(Path(args.root), args.rounds.split(","), args.cache)
+        return 0
     if args.cmd == "record":
         os.makedirs(args.out, exist_ok=True)
         record(Path(args.out), args.pairs)
