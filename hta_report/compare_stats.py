@@ -1,7 +1,10 @@
-"""The statistical verdict of a comparison: one trace per side, tested item by item.
+"""The statistical test of a comparison: one trace per side, tested item by item.
 
 A pure function of the two sides' ranks (:func:`stat_test`), called by
-:func:`hta_report.compare.compare`. It reads the per-instance samples each
+:func:`hta_report.compare.compare`, which keeps the noise band's verdict as
+the headline and stores this one in ``StatTest.verdict`` beside it
+(docs/COMPARE.md: on the recorded pairs it did not beat the band on real fix
+pairs). It reads the per-instance samples each
 rank carries (:class:`~hta_report.model.InstanceSamples`) and the analyzed
 ``ProfilerStep`` durations, and returns a verdict and a
 :class:`~hta_report.model.StatTest` (docs/COMPARE.md says the same in prose):
