@@ -205,3 +205,64 @@ def test_collectives_that_take_the_step_are_communication_bound_not_overlap(tmp_
     f = next(f for f in r.findings if f.id == "exposed-communication")
     assert f.title.startswith("Communication-bound") and f.whatif is None
     assert "nccl-tests" in f.fix
+
+
+def _read_loop(b: TraceBuilder, t: float, n: int) -> None:
+    """``[x[i].cpu() for i in range(n)]`` on a CUDA tensor: per element a
+    select and a ``aten::to`` holding a 4-byte pageable copy to the host and
+    its stream synchronize, no kernel."""
+    for k in range(n):
+        s = t + 10 + 40 * k
+        b.cpu_op("aten::select", s, 4)
+        b.cpu_op("aten::to", s + 5, 30)
+        b.cpu_op("aten::_to_copy", s + 6, 28)
+        b.memcpy("DtoH", "Pageable", s + 18, 1.0, 4, launch_ts=s + 8)
+        b.runtime("cudaStreamSynchronize", s + 20, 10)
+
+
+def test_a_loop_of_per_element_reads_is_a_removable_sync_not_launch_overhead(tmp_path):
+    """4,096 per-element reads to the host and no kernel: the reads are
+    synchronizations a single read of the whole tensor removes (kind
+    ``element``), and the finding is sync-in-step with the vectorizing fix,
+    not launch-bound ("0 kernels") or "the read of the model's output"."""
+    b = TraceBuilder(rank=0)
+    step = 10_000.0
+    for i in range(3):
+        b.step(i + 1, i * step, step)
+        _read_loop(b, i * step, n=240)
+    d = tmp_path / "reads"
+    d.mkdir()
+    b.write(d / "rank-0.json")
+    r = analyze(d)
+    kinds = {k.kind: k for k in r.ranks[0].cpu.sync_kinds}
+    assert "element" in kinds and kinds["element"].removable
+    assert r.findings[0].id == "sync-in-step"
+    assert "one element at a time" in r.findings[0].fix
+
+
+def test_without_steps_the_loop_thread_is_the_one_with_the_dataloader(tmp_path):
+    """No ProfilerStep; the main thread iterates the DataLoader (3 ms a
+    batch) and launches the forward, autograd's thread launches more calls
+    (the backward): the replay's step thread is the DataLoader's, so hiding
+    the DataLoader (workers) is predicted to save most of its time."""
+    b = TraceBuilder(rank=0)
+    main, autograd = 100, 200
+    t = 0.0
+    for i in range(6):
+        b.cpu_op("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", t, 3000.0, cat="user_annotation",
+                 tid=main)
+        t += 3000.0
+        for k in range(3):
+            b.kernel(FP32_GEMM, t + 20 + 100 * k, 90.0, launch_ts=t + 10 + 100 * k, tid=main)
+        t += 300.0
+        for k in range(6):
+            b.kernel(FP32_GEMM, t + 20 + 100 * k, 90.0, launch_ts=t + 10 + 100 * k, tid=autograd)
+        t += 700.0
+    d = tmp_path / "nosteps"
+    d.mkdir()
+    b.write(d / "rank-0.json")
+    r = analyze(d)
+    f = next(f for f in r.findings if f.id == "dataloader-bound")
+    assert f.whatif is not None
+    saved = f.whatif.step_us_before - f.whatif.step_us_after
+    assert saved > 0.5 * 6 * 3000.0

@@ -19,6 +19,7 @@ from typing import List
 import numpy as np
 import pandas as pd
 
+from .copies import WAIT_APIS
 from .cpu_side import DATALOADER_PREFIXES, LOSS_OPS
 from .events import RankEvents
 from .host_ops import arithmetic_us, call_overhead_us, step_thread_ops
@@ -54,7 +55,9 @@ def loops(ev: RankEvents, w: np.ndarray) -> pd.DataFrame:
     the loop (from its first indexing op to the end of its last iteration),
     ``iterations`` (indexing ops, a lower bound of the elements visited when
     an iteration indexes several tensors it is their multiple), ``ops``
-    (outermost ops inside), ``reads`` (scalar reads), ``arithmetic_us``
+    (outermost ops inside), ``reads`` (reads that wait for the GPU: scalar
+    reads, or the stream synchronizations of per-element copies to the host,
+    whichever are more), ``arithmetic_us``
     (:func:`~.host_ops.arithmetic_us` of its ops) and ``overhead_us`` (the
     fixed cost of one recorded call on this rank). Kept in ``ev.memo``."""
     key = f"host_loops.{np.asarray(w, dtype=float).tobytes().hex()}"
@@ -107,7 +110,11 @@ def _find(ev: RankEvents, ops: pd.DataFrame, w: np.ndarray, overhead: float) -> 
         if np.isin(inner, LOSS_OPS).any():  # a model called per sample: tiny-batches
             continue
         mine = ops[(all_ts >= lo) & (all_ts < hi)]
-        reads = int(np.isin(inner, READ_OPS).sum())
+        # a read per element: .item() (scalar reads), or .cpu()/.tolist() of one element, whose op holds a
+        # blocking copy and its stream synchronize (cudaMemcpyAsync + cudaStreamSynchronize)
+        waits = int((cpu["s_name"].isin(WAIT_APIS) & (cpu["ts"] >= lo) & (cpu["ts"] < hi)
+                     & cpu["thread"].eq(mine["thread"].iloc[0] if len(mine) else -1)).sum())
+        reads = max(int(np.isin(inner, READ_OPS).sum()), waits)
         out.append([int(mine["thread"].iloc[0]) if len(mine) else -1, lo, hi, len(run), len(inner), reads,
                     arithmetic_us(mine, overhead), overhead])
     return out

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals
-from .cpu_side import _parents, self_times
-from .events import RankEvents, is_step
+from .cpu_side import _parents, loop_thread, self_times
+from .events import RankEvents
 from .regions import containing_index
 
 #: Ops that do no arithmetic: views, shape changes and allocations (a CUDA graph's replay skips
@@ -52,8 +52,8 @@ BACKWARD_MARKERS = ("autograd::engine::evaluate_function", "Backward0", "Backwar
 
 
 def step_thread_ops(ev: RankEvents, w: np.ndarray, thread: Optional[int] = None) -> pd.DataFrame:
-    """The ``cpu_op`` rows of one host thread (default: the thread holding the
-    ``ProfilerStep`` annotations, else the one with the most ops) that start in
+    """The ``cpu_op`` rows of one host thread (default: the thread running the
+    step loop, :func:`~.cpu_side.loop_thread`, else the one with the most ops) that start in
     the windows ``w`` (``(n, 2)`` µs), sorted by start (longest first on ties),
     with their ``self_us`` time (µs), ``parent`` (position in this frame of the
     innermost op holding it, -1 for an outermost op), ``leaf`` (holds no op)
@@ -65,10 +65,10 @@ def step_thread_ops(ev: RankEvents, w: np.ndarray, thread: Optional[int] = None)
         return held
     cpu = ev.cpu
     if thread is None:
-        steps = cpu[is_step(cpu["s_name"])]
         ops_all = cpu[cpu["s_cat"].eq("cpu_op")]
-        if len(steps):
-            thread = int(steps["thread"].iloc[0])
+        found = loop_thread(ev)
+        if found is not None:
+            thread = found
         elif len(ops_all):
             thread = int(ops_all["thread"].value_counts().index[0])
         else:

@@ -30,6 +30,7 @@ from .. import intervals
 from ..model import SyncKindCount
 from .cpu_side import SYNC_NAMES
 from .events import RankEvents
+from .host_loops import loops
 from .host_ops import has_backward
 from .launch_calls import KERNEL_LAUNCH_APIS
 
@@ -47,6 +48,9 @@ class SyncKind:
 
 #: The kinds, by key.
 KINDS: Dict[str, SyncKind] = {k.key: k for k in (
+    SyncKind("element", "a read per element in a Python loop (x[i].item(), x[i].cpu())", True,
+             "each iteration reads one element and waits for the GPU: one read of the whole tensor "
+             "(x.tolist(), or the loop's arithmetic on the device and one .item()) replaces them all"),
     SyncKind("logged", "a scalar read in a training step (.item())", True,
              "nothing in the step needs it on the host: accumulate on the device and read every N steps"),
     SyncKind("metric", "a tensor read in a training step (.cpu(), .tolist(), .numpy())", True,
@@ -86,7 +90,9 @@ def classify(ev: RankEvents, rows: pd.DataFrame, windows: np.ndarray) -> List[st
     """The :data:`KINDS` key of each synchronization in ``rows`` (``thread``,
     ``ts``, ``end`` µs, ``s_name``: runtime calls or scalar-read ops of
     ``ev``), in their order; ``windows`` (``(n, 2)`` µs) are the analyzed
-    steps, which decide a bare synchronize's ``step_end``."""
+    steps, which decide a bare synchronize's ``step_end``. A synchronization
+    inside a Python loop of per-element reads (:func:`~.host_loops.loops`
+    with ``reads``) is ``element``, whatever holds it."""
     if rows.empty:
         return []
     cpu = ev.cpu
@@ -99,6 +105,9 @@ def classify(ev: RankEvents, rows: pd.DataFrame, windows: np.ndarray) -> List[st
                  for t, g in (ops.sort_values("ts", kind="stable").groupby("thread", sort=False))}
     launch_ts = {int(t): np.sort(g["ts"].to_numpy(float)) for t, g in launches.groupby("thread", sort=False)}
     w = np.asarray(windows, dtype=float).reshape(-1, 2)
+    looped = loops(ev, w) if len(w) else None
+    spans = {int(t): (g["ts"].to_numpy(float), g["end"].to_numpy(float))
+             for t, g in looped[looped["reads"] > 0].groupby("thread", sort=False)} if looped is not None else {}
     out: List[str] = []
     for thr, t, own in zip(rows["thread"].to_numpy().tolist(), rows["ts"].to_numpy(float).tolist(),
                            rows["s_name"].astype(str).tolist()):
@@ -116,6 +125,10 @@ def classify(ev: RankEvents, rows: pd.DataFrame, windows: np.ndarray) -> List[st
             prev = [names[k] for k in range(outermost - 1, max(-1, outermost - 8), -1) if end[k] <= ts[outermost]] \
                 if 0 <= outermost <= j else []
             before = prev[0] if prev else ""
+        span = spans.get(int(thr))
+        if span is not None and bool(((span[0] <= t) & (t < span[1])).any()):
+            out.append("element")  # inside a Python loop of per-element reads: the loop is what to remove
+            continue
         out.append(_kind(holding, before, training, thr, t, w, launch_ts.get(int(thr))))
     return out
 

@@ -22,9 +22,23 @@ def sync_cost_us(r: RankResult) -> float:
     hold them where that is more (the fix, one vectorized read, removes the loop)."""
     a = r.idle_attribution
     if r.has_gpu:
-        return a.sync_us + a.sync_lead_us
+        return a.sync_us + lead_us(r)
     p = r.patterns
     return max(r.cpu.sync_us_per_step, p.loop_us_per_step if p.loop_reads_per_step > 0 else 0.0)
+
+
+def lead_us(r: RankResult) -> float:
+    """The GPU idle after a GPU rank's synchronizations beyond the gaps they
+    open (µs per step): the lead the host spent waiting (``sync_lead_us``),
+    or, where the reads come from a Python loop over elements
+    (``CodePatterns.loop_reads_per_step``: ``x[i].item()`` per element), the
+    GPU idle while the host runs its launches and ops, up to the loop's host
+    time: each read drains the GPU, which then waits for the loop's next
+    iteration, and one read of the whole tensor removes both."""
+    a, p = r.idle_attribution, r.patterns
+    if p.loop_reads_per_step > 0:
+        return max(a.sync_lead_us, min(p.loop_us_per_step, a.host_ops_us + a.launch_us + a.unattributed_us))
+    return a.sync_lead_us
 
 
 #: Where synchronization's cost is claimed on a GPU rank: the gaps it opens, then the
@@ -37,7 +51,7 @@ def _claim(r: RankResult, fired: Fired) -> Dict[str, float]:
         return fired.take(r, ["host:sync", "host:other"], sync_cost_us(r))
     a = r.idle_attribution
     out = fired.take(r, ["idle:sync"], a.sync_us)
-    for pool, us in fired.take(r, GPU_POOLS[1:], a.sync_lead_us).items():
+    for pool, us in fired.take(r, GPU_POOLS[1:], lead_us(r)).items():
         out[pool] = out.get(pool, 0.0) + us
     return out
 
@@ -84,9 +98,10 @@ def sync_in_step(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
         if r.has_gpu:
             a = r.idle_attribution
             text += f"; the GPU then idles {ms(a.sync_us)} {per(r)} until the next launch"
-            if a.sync_lead_us >= 1.0:
-                text += (f", and {ms(a.sync_lead_us)} more while the host, its queued lead spent in the wait, runs "
-                         "its next work")
+            if lead_us(r) >= 1.0:
+                text += (f", and {ms(lead_us(r))} more while the host, its queued lead spent in the wait, runs "
+                         "its next work" + (" (the next iteration of a Python loop over elements)"
+                                            if lead_us(r) > a.sync_lead_us else ""))
         evidence.append(text + _reads(r) + _kinds(r))
     claims = {r.rank: _claim(r, fired) for r in hits}
     required = [k for k in worst.cpu.sync_kinds if not k.removable]
@@ -102,7 +117,7 @@ def sync_in_step(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
            "    log(running.item() / 100)")
     if worst.workload.kind in ("inference", "graph-capture"):
         fix = INFERENCE_FIX
-    if any(k.kind in ("logged", "metric") for k in worst.cpu.sync_kinds) and worst.patterns.loop_reads_per_step:
+    if any(k.kind in ("element", "logged", "metric") for k in worst.cpu.sync_kinds) and worst.patterns.loop_reads_per_step:
         fix = ("# a Python loop reads one element at a time (.item() per element): compute on the whole tensor\n"
                "correct = (pred == y).sum()          # not: for i in range(len(y)): pred[i].item() == y[i].item()\n"
                "# and read it once (or every N steps): correct.item()")

@@ -47,7 +47,7 @@ import pandas as pd
 
 from ... import intervals
 from ..copies import MEMCPY_APIS, WAIT_APIS, htod_from
-from ..cpu_side import DATALOADER_PREFIXES
+from ..cpu_side import DATALOADER_PREFIXES, loop_thread
 from ..events import RankEvents, is_step, name_strings
 from ..gap_causes import STREAM_WAIT_APIS, launching_threads
 from ..regions import LAUNCH_CATEGORIES
@@ -271,12 +271,14 @@ def _dl_cover(dl: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def step_thread(ev: RankEvents) -> int:
-    """The host thread holding the ``ProfilerStep#N`` annotations; without
-    them, the launching thread with the most runtime calls (-1: none)."""
+    """The host thread running the step loop (:func:`~..cpu_side.loop_thread`:
+    the ``ProfilerStep#N`` annotations', else the DataLoader's and
+    optimizer's); without either, the launching thread with the most runtime
+    calls (-1: none)."""
     cpu = ev.cpu
-    steps = cpu[is_step(cpu["s_name"])]
-    if len(steps):
-        return int(steps["thread"].iloc[0])
+    found = loop_thread(ev)
+    if found is not None:
+        return found
     calls = cpu[cpu["s_cat"].isin(LAUNCH_CATEGORIES) & (cpu["correlation"] > 0)]
     if calls.empty:
         return -1
