@@ -922,6 +922,10 @@ class TensorCoreUse:
     eligible_ops_kernel_pct: float = 0.0
     top_non_tensor_core: List[NamedTime] = field(default_factory=list)
     shapes_recorded: bool = False
+    #: ``compute_major``/``compute_minor`` were read off the kernels' names (cuBLAS's ``ampere_``,
+    #: ``sm90_``... prefixes: the oldest architecture the device can be), the trace having no
+    #: ``deviceProperties`` (PyTorch 1.8-1.10 traces): a floor, not the device.
+    capability_from_kernels: bool = False
     half_gemm_ops_per_step: float = 0.0
     misaligned_ops_per_step: float = 0.0
     misaligned_us_per_step: float = 0.0

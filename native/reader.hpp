@@ -29,6 +29,7 @@ enum Kind : uint8_t {
 class Interner {
  public:
   int32_t intern(const char* p, size_t n);
+  void clear();  // no strings, the memory kept for the next run
   size_t size() const { return offsets_.size(); }
   const char* data(size_t i) const { return arena_.data() + offsets_[i]; }
   size_t length(size_t i) const { return lengths_[i]; }
@@ -51,6 +52,7 @@ struct Column {
   Interner strs;              // decoded strings
   Interner texts;             // raw JSON texts (arrays, objects; every value of an object arg)
   void resize(size_t n);
+  void clear();
 };
 
 // The fields of Kineto's events, in fastparse._FIELDS order.
@@ -69,10 +71,11 @@ struct Result {
   Column cat, name, pid, tid, ts, dur;
   std::vector<Column> args;
   std::string why;              // why the input was not taken (for tests and debugging)
+  size_t capacity() const { return ph_x.capacity(); }
 };
 
 // Read ``len`` bytes at ``buf`` (a JSON array of event objects, whitespace
-// around allowed). True: ``out`` holds the columns. False: the Python reader
+// around allowed) into ``out`` (cleared first; its memory is reused). True: ``out`` holds the columns. False: the Python reader
 // must read it (``out->why`` says why).
 bool read_events(const char* buf, size_t len, const std::vector<ArgSpec>& specs, Result* out);
 

@@ -525,3 +525,25 @@ def test_hta_path_gives_hta_parse_trace_file(path):
     if report.dropped or report.ignored:
         pytest.skip(f"the validating reader changed events: {report.warning()}")
     assert_same_parse(fastparse.hta_parse_trace_file(path, report_parser_config()), ours)
+
+
+@pytest.mark.parametrize("parser", ["python", "native"])
+def test_an_unsupported_run_with_object_args_raises_its_own_error_not_buffer_error(tmp_path, monkeypatch, parser):
+    # the Python reader decoded a run in the read buffer's view into structs whose object args
+    # (msgspec.Raw) kept the buffer exported; raising Unsupported with them alive in the traceback
+    # made the view's release raise BufferError instead (158 of seeds 0-199 of
+    # tests/test_native_reader.py's _random_document, with either reader, before the fix)
+    if parser == "native" and not fastnative.available():
+        pytest.skip("the native reader is not built")
+    monkeypatch.setenv("HTA_REPORT_PARSER", parser)
+    event = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1000, "dur": 2,
+             "args": {"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]}}
+    no_dur = {k: v for k, v in event.items() if k != "dur"}  # a complete event without dur: Unsupported
+    events = [dict(event, ts=1000 + i) for i in range(20)] + [no_dur] + [dict(event, ts=2000 + i) for i in range(20)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    with pytest.raises(fastparse.Unsupported, match="^complete events without dur$"):
+        fastparse.parse_trace_file(str(path), report_parser_config(), fallback=False)
+    # and the same error again: nothing was left exported
+    with pytest.raises(fastparse.Unsupported, match="^complete events without dur$"):
+        fastparse.parse_trace_file(str(path), report_parser_config(), fallback=False)

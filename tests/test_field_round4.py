@@ -22,13 +22,15 @@ def test_only_the_part_beyond_a_kernels_fixed_cost_scales():
     assert out[2] == 1.5  # shorter than the fixed cost: unchanged
 
 
-def _run(tmp_path, kernel: str, name: str = "NVIDIA A100-SXM4-80GB"):
+def _run(tmp_path, kernel: str, name: "str | None" = "NVIDIA A100-SXM4-80GB", op: str = "aten::linear"):
+    """Six steps of eight ``op`` calls, each launching a 300 µs ``kernel``
+    (``name``: the deviceProperties' device, None for none), analyzed."""
     b = TraceBuilder(rank=0, gpu_name=name, compute_major=8)
     sim = Sim(b)
     for s in range(1, 7):
         start = sim.t
         for _ in range(8):
-            sim.op("aten::linear", [(kernel, 300.0)], host_us=10.0)
+            sim.op(op, [(kernel, 300.0)], host_us=10.0)
         sim.synchronize()
         sim.idle(20.0)
         b.step(s, start, sim.t - start)
@@ -266,3 +268,85 @@ def test_without_steps_the_loop_thread_is_the_one_with_the_dataloader(tmp_path):
     assert f.whatif is not None
     saved = f.whatif.step_us_before - f.whatif.step_us_after
     assert saved > 0.5 * 6 * 3000.0
+
+
+def test_a_scalar_read_with_no_runtime_call_inside_is_not_a_sync():
+    """``aten::item`` of a CPU tensor calls no runtime function; a GPU read
+    holds its copy and synchronize. On a trace that records runtime calls,
+    only the second is a synchronization; on a rank that launches nothing,
+    a synchronize waits for nothing queued."""
+    import pandas as pd
+    from hta_report.analysis.cpu_side import is_sync
+    cpu = pd.DataFrame({
+        "s_name": ["cudaDeviceSynchronize", "cudaLaunchKernel", "aten::item", "aten::_local_scalar_dense",
+                   "aten::item", "aten::_local_scalar_dense", "cudaMemcpyAsync", "cudaStreamSynchronize"],
+        "s_cat": ["cuda_runtime", "cuda_runtime", "cpu_op", "cpu_op", "cpu_op", "cpu_op", "cuda_runtime",
+                  "cuda_runtime"],
+        "ts": [0.0, 100.0, 200.0, 201.0, 300.0, 301.0, 302.0, 305.0],
+        "end": [50.0, 105.0, 210.0, 209.0, 320.0, 319.0, 304.0, 318.0],
+        "thread": [1] * 8})
+    # the first synchronize may wait for work queued before the profiler started: it stays one
+    assert is_sync(cpu).tolist() == [True, False, False, False, True, True, False, True]
+    # a rank that launches nothing (a model run on the CPU): no call waits for GPU work
+    cpu_only = cpu[~cpu["s_name"].isin(["cudaLaunchKernel", "cudaMemcpyAsync"])]
+    assert not is_sync(cpu_only).any()
+
+
+def test_a_read_that_gives_an_all_to_all_its_splits_is_required(tmp_path):
+    """A training step reads a tensor to the host (.tolist()) and then calls
+    all_to_all_single with those sizes: kind ``splits``, which the program
+    needs, not a logged metric."""
+    from kineto import NCCL_ALLREDUCE
+    b = TraceBuilder(rank=0, world_size=2)
+    for i in range(4):
+        t = i * 2000.0
+        b.step(i + 1, t, 2000.0)
+        b.kernel(FP32_GEMM, t + 20, 300.0)
+        b.cpu_op("autograd::engine::evaluate_function: MmBackward0", t + 400, 50.0)
+        b.cpu_op("aten::to", t + 500, 40.0)
+        b.cpu_op("aten::_to_copy", t + 501, 38.0)
+        b.memcpy("DtoH", "Pageable", t + 520, 2.0, 64, launch_ts=t + 505)
+        b.runtime("cudaStreamSynchronize", t + 512, 20.0)
+        b.cpu_op("c10d::alltoall_base_", t + 560, 30.0)
+        b.kernel(NCCL_ALLREDUCE.replace("AllReduce_Sum_f32", "SendRecv"), t + 600, 200.0, launch_ts=t + 570,
+                 stream=20)
+    d = tmp_path / "a2a"
+    d.mkdir()
+    b.write(d / "rank-0.json")
+    kinds = {k.kind: k for k in analyze(d).ranks[0].cpu.sync_kinds}
+    assert "splits" in kinds and not kinds["splits"].removable
+    assert "metric" not in kinds
+
+
+def test_a_host_that_sleeps_is_told_to_stop_sleeping(tmp_path):
+    """Each step: a kernel, then the script's time.sleep(2 ms) inside its
+    Python frame: the GPU idles while the host waits on purpose; the
+    host-bound fix names the sleep, not moving or compiling host work."""
+    b = TraceBuilder(rank=0)
+    for i in range(5):
+        t = i * 3000.0
+        b.step(i + 1, t, 3000.0)
+        b.python("train.py(10): main", t, 2610.0, python_id=10 * i + 1, parent=None)
+        b.cpu_op("aten::mm", t + 10, 20.0)
+        b.kernel(FP32_GEMM, t + 40, 500.0, launch_ts=t + 15)
+        b.python("<built-in function sleep>", t + 600, 2000.0, python_id=10 * i + 2, parent=10 * i + 1)
+    d = tmp_path / "sleep"
+    d.mkdir()
+    b.write(d / "rank-0.json")
+    r = analyze(d)
+    f = next(f for f in r.findings if f.id == "host-bound")
+    assert "time.sleep" in f.fix and "torch.compile" not in f.fix
+
+
+@pytest.mark.parametrize("kernel, major, dtype", [("ampere_sgemm_128x64_tn", 8, "bfloat16"),
+                                                  ("volta_sgemm_128x64_tn", 7, "float16")])
+def test_without_device_properties_the_kernel_names_give_the_architecture(tmp_path, kernel, major, dtype):
+    """A trace without deviceProperties (PyTorch 1.8-1.10) whose fp32 GEMMs
+    are cuBLAS's ampere_/volta_ kernels: the device is at least that
+    architecture, so the Tensor Core rule is checked, names the precision
+    it has, and advises no TF32 (a GeForce Ampere runs it at fp32 rate)."""
+    r = _run(tmp_path, kernel, name=None, op="aten::mm")
+    tc = r.ranks[0].tensor_cores
+    assert tc.capability_from_kernels and tc.compute_major == major
+    f = next(f for f in r.findings if f.id == "tensor-cores-unused")
+    assert dtype in f.title and "TF32" not in f.title and "from kernel names" in " ".join(f.evidence)

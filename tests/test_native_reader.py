@@ -191,6 +191,25 @@ def test_huge_floats_parse_as_python_parses_them():
     assert fastnative.Col(got["ts"]).f64.tolist() == [float(e["ts"]) for e in json.loads(data)]
 
 
+def test_floats_on_and_off_the_fast_path_parse_as_python_parses_them():
+    # the reader makes a float of <= 19 digits below 2**53 with a power of ten within 1e22 by one
+    # division or product (Clinger's fast path), any other by from_chars: both as Python rounds
+    rng = random.Random(53)
+    values = ["9007199254740992.5", "9007199254740993.0", "0.30000000000000004", "1e-22", "1e-23", "12345678901234567890.5",
+              "4.9e-324", "1E+22", "1e+023", "-1.5e-7", "0.000000000000000000000000001", "8.235", "4457416195056.262"]
+    for _ in range(3000):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randrange(1, 22)))
+        cut = rng.randrange(1, len(digits) + 1)
+        v = (digits[:cut].lstrip("0") or "0") + "." + (digits[cut:] or "0")
+        if rng.random() < 0.3:
+            v += rng.choice("eE") + rng.choice(["", "+", "-"]) + str(rng.randrange(0, 40))
+        values.append(("-" if rng.random() < 0.2 else "") + v)
+    data = _doc([f'{{"ts":{v}}}' for v in values])
+    got = fastnative.read_events(data, SPECS)
+    assert isinstance(got, dict), got
+    assert fastnative.Col(got["ts"]).f64.tolist() == [float(v) for v in values]
+
+
 # --------------------------------------------------------------------------- the mutated corpus
 
 
@@ -351,3 +370,77 @@ def test_random_documents_of_mixed_types_read_the_same(tmp_path):
         path.write_text(json.dumps(_random_document(rng), ensure_ascii=rng.random() < 0.5))
         used.append(assert_same(path))
     assert used.count("native") >= 10, used
+
+
+def _same_piece(a: Any, b: Any) -> None:
+    """Pieces equal value for value (arrays by dtype and values, _Texts and
+    the native reader's lazy int/float values by their contents)."""
+    if isinstance(a, fastparse._Values):
+        a = a.values()
+    if isinstance(b, fastparse._Values):
+        b = b.values()
+    if isinstance(a, fastparse._Texts) or isinstance(b, fastparse._Texts):
+        assert type(a) is type(b)
+        assert [msgspec.json.decode(a.texts[c]) for c in a.codes.tolist()] == \
+            [msgspec.json.decode(b.texts[c]) for c in b.codes.tolist()]
+        return
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray), (a, b)
+        assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), (a, b)
+        return
+    if isinstance(a, dict):
+        assert type(b) is dict and list(a) == list(b), (a, b)
+        for k in a:
+            _same_piece(a[k], b[k])
+        return
+    if isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b), (a, b)
+        for x, y in zip(a, b):
+            _same_piece(x, y)
+        return
+    assert type(a) is type(b) and (a == b or (a != a and b != b)), (a, b)
+
+
+def _runs(path: Path, size: int = 1 << 16) -> List[bytes]:
+    """The trace's events cut into runs of about ``size`` bytes (JSON arrays)."""
+    data = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
+    body = data[data.index(b"[", data.index(b'"traceEvents"')) + 1: data.rindex(b"]")]
+    out, start = [], 0
+    while start < len(body):
+        cut = body.rfind(b"},", start, start + size)
+        if cut < 0 or start + size >= len(body):
+            out.append(b"[" + body[start:].strip() + b"]")
+            break
+        out.append(b"[" + body[start:cut + 1] + b"]")
+        start = cut + 2
+    return out
+
+
+def test_the_extensions_pieces_equal_those_built_from_its_per_row_arrays(tmp_path):
+    # read_piece builds the kept rows' columns in C++; native_piece_reference builds them in
+    # Python from read_events' per-row arrays (the code the differential tests checked first)
+    runs = [r for p in SAMPLES for r in _runs(p)]
+    for seed in range(200):
+        rng = random.Random(seed)
+        runs.append(json.dumps(_random_document(rng)["traceEvents"], ensure_ascii=rng.random() < 0.5).encode())
+    taken = 0
+    for raw in runs:
+        got, want = fastparse.native_piece(raw, SPECS), fastparse.native_piece_reference(raw, SPECS)
+        assert (got is None) == (want is None), raw[:200]
+        if got is not None:
+            taken += 1
+            _same_piece(got, want)
+    assert taken >= 50, taken
+
+
+def test_find_answers_what_bytes_find_answers():
+    rng = random.Random(7)
+    needle = b'"[memory]"'
+    for _ in range(5000):
+        n = rng.randrange(0, 120)
+        data = bytes(rng.choice(b'"[memory]x ') for _ in range(n))
+        if rng.random() < 0.3:
+            at = rng.randrange(0, n + 1)
+            data = data[:at] + needle + data[at:]
+        start, end = rng.randrange(0, len(data) + 2), rng.randrange(0, len(data) + 3)
+        assert fastnative.find(bytearray(data), needle, start, end) == data.find(needle, start, end), (data, start, end)

@@ -422,7 +422,9 @@ def test_tensor_core_gemms_are_fine(tmp_path):
 
 
 def test_tensor_cores_not_checked_without_device_properties(tmp_path):
-    r = run(tmp_path, steps(lambda b, t: busy(b, t, name=FP32_GEMM), gpu_name=None))
+    """No deviceProperties and kernel names that name no architecture (an
+    ``ampere_sgemm`` would: tests/test_field_round4.py): not checked."""
+    r = run(tmp_path, steps(lambda b, t: busy(b, t, name="void gemm_kernel<float, 128>(float*)"), gpu_name=None))
     assert status(r, "tensor-cores-unused") == "not checked"
 
 
@@ -632,6 +634,16 @@ def test_step_outlier_fires(tmp_path):
     assert f.bound_ms_per_step == pytest.approx(4.0 / 7)
     assert f.bound_pct == pytest.approx(100 * 4000 / 11000)
     assert "step 5 took 5.00 ms" in f.evidence[0]
+
+
+def test_step_outliers_not_checked_where_the_host_ran_ahead(tmp_path):
+    # where the GPU paces the run, a long ProfilerStep is the host blocked on a full launch queue
+    from hta_report.rules import advise
+    r = run(tmp_path, outlier_steps([1000] * 4 + [5000] + [1000] * 3))
+    assert status(r, "step-time-outliers") == "fired"
+    r.ranks[0].replay.gpu_paced_step_us = 6000.0
+    check = next(c for c in advise(r).checks if c.id == "step-time-outliers")
+    assert check.status == "not checked" and "ran ahead of the GPU on 1 rank" in check.detail
 
 
 def test_even_steps_are_fine_and_few_steps_not_checked(tmp_path):

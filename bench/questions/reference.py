@@ -7,6 +7,7 @@ is what an agent without hta-report would have to read.
 """
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import re
@@ -152,7 +153,7 @@ def idle_gaps_per_step(doc: Dict[str, Any]) -> Tuple[float, Dict[str, float], in
     and had not started: the GPU waited on another stream or rank, not on
     the host; a gap is split at that launch), then by where the rest's gap
     began on the host: ``sync`` (inside a synchronizing call or op of
-    :data:`SYNC_OPS`, or a device-to-host copy call, or after one before the
+    :data:`SYNC_OPS` that waits for the device (:func:`device_syncs`), or a device-to-host copy call, or after one before the
     thread's next launch: the GPU ran dry while the host waited) or
     ``host`` (the rest: the host was busy with other work or launching).
     Returns (idle, split, raw bytes read)."""
@@ -163,7 +164,8 @@ def idle_gaps_per_step(doc: Dict[str, Any]) -> Tuple[float, Dict[str, float], in
     dtoh = {e.get("args", {}).get("correlation") for e in gpu if "DtoH" in str(e.get("name", ""))
             or "Device -> Pageable" in str(e.get("name", ""))}
     host = [e for e in ev if str(e.get("cat", "")).lower() in ("cuda_runtime", "runtime", "cpu_op", "operator")]
-    syncs = [e for e in host if e.get("name") in SYNC_OPS
+    device = {id(e) for e in device_syncs(host)}
+    syncs = [e for e in host if id(e) in device
              or (e.get("name") in ("cudaMemcpy", "cudaMemcpyAsync", "hipMemcpy", "hipMemcpyAsync")
                  and e.get("args", {}).get("correlation") in dtoh)]
     launches: Dict[Any, List[float]] = defaultdict(list)
@@ -225,11 +227,44 @@ def idle_gaps_per_step(doc: Dict[str, Any]) -> Tuple[float, Dict[str, float], in
     return idle / n, {k: v / n for k, v in split.items()}, _bytes(gpu) + _bytes(host)
 
 
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver")
+
+
+def device_syncs(ev: List[dict]) -> List[dict]:
+    """The events of ``ev`` (complete events of one trace) that make the host
+    wait for the device: the :data:`SYNC_OPS` events, less a scalar read
+    (``aten::item``, ``aten::_local_scalar_dense``) inside which no runtime
+    or driver call starts on its thread (a CPU tensor's read: no copy, no
+    wait) where the trace records runtime calls; none at all in a trace
+    whose host launches no GPU work (nothing queued to wait for)."""
+    rt = [e for e in ev if e.get("cat") in RUNTIME_CATS]
+    sync = [e for e in ev if e.get("name") in SYNC_OPS]
+    if not rt:
+        return sync
+    if not any(("Launch" in str(e.get("name")) or "Memcpy" in str(e.get("name")) or "Memset" in str(e.get("name")))
+               for e in rt):
+        return []
+    starts: Dict[Any, List[float]] = defaultdict(list)
+    for e in rt:
+        starts[e.get("tid")].append(float(e["ts"]))
+    for v in starts.values():
+        v.sort()
+    out = []
+    for e in sync:
+        if e.get("name") in ("aten::item", "aten::_local_scalar_dense"):
+            s, t = float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))
+            c = starts.get(e.get("tid"), [])
+            if bisect.bisect_left(c, t) <= bisect.bisect_left(c, s):
+                continue
+        out.append(e)
+    return out
+
+
 def sync_totals(doc: Dict[str, Any]) -> Tuple[Dict[str, float], int]:
     """Host µs of each synchronizing call or op (:data:`SYNC_OPS`) starting
     in the analyzed steps (every one without steps), by name."""
     wins = per_step_windows(doc)
-    ev = [e for e in _x(doc) if e.get("name") in SYNC_OPS]
+    ev = device_syncs(_x(doc))
     if wins:
         ev = [e for e in ev if any(s <= float(e["ts"]) < t for _, s, t in wins)]
     out: Dict[str, float] = defaultdict(float)
@@ -269,7 +304,7 @@ def sync_line(doc: Dict[str, Any]) -> Tuple[str, Dict[str, float], int]:
     the top frame ("" without one), every frame's µs, raw bytes read."""
     ev = _x(doc)
     wins = per_step_windows(doc)
-    sync = sorted((e for e in ev if e.get("name") in SYNC_OPS), key=lambda e: (e.get("tid"), float(e["ts"])))
+    sync = sorted(device_syncs(ev), key=lambda e: (e.get("tid"), float(e["ts"])))
     if wins:
         sync = [e for e in sync if any(s <= float(e["ts"]) < t for _, s, t in wins)]
     outer, last = [], {}

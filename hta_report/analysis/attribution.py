@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..model import IDLE_CAUSES, GpuGap, IdleAttribution, OptimizerProfile
 from .. import intervals
-from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES
+from .cpu_side import DATALOADER_PREFIXES, is_sync
 from .events import RankEvents
 from .gap_causes import DRAIN_MIN_US, drained_us, host_work, innermost_names, late_starts, queued_work
 from .optimizer import step_regions, zero_grad_regions
@@ -249,7 +249,7 @@ def _cause_calls(ev: RankEvents, opt: OptimizerProfile, blocking: pd.DataFrame, 
     and ops and the blocking waits, pageable and blocking copies, DataLoader,
     warm-up, and the zero_grad and optimizer annotations where those are causes."""
     cpu = ev.cpu
-    sync = cpu[cpu["s_name"].isin(SYNC_NAMES)]
+    sync = cpu[is_sync(cpu)]
     if waits is not None and len(waits):
         sync = pd.concat([sync, cpu.loc[cpu.index.intersection(waits.index)]])
     calls = {"sync": sync[~sync.index.duplicated()], "pageable_copy": pageable,

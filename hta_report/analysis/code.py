@@ -30,7 +30,7 @@ import pandas as pd
 from ..frames import callee_name, is_user_frame, parse_frame
 from ..model import CodeAttribution, CodeTime, NamedTime
 from .. import intervals
-from .cpu_side import DATALOADER_PREFIXES, SYNC_NAMES
+from .cpu_side import DATALOADER_PREFIXES, is_sync
 from .events import RankEvents, name_strings
 from .optimizer import STEP_PREFIX
 
@@ -50,7 +50,7 @@ def _targets(ev: RankEvents, pageable: Optional[pd.DataFrame]) -> Dict[str, pd.D
     names = cpu["s_name"]
     out = {
         "dataloader": cpu[names.str.startswith(DATALOADER_PREFIXES, na=False)],
-        "sync": cpu[names.isin(SYNC_NAMES)],
+        "sync": cpu[is_sync(cpu)],
         "optimizer": cpu[names.str.startswith(STEP_PREFIX, na=False)],
     }
     if pageable is not None and len(pageable):

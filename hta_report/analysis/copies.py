@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..model import MemcpySummary, NamedTime
 from .. import intervals
-from .cpu_side import SYNC_NAMES
+from .cpu_side import is_sync
 from .events import COMMUNICATION, COMPUTATION, MEMORY, RankEvents
 from .regions import LAUNCH_APIS, containing_index, launched_from, per_step, thread_ids
 
@@ -225,7 +225,7 @@ def sync_contexts(ev: RankEvents, reads: pd.DataFrame, extra_names=()) -> np.nda
     ahead then; another stream may still run when the call returns, so the
     GPU can go idle after it)."""
     cpu = ev.cpu
-    points = cpu[cpu["s_name"].isin(SYNC_NAMES + tuple(extra_names))]
+    points = cpu[is_sync(cpu) | cpu["s_name"].isin(tuple(extra_names)).to_numpy(dtype=bool)]
     if len(reads):
         points = pd.concat([points, cpu.loc[cpu.index.intersection(reads.index)]])
     if points.empty:

@@ -9,7 +9,8 @@ import pandas as pd
 
 from ..model import CpuSide, NamedTime
 from .. import intervals
-from .events import RankEvents, is_step
+from ..load.compat import LAUNCH_CALL
+from .events import LAUNCH_CATEGORIES, RankEvents, is_step
 from .kernels import input_dims
 from .steps import analyzed_windows, step_windows
 
@@ -19,6 +20,50 @@ SYNC_NAMES = (
     "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize",
     "aten::item", "aten::_local_scalar_dense",
 )
+#: Scalar reads: a synchronization only where the tensor is on a device.
+SCALAR_READS = ("aten::item", "aten::_local_scalar_dense")
+
+
+def launches_gpu_work(calls: pd.DataFrame) -> bool:
+    """Whether any of the runtime and driver ``calls`` (rows with ``s_name``)
+    puts work on the GPU: a kernel launch, copy or set
+    (:data:`~hta_report.load.compat.LAUNCH_CALL`, CUDA and HIP)."""
+    return bool(calls["s_name"].astype(str).str.contains(LAUNCH_CALL).any())
+
+
+def is_sync(cpu: pd.DataFrame) -> np.ndarray:
+    """Which rows of ``cpu`` (a rank's host events: ``s_name``, ``s_cat``,
+    ``ts``, ``end``, ``thread``) block the host until the device catches up
+    (:data:`SYNC_NAMES`), boolean array: a scalar read (``aten::item``,
+    ``aten::_local_scalar_dense``) counts only where a runtime or driver call
+    runs inside it on its thread (the device-to-host copy and its
+    synchronize) or the trace records no runtime call at all; a read of a
+    CPU tensor (``bool(cpu_tensor)``, a CPU scalar's ``.item()``) calls none
+    and waits for nothing. On a rank that launches no GPU work at all,
+    no synchronizing call waits for GPU work either."""
+    names = cpu["s_name"]
+    hit = np.array(names.isin(SYNC_NAMES).to_numpy(dtype=bool), dtype=bool, copy=True)
+    rt = cpu[cpu["s_cat"].isin(LAUNCH_CATEGORIES).to_numpy(dtype=bool)]
+    if rt.empty:
+        return hit
+    # a rank that launches no GPU work at all (a model run on the CPU) queues nothing to wait for: its
+    # synchronizing calls wait for CUDA's set-up (analysis.warmup.context_creation). Where it launches, a
+    # synchronize before its first traced launch may wait for work queued before the profiler started.
+    if not launches_gpu_work(rt):
+        return np.zeros(len(cpu), dtype=bool)
+    scalar = hit & names.isin(SCALAR_READS).to_numpy(dtype=bool)
+    if not scalar.any():
+        return hit
+    thread = cpu["thread"].to_numpy()
+    ts, end = cpu["ts"].to_numpy(dtype=float), cpu["end"].to_numpy(dtype=float)
+    calls = {t: np.sort(g["ts"].to_numpy(dtype=float)) for t, g in rt.groupby("thread", sort=False)}
+    for i in np.flatnonzero(scalar).tolist():
+        c = calls.get(thread[i])
+        if c is None or np.searchsorted(c, end[i], side="left") <= np.searchsorted(c, ts[i], side="left"):
+            hit[i] = False
+    return hit
+
+
 #: Loss ops: one call (of the outermost) per forward pass that ends in a loss.
 LOSS_OPS = (
     "aten::cross_entropy_loss", "aten::nll_loss_nd", "aten::nll_loss", "aten::nll_loss2d", "aten::mse_loss",
@@ -203,7 +248,7 @@ def cpu_side(ev: RankEvents, top: int = 15) -> CpuSide:
     dl_u = intervals.union(dl["ts"].to_numpy(), dl["end"].to_numpy())
     dl_per_step = float(intervals.overlap_each(win, dl_u).mean())
 
-    sync = cpu[names.isin(SYNC_NAMES) & in_window]
+    sync = cpu[is_sync(cpu) & in_window]
     sync_u = intervals.union(sync["ts"].to_numpy(), sync["end"].to_numpy())
     sync_per_step = float(intervals.overlap_each(win, sync_u).mean())
     sync_points = len(intervals.union(sync["ts"].to_numpy(), sync["end"].to_numpy()))

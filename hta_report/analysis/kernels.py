@@ -148,6 +148,29 @@ def compute_minor(meta: dict, device: Optional[int] = None) -> Optional[int]:
     return int(mine[0]["computeMinor"])
 
 
+#: Kernel name prefixes that name the NVIDIA architecture a library kernel was built for (cuBLAS's
+#: ``volta_sgemm_*``, ``turing_fp16_*``, ``ampere_sgemm_*``, cuBLASLt/CUTLASS ``sm80_xmma_*``,
+#: ``sm90_xmma_*``): a device runs kernels of its own architecture or older, so the newest one named
+#: is a floor of its compute capability. Newest first.
+KERNEL_ARCH: Sequence[Tuple[re.Pattern, Tuple[int, int]]] = tuple((re.compile(p), cc) for p, cc in (
+    (r"^sm1\d\d_|^sm_1\d\d_", (10, 0)), (r"^sm90a?_|^sm_90a?_", (9, 0)), (r"^sm89_|^sm_89_", (8, 9)),
+    (r"^sm86_|^sm_86_", (8, 6)), (r"^ampere_|^sm80_|^sm_80_", (8, 0)), (r"^turing_|^sm75_|^sm_75_", (7, 5)),
+    (r"^volta_|^sm70_|^sm_70_", (7, 0)),
+))
+
+
+def capability_from_names(names: "pd.Series") -> Optional[Tuple[int, int]]:
+    """The compute capability floor (major, minor) the kernel ``names`` give
+    (:data:`KERNEL_ARCH`: the newest architecture any of them was built
+    for), or None where none names one."""
+    distinct = pd.unique(names.astype(str))
+    best: Optional[Tuple[int, int]] = None
+    for pattern, cc in KERNEL_ARCH:
+        if any(pattern.search(n) for n in distinct):
+            best = cc if best is None or cc > best else best
+    return best
+
+
 def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> TensorCoreUse:
     """Eligible and Tensor Core kernel time per analyzed step (µs) of one rank.
 
@@ -172,7 +195,14 @@ def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> 
     if amd:
         named = any(_AMD_MATRIX_CORES.search(n) for n in names)
         out.amd_matrix_cores = named or bool(kernels["s_name"].str.contains(MATRIX_CORE).any())
+    if not amd and out.compute_major is None and not names:
+        floor = capability_from_names(ev.gpu.loc[ev.gpu["s_cat"].eq("kernel"), "s_name"])
+        if floor is not None:
+            out.compute_major, out.compute_minor = floor
+            out.capability_from_kernels = True
     out.matrix_dtypes = list(matrix_dtypes(out.compute_major, out.compute_minor, names, amd))
+    if out.capability_from_kernels:  # a GeForce board runs TF32 no faster than float32: not advised unseen
+        out.matrix_dtypes = [d for d in out.matrix_dtypes if d != "tf32"]
     if amd and out.amd_matrix_cores and not out.matrix_dtypes:  # MFMA kernels ran on an unnamed Instinct GPU
         out.matrix_dtypes = ["float16", "bfloat16"]
     kernels = in_windows(kernels, w)

@@ -240,7 +240,10 @@ def _samples(c: RankContext) -> None:
 
 def _replay(c: RankContext) -> None:
     tc = c.result.tensor_cores  # the compute capability: the device tables' fallback where no name matches
-    devices = list(c.result.device_names) + capability_name(tc.compute_major, tc.compute_minor)
+    major, minor = tc.compute_major, tc.compute_minor
+    if tc.capability_from_kernels and (major, minor) == (8, 0):  # ampere_ kernels run on any Ampere, GeForce too:
+        minor = 6  # the speedup of the class's slowest boards (GA10x), so a prediction does not overstate
+    devices = list(c.result.device_names) + capability_name(major, minor)
     c.result.replay = replay(c.events, c.hw, c.result.rank, devices, warmup=c.warmup,
                              warmup_us=c.result.warmup.us_per_step)
 

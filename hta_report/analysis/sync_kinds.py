@@ -28,7 +28,7 @@ import pandas as pd
 
 from .. import intervals
 from ..model import SyncKindCount
-from .cpu_side import SYNC_NAMES
+from .cpu_side import is_sync
 from .events import RankEvents
 from .host_loops import loops
 from .host_ops import has_backward
@@ -64,6 +64,10 @@ KINDS: Dict[str, SyncKind] = {k.key: k for k in (
     SyncKind("output", "the read of the model's output", False,
              "an inference step (no backward pass) reads its result on the host: it can be overlapped with the "
              "next step's work (a pinned buffer, non_blocking=True, an event), not removed"),
+    SyncKind("splits", "the split sizes of an all-to-all", False,
+             "all_to_all_single takes its input and output split sizes on the host (MoE token dispatch, sharded "
+             "embeddings' lengths): the read feeds the collective that follows it; overlap it with the previous "
+             "batch (a pipelined input distribution: TorchRec's TrainPipelineSparseDist) or use fixed splits"),
     SyncKind("control", "a value that decides Python control flow", False,
              "if tensor:, a stopping criterion or GradScaler's inf check: the host needs the value to go on"),
     SyncKind("shape", "an op whose output size depends on the data", False,
@@ -82,6 +86,8 @@ SCALAR_OPS = ("aten::item", "aten::_local_scalar_dense")
 TENSOR_READ_OPS = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu")
 #: GradScaler's ops before its ``found_inf`` read (``GradScaler.step`` skips the step on inf).
 AMP_CHECK_OPS = ("aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_")
+#: Host ops of an all-to-all with split sizes (``all_to_all_single``: c10d's op, its NCCL record).
+ALLTOALL_OPS = ("c10d::alltoall_base_", "c10d::alltoall_", "nccl:all_to_all", "gloo:all_to_all")
 #: How many ops back (by start, on the thread) the search for the ops holding a call looks.
 LOOKBACK = 64
 
@@ -92,7 +98,9 @@ def classify(ev: RankEvents, rows: pd.DataFrame, windows: np.ndarray) -> List[st
     ``ev``), in their order; ``windows`` (``(n, 2)`` µs) are the analyzed
     steps, which decide a bare synchronize's ``step_end``. A synchronization
     inside a Python loop of per-element reads (:func:`~.host_loops.loops`
-    with ``reads``) is ``element``, whatever holds it."""
+    with ``reads``) is ``element``, whatever holds it; one followed on its
+    thread by an all-to-all before the next read is ``splits``
+    (:func:`_feeds_alltoall`)."""
     if rows.empty:
         return []
     cpu = ev.cpu
@@ -105,6 +113,10 @@ def classify(ev: RankEvents, rows: pd.DataFrame, windows: np.ndarray) -> List[st
                  for t, g in (ops.sort_values("ts", kind="stable").groupby("thread", sort=False))}
     launch_ts = {int(t): np.sort(g["ts"].to_numpy(float)) for t, g in launches.groupby("thread", sort=False)}
     w = np.asarray(windows, dtype=float).reshape(-1, 2)
+    a2a = cpu.loc[cpu["s_name"].isin(ALLTOALL_OPS), ["ts", "thread"]]
+    a2a_ts = {int(t): np.sort(g["ts"].to_numpy(float)) for t, g in a2a.groupby("thread", sort=False)}
+    row_thread = rows["thread"].to_numpy()
+    row_ts = {int(t): np.sort(rows["ts"].to_numpy(float)[row_thread == t]) for t in pd.unique(row_thread)}
     looped = loops(ev, w) if len(w) else None
     spans = {int(t): (g["ts"].to_numpy(float), g["end"].to_numpy(float))
              for t, g in looped[looped["reads"] > 0].groupby("thread", sort=False)} if looped is not None else {}
@@ -125,12 +137,32 @@ def classify(ev: RankEvents, rows: pd.DataFrame, windows: np.ndarray) -> List[st
             prev = [names[k] for k in range(outermost - 1, max(-1, outermost - 8), -1) if end[k] <= ts[outermost]] \
                 if 0 <= outermost <= j else []
             before = prev[0] if prev else ""
+        if _feeds_alltoall(t, a2a_ts.get(int(thr)), row_ts.get(int(thr))):
+            out.append("splits")  # the next all-to-all on the thread, before any other read, takes its value
+            continue
         span = spans.get(int(thr))
         if span is not None and bool(((span[0] <= t) & (t < span[1])).any()):
             out.append("element")  # inside a Python loop of per-element reads: the loop is what to remove
             continue
         out.append(_kind(holding, before, training, thr, t, w, launch_ts.get(int(thr))))
     return out
+
+
+def _feeds_alltoall(t: float, a2a: "np.ndarray | None", reads: "np.ndarray | None") -> bool:
+    """Whether an all-to-all op (``a2a``: its starts on the thread, sorted)
+    follows a read at ``t`` before the thread's next read (``reads``: the
+    synchronizations' starts on the thread, sorted): the read gives the
+    all-to-all its split sizes."""
+    if a2a is None or not len(a2a):
+        return False
+    k = int(np.searchsorted(a2a, t, side="right"))
+    if k >= len(a2a):
+        return False
+    nxt = np.inf
+    if reads is not None and len(reads):
+        j = int(np.searchsorted(reads, t, side="right"))
+        nxt = float(reads[j]) if j < len(reads) else np.inf
+    return float(a2a[k]) < nxt
 
 
 def _kind(holding: Sequence[str], before: str, training: bool, thread: int, t: float, w: np.ndarray,
@@ -170,7 +202,7 @@ def kind_counts(ev: RankEvents, windows: np.ndarray) -> List[SyncKindCount]:
     classified by its outermost event."""
     w = np.asarray(windows, dtype=float).reshape(-1, 2)
     cpu = ev.cpu
-    rows = cpu[cpu["s_name"].isin(SYNC_NAMES)]
+    rows = cpu[is_sync(cpu)]
     if rows.empty or not len(w):
         return []
     ts = rows["ts"].to_numpy(float)

@@ -16,7 +16,8 @@ import pandas as pd
 
 from ..model import NamedTime, Warmup
 from .. import intervals
-from .events import RankEvents
+from .cpu_side import launches_gpu_work
+from .events import LAUNCH_CATEGORIES, RankEvents
 from .launch import KERNEL_LAUNCH_APIS
 from .regions import per_step
 from .workload import capture_rows, tuning_rows
@@ -65,6 +66,10 @@ def _setup_and_first_launches(ev: RankEvents) -> pd.DataFrame:
     if host.empty:
         return host
     setup = host[host["s_name"].isin(SETUP_APIS)]
+    first_call = context_creation(ev)
+    if len(first_call):
+        setup = pd.concat([setup, first_call])
+        setup = setup[~setup.index.duplicated()]
     launches = host[host["s_name"].isin(KERNEL_LAUNCH_APIS) & (host["correlation"] > 0)]
     first = launches.iloc[0:0]
     if len(launches) and ev.has_gpu:
@@ -80,6 +85,26 @@ def _setup_and_first_launches(ev: RankEvents) -> pd.DataFrame:
             waited = (linked["k_ts"] - linked["end"]).to_numpy(dtype=float) < linked["dur"].to_numpy(dtype=float)
             first = linked[is_first & waited][cpu.columns.intersection(linked.columns)]
     return pd.concat([setup, first]).sort_values("ts") if len(first) else setup
+
+
+def context_creation(ev: RankEvents) -> pd.DataFrame:
+    """On a rank that launches no GPU work at all (no kernel, copy or set,
+    no GPU operation: a model run on the CPU), its runtime and driver calls
+    (rows of ``ev.cpu``) lasting :data:`WARMUP_CALL_US` or more: with
+    nothing queued, such a call waits for no GPU work, whatever its name (a
+    ``cudaDeviceSynchronize``): the time is the process's CUDA set-up,
+    context creation landing in the first call that needs a context (a
+    CPU-executed model's one ``torch.cuda.synchronize()``: 675 ms). Where
+    the rank launches, a long call before its first traced launch may wait
+    for work queued before the profiler started: none is returned."""
+    cpu = ev.cpu
+    calls = cpu[cpu["s_cat"].isin(LAUNCH_CATEGORIES)]
+    if calls.empty:
+        return calls
+    if launches_gpu_work(calls) or (ev.has_gpu and len(ev.gpu)):
+        # work may have been queued before the profiler started: a long call may wait for it
+        return calls.iloc[0:0]
+    return calls[calls["dur"].to_numpy(dtype=float) >= WARMUP_CALL_US]
 
 
 def warmup(ev: RankEvents, hw: np.ndarray, calls: pd.DataFrame, top: int = 6) -> Warmup:

@@ -193,7 +193,7 @@ def _ws_before(buf: bytearray, i: int, lo: int) -> int:
     return lo + int(other[-1]) if len(other) else lo - 1
 
 
-def _ws_end(buf: bytearray, start: int, end: int) -> int:
+def _ws_end(buf: Union[bytes, bytearray], start: int, end: int) -> int:
     """The index of the first byte of ``buf[start:end]`` that is not JSON whitespace (``end`` when none)."""
     m = _WS_RUN.match(buf, start, end)
     assert m is not None  # a run of zero or more bytes matches anywhere
@@ -220,7 +220,9 @@ class _Buffer:
         self._stored = 0
         self.max_bytes = max_bytes if self.gz else None
         self.total = 0
-        self.buf = bytearray(BLOCK_BYTES + 1)
+        # room for a block after the part of an event a cut leaves (< 64 KB in Kineto's traces)
+        # without growing the buffer
+        self.buf = bytearray(BLOCK_BYTES + 1 + (1 << 16))
         self.buf[0] = 0x5B
         self.start = self.end = 1
         self.eof = False
@@ -269,7 +271,7 @@ class _Buffer:
         if n and not self.memory_seen:
             lo, keep = self.end, len(MEMORY_NEEDLE) - 1
             head = bytes(buf[lo:lo + min(n, keep)])
-            self.memory_seen = buf.find(MEMORY_NEEDLE, lo, lo + n) >= 0 or MEMORY_NEEDLE in self._tail + head
+            self.memory_seen = fastnative.find(buf, MEMORY_NEEDLE, lo, lo + n) >= 0 or MEMORY_NEEDLE in self._tail + head
             self._tail = (self._tail + bytes(buf[max(lo, lo + n - keep):lo + n]))[-keep:]
         self.end += n
         self.eof = n == 0
@@ -292,7 +294,8 @@ class _Buffer:
         self._stored = pos
 
     def data(self) -> bytes:
-        return bytes(self.buf[self.start:self.end])
+        with memoryview(self.buf) as mv:  # one copy (a bytearray slice would be a second)
+            return bytes(mv[self.start:self.end])
 
     def last_separator(self) -> Optional[Tuple[int, int]]:
         """The last ``}`` , ``{`` (whitespace allowed) in the unread data: (index
@@ -310,29 +313,22 @@ class _Buffer:
 
     def events_bytes(self, close: int) -> bytes:
         """A copy of the events up to ``close`` (a ``}``) as a JSON array."""
-        buf = self.buf
-        saved = buf[close + 1]
-        buf[close + 1] = 0x5D
-        try:
-            with memoryview(buf) as mv:
-                return bytes(mv[0:close + 2])
-        finally:
-            buf[close + 1] = saved
+        with self.events_view(close) as view:
+            return bytes(view)
 
     @contextlib.contextmanager
     def events_view(self, close: int) -> Iterator[memoryview]:
         """The events from the start of the unread data to ``close`` (a ``}``)
-        as a JSON array, without a copy (valid inside the ``with`` only)."""
-        buf = self.buf
-        if self.start != 1:
-            raise AssertionError("fill() first")
-        saved = buf[close + 1]
-        buf[close + 1] = 0x5D
+        as a JSON array, without a copy (valid inside the ``with`` only): the
+        byte before them is ``[`` and the one after ``]`` meanwhile."""
+        buf, lo = self.buf, self.start - 1
+        saved_lo, saved = buf[lo], buf[close + 1]
+        buf[lo], buf[close + 1] = 0x5B, 0x5D
         try:
-            with memoryview(buf) as mv, mv[0:close + 2] as view:
+            with memoryview(buf) as mv, mv[lo:close + 2] as view:
                 yield view
         finally:
-            buf[close + 1] = saved
+            buf[lo], buf[close + 1] = saved_lo, saved
 
 
 _CLASS = np.zeros(256, dtype=np.int8)
@@ -408,6 +404,12 @@ def _piece_from_bytes(raw, arg_specs) -> dict:
         piece = native_piece(raw, arg_specs)
         if piece is not None:
             return piece
+    if isinstance(raw, memoryview):
+        # msgspec.Raw values (object args) keep the buffer they were decoded from exported; an
+        # error raised while they are alive (Unsupported, in a traceback's frames, kept while the
+        # cyclic collector is paused) would leave the reader's buffer exported and its release
+        # would raise BufferError in its place: decode a copy (~1 ms per 8 MB run)
+        raw = bytes(raw)
     try:
         return _decoded_piece(raw, arg_specs)
     except _BadCut:
@@ -514,8 +516,8 @@ def _read_from(rd: _Buffer, sink: "_Frame", pieces: _Pieces) -> dict:
         rd.fill()
         rd.squeeze()
         prefix = rd.data()
-        lead = prefix.lstrip(_WS)
-        if lead and lead[:1] != b"{":
+        lead = _ws_end(prefix, 0, len(prefix))
+        if lead < len(prefix) and prefix[lead] != 0x7B:
             raise Unsupported("the document is not a JSON object")
         p = _events_array(prefix)
         if p is not None:
@@ -524,8 +526,13 @@ def _read_from(rd: _Buffer, sink: "_Frame", pieces: _Pieces) -> dict:
         if head is None and (rd.eof or len(prefix) > 64 * BLOCK_BYTES):
             raise Unsupported("no traceEvents array")
     after_comma = False
+    # the events read with the head first: a second block is read only after them, so the
+    # buffer holds one block, not two (8 MB less, no growth to fault in, no block moved)
+    first = True
     while not rd.eof:
-        rd.fill()
+        if not first:
+            rd.fill()
+        first = False
         if rd.collapser is not None:  # squeezing since the last cut: squeeze the new block first
             rd.squeeze()
         cut = rd.last_separator()
@@ -658,6 +665,8 @@ class _Column:
                 continue
             if t == "f8i":  # (floats, the original ints and NaN)
                 vals = vals[0] if tag == "f8" else vals[1]
+                if isinstance(vals, _Values):  # the native reader's: made only here
+                    vals = vals.values()
             if tag == "i8":
                 parts.append(vals)
             elif tag == "f8":
@@ -1352,7 +1361,121 @@ def native_piece(raw, arg_specs) -> Optional[Dict[str, Any]]:
     bytes of a JSON array of events, any bytes-like object) read by the native
     reader, or None where it does not take them or where the Python reader
     would raise :class:`~.fastparse.Unsupported` (the caller then runs the
-    Python reader on the same bytes, which decides)."""
+    Python reader on the same bytes, which decides).
+
+    The extension builds the kept rows' columns itself (``read_piece``) where
+    their kinds are plain (ints, floats, object args holding a list or dict);
+    a column of mixed kinds comes back as the reader's per-row arrays and is
+    built here as the Python reader builds it (:func:`_arg_column`)."""
+    got = fastnative.read_piece(raw, arg_specs)
+    if isinstance(got, str):
+        return None
+    try:
+        return _native_piece(got, arg_specs)
+    except Unsupported:
+        return None
+
+
+def _native_array(tag: str, got: tuple) -> Any:
+    if tag == "f8":
+        return np.frombuffer(got[1], dtype=np.float64)
+    dtype, data = got[1]
+    return np.frombuffer(data, dtype=dtype)
+
+
+def _native_piece(got: dict, arg_specs) -> Dict[str, Any]:
+    idx = np.frombuffer(got["keep"], dtype=np.int64)
+    columns: Dict[str, Any] = {}
+    for k, col in got["columns"].items():
+        tag = col[0]
+        if tag == "null":
+            columns[k] = (tag, [_NAN] * len(idx))
+        elif tag != "raw":
+            columns[k] = (tag, _native_array(tag, col))
+        else:
+            columns[k] = _native_mixed(fastnative.Col(col[1]), idx)
+    arg_columns: Dict[str, Any] = {}
+    for spec, col in zip(arg_specs, got["args"]):
+        tag = col[0]
+        if tag == "empty":
+            arg_columns[spec[0]] = ("empty", [])
+        elif tag == "obj":
+            arg_columns[spec[0]] = ("obj", _Texts(col[1], np.frombuffer(col[2], dtype=np.int32)))
+        elif tag == "texts":
+            arg_columns[spec[0]] = _texts_column(_Texts(col[1], np.frombuffer(col[2], dtype=np.int32)))
+        elif tag == "f8i":
+            f64 = np.frombuffer(col[1], dtype=np.float64)
+            arg_columns[spec[0]] = ("f8i", (f64, _Values(f64, np.frombuffer(col[2], dtype=np.int64),
+                                                         np.frombuffer(col[3], dtype=bool))))
+        elif tag == "raw":
+            arg_columns[spec[0]] = _arg_column(fastnative.Col(col[1]), idx, spec)
+        else:
+            arg_columns[spec[0]] = (tag, _native_array(tag, col))
+    cat_uniques, cat_codes = got["cat"]
+    name_uniques, name_codes = got["name"]
+    keys = got["keys"]
+    return {
+        "n": got["n"], "has_args": "args" in keys,
+        "cats_seen": set(got["cats"]), "ts_any_null": got["ts_any_null"],
+        "end_any_null": got["end_any_null"], "keep": idx,
+        "trace_rows": np.frombuffer(got["trace_rows"], dtype=np.int64),
+        "cat": (cat_uniques, np.frombuffer(cat_codes, dtype=np.int32)),
+        "name": (name_uniques, np.frombuffer(name_codes, dtype=np.int32)),
+        "columns": columns, "args": arg_columns, "keys": keys, "first": None, "parser": "native",
+    }
+
+
+def _texts_column(kept: "_Texts") -> Tuple[str, Any]:
+    """An object arg's column from the JSON texts of its kept rows (the
+    default's where absent), as :func:`_columns` builds it."""
+    distinct = [msgspec.json.decode(t) for t in kept.texts]
+    if any(type(v) is list or type(v) is dict for v in distinct):
+        return "obj", kept
+    raw = list(map(distinct.__getitem__, kept.codes.tolist()))
+    tag, vals = _infer(raw)
+    if tag == "obj":
+        return tag, kept
+    if tag == "i8":
+        return tag, _small_ints(vals)
+    return tag, ((vals, raw) if tag == "f8i" else vals)
+
+
+class _Values:
+    """The Python values (ints and floats) of an ``f8i`` arg column of the
+    native reader, made only where the merged column is an object column
+    (:meth:`_Column.build`): the floats, the ints and which rows are ints."""
+
+    __slots__ = ("f64", "i64", "isint")
+
+    def __init__(self, f64: np.ndarray, i64: np.ndarray, isint: np.ndarray) -> None:
+        self.f64, self.i64, self.isint = f64, i64, isint
+
+    def __len__(self) -> int:
+        return len(self.f64)
+
+    def values(self) -> list:
+        out = self.f64.astype(object)
+        out[self.isint] = self.i64[self.isint].astype(object)
+        return out.tolist()
+
+
+def _native_mixed(col: fastnative.Col, idx: np.ndarray) -> Tuple[str, Any]:
+    """``pid`` or ``tid`` of mixed kinds (ints and names, or absent in some
+    events) for the kept rows ``idx``, as :func:`_columns` builds it."""
+    raw = col.values(None, _NAN)
+    tag, vals = _infer(raw, {fastnative.TYPES[c] for c in col.present})
+    if tag == "f8i":
+        return tag, (vals[idx], list(map(raw.__getitem__, idx.tolist())))
+    if isinstance(vals, np.ndarray):
+        return tag, (_small_ints(vals[idx]) if tag == "i8" else vals[idx])
+    kept = list(map(vals.__getitem__, idx.tolist()))
+    return tag, (shared_values(kept) if tag == "obj" else kept)
+
+
+def native_piece_reference(raw, arg_specs) -> Optional[Dict[str, Any]]:
+    """:func:`native_piece` with every column built here from the reader's
+    per-row arrays (``read_events``): the reference the extension's own
+    columns are tested against."""
     got = fastnative.read_events(raw, arg_specs)
     if isinstance(got, str):
         return None
@@ -1458,17 +1581,7 @@ def _arg_column(col: fastnative.Col, idx: np.ndarray, spec) -> Tuple[str, Any]:
         lut = np.empty(len(texts), dtype=np.int32)
         lut[order] = np.arange(len(order), dtype=np.int32)
         uniques = [texts[j] for j in order.tolist()]
-        kept = _Texts(uniques, lut[codes])
-        distinct = [msgspec.json.decode(t) for t in uniques]
-        if any(type(v) is list or type(v) is dict for v in distinct):
-            return "obj", kept
-        raw = list(map(distinct.__getitem__, kept.codes.tolist()))
-        tag, vals = _infer(raw)
-        if tag == "obj":
-            return tag, kept
-        if tag == "i8":
-            return tag, _small_ints(vals)
-        return tag, ((vals, raw) if tag == "f8i" else vals)
+        return _texts_column(_Texts(uniques, lut[codes]))
     kinds = col.kinds(idx)
     dtype = type(default)
     absent = fastnative.K_ABSENT in kinds

@@ -20,8 +20,13 @@ def exposed_transfer_us(r: RankResult) -> float:
     10x their median: :func:`~hta_report.analysis.transfers.collective_stalls`),
     whichever is larger (both are waits; they are not added): the part that
     overlap (not load balance) can hide."""
-    wait = max(r.comm.sync_wait_us_per_step, r.comm.stall_us_per_step)
-    return max(0.0, r.comm.exposed_us_per_step - wait)
+    return max(0.0, r.comm.exposed_us_per_step - peer_wait_us(r))
+
+
+def peer_wait_us(r: RankResult) -> float:
+    """A rank's wait in its collectives per step (µs): its synchronization
+    wait across ranks or its stalls, whichever is larger (both are waits)."""
+    return max(r.comm.sync_wait_us_per_step, r.comm.stall_us_per_step)
 
 
 @rule("exposed-communication", "C16", "Communication that no compute overlaps",
@@ -112,8 +117,7 @@ def comm_bound(r: RankResult) -> bool:
     or more, their waits for other ranks and stalls left out (as
     :func:`exposed_transfer_us` leaves them: a late peer's time is
     ``rank-straggler``'s, a stall a one-off)."""
-    wait = max(r.comm.sync_wait_us_per_step, r.comm.stall_us_per_step)
-    return pct_of_step(max(0.0, r.comm.us_per_step - wait), r) >= COMM_BOUND_PCT
+    return pct_of_step(max(0.0, r.comm.us_per_step - peer_wait_us(r)), r) >= COMM_BOUND_PCT
 
 
 def dominant_kind(r: RankResult) -> str:

@@ -21,7 +21,10 @@ def _device(r: RankResult) -> str:
     never on AMD (ROCm's ``computeMajor`` is no compute capability)."""
     if r.tensor_cores.amd_matrix_cores is not None:
         return "AMD, matrix cores" if r.tensor_cores.amd_matrix_cores else "AMD"
-    return f"computeMajor {r.tensor_cores.compute_major}"
+    tc = r.tensor_cores
+    if tc.capability_from_kernels:
+        return f"no deviceProperties; compute capability {tc.compute_major}.{tc.compute_minor or 0} or newer, from kernel names"
+    return f"computeMajor {tc.compute_major}"
 
 
 def target_dtype(r: RankResult) -> str:

@@ -55,6 +55,8 @@ def launch_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
            "# or raise the batch size so each kernel does more work; fused optimizers: AdamW(..., fused=True)")
     if loop_driven(c.worst):
         fix = LOOP_FIX
+    elif dynamic_shapes(c.worst):
+        fix = DYNAMIC_FIX
     return c.verdict(cfg, f"Launch-bound: the GPU waits between kernel launches {val[c.worst.rank]:.0f} % "
                           f"{of_step(c.worst)}", evidence_lines(c.hits, _launch_bound_evidence), fix)
 
@@ -71,6 +73,24 @@ LOOP_FIX = unreplayed("# the launches come from a Python loop over a tensor's el
 #: loop's, and vectorizing it (one kernel for all elements) removes them, where
 #: a CUDA graph would replay the same per-element kernels.
 LOOP_DRIVEN_PCT = 50.0
+
+
+#: Synchronization kinds that give the host a size the next launches depend on
+#: (:mod:`hta_report.analysis.sync_kinds`): a graph of the step cannot be captured as is.
+DYNAMIC_SYNC_KINDS = ("shape", "splits")
+#: launch-bound's fix where the step reads data-dependent sizes: without the CUDA-graph what-if, which
+#: replays one static graph of the step (:func:`~.wording.unreplayed`).
+DYNAMIC_FIX = unreplayed(
+    "# the step reads data-dependent sizes on the host (all-to-all splits, nonzero, unique): one CUDA graph\n"
+    "# of the step cannot be captured as is. Fuse the small kernels instead, and capture the static part:\n"
+    "model.dense = torch.compile(model.dense, mode=\"reduce-overhead\")   # e.g. the dense layers, fixed shapes\n"
+    "# or pad to fixed sizes (static splits, a capacity factor), or give each launch more work (a larger batch)")
+
+
+def dynamic_shapes(r: RankResult) -> bool:
+    """Whether rank ``r``'s step reads sizes its next launches depend on
+    (:data:`DYNAMIC_SYNC_KINDS`, at least once per step)."""
+    return any(k.kind in DYNAMIC_SYNC_KINDS and k.per_step >= 1 for k in r.cpu.sync_kinds)
 
 
 def loop_driven(r: RankResult) -> bool:
@@ -142,6 +162,8 @@ def host_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdi
            "# keep per-step work on the GPU (no CPU tensors or .numpy() in the step)")
     if cpu_random_led(worst, c.us(worst)):
         fix = specific(CPU_RANDOM_FIX)
+    elif sleep_led(worst):
+        fix = specific(SLEEP_FIX)
     return make_finding(cfg, hits, {r.rank: c.claims[r.rank] for r in hits},
                         f"Host-bound: the GPU waits {gain[worst.rank]:.0f} % {of_step(worst)} "
                         "while the host runs its own work", evidence, fix)
@@ -168,6 +190,24 @@ def cpu_random_led(r: RankResult, idle_us: float) -> bool:
     ops = [o for o in r.cpu.top_ops if o.category != "user_annotation" and CPU_RANDOM_OPS.match(o.name)]
     us = sum(per_step(o.self_us, r.cpu.steps_used) for o in ops)
     return idle_us > 0 and us >= idle_us * CPU_RANDOM_SHARE_PCT / 100
+
+
+#: Python frames of a host that sleeps (``time.sleep``): it waits on purpose, running no work.
+SLEEP_FRAMES = ("<built-in function sleep>", "time.sleep")
+SLEEP_FIX = (
+    "# the host sleeps (time.sleep) while the GPU has nothing queued: take the sleep out of the loop;\n"
+    "# to pace the host behind the GPU, wait on an event instead of a fixed time:\n"
+    "done = torch.cuda.Event(); done.record(); done.synchronize()")
+
+
+def sleep_led(r: RankResult) -> bool:
+    """Whether at least half of rank ``r``'s listed host-ops gaps' time
+    (``IdleAttribution.gaps`` with cause ``host_ops``) ran a ``time.sleep``
+    (:data:`SLEEP_FRAMES` among the gap's host ops)."""
+    gaps = [g for g in r.idle_attribution.gaps if g.cause == "host_ops"]
+    total = sum(g.duration_us for g in gaps)
+    asleep = sum(g.duration_us for g in gaps if any(n in SLEEP_FRAMES for n in g.host_ops))
+    return total > 0 and asleep >= 0.5 * total
 
 
 def outlier_cost_us(r: RankResult) -> float:

@@ -78,11 +78,22 @@ def step_time_outliers(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) 
     ``step_outlier_min_steps`` analyzed steps. The gain is the outliers' extra
     time per step that no cause finding claimed already: the GPU idle left
     (GPU ranks) or host time (ranks without GPU activity). It runs after every
-    cause (the residual phase), so it takes only what they left."""
+    cause (the residual phase), so it takes only what they left.
+
+    A rank whose host ran ahead of its GPU (``replay.gpu_paced_step_us`` >
+    0) is left out: its ``ProfilerStep`` windows time the host's enqueueing,
+    and a long one there is the host blocked on a full launch queue (or the
+    last step's wait for the GPU), not a slow step (an H200 TF32 run: one
+    14.0 ms host step against 5.8 ms, every step 12.4 ms on the GPU)."""
     ranks = [r for r in result.ranks if sum(not s.warmup for s in r.steps.steps) >= cfg.step_outlier_min_steps]
     if not ranks:
         most = max((sum(not s.warmup for s in r.steps.steps) for r in result.ranks), default=0)
         return not_checked(f"needs >= {cfg.step_outlier_min_steps} analyzed steps per rank (found {most})")
+    paced = [r for r in ranks if r.replay.gpu_paced_step_us > 0]
+    ranks = [r for r in ranks if r.replay.gpu_paced_step_us <= 0]
+    if not ranks:
+        return not_checked(f"the host ran ahead of the GPU on {plural(len(paced), 'rank')}: its ProfilerStep "
+                           "windows time the enqueueing, not the step")
     sigma = cfg.step_outlier_sigma
     hits = worst_first([r for r in ranks if step_outliers(r, sigma)], lambda r: outlier_cost_us(r, sigma))
     if not hits:

@@ -39,7 +39,7 @@ from ... import intervals
 from ...replay_terms import EditLabel
 from ..collectives import collective_kinds, kinds_of
 from ..copies import MEMCPY_APIS, htod_from
-from ..cpu_side import DATALOADER_PREFIXES, SYNC_NAMES
+from ..cpu_side import DATALOADER_PREFIXES, is_sync
 from ..events import RankEvents
 from ..host_loops import loops
 from ..host_ops import (BN_STATS_KERNEL, METADATA_OPS, active_dropout, arithmetic_us, batched_us, bn_training_kernels,
@@ -318,7 +318,7 @@ def edit_no_sync(ev: RankEvents, g: Graph, e: Edit) -> None:
         e.dur[mask] = 0.0
     else:
         cpu = ev.cpu
-        reads = cpu[cpu["s_name"].isin(SYNC_NAMES)]
+        reads = cpu[is_sync(cpu)]
         if len(w):
             reads = reads[containing_index(intervals.union(w[:, 0], w[:, 1]), reads["ts"].to_numpy(float)) >= 0]
         if len(reads):
