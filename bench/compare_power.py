@@ -83,7 +83,10 @@ def slow_op(doc: dict, op: str, pct: float, step_us: float) -> Tuple[dict, float
     an event starting at or after an instance's end moves later by the
     added time of every instance ending at or before its start; an event's
     end moves by that of every instance ending at or before it (so the
-    instance and the events enclosing it grow). Returns ``(doc, d)``."""
+    instance and the events enclosing it grow). A GPU kernel, copy or set
+    keeps its duration and moves by the time added before its launch (the
+    runtime call of the same correlation): GPU ops move with their launch,
+    as on a GPU that waited on the host. Returns ``(doc, d)``."""
     events = doc["traceEvents"]
     steps = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
     inside = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e.get("name") == op
@@ -96,15 +99,29 @@ def slow_op(doc: dict, op: str, pct: float, step_us: float) -> Tuple[dict, float
     def shift(x: float) -> float:
         return d * bisect.bisect_right(ends, x)
 
+    # GPU operations move with their launch, whole: a kernel keeps its duration and starts later by
+    # what the host had been slowed when it launched it (a GPU that only waited on the host)
+    launch = {e["args"]["correlation"]: float(e["ts"]) for e in events
+              if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver")
+              and isinstance(e.get("args"), dict) and "correlation" in e["args"]}
     for e in events:
         if "ts" not in e:
             continue
         ts = float(e["ts"])
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        corr = args.get("correlation", e.get("id") if e.get("ph") == "f" else None)
+        if e.get("cat") in GPU_OPS or (e.get("ph") == "f" and corr in launch):
+            e["ts"] = ts + shift(launch.get(corr, ts))
+            continue
         if "dur" in e:
             end = ts + float(e["dur"])
             e["dur"] = float(e["dur"]) + shift(end) - shift(ts)
         e["ts"] = ts + shift(ts)
     return doc, d
+
+
+#: Trace categories of GPU operations (moved whole with their launch by :func:`slow_op`).
+GPU_OPS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def run(root: Path, inject_pairs: int, cache: Optional[str], held_out_from: Optional[int] = None) -> Dict[str, object]:
