@@ -199,6 +199,11 @@ def _boot_means(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
     return total / len(x)
 
 
+def _part(kind: str) -> str:
+    """The machine part an item's kind runs on: ``gpu`` (:data:`GPU_KINDS`) or ``host``."""
+    return "gpu" if kind in GPU_KINDS else "host"
+
+
 def _weighted_median(x: np.ndarray, w: np.ndarray) -> float:
     """The weighted median of ``x`` (the first value at which the cumulative weight reaches half)."""
     order = np.argsort(x)
@@ -280,17 +285,40 @@ def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_
     tested = [k for k in both if min(len(arrays[k][0]), len(arrays[k][1])) >= MIN_INSTANCES
               and _loc(arrays[k][0]) > 0 and _loc(arrays[k][1]) > 0]
 
-    # 1. the environment factor
+    # 1. the environment factor: one per machine part, the host's CPU and the GPU (a loaded host and
+    # the GPU's clocks move independently: on H200 A/A pairs host ops moved by several % between
+    # processes while the GPU kernels held within 0.1 %); a part with fewer than MIN_ENV_ITEMS items
+    # takes the factor of all items together
     logs = np.array([math.log(_loc(arrays[k][1]) / _loc(arrays[k][0])) for k in tested])
-    f_reps = np.ones(BOOTSTRAP)
-    if len(logs) >= MIN_ENV_ITEMS:
-        st.environment_factor = float(math.exp(np.median(logs)))
-        f_reps = np.exp(np.median(logs[rng.integers(0, len(logs), (BOOTSTRAP, len(logs)))], axis=1))
+    gpu = bool({k[0] for k in both} & set(GPU_KINDS))
+    step_part = "gpu" if gpu else "host"
+    fac: Dict[str, float] = {}
+    fac_reps: Dict[str, np.ndarray] = {}
+    groups: Dict[str, np.ndarray] = {}
+    for part in ("gpu", "host"):
+        idx = np.array([i for i, k in enumerate(tested) if _part(k[0]) == part], dtype=np.int64)
+        if len(idx) >= MIN_ENV_ITEMS:
+            groups[part] = idx
+    if len(groups) < 2 and (not groups or len(next(iter(groups.values()))) < len(tested)) \
+            or (step_part not in groups):
+        groups["all"] = np.arange(len(tested))
+    for part, idx in groups.items():
+        fac[part], fac_reps[part] = 1.0, np.ones(BOOTSTRAP)
+        if len(idx) >= MIN_ENV_ITEMS:
+            g = logs[idx]
+            fac[part] = float(math.exp(np.median(g)))
+            fac_reps[part] = np.exp(np.median(g[rng.integers(0, len(g), (BOOTSTRAP, len(g)))], axis=1))
+
+    def group(k: Key) -> str:
+        return _part(k[0]) if _part(k[0]) in groups else "all"
+    sgroup = step_part if step_part in groups else "all"
+    f, f_reps = fac[sgroup], fac_reps[sgroup]
+    if len(groups[sgroup]) >= MIN_ENV_ITEMS:
+        st.environment_factor = f
         st.environment_low, st.environment_high = _interval(f_reps)
-        st.environment_items = int(len(logs))
+        st.environment_items = int(len(groups[sgroup]))
         t = threshold_pct / 100
         st.environment_named = bool(st.environment_low > 1 + t or st.environment_high < 1 - t)
-    f = st.environment_factor
 
     # 2. the items: each must differ from the base in its own instances (Mann-Whitney U) and move beyond
     # the spread the items show around the environment factor (a z-test of its log ratio against that spread)
@@ -302,22 +330,26 @@ def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_
     # Laird 1986 take it): the robust variance of the log ratios less the typical sampling variance
     # ... each item weighted by its time per step: a load that slows the few long (multi-threaded) ops
     # far more than the many short ones must widen the intervals of the items that make the step
-    spread = 0.0
-    if len(logs) >= MIN_ENV_ITEMS:
-        w = np.array([_loc(arrays[k][0]) * b.items[k].count / b.steps for k in tested])
-        w = np.minimum(w, MAX_ITEM_WEIGHT * w.sum())  # one slowed op that holds most of the step is not the spread
-        mad_sd = MAD_TO_SIGMA * _weighted_median(np.abs(logs - math.log(f)), w)
-        spread = math.sqrt(max(0.0, mad_sd ** 2 - _weighted_median(ses ** 2, w)))
+    spreads: Dict[str, float] = {}
+    for part, idx in groups.items():
+        spreads[part] = 0.0
+        if len(idx) >= MIN_ENV_ITEMS:
+            w = np.array([_loc(arrays[tested[i]][0]) * b.items[tested[i]].count / b.steps for i in idx])
+            w = np.minimum(w, MAX_ITEM_WEIGHT * w.sum())  # one slowed op that holds most of the step is not the spread
+            mad_sd = MAD_TO_SIGMA * _weighted_median(np.abs(logs[idx] - math.log(fac[part])), w)
+            spreads[part] = math.sqrt(max(0.0, mad_sd ** 2 - _weighted_median(ses[idx] ** 2, w)))
+    spread = spreads[sgroup]  # the spread of the part the step sums
     st.item_spread_pct = 100 * spread
     pvals = []
     for i, k in enumerate(tested):
-        p_mw = float(mannwhitneyu(arrays[k][0], arrays[k][1] / f, alternative="two-sided").pvalue)
+        fk, sk = fac[group(k)], spreads[group(k)]
+        p_mw = float(mannwhitneyu(arrays[k][0], arrays[k][1] / fk, alternative="two-sided").pvalue)
         se = float(ses[i])
-        z = abs(logs[i] - math.log(f)) / math.sqrt(se ** 2 + spread ** 2) if se > 0 or spread > 0 else math.inf
+        z = abs(logs[i] - math.log(fk)) / math.sqrt(se ** 2 + sk ** 2) if se > 0 or sk > 0 else math.inf
         # and it must differ before the factor is divided out too, in the same direction: an op the load
         # did not slow (a large GEMM among small overhead-bound ops) is not named as if it had slowed
         p_raw = float(mannwhitneyu(arrays[k][0], arrays[k][1], alternative="two-sided").pvalue)
-        same_way = (logs[i] > 0) == (logs[i] - math.log(f) > 0)
+        same_way = (logs[i] > 0) == (logs[i] - math.log(fk) > 0)
         pvals.append(max(p_mw, float(2 * norm.sf(z)), p_raw) if same_way else 1.0)
     qvals = [float(q) for q in false_discovery_control(pvals)] if pvals else []
     st.items_tested = len(tested)
@@ -331,7 +363,7 @@ def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_
         mb, mn = boot_b[k], boot_n[k]
         item_raw[k] = mn * per_step_n[k] - mb * per_step_b[k]
         # the item's own departure from the factor, drawn from the items' spread, widens its interval
-        mn = mn / f_reps * np.exp(spread * rng.standard_normal(BOOTSTRAP))
+        mn = mn / fac_reps[group(k)] * np.exp(spreads[group(k)] * rng.standard_normal(BOOTSTRAP))
         item_reps[k] = mn * per_step_n[k] - mb * per_step_b[k]
         boot_n[k] = mn
     for k, p, q in zip(tested, pvals, qvals):
@@ -344,10 +376,11 @@ def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_
         pct_lo, pct_hi = _interval(pct)
         cb, cn = per_step_b[k], per_step_n[k]
         lb, ln = _loc(xb), _loc(xn)
+        fk = fac[group(k)]
         changes.append(ItemChange(
             kind=k[0], name=k[1], shape=k[2], status="changed", base_us_per_step=float(lb * cb),
-            new_us_per_step=float(ln / f * cn), us_per_step=float(ln / f * cn - lb * cb),
-            us_per_step_low=us_lo, us_per_step_high=us_hi, change_pct=float(100 * (ln / f / lb - 1)),
+            new_us_per_step=float(ln / fk * cn), us_per_step=float(ln / fk * cn - lb * cb),
+            us_per_step_low=us_lo, us_per_step_high=us_hi, change_pct=float(100 * (ln / fk / lb - 1)),
             change_pct_low=pct_lo, change_pct_high=pct_hi, p_value=p, q_value=q))
     changes.sort(key=lambda c: (-abs(c.us_per_step), c.name))
 
@@ -365,7 +398,8 @@ def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_
             if t_us <= cut:  # it may only have fallen below the other side's kept items
                 continue
             sign = 1.0 if status == "appeared" else -1.0
-            reps = sign * per_step * _boot_means(rng, durations) / (f_reps if status == "appeared" else 1.0)
+            fk, fk_reps = fac[group(k)], fac_reps[group(k)]
+            reps = sign * per_step * _boot_means(rng, durations) / (fk_reps if status == "appeared" else 1.0)
             t_us = per_step * _loc(durations)
             if not cut:  # the other side kept all its items of this kind: this one is absent there
                 fixed_raw[k[0]] = fixed_raw.get(k[0], 0.0) + sign * t_us
@@ -376,8 +410,8 @@ def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_
             one_side.append(ItemChange(
                 kind=k[0], name=k[1], shape=k[2], status=status,
                 base_us_per_step=0.0 if status == "appeared" else float(t_us),
-                new_us_per_step=float(t_us / f) if status == "appeared" else 0.0,
-                us_per_step=float(sign * t_us / (f if sign > 0 else 1.0)), us_per_step_low=float(lo),
+                new_us_per_step=float(t_us / fk) if status == "appeared" else 0.0,
+                us_per_step=float(sign * t_us / (fk if sign > 0 else 1.0)), us_per_step_low=float(lo),
                 us_per_step_high=float(hi)))
     one_side.sort(key=lambda c: (-abs(c.us_per_step), c.name))
     st.items = (changes + one_side)[:TOP_ITEMS]
@@ -419,7 +453,7 @@ def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_
     st.base_samples = sum(len(arrays[k][0]) for k in keys)
     st.new_samples = sum(len(arrays[k][1]) for k in keys)
     point_raw = sum(_loc(arrays[k][1]) * per_step_n[k] - _loc(arrays[k][0]) * per_step_b[k] for k in keys)
-    point = sum(_loc(arrays[k][1]) / f * per_step_n[k] - _loc(arrays[k][0]) * per_step_b[k] for k in keys)
+    point = sum(_loc(arrays[k][1]) / fac[group(k)] * per_step_n[k] - _loc(arrays[k][0]) * per_step_b[k] for k in keys)
     fixed_r = sum(fixed_raw.get(k, 0.0) for k in kinds)
     fixed_rep = np.sum([fixed_reps[k] for k in kinds if k in fixed_reps], axis=0) if any(
         k in fixed_reps for k in kinds) else np.zeros(BOOTSTRAP)
