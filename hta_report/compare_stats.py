@@ -79,6 +79,11 @@ MIN_ENV_ITEMS = 5
 MODE_GAP = 1.5
 #: The least share of an item's durations a mode holds (:func:`_modes`).
 MODE_MIN_SHARE = 0.05
+#: Share of the base's critical path on the host (%, ``Replay.host_share_pct``) from which a GPU
+#: rank's step is the host's: the statistical verdict is then ``inconclusive`` (docs/COMPARE.md,
+#: third measurement: the GPU items' sum read a DataLoader fix of -75 % as unchanged, and the
+#: host's speed moved host-bound steps by up to +58 % between two processes of the same code).
+HOST_BOUND_PCT = 50.0
 #: The item kinds that run on the GPU (:class:`~hta_report.model.InstanceSample`).
 GPU_KINDS = ("kernel", "memcpy")
 #: The largest items' spread around the environment factor (:attr:`StatTest.item_spread_pct`, %)
@@ -292,6 +297,11 @@ def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_
     logs = np.array([math.log(_loc(arrays[k][1]) / _loc(arrays[k][0])) for k in tested])
     gpu = bool({k[0] for k in both} & set(GPU_KINDS))
     step_part = "gpu" if gpu else "host"
+    # a GPU rank whose step is the host's (most of the base's critical path on the host): its GPU
+    # items measure the GPU's work, not the step, and its host's speed moves between recordings by more
+    # than one trace a side can tell (H200 A/A pairs: host-bound ProfilerStep windows -26 % to +58 %)
+    host_share = float(np.mean([r.replay.host_share_pct for r in base])) if gpu else 0.0
+    host_bound = gpu and not paced and host_share >= HOST_BOUND_PCT
     fac: Dict[str, float] = {}
     fac_reps: Dict[str, np.ndarray] = {}
     groups: Dict[str, np.ndarray] = {}
@@ -434,7 +444,7 @@ def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_
         st.change_pct = float(100 * (sn.mean() / f / sb.mean() - 1))
         st.change_pct_low, st.change_pct_high = _interval(100 * (ratio / f_reps - 1))
         verdict = _verdict(st.change_pct_low, st.change_pct_high, threshold_pct)
-        if verdict != "inconclusive" and not spread_guard:
+        if verdict != "inconclusive" and not spread_guard and not host_bound:
             return verdict, st
     gpu = bool({k[0] for k in item_reps} & set(GPU_KINDS))
     kinds = GPU_KINDS if gpu else ("cpu_op",)
@@ -465,6 +475,11 @@ def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_
     st.change_pct = float(100 * (point + fixed_a) / base_step_us)
     st.change_pct_low, st.change_pct_high = _interval(100 * reps / base_step_us)
     if spread_guard:
+        return "inconclusive", st
+    if host_bound:
+        st.note = (f"the step is the host's ({host_share:.0f} % of the base's critical path on the host): "
+                   "the GPU kernels' and copies' change above is the GPU's work, not the step, and the host's "
+                   "speed moves between recordings by more than one trace a side can tell")
         return "inconclusive", st
     st.note = (steps_said + f"the step change is the per-step sum of the "
                f"{'GPU kernels and copies' if gpu else 'host ops'}' changes ({len(sig)} of them significant)")

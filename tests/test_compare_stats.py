@@ -189,3 +189,42 @@ def test_the_samples_are_bounded_and_in_time_order(tmp_path):
     assert f.durations_us[0] == 10 and f.durations_us[-1] == 39  # first and last instance kept
     assert all(len(i.durations_us) == i.count == steps for i in kernels[1:])
     assert BOOTSTRAP >= 1000
+
+
+def _gpu(result, host_share_pct):
+    """``result`` with its items as GPU kernels and its replay's critical path ``host_share_pct`` % on the host."""
+    r = result.ranks[0]
+    for it in r.samples.items:
+        it.kind = "kernel"
+    r.replay.host_share_pct = host_share_pct
+    return result
+
+
+def test_a_host_bound_gpu_rank_is_inconclusive_with_its_gpu_work_shown(template):
+    # the same kernel slowed 10 %: decided where the GPU makes the step, not where the host does
+    slow = ("aten::addmm", 1.10)
+    gpu_bound = compare(_gpu(_result(template, 1), 10.0), _gpu(_result(template, 2, slow=slow, step_scale=1.029), 10.0))
+    assert gpu_bound.stats.verdict == "regressed"
+    host_bound = compare(_gpu(_result(template, 1), 90.0), _gpu(_result(template, 2, slow=slow, step_scale=1.029), 90.0))
+    s = host_bound.stats
+    assert s.verdict == "inconclusive" and "the step is the host's (90 %" in s.note
+    assert s.change_pct_low > 0  # the GPU work's change is still measured and shown
+    assert s.items[0].name == "aten::addmm"
+
+
+def test_host_and_gpu_each_get_their_environment_factor(template):
+    # a slower host (every host op 30 % longer) beside an unchanged GPU: the GPU-bound step's factor is the
+    # kernels' (1.0), not a median over both parts
+    def mixed(result, host_scale):
+        r = result.ranks[0]
+        r.replay.host_share_pct = 10.0
+        for i, it in enumerate(sorted(r.samples.items, key=lambda x: x.name)):
+            if i % 2:
+                it.kind = "kernel"
+            else:
+                it.durations_us = [d * host_scale for d in it.durations_us]
+                it.total_us *= host_scale
+        return result
+    s = compare(mixed(_result(template, 7), 1.0), mixed(_result(template, 8), 1.3)).stats
+    assert s.environment_factor == pytest.approx(1.0, abs=0.02) and s.environment_items == len(ITEMS) // 2
+    assert s.verdict == "unchanged", s
