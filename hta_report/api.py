@@ -524,13 +524,16 @@ def load_side(path: os.PathLike | str, max_result_bytes: int = DEFAULT_MAX_RESUL
 
 
 def compare_paths(base: os.PathLike | str, new: os.PathLike | str,
-                  max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES, **analyze_kwargs) -> Comparison:
+                  max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES, alpha: Optional[float] = None,
+                  threshold_pct: Optional[float] = None, **analyze_kwargs) -> Comparison:
     """Compare two trace directories or saved results (``analyze --json``;
     each at most ``max_result_bytes`` bytes, see :func:`load_result`).
 
     ``analyze_kwargs`` go to :func:`analyze` for a side that is a trace
     directory (``recursive``, ``config``, ``cache``...): with the same
     ``cache`` as an earlier analyze, a directory is not parsed again.
+    ``alpha`` (false-discovery rate) and ``threshold_pct`` (the smallest step
+    change, %) go to :func:`hta_report.compare.compare` (None: its defaults).
 
     Returns:
         A :class:`hta_report.model.Comparison` labelled with the two paths.
@@ -539,10 +542,13 @@ def compare_paths(base: os.PathLike | str, new: os.PathLike | str,
         hta_report.errors.InputError, hta_report.errors.TraceError: a side cannot be read.
     """
     from .compare import compare
+    from .compare_stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD_PCT
 
     return compare(load_side(base, max_result_bytes, **analyze_kwargs),
                    load_side(new, max_result_bytes, **analyze_kwargs),
-                   base_label=shown(base), new_label=shown(new))
+                   base_label=shown(base), new_label=shown(new),
+                   alpha=DEFAULT_ALPHA if alpha is None else alpha,
+                   threshold_pct=DEFAULT_THRESHOLD_PCT if threshold_pct is None else threshold_pct)
 
 
 def write_comparison(comparison: Comparison, outputs: Outputs) -> List[Path]:

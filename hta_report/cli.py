@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 import click
 
 from . import __version__
-from .errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, HtaReportError, InputError, bug_reason, show_bugs
+from .errors import EXIT_ERROR, EXIT_GATE, EXIT_INCONCLUSIVE, EXIT_OK, HtaReportError, InputError, bug_reason, show_bugs
 from .escape import redact_url, terminal
 from .gates import GateResult, describe as describe_gate, evaluate as evaluate_gates, metrics_help, parse_gate
 from .engines import ENGINES
@@ -59,8 +59,13 @@ Exit codes:
 
 ANALYZE_EPILOG = (EPILOG + "\n\b\n--fail-on metrics:\n" + metrics_help(comparison=False) + "\n\n"
                   + ENVIRONMENT)
-COMPARE_EPILOG = (EPILOG + "\n\b\n--fail-on metrics (result metrics are of NEW):\n" + metrics_help(comparison=True)
-                  + "\n\n" + ENVIRONMENT)
+COMPARE_EPILOG = (EPILOG + "  3  --inconclusive fail, and the statistical test is inconclusive (no gate tripped)\n"
+                  + "\n\b\nVerdict: improved, regressed or unchanged, the step change against the noise band.\n"
+                  "Beside it, a statistical test: per-item tests (Mann-Whitney U, Benjamini-Hochberg\n"
+                  "at --alpha) and the step change's 95 % interval after the environment factor,\n"
+                  "against --threshold, with its own verdict (or inconclusive); see docs/COMPARE.md.\n"
+                  + "\n\b\n--fail-on metrics (result metrics are of NEW; 'regression' = regressed>=1):\n"
+                  + metrics_help(comparison=True) + "\n\n" + ENVIRONMENT)
 
 
 def _report_gates(gates: Sequence[GateResult]) -> bool:
@@ -349,6 +354,13 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
 @click.option("--max-result-size", "max_result_size", type=SizeType(), default="128MiB", show_default=True,
               help="Refuse a saved result (analyze --json) larger than SIZE (e.g. 200MB), "
                    "checked before it is read.")
+@click.option("--threshold", "threshold_pct", type=click.FloatRange(min=0.0), default=1.0, show_default=True,
+              metavar="PCT", help="The smallest step change (%) the verdict calls regressed or improved: "
+                                  "the whole 95 % interval must lie beyond it.")
+@click.option("--alpha", type=click.FloatRange(min=0.0, max=1.0, min_open=True, max_open=True), default=0.05,
+              show_default=True, help="False-discovery rate of the per-item tests (Benjamini-Hochberg).")
+@click.option("--inconclusive", "inconclusive", type=click.Choice(["pass", "fail"]), default="pass",
+              show_default=True, help="An inconclusive statistical test passes (exit 0), or fails with exit code 3.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @click.option("--open", "open_report", is_flag=True,
               help="Open the written HTML report in the default browser (as pyinstrument does).")
@@ -358,7 +370,8 @@ def analyze(traces: tuple, output: str, fmt: Optional[str], json_path: Optional[
 @cache_options
 @engine_options
 def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: bool, fail_on: tuple,
-            max_result_size: int, quiet: bool, open_report: bool, config_path: Optional[str],
+            max_result_size: int, threshold_pct: float, alpha: float, inconclusive: str, quiet: bool,
+            open_report: bool, config_path: Optional[str],
             cache_dir: Optional[str], no_cache: bool, verbose: bool, engine: str, ray_address: Optional[str]) -> None:
     """Compare BASE and NEW (each a trace directory, a trace file or a result
     saved by `analyze --json`): did the change make training faster or
@@ -370,6 +383,7 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
     \b
     Example:
       hta-report compare before/ after/ -o diff.html --fail-on 'step_time_regression>5%'
+      hta-report compare before/ after/ --fail-on regression --inconclusive fail
     """
     from . import progress
     from .api import check_outputs, compare_paths, input_files, write_comparison
@@ -386,7 +400,8 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
     _memory_cap()
     check_outputs([(output, fmt)], input_files(base, recursive) + input_files(new, recursive))  # before any work
     with progress.using(progress.Progress(verbose=verbose, heartbeat=None if quiet else progress.HEARTBEAT_S)):
-        comparison = compare_paths(base, new, max_result_size, recursive=recursive, config=config, engine=engine,
+        comparison = compare_paths(base, new, max_result_size, alpha=alpha, threshold_pct=threshold_pct,
+                                   recursive=recursive, config=config, engine=engine,
                                    ray_address=ray_address,
                                    cache=_cache_dir(cache_dir, no_cache))
         comparison.gates = evaluate_gates(gates, comparison=comparison)
@@ -398,6 +413,10 @@ def compare(base: str, new: str, output: str, fmt: Optional[str], recursive: boo
     _sarif_note(comparison.new, [(output, fmt)])
     if _report_gates(comparison.gates):
         raise click.exceptions.Exit(EXIT_GATE)
+    if inconclusive == "fail" and comparison.stats.verdict == "inconclusive":
+        click.echo(f"hta-report: the statistical test is inconclusive ({terminal(comparison.stats.note or 'the interval spans the threshold')}); "
+                   "--inconclusive fail", err=True)
+        raise click.exceptions.Exit(EXIT_INCONCLUSIVE)
 
 
 @cli.group("cache", epilog=SIMPLE_EPILOG)

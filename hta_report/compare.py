@@ -15,6 +15,7 @@ from .model import (ATTRIBUTION_STEP, COMMUNICATION_STEP, CPU_SIDE_STEP, MEMCPY_
                     STEP_TIMES_STEP, WINDOWS_STEP, AnalysisResult, Comparison, CpuOpDelta, KernelDelta, KernelVariant,
                     MetricDelta, RankComparison, RankResult, SideInfo)
 from .names import family, rank_ranges
+from . import compare_stats
 
 #: Smallest noise band (%) a verdict uses, however steady the steps are
 #: (:func:`step_variation_pct` is the band above it).
@@ -295,8 +296,16 @@ def differences(b: SideInfo, n: SideInfo) -> List[str]:
 
 
 def compare(base: AnalysisResult, new: AnalysisResult, base_label: str = "base", new_label: str = "new",
-            top_kernels: int = 15, top_cpu_ops: int = 10) -> Comparison:
+            top_kernels: int = 15, top_cpu_ops: int = 10, alpha: float = compare_stats.DEFAULT_ALPHA,
+            threshold_pct: float = compare_stats.DEFAULT_THRESHOLD_PCT) -> Comparison:
     """Compare two results (see :class:`hta_report.model.Comparison` for the verdict rule).
+
+    The verdict is the noise band's. Where every compared rank of both sides
+    carries instance samples, ``stats`` holds
+    :func:`hta_report.compare_stats.stat_test` at false-discovery rate
+    ``alpha`` and step threshold ``threshold_pct`` (%), its own verdict in
+    ``stats.verdict``; otherwise ``stats.method`` is ``noise band`` and
+    ``stats.why`` says which side lacks them.
 
     Kernel deltas use each side's top 50 kernels per rank by total time (what
     the result model keeps), summed over ranks, template-argument variants of
@@ -336,6 +345,16 @@ def compare(base: AnalysisResult, new: AnalysisResult, base_label: str = "base",
         verdict = "regressed" if change > band else "improved" if change < -band else "unchanged"
     else:
         change, verdict = 0.0, "not comparable"
+    rb, rn = [base_ranks[p[0]] for p in pairs], [new_ranks[p[1]] for p in pairs]
+    missing = [label for label, rs in ((base_label, rb), (new_label, rn)) if not compare_stats.has_samples(rs)]
+    if verdict == "not comparable":
+        stats = compare_stats.fallback("no ProfilerStep on a side", threshold_pct, alpha)
+    elif missing:
+        stats = compare_stats.fallback(f"{' and '.join(missing)} carries none; saved by an older hta-report "
+                                       "or without paired ranks", threshold_pct, alpha)
+    else:  # beside the band's verdict, not in its place (docs/COMPARE.md: it did not beat the band on real pairs)
+        stat_verdict, stats = compare_stats.stat_test(rb, rn, sb, bool(paced_b or paced_n), alpha, threshold_pct)
+        stats.verdict = stat_verdict
     sides = [side_info(base, base_label), side_info(new, new_label)]
     return Comparison(
         base_label=base_label, new_label=new_label, verdict=verdict, noise_band_pct=band,
@@ -349,4 +368,5 @@ def compare(base: AnalysisResult, new: AnalysisResult, base_label: str = "base",
         findings_kept=sorted(set(ids_b) & set(ids_n)),
         base=base, new=new,
         sides=sides, differences=differences(*sides), cpu_ops=cpu_op_deltas(base, new, top_cpu_ops),
+        stats=stats,
     )

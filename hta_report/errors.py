@@ -21,6 +21,8 @@ from typing import Optional, Union
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_GATE = 2
+#: ``compare --inconclusive fail``: the comparison's verdict is ``inconclusive`` (no gate tripped).
+EXIT_INCONCLUSIVE = 3
 
 _LINE_BREAKS = re.compile(r"[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]+")
 

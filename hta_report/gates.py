@@ -126,13 +126,21 @@ def _idle_increase(c: Comparison) -> float:
 
 #: Metrics of a comparison (the new side's result metrics apply too).
 COMPARISON_METRICS: Dict[str, ComparisonMetric] = {
-    "step_time_regression": ("time per step change new vs base, the verdict's figure, % (positive = slower)",
+    "step_time_regression": ("time per step change new vs base, before the environment factor, % (positive = slower)",
                              lambda c: c.step_time_change_pct, _comparable),
     "idle_pct_increase": ("GPU idle change, percentage points",
                           _idle_increase,
                           _both(_gpu_step(WINDOWS_STEP, ATTRIBUTION_STEP))),
-    "regressed": ("1 when the verdict is 'regressed' (beyond the noise band), else 0",
+    "regressed": ("1 when the verdict is 'regressed' (the step change beyond the noise band), else 0; "
+                  "'--fail-on regression' is regressed>=1",
                   lambda c: 1.0 if c.verdict == "regressed" else 0.0, _comparable),
+    "step_time_regression_low": ("lower end of the step change's interval after the environment factor, % "
+                                 "(> X: a significant regression larger than X %)",
+                                 lambda c: c.stats.change_pct_low if c.stats.method == "statistical"
+                                 else c.step_time_change_pct, _comparable),
+    "inconclusive": ("1 when the statistical test's verdict is 'inconclusive' (its interval spans the "
+                     "threshold, or too few samples), else 0",
+                     lambda c: 1.0 if c.stats.verdict == "inconclusive" else 0.0, _comparable),
     "new_findings": ("findings that appeared", lambda c: float(len(c.findings_appeared)), _both(_advice)),
 }
 
@@ -148,7 +156,9 @@ class Gate:
 
 
 def parse_gate(text: str, comparison: bool = False) -> Gate:
-    """Parse ``METRIC OP VALUE[%]``; ``severity`` takes ``low``/``medium``/``high``.
+    """Parse ``METRIC OP VALUE[%]``; ``severity`` takes ``low``/``medium``/``high``;
+    with ``comparison``, the bare word ``regression`` is ``regressed>=1``
+    (the verdict: a significant step change larger than the threshold).
 
     Raises:
         InputError: malformed expression, unknown metric (the message lists
@@ -156,6 +166,8 @@ def parse_gate(text: str, comparison: bool = False) -> Gate:
             ``inf``, or digits beyond a float's range), against which no gate
             could trip.
     """
+    if comparison and text.strip() == "regression":  # the verdict gate: a significant change past the threshold
+        return Gate(text="regression", metric="regressed", op=">=", value=1.0)
     m = _EXPR.match(text)
     known = {**RESULT_METRICS, **(COMPARISON_METRICS if comparison else {})}
     if not m:

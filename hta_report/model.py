@@ -262,6 +262,60 @@ class KernelStat:
 
 
 @dataclass(slots=True)
+class InstanceSample:
+    """The durations of one item's instances inside a rank's analyzed steps,
+    kept so that a saved result can be compared by a statistical test
+    (:mod:`hta_report.compare_stats`).
+
+    Attributes:
+        kind: ``kernel`` (a GPU kernel, by name: Kineto records no shape on
+            kernels), ``memcpy`` (a GPU memory copy or set, by name:
+            ``Memcpy HtoD (Pageable -> Device)``) or ``cpu_op`` (a host op by name and, where the trace
+            recorded shapes, its ``Input Dims``; its self time).
+        name: the kernel or op name.
+        shape: the op's ``Input Dims`` as recorded (``[[64, 512], [512]]``),
+            ``""`` for kernels and where shapes were not recorded.
+        count: all instances in the analyzed steps (not only those kept).
+        total_us: their summed duration (µs).
+        durations_us: at most :data:`SAMPLES_PER_ITEM` durations (µs, rounded
+            to 1 ns), in time order: every instance when there are no more,
+            else a deterministic sample evenly spread over the run (instance
+            ``round(i × (count − 1) / (cap − 1))``).
+    """
+
+    kind: str
+    name: str
+    shape: str = ""
+    count: int = 0
+    total_us: float = 0.0
+    durations_us: List[float] = field(default_factory=list)
+
+
+#: Items kept per kind (kernels, copies, host ops) and rank, those with the most
+#: total time: an item left out holds less time per step than the smallest one
+#: kept, and a rank's samples stay small (42 kB of indented JSON for the 40 host
+#: ops of the CPU rank of docs/COMPARE.md's benchmark).
+SAMPLE_ITEMS = 40
+#: Instance durations kept per item: 128 give a Mann-Whitney test of two
+#: sides 80 % power to see a shift of about 0.36 standard deviations at
+#: α = 0.05 (Noether 1987's sample-size formula), and cap the JSON.
+SAMPLES_PER_ITEM = 128
+
+
+@dataclass(slots=True)
+class InstanceSamples:
+    """Per-instance samples of a rank (:class:`InstanceSample`), for the
+    statistical comparison. ``steps`` is the number of analyzed steps they
+    cover (0: none kept, as in results saved before they existed, which
+    :func:`hta_report.compare.compare` then compares by the noise band);
+    ``items`` are the :data:`SAMPLE_ITEMS` kernels, memory copies and host
+    ops (each kind its own quota) with the most total time, most first."""
+
+    steps: int = 0
+    items: List[InstanceSample] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class MemcpyDirection:
     """Memory copies (or memsets) in one direction.
 
@@ -1588,6 +1642,7 @@ class RankResult:
     integrity: Integrity = field(default_factory=Integrity)
     replay: Replay = field(default_factory=Replay)
     time_origin_us: float = 0.0
+    samples: InstanceSamples = field(default_factory=InstanceSamples)
 
     def failed(self, *steps: str) -> bool:
         """Whether any of ``steps`` (names such as :data:`TEMPORAL_STEP`) failed on this rank."""
@@ -2206,6 +2261,133 @@ class CpuOpDelta:
     delta_us: float
 
 
+@dataclass(slots=True)
+class ItemChange:
+    """One kernel or host op whose time changed between the sides
+    (:mod:`hta_report.compare_stats`), pooled over the compared ranks.
+
+    Attributes:
+        kind, name, shape: as :class:`InstanceSample`.
+        status: ``changed`` (the test found the durations differ, after the
+            environment factor), ``appeared`` (instances on the new side
+            only) or ``disappeared`` (on the base side only).
+        base_us_per_step, new_us_per_step: the item's time per analyzed step
+            on each side (µs: mean instance duration × instances per step;
+            the new side's divided by the environment factor).
+        us_per_step, us_per_step_low, us_per_step_high: the change of that
+            time (new − base, µs per step) and its confidence interval
+            (bootstrap percentile; equal to the change for an item on one
+            side only).
+        change_pct, change_pct_low, change_pct_high: the change of the
+            mean instance duration (%), with its interval (0 for an item on
+            one side only).
+        p_value: the test's two-sided p-value; q_value: the same after the
+            Benjamini-Hochberg adjustment over every item tested (1.0 for an
+            item on one side only, which is not tested).
+    """
+
+    kind: str
+    name: str
+    shape: str = ""
+    status: str = "changed"
+    base_us_per_step: float = 0.0
+    new_us_per_step: float = 0.0
+    us_per_step: float = 0.0
+    us_per_step_low: float = 0.0
+    us_per_step_high: float = 0.0
+    change_pct: float = 0.0
+    change_pct_low: float = 0.0
+    change_pct_high: float = 0.0
+    p_value: float = 1.0
+    q_value: float = 1.0
+
+
+@dataclass(slots=True)
+class StatTest:
+    """How :attr:`Comparison.verdict` was tested (:mod:`hta_report.compare_stats`).
+
+    Attributes:
+        method: ``statistical`` (both sides carry instance samples,
+            :class:`InstanceSamples`) or ``noise band`` (a side does not, as
+            results saved before they existed: the verdict is the band's,
+            :attr:`Comparison.noise_band_pct`); ``why`` says why the band.
+        test: the per-item test: the Mann-Whitney U test of the instance
+            durations and a z-test of the item's log ratio against the
+            environment factor with the items' spread, both two-sided, and
+            the Mann-Whitney U test before the factor is divided out, in the
+            same direction; an item's p-value is the largest of the three
+            (1.0 when the directions differ).
+        alpha: the false-discovery rate the Benjamini-Hochberg procedure
+            keeps (items with ``q_value`` < ``alpha`` are significant).
+        confidence: the level of every interval (0.95).
+        threshold_pct: the smallest step change (%) that counts: ``regressed``
+            needs the whole interval above it, ``improved`` below its
+            negative, ``unchanged`` within ±it; otherwise ``inconclusive``.
+        items_tested: items with enough instances on both sides to test;
+            items_significant: those with ``q_value`` < ``alpha``.
+        step_method: ``steps`` (the analyzed steps as samples) or ``items``
+            (the per-step sum of the items' changes, bootstrapped), ``identical``
+            (both sides hold the same steps and samples: unchanged), or ``""``
+            when neither had enough samples (the verdict is inconclusive).
+        base_samples, new_samples: the steps (``steps``) or item instances
+            (``items``) each side contributed.
+        change_pct, change_pct_low, change_pct_high: the step-time change
+            after the environment factor (%) and its interval.
+        raw_change_pct: the same before the factor is divided out.
+        environment_factor, environment_low, environment_high: the factor by
+            which the new side's items run slower (> 1) or faster (< 1) all
+            alike, the median over tested items of each one's ratio of mean
+            durations, with its bootstrap interval over items; 1.0 when fewer
+            than :data:`hta_report.compare_stats.MIN_ENV_ITEMS` items were
+            tested. environment_named: True when the interval excludes 1 by
+            more than ``threshold_pct``: the machine (load, clocks, another
+            process), not the code, moved every item.
+        environment_items: the items the factor is taken over.
+        item_spread_pct: how far single items stray from the factor beyond
+            their own sampling noise (%: the robust variance of their log
+            ratios around the factor, (1.4826 × MAD)², less the median
+            sampling variance, as a square root; medians weighted by each
+            item's time per step): a loaded machine slows some ops more than
+            others, and an item is significant only beyond this spread and
+            its noise, which also widens every item's interval.
+        items: the significant items, then those on one side only, each
+            group by |µs per step| (largest first), at most
+            :data:`hta_report.compare_stats.TOP_ITEMS`.
+        note: a sentence on what limited the test (few steps, no samples), or "".
+        verdict: the statistical test's own verdict (``improved``,
+            ``regressed``, ``unchanged``, ``inconclusive``; ``""`` for the
+            noise band). :attr:`Comparison.verdict` stays the noise band's:
+            on the recorded pairs of docs/COMPARE.md this test did not beat
+            the band on real fix pairs, so it is shown beside the verdict,
+            not in its place.
+    """
+
+    method: str = "noise band"
+    why: str = ""
+    test: str = "Mann-Whitney U and a z-test against the items' spread (two-sided)"
+    alpha: float = 0.05
+    confidence: float = 0.95
+    threshold_pct: float = 1.0
+    items_tested: int = 0
+    items_significant: int = 0
+    step_method: str = ""
+    base_samples: int = 0
+    new_samples: int = 0
+    change_pct: float = 0.0
+    change_pct_low: float = 0.0
+    change_pct_high: float = 0.0
+    raw_change_pct: float = 0.0
+    environment_factor: float = 1.0
+    environment_low: float = 1.0
+    environment_high: float = 1.0
+    environment_named: bool = False
+    environment_items: int = 0
+    item_spread_pct: float = 0.0
+    items: List[ItemChange] = field(default_factory=list)
+    note: str = ""
+    verdict: str = ""
+
+
 #: The name of the overall metric (:class:`MetricDelta`) the verdict compares where a side's host ran
 #: ahead of its GPU (:func:`hta_report.compare.time_per_step`), in ms; absent where none did.
 PACED_STEP_METRIC = "time per step, GPU work counted"
@@ -2216,8 +2398,15 @@ class Comparison:
     """``new`` against ``base``: overall and per-rank deltas, kernels that
     changed most, findings that appeared or went away, and a verdict.
 
-    ``verdict`` is ``improved``, ``regressed``, ``unchanged`` or
-    ``not comparable`` (no ProfilerStep on a side). It compares the time
+    ``verdict`` is ``improved``, ``regressed``, ``unchanged`` or ``not
+    comparable`` (no ProfilerStep on a side). Where both sides carry
+    instance samples (:class:`InstanceSamples`), ``stats`` (:class:`StatTest`,
+    :mod:`hta_report.compare_stats`) holds a statistical test beside it: the
+    items that changed, the environment factor and the step-time change with
+    its interval, and that test's own verdict (``stats.verdict``, which may be
+    ``inconclusive``); the headline ``verdict`` stays the noise band's
+    (docs/COMPARE.md: the test did not beat the band on real fix pairs). The
+    verdict compares the time
     per step, ``base_step_us`` against ``new_step_us`` (µs,
     :func:`~hta_report.compare.time_per_step`: the mean step time, except on
     the ``base_paced_ranks`` / ``new_paced_ranks`` ranks whose host ran ahead
@@ -2258,6 +2447,7 @@ class Comparison:
     sides: List[SideInfo] = field(default_factory=list)
     differences: List[str] = field(default_factory=list)
     cpu_ops: List[CpuOpDelta] = field(default_factory=list)
+    stats: StatTest = field(default_factory=StatTest)
     schema_version: int = SCHEMA_VERSION
 
     def __repr__(self) -> str:

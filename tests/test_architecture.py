@@ -113,6 +113,8 @@ FORBIDDEN = {
                         "hta_report.cli", "hta_report.engines"),
     "hta_report.engines": ("hta_report.rules", "hta_report.api", "hta_report.render", "hta_report.cli"),
     "hta_report.compare": ("hta_report.api", "hta_report.load", "hta_report.analysis", "hta_report.cache"),
+    "hta_report.compare_stats": ("hta_report.api", "hta_report.load", "hta_report.analysis", "hta_report.cache",
+                                 "hta_report.render", "hta_report.rules", "hta_report.cli"),
 }
 
 

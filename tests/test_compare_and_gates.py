@@ -27,8 +27,10 @@ def _steps_trace(path, step_us, kernel_us, steps=6, jitter=()):
 def fast_slow(tmp_path):
     (tmp_path / "fast").mkdir()
     (tmp_path / "slow").mkdir()
-    _steps_trace(tmp_path / "fast" / "t.json", 1000, 800, jitter=(0, 5, -5, 5, -5, 0))
-    _steps_trace(tmp_path / "slow" / "t.json", 1200, 800, jitter=(0, 5, -5, 5, -5, 0))
+    # 24 steps: 22 analyzed (the first is warm-up, the last may be cut), enough for the
+    # statistical verdict to take the steps as samples (compare_stats.MIN_STEPS)
+    _steps_trace(tmp_path / "fast" / "t.json", 1000, 800, steps=24, jitter=(0, 5, -5, 5, -5, 0) * 4)
+    _steps_trace(tmp_path / "slow" / "t.json", 1200, 800, steps=24, jitter=(0, 5, -5, 5, -5, 0) * 4)
     return tmp_path / "fast", tmp_path / "slow"
 
 
@@ -61,7 +63,10 @@ def test_compare_numbers_equal_separate_analyze(tmp_path, run_cli):
     assert overall["GPU idle"]["new"] == pytest.approx(n["aggregate"]["idle_pct"])
     # one rank on each side (3 and 1): they are paired
     assert [(r["rank"], r["new_rank"]) for r in d["ranks"]] == [(3, 1)]
-    assert d["verdict"] in ("regressed", "improved", "unchanged")
+    # comparable (the statistical verdict's four values; this pair scales nearly every kernel alike, which the
+    # environment factor takes out, and what remains spans the threshold)
+    assert d["verdict"] in ("regressed", "improved", "unchanged", "inconclusive")
+    assert d["stats"]["method"] == "statistical" and d["stats"]["items_tested"] > 0
     # html and markdown from the same comparison; saved results compare too
     for name in ("d.html", "d.md"):
         code, _, err = run_cli("compare", base, new, "-o", tmp_path / name)
@@ -206,11 +211,14 @@ def test_compare_of_huge_finite_figures_stays_finite(tmp_path):
         data["ranks"][0]["steps"]["mean_us"] = step_us
         for k in data["ranks"][0]["top_kernels"]:
             k["total_us"] = kernel_us
+        # the figures above are edited, the instance samples would contradict them: without
+        # samples the verdict is the noise band's (compare_stats.fallback)
+        data["ranks"][0]["samples"] = {"steps": 0, "items": []}
         return AnalysisResult.from_json(json.dumps(data))
 
     c = compare(edited(1e-10, -1.7e308), edited(1e300, 1.7e308))  # 1e312 % and 3.4e308 µs overflow
     text = c.to_json()  # allow_nan=False: raises on infinity or NaN
-    assert c.step_time_change_pct > 1e290 and c.verdict == "regressed"
+    assert c.step_time_change_pct > 1e290 and c.verdict == "regressed" and c.stats.method == "noise band"
     assert c.kernels and all(math.isfinite(k.delta_us) for k in c.kernels) and "Infinity" not in text
 
 
@@ -226,7 +234,8 @@ def test_the_verdict_counts_the_gpu_work_where_the_host_ran_ahead(tmp_path):
     for pinned in (False, True):
         d = tmp_path / ("pinned" if pinned else "pageable")
         d.mkdir()
-        copy_loop(pinned=pinned).write(d / "rank-0.json")
+        # 8 steps: 6 analyzed, enough instances for the statistical verdict (compare_stats.MIN_INSTANCES)
+        copy_loop(pinned=pinned, steps=8).write(d / "rank-0.json")
     base, new = analyze(tmp_path / "pageable"), analyze(tmp_path / "pinned")
     paced = new.ranks[0].replay.gpu_paced_step_us
     assert paced > 10 * new.ranks[0].steps.mean_us and base.ranks[0].replay.gpu_paced_step_us == 0

@@ -106,7 +106,7 @@ def test_no_visible_line_is_longer_than_300_characters(control_vs_test):
 
 def _gpu_run(path, rank, world, gpu, header, step_us):
     b = TraceBuilder(rank=rank, world_size=world, gpu_name=gpu, header=header)
-    for i in range(6):
+    for i in range(24):  # 22 analyzed steps: enough for the statistical verdict (compare_stats.MIN_STEPS)
         b.step(i + 1, i * step_us, step_us)
         b.cpu_op("aten::mm", i * step_us + 20, 50)
         b.kernel("volta_sgemm_128x64_nn", i * step_us + 100, step_us / 2)

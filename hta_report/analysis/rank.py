@@ -58,6 +58,7 @@ from .optimizer import optimizer_profile
 from .patterns import code_patterns
 from .regions import host_windows, windows
 from .replay import replay
+from .samples import instance_samples
 from .step_breakdown import step_breakdown
 from .steps import analyzed_windows, step_stats, step_windows
 from .sync_kinds import kind_counts
@@ -233,6 +234,10 @@ def _windows_and_optimizer(c: RankContext) -> None:
     rr.warmup = warmup(c.events, c.hw, c.warmup)
 
 
+def _samples(c: RankContext) -> None:
+    c.result.samples = instance_samples(c.events)
+
+
 def _replay(c: RankContext) -> None:
     tc = c.result.tensor_cores  # the compute capability: the device tables' fallback where no name matches
     major, minor = tc.compute_major, tc.compute_minor
@@ -338,6 +343,7 @@ OWN_STEPS: List[Step] = [
     (CPU_SIDE_STEP, _cpu_side),
     (WORKLOAD_STEP, _workload),
     (WINDOWS_STEP, _windows_and_optimizer),
+    ("instance samples", _samples),
     (MEMORY_STEP, _memory),
     (STEP_BREAKDOWN_STEP, _step_breakdown),
     (PATTERNS_STEP, _patterns),

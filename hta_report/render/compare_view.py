@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..model import PACED_STEP_METRIC, AnalysisResult, Comparison, CpuOpDelta, KernelDelta, MetricDelta, SideInfo
+from ..model import (PACED_STEP_METRIC, AnalysisResult, Comparison, CpuOpDelta, ItemChange, KernelDelta, MetricDelta,
+                     SideInfo, StatTest)
 from ..names import rank_ranges, short_name, short_names
 from . import fmt
 
@@ -80,6 +81,28 @@ class KernelChangeRow:
 
 
 @dataclass(frozen=True)
+class ItemRow:
+    """A significant item (or one on one side only) of the statistical test
+    (:class:`~hta_report.model.ItemChange`): ``kind`` in words, ``name``
+    (shortened, ``full`` for hover), ``shape`` (``""`` where not recorded),
+    time per step on each side, ``change`` (µs per step with its interval),
+    ``pct`` (% of its mean duration with its interval, ``""`` for one side
+    only), ``q`` (the adjusted p-value, ``""`` for one side only) and
+    ``status`` (``changed``, ``appeared``, ``disappeared``)."""
+
+    kind: str
+    name: str
+    full: str
+    shape: str
+    base: str
+    new: str
+    change: str
+    pct: str
+    q: str
+    status: str
+
+
+@dataclass(frozen=True)
 class CpuOpRow:
     """A host op whose self time per step changed: its ``name`` (whole), self
     time per step on each side and ``change``; ``note`` says ``only in base``
@@ -144,6 +167,8 @@ class ComparisonView:
     new_name: str
     verdict: str
     verdict_text: str
+    #: the statistical test's verdict and interval in one sentence, "" for the noise band alone
+    stat_text: str
     noise_band: str
     sides: Tuple[SideRow, ...]
     differences: Tuple[str, ...]
@@ -164,6 +189,14 @@ class ComparisonView:
     appeared: Tuple[FindingChange, ...]
     gone: Tuple[FindingChange, ...]
     kept: Tuple[str, ...]
+    statistical: bool = False
+    test_text: str = ""
+    step_text: str = ""
+    environment_text: str = ""
+    environment_named: bool = False
+    stat_note: str = ""
+    items: Tuple[ItemRow, ...] = ()
+    no_items: str = ""
 
 
 def _value(unit: str, v: float) -> str:
@@ -298,15 +331,103 @@ def verdict_figure(c: Comparison) -> str:
             f"{fmt.ms(c.base_step_us)} → {fmt.ms(c.new_step_us)})")
 
 
+_KINDS = {"kernel": "kernel", "memcpy": "GPU copy", "cpu_op": "host op"}
+
+
+def _signed_us(x: float) -> str:
+    return ("+" if x >= 0 else "−") + fmt.ms(abs(x))
+
+
+def _pct(x: float) -> str:
+    return f"{fmt.fixed(round(x, 1) + 0.0, 1, sign=True, grouped=False)}\u00a0%"
+
+
+def item_rows(items: Sequence[ItemChange]) -> Tuple[ItemRow, ...]:
+    """The statistical test's listed items (:attr:`StatTest.items`) as rows."""
+    labels = short_names([i.name for i in items])
+    rows = []
+    for i in items:
+        one_side = i.status != "changed"
+        rows.append(ItemRow(
+            kind=_KINDS.get(i.kind, i.kind), name=labels[i.name], full=i.name, shape=i.shape,
+            base=fmt.ms(i.base_us_per_step), new=fmt.ms(i.new_us_per_step),
+            change=(f"{_signed_us(i.us_per_step)} [{_signed_us(i.us_per_step_low)}, {_signed_us(i.us_per_step_high)}]"
+                    if not (one_side and i.us_per_step_low == i.us_per_step_high) else _signed_us(i.us_per_step)),
+            pct="" if one_side else f"{_pct(i.change_pct)} [{_pct(i.change_pct_low)}, {_pct(i.change_pct_high)}]",
+            q="" if one_side else f"{i.q_value:.2g}", status=i.status))
+    return tuple(rows)
+
+
+def interval_text(s: StatTest) -> str:
+    """``+3.2 % [+2.1, +4.4]``: the step change after the environment factor and its interval."""
+    return (f"{fmt.fixed(s.change_pct, 1, sign=True, grouped=False)} % "
+            f"[{fmt.fixed(s.change_pct_low, 1, sign=True, grouped=False)}, "
+            f"{fmt.fixed(s.change_pct_high, 1, sign=True, grouped=False)}]")
+
+
+def test_text(s: StatTest) -> str:
+    """How the verdict was tested, in one sentence (empty for the noise band)."""
+    if s.method != "statistical":
+        return ""
+    return (f"{s.test} per item, Benjamini-Hochberg false-discovery rate α = {s.alpha:g}: {s.items_tested} items "
+            f"tested, {s.items_significant} significant.")
+
+
+def step_text(s: StatTest) -> str:
+    """How the step change and its interval were taken, in one sentence (empty for the noise band)."""
+    if s.method != "statistical":
+        return ""
+    how = {"steps": f"the analyzed steps as samples ({s.base_samples} base, {s.new_samples} new)",
+           "items": f"the items ({s.base_samples} base and {s.new_samples} new instances)"}.get(
+        s.step_method, "none: too few samples")
+    return (f"Step change from {how}; {100 * s.confidence:g} % bootstrap intervals; "
+            f"threshold ±{fmt.fixed(s.threshold_pct, 1, grouped=False)} %.")
+
+
+def environment_text(s: StatTest) -> str:
+    """The environment factor in words; empty where it was not estimated."""
+    if s.method != "statistical" or not s.environment_items:
+        return ""
+    f = (f"×{s.environment_factor:.3f} [{s.environment_low:.3f}, {s.environment_high:.3f}] "
+         f"(median over {s.environment_items} items)")
+    raw = fmt.fixed(s.raw_change_pct, 1, sign=True, grouped=False)
+    if s.environment_named:
+        return (f"Environment: every item ran {f} on new alike: the machine (load, clocks, another process), "
+                f"not the code. Divided out before the statistical test (before it: {raw} %).")
+    return f"No environment shift beyond the threshold: items ran {f} on new; divided out before the statistical test."
+
+
+def _spans(s: StatTest) -> bool:
+    """Whether the step change's interval spans the threshold (neither beyond nor within ±it)."""
+    t = s.threshold_pct
+    return bool(s.step_method) and not (s.change_pct_low > t or s.change_pct_high < -t
+                                        or (s.change_pct_low >= -t and s.change_pct_high <= t))
+
+
 def context(c: Comparison) -> ComparisonView:
     """Everything the compare template and markdown show, formatted."""
     change = fmt.fixed(c.step_time_change_pct, 1, sign=True, grouped=False)
     band = fmt.fixed(c.noise_band_pct, 1, grouped=False)
     what = verdict_figure(c)
+    st = c.stats
+    stat_text = ""
+    if st.method == "statistical":
+        ci, thr = interval_text(st), fmt.fixed(st.threshold_pct, 1, grouped=False)
+        stat_text = {
+            "improved": f"faster: {what} {ci}, the whole interval below −{thr} %",
+            "regressed": f"slower: {what} {ci}, the whole interval above +{thr} %",
+            "unchanged": f"{what} {ci}, within ±{thr} %",
+            "inconclusive": (f"{what} {ci}: the interval spans the ±{thr} % threshold" if _spans(st)
+                             else f"{what} {ci}: {st.note}" if st.step_method
+                             else f"{what} {change} %: {st.note}"),
+        }.get(st.verdict, "")
+        stat_text = f"Statistical test: {st.verdict}, {stat_text}" if stat_text else ""
+    # the headline is the noise band's (docs/COMPARE.md: the test did not beat it on real fix pairs)
     verdict_text = {
         "improved": f"faster: {what} {change} %, beyond the ±{band} % noise band",
         "regressed": f"slower: {what} {change} %, beyond the ±{band} % noise band",
         "unchanged": f"{what} {change} %, within the ±{band} % noise band",
+        "inconclusive": f"{what} {change} %",
         "not comparable": "no ProfilerStep annotations on one side: step times cannot be compared",
     }[c.verdict]
     kernels = kernel_rows(c.kernels)
@@ -315,7 +436,7 @@ def context(c: Comparison) -> ComparisonView:
     return ComparisonView(
         base_label=c.base_label, new_label=c.new_label,
         base_name=fmt.run_name(c.base_label), new_name=fmt.run_name(c.new_label),
-        verdict=c.verdict, verdict_text=verdict_text,
+        verdict=c.verdict, verdict_text=verdict_text, stat_text=stat_text,
         noise_band=fmt.pct(c.noise_band_pct),
         sides=side_rows(c),
         differences=tuple(c.differences),
@@ -343,4 +464,13 @@ def context(c: Comparison) -> ComparisonView:
         appeared=tuple(FindingChange(id=f.id, title=f.title, severity=f.severity) for f in c.findings_appeared),
         gone=tuple(FindingChange(id=f.id, title=f.title, severity=f.severity) for f in c.findings_gone),
         kept=tuple(c.findings_kept),
+        statistical=st.method == "statistical",
+        test_text=test_text(st),
+        step_text=step_text(st),
+        environment_text=environment_text(st),
+        environment_named=st.environment_named,
+        stat_note=st.note[:1].upper() + st.note[1:],
+        items=item_rows(st.items),
+        no_items=("No item changed significantly, and none ran on one side only." if st.method == "statistical"
+                  else ""),
     )

@@ -97,6 +97,25 @@ def render_comparison(c: Comparison) -> str:
     if v.differences:
         lines += ["> [!WARNING]", "> **Not like for like:**", ">"] + [f"> - {md_text(d)}" for d in v.differences]
         lines.append("")
+    if v.statistical:
+        if v.environment_text:
+            lines += [f"> {md_text(v.environment_text)}", ""]
+        lines += [f"{md_text(v.stat_text)}", "", f"_{md_text(v.test_text)} {md_text(v.step_text)}_", ""]
+        if v.stat_note:
+            lines += [f"_{md_text(v.stat_note)}._", ""]
+        lines += [
+                  "### What changed", ""]
+        if v.items:
+            lines += ["| item | base / step | new / step | change / step [95 %] | per instance [95 %] | q |",
+                      "|---|---:|---:|---:|---:|---:|"]
+            lines += [f"| {md_cell(i.kind)} {md_code(clip(i.full))}{(' ' + md_code(clip(i.shape))) if i.shape else ''}"
+                      f"{(' (' + i.status + ')') if i.status != 'changed' else ''} | {i.base} | {i.new} | "
+                      f"**{i.change}** | {i.pct} | {i.q} |" for i in v.items]
+        else:
+            lines.append(v.no_items)
+        lines.append("")
+    elif v.stat_note:
+        lines += [f"_{md_text(v.stat_note)}._", ""]
     lines += ["### Biggest changes", ""]
     if v.biggest:
         lines += ["| metric | base | new | change |", "|---|---:|---:|---:|"]

@@ -40,13 +40,26 @@ def comparison_summary(c: Comparison, written: List[str]) -> str:
     """A few lines after ``compare``: the verdict, what each side ran on and
     a warning per way they differ, the CPU ops that changed most when no
     kernel did, findings that appeared or went away, files written."""
-    from .compare_view import BIGGEST_CPU_OPS, cpu_op_rows, side_rows, verdict_figure
+    from .compare_view import BIGGEST_CPU_OPS, cpu_op_rows, environment_text, interval_text, side_rows, verdict_figure
 
     change = fmt.fixed(c.step_time_change_pct, 1, sign=True, grouped=False)
+    st = c.stats
     lines = [f"{terminal(c.verdict)}: {terminal(verdict_figure(c))} {change} % "
              f"(noise band ±{fmt.fixed(c.noise_band_pct, 1, grouped=False)} %)"]
     lines += [f"{s.role}: {terminal(s.line)}" for s in side_rows(c)]
     lines += [f"warning: {terminal(d)}" for d in c.differences]
+    if st.method == "statistical" and st.step_method:
+        lines.append(f"statistical test: {terminal(st.verdict)}, {interval_text(st)} "
+                     f"(95 % interval, threshold ±{fmt.fixed(st.threshold_pct, 1, grouped=False)} %; "
+                     f"{st.items_significant} of {st.items_tested} items changed)")
+    elif st.method == "statistical":
+        lines.append(f"statistical test: {terminal(st.verdict)}: {terminal(st.note)}")
+    if st.method == "statistical" and st.environment_named:
+        lines.append(terminal(environment_text(st)))
+    if st.method == "statistical" and st.items:
+        lines.append("what changed (per step): " + "; ".join(
+            f"{'+' if i.us_per_step >= 0 else '−'}{fmt.ms(abs(i.us_per_step))} {terminal(i.name)}"
+            f"{'' if i.status == 'changed' else ' (' + i.status + ')'}" for i in st.items[:3]))
     if not c.kernels and c.cpu_ops:
         lines.append("CPU ops that changed most (self time per step): " + "; ".join(
             f"{o.change} {terminal(o.name)}" for o in cpu_op_rows(c.cpu_ops[:BIGGEST_CPU_OPS])))
