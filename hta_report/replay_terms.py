@@ -89,6 +89,12 @@ class NoteCode(Term):
     #: trace does not show; values ``late_pct`` (% of the analyzed window) and
     #: ``starts`` (how many times).
     LATE_STARTS = "no-whatif-late-starts"
+    #: A host-bound GPU rank whose recorded host events cost the profiler a
+    #: large share of the step; values ``events`` (host events recorded a step,
+    #: every thread), ``low_us`` and ``high_us`` (their cost a step, µs), ``step_us``
+    #: (the measured step, µs) and ``host_share_pct`` (% of the critical path
+    #: on the host).
+    PROFILER_COST = "profiler-cost"
 
 
 #: The codes that say a rank was not replayed (its ``Replay.steps`` is 0).

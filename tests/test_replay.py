@@ -599,3 +599,34 @@ def test_an_edit_that_shortens_queued_work_never_predicts_a_slower_step(tmp_path
     assert r.whatifs
     assert all(w.step_us_after <= w.step_us_before + 1e-6 for w in r.whatifs), \
         [(w.edit, w.step_us_before, w.step_us_after) for w in r.whatifs if w.step_us_after > w.step_us_before]
+
+
+def _op_loop(host_us: float, kernel_us: float, steps: int = 5, ops: int = 30) -> TraceBuilder:
+    """Per step, ``ops`` host ops of ``host_us`` each launching a ``kernel_us`` kernel."""
+    b = TraceBuilder(rank=0)
+    sim = Sim(b)
+    for s in range(1, steps + 1):
+        t0 = sim.t
+        for _ in range(ops):
+            sim.op("aten::add", [(ELEMENTWISE, kernel_us)], host_us=host_us)
+        sim.idle(10)
+        b.step(s, t0, sim.t - t0)
+    return b
+
+
+def test_profiler_cost_noted_on_a_host_bound_rank_only(tmp_path):
+    from hta_report.analysis.replay.run import PROFILER_EVENT_US
+    # host-bound: 20 µs ops, each an op and a launch recorded: at 3-6 µs an event, 30-60 % of the step
+    r = _replay(tmp_path, _op_loop(host_us=20, kernel_us=5), "host")
+    cost = [n for n in r.notes if n.code == NoteCode.PROFILER_COST]
+    assert len(cost) == 1
+    v = cost[0].values
+    assert v["events"] >= 60 and v["low_us"] == pytest.approx(v["events"] * PROFILER_EVENT_US[0])
+    assert v["high_us"] <= v["step_us"] and v["host_share_pct"] >= 50
+    assert "the profiler's own cost" in replay_note(r) and "the what-ifs are the profiled run's" in replay_note(r)
+    # GPU-bound (each kernel 200 µs behind a 20 µs op): the host's cost does not make the step
+    r = _replay(tmp_path, _op_loop(host_us=20, kernel_us=200), "gpu")
+    assert not [n for n in r.notes if n.code == NoteCode.PROFILER_COST]
+    # host-bound but few events for their time (2 ms ops): under the note's 10 %
+    r = _replay(tmp_path, _op_loop(host_us=2000, kernel_us=5), "slow-ops")
+    assert not [n for n in r.notes if n.code == NoteCode.PROFILER_COST]

@@ -44,6 +44,18 @@ def _late_starts(v: Dict[str, float]) -> str:
             "back): when the launches move, the replay cannot tell when the GPU would start them")
 
 
+def _profiler_cost(v: Dict[str, float]) -> str:
+    step = v.get("step_us", 0.0)
+    lo, hi = v.get("low_us", 0.0), v.get("high_us", 0.0)
+    share = f" ({100 * lo / step:.0f}-{100 * hi / step:.0f} % of it)" if step > 0 else ""
+    return (f"the profiler's own cost: {v.get('events', 0.0):,.0f} host events recorded a step, "
+            f"at 3-6 µs each (measured on one H200 host; other hosts differ), are about {lo / 1e3:.1f}-"
+            f"{hi / 1e3:.1f} ms of this {step / 1e3:.2f} ms step{share}, whose critical path is "
+            f"{v.get('host_share_pct', 0.0):.0f} % host time: without the profiler the host's part is shorter "
+            "and the step may be the GPU's, so the what-ifs are the profiled run's (record with "
+            "record_shapes=False, or fewer ops a step, to see the host as it runs)")
+
+
 #: The words of each :class:`~hta_report.replay_terms.NoteCode`, from the note's figures.
 WORDS: Dict[str, Callable[[Dict[str, float]], str]] = {
     NoteCode.NO_WINDOW: lambda v: "not replayed: no analyzed window",
@@ -61,6 +73,7 @@ WORDS: Dict[str, Callable[[Dict[str, float]], str]] = {
     NoteCode.LOST_GPU: _lost_gpu,
     NoteCode.DROPPED_GRAPHS: _dropped_graphs,
     NoteCode.LATE_STARTS: _late_starts,
+    NoteCode.PROFILER_COST: _profiler_cost,
 }
 
 

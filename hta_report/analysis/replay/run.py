@@ -89,6 +89,20 @@ WITHHOLD_LATE_STARTS = 3
 #: replay's typical error (docs/whatif.md), past which a prediction that moves
 #: the launches, and with them those delays, cannot be read (proposal).
 WITHHOLD_LATE_PCT = 10.0
+#: The profiler's own host cost per recorded host event (µs, low and high): measured
+#: on one H200's host (2026-11-28, docs/whatif.md), profiled against unprofiled steps of the same
+#: `collect` workloads, 3.1 to 6.2 µs per recorded host event (ops, runtime calls, annotations;
+#: shapes recorded). Another host, or ``with_stack``, costs more or less: an estimate, said as one.
+PROFILER_EVENT_US = (3.0, 6.0)
+#: The host events that cost the profiler its time (what PROFILER_EVENT_US was measured over): ops,
+#: annotations, runtime and driver calls, Python frames; not CUPTI's ``cuda_sync`` records.
+PROFILED_HOST_CATEGORIES = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "python_function")
+#: A host-bound GPU rank (this % of the critical path or more on the host) gets the profiler-cost
+#: note ...
+PROFILER_HOST_SHARE_PCT = 50.0
+#: ... where the low estimate is this share of the measured step (%) or more (the replay's
+#: typical error, docs/whatif.md: below it the note would not change a reading).
+PROFILER_NOTE_PCT = 10.0
 
 
 def rank_graph(ev: RankEvents, hw: np.ndarray) -> Union[NoteCode, Tuple[Graph, np.ndarray, bool]]:
@@ -229,6 +243,31 @@ def replay_notes(ev: RankEvents, steps: bool, basis: Basis, measured_us: float) 
     return notes
 
 
+def profiler_cost(ev: RankEvents, w: np.ndarray, host_share_pct: float, measured_us: float) -> Optional[ReplayNote]:
+    """Stage 5b: the profiler's own cost on a host-bound GPU rank: the host
+    events recorded a step (every thread: backward runs on autograd's)
+    inside the windows ``w`` (``(n, 2)`` µs) times :data:`PROFILER_EVENT_US`
+    (µs, per step), where the rank's critical path is at least
+    :data:`PROFILER_HOST_SHARE_PCT` host time and the low estimate is
+    :data:`PROFILER_NOTE_PCT` of ``measured_us`` (the measured step, µs) or
+    more; else None. Without the profiler the host's part of such a step is
+    shorter, so the step may be the GPU's: the what-ifs are the profiled run's."""
+    if not ev.has_gpu or host_share_pct < PROFILER_HOST_SHARE_PCT or measured_us <= 0 or not len(w):
+        return None
+    cpu = ev.cpu
+    cpu = cpu[cpu["s_cat"].isin(PROFILED_HOST_CATEGORIES)]
+    ts = cpu["ts"].to_numpy(float)
+    inside = np.zeros(len(cpu), dtype=bool)
+    for lo, hi in w:
+        inside |= (ts >= lo) & (ts < hi)
+    events = float(inside.sum()) / len(w)
+    low, high = (min(events * us, measured_us) for us in PROFILER_EVENT_US)  # never more than the step
+    if low < measured_us * PROFILER_NOTE_PCT / 100:
+        return None
+    return note(NoteCode.PROFILER_COST, events=events, low_us=low, high_us=high, step_us=measured_us,
+                host_share_pct=host_share_pct)
+
+
 def withheld(ev: RankEvents, warmup_us: float, step_us: float, w: Optional[np.ndarray] = None) -> Optional[ReplayNote]:
     """Stage 6: why no what-if is made on this rank (None: they are): a
     window that is mostly one-off warm-up (:data:`WITHHOLD_WARMUP_PCT` of
@@ -347,6 +386,9 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
                  error_pct=abs(r_mean - m_mean) / m_mean * 100 if m_mean > 0 else 0.0, steps=len(w),
                  critical_path=path, host_share_pct=host_share, notes=replay_notes(ev, steps, basis, m_mean),
                  gpu_paced_step_us=basis.step_us if basis.ahead else 0.0)
+    cost = profiler_cost(ev, w, host_share, m_mean) if not basis.ahead else None
+    if cost is not None:
+        out.notes.append(cost)
     why_not = withheld(ev, warmup_us, m_mean, w)
     if why_not is not None:
         out.notes.append(why_not)
