@@ -94,9 +94,9 @@ WITHHOLD_LATE_PCT = 10.0
 #: `collect` workloads, 3.1 to 6.2 µs per recorded host event (ops, runtime calls, annotations;
 #: shapes recorded). Another host, or ``with_stack``, costs more or less: an estimate, said as one.
 PROFILER_EVENT_US = (3.0, 6.0)
-#: The host events that cost the profiler its time (what PROFILER_EVENT_US was measured over): ops,
-#: annotations, runtime and driver calls, Python frames; not CUPTI's ``cuda_sync`` records.
-PROFILED_HOST_CATEGORIES = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "python_function")
+#: The host events PROFILER_EVENT_US was measured over: ops, annotations, runtime and driver calls.
+#: Not CUPTI's ``cuda_sync`` records, nor ``with_stack``'s Python frames (their cost was not measured).
+PROFILED_HOST_CATEGORIES = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
 #: A host-bound GPU rank (this % of the critical path or more on the host) gets the profiler-cost
 #: note ...
 PROFILER_HOST_SHARE_PCT = 50.0
