@@ -630,3 +630,17 @@ def test_profiler_cost_noted_on_a_host_bound_rank_only(tmp_path):
     # host-bound but few events for their time (2 ms ops): under the note's 10 %
     r = _replay(tmp_path, _op_loop(host_us=2000, kernel_us=5), "slow-ops")
     assert not [n for n in r.notes if n.code == NoteCode.PROFILER_COST]
+
+
+def test_profiler_cost_words_when_the_events_come_faster_than_the_estimate():
+    from hta_report.model import ReplayNote
+    from hta_report.render.replay_notes import note_text
+    dense = ReplayNote(code=NoteCode.PROFILER_COST.value,
+                       values={"events": 527.0, "low_us": 1100.0, "high_us": 1100.0, "step_us": 1100.0,
+                               "host_share_pct": 100.0})
+    text = note_text(dense)
+    assert "2.1 µs apart" in text and "the trace cannot say" in text and "%" in text
+    sparse = ReplayNote(code=NoteCode.PROFILER_COST.value,
+                        values={"events": 1898.0, "low_us": 5694.0, "high_us": 11388.0, "step_us": 18411.0,
+                                "host_share_pct": 100.0})
+    assert "5.7-11.4 ms of this 18.41 ms step (31-62 % of it)" in note_text(sparse)

@@ -47,10 +47,15 @@ def _late_starts(v: Dict[str, float]) -> str:
 def _profiler_cost(v: Dict[str, float]) -> str:
     step = v.get("step_us", 0.0)
     lo, hi = v.get("low_us", 0.0), v.get("high_us", 0.0)
-    share = f" ({100 * lo / step:.0f}-{100 * hi / step:.0f} % of it)" if step > 0 else ""
-    return (f"the profiler's own cost: {v.get('events', 0.0):,.0f} host events recorded a step, "
-            f"at 3-6 µs each (measured on one H200 host; other hosts differ), are about {lo / 1e3:.1f}-"
-            f"{hi / 1e3:.1f} ms of this {step / 1e3:.2f} ms step{share}, whose critical path is "
+    events = v.get("events", 0.0)
+    if step > 0 and lo >= step:  # the events come faster than 3 µs apart: this host records them cheaper
+        cost = (f"would take the whole {step / 1e3:.2f} ms step (they are {step / max(events, 1.0):.1f} µs apart, "
+                "so here each costs less: how much of the step is the profiler's, the trace cannot say)")
+    else:
+        share = f" ({100 * lo / step:.0f}-{100 * hi / step:.0f} % of it)" if step > 0 else ""
+        cost = f"are about {lo / 1e3:.1f}-{hi / 1e3:.1f} ms of this {step / 1e3:.2f} ms step{share}"
+    return (f"the profiler's own cost: {events:,.0f} host events recorded a step, "
+            f"at 3-6 µs each (measured on one H200 host; other hosts differ), {cost}, whose critical path is "
             f"{v.get('host_share_pct', 0.0):.0f} % host time: without the profiler the host's part is shorter "
             "and the step may be the GPU's, so the what-ifs are the profiled run's (record with "
             "record_shapes=False, or fewer ops a step, to see the host as it runs)")
