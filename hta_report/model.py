@@ -875,6 +875,14 @@ class OptimizerProfile:
     zero_grad_kernel_us_per_step: float = 0.0
 
 
+#: Dense 16-bit (bf16/fp16 with float32 accumulate) Tensor-Core peak over the TF32 peak: 2 on
+#: every device with TF32 (vendors' datasheets and whitepapers, no sparsity; docs/DEVICES.md):
+#: A100 312/156 TFLOP/s, H100/H200 SXM 989/495, RTX 3090 71/35.6 (GA102 whitepaper, BF16 with
+#: FP32 accumulate), L40S 362/183, MI300X 1307.4/653.7. What bf16 autocast can make a TF32
+#: matmul faster by (``tf32-matmuls``; the replay's ``TF32 matmuls in bf16``).
+TF32_TO_16_BIT_SPEEDUP = 2.0
+
+
 @dataclass(slots=True)
 class TensorCoreUse:
     """Tensor Core use of GEMM and convolution kernels (TensorBoard's check).
@@ -909,6 +917,14 @@ class TensorCoreUse:
     the GPU time of their kernels (µs), ``misaligned_bound_us_per_step`` the most
     padding could save of it (µs, a bound); ``misaligned_examples`` shows a few
     (op and input dimensions).
+
+    TF32: ``tf32_us_per_step`` is the time (µs per analyzed step) of the
+    Tensor Core GEMM/convolution kernels whose name says their inputs are
+    TF32 (:data:`hta_report.analysis.kernels.TF32_KERNEL`: cuBLAS/cuDNN
+    ``*_f32f32_tf32f32_f32_*``, CUTLASS ``*_tensorop_s1688*_tf32_*``): float32
+    matmuls run on Tensor Cores at half the device's dense 16-bit rate (NVIDIA
+    only: AMD kernel names show no TF32 marker); ``top_tf32`` lists the
+    largest of them by time (totals over the analyzed steps, µs).
     """
 
     compute_major: Optional[int] = None
@@ -931,6 +947,8 @@ class TensorCoreUse:
     misaligned_us_per_step: float = 0.0
     misaligned_examples: List[str] = field(default_factory=list)
     misaligned_bound_us_per_step: float = 0.0
+    tf32_us_per_step: float = 0.0
+    top_tf32: List[NamedTime] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -47,6 +47,7 @@ class EditLabel(Term):
     CUDA_GRAPH = "step in a CUDA graph"
     COPIES_PINNED = "copies pinned and async"
     TENSOR_CORES = "matmuls on Tensor Cores"
+    TF32_TO_BF16 = "TF32 matmuls in bf16"
     ZERO_GRAD_NONE = "zero_grad sets None"
     OPTIMIZER_FUSED = "optimizer fused"
     PASSES_BATCHED = "passes batched"

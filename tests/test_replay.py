@@ -424,6 +424,33 @@ def test_tensor_core_edit_divides_fp32_gemms_by_the_device_s_ratio(tmp_path):
     assert _after(r2, EditLabel.TENSOR_CORES) == pytest.approx(r2.measured_step_us)
 
 
+TF32_GEMM = "sm90_xmma_gemm_f32f32_tf32f32_f32_nt_n_tilesize128x256x32_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas"
+
+
+def test_tf32_edit_predicts_the_loop_built_with_bf16_gemms(tmp_path):
+    """Steps of one 1 ms TF32 GEMM (on Tensor Cores, ``tf32f32`` in its name) and a 100 µs
+    elementwise kernel, the host waiting for both: the edit halves the GEMM beyond its 2 µs fixed
+    cost, and lands within 10 % of the same loop built with a bf16 GEMM at twice the rate
+    (501 µs); on the bf16 loop it changes nothing."""
+    def loop(gemm: str, gemm_us: float) -> TraceBuilder:
+        b = TraceBuilder(rank=0)
+        t = 100.0
+        for s in range(1, 7):
+            b.cpu_op("aten::mm", t + 5, 20.0)
+            b.kernel(gemm, t + 30, gemm_us, launch_ts=t + 10)
+            b.kernel(ELEMENTWISE, t + 35 + gemm_us, 100.0, launch_ts=t + 40)
+            b.runtime("cudaStreamSynchronize", t + 50, gemm_us + 87.0)
+            b.step(s, t, gemm_us + 140.0)
+            t += gemm_us + 145.0
+        return b
+    r = _replay(tmp_path, loop(TF32_GEMM, 1000.0), "tf32")
+    assert r.measured_step_us - _after(r, EditLabel.TF32_TO_BF16) == pytest.approx(499.0, rel=0.02)
+    measured_after = _step_with_gpu_tail(tmp_path, loop(TC_GEMM, 501.0), "bf16")
+    assert abs(_after(r, EditLabel.TF32_TO_BF16) - measured_after) <= 0.10 * measured_after
+    r2 = _replay(tmp_path, loop(TC_GEMM, 501.0), "bf16-before")
+    assert _after(r2, EditLabel.TF32_TO_BF16) == pytest.approx(r2.measured_step_us)
+
+
 ALLREDUCE = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
 ALLGATHER = "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)"
 

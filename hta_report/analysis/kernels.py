@@ -38,6 +38,15 @@ TENSOR_CORE = re.compile(r"884|1688|16816|hmma|xmma|gmma|wgmma|wmma|tensorop|ten
 #: multiply-add) main loop (seen on an H200 with torch 2.11, fp32 ``nn.Linear`` without TF32:
 #: bench/record_cuda.py collect-amp; TensorBoard's allowlist counts any ``xmma_gemm`` as Tensor Core).
 NOT_TENSOR_CORE = re.compile(r"ffma|_simt_", re.IGNORECASE)
+#: Tensor Core GEMM/convolution kernels whose inputs are TF32, by name: cuBLAS's and cuDNN's
+#: ``sm80_xmma_gemm_f32f32_tf32f32_f32_*``/``sm90_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_*``
+#: (A-type B-type in pairs: ``tf32f32`` is TF32 math on float32 storage), CUTLASS's
+#: ``cutlass_80_tensorop_tf32_s1688gemm_*`` and ``cutlass_tensorop_s1688fprop_optimized_tf32_*``
+#: (seen in the field traces: H100, A100, RTX 3090/4090/A4000, RTX 500 Ada). AMD is left out:
+#: no kernel of the ROCm traces names an xf32 (MI300's TF32) type, and Tensile's data-type
+#: letters (``_SS_``) do not tell xf32 math from float32. cuBLAS's ``nvjet_*`` names carry
+#: no TF32 marker either (``nvjet_sm90_tst_*`` is bf16 in), so they are not counted.
+TF32_KERNEL = re.compile(r"tf32", re.IGNORECASE)
 #: AMD matrix-core (MFMA) kernels: Tensile/hipBLASLt GEMMs name their matrix
 #: instruction (``Cijk_..._MI16x16x1_...``; a kernel without one has no ``MI``
 #: part), Composable Kernel names its XDL (MFMA) pipelines ``xdl``/``xdlops``,
@@ -225,7 +234,35 @@ def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> 
     rest = rest.head(top)
     out.top_non_tensor_core = [NamedTime(name=str(k), count=int(r["size"]), total_us=float(r["sum"]))
                                for k, r in rest.iterrows()]
+    tf32 = eligible[tf32_kernels(eligible, is_tc, amd)]
+    out.tf32_us_per_step = per_step(float(tf32["dur"].sum()), n)
+    by_time = tf32.groupby("s_name")["dur"].agg(["size", "sum"]).sort_values("sum", ascending=False).head(top)
+    out.top_tf32 = [NamedTime(name=str(k), count=int(r["size"]), total_us=float(r["sum"]))
+                    for k, r in by_time.iterrows()]
     return out
+
+
+def tf32_kernels(eligible: pd.DataFrame, is_tc: pd.Series, amd: bool = False) -> pd.Series:
+    """Per GEMM/convolution kernel of ``eligible`` (rows as :func:`_matmuls`
+    gives them, with its ``is_tc``): True for a Tensor Core kernel whose name
+    says its inputs are TF32 (:data:`TF32_KERNEL`) and not 16 or 8 bits
+    (:data:`~.precision.LOW_PRECISION`). False everywhere on an AMD rank
+    (``amd``): ROCm's kernel names show no TF32 marker."""
+    if eligible.empty or amd:
+        return pd.Series(False, index=eligible.index, dtype=bool)
+    names = eligible["s_name"].astype(str)
+    low = names.map(lower_precision).astype(bool)
+    return (names.str.contains(TF32_KERNEL) & is_tc.fillna(False).astype(bool) & ~low).astype(bool)
+
+
+def tf32_matmuls(ev: RankEvents) -> pd.DataFrame:
+    """The rank's TF32 GEMM/convolution kernels (:func:`tf32_kernels`; rows
+    of ``ev.gpu``, the whole trace): what bf16 autocast moves from TF32 to
+    16-bit Tensor Core math (the replay's ``TF32 matmuls in bf16``). Empty on
+    an AMD rank (``hip*`` runtime calls)."""
+    eligible, is_tc = _all_matmuls(ev)
+    amd = bool(ev.cpu["s_name"].str.startswith("hip").any()) if len(ev.cpu) else False
+    return eligible[tf32_kernels(eligible, is_tc, amd)]
 
 
 def _matmuls(ev: RankEvents, kernels: pd.DataFrame) -> Tuple[pd.DataFrame, pd.Series]:

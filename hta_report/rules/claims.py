@@ -140,8 +140,10 @@ OWNERSHIP: Dict[str, Owner] = {
     "copy:other": Owner("exposed-memcpy", defer=("cpu-tensor-copied",), rest=(_STRAGGLER,)),
     # exposed-communication claims the transfer, rank-straggler the wait for other ranks it leaves
     "comm:exposed": Owner("exposed-communication", defer=("no-sync-accumulation",), rest=(_STRAGGLER,)),
+    # tensor-cores-unused's autocast also moves the TF32 matmuls tf32-matmuls names
     "compute": Owner("tensor-cores-unused", first=("misaligned-gemm", "zero-grad-zeros", "unfused-optimizer",
-                                                   "train-mode-inference"), rest=("low-sm-occupancy",)),
+                                                   "train-mode-inference"), defer=("tf32-matmuls",),
+                     rest=("low-sm-occupancy",)),
     "host:warmup": Owner("trace-window", rest=_HOST_REST),
     "host:dataloader": Owner("dataloader-bound", defer=("dataloader-main-process",), rest=_HOST_REST),
     "host:sync": Owner("sync-in-step", rest=_HOST_REST),

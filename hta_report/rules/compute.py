@@ -1,7 +1,7 @@
-"""C12: GEMMs and convolutions not on Tensor Cores."""
+"""C12: GEMMs and convolutions not on Tensor Cores; C34: float32 matmuls on TF32 Tensor Cores."""
 from __future__ import annotations
 
-from ..model import TENSOR_CORES_STEP, AnalysisResult, RankResult
+from ..model import TENSOR_CORES_STEP, TF32_TO_16_BIT_SPEEDUP, AnalysisResult, RankResult
 from ..names import short_names
 from ..replay_terms import EditLabel
 from .base import (DOCS_AMP, GENERAL, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step,
@@ -197,3 +197,86 @@ def _misaligned_evidence(r: RankResult) -> str:
             f"{per(r)} have K or N not a multiple of 8, their kernels {ms(tc.misaligned_us_per_step)} {per(r)}, "
             f"of which padding could save at most {ms(tc.misaligned_bound_us_per_step)} (a bound); e.g. "
             + "; ".join(tc.misaligned_examples[:2]))
+
+
+def tf32_bound_us(r: RankResult) -> float:
+    """What bf16 autocast could save of the rank's TF32 GEMM/convolution
+    kernel time (µs per step), a bound: the part beyond
+    ``1 / TF32_TO_16_BIT_SPEEDUP`` of it (:data:`~hta_report.model.TF32_TO_16_BIT_SPEEDUP`:
+    the dense 16-bit Tensor-Core peak is twice the TF32 peak)."""
+    return r.tensor_cores.tf32_us_per_step * (1 - 1 / TF32_TO_16_BIT_SPEEDUP)
+
+
+def _tf32_evidence(r: RankResult) -> str:
+    tc = r.tensor_cores
+    shown = tc.top_tf32[:2]
+    labels = short_names([k.name for k in shown])
+    top = "; ".join(f"{labels[k.name]} ({ms(k.total_us)} in the trace)" for k in shown)
+    units = f"; the GPU runs {', '.join(tc.matrix_dtypes)} on its matrix units" if tc.matrix_dtypes else ""
+    return (f"rank {r.rank} ({_device(r)}): TF32 GEMM/convolution kernels {ms(tc.tf32_us_per_step)} {per(r)} "
+            f"({pct_of_step(tc.tf32_us_per_step, r):.0f} % {of_step(r)}), of "
+            f"{ms(tc.eligible_us_per_step)} of GEMM/convolution kernels{units}; largest: {top}")
+
+
+def _tf32_fix(r: RankResult) -> str:
+    """bf16 for the rank's workload: autocast in training, bf16 weights at inference."""
+    if r.workload.kind in ("inference", "graph-capture"):
+        text = ("model = model.to(torch.bfloat16)   # bf16 weights and activations: twice the TF32 Tensor-Core "
+                "rate\n# (no loss scaling at inference); check the outputs against float32")
+    else:
+        text = ("# bf16 matmuls run at twice the TF32 Tensor-Core rate; keep the float32 weights and optimizer:\n"
+                "with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16):\n"
+                "    loss = loss_fn(model(x), y)")
+    return specific(text)
+
+
+@rule("tf32-matmuls", "C34", "Float32 matmuls run on TF32 Tensor Cores at half the 16-bit rate",
+      "NVIDIA A100/H100/H200, L40S and GA102 datasheets, AMD MI300X: dense 16-bit Tensor-Core peak is 2x TF32",
+      lambda c: (f"TF32 GEMM/convolution kernels at least {c.tf32_pct:g} % of the step, on a GPU with bf16 "
+                 "matrix units (not where tensor-cores-unused fired)"), DOCS_AMP, phase=GENERAL,
+      needs=(TENSOR_CORES_STEP,), edit=EditLabel.TF32_TO_BF16,
+      description=("Float32 GEMMs and convolutions that run on Tensor Cores in TF32 "
+                   "(`torch.set_float32_matmul_precision(\"high\")`, `allow_tf32=True`, cuDNN's default for "
+                   "convolutions), named by their kernels (`*_tf32f32_*`, `*_tensorop_*_tf32_*`; NVIDIA only: "
+                   "AMD's kernel names show no TF32 marker). On every device with TF32 (NVIDIA Ampere and "
+                   "newer, GeForce boards too; AMD MI300) the dense bf16/fp16 Tensor-Core rate is twice the "
+                   "TF32 rate (docs/DEVICES.md), so bf16 autocast can halve that time. The gain bound is half "
+                   "the TF32 kernel time. Where tensor-cores-unused fires on a rank its fix (autocast) moves "
+                   "these kernels too, and this rule claims nothing there."),
+      fix=('Run matrix math in bf16: `with torch.autocast(device_type="cuda", dtype=torch.bfloat16):` '
+           "(training; the weights and optimizer stay float32), or `model.to(torch.bfloat16)` at inference."))
+def tf32_matmuls(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C34: on GPUs with bf16 matrix units (:func:`target_dtype`), the TF32
+    GEMM/convolution kernels (``TensorCoreUse.tf32_us_per_step``) take at
+    least ``tf32_pct`` % of the step. The gain bound is :func:`tf32_bound_us`
+    (the 16-bit rate is twice the TF32 rate on every device with TF32),
+    claimed from the step's kernel time (the ``compute`` pool, after its owner
+    C12, on which it defers: where tensor-cores-unused claimed on a rank, its
+    autocast moves these kernels as well and this rule claims nothing there).
+    Never toward a precision the device lacks: a rank without bf16 on its
+    matrix units (no TF32 either) is fine."""
+    gpu = [r for r in result.ranks if r.has_gpu]
+    if not gpu:
+        return not_checked("no GPU activity in the traces")
+    ranks = [r for r in gpu if r.tensor_cores.eligible_us_per_step > 0]
+    if not ranks:
+        return not_checked("no GEMM or convolution kernels in the analyzed steps")
+    tf32 = [r for r in ranks if r.tensor_cores.tf32_us_per_step > 0]
+    if not tf32:
+        return fine("no GEMM or convolution kernel runs in TF32")
+    units = [r for r in tf32 if target_dtype(r) == "bfloat16"]
+    if not units:
+        return fine(f"the GPU has no bf16 matrix units to move TF32 matmuls to ({_device(tf32[0])})")
+    hits = worst_first([r for r in units if pct_of_step(r.tensor_cores.tf32_us_per_step, r) >= cfg.tf32_pct],
+                       tf32_bound_us)
+    if not hits:
+        worst = max(units, key=lambda r: pct_of_step(r.tensor_cores.tf32_us_per_step, r))
+        return fine(f"TF32 GEMM/convolution kernels at most "
+                    f"{pct_of_step(worst.tensor_cores.tf32_us_per_step, worst):.0f} % {of_step(worst)}")
+    c = claim(fired, hits, ["compute"], tf32_bound_us, "TF32 GEMM/convolution kernels")
+    worst = c.worst
+    how = "bf16 weights" if worst.workload.kind in ("inference", "graph-capture") else "bf16 autocast"
+    return c.verdict(cfg, f"Run float32 matmuls in bf16 ({how}): "
+                          f"{pct_of_step(worst.tensor_cores.tf32_us_per_step, worst):.0f} % {of_step(worst)} "
+                          "is TF32 GEMM/convolution at half the 16-bit Tensor-Core rate",
+                     evidence_lines(c.hits, _tf32_evidence), _tf32_fix(worst))

@@ -65,6 +65,9 @@ class AdviceConfig:
             below this % (TensorBoard profiler: 0 %; XProf: 16-bit share < 10 %).
         tensor_core_min_major: ``tensor-cores-unused``, only on GPUs with this computeMajor or more
             (Tensor Cores since Volta, 7; TensorBoard profiler).
+        tf32_pct: ``tf32-matmuls``, TF32 GEMM/convolution kernel time at or above this % of the
+            step (proposal: bf16 runs it at twice the TF32 rate, so 10 % of the step saves
+            about 5 %, XProf's "moderate" band, ``medium_pct``).
         exposed_memcpy_pct: ``exposed-memcpy``, exposed copy time at or above this % of the
             step (XProf: output 5 % moderate / 20 % high).
         exposed_comm_pct: ``exposed-communication``, exposed communication above this % of the step
@@ -111,6 +114,7 @@ class AdviceConfig:
     full_queue_pct: float = 5.0
     tensor_core_pct: float = 10.0
     tensor_core_min_major: int = 7
+    tf32_pct: float = 10.0
     exposed_memcpy_pct: float = 5.0
     exposed_comm_pct: float = 10.0
     straggler_pct: float = 5.0

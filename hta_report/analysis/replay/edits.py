@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from ... import intervals
+from ...model import TF32_TO_16_BIT_SPEEDUP
 from ...replay_terms import EditLabel
 from ..collectives import collective_kinds, kinds_of
 from ..copies import MEMCPY_APIS, htod_from
@@ -44,7 +45,7 @@ from ..events import RankEvents
 from ..host_loops import loops
 from ..host_ops import (BN_STATS_KERNEL, METADATA_OPS, active_dropout, arithmetic_us, batched_us, bn_training_kernels,
                        call_overhead_us, has_backward, slow_cpu_ops, step_thread_ops)
-from ..kernels import matmuls_without_tensor_cores, tensor_core_speedup
+from ..kernels import matmuls_without_tensor_cores, tensor_core_speedup, tf32_matmuls
 from ..launch_calls import KERNEL_LAUNCH_APIS
 from ..optimizer import single_tensor_step_regions, step_regions, zero_grad_regions, zero_writes
 from ..pinned_copy import pinned_htod_gbps
@@ -597,6 +598,32 @@ def edit_tensor_cores(ev: RankEvents, g: Graph, e: Edit) -> None:
         names = rows["s_name"].to_numpy()[at] if "s_name" in rows.columns else np.array([""] * len(at))
         return nodes, np.array([bool(GEMV_KERNEL.search(str(n))) for n in names], dtype=bool)
     nodes, gemv = _per_graph(ev, g, "tensor-core nodes", lookup)
+    e.dur[nodes] = matmul_after_16_bit(e.dur[nodes], np.where(gemv, min(k, GEMV_SPEEDUP), k))
+
+
+@edit(EditLabel.TF32_TO_BF16,
+      description=("GEMM and convolution kernels that ran on Tensor Cores in TF32 take 1/2 of their time beyond "
+                   "a 2 µs fixed cost (bf16 autocast: the dense 16-bit Tensor-Core peak is twice the TF32 peak "
+                   "on every device with TF32); matrix-vector kernels at most 1/2 as well"),
+      error_pct=8.0,
+      error_source=("one H200 pair, TF32 -> bf16 autocast, 8-layer 4096-wide MLP: predicted 7.32 ms for "
+                    "6.79 ms measured, +7.9 % (docs/whatif.md, 2026-11-28)"))
+def edit_tf32_to_bf16(ev: RankEvents, g: Graph, e: Edit) -> None:
+    """TF32 matmuls moved to bf16 (autocast): each kernel of
+    :func:`~.kernels.tf32_matmuls` (Tensor Core GEMMs and convolutions whose
+    inputs are TF32) takes ``1/k`` of its time beyond its fixed cost
+    (:func:`matmul_after_16_bit`), ``k`` = :data:`~hta_report.model.TF32_TO_16_BIT_SPEEDUP`; a
+    matrix-vector kernel at most :data:`GEMV_SPEEDUP`. Every device with
+    TF32 has bf16 at twice its rate, so the device's name is not needed.
+    Left out: the casts autocast adds and the 16-bit elementwise kernels,
+    which move half the bytes."""
+    def lookup() -> Tuple[np.ndarray, np.ndarray]:
+        rows = tf32_matmuls(ev)
+        nodes, at = gpu_nodes(g, rows)
+        names = rows["s_name"].to_numpy()[at] if "s_name" in rows.columns else np.array([""] * len(at))
+        return nodes, np.array([bool(GEMV_KERNEL.search(str(n))) for n in names], dtype=bool)
+    nodes, gemv = _per_graph(ev, g, "tf32 nodes", lookup)
+    k = TF32_TO_16_BIT_SPEEDUP
     e.dur[nodes] = matmul_after_16_bit(e.dur[nodes], np.where(gemv, min(k, GEMV_SPEEDUP), k))
 
 
