@@ -204,6 +204,13 @@ def _boot_means(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
     return total / len(x)
 
 
+def _numeric_order(item: _Item, key: Key) -> tuple:
+    """The order items are tested and bootstrapped in: by their figures (instances, then
+    durations), the key last, so that what the test draws and lists does not depend on the
+    names a trace gives (a renamed trace gets the same verdict and the same rows)."""
+    return (-item.count, tuple(item.durations), key)
+
+
 def _part(kind: str) -> str:
     """The machine part an item's kind runs on: ``gpu`` (:data:`GPU_KINDS`) or ``host``."""
     return "gpu" if kind in GPU_KINDS else "host"
@@ -285,7 +292,7 @@ def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_
         st.step_method = "identical"
         st.note = "the two sides hold the same steps and instance samples (a result against itself)"
         return "unchanged", st
-    both = sorted(set(b.items) & set(n.items))
+    both = sorted(set(b.items) & set(n.items), key=lambda k: _numeric_order(b.items[k], k))
     arrays = {k: (_spread(b.items[k].durations), _spread(n.items[k].durations)) for k in both}
     tested = [k for k in both if min(len(arrays[k][0]), len(arrays[k][1])) >= MIN_INSTANCES
               and _loc(arrays[k][0]) > 0 and _loc(arrays[k][1]) > 0]
@@ -392,13 +399,13 @@ def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_
             new_us_per_step=float(ln / fk * cn), us_per_step=float(ln / fk * cn - lb * cb),
             us_per_step_low=us_lo, us_per_step_high=us_hi, change_pct=float(100 * (ln / fk / lb - 1)),
             change_pct_low=pct_lo, change_pct_high=pct_hi, p_value=p, q_value=q))
-    changes.sort(key=lambda c: (-abs(c.us_per_step), c.name))
+    changes.sort(key=lambda c: (-abs(c.us_per_step), c.base_us_per_step, c.new_us_per_step))
 
     one_side: List[ItemChange] = []
     fixed_raw: Dict[str, float] = {}
     fixed_reps: Dict[str, np.ndarray] = {}
     for side, other, status in ((n, b, "appeared"), (b, n, "disappeared")):
-        for k in sorted(set(side.items) - set(other.items)):
+        for k in sorted(set(side.items) - set(other.items), key=lambda k: _numeric_order(side.items[k], k)):
             durations = _spread(side.items[k].durations)
             if not len(durations):
                 continue
@@ -423,7 +430,7 @@ def _stat_test(base: Sequence[RankResult], new: Sequence[RankResult], base_step_
                 new_us_per_step=float(t_us / fk) if status == "appeared" else 0.0,
                 us_per_step=float(sign * t_us / (fk if sign > 0 else 1.0)), us_per_step_low=float(lo),
                 us_per_step_high=float(hi)))
-    one_side.sort(key=lambda c: (-abs(c.us_per_step), c.name))
+    one_side.sort(key=lambda c: (-abs(c.us_per_step), c.base_us_per_step, c.new_us_per_step))
     st.items = (changes + one_side)[:TOP_ITEMS]
 
     # 3. the step: the steps decide where their interval does; else the items. Where the items strayed

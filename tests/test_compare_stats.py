@@ -62,10 +62,11 @@ def _result(template, seed, steps=10, instances_per_step=PER_STEP, scale=None, s
 
 
 def test_aa_pairs_of_equal_distributions_read_unchanged(template):
-    verdicts = [compare(_result(template, 2 * i), _result(template, 2 * i + 1)).stats.verdict for i in range(10)]
+    verdicts = [compare(_result(template, 2 * i), _result(template, 2 * i + 1)).stats.verdict for i in range(40)]
     # no false verdict; an interval that happens to reach past ±1 % reads inconclusive, not a change
+    # (53 of 60 such pairs read unchanged when this was written: at least 30 of 40 leaves room for the draws)
     assert "regressed" not in verdicts and "improved" not in verdicts
-    assert verdicts.count("unchanged") >= 8 and set(verdicts) <= {"unchanged", "inconclusive"}
+    assert verdicts.count("unchanged") >= 30 and set(verdicts) <= {"unchanged", "inconclusive"}
 
 
 def test_one_op_slowed_10_pct_regresses_and_is_named_first(template):

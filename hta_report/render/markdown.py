@@ -108,7 +108,7 @@ def render_comparison(c: Comparison) -> str:
         if v.items:
             lines += ["| item | base / step | new / step | change / step [95 %] | per instance [95 %] | q |",
                       "|---|---:|---:|---:|---:|---:|"]
-            lines += [f"| {md_cell(i.kind)} {md_code(clip(i.full))}{(' ' + md_code(clip(i.shape))) if i.shape else ''}"
+            lines += [f"| {md_cell(i.kind)} {md_code(i.full, table=True)}{(' ' + md_code(i.shape, table=True)) if i.shape else ''}"
                       f"{(' (' + i.status + ')') if i.status != 'changed' else ''} | {i.base} | {i.new} | "
                       f"**{i.change}** | {i.pct} | {i.q} |" for i in v.items]
         else:
