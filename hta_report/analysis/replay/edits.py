@@ -559,6 +559,16 @@ GEMV_SPEEDUP = 2.0
 GEMV_KERNEL = re.compile(r"gemv", re.IGNORECASE)
 
 
+def matmul_nodes(g: Graph, rows: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
+    """The graph nodes of the GEMM/convolution kernel ``rows`` (rows of
+    ``ev.gpu``, :func:`gpu_nodes`) and, per node, whether it is a
+    matrix-vector kernel (:data:`GEMV_KERNEL`: memory-bound, at most
+    :data:`GEMV_SPEEDUP` faster in 16 bits)."""
+    nodes, at = gpu_nodes(g, rows)
+    names = rows["s_name"].to_numpy()[at] if "s_name" in rows.columns else np.array([""] * len(at))
+    return nodes, np.array([bool(GEMV_KERNEL.search(str(n))) for n in names], dtype=bool)
+
+
 def matmul_after_16_bit(dur: np.ndarray, k) -> np.ndarray:
     """Kernel durations (µs) after a move to 16-bit matrix math with speedup
     ``k`` (a scalar or one per kernel): the fixed cost
@@ -594,9 +604,7 @@ def edit_tensor_cores(ev: RankEvents, g: Graph, e: Edit) -> None:
         rows, share = matmuls_without_tensor_cores(ev)
         if share >= TENSOR_CORE_EDIT_MAX_PCT:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=bool)
-        nodes, at = gpu_nodes(g, rows)
-        names = rows["s_name"].to_numpy()[at] if "s_name" in rows.columns else np.array([""] * len(at))
-        return nodes, np.array([bool(GEMV_KERNEL.search(str(n))) for n in names], dtype=bool)
+        return matmul_nodes(g, rows)
     nodes, gemv = _per_graph(ev, g, "tensor-core nodes", lookup)
     e.dur[nodes] = matmul_after_16_bit(e.dur[nodes], np.where(gemv, min(k, GEMV_SPEEDUP), k))
 
@@ -618,10 +626,7 @@ def edit_tf32_to_bf16(ev: RankEvents, g: Graph, e: Edit) -> None:
     Left out: the casts autocast adds and the 16-bit elementwise kernels,
     which move half the bytes."""
     def lookup() -> Tuple[np.ndarray, np.ndarray]:
-        rows = tf32_matmuls(ev)
-        nodes, at = gpu_nodes(g, rows)
-        names = rows["s_name"].to_numpy()[at] if "s_name" in rows.columns else np.array([""] * len(at))
-        return nodes, np.array([bool(GEMV_KERNEL.search(str(n))) for n in names], dtype=bool)
+        return matmul_nodes(g, tf32_matmuls(ev))
     nodes, gemv = _per_graph(ev, g, "tf32 nodes", lookup)
     k = TF32_TO_16_BIT_SPEEDUP
     e.dur[nodes] = matmul_after_16_bit(e.dur[nodes], np.where(gemv, min(k, GEMV_SPEEDUP), k))
