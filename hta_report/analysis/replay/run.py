@@ -48,7 +48,7 @@ from ..events import RankEvents
 from ..gap_causes import late_starts
 from ..integrity import graph_launches_without_ops
 from ..launch_calls import KERNEL_LAUNCH_APIS
-from ..regions import LAUNCH_CATEGORIES
+from ..regions import LAUNCH_CATEGORIES, in_windows, per_step
 from ..steps import analyzed_windows, step_windows
 from .edits import EDITS, warmup_nodes
 from .graph import E_LAUNCH, Graph, build_graph, edge_targets, step_thread
@@ -256,11 +256,7 @@ def profiler_cost(ev: RankEvents, w: np.ndarray, host_share_pct: float, measured
         return None
     cpu = ev.cpu
     cpu = cpu[cpu["s_cat"].isin(PROFILED_HOST_CATEGORIES)]
-    ts = cpu["ts"].to_numpy(float)
-    inside = np.zeros(len(cpu), dtype=bool)
-    for lo, hi in w:
-        inside |= (ts >= lo) & (ts < hi)
-    events = float(inside.sum()) / len(w)
+    events = per_step(len(in_windows(cpu, w)), len(w))
     low, high = (min(events * us, measured_us) for us in PROFILER_EVENT_US)  # never more than the step
     if low < measured_us * PROFILER_NOTE_PCT / 100:
         return None
