@@ -1248,6 +1248,11 @@ class CodePatterns:
       ``bn_training_us_per_step`` their GPU time (µs);
     * C32: ``slow_cpu_us_per_step``: host time (µs) in the CPU's reference
       kernels (``aten::_slow_conv2d_forward``...), ``slow_cpu_ops`` their names;
+      ``slow_cpu_dtypes`` their first input's recorded ``Input type``
+      values (``float``, ``double``, ``c10::BFloat16``; empty where not
+      recorded), ``slow_cpu_batch`` the median batch size of their input
+      (its first dimension; 1 for an unbatched ``[C, H, W]`` input; 0 where
+      ``Input Dims`` were not recorded): what the fix depends on;
     * C33: ``cpu_kernel_ops``: ops that run only on the CPU (``aten::mkldnn_*``,
       ``aten::_slow_conv2d_*``, ``aten::thnn_*``) seen in the steps, by name;
       ``gpu_kernel_ops``: ops that run only on a GPU (``aten::cudnn_*``,
@@ -1277,6 +1282,8 @@ class CodePatterns:
     bn_training_us_per_step: float = 0.0
     slow_cpu_us_per_step: float = 0.0
     slow_cpu_ops: List[str] = field(default_factory=list)
+    slow_cpu_dtypes: List[str] = field(default_factory=list)
+    slow_cpu_batch: int = 0
     cpu_kernel_ops: List[str] = field(default_factory=list)
     gpu_kernel_ops: int = 0
     compute_us_per_step: float = 0.0

@@ -152,8 +152,8 @@ def _cpu_run(tmp_path, name: str, ops, gpu_name=None, steps: int = 6, annotation
         for op, us, children in ops:
             b.cpu_op(op, t, us)
             inner = t + 1.0
-            for child, cus in children:
-                b.cpu_op(child, inner, cus)
+            for child, cus, *recorded in children:
+                b.cpu_op(child, inner, cus, **(recorded[0] if recorded else {}))
                 inner += cus + 0.5
             t += us + 2.0
         b.step(s, start, t - start)
@@ -218,6 +218,34 @@ def test_the_cpu_reference_convolution_is_found(tmp_path):
     r = _cpu_run(tmp_path, "slow", ops)
     f = next(f for f in r.findings if f.id == "slow-cpu-kernels")
     assert "model.float()" in f.fix and f.whatif is not None and f.whatif.step_us_after < f.whatif.step_us_before
+    assert "did not record the inputs" in " ".join(f.evidence)
+
+
+def _slow_conv(tmp_path, name: str, types: list, dims: list):
+    recorded = {"types": types, "dims": dims}
+    ops = [("aten::conv2d", 900.0, [("aten::_slow_conv2d_forward", 880.0, recorded)]), ("aten::relu", 50.0, [])]
+    return next(f for f in _cpu_run(tmp_path, name, ops).findings if f.id == "slow-cpu-kernels")
+
+
+SLOW_ARGS = ["ScalarList", "", "ScalarList", "ScalarList"]
+
+
+def test_the_reference_convolution_s_fix_follows_its_recorded_inputs(tmp_path):
+    """The fix is the cause the recorded inputs show, not a fixed list: a
+    float64 input is told to use float32 (and predicted), a float32 sample
+    one at a time to batch, and float32 batches (which PyTorch gives oneDNN
+    wherever the build has it: dtu MacBook, kernelforge) are the build's,
+    with no code change suggested and no prediction."""
+    double = _slow_conv(tmp_path, "double", ["double", "double"] + SLOW_ARGS,
+                        [[32, 3, 32, 32], [8, 3, 3, 3], [], [], [], []])
+    assert "model.float()" in double.fix and "double" in " ".join(double.evidence)
+    assert double.whatif is not None and double.whatif.step_us_after < double.whatif.step_us_before
+    single = _slow_conv(tmp_path, "single", ["float", "float"] + SLOW_ARGS, [[3, 32, 32], [8, 3, 3, 3], [], [], [], []])
+    assert "batch the samples" in single.fix and "model.float()" not in single.fix
+    batched = _slow_conv(tmp_path, "batched", ["float", "float"] + SLOW_ARGS,
+                         [[5, 64, 56, 56], [64, 64, 3, 3], [], [], [], []])
+    assert "mkldnn.is_available()" in batched.fix and "model.float()" not in batched.fix
+    assert "batches of 5" in " ".join(batched.evidence) and batched.whatif is None
 
 
 def test_a_model_on_the_cpu_of_a_gpu_machine_is_told_to_move(tmp_path):

@@ -143,6 +143,36 @@ def _last_child_init(ts: np.ndarray, end: np.ndarray, names: np.ndarray, p: int)
     return next((names[i] for i in chain if names[i] in INIT_OPS), None)
 
 
+#: Input rank of a batched convolution's input by op family (``[N, C, L]``, ``[N, C, H, W]``, ``[N, C, D, H, W]``):
+#: one dimension fewer is an unbatched input (batch size 1).
+_CONV_INPUT_RANK = (("3d", 5), ("", 4))
+
+
+def slow_inputs(rows: pd.DataFrame) -> Tuple[List[str], int]:
+    """What the reference-kernel ops ``rows`` (:func:`~.host_ops.slow_cpu_ops`)
+    ran on: the distinct recorded ``Input type`` of their first input
+    (``float``, ``double``...; empty where none was recorded) and the median
+    batch size of that input (its first dimension; 1 for an unbatched input,
+    one dimension short of :data:`_CONV_INPUT_RANK`; 0 where ``Input Dims``
+    were not recorded)."""
+    dtypes: List[str] = []
+    if "input_type" in rows.columns:
+        for value in rows["input_type"].to_numpy():
+            first = _types(value)[:1]
+            if first and first[0] and first[0] not in dtypes:
+                dtypes.append(first[0])
+    batches: List[int] = []
+    if "input_dims" in rows.columns:
+        for name, value in zip(name_strings(rows["s_name"]), rows["input_dims"].to_numpy()):
+            dims = input_dims(value)
+            if not dims or not dims[0]:
+                continue
+            full = next(r for key, r in _CONV_INPUT_RANK if key in name)
+            shape = dims[0]
+            batches.append(int(shape[0]) if len(shape) >= full else 1)
+    return sorted(dtypes), int(np.median(batches)) if batches else 0
+
+
 def _same_dtype(input_types: np.ndarray) -> bool:
     """False when an ``aten::copy_`` (its recorded ``Input type`` values
     given) copied between two recorded types that differ."""
@@ -322,3 +352,4 @@ def host_patterns(ev: RankEvents, hw: np.ndarray, out: CodePatterns) -> None:
     if len(slow):
         out.slow_cpu_us_per_step = per_step(intervals.total(intervals.union(slow["ts"], slow["end"])), n)
         out.slow_cpu_ops = sorted({str(x) for x in slow["s_name"]})
+        out.slow_cpu_dtypes, out.slow_cpu_batch = slow_inputs(slow)

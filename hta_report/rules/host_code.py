@@ -7,6 +7,7 @@ from ..replay_terms import EditLabel
 from .base import (DOCS_TUNING, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step, pct_of_step,
                    per, rule, shares_over, up_to)
 from .config import AdviceConfig
+from .wording import unreplayed
 
 DOCS_EVAL = "https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval"
 DOCS_CPU = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#cpu-specific-optimizations"
@@ -134,6 +135,60 @@ def slow_us(r: RankResult) -> float:
     return 0.0 if r.has_gpu else r.patterns.slow_cpu_us_per_step
 
 
+#: The dtype oneDNN's CPU convolutions take on every x86 and ARM CPU PyTorch supports (``Input type`` as
+#: the profiler records it); bfloat16 and float16 take them only where the CPU has the instructions.
+ONEDNN_DTYPE = "float"
+
+
+def slow_cause(r: RankResult) -> str:
+    """Why rank ``r``'s convolutions took the reference kernels, from what the
+    trace recorded of their inputs (``CodePatterns.slow_cpu_dtypes``,
+    ``slow_cpu_batch``): ``dtype`` (a type other than float32: oneDNN's
+    convolutions run float32), ``single`` (float32 one sample at a time),
+    ``build`` (float32 in batches: PyTorch's dispatch would take oneDNN,
+    so this build or its settings do not have it), or ``unknown`` (types or
+    shapes not recorded: ``record_shapes=True`` records them)."""
+    p = r.patterns
+    if any(t != ONEDNN_DTYPE for t in p.slow_cpu_dtypes):
+        return "dtype"
+    if not p.slow_cpu_dtypes or not p.slow_cpu_batch:
+        return "unknown"
+    return "single" if p.slow_cpu_batch == 1 else "build"
+
+
+FIX_DTYPE = ("model = model.float()             # oneDNN's CPU convolutions run float32; other types take the\n"
+             "x = x.float()                     # slow reference kernels")
+FIX_SINGLE = ("# one convolution call per sample takes the reference kernels: batch the samples\n"
+              "x = torch.stack(samples)          # [N, C, H, W], N > 1\n"
+              "out = model(x)")
+#: Float32 inputs in batches took the reference path: the build or its settings, not the code (no replay
+#: models a different build or device, so this fix has no prediction).
+FIX_BUILD = unreplayed(
+    "# float32 inputs in batches should take oneDNN: this PyTorch ran without it\n"
+    "print(torch.backends.mkldnn.is_available(), torch.backends.mkldnn.enabled)\n"
+    "# False: a build without oneDNN (some ARM builds); install one with it, or run the model on the\n"
+    "# machine's GPU (model.to(\"mps\") on Apple silicon, \"cuda\" elsewhere)\n"
+    "# enabled False: remove torch.backends.mkldnn.enabled = False")
+FIX_UNKNOWN = ("model = model.float()             # float64 takes the slow reference kernels on the CPU\n"
+               "x = x.float()\n"
+               "# convolutions one sample at a time take them too: batch the samples into one call\n"
+               "# record_shapes=True records the inputs' types and shapes, which tell the cause")
+_CAUSE_TEXT = {
+    "dtype": "their inputs are {dtypes}: oneDNN's convolutions run float32",
+    "single": "their inputs are float32 but one sample at a time (batch 1): oneDNN takes batches",
+    "build": ("their inputs are float32 in batches of {batch}, which oneDNN takes: this PyTorch build or its settings "
+              "have no oneDNN convolution"),
+    "unknown": ("the path taken where oneDNN is not used (float64, one sample at a time, or a build without it); "
+                "the trace did not record the inputs' types and shapes"),
+}
+_TITLE_TEXT = {
+    "dtype": "use float32, which takes oneDNN's",
+    "single": "batch the samples, which takes oneDNN's",
+    "build": "float32 batches already: this PyTorch has no oneDNN convolution",
+    "unknown": "float32 in batches takes oneDNN's",
+}
+
+
 @rule("slow-cpu-kernels", "C32", "The CPU's slow reference kernels (float64, single samples, no oneDNN path)",
       "proposal; PyTorch CPU performance tuning guide",
       lambda c: f"time in aten::_slow_conv2d_forward, _slow_conv2d_backward... > {MIN_PCT:g} % of the step on a "
@@ -141,16 +196,20 @@ def slow_us(r: RankResult) -> float:
       DOCS_CPU,
       description=("On ranks without GPU activity, time in PyTorch's reference convolution kernels "
                    "(`aten::_slow_conv2d_forward`/`_backward`, `slow_conv3d`, `slow_conv_dilated2d`, "
-                   "`slow_conv_transpose2d`): the path taken where oneDNN (MKLDNN) is not used: a model in "
-                   "float64, convolutions run one sample at a time, or unusual layouts. float32 inputs in "
-                   "batches take the oneDNN kernels, several times faster."),
+                   "`slow_conv_transpose2d`): the path taken where oneDNN (MKLDNN) is not used. The cause is "
+                   "read from the ops' recorded inputs: a type other than float32 (use float32), float32 one "
+                   "sample at a time (batch), or float32 in batches, which PyTorch gives oneDNN wherever the "
+                   "build has it (the build or `torch.backends.mkldnn.enabled`: a code change does not help, "
+                   "and no prediction is made). Without recorded inputs the fix names the likely causes."),
       fix=("Use float32 (`model.float()` and float32 inputs) and batch the samples: a convolution over a "
-           "batch in float32 takes oneDNN's kernels."),
+           "batch in float32 takes oneDNN's kernels; float32 batches that still take the reference path "
+           "need a build with oneDNN or the machine's GPU."),
       edit=EditLabel.FAST_CPU_KERNELS)
 def slow_cpu_kernels(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
     """C32: host time in the CPU's reference kernels
     (``CodePatterns.slow_cpu_us_per_step``) above :data:`MIN_PCT` of the
-    step on ranks without GPU activity; claims it from ``host:other``."""
+    step on ranks without GPU activity; claims it from ``host:other``. The
+    fix follows the worst rank's cause (:func:`slow_cause`)."""
     ranks = [r for r in result.ranks if not r.has_gpu and r.steps_used]
     if not ranks:
         return not_checked("no rank without GPU activity")
@@ -160,16 +219,15 @@ def slow_cpu_kernels(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) ->
     worst = hits[0]
 
     def line(r: RankResult) -> str:
-        return (f"rank {r.rank}: {ms(r.patterns.slow_cpu_us_per_step)} {per(r)} "
-                f"({pct_of_step(r.patterns.slow_cpu_us_per_step, r):.1f} % {of_step(r)}) in "
-                f"{', '.join(r.patterns.slow_cpu_ops[:4])}: the reference path, taken where oneDNN is not used "
-                "(float64, one sample at a time, or an unusual layout)")
-    fix = ("model = model.float()             # float64 takes the slow reference kernels on the CPU\n"
-           "x = x.float()\n"
-           "# convolutions one sample at a time take them too: batch the samples into one call\n"
-           "# channels_last can also help oneDNN: model.to(memory_format=torch.channels_last)")
-    title = (f"The CPU's slow reference convolution kernels take {val[worst.rank]:.0f} % {of_step(worst)}: "
-             "float32 in batches takes oneDNN's")
+        p = r.patterns
+        cause = _CAUSE_TEXT[slow_cause(r)].format(dtypes=", ".join(p.slow_cpu_dtypes), batch=p.slow_cpu_batch)
+        return (f"rank {r.rank}: {ms(p.slow_cpu_us_per_step)} {per(r)} "
+                f"({pct_of_step(p.slow_cpu_us_per_step, r):.1f} % {of_step(r)}) in "
+                f"{', '.join(p.slow_cpu_ops[:4])}: {cause}")
+    cause = slow_cause(worst)
+    fix = {"dtype": FIX_DTYPE, "single": FIX_SINGLE, "build": FIX_BUILD, "unknown": FIX_UNKNOWN}[cause]
+    title = f"The CPU's slow reference convolution kernels take {val[worst.rank]:.0f} % {of_step(worst)}: " + \
+        _TITLE_TEXT[cause]
     return claim(fired, hits, ["host:other"], slow_us).verdict(cfg, title, evidence_lines(hits, line), fix)
 
 
