@@ -1,5 +1,6 @@
 """One-off warm-up work inside the traced window: CUDA context creation,
-allocator growth, lazy kernel loading.
+allocator growth, lazy kernel loading; on a rank without GPU work, the
+model's construction and the first call of each op.
 
 A profiler window that starts with the process (no ``torch.profiler.schedule``
 with ``wait``/``warmup`` steps) records work that happens once per process and
@@ -52,7 +53,7 @@ def warmup_calls(ev: RankEvents) -> pd.DataFrame:
     CUDA/HIP stream capture (:func:`~hta_report.analysis.workload.capture_rows`:
     a graph is captured once, then replayed) and one-off tuning (cuDNN/MIOpen
     benchmark syncs, Triton compiles: :func:`~hta_report.analysis.workload.tuning_rows`)."""
-    once = [x for x in (capture_rows(ev), tuning_rows(ev)) if len(x)]
+    once = [x for x in (capture_rows(ev), tuning_rows(ev), cpu_one_offs(ev)) if len(x)]
     calls = _setup_and_first_launches(ev)
     if not once:
         return calls
@@ -85,6 +86,106 @@ def _setup_and_first_launches(ev: RankEvents) -> pd.DataFrame:
             waited = (linked["k_ts"] - linked["end"]).to_numpy(dtype=float) < linked["dur"].to_numpy(dtype=float)
             first = linked[is_first & waited][cpu.columns.intersection(linked.columns)]
     return pd.concat([setup, first]).sort_values("ts") if len(first) else setup
+
+
+#: Ops that draw a model's initial weights (``nn.init``'s ``kaiming_uniform_``, ``normal_``, ``trunc_normal_``: the
+#: outermost op recorded is the in-place fill).
+WEIGHT_INIT_OPS = ("aten::normal_", "aten::uniform_")
+#: Ops of a model's forward, whose first start ends the construction (convolutions and matrix products).
+FORWARD_OPS = ("aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_transpose1d", "aten::conv_transpose2d",
+               "aten::conv_transpose3d", "aten::linear", "aten::matmul", "aten::mm", "aten::addmm", "aten::bmm",
+               "aten::lstm", "aten::gru", "aten::embedding")
+#: Outermost weight fills before the first forward op from which they are a model's construction, not a
+#: tensor drawn for the input (proposal: a model has a weight per layer; an input is one or two draws).
+MIN_INIT_FILLS = 4
+#: A first call this many times the median of the later calls of the same op and input shapes (or more)
+#: is a cold call: oneDNN creates and JIT-compiles a primitive per shape on its first call, first touches
+#: fault in the weights' pages (proposal: 5x, above the 3.4x spread of the same forwards on a loaded
+#: container, dtu-container-resnet18-cpu-noisy-13s in docs/FIELD.md).
+COLD_RATIO = 5.0
+#: Calls of one op and shapes needed to tell a cold first call from the rest (the first and two more).
+COLD_MIN_CALLS = 3
+
+
+def cpu_one_offs(ev: RankEvents) -> pd.DataFrame:
+    """On a rank without GPU work (no kernel, copy or set recorded, none
+    launched), the host's one-off work (rows in ``ev.cpu``'s columns):
+
+    * the model's construction: the outermost weight fills
+      (:data:`WEIGHT_INIT_OPS`) that start before the first forward op
+      (:data:`FORWARD_OPS`) on their thread, where there are
+      :data:`MIN_INIT_FILLS` or more;
+    * cold first calls: an op called :data:`COLD_MIN_CALLS` times or more with
+      the same recorded ``Input Dims`` (by name only where none were
+      recorded) whose first call lasts :data:`COLD_RATIO` times the median of
+      the others or more, by :data:`WARMUP_CALL_US` or more; the row keeps the
+      call's start and covers its excess over that median only (the warm
+      part of the call is steady work). Where an op holding it is cold too,
+      only the outermost is kept.
+
+    Empty on a GPU rank: there, first launches and set-up calls say it."""
+    cpu = ev.cpu
+    if ev.has_gpu or launches_gpu_work(cpu[cpu["s_cat"].isin(LAUNCH_CATEGORIES)]):
+        return cpu.iloc[0:0]
+    ops = cpu[cpu["s_cat"].eq("cpu_op")]
+    if ops.empty:
+        return ops
+    ops = ops.iloc[np.lexsort((-ops["end"].to_numpy(float), ops["ts"].to_numpy(float)))]
+    found = [_construction(ops), _cold_first_calls(ops)]
+    found = [f for f in found if len(f)]
+    if not found:
+        return ops.iloc[0:0]
+    both = pd.concat(found)
+    return both[~both.index.duplicated()].sort_values("ts")
+
+
+def _construction(ops: pd.DataFrame) -> pd.DataFrame:
+    """The outermost weight fills before each thread's first forward op, where there are enough of them."""
+    keep = []
+    for _, t_ops in ops.groupby("thread", sort=False):
+        forward = t_ops[t_ops["s_name"].isin(FORWARD_OPS)]
+        first = float(forward["ts"].iloc[0]) if len(forward) else np.inf
+        before = t_ops[t_ops["ts"].to_numpy(float) < first]
+        outer = before[_outermost(before)]
+        fills = outer[outer["s_name"].isin(WEIGHT_INIT_OPS)]
+        if len(fills) >= MIN_INIT_FILLS:
+            keep.append(fills)
+    return pd.concat(keep) if keep else ops.iloc[0:0]
+
+
+def _outermost(ops: pd.DataFrame) -> np.ndarray:
+    """Which of one thread's ``ops`` (sorted by start, longest first) no other op of them holds."""
+    end = ops["end"].to_numpy(float)
+    held_until = np.maximum.accumulate(np.concatenate(([-np.inf], end[:-1]))) if len(end) else end
+    return ops["ts"].to_numpy(float) >= held_until
+
+
+def _cold_first_calls(ops: pd.DataFrame) -> pd.DataFrame:
+    """First calls :data:`COLD_RATIO` times their op's later median or more, as rows covering the excess."""
+    dims = ops["input_dims"].map(str) if "input_dims" in ops.columns else pd.Series("", index=ops.index)
+    key = ops["s_name"].astype(str) + "|" + dims.astype(str)
+    dur = ops["dur"].to_numpy(float)
+    pos = pd.Series(np.arange(len(ops)), index=ops.index)
+    cold = []
+    for _, at in pos.groupby(key.to_numpy(), sort=False):
+        idx = at.to_numpy()
+        if len(idx) < COLD_MIN_CALLS:
+            continue
+        first, rest = dur[idx[0]], float(np.median(dur[idx[1:]]))
+        if first >= COLD_RATIO * rest and first - rest >= WARMUP_CALL_US:
+            cold.append((idx[0], first - rest))
+    if not cold:
+        return ops.iloc[0:0]
+    at = np.array([i for i, _ in cold])
+    excess = np.array([x for _, x in cold])
+    full = ops.iloc[at]
+    keep = np.zeros(len(full), dtype=bool)
+    for thread in pd.unique(full["thread"]):
+        mine = np.flatnonzero(full["thread"].to_numpy() == thread)
+        order = mine[np.lexsort((-full["end"].to_numpy(float)[mine], full["ts"].to_numpy(float)[mine]))]
+        keep[order] = _outermost(full.iloc[order])
+    rows = full.assign(dur=excess, end=full["ts"].to_numpy(float) + excess)
+    return rows[keep]
 
 
 def context_creation(ev: RankEvents) -> pd.DataFrame:

@@ -42,6 +42,15 @@ FIX_LOST = specific("# record the GPU (ProfilerActivity.CUDA) over a short windo
                     "# lost records are logged at INFO only: KINETO_LOG_LEVEL=0 shows them")
 
 
+_GPU_ONE_OFFS = ("(calls of {} or more that set up the device, context, streams or memory, or first launches that "
+                 "load a kernel's module; cuDNN benchmark syncs and Triton compiles, which tune once and are not "
+                 "syncs to remove from the step)")
+#: What counts as one-off on a rank without GPU work (:func:`hta_report.analysis.warmup.cpu_one_offs`).
+_CPU_ONE_OFFS = ("(the model's construction: weight fills before its first forward; and first calls of an op "
+                 "five times or more as long as its later calls with the same shapes, by their excess: oneDNN "
+                 "creates a primitive per shape on its first call)")
+
+
 def warmup_pct(r: RankResult) -> float:
     """One-off warm-up calls as % of the rank's analyzed window."""
     return pct_of_step(r.warmup.us_per_step, r)
@@ -65,9 +74,7 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
                               for c in r.warmup.calls[:4])
             out.append(f"rank {r.rank}: one-off warm-up takes {ms(r.warmup.us_per_step)} "
                        f"({warmup_pct(r):.1f} %) of the {'step' if r.steps.count else 'traced window'}: {calls} "
-                       f"(calls of {ms(r.warmup.threshold_us)} or more that set up the device, context, streams or "
-                       "memory, or first launches that load a kernel's module; cuDNN benchmark syncs and Triton "
-                       "compiles, which tune once and are not syncs to remove from the step)")
+                       + (_GPU_ONE_OFFS.format(ms(r.warmup.threshold_us)) if r.has_gpu else _CPU_ONE_OFFS))
     for r in result.ranks:
         i = r.integrity
         if i.workload_missing:
