@@ -766,6 +766,28 @@ class Warmup:
     calls: List[NamedTime] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class Iterations:
+    """The iterations of a trace without ``ProfilerStep`` annotations, read
+    from the repetition of its step thread's outermost ops
+    (:func:`hta_report.analysis.iterations.iterations`): the same op, with the
+    same recorded input shapes, starting every ``ops_per_iteration``
+    outermost ops, three times or more (a model's forward, a training
+    step).
+
+    ``count`` is 0 where the trace has ``ProfilerStep`` annotations or no
+    such repetition was found. ``first_op`` names the op each iteration
+    starts with; ``durations_us`` holds each iteration's length in trace
+    order (µs: from its first op's start to the next iteration's, the last
+    one to the end of its last op).
+    """
+
+    count: int = 0
+    ops_per_iteration: int = 0
+    first_op: str = ""
+    durations_us: List[float] = field(default_factory=list)
+
+
 #: The values of :attr:`Workload.kind`.
 WORKLOAD_KINDS = ("training", "inference", "graph-capture")
 #: Stream capture spanning at least this share of a trace makes it a capture window (proposal: half).
@@ -1655,6 +1677,7 @@ class RankResult:
     optimizer: OptimizerProfile = field(default_factory=OptimizerProfile)
     tensor_cores: TensorCoreUse = field(default_factory=TensorCoreUse)
     warmup: Warmup = field(default_factory=Warmup)
+    iterations: Iterations = field(default_factory=Iterations)
     workload: Workload = field(default_factory=Workload)
     occupancy: OccupancySummary = field(default_factory=OccupancySummary)
     memory: MemorySummary = field(default_factory=MemorySummary)

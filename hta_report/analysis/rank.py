@@ -63,6 +63,7 @@ from .step_breakdown import step_breakdown
 from .steps import analyzed_windows, step_stats, step_windows
 from .sync_kinds import kind_counts
 from .transfers import add_comm_metrics, comm_overlap, comm_summary, memcpy_summary
+from .iterations import iterations
 from .warmup import warmup, warmup_calls
 from .workload import workload
 
@@ -234,6 +235,10 @@ def _windows_and_optimizer(c: RankContext) -> None:
     rr.warmup = warmup(c.events, c.hw, c.warmup)
 
 
+def _iterations(c: RankContext) -> None:
+    c.result.iterations = iterations(c.events, c.hw)
+
+
 def _samples(c: RankContext) -> None:
     c.result.samples = instance_samples(c.events)
 
@@ -343,6 +348,7 @@ OWN_STEPS: List[Step] = [
     (CPU_SIDE_STEP, _cpu_side),
     (WORKLOAD_STEP, _workload),
     (WINDOWS_STEP, _windows_and_optimizer),
+    ("iterations without ProfilerStep", _iterations),
     ("instance samples", _samples),
     (MEMORY_STEP, _memory),
     (STEP_BREAKDOWN_STEP, _step_breakdown),

@@ -56,6 +56,34 @@ def warmup_pct(r: RankResult) -> float:
     return pct_of_step(r.warmup.us_per_step, r)
 
 
+#: Iterations whose longest takes this many times their median or more ran on a machine whose speed
+#: changed (proposal: 2x; the same ops with the same shapes do the same arithmetic).
+SPREAD_RATIO = 2.0
+
+
+def iteration_line(r: RankResult) -> str:
+    """What the iterations of a rank without ``ProfilerStep`` show
+    (:class:`~hta_report.model.Iterations`): their count and lengths on
+    the host, a cold first one (longer than every other), and on a rank
+    without GPU work (where the host's time is the work's) a spread of
+    :data:`SPREAD_RATIO` or more between the same iterations."""
+    it = r.iterations
+    d = sorted(it.durations_us)
+    median = d[len(d) // 2] if len(d) % 2 else (d[len(d) // 2 - 1] + d[len(d) // 2]) / 2
+    text = (f"rank {r.rank}: the trace holds {it.count} repeated iterations of {it.ops_per_iteration} ops (each "
+            f"starting with {it.first_op}), {ms(d[0])} to {ms(d[-1])} each on the host (median {ms(median)})")
+    first, rest = it.durations_us[0], it.durations_us[1:]
+    if rest and first > max(rest):
+        text += f"; the first, {ms(first)}, is the cold one"
+    steady = sorted(rest) if rest and first > max(rest) else d
+    m = steady[len(steady) // 2]
+    if not r.has_gpu and m > 0 and steady[-1] >= SPREAD_RATIO * m:  # a GPU rank's host waits with the queue
+        text += (f"; the same ops took up to {steady[-1] / m:.1f}x their median: the machine's load or clock "
+                 "changed during the run (a shared or throttled host): the same shapes do the same arithmetic, so "
+                 "measure on a quiet machine before comparing")
+    return text + "; prof.step() after each iteration makes them steps"
+
+
 def _world(result: AnalysisResult) -> int:
     return max((f.world_size or 0 for f in result.inventory.files), default=0)
 
@@ -92,6 +120,7 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
     if no_steps:
         out.append(f"{'rank' if len(no_steps) == 1 else 'ranks'} {', '.join(map(str, no_steps[:8]))}: no ProfilerStep annotations: there is no step to "
                    "measure, so every figure covers the whole trace as one window")
+        out += [iteration_line(r) for r in result.ranks if not r.steps.count and r.iterations.count]
     few = [r for r in result.ranks if r.steps.count and r.steps_used < cfg.window_min_steps]
     if few:
         out.append(f"{'rank' if len(few) == 1 else 'ranks'} {', '.join(str(r.rank) for r in few[:8])}: only "

@@ -1,0 +1,67 @@
+"""Iterations of a trace without ProfilerStep (issue 51, docs/FIELD.md sixth
+gathering): ten forwards of one ResNet-18 on a container took 0.77 to 2.58 s
+and the report said only that steps were missing."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+
+from hta_report.analysis.iterations import MIN_ITERATIONS, _anchor
+from hta_report.api import analyze
+from hta_report.rules.config import AdviceConfig
+from hta_report.rules.window import problems
+from kineto import TraceBuilder
+
+BODY = [("aten::conv2d", [[5, 3, 32, 32]]), ("aten::batch_norm", [[5, 8, 32, 32]]), ("aten::relu_", [[5, 8, 32, 32]]),
+        ("aten::conv2d", [[5, 8, 32, 32]]), ("aten::relu_", [[5, 8, 32, 32]]), ("aten::linear", [[5, 8]])]
+
+
+def _trace(tmp_path, name: str, scales, steps: bool = False):
+    """A CPU trace: a construction loop (three rounds of two detach/fill ops),
+    then one forward of :data:`BODY` per entry of ``scales`` (each op 1 ms times it)."""
+    b = TraceBuilder(rank=0)
+    t = 100.0
+    for _ in range(3):
+        for op in ("aten::detach", "aten::fill_", "aten::detach", "aten::zero_"):
+            b.cpu_op(op, t, 10.0)
+            t += 12.0
+    for i, k in enumerate(scales):
+        start = t
+        for op, dims in BODY:
+            b.cpu_op(op, t, 1000.0 * k, dims=dims)
+            t += 1000.0 * k + 1.0
+        if steps:
+            b.step(i + 1, start, t - start)
+    path = tmp_path / name / "rank-0.json.gz"
+    path.parent.mkdir(parents=True)
+    with gzip.open(path, "wt") as f:
+        json.dump(b.document(), f)
+    return analyze(path.parent)
+
+
+def test_repeated_forwards_without_steps_are_read_as_iterations(tmp_path):
+    r = _trace(tmp_path, "it", [4, 1, 1, 3, 1, 1])
+    it = r.ranks[0].iterations
+    # the forwards, not the construction's shorter loop; the first op of each, with its shapes
+    assert (it.count, it.ops_per_iteration, it.first_op) == (6, 6, "aten::conv2d")
+    assert np.allclose(it.durations_us, [6 * 1000.0 * k + 6 for k in (4, 1, 1, 3, 1, 1)], atol=1.0)
+    line = next(x for x in problems(r, AdviceConfig()) if "repeated iterations" in x)
+    assert "the first, 24.01 ms, is the cold one" in line
+    assert "up to 3.0x their median" in line  # 18 ms against 6 ms, the cold first one left out
+
+
+def test_steady_iterations_get_no_spread_and_steps_get_no_iterations(tmp_path):
+    steady = _trace(tmp_path, "steady", [1, 1, 1, 1])
+    line = next(x for x in problems(steady, AdviceConfig()) if "repeated iterations" in x)
+    assert "cold" not in line and "their median" not in line
+    assert _trace(tmp_path, "steps", [1, 1, 1, 1], steps=True).ranks[0].iterations.count == 0
+
+
+def test_the_anchor_needs_identical_evenly_spaced_runs():
+    body = [0, 1, 2, 3, 4]
+    assert _anchor(np.array(body * MIN_ITERATIONS)) == (0, 5, MIN_ITERATIONS)
+    assert _anchor(np.array(body * 2 + [0, 1, 9, 3, 4])) is None  # a run differs
+    assert _anchor(np.array([0, 1, 2, 3] * 2)) is None  # too few
+    assert _anchor(np.array(body * 3 + [0, 1])) == (0, 5, 3)  # a cut last run is not an iteration
