@@ -263,3 +263,14 @@ def test_torch_compile_s_compile_phase_is_cold_start(tmp_path):
     ops = [("aten::mm", 100.0, [])]
     r = _cpu_run(tmp_path, "compile", ops, annotations=[("_compile.compile_inner (dynamo_timed)", 95.0)])
     assert r.ranks[0].warmup.us_per_step > 0
+
+
+def test_the_few_steps_line_counts_the_steps_recorded(tmp_path):
+    """Three ProfilerSteps recorded: HTA's load leaves the last out and the
+    first is warm-up, so one is analyzed, and the line says three were
+    recorded (it said "found 2 ... and the last is dropped": the drop counted twice)."""
+    from hta_report.rules.config import AdviceConfig
+    from hta_report.rules.window import problems
+    r = _cpu_run(tmp_path, "few", [("aten::mm", 500.0, [])], steps=3)
+    line = next(x for x in problems(r, AdviceConfig()) if "analyzed step" in x)
+    assert "only 1 analyzed step (recorded 3; the first is warm-up and the last is dropped" in line

@@ -125,7 +125,9 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
     if few:
         out.append(f"{'rank' if len(few) == 1 else 'ranks'} {', '.join(str(r.rank) for r in few[:8])}: only "
                    f"{plural(min(r.steps_used for r in few), 'analyzed step')} "
-                   f"(found {max(r.steps.count for r in few)}; the first is warm-up"
+                   # steps.count is after HTA's load, which left the last step out: it was recorded
+                   f"(recorded {max(r.steps.count for r in few) + (0 if result.inventory.last_step_included else 1)}"
+                   "; the first is warm-up"
                    + ("" if result.inventory.last_step_included else " and the last is dropped, as HTA does")
                    + f"): fewer than {cfg.window_min_steps} steps cannot tell a pattern from noise")
     world = _world(result)
