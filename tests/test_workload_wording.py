@@ -119,7 +119,7 @@ def test_fix_for_picks_the_most_specific_text():
     assert fix_for("launch-bound", [_rank("inference")], default) == FIXES["launch-bound"]["inference"]
     assert fix_for("launch-bound", [_rank("inference", True)], default) == FIXES["launch-bound"]["inference-compiled"]
     assert fix_for("launch-bound", [_rank("training", True)], default) == FIXES["launch-bound"]["compiled"]
-    assert fix_for("host-bound", [_rank("inference", True)], default) == FIXES["host-bound"]["inference"]
+    assert fix_for("host-bound", [_rank("inference", True)], default) == FIXES["host-bound"]["inference-compiled"]
     assert fix_for("trace-window", [_rank("graph-capture")], default) == FIXES["trace-window"]["graph-capture"]
     # a capture window's other findings speak of inference (serving engines capture graphs)
     assert fix_for("blocking-copy", [_rank("graph-capture")], default) == FIXES["blocking-copy"]["inference"]
@@ -217,3 +217,20 @@ def test_serving_flags_only_where_the_trace_shows_a_serving_engine():
         assert "vLLM" not in text and "SGLang" not in text, rule_id
         assert fix_for(rule_id, [served], "default") == FIXES[rule_id]["serving"]
     assert variants(Workload(kind="inference", serving="Hugging Face pipeline")) == ("inference",)
+
+
+def test_compiled_inference_never_gets_the_uncompiled_inference_text():
+    """A rule with an inference text and a compiled one has an
+    inference-compiled one, which :func:`variants` tries first for a
+    compiled inference run: the inference texts suggest torch.compile to a
+    model that already is (the seventh gathering's torch.compile'd convs got
+    "batch requests (a larger max batch size)"); and outside a serving engine
+    no inference text speaks of requests."""
+    from hta_report.model import Workload
+    from hta_report.rules.wording import FIXES, variants
+    assert variants(Workload(kind="inference", compiled=True))[0] == "inference-compiled"
+    for rid, texts in FIXES.items():
+        if "inference" in texts and "compiled" in texts:
+            assert "inference-compiled" in texts, rid
+        for key in ("inference", "inference-compiled"):
+            assert "request" not in texts.get(key, ""), (rid, key)

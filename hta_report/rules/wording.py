@@ -94,6 +94,10 @@ FIXES: Mapping[str, Mapping[str, str]] = {
             "# that launches the model (a worker pool, or the GPU), and batch inputs so one forward does\n"
             "# more work; replay the forward as a CUDA graph:\n"
             "model = torch.compile(model, mode=\"reduce-overhead\")"),
+        "inference-compiled": (
+            "# the model is already compiled: the host time is around the compiled forward; move the host\n"
+            "# ops listed above off the thread that launches it, and replay the forward as a CUDA graph:\n"
+            "model = torch.compile(model, mode=\"reduce-overhead\")"),
         "compiled": (
             "# the model is already compiled: the host time is around the compiled region;\n"
             "# move preprocessing into DataLoader workers, per-step Python bookkeeping out of the loop,\n"
@@ -120,8 +124,11 @@ FIXES: Mapping[str, Mapping[str, str]] = {
     },
     "low-gpu-utilization": {
         "inference": (
-            "# give the GPU more work per launch: batch requests (a larger max batch size),\n"
+            "# give the GPU more work per launch: batch more inputs per forward (a larger batch),\n"
             "# replay the forward as a CUDA graph, and keep pre/post-processing off the launching thread:\n"
+            "model = torch.compile(model, mode=\"reduce-overhead\")"),
+        "inference-compiled": (
+            "# already compiled: replay the forward as a CUDA graph and give each forward more inputs\n"
             "model = torch.compile(model, mode=\"reduce-overhead\")"),
         "compiled": (
             "# already compiled: replay it as a CUDA graph and give each launch more work (a larger batch)\n"
@@ -138,9 +145,12 @@ FIXES: Mapping[str, Mapping[str, str]] = {
     },
     "low-sm-occupancy": {
         "inference": (
-            "# each kernel has too few blocks for the GPU: batch more requests per forward,\n"
+            "# each kernel has too few blocks for the GPU: batch more inputs per forward,\n"
             "# or fuse the small kernels and replay them as a CUDA graph:\n"
             "model = torch.compile(model, mode=\"reduce-overhead\")"),
+        "inference-compiled": (
+            "# already compiled: let Inductor tune its kernels for this GPU, or batch more inputs per forward\n"
+            "model = torch.compile(model, mode=\"max-autotune\")"),
         "compiled": (
             "# already compiled: let Inductor tune its kernels for this GPU, or give them more work\n"
             "model = torch.compile(model, mode=\"max-autotune\")\n"
