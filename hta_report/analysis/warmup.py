@@ -10,6 +10,7 @@ loads its module (``CUDA_MODULE_LOADING=LAZY``). Times are µs.
 """
 from __future__ import annotations
 
+import re
 from typing import List
 
 import numpy as np
@@ -17,7 +18,7 @@ import pandas as pd
 
 from ..model import NamedTime, Warmup
 from .. import intervals
-from .cpu_side import launches_gpu_work
+from .cpu_side import launches_gpu_work, self_times
 from .events import LAUNCH_CATEGORIES, RankEvents
 from .launch import KERNEL_LAUNCH_APIS
 from .regions import per_step
@@ -35,7 +36,8 @@ SETUP_APIS = (
     "cudaStreamCreateWithPriority", "cudaEventCreate", "cudaEventCreateWithFlags", "cudaFuncGetAttributes",
     "cudaFuncSetAttribute", "cudaDeviceEnablePeerAccess", "cudaIpcOpenMemHandle", "cudaPeekAtLastError",
     "cuInit", "cuDevicePrimaryCtxRetain", "cuCtxCreate", "cuModuleLoad", "cuModuleLoadData",
-    "cuModuleLoadDataEx", "cuModuleGetFunction", "cuLibraryLoadData",
+    "cuModuleLoadDataEx", "cuModuleGetFunction", "cuLibraryLoadData", "cudaGetSymbolAddress", "cudaGetFuncBySymbol",
+    "cuLibraryGetModule", "cuModuleGetGlobal",
     # the caching allocator's first call on a stream: with a lazily created context, creation lands here
     "cudaStreamIsCapturing", "hipStreamIsCapturing",
     "hipGetDeviceCount", "hipGetDevice", "hipSetDevice", "hipGetDeviceProperties", "hipDeviceGetAttribute",
@@ -53,7 +55,8 @@ def warmup_calls(ev: RankEvents) -> pd.DataFrame:
     CUDA/HIP stream capture (:func:`~hta_report.analysis.workload.capture_rows`:
     a graph is captured once, then replayed) and one-off tuning (cuDNN/MIOpen
     benchmark syncs, Triton compiles: :func:`~hta_report.analysis.workload.tuning_rows`)."""
-    once = [x for x in (capture_rows(ev), tuning_rows(ev), cpu_one_offs(ev)) if len(x)]
+    once = [x for x in (capture_rows(ev), tuning_rows(ev), cpu_one_offs(ev), first_library_calls(ev),
+                        profiler_overhead(ev)) if len(x)]
     calls = _setup_and_first_launches(ev)
     if not once:
         return calls
@@ -186,6 +189,66 @@ def _cold_first_calls(ops: pd.DataFrame) -> pd.DataFrame:
         keep[order] = _outermost(full.iloc[order])
     rows = full.assign(dur=excess, end=full["ts"].to_numpy(float) + excess)
     return rows[keep]
+
+
+#: The ops that call a GPU library, by library: the first call of each loads it (cuDNN's and
+#: cuBLAS's sub-libraries and kernels under CUDA's lazy loading), creates its handle and its
+#: workspace, inside the op and without a runtime call that says so (A10G, seventh gathering:
+#: ``aten::cudnn_convolution`` 94 ms and ``aten::mm`` 68 ms around kernels of µs).
+LIBRARY_OPS = (
+    ("cuDNN/MIOpen", re.compile(r"^aten::(?:cudnn|miopen)_")),
+    ("cuBLAS/hipBLAS", re.compile(r"^aten::(?:mm|addmm|bmm|baddbmm|addmv|mv|_scaled_mm|_addmm_activation|addbmm)$")),
+    ("cuFFT", re.compile(r"^aten::_fft_")),
+    ("cuSOLVER", re.compile(r"^aten::_?linalg_")),
+)
+#: Host time of a library op's own (outside its nested events) from which its first call is the
+#: library's load (proposal: 1 ms, :data:`WARMUP_CALL_US`; a warm cuDNN or cuBLAS call takes
+#: 10-50 µs of its own).
+LIBRARY_LOAD_US = WARMUP_CALL_US
+#: Kineto's category of the profiler's own records (CUPTI's overhead activity: buffer flushes,
+#: instrumentation, JIT compilation under the profiler).
+OVERHEAD_CATEGORY = "overhead"
+
+
+def first_library_calls(ev: RankEvents) -> pd.DataFrame:
+    """On a rank with GPU work, the first call (per host thread) of each GPU
+    library's ops (:data:`LIBRARY_OPS`) when its own host time (its
+    duration less its nested events', :func:`~.cpu_side.self_times`) is
+    :data:`LIBRARY_LOAD_US` or more: the library loaded and its handle
+    made inside the op, once per process. Rows of ``ev.cpu``. Where the
+    trace starts after the first calls (a profiler schedule with warm-up
+    steps), the first ones it holds are warm and none is returned."""
+    if not ev.has_gpu:
+        return ev.cpu.iloc[0:0]
+    cpu = ev.cpu
+    host = cpu[cpu["s_cat"].isin(("cpu_op",) + tuple(LAUNCH_CATEGORIES))]
+    ops = host[host["s_cat"].eq("cpu_op")]
+    if ops.empty:
+        return ops
+    names = pd.Series(ops["s_name"].astype(str).to_numpy(), index=ops.index)
+    keep = []
+    for _, pattern in LIBRARY_OPS:
+        hit = ops[names.str.contains(pattern).to_numpy()]
+        if hit.empty:
+            continue
+        firsts = hit.sort_values("ts", kind="stable").groupby("thread", sort=False).head(1)
+        for i, row in firsts.iterrows():
+            same = host[host["thread"].eq(row["thread"]).to_numpy()
+                        & (host["ts"].to_numpy(float) >= row["ts"]) & (host["end"].to_numpy(float) <= row["end"])]
+            own = self_times(same.sort_values(["ts", "end"], ascending=[True, False]))
+            mine = same.sort_values(["ts", "end"], ascending=[True, False]).index.get_loc(i)
+            if own[mine] >= LIBRARY_LOAD_US:
+                keep.append(i)
+    return cpu.loc[keep] if keep else cpu.iloc[0:0]
+
+
+def profiler_overhead(ev: RankEvents) -> pd.DataFrame:
+    """The profiler's own overhead records (category :data:`OVERHEAD_CATEGORY`)
+    lasting :data:`WARMUP_CALL_US` or more: time the profiler took, not the
+    workload (CUPTI's buffer flushes and instrumentation). Rows of ``ev.cpu``."""
+    cpu = ev.cpu
+    rows = cpu[cpu["s_cat"].eq(OVERHEAD_CATEGORY)]
+    return rows[rows["dur"].to_numpy(float) >= WARMUP_CALL_US]
 
 
 def context_creation(ev: RankEvents) -> pd.DataFrame:
