@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from ..model import NamedTime, TensorCoreUse
-from .events import RankEvents, is_step, shared
+from .events import RankEvents, is_step, runtime_calls, shared
+from .launch_calls import KERNEL_LAUNCH_APIS
 from .precision import lower_precision, matrix_dtypes
 from .. import intervals
 from .regions import in_windows, launched_from, per_step
@@ -271,13 +272,41 @@ def _matmuls(ev: RankEvents, kernels: pd.DataFrame) -> Tuple[pd.DataFrame, pd.Se
     Tensor Cores or AMD matrix cores."""
     cpu = ev.cpu
     ops = cpu[cpu["s_cat"].eq("cpu_op") & cpu["s_name"].str.startswith(ELIGIBLE_OPS)]
-    from_ops = launched_from(ev, ops)
-    eligible = kernels[(kernels["correlation"].isin(from_ops["correlation"])
-                        | kernels["s_name"].str.contains(ELIGIBLE_KERNEL))
+    from_ops = kernels["correlation"].isin(launched_from(ev, ops)["correlation"])
+    by_name = kernels["s_name"].str.contains(ELIGIBLE_KERNEL)
+    eligible = kernels[(from_ops | (by_name & ~_own_kernels(ev, kernels[by_name & ~from_ops])))
                        & ~kernels["s_name"].str.contains(NOT_MATMUL_KERNEL)]
     names = eligible["s_name"]
     is_tc = (names.str.contains(TENSOR_CORE) & ~names.str.contains(NOT_TENSOR_CORE)) | names.str.contains(MATRIX_CORE)
     return eligible, is_tc
+
+
+#: Launch calls of one kernel (a graph launch replays a captured graph, from no op).
+DIRECT_LAUNCHES = tuple(x for x in KERNEL_LAUNCH_APIS if "Graph" not in x)
+
+
+def _own_kernels(ev: RankEvents, kernels: pd.DataFrame) -> pd.Series:
+    """Per row of ``kernels`` (rows of ``ev.gpu``), whether it is the user's
+    own kernel, which no dtype setting of PyTorch reaches (a CUDA extension's
+    hand-written GEMM, ``gemm_gpu_o4_kernel``: autocast and TF32 change
+    aten's ops, not it): its kernel launch call (not a graph launch: a
+    CUDA graph's replay is no op either) is in the trace and runs inside
+    no recorded op, on a rank where other kernels' launches do run inside
+    ops (the trace records the ops PyTorch launches from). Where it does
+    not, or the launch is not recorded, nothing can be told: False."""
+    out = pd.Series(False, index=kernels.index, dtype=bool)
+    cpu = ev.cpu
+    ops = cpu[cpu["s_cat"].eq("cpu_op")]
+    if kernels.empty or ops.empty:
+        return out
+    runtime = runtime_calls(ev)
+    direct = runtime[runtime["s_name"].isin(DIRECT_LAUNCHES) & (runtime["correlation"] > 0)]
+    from_ops = launched_from(ev, ops)
+    if not from_ops["correlation"].isin(direct["correlation"]).any():
+        return out
+    launched = kernels["correlation"].isin(direct["correlation"])
+    inside = kernels["correlation"].isin(from_ops["correlation"])
+    return (launched & ~inside).astype(bool)
 
 
 def _low_precision(eligible: pd.DataFrame, is_tc: pd.Series) -> pd.Series:

@@ -99,9 +99,10 @@ def _fix(r: RankResult) -> str:
 
 @rule("tensor-cores-unused", "C12", "GEMMs and convolutions do not use Tensor Cores",
       "TensorBoard profiler (0 % on computeMajor >= 7); XProf 16-bit share < 10 %",
-      lambda c: (f"computeMajor >= {c.tensor_core_min_major} (NVIDIA) or AMD matrix cores, and Tensor Core share "
+      lambda c: (f"computeMajor >= {c.tensor_core_min_major} (NVIDIA) or AMD matrix cores, Tensor Core share "
                  f"of GEMM/convolution kernel time < {c.tensor_core_pct:g} % (kernels already in 16 or 8 bits "
-                 "count as covered)"), DOCS_AMP, phase=GENERAL,
+                 f"count as covered), and the float32 time off them >= {c.tensor_core_min_step_pct:g} % of the "
+                 "step"), DOCS_AMP, phase=GENERAL,
       needs=(TENSOR_CORES_STEP,), edit=EditLabel.TENSOR_CORES,
       description=("On GPUs whose matrix units run 16-bit math (NVIDIA Tensor Cores from Volta, `computeMajor` "
                    "7; AMD matrix cores from MI100; the table: docs/DEVICES.md), the share of GEMM and "
@@ -136,7 +137,13 @@ def tensor_cores_unused(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
     units = [r for r in ranks if _has_tensor_cores(r, cfg)]
     if not units:
         return fine(f"the GPU has no 16-bit matrix units ({_device(ranks[0])}): no precision to move to")
-    hits = worst_first([r for r in units if covered_pct(r) < cfg.tensor_core_pct], non_tensor_core_us)
+    low = [r for r in units if covered_pct(r) < cfg.tensor_core_pct]
+    hits = worst_first([r for r in low if pct_of_step(non_tensor_core_us(r), r) >= cfg.tensor_core_min_step_pct],
+                       non_tensor_core_us)
+    if low and not hits:
+        return fine(f"float32 GEMM/convolution time off Tensor Cores under {cfg.tensor_core_min_step_pct:g} % "
+                    f"of the step (at most {max(pct_of_step(non_tensor_core_us(r), r) for r in low):.2f} %): "
+                    "a precision change cannot save more")
     if not hits:
         return fine(f"Tensor Core share of GEMM/convolution time, or already 16/8-bit, at least "
                     f"{min(covered_pct(r) for r in units):.0f} % ({_device(max(units, key=_major))})")

@@ -65,6 +65,9 @@ class AdviceConfig:
             below this % (TensorBoard profiler: 0 %; XProf: 16-bit share < 10 %).
         tensor_core_min_major: ``tensor-cores-unused``, only on GPUs with this computeMajor or more
             (Tensor Cores since Volta, 7; TensorBoard profiler).
+        tensor_core_min_step_pct: ``tensor-cores-unused``, only where the float32 GEMM/convolution
+            time off Tensor Cores is at least this % of the step (proposal: the fix cannot save more
+            than that time; under 1 % a precision change is not worth a review).
         tf32_pct: ``tf32-matmuls``, TF32 GEMM/convolution kernel time at or above this % of the
             step (proposal: bf16 runs it at twice the TF32 rate, so 10 % of the step saves
             about 5 %, XProf's "moderate" band, ``medium_pct``).
@@ -114,6 +117,7 @@ class AdviceConfig:
     full_queue_pct: float = 5.0
     tensor_core_pct: float = 10.0
     tensor_core_min_major: int = 7
+    tensor_core_min_step_pct: float = 1.0
     tf32_pct: float = 10.0
     exposed_memcpy_pct: float = 5.0
     exposed_comm_pct: float = 10.0
