@@ -319,9 +319,10 @@ def combinations_to_replay(saving_alone: Sequence[str]) -> List[List[str]]:
 
 def whatifs(runner: WhatIfRunner) -> List[WhatIf]:
     """Stage 8: the what-ifs of the rank: each fix's edit of :data:`~.edits.EDITS`
-    (:func:`~.edits.fixes`: not :attr:`~hta_report.replay_terms.EditLabel.NO_PROFILER`) alone, the combinations of those that save time alone
-    (:func:`combinations_to_replay`), and every edit that changes the rank
-    at once (:data:`~hta_report.model.ALL_EDITS`, :func:`together`)."""
+    (:func:`~.edits.fixes`: not :attr:`~hta_report.replay_terms.EditLabel.NO_PROFILER`)
+    alone, the combinations of those that save time alone (:func:`combinations_to_replay`),
+    and every edit that changes the rank at once (:data:`~hta_report.model.ALL_EDITS`,
+    :func:`together`)."""
     labels = fixes()
     singles = [runner.whatif([label]) for label in labels]
     out = [x for x, _, _ in singles]
