@@ -966,10 +966,11 @@ def profiled_events(ev: RankEvents, g: Graph) -> np.ndarray:
       description=("the profiler's own host cost is gone: each recorded host event (op, annotation, runtime or driver "
                    "call) takes 3-6 µs less host time, and a training thread waiting for autograd's thread waits less "
                    "by that thread's savings"),
-      error_pct=60.0,
-      error_source=("H200 fix pairs (slow-data, pinned-workers, pinned, amp; docs/whatif.md, 2026-11-29), round 0 "
-                    "(8 traces, the calibration): 80th-percentile |error| 58.8 % against the median step timed "
-                    "without the profiler; round 1 held out: 30.2 %, median 8.8 %"),
+      error_pct=30.0,
+      error_source=("H200 fix pairs (slow-data, pinned-workers, pinned, amp; docs/whatif.md, 2026-11-29), calibrated "
+                    "on round 0 (8 traces: 80th-percentile |error| 58.8 %), checked on round 1 held out (8 traces): "
+                    "80th-percentile |error| 30.2 %, median 8.8 %, against the median step timed without the "
+                    "profiler"),
       fix=False)
 def edit_no_profiler(ev: RankEvents, g: Graph, e: Edit) -> None:
     """The step without the profiler: every host edge's offset less ``c`` µs per recorded
