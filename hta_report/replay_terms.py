@@ -12,7 +12,9 @@ share live here:
   makes them (the registry holds exactly these, in this order: checked at
   import and by ``tests/test_edits.py``). A label is
   :attr:`hta_report.model.WhatIf.edit` and the heading of its section in
-  ``docs/EDITS.md``.
+  ``docs/EDITS.md``. Every label but :attr:`EditLabel.NO_PROFILER` is a
+  fix's edit (``Rule.edit``); that one is the profiler's cost removed, which
+  no finding offers (:func:`hta_report.analysis.replay.edits.fixes`).
 * :class:`NoteCode`: what the replay of a rank says about itself
   (:attr:`hta_report.model.ReplayNote.code`): why it was not replayed, what
   it does not model, why it makes no what-if.
@@ -54,6 +56,9 @@ class EditLabel(Term):
     EVAL_MODE = "eval mode"
     FAST_CPU_KERNELS = "fast CPU kernels"
     GRADIENT_OVERLAP = "gradient reduction overlapped"
+    #: Not a fix: the step without the profiler's own host cost (no rule names it; the replay
+    #: makes it only for the :attr:`NoteCode.PROFILER_COST` note's prediction).
+    NO_PROFILER = "profiler removed"
 
 
 class NoteCode(Term):
@@ -94,7 +99,9 @@ class NoteCode(Term):
     #: large share of the step; values ``events`` (host events recorded a step,
     #: every thread), ``low_us`` and ``high_us`` (their cost a step, µs), ``step_us``
     #: (the measured step, µs) and ``host_share_pct`` (% of the critical path
-    #: on the host).
+    #: on the host); where the replay predicts it (the
+    #: :attr:`EditLabel.NO_PROFILER` edit), also ``noprof_us``, ``noprof_low_us`` and
+    #: ``noprof_high_us`` (the step without the profiler and its interval, µs).
     PROFILER_COST = "profiler-cost"
 
 

@@ -13,6 +13,7 @@ from hta_report.api import analyze
 from hta_report.analysis.events import RankEvents
 from hta_report.analysis.regions import host_windows
 from hta_report.analysis.replay import EDITS, replay, schedule
+from hta_report.analysis.replay.edits import fixes
 from hta_report.analysis.replay.graph import build_graph
 from hta_report.load import load_traces
 from hta_report.model import ALL_EDITS, REPLAY_STEP, AnalysisResult, RankResult, Replay
@@ -187,7 +188,7 @@ def test_replay_round_trips_through_the_result_json(tmp_path):
     training_trace(steps=4, item_every_step=True).write(d / "rank-0.json")
     loaded = load_traces(d, include_last_step=True)
     rr = rank_steps.own_part(loaded, loaded.files[0]).result
-    assert isinstance(rr, RankResult) and rr.replay.steps == 3 and len(rr.replay.whatifs) >= len(EDITS) + 1
+    assert isinstance(rr, RankResult) and rr.replay.steps == 3 and len(rr.replay.whatifs) >= len(fixes()) + 1
     from hta_report.api import analyze
     result = analyze(d, include_last_step=True)
     doc = json.loads(result.to_json())

@@ -54,11 +54,16 @@ def _profiler_cost(v: Dict[str, float]) -> str:
     else:
         share = f" ({100 * lo / step:.0f}-{100 * hi / step:.0f} % of it)" if step > 0 else ""
         cost = f"are about {lo / 1e3:.1f}-{hi / 1e3:.1f} ms of this {step / 1e3:.2f} ms step{share}"
+    predicted = ""
+    if "noprof_us" in v:  # results saved before the replay predicted it lack these figures
+        predicted = (f"; the replay puts the step without the profiler at about {v['noprof_us'] / 1e3:.2f} ms "
+                     f"(80 % interval {v.get('noprof_low_us', 0.0) / 1e3:.2f}-{v.get('noprof_high_us', 0.0) / 1e3:.2f}"
+                     " ms: a wide estimate, calibrated on one H200 host; docs/whatif.md gives its error)")
     return (f"the profiler's own cost: {events:,.0f} host events recorded a step, "
             f"at 3-6 µs each (measured on one H200 host; other hosts differ), {cost}, whose critical path is "
             f"{v.get('host_share_pct', 0.0):.0f} % host time: without the profiler the host's part is shorter "
             "and the step may be the GPU's, so the what-ifs are the profiled run's (record with "
-            "record_shapes=False, or fewer ops a step, to see the host as it runs)")
+            f"record_shapes=False, or fewer ops a step, to see the host as it runs){predicted}")
 
 
 #: The words of each :class:`~hta_report.replay_terms.NoteCode`, from the note's figures.

@@ -43,14 +43,14 @@ import pandas as pd
 
 from ... import intervals
 from ...model import ALL_EDITS, Replay, ReplayNote, ReplayOp, WhatIf, combined_edit, saves
-from ...replay_terms import NoteCode
+from ...replay_terms import EditLabel, NoteCode
 from ..events import RankEvents
 from ..gap_causes import late_starts
 from ..integrity import graph_launches_without_ops
 from ..launch_calls import KERNEL_LAUNCH_APIS
 from ..regions import LAUNCH_CATEGORIES, in_windows, per_step
 from ..steps import analyzed_windows, step_windows
-from .edits import EDITS, warmup_nodes
+from .edits import PROFILED_HOST_CATEGORIES, fixes, warmup_nodes
 from .graph import E_LAUNCH, Graph, build_graph, edge_targets, step_thread
 from .path import PathLabels, critical_path, name_host_work
 from .schedule import measured_times, schedule, span, step_times
@@ -94,9 +94,8 @@ WITHHOLD_LATE_PCT = 10.0
 #: `collect` workloads, 3.1 to 6.2 µs per recorded host event (ops, runtime calls, annotations;
 #: shapes recorded). Another host, or ``with_stack``, costs more or less: an estimate, said as one.
 PROFILER_EVENT_US = (3.0, 6.0)
-#: The host events PROFILER_EVENT_US was measured over: ops, annotations, runtime and driver calls.
-#: Not CUPTI's ``cuda_sync`` records, nor ``with_stack``'s Python frames (their cost was not measured).
-PROFILED_HOST_CATEGORIES = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+#: The host events PROFILER_EVENT_US was measured over: :data:`~.edits.PROFILED_HOST_CATEGORIES`
+#: (ops, annotations, runtime and driver calls), imported above.
 #: A host-bound GPU rank (this % of the critical path or more on the host) gets the profiler-cost
 #: note ...
 PROFILER_HOST_SHARE_PCT = 50.0
@@ -319,16 +318,18 @@ def combinations_to_replay(saving_alone: Sequence[str]) -> List[List[str]]:
 
 
 def whatifs(runner: WhatIfRunner) -> List[WhatIf]:
-    """Stage 8: the what-ifs of the rank: each edit of :data:`~.edits.EDITS`
-    alone, the combinations of those that save time alone
-    (:func:`combinations_to_replay`), and every edit that changes the rank
-    at once (:data:`~hta_report.model.ALL_EDITS`, :func:`together`)."""
-    singles = [runner.whatif([label]) for label in EDITS]
+    """Stage 8: the what-ifs of the rank: each fix's edit of :data:`~.edits.EDITS`
+    (:func:`~.edits.fixes`: not :attr:`~hta_report.replay_terms.EditLabel.NO_PROFILER`)
+    alone, the combinations of those that save time alone (:func:`combinations_to_replay`),
+    and every edit that changes the rank at once (:data:`~hta_report.model.ALL_EDITS`,
+    :func:`together`)."""
+    labels = fixes()
+    singles = [runner.whatif([label]) for label in labels]
     out = [x for x, _, _ in singles]
     # combinations of the edits that save time alone; and all the edits that change the graph at once, since
     # one that saves little alone can save much with another, when both constraints hold the same step
-    saving_alone = [label for label, (x, _, _) in zip(EDITS, singles) if saves(x)]
-    changing = [label for label, (_, did, _) in zip(EDITS, singles) if did]
+    saving_alone = [label for label, (x, _, _) in zip(labels, singles) if saves(x)]
+    changing = [label for label, (_, did, _) in zip(labels, singles) if did]
     out += [runner.whatif(c)[0] for c in combinations_to_replay(saving_alone)]
     out.append(together(runner, out, changing))
     return out
@@ -383,14 +384,28 @@ def replay(ev: RankEvents, hw: np.ndarray, rank: int = 0, devices: Sequence[str]
                  critical_path=path, host_share_pct=host_share, notes=replay_notes(ev, steps, basis, m_mean),
                  gpu_paced_step_us=basis.step_us if basis.ahead else 0.0)
     cost = profiler_cost(ev, w, host_share, m_mean) if not basis.ahead else None
+    runner = WhatIfRunner(whatif_context(ev, g, w, steps, b, basis, rank, devices, warmup))
     if cost is not None:
-        out.notes.append(cost)
+        out.notes.append(without_profiler(runner, cost))
     why_not = withheld(ev, warmup_us, m_mean, w)
     if why_not is not None:
         out.notes.append(why_not)
         return out
-    out.whatifs = whatifs(WhatIfRunner(whatif_context(ev, g, w, steps, b, basis, rank, devices, warmup)))
+    out.whatifs = whatifs(runner)
     return out
+
+
+def without_profiler(runner: WhatIfRunner, cost: ReplayNote) -> ReplayNote:
+    """The profiler-cost note ``cost`` with the step the replay predicts without the
+    profiler (:attr:`~hta_report.replay_terms.EditLabel.NO_PROFILER`, the edit's own range and
+    measured error: :func:`~.whatif.interval`) as ``noprof_us``, ``noprof_low_us`` and
+    ``noprof_high_us`` (µs), the high end at most the measured step: removing the profiler
+    removes host work only. The note keeps its figures; the prediction is the profiled
+    step's host made cheaper, not a fix, and is never among the what-ifs."""
+    x, _, _ = runner.whatif([EditLabel.NO_PROFILER])
+    high = max(min(x.step_us_high, runner.ctx.measured), x.step_us_after)
+    values = dict(cost.values, noprof_us=x.step_us_after, noprof_low_us=x.step_us_low, noprof_high_us=high)
+    return ReplayNote(code=cost.code, values=values)
 
 
 def _last_call_end(ev: RankEvents, lo: float) -> float:
