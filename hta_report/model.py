@@ -656,7 +656,9 @@ class IdleAttribution:
     1a. ``edge_us``: without ``ProfilerStep`` annotations, the traced
        window's host-only edges, before the rank's first GPU operation and
        after its last: where the profiler started and stopped, not a GPU gap
-       of the workload; no finding claims it;
+       of the workload; no finding claims it. A Python loop over elements
+       the host runs there (:mod:`hta_report.analysis.host_loops`) is no
+       edge: it is the workload's work with the GPU idle (host ops, 10.);
     2. ``stream_wait_us``: stretches of 30 µs or more (HTA's kernel-wait
        cutoff) during which some GPU operation, on any stream, had been
        launched (its launch call had returned) and had not started: work was
@@ -695,6 +697,8 @@ class IdleAttribution:
        with the queued gaps under 30 µs (2.);
     10. ``host_ops_us``: the same in longer gaps: the host is busy with CPU
         work (Python, framework, CPU ops) longer than the GPU's queued work;
+        the whole stretch of a Python loop over elements counts (its Python
+        between the recorded ops included);
     11. ``unattributed_us``: the rest (no profiled host activity at all).
 
     ``sync_lead_us`` is not a category: it is the part of the launch, host
@@ -704,6 +708,11 @@ class IdleAttribution:
     had built up; after it the host has nothing queued ahead, so host work
     that the queue would have covered shows as GPU idle: a synchronization
     costs up to that too.
+
+    ``host_loop_us`` is not a category: the part of ``host_ops_us`` inside
+    Python loops over elements (:func:`hta_report.analysis.host_loops.loops`),
+    the GPU idle such a loop is the cause of (``per-sample-ops``' measure on
+    GPU ranks).
 
     ``late_start_us`` is not a category either: the part of the idle (in
     ``stream_wait_us``) in which an operation launched on an idle GPU had not
@@ -734,6 +743,7 @@ class IdleAttribution:
     host_ops_us: float = 0.0
     unattributed_us: float = 0.0
     sync_lead_us: float = 0.0
+    host_loop_us: float = 0.0
     late_start_us: float = 0.0
     late_starts: int = 0
     gaps: List[GpuGap] = field(default_factory=list)

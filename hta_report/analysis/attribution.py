@@ -16,6 +16,7 @@ from ..model import IDLE_CAUSES, GpuGap, IdleAttribution, OptimizerProfile
 from .. import intervals
 from .cpu_side import DATALOADER_PREFIXES, is_sync
 from .events import RankEvents
+from .host_loops import loops
 from .gap_causes import DRAIN_MIN_US, drained_us, host_work, innermost_names, late_starts, queued_work
 from .optimizer import step_regions, zero_grad_regions
 from .evidence import cause_events
@@ -72,16 +73,45 @@ def host_activity(ev: RankEvents) -> np.ndarray:
     return host_work(ev)
 
 
-def window_edges(ev: RankEvents, wu: np.ndarray) -> np.ndarray:
+def window_edges(ev: RankEvents, wu: np.ndarray, work: Optional[np.ndarray] = None) -> np.ndarray:
     """Without ``ProfilerStep`` annotations, the traced window's host-only
-    edges, a union (µs): from its start to the rank's first GPU operation
-    and from its last one to its end. The profiler started and stopped
-    there; no step of the workload lies between, so that idle is no GPU gap.
-    Empty when the windows are steps (idle at a step's start is the step's)."""
+    edges, a union (µs): from its start to the rank's first GPU operation and
+    from its last one to its end, less ``work`` (a union, µs: the workload's
+    own host work found there). Empty when the windows are steps (idle at a
+    step's start is the step's).
+
+    Why: without steps, the stretches before the first and after the last GPU
+    operation are where the profiler started and stopped (inputs made, the
+    model built, the profiler's own flush), not a GPU gap of the workload;
+    no finding claims them. That holds only where the host does not run the
+    workload there: a Python loop over elements (:func:`loop_spans`) that
+    runs after the last GPU operation (``x.cpu()``, then ``for i in
+    range(len(x)): total += x[i]``) or before the first is the workload's
+    own work, with the GPU idle, and its time belongs to the host's causes
+    (host ops; ``per-sample-ops``), not to the edge. Other ops there stay
+    edge: a one-off op before the first launch (``torch.randn`` of the
+    inputs) or after the last GPU operation cannot be told from the
+    program's setup and teardown; a loop of 16 or more repeated iterations
+    (:data:`~.host_loops.MIN_ITERATIONS`) can."""
     if len(wu) == 0 or ev.gpu.empty or len(analyzed_windows(rebased_steps(ev))):
         return np.empty((0, 2))
     first, last = float(ev.gpu["ts"].min()), float(ev.gpu["end"].max())
-    return np.array([[wu[0, 0], max(wu[0, 0], first)], [min(last, wu[-1, 1]), wu[-1, 1]]])
+    edges = np.array([[wu[0, 0], max(wu[0, 0], first)], [min(last, wu[-1, 1]), wu[-1, 1]]])
+    edges = edges[edges[:, 1] > edges[:, 0]]
+    if work is not None and len(work) and len(edges):
+        edges = intervals.subtract(edges, work)
+    return edges
+
+
+def loop_spans(ev: RankEvents, w: np.ndarray) -> np.ndarray:
+    """The stretches of the Python loops over elements in the windows ``w``
+    (:func:`~.host_loops.loops`: from a loop's first indexing op to the end of
+    its last iteration), a union (µs); empty without loops. The Python
+    between a loop's recorded ops is the loop's too."""
+    found = loops(ev, w) if len(w) else None
+    if found is None or found.empty:
+        return np.empty((0, 2))
+    return intervals.union(found["ts"].to_numpy(dtype=float), found["end"].to_numpy(dtype=float))
 
 
 def drained_syncs(sync: np.ndarray, waits: Optional[pd.DataFrame], drained: np.ndarray) -> np.ndarray:
@@ -202,10 +232,11 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
     q_short = whole_rows(queued[short_q], idle)  # gaps queued from start to end: HTA's kernel wait
     queued = queued[~short_q]  # a short wait after a launch inside a longer gap stays the host's
     drained = drained_us(ev, waits)
+    looped = loop_spans(ev, w)
     regions: Dict[str, np.ndarray] = {
         "unrecorded": unrecorded if unrecorded is not None else np.empty((0, 2)),
         "warmup": _u(warmup),
-        "edge": window_edges(ev, wu),
+        "edge": window_edges(ev, wu, looped),
         "stream_wait": queued,
         "dataloader": _u(cpu[cpu["s_name"].str.startswith(DATALOADER_PREFIXES)]),
         "pageable_copy": gaps_beginning_in(idle, pageable, all_busy),
@@ -215,7 +246,8 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
         "optimizer": (_u(_named(step_regions(ev, None), opt.step_name)) if opt.step_calls and not opt.multi_tensor
                       else np.empty((0, 2))),
         "launch": intervals.intersect(host, short),
-        "host_ops": host,
+        "host_ops": intervals.union(np.concatenate([host[:, 0], looped[:, 0]]),
+                                    np.concatenate([host[:, 1], looped[:, 1]])) if len(looped) else host,
     }
     remaining = idle
     parts: Dict[str, np.ndarray] = {}
@@ -233,6 +265,7 @@ def idle_attribution(ev: RankEvents, w: np.ndarray, opt: OptimizerProfile, block
         remaining = intervals.subtract(remaining, part)
     parts["unattributed"] = remaining
     out.unattributed_us = per_step(intervals.total(remaining), n)
+    out.host_loop_us = per_step(intervals.total(intervals.intersect(parts["host_ops"], looped)), n)
     host_idle = intervals.union(*(np.concatenate([parts[c][:, i] for c in ("launch", "host_ops", "unattributed")])
                                   for i in (0, 1)))
     out.sync_lead_us = per_step(lead_lost_us(host_idle, waits, drained), n)

@@ -131,8 +131,9 @@ OWNERSHIP: Dict[str, Owner] = {
     # the lead a synchronization threw away shows as launch, host-ops or unattributed idle after it
     "idle:launch": Owner("launch-bound", first=("sync-in-step",), rest=_GPU_REST),
     # a CUDA graph (launch-bound's fix) also removes the host's dispatch between the launches it captures
+    # a Python loop over elements running while the GPU idles (per-sample-ops) is a cause inside it
     "idle:host_ops": Owner("host-bound", first=("sync-in-step", "launch-bound", "launch-outliers", _STRAGGLER,
-                                                "non-nccl-backend"), rest=_RESIDUAL),
+                                                "non-nccl-backend", "per-sample-ops"), rest=_RESIDUAL),
     "idle:unattributed": Owner(None, rest=("sync-in-step", "launch-bound") + _GPU_REST),
     # a tensor filled on the CPU is copied by one of these copies; which one, the model does not say
     "copy:pageable": Owner("pageable-memcpy", defer=("cpu-tensor-copied",), rest=(_STRAGGLER,)),

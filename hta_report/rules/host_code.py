@@ -2,11 +2,14 @@
 reference kernels, C33 a model run on the CPU of a machine with a GPU."""
 from __future__ import annotations
 
+from typing import List
+
 from ..model import AnalysisResult, RankResult
 from ..replay_terms import EditLabel
 from .base import (DOCS_TUNING, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step, pct_of_step,
                    per, rule, shares_over, up_to)
 from .config import AdviceConfig
+from .launch import loop_driven
 from .wording import unreplayed
 
 DOCS_EVAL = "https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval"
@@ -17,33 +20,57 @@ MIN_PCT = 5.0
 
 
 def loop_us(r: RankResult) -> float:
-    """Host time per step (µs) in Python loops over elements that read no
-    scalar (those are ``sync-in-step``'s: their fix is the same vectorized read)."""
+    """The time per step (µs) Python loops over elements that read no scalar
+    cost (those are ``sync-in-step``'s: their fix is the same vectorized
+    read): on a rank without GPU activity their host time; on a GPU rank the
+    GPU idle while they run (``IdleAttribution.host_loop_us``, part of the
+    host-ops idle): what vectorizing them gives back; host time the GPU's
+    own work covers is no gain."""
     p = r.patterns
-    return 0.0 if p.loop_reads_per_step > 0 else p.loop_us_per_step
+    if p.loop_reads_per_step > 0:
+        return 0.0
+    return r.idle_attribution.host_loop_us if r.has_gpu else p.loop_us_per_step
+
+
+def _pools(r: RankResult) -> List[str]:
+    return ["idle:host_ops"] if r.has_gpu else ["host:other"]
+
+
+def _launch_owned(r: RankResult, fired: Fired) -> bool:
+    """Whether ``launch-bound`` fired on GPU rank ``r`` naming its loop as where
+    its launches come from (:func:`~.launch.loop_driven`; its fix then is the
+    same vectorized op): one loop, one finding."""
+    return r.has_gpu and loop_driven(r) and "launch-bound" in fired.claimers(r.rank, ["idle:launch"])
 
 
 @rule("per-sample-ops", "C30", "A Python loop over a tensor's elements or samples",
       "proposal; PyTorch performance tuning guide",
       lambda c: f"Python loops over elements (an indexing op every few ops, 16 times or more) > {MIN_PCT:g} % of "
-                "the step on a rank without GPU activity",
+                "the step: their host time on a rank without GPU activity, the GPU idle while they run on a GPU rank",
       DOCS_TUNING,
-      description=("On ranks without GPU activity, a run of host ops in which `x[i]` (`aten::select`, "
-                   "`aten::slice`) comes back every few ops with the same ops between, 16 times or more: a "
-                   "Python loop over a tensor's samples or elements. Each op pays its fixed cost (Python, the "
-                   "dispatcher, the profiler) once per element; one op over the whole tensor pays it once. Loops "
-                   "that call a loss (a model run per sample) are `tiny-batches`', loops of `.item()` "
-                   "`sync-in-step`'s."),
-      fix=("Compute on the whole tensor: `x = (x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + eps)` "
-           "instead of `for i in range(len(x)): x[i] = (x[i] - x[i].mean()) / x[i].std()`."),
+      description=("A run of host ops in which `x[i]` (`aten::select`, `aten::slice`) comes back every few ops "
+                   "with the same ops between, 16 times or more: a Python loop over a tensor's samples or "
+                   "elements. Each op pays its fixed cost (Python, the dispatcher, the profiler) once per "
+                   "element; one op over the whole tensor pays it once. On a rank without GPU activity the "
+                   "loop's host time counts; on a GPU rank the GPU idle while it runs (before the first or "
+                   "after the last GPU operation too: a loop is the workload's, not the profiler's start or "
+                   "stop). Loops that call a loss (a model run per sample) are `tiny-batches`', loops of "
+                   "`.item()` `sync-in-step`'s, loops whose kernel launches make a GPU rank launch-bound "
+                   "`launch-bound`'s (its fix is this one)."),
+      fix=("Compute on the whole tensor: `total = x.sum()` instead of `for i in range(len(x)): total += x[i]`; "
+           "`x = (x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + eps)` instead of "
+           "`for i in range(len(x)): x[i] = (x[i] - x[i].mean()) / x[i].std()`."),
       edit=EditLabel.LOOP_VECTORIZED)
 def per_sample_ops(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
-    """C30: on ranks without GPU activity, host time in Python loops over
-    elements (``CodePatterns.loop_us_per_step``, loops without scalar reads)
-    above :data:`MIN_PCT` of the step; claims it from ``host:other``."""
-    ranks = [r for r in result.ranks if not r.has_gpu and r.steps_used]
+    """C30: Python loops over elements (:func:`loop_us`: host time on ranks
+    without GPU activity, the GPU idle while they run on GPU ranks) above
+    :data:`MIN_PCT` of the step; claims it from ``host:other`` or, on GPU
+    ranks, ``idle:host_ops`` (before host-bound, which owns that pool: the
+    loop is a cause found inside it). A GPU rank where ``launch-bound``
+    names the loop is left to it."""
+    ranks = [r for r in result.ranks if r.steps_used and not _launch_owned(r, fired)]
     if not ranks:
-        return not_checked("no rank without GPU activity (GPU ranks: host-bound and launch-bound judge host work)")
+        return not_checked("no events in the traces")
     val, hits = shares_over(ranks, loop_us, MIN_PCT, strict=True)
     if not hits:
         return fine(f"Python loops over elements {up_to(ranks, val)}")
@@ -51,15 +78,17 @@ def per_sample_ops(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
 
     def line(r: RankResult) -> str:
         p = r.patterns
+        idle = f"; the GPU idles through {ms(r.idle_attribution.host_loop_us)} of it" if r.has_gpu else ""
         return (f"rank {r.rank}: {p.loops_per_step:.1f} Python loops over elements {per(r)}, "
                 f"{p.loop_iterations} iterations or more each, {ms(p.loop_us_per_step)} {per(r)} "
                 f"({pct_of_step(p.loop_us_per_step, r):.1f} % {of_step(r)}), of which arithmetic "
-                f"{ms(p.loop_arithmetic_us_per_step)}: the rest is each op's fixed cost paid per element")
-    fix = ("# one op over the whole tensor instead of one per element:\n"
+                f"{ms(p.loop_arithmetic_us_per_step)}: the rest is each op's fixed cost paid per element{idle}")
+    fix = ("# one op over the whole tensor instead of one per element (on the GPU or the CPU):\n"
+           "total = x.sum()                  # not: for i in range(len(x)): total += x[i]\n"
            "x = (x - x.mean(dim=1, keepdim=True)) / (x.std(dim=1, keepdim=True) + 1e-5)\n"
            "# not: for i in range(len(x)): x[i] = (x[i] - x[i].mean()) / x[i].std()")
     title = f"Vectorize a Python loop over elements: {val[worst.rank]:.0f} % {of_step(worst)}"
-    return claim(fired, hits, ["host:other"], loop_us).verdict(cfg, title, evidence_lines(hits, line), fix)
+    return claim(fired, hits, _pools, loop_us).verdict(cfg, title, evidence_lines(hits, line), fix)
 
 
 def dropout_us(r: RankResult) -> float:
