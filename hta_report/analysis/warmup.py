@@ -235,9 +235,8 @@ def first_library_calls(ev: RankEvents) -> pd.DataFrame:
         for i, row in firsts.iterrows():
             same = host[host["thread"].eq(row["thread"]).to_numpy()
                         & (host["ts"].to_numpy(float) >= row["ts"]) & (host["end"].to_numpy(float) <= row["end"])]
-            own = self_times(same.sort_values(["ts", "end"], ascending=[True, False]))
-            mine = same.sort_values(["ts", "end"], ascending=[True, False]).index.get_loc(i)
-            if own[mine] >= LIBRARY_LOAD_US:
+            same = same.sort_values(["ts", "end"], ascending=[True, False])
+            if self_times(same)[same.index.get_loc(i)] >= LIBRARY_LOAD_US:
                 keep.append(i)
     return cpu.loc[keep] if keep else cpu.iloc[0:0]
 

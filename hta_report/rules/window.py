@@ -10,6 +10,7 @@ with the fix, instead of advice computed from such a window.
 """
 from __future__ import annotations
 
+import statistics
 from typing import List
 
 from ..errors import plural
@@ -70,7 +71,7 @@ def iteration_line(r: RankResult) -> str:
     :data:`SPREAD_RATIO` or more between the same iterations."""
     it = r.iterations
     d = sorted(it.durations_us)
-    median = d[len(d) // 2] if len(d) % 2 else (d[len(d) // 2 - 1] + d[len(d) // 2]) / 2
+    median = statistics.median(d)
     text = (f"rank {r.rank}: the trace holds {it.count} repeated iterations of {it.ops_per_iteration} ops (each "
             f"starting with {it.first_op}), {ms(d[0])} to {ms(d[-1])} each on the host (median {ms(median)})")
     first, rest = it.durations_us[0], it.durations_us[1:]
