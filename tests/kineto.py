@@ -315,6 +315,20 @@ class Sim:
             self.synchronize()
 
 
+def op_loop_trace(host_us: float, kernel_us: float, steps: int = 5, ops: int = 30) -> TraceBuilder:
+    """Per step, ``ops`` host ops of ``host_us`` each launching a ``kernel_us``
+    kernel (6 µs launches): host-bound where ``host_us`` exceeds the kernel."""
+    b = TraceBuilder(rank=0)
+    sim = Sim(b)
+    for s in range(1, steps + 1):
+        t0 = sim.t
+        for _ in range(ops):
+            sim.op("aten::add", [(ELEMENTWISE, kernel_us)], host_us=host_us)
+        sim.idle(10)
+        b.step(s, t0, sim.t - t0)
+    return b
+
+
 def training_trace(rank: Optional[int] = 0, world_size: int = 1, steps: int = 8, *,
                    layers: int = 6, gemm_us: float = 100.0, tensor_cores: bool = True, host_op_us: float = 30.0,
                    dataloader_us: float = 15.0, workers: bool = True,

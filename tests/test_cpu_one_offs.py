@@ -4,9 +4,6 @@ op are warm-up, not steady-state time; a CPU-executed ResNet-18 on Windows
 had 0.6 s of both in a 3.9 s window, reported as 0 % warm-up."""
 from __future__ import annotations
 
-import gzip
-import json
-
 from hta_report.analysis import warmup as warm
 from hta_report.api import analyze
 from hta_report.rules import window
@@ -32,11 +29,8 @@ def _run(tmp_path, name: str, fills: int, first_conv_us: float, forwards: int = 
         t += stem + 5.0
         b.cpu_op("aten::conv2d", t, 1000.0, dims=BLOCK)
         t += 1005.0
-    path = tmp_path / name / "rank-0.json.gz"
-    path.parent.mkdir(parents=True)
-    with gzip.open(path, "wt") as f:
-        json.dump(b.document(), f)
-    return analyze(path.parent)
+    (tmp_path / name).mkdir()
+    return analyze(b.write(tmp_path / name / "rank-0.json.gz").parent)
 
 
 def test_model_construction_and_a_cold_first_call_are_warm_up(tmp_path):

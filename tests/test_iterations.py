@@ -3,9 +3,6 @@ gathering): ten forwards of one ResNet-18 on a container took 0.77 to 2.58 s
 and the report said only that steps were missing."""
 from __future__ import annotations
 
-import gzip
-import json
-
 import numpy as np
 
 from hta_report.analysis.iterations import MIN_ITERATIONS, _anchor
@@ -34,11 +31,8 @@ def _trace(tmp_path, name: str, scales, steps: bool = False):
             t += 1000.0 * k + 1.0
         if steps:
             b.step(i + 1, start, t - start)
-    path = tmp_path / name / "rank-0.json.gz"
-    path.parent.mkdir(parents=True)
-    with gzip.open(path, "wt") as f:
-        json.dump(b.document(), f)
-    return analyze(path.parent)
+    (tmp_path / name).mkdir()
+    return analyze(b.write(tmp_path / name / "rank-0.json.gz").parent)
 
 
 def test_repeated_forwards_without_steps_are_read_as_iterations(tmp_path):

@@ -9,13 +9,13 @@ from hta_report.analysis.events import RankEvents
 from hta_report.analysis.regions import host_windows
 from hta_report.analysis.replay import replay
 from hta_report.analysis.replay.edits import EDITS, NO_PROFILER_EVENT_US, Edit, edit_no_profiler, fixes
-from hta_report.analysis.replay.graph import E_HOST, build_graph
+from hta_report.analysis.replay.graph import E_HOST
 from hta_report.analysis.replay.run import rank_graph
 from hta_report.load import load_traces
 from hta_report.model import Replay
 from hta_report.render.replay_notes import replay_note
 from hta_report.replay_terms import EditLabel, NoteCode
-from kineto import ELEMENTWISE, TID, Sim, TraceBuilder
+from kineto import op_loop_trace, ELEMENTWISE, TID, Sim, TraceBuilder
 
 C_MID = NO_PROFILER_EVENT_US[1]
 
@@ -33,24 +33,11 @@ def _cost(r: Replay) -> dict:
     return note.values
 
 
-def _op_loop(host_us: float, kernel_us: float, steps: int = 5, ops: int = 30) -> TraceBuilder:
-    """Per step, ``ops`` host ops of ``host_us`` each launching a ``kernel_us`` kernel (6 µs launches)."""
-    b = TraceBuilder(rank=0)
-    sim = Sim(b)
-    for s in range(1, steps + 1):
-        t0 = sim.t
-        for _ in range(ops):
-            sim.op("aten::add", [(ELEMENTWISE, kernel_us)], host_us=host_us)
-        sim.idle(10)
-        b.step(s, t0, sim.t - t0)
-    return b
-
-
 def test_a_host_bound_step_loses_the_cost_of_each_recorded_event(tmp_path):
     """30 ops a step, each an op and a launch recorded (20 µs of host each, 5 µs kernels): the
     host's step loses 3 µs per recorded event, the GPU never binds; the interval spans 2-6 µs
     an event and ends at the measured step."""
-    r = replay(*(lambda ev: (ev, host_windows(ev)))(_events(tmp_path, _op_loop(20, 5), "host")))
+    r = replay(*(lambda ev: (ev, host_windows(ev)))(_events(tmp_path, op_loop_trace(20, 5), "host")))
     v = _cost(r)
     assert v["noprof_us"] == pytest.approx(v["step_us"] - C_MID * v["events"], rel=0.03)
     assert v["noprof_low_us"] <= v["step_us"] - NO_PROFILER_EVENT_US[0] * v["events"]
@@ -61,7 +48,7 @@ def test_a_host_bound_step_loses_the_cost_of_each_recorded_event(tmp_path):
 def test_the_step_without_the_profiler_is_never_shorter_than_the_gpu_work(tmp_path):
     """Each op's kernel runs 24 µs against 26 µs of profiled host time: host-bound with the
     profiler, GPU-bound without it (20 µs of host): the prediction stops at the GPU's step."""
-    r = replay(*(lambda ev: (ev, host_windows(ev)))(_events(tmp_path, _op_loop(20, 24), "gpu")))
+    r = replay(*(lambda ev: (ev, host_windows(ev)))(_events(tmp_path, op_loop_trace(20, 24), "gpu")))
     v = _cost(r)
     gpu_us = 30 * 24
     assert v["step_us"] - C_MID * v["events"] < gpu_us * 0.97  # the host alone would be faster than the GPU
@@ -136,7 +123,7 @@ def test_the_profiler_removed_is_no_fix_and_no_what_if(tmp_path):
     what-ifs never hold it, alone or combined."""
     assert EditLabel.NO_PROFILER in EDITS and EditLabel.NO_PROFILER not in fixes()
     assert not EDITS[EditLabel.NO_PROFILER].fix and all(EDITS[x].fix for x in fixes())
-    ev = _events(tmp_path, _op_loop(20, 5), "loop")
+    ev = _events(tmp_path, op_loop_trace(20, 5), "loop")
     r = replay(ev, host_windows(ev))
     assert r.whatifs and _cost(r)["noprof_us"] > 0
     assert not [w for w in r.whatifs if EditLabel.NO_PROFILER in w.edit or "profiler's own" in w.description]

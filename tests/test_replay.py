@@ -12,7 +12,7 @@ from hta_report.analysis import rank as rank_steps
 from hta_report.api import analyze
 from hta_report.analysis.events import RankEvents
 from hta_report.analysis.regions import host_windows
-from hta_report.analysis.replay import EDITS, replay, schedule
+from hta_report.analysis.replay import replay, schedule
 from hta_report.analysis.replay.edits import fixes
 from hta_report.analysis.replay.graph import build_graph
 from hta_report.load import load_traces
@@ -20,7 +20,7 @@ from hta_report.model import ALL_EDITS, REPLAY_STEP, AnalysisResult, RankResult,
 from hta_report.model_check import check_result
 from hta_report.render.replay_notes import replay_note
 from hta_report.replay_terms import EditLabel, NoteCode
-from kineto import ELEMENTWISE, FP32_GEMM, TC_GEMM, Sim, TraceBuilder, training_trace
+from kineto import op_loop_trace, ELEMENTWISE, FP32_GEMM, TC_GEMM, Sim, TraceBuilder, training_trace
 
 
 def _events(tmp_path, b: TraceBuilder, name: str = "t") -> RankEvents:
@@ -629,23 +629,10 @@ def test_an_edit_that_shortens_queued_work_never_predicts_a_slower_step(tmp_path
         [(w.edit, w.step_us_before, w.step_us_after) for w in r.whatifs if w.step_us_after > w.step_us_before]
 
 
-def _op_loop(host_us: float, kernel_us: float, steps: int = 5, ops: int = 30) -> TraceBuilder:
-    """Per step, ``ops`` host ops of ``host_us`` each launching a ``kernel_us`` kernel."""
-    b = TraceBuilder(rank=0)
-    sim = Sim(b)
-    for s in range(1, steps + 1):
-        t0 = sim.t
-        for _ in range(ops):
-            sim.op("aten::add", [(ELEMENTWISE, kernel_us)], host_us=host_us)
-        sim.idle(10)
-        b.step(s, t0, sim.t - t0)
-    return b
-
-
 def test_profiler_cost_noted_on_a_host_bound_rank_only(tmp_path):
     from hta_report.analysis.replay.run import PROFILER_EVENT_US
     # host-bound: 20 µs ops, each an op and a launch recorded: at 3-6 µs an event, 30-60 % of the step
-    r = _replay(tmp_path, _op_loop(host_us=20, kernel_us=5), "host")
+    r = _replay(tmp_path, op_loop_trace(host_us=20, kernel_us=5), "host")
     cost = [n for n in r.notes if n.code == NoteCode.PROFILER_COST]
     assert len(cost) == 1
     v = cost[0].values
@@ -653,10 +640,10 @@ def test_profiler_cost_noted_on_a_host_bound_rank_only(tmp_path):
     assert v["high_us"] <= v["step_us"] and v["host_share_pct"] >= 50
     assert "the profiler's own cost" in replay_note(r) and "the what-ifs are the profiled run's" in replay_note(r)
     # GPU-bound (each kernel 200 µs behind a 20 µs op): the host's cost does not make the step
-    r = _replay(tmp_path, _op_loop(host_us=20, kernel_us=200), "gpu")
+    r = _replay(tmp_path, op_loop_trace(host_us=20, kernel_us=200), "gpu")
     assert not [n for n in r.notes if n.code == NoteCode.PROFILER_COST]
     # host-bound but few events for their time (2 ms ops): under the note's 10 %
-    r = _replay(tmp_path, _op_loop(host_us=2000, kernel_us=5), "slow-ops")
+    r = _replay(tmp_path, op_loop_trace(host_us=2000, kernel_us=5), "slow-ops")
     assert not [n for n in r.notes if n.code == NoteCode.PROFILER_COST]
 
 
