@@ -1,4 +1,5 @@
 import json
+import re
 
 import numpy as np
 import pytest
@@ -114,3 +115,13 @@ def test_name_tests_and_strings_equal_the_per_row_strings(categorical):
         assert got.dtype == bool and got.tolist() == per_row(plain).tolist()
     assert events.name_strings(names).tolist() == plain.tolist()
     assert events.name_strings(names.iloc[:0]).tolist() == []
+    # name_test / name_search: the predicate once per distinct name, the row-by-row answer
+    for pattern in (r"^aten::", r"HtoD|Loader", r"nan", r"^$"):
+        want = plain.str.contains(pattern, regex=True).tolist()
+        assert events.name_search(names, pattern).tolist() == want
+        assert events.name_search(names, re.compile(pattern)).tolist() == want
+    calls = []
+    got = events.name_test(names, lambda s: calls.append(s) or len(s) > 8)
+    assert got.dtype == bool and got.tolist() == [isinstance(s, str) and len(s) > 8 for s in plain]
+    assert len(calls) == len(set(calls)) <= len(symbols)  # once per distinct name, never for a row without one
+    assert events.name_test(names.iloc[:0], bool).tolist() == []

@@ -43,7 +43,7 @@ import pandas as pd
 
 from ..model import CollectiveKind
 from .. import intervals
-from .events import COMMUNICATION, COMPUTATION, RankEvents
+from .events import COMMUNICATION, COMPUTATION, RankEvents, name_search
 from .host_ops import BACKWARD_MARKERS
 from .transfers import collective_stalls
 
@@ -113,7 +113,7 @@ def _kinds(ev: RankEvents, comm: pd.DataFrame) -> np.ndarray:
     # 2.19+'s generic kernel names none); the kernel's own name where no host op is found
     ops_of = np.array([operation(o) or operation(n) for o, n in zip(_launch_ops(ev, comm),
                                                                     comm["s_name"].astype(str))], dtype=object)
-    ep = comm["s_name"].astype(str).str.contains(EP_KERNEL).to_numpy()
+    ep = name_search(comm["s_name"], EP_KERNEL)
     ops_of[ep] = "all_to_all"
     launched = _launch_times(ev, comm)
     backward_at = _backward_starts(ev)
@@ -164,7 +164,7 @@ def _launch_ops(ev: RankEvents, comm: pd.DataFrame, lookback: int = 8) -> List[s
     j = np.clip(np.searchsorted(corr[order], k_corr), 0, max(len(order) - 1, 0))
     found = (len(order) > 0) & (corr[order][j] == k_corr) if len(order) else np.zeros(len(comm), dtype=bool)
     holders = cpu[cpu["s_cat"].isin(("cpu_op", "user_annotation"))
-                  & cpu["s_name"].astype(str).str.contains(r"nccl:|c10d::|record_param_comms|gloo:|rccl", regex=True)]
+                  & name_search(cpu["s_name"], r"nccl:|c10d::|record_param_comms|gloo:|rccl")]
     by_thread = {int(t): (g["ts"].to_numpy(float), g["end"].to_numpy(float), g["s_name"].astype(str).to_numpy())
                  for t, g in holders.sort_values("ts").groupby("thread", sort=False)}
     out: List[str] = []
@@ -202,7 +202,7 @@ def _backward_starts(ev: RankEvents) -> np.ndarray:
     but the optimizer's annotations), sorted."""
     cpu = ev.cpu
     pattern = "|".join(m for m in BACKWARD_MARKERS if "Optimizer" not in m)
-    rows = cpu[cpu["s_name"].astype(str).str.contains(pattern, regex=True)]
+    rows = cpu[name_search(cpu["s_name"], pattern)]
     return np.sort(rows["ts"].to_numpy(float))
 
 

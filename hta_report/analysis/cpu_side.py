@@ -10,7 +10,7 @@ import pandas as pd
 from ..model import CpuSide, NamedTime
 from .. import intervals
 from ..load.compat import LAUNCH_CALL
-from .events import LAUNCH_CATEGORIES, RankEvents, is_step
+from .events import LAUNCH_CATEGORIES, RankEvents, is_step, name_search
 from .kernels import input_dims
 from .steps import analyzed_windows, step_windows
 
@@ -28,7 +28,7 @@ def launches_gpu_work(calls: pd.DataFrame) -> bool:
     """Whether any of the runtime and driver ``calls`` (rows with ``s_name``)
     puts work on the GPU: a kernel launch, copy or set
     (:data:`~hta_report.load.compat.LAUNCH_CALL`, CUDA and HIP)."""
-    return bool(calls["s_name"].astype(str).str.contains(LAUNCH_CALL).any())
+    return bool(name_search(calls["s_name"], LAUNCH_CALL).any())
 
 
 def is_sync(cpu: pd.DataFrame) -> np.ndarray:

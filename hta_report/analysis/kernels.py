@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import NamedTime, TensorCoreUse
-from .events import RankEvents, is_step, runtime_calls, shared
+from .events import RankEvents, is_step, name_test, runtime_calls, shared
 from .launch_calls import KERNEL_LAUNCH_APIS
 from .precision import lower_precision, matrix_dtypes
 from .. import intervals
@@ -251,9 +251,9 @@ def tf32_kernels(eligible: pd.DataFrame, is_tc: pd.Series, amd: bool = False) ->
     (``amd``): ROCm's kernel names show no TF32 marker."""
     if eligible.empty or amd:
         return pd.Series(False, index=eligible.index, dtype=bool)
-    names = eligible["s_name"].astype(str)
-    low = names.map(lower_precision).astype(bool)
-    return (names.str.contains(TF32_KERNEL) & is_tc.fillna(False).astype(bool) & ~low).astype(bool)
+    names = eligible["s_name"]
+    tf32 = name_test(names, lambda s: TF32_KERNEL.search(s) is not None and not lower_precision(s))
+    return pd.Series(tf32, index=eligible.index, dtype=bool) & is_tc.fillna(False).astype(bool)
 
 
 def tf32_matmuls(ev: RankEvents) -> pd.DataFrame:
@@ -317,7 +317,7 @@ def _low_precision(eligible: pd.DataFrame, is_tc: pd.Series) -> pd.Series:
     nothing there: the lever is the kernel or solver, not the dtype."""
     if eligible.empty:
         return pd.Series([], dtype=bool)
-    low = eligible["s_name"].astype(str).map(lower_precision).astype(bool)
+    low = pd.Series(name_test(eligible["s_name"], lower_precision), index=eligible.index, dtype=bool)
     return low & ~is_tc.fillna(False).astype(bool)
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 from .. import intervals
 from ..model import OccupancySummary, SmallKernel
 from .collectives import EP_KERNEL
-from .events import COMPUTATION, RankEvents
+from .events import COMPUTATION, RankEvents, name_search
 from .regions import in_windows, per_step
 from .tensorboard import kernel_args, sm_efficiency
 
@@ -63,7 +63,7 @@ def occupancy(ev: RankEvents, w: np.ndarray) -> OccupancySummary:
     out = OccupancySummary()
     gpu = ev.gpu
     kernels = gpu[gpu["s_cat"].eq("kernel") & gpu["kernel_type"].eq(COMPUTATION)
-                  & ~gpu["s_name"].astype(str).str.contains(EP_KERNEL).to_numpy()]  # few blocks by design
+                  & ~name_search(gpu["s_name"], EP_KERNEL)]  # few blocks by design
     if kernels.empty:
         out.missing_reason = "no compute kernels in the trace"
         return out

@@ -41,6 +41,20 @@ def _shape_text(value: object) -> str:
     return "" if text in ("", "[]", "nan", "None", "-1") else text[:MAX_SHAPE_CHARS]
 
 
+def _shape_texts(values: np.ndarray) -> List[str]:
+    """:func:`_shape_text` of each value; one text per distinct object (the
+    reader shares one list object among the events that recorded the same
+    ``Input Dims``, so a column of ~10⁵ values holds ~10³ objects)."""
+    memo: dict = {}
+    out = []
+    for v in values:
+        text = memo.get(id(v))
+        if text is None:
+            text = memo[id(v)] = _shape_text(v)
+        out.append(text)
+    return out
+
+
 def _pick(durations: np.ndarray, cap: int) -> List[float]:
     """At most ``cap`` of ``durations`` (time order kept): all of them, or
     instance ``round(i × (n − 1) / (cap − 1))`` for i in 0…cap−1, rounded to
@@ -56,12 +70,16 @@ def _items(kind: str, frame: pd.DataFrame, top: int, cap: int) -> List[InstanceS
     if frame.empty:
         return []
     frame = frame.sort_values("ts", kind="stable")
-    totals = frame.groupby("key", sort=False)["d"].sum().sort_values(ascending=False, kind="stable").head(top)
+    groups = frame.groupby("key", sort=False)
+    totals = groups["d"].sum().sort_values(ascending=False, kind="stable").head(top)
+    rows_of = groups.indices  # key -> positions, in time order
+    d_all = frame["d"].to_numpy(dtype=float)
+    names, shapes = frame["name"].to_numpy(), frame["shape"].to_numpy()
     out = []
     for key in totals.index:
-        rows = frame[frame["key"] == key]
-        d = rows["d"].to_numpy(dtype=float)
-        out.append(InstanceSample(kind=kind, name=str(rows["name"].iloc[0]), shape=str(rows["shape"].iloc[0]),
+        rows = rows_of[key]
+        d = d_all[rows]
+        out.append(InstanceSample(kind=kind, name=str(names[rows[0]]), shape=str(shapes[rows[0]]),
                                   count=int(len(d)), total_us=round(float(d.sum()), 3), durations_us=_pick(d, cap)))
     return out
 
@@ -102,7 +120,7 @@ def instance_samples(ev: RankEvents, top: int = SAMPLE_ITEMS, cap: int = SAMPLES
     if len(ops):
         self_t = self_times(ops[["ts", "end", "dur", "thread"]])
         names = ops["s_name"].astype(str).to_numpy()
-        shapes = ([_shape_text(v) for v in ops["input_dims"].to_numpy()] if "input_dims" in ops.columns
+        shapes = (_shape_texts(ops["input_dims"].to_numpy()) if "input_dims" in ops.columns
                   else [""] * len(ops))
         keys = [f"{n}\x00{s}" for n, s in zip(names, shapes)]
         items += _items("cpu_op", pd.DataFrame({"key": keys, "name": names, "shape": shapes,

@@ -41,7 +41,7 @@ from ...replay_terms import EditLabel
 from ..collectives import collective_kinds, kinds_of
 from ..copies import MEMCPY_APIS, htod_from
 from ..cpu_side import DATALOADER_PREFIXES, is_sync
-from ..events import RankEvents, is_step
+from ..events import RankEvents, is_step, name_search
 from ..host_loops import loops
 from ..host_ops import (BN_STATS_KERNEL, METADATA_OPS, active_dropout, arithmetic_us, batched_us, bn_training_kernels,
                        call_overhead_us, has_backward, slow_cpu_ops, step_thread_ops)
@@ -817,7 +817,7 @@ def edit_eval_mode(ev: RankEvents, g: Graph, e: Edit) -> None:
     bn = _per_graph(ev, g, "bn training kernels", lambda: bn_training_kernels(ev, np.empty((0, 2))))
     if len(bn):
         nodes, at = gpu_nodes(g, bn)
-        stats = bn["s_name"].astype(str).str.contains(BN_STATS_KERNEL).to_numpy(dtype=bool)[at]
+        stats = name_search(bn["s_name"], BN_STATS_KERNEL)[at]
         e.dur[nodes] = e.dur[nodes] * np.where(stats, 0.0, e.pick(BN_INFERENCE_KEPT))
 
 
