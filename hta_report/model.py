@@ -579,6 +579,9 @@ class CpuSide:
     * synchronization: ``cudaStreamSynchronize``, ``cudaDeviceSynchronize``,
       ``cudaEventSynchronize``, ``aten::item``, ``aten::_local_scalar_dense``;
     * ``top_ops``: CPU ops by self time over the whole analyzed window;
+    * ``host_random_us``: self time (µs, the whole analyzed window) of the
+      random-draw ops (``aten::normal_``, ``randn``...) that launched no GPU
+      work: tensors drawn on the CPU;
     * ``DataParallel.forward`` annotations (``torch.nn.DataParallel``): calls
       and host time (µs) per step;
     * forward passes: ``loss_calls_per_step``, calls of the loss op ``loss_op``
@@ -601,6 +604,7 @@ class CpuSide:
     sync_pct: float = 0.0
     sync_events: List[NamedTime] = field(default_factory=list)
     top_ops: List[NamedTime] = field(default_factory=list)
+    host_random_us: float = 0.0
     data_parallel_calls_per_step: float = 0.0
     data_parallel_us_per_step: float = 0.0
     loss_calls_per_step: float = 0.0
@@ -1837,6 +1841,9 @@ class RankGain:
 
 #: Severities in order (``Finding.severity``): the higher, the more the fix is expected to save.
 SEVERITY_RANK = {"low": 1, "medium": 2, "high": 3}
+#: A finding whose fix is expected to save less than this (% of the step) is not in the report's
+#: headline list ("below 1 % of the step or without a gain"), and ranks after the window finding.
+LISTED_MIN_GAIN_PCT = 1.0
 
 
 @dataclass(slots=True)

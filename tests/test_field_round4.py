@@ -104,6 +104,29 @@ def test_host_bound_on_cpu_random_tensors_says_to_draw_them_on_the_gpu(tmp_path)
     assert 'device="cuda"' in f.fix and "aten::normal_" in f.fix
 
 
+def test_random_draws_that_launch_a_kernel_are_not_called_cpu_draws(tmp_path):
+    """The same host time in aten::normal_, but the op launches its kernel (the
+    tensor is drawn on the GPU, as on an MI350X run where the fix told the user
+    to draw on the GPU): the host-bound fix must not name CPU random draws."""
+    b = TraceBuilder(rank=0, gpu_name="Tesla T4", compute_major=7)
+    sim = Sim(b)
+    for s in range(1, 7):
+        start = sim.t
+        with sim.region("aten::randn"):
+            sim.op("aten::normal_", [("void at::native::(anonymous namespace)::distribution_elementwise_grid_"
+                                      "stride_kernel<float, 4>(int, at::PhiloxCudaState)", 20.0)], host_us=3000.0)
+        sim.op("aten::mm", [(FP32_GEMM, 1000.0)], host_us=10.0)
+        sim.idle(20.0)
+        b.step(s, start, sim.t - start)
+    path = tmp_path / "run" / "rank-0.json"
+    path.parent.mkdir(parents=True)
+    b.write(path)
+    r = analyze(path.parent)
+    assert r.ranks[0].cpu.host_random_us == 0.0
+    f = next(f for f in r.findings if f.id == "host-bound")
+    assert 'device="cuda"' not in f.fix and "draws random tensors" not in f.fix
+
+
 def _small_grid_run(tmp_path, beside: bool):
     """Per step a 400 µs GEMM with 0.5 blocks per SM on stream 7; with
     ``beside``, another stream's kernel runs over the whole of it."""

@@ -274,3 +274,16 @@ def test_the_few_steps_line_counts_the_steps_recorded(tmp_path):
     r = _cpu_run(tmp_path, "few", [("aten::mm", 500.0, [])], steps=3)
     line = next(x for x in problems(r, AdviceConfig()) if "analyzed step" in x)
     assert "only 1 analyzed step (recorded 3; the first is warm-up and the last is dropped" in line
+
+
+def test_the_few_steps_line_names_only_the_steps_left_out(tmp_path):
+    """Two ProfilerSteps recorded: HTA's load leaves the last out and the one
+    left is analyzed, not taken as warm-up: the line must not say "the first is
+    warm-up" (it did on a 2-step MI350X run whose one analyzed step was its first)."""
+    from hta_report.rules.config import AdviceConfig
+    from hta_report.rules.window import problems
+    r = _cpu_run(tmp_path, "two", [("aten::mm", 500.0, [])], steps=2)
+    assert r.ranks[0].steps_used == 1 and not r.ranks[0].steps.warmup_excluded
+    line = next(x for x in problems(r, AdviceConfig()) if "analyzed step" in x)
+    assert "only 1 analyzed step (recorded 2; the last is dropped, as HTA does)" in line
+    assert "warm-up" not in line

@@ -1,6 +1,7 @@
 """CPU-side metrics: DataLoader time, host-device synchronization, top CPU ops."""
 from __future__ import annotations
 
+import re
 from array import array
 from typing import Dict, List, Optional, Tuple
 
@@ -224,6 +225,37 @@ def _named(rows: pd.DataFrame, self_col: Optional[np.ndarray] = None, limit: int
                       category=cats.get(str(n), "")) for n, r in g.iterrows()]
 
 
+#: Host ops that draw random tensors (or fill new ones): on the CPU where they launch no GPU work
+#: (``torch.randn(shape).to("cuda")``: ``aten::normal_`` runs on the host), on the GPU where they do.
+RANDOM_OPS = re.compile(r"^aten::(normal_|uniform_|random_|randn|rand|randint|randperm|bernoulli_|"
+                        r"exponential_|geometric_|cauchy_|log_normal_)$")
+
+
+def host_random_self_us(ops: pd.DataFrame, self_t: np.ndarray) -> float:
+    """Self time (µs, summed) of the random-draw ops among ``ops`` (rows with
+    ``ts``, ``end``, ``thread``, ``s_name``, ``s_cat``; ``self_t`` their self
+    times) that launched no GPU work: no kernel launch, copy or set call
+    (:data:`~hta_report.load.compat.LAUNCH_CALL`) of ``ops`` on their thread
+    inside them. Those drew on the CPU; a draw on the GPU (``device="cuda"``)
+    launches its kernel from inside the op."""
+    random = name_search(ops["s_name"], RANDOM_OPS) & (ops["s_cat"] == "cpu_op").to_numpy()
+    if not random.any():
+        return 0.0
+    launch = (ops["s_cat"].isin(LAUNCH_CATEGORIES).to_numpy() & name_search(ops["s_name"], LAUNCH_CALL))
+    on_cpu = random.copy()
+    thr = ops["thread"].to_numpy()
+    ts, end = ops["ts"].to_numpy(dtype=float), ops["end"].to_numpy(dtype=float)
+    for t in np.unique(thr[random]):
+        at = np.sort(ts[launch & (thr == t)])
+        rows = np.flatnonzero(random & (thr == t))
+        first = np.searchsorted(at, ts[rows], side="left")  # the first launch at or after the op's start
+        found = first < len(at)
+        inside = np.zeros(len(rows), dtype=bool)
+        inside[found] = at[first[found]] <= end[rows][found]
+        on_cpu[rows] = ~inside
+    return float(np.asarray(self_t, dtype=float)[on_cpu].sum())
+
+
 def cpu_side(ev: RankEvents, top: int = 15) -> CpuSide:
     """DataLoader share of step time, synchronization per step and top CPU ops
     by self time for one rank. Per-step figures average the analyzed steps
@@ -269,6 +301,7 @@ def cpu_side(ev: RankEvents, top: int = 15) -> CpuSide:
         sync_pct=100 * sync_per_step / step_us if step_us else 0.0,
         sync_events=_named(sync),
         top_ops=_named(ops.loc[is_op, ["s_name", "dur", "s_cat"]], self_t[is_op], limit=top),
+        host_random_us=host_random_self_us(ops, self_t),
         loss_calls_per_step=loss_calls,
         backward_passes_per_step=backwards,
         loss_batch=batch,

@@ -11,7 +11,7 @@ loads its module (``CUDA_MODULE_LOADING=LAZY``). Times are µs.
 from __future__ import annotations
 
 import re
-from typing import List
+from typing import Iterator, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -19,7 +19,7 @@ import pandas as pd
 from ..model import NamedTime, Warmup
 from .. import intervals
 from .cpu_side import launches_gpu_work, self_times
-from .events import LAUNCH_CATEGORIES, RankEvents
+from .events import LAUNCH_CATEGORIES, RankEvents, is_step
 from .launch import KERNEL_LAUNCH_APIS
 from .regions import per_step
 from .workload import capture_rows, tuning_rows
@@ -56,7 +56,7 @@ def warmup_calls(ev: RankEvents) -> pd.DataFrame:
     a graph is captured once, then replayed) and one-off tuning (cuDNN/MIOpen
     benchmark syncs, Triton compiles: :func:`~hta_report.analysis.workload.tuning_rows`)."""
     once = [x for x in (capture_rows(ev), tuning_rows(ev), cpu_one_offs(ev), first_library_calls(ev),
-                        profiler_overhead(ev)) if len(x)]
+                        cold_first_host_calls(ev), profiler_overhead(ev)) if len(x)]
     calls = _setup_and_first_launches(ev)
     if not once:
         return calls
@@ -163,11 +163,14 @@ def _outermost(ops: pd.DataFrame) -> np.ndarray:
     return ops["ts"].to_numpy(float) >= held_until
 
 
-def _cold_first_calls(ops: pd.DataFrame) -> pd.DataFrame:
-    """First calls :data:`COLD_RATIO` times their op's later median or more, as rows covering the excess."""
+def _cold_first_calls(ops: pd.DataFrame, length: Optional[np.ndarray] = None, outermost: bool = True) -> pd.DataFrame:
+    """First calls :data:`COLD_RATIO` times their op's later median or more, as
+    rows covering the excess; by ``length`` (µs per row of ``ops``; their
+    ``dur`` where None), keeping only the outermost of nested ones where
+    ``outermost`` (a duration holds its children's)."""
     dims = ops["input_dims"].map(str) if "input_dims" in ops.columns else pd.Series("", index=ops.index)
     key = ops["s_name"].astype(str) + "|" + dims.astype(str)
-    dur = ops["dur"].to_numpy(float)
+    dur = ops["dur"].to_numpy(float) if length is None else np.asarray(length, dtype=float)
     pos = pd.Series(np.arange(len(ops)), index=ops.index)
     cold = []
     for _, at in pos.groupby(key.to_numpy(), sort=False):
@@ -182,6 +185,8 @@ def _cold_first_calls(ops: pd.DataFrame) -> pd.DataFrame:
     at = np.array([i for i, _ in cold])
     excess = np.array([x for _, x in cold])
     full = ops.iloc[at]
+    if not outermost:
+        return full.assign(dur=excess, end=full["ts"].to_numpy(float) + excess)
     keep = np.zeros(len(full), dtype=bool)
     for thread in pd.unique(full["thread"]):
         mine = np.flatnonzero(full["thread"].to_numpy() == thread)
@@ -239,6 +244,42 @@ def first_library_calls(ev: RankEvents) -> pd.DataFrame:
             if self_times(same)[same.index.get_loc(i)] >= LIBRARY_LOAD_US:
                 keep.append(i)
     return cpu.loc[keep] if keep else cpu.iloc[0:0]
+
+
+def cold_first_host_calls(ev: RankEvents) -> pd.DataFrame:
+    """On a rank with GPU work, the cold first calls of host ops by their own
+    host time: an op called :data:`COLD_MIN_CALLS` times or more on a thread
+    with the same recorded ``Input Dims`` whose first call's own time (its
+    duration less its nested events', runtime calls included:
+    :func:`~.cpu_side.self_times`, so a wait inside a synchronizing call does
+    not count) is :data:`COLD_RATIO` times the median of the later calls' or
+    more, by :data:`WARMUP_CALL_US` or more. Rows of ``ev.cpu`` starting at the
+    call and covering that excess. The first ``aten::mul_`` of an optimizer
+    step spending 1.94 ms before its 18 µs launch, where the later ones take
+    20 µs (an A100, eighth gathering): a one-off no fix of the step removes."""
+    if not ev.has_gpu:
+        return ev.cpu.iloc[0:0]
+    cpu = ev.cpu
+    host = cpu[cpu["s_cat"].isin(("cpu_op", "user_annotation") + tuple(LAUNCH_CATEGORIES))
+               & ~is_step(cpu["s_name"])]
+    if host.empty:
+        return host
+    own = self_times(host)
+    is_op = host["s_cat"].eq("cpu_op").to_numpy()
+    ops, own = host[is_op], own[is_op]
+    order = np.lexsort((-ops["end"].to_numpy(float), ops["ts"].to_numpy(float)))
+    found = [_cold_first_calls(t_ops, own_t, outermost=False)
+             for t_ops, own_t in _by_thread(ops.iloc[order], own[order])]
+    found = [f for f in found if len(f)]
+    return pd.concat(found).sort_values("ts") if found else cpu.iloc[0:0]
+
+
+def _by_thread(ops: pd.DataFrame, values: np.ndarray) -> Iterator[Tuple[pd.DataFrame, np.ndarray]]:
+    """``(rows, values)`` of ``ops`` per thread, in their order."""
+    thread = ops["thread"].to_numpy()
+    for t in pd.unique(thread):
+        mine = thread == t
+        yield ops[mine], values[mine]
 
 
 def profiler_overhead(ev: RankEvents) -> pd.DataFrame:

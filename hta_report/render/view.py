@@ -29,7 +29,7 @@ from ..escape import is_image_data_uri, md_cell, md_code, md_code_block, md_html
 from ..model import (ATTRIBUTION_STEP, CHECK_STATUSES, IDLE_CAUSE_LABELS, MEMORY_STEP, OCCUPANCY_STEP, SPAN_STEP,
                      STEP_BREAKDOWN_STEP, TEMPORAL_STEP, TENSORBOARD_STEP, WINDOWS_STEP, AnalysisResult, Finding, GateResult,
                      NamedTime, RankResult, SourceLocation, WhatIf, is_doc_url, is_source_url)
-from ..model import NOT_RUN, saves
+from ..model import LISTED_MIN_GAIN_PCT, NOT_RUN, saves
 from ..names import short_names
 from . import fmt
 from .replay_notes import replay_note, replay_note_parts
@@ -38,7 +38,7 @@ from .replay_notes import replay_note, replay_note_parts
 NOT_COMPUTED = "not computed"
 
 #: Findings below this % of the step are not in the headline's top list.
-TOP_MIN_GAIN_PCT = 1.0
+TOP_MIN_GAIN_PCT = LISTED_MIN_GAIN_PCT
 
 #: Idle causes below this share of the window (%) are not named in the headline.
 HEADLINE_MIN_CAUSE_PCT = 0.5

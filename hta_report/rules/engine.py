@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple, Union
 
-from ..model import ATTRIBUTION_STEP, SEVERITY_RANK, AnalysisResult, Finding, RuleCheck, WhatIf
+from ..model import ATTRIBUTION_STEP, LISTED_MIN_GAIN_PCT, SEVERITY_RANK, AnalysisResult, Finding, RuleCheck, WhatIf
 from . import config as _config
 from .base import (COVERED, DISABLED, FIRED, NOT_CHECKED, REGISTRY, WINDOW, Rule, Verdict, cite, complete,
                    expected_pct, follow_prediction, predicted, severity, together, trusted)
@@ -30,6 +30,9 @@ INFRASTRUCTURE = frozenset({"base", "claims", "config", "engine", "wording"})
 #: even where the prediction's interval reaches the step (issue 50: "a finding predicted to save
 #: >= 10 % of the step is never low"); below it, a prediction the noise may hide rates it low.
 NEVER_LOW_PCT = 10.0
+#: The window rule (:mod:`.window`): what the trace cannot show, which leads the findings whose
+#: fixes are expected to save under LISTED_MIN_GAIN_PCT of the step.
+WINDOW_RULE = "trace-window"
 
 
 def _import_rule_modules() -> List[str]:
@@ -139,8 +142,11 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
         checks.append(RuleCheck(id=r.id, rule=r.number, title=r.title, status=verdict.status, detail=verdict.detail))
         if verdict.finding is not None:
             findings.append((verdict.finding, _number(r)))
-    findings.sort(key=lambda fn: (-SEVERITY_RANK.get(fn[0].severity, 0), -expected_pct(fn[0], result),
-                                  -fn[0].bound_pct, fn[1]))
+    # within a severity, a fix expected to save under LISTED_MIN_GAIN_PCT of the step goes after the
+    # window finding: with nothing material found, what the trace cannot show is the first thing to say
+    findings.sort(key=lambda fn: (-SEVERITY_RANK.get(fn[0].severity, 0),
+                                  fn[0].id != WINDOW_RULE and expected_pct(fn[0], result) < LISTED_MIN_GAIN_PCT,
+                                  -expected_pct(fn[0], result), -fn[0].bound_pct, fn[1]))
     fired = [f for f, _ in findings]
     return Advice(findings=fired, checks=checks,
                   together=together(result, fired, {r.id: r.edit for r in RULES if r.edit}))

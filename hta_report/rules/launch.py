@@ -1,7 +1,6 @@
 """Launch and host rules: C9 launch-bound, C10 launch outliers, C11 full launch queue, C26 host-bound."""
 from __future__ import annotations
 
-import re
 from typing import List
 
 from ..model import LAUNCH_STEP, AnalysisResult, RankResult
@@ -169,11 +168,6 @@ def host_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdi
                         "while the host runs its own work", evidence, fix)
 
 
-#: Host ops that draw random tensors (or fill new ones) on the CPU: with a GPU in the run, a
-#: ``torch.randn(shape).to("cuda")`` in the step, the host's time in them ``aten::normal_``'s and
-#: the copy's, where the GPU draws the same tensor in microseconds.
-CPU_RANDOM_OPS = re.compile(r"^aten::(normal_|uniform_|random_|randn|rand|randint|randperm|bernoulli_|"
-                            r"exponential_|geometric_|cauchy_|log_normal_)$")
 #: The share (%) of the host-bound idle the CPU random ops' self time must reach to name them as the fix.
 CPU_RANDOM_SHARE_PCT = 25.0
 CPU_RANDOM_FIX = (
@@ -184,11 +178,11 @@ CPU_RANDOM_FIX = (
 
 
 def cpu_random_led(r: RankResult, idle_us: float) -> bool:
-    """Whether host ops drawing random tensors on the CPU (:data:`CPU_RANDOM_OPS`,
-    among the rank's top host ops by self time) take at least
-    :data:`CPU_RANDOM_SHARE_PCT` of ``idle_us`` (the GPU's host-bound idle per step, µs)."""
-    ops = [o for o in r.cpu.top_ops if o.category != "user_annotation" and CPU_RANDOM_OPS.match(o.name)]
-    us = sum(per_step(o.self_us, r.cpu.steps_used) for o in ops)
+    """Whether host ops drawing random tensors on the CPU (``CpuSide.host_random_us``:
+    random-draw ops that launched no GPU work; a ``torch.randn(..., device="cuda")``
+    launches its kernel and is not one) take at least :data:`CPU_RANDOM_SHARE_PCT`
+    of ``idle_us`` (the GPU's host-bound idle per step, µs)."""
+    us = per_step(r.cpu.host_random_us, r.cpu.steps_used)
     return idle_us > 0 and us >= idle_us * CPU_RANDOM_SHARE_PCT / 100
 
 

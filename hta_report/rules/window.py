@@ -129,14 +129,23 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
                    f"{plural(min(r.steps_used for r in few), 'analyzed step')} "
                    # steps.count is after HTA's load, which left the last step out: it was recorded
                    f"(recorded {max(r.steps.count for r in few) + (0 if result.inventory.last_step_included else 1)}"
-                   "; the first is warm-up"
-                   + ("" if result.inventory.last_step_included else " and the last is dropped, as HTA does")
+                   + _few_steps_dropped(few, result.inventory.last_step_included)
                    + f"): fewer than {cfg.window_min_steps} steps cannot tell a pattern from noise")
     world = _world(result)
     if world > len(result.ranks):
         out.append(f"the traces hold {len(result.ranks)} of the job's {world} ranks (distributedInfo.world_size): "
                    "ranks waiting for each other (stragglers) cannot be seen")
     return out
+
+
+def _few_steps_dropped(few: List[RankResult], last_included: bool) -> str:
+    """What the analysis left out of the recorded steps of the ranks ``few``:
+    the first step as warm-up where it kept two or more after it
+    (``StepSummary.warmup_excluded``), the last as HTA does unless it was kept;
+    ``""`` where it left out none."""
+    parts = (["the first is warm-up"] if all(r.steps.warmup_excluded for r in few) else []) + (
+        [] if last_included else ["the last is dropped, as HTA does"])
+    return "; " + " and ".join(parts) if parts else ""
 
 
 @rule("trace-window", "C0", "The traced window cannot answer the question well",

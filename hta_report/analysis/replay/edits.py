@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -53,6 +53,7 @@ from ..regions import LAUNCH_CATEGORIES, containing_index, starts_inside
 from .graph import (COPY, E_CROSS, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, NO_WAIT, READ, SYNC, TRIGGER_GAP_US, Graph,
                     edge_targets)
 from ..sync_kinds import classify, removable
+from ..warmup import OVERHEAD_CATEGORY
 from ..workload import GRAPH_LAUNCHES
 
 #: Which end of an edit's uncertain parameters a replay takes (:meth:`Edit.pick`):
@@ -138,6 +139,8 @@ class Edit:
     windows: np.ndarray = field(default_factory=lambda: np.empty((0, 2)))
     setting: str = MID
     ranged: bool = False
+    #: thread -> intervals (``(n, 2)`` µs) of one-off host time no edit removes (:func:`apply`)
+    keep_host: Dict[Any, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def of(cls, g: Graph, devices: Sequence[str] = (), windows: Optional[np.ndarray] = None,
@@ -218,10 +221,15 @@ def fixes() -> Tuple[str, ...]:
     return tuple(label for label, spec in EDITS.items() if spec.fix)
 
 
-def apply(ev: RankEvents, g: Graph, e: Edit, labels: Sequence[str], protect: Optional[np.ndarray] = None) -> None:
+def apply(ev: RankEvents, g: Graph, e: Edit, labels: Sequence[str], protect: Optional[np.ndarray] = None,
+          protect_host: Optional[Dict[Any, np.ndarray]] = None) -> None:
     """Make the edits ``labels`` on ``e`` (in :data:`EDITS` order), then give
     the nodes of ``protect`` (a node mask: one-off warm-up calls) back their
-    measured duration, delay and waits: no edit removes cold start."""
+    measured duration, delay and waits; the host time of ``protect_host``
+    (thread -> intervals, :func:`warmup_host_intervals`) is kept by every edit
+    that removes host time by span (:func:`replace_host_ops`): no edit
+    removes cold start or the profiler's own records."""
+    e.keep_host = protect_host or {}
     for label in EDITS:
         if label in labels:
             EDITS[label].fn(ev, g, e)
@@ -243,11 +251,13 @@ def _per_graph(ev: RankEvents, g: Graph, key: str, make: Callable[[], T]) -> T:
 # ---------------------------------------------------------------- host time
 
 
-def _gone(g: Graph, ops: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
+def _gone(g: Graph, ops: pd.DataFrame, keep: Optional[Dict[Any, np.ndarray]] = None) -> Tuple[np.ndarray, np.ndarray]:
     """What removing the host time of ``ops`` (CPU rows: ``thread``, ``ts``,
     ``end``, µs) takes: per edge, the µs of its measured host interval they
     cover (host edges of their threads), and per node, whether it goes (a host
-    call starting inside them, and the GPU operations such calls launch)."""
+    call starting inside them, and the GPU operations such calls launch); but
+    not the intervals of ``keep`` (thread -> ``(n, 2)`` µs: one-off host time
+    no fix removes, :attr:`Edit.keep_host`)."""
     cut = np.zeros(len(g.off))
     gone = np.zeros(g.size, dtype=bool)
     if ops.empty:
@@ -255,6 +265,8 @@ def _gone(g: Graph, ops: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
     host = np.flatnonzero(g.ekind == E_HOST)
     for thr, rows in ops.groupby("thread", sort=False):
         u = intervals.union(rows["ts"].to_numpy(float), rows["end"].to_numpy(float))
+        if keep and thr in keep:
+            u = intervals.subtract(u, keep[thr])
         on = host[g.thread[g.src[host]] == thr]  # a host edge spans its source's thread
         if len(on):
             cut[on] = np.clip(intervals.overlap_each(g.gap[on], u), 0.0, None)
@@ -274,7 +286,7 @@ def replace_host_ops(g: Graph, e: Edit, ops: pd.DataFrame, keep_us: float = 0.0,
     cover, host calls starting inside them take no time and wait for nothing,
     and the GPU operations those calls launch take no time; but the nodes of
     ``keep_nodes`` (a mask), which the replacement still makes."""
-    cut, gone = _gone(g, ops)
+    cut, gone = _gone(g, ops, e.keep_host)
     if keep_nodes is not None:
         gone &= ~keep_nodes
     total = float(cut.sum())
@@ -982,6 +994,30 @@ def edit_no_profiler(ev: RankEvents, g: Graph, e: Edit) -> None:
     c = e.pick(NO_PROFILER_EVENT_US)
     host = g.ekind == E_HOST
     e.off = np.where(host, np.maximum(e.off - c * n, np.minimum(g.off, 0.0)), e.off)
+
+
+def warmup_host_intervals(g: Graph, warmup: Optional[pd.DataFrame]) -> Dict[Any, np.ndarray]:
+    """Per host thread of ``g``'s host edges, the intervals (``(n, 2)`` µs) of
+    one-off host time there that no edit removes (:attr:`Edit.keep_host`):
+    the profiler's own records (``overhead``: CUPTI's buffer requests and
+    flushes, logged on no thread of the workload's, so taken on every thread)
+    and the other warm-up rows of ``warmup`` (CPU rows: ``thread``, ``ts``,
+    ``end``, ``s_cat``: first library calls, cold first calls, set-up calls)
+    on their own thread. Empty where there is none. Without it, the fused
+    optimizer's edit removed a 2.6 ms buffer request the profiler made inside
+    an optimizer step's first ``aten::mul_`` (an RTX 5090 run), which no fix
+    of the step removes and the window finding already names."""
+    if warmup is None or warmup.empty:
+        return {}
+    over = warmup["s_cat"].astype(str).to_numpy() == OVERHEAD_CATEGORY
+    ts, end = warmup["ts"].to_numpy(float), warmup["end"].to_numpy(float)
+    thread = warmup["thread"].to_numpy()
+    out: Dict[Any, np.ndarray] = {}
+    for thr in np.unique(g.thread[g.src[g.ekind == E_HOST]]).tolist():
+        mine = over | (thread == thr)
+        if mine.any():
+            out[thr] = intervals.union(ts[mine], end[mine])
+    return out
 
 
 def warmup_nodes(g: Graph, warmup: pd.DataFrame) -> np.ndarray:

@@ -50,7 +50,7 @@ from ..integrity import graph_launches_without_ops
 from ..launch_calls import KERNEL_LAUNCH_APIS
 from ..regions import LAUNCH_CATEGORIES, in_windows, per_step
 from ..steps import analyzed_windows, step_windows
-from .edits import PROFILED_HOST_CATEGORIES, fixes, warmup_nodes
+from .edits import PROFILED_HOST_CATEGORIES, fixes, warmup_host_intervals, warmup_nodes
 from .graph import E_LAUNCH, Graph, build_graph, edge_targets, step_thread
 from .path import PathLabels, critical_path, name_host_work
 from .schedule import measured_times, schedule, span, step_times
@@ -306,7 +306,8 @@ def whatif_context(ev: RankEvents, g: Graph, w: np.ndarray, steps: bool, b: Base
     return ReplayContext(ev=ev, g=g, w=w, steps=steps, measured=basis.step_us, base=basis.base,
                          measured_windows=windows, rank=rank, devices=tuple(devices),
                          binding=b.binding(len(g.off)),
-                         protect=warmup_nodes(g, warmup) if warmup is not None else None)
+                         protect=warmup_nodes(g, warmup) if warmup is not None else None,
+                         protect_host=warmup_host_intervals(g, warmup))
 
 
 def combinations_to_replay(saving_alone: Sequence[str]) -> List[List[str]]:

@@ -10,8 +10,8 @@ removes); :class:`WhatIfRunner` makes edits (:mod:`.edits`), schedules them
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -51,6 +51,8 @@ class ReplayContext:
             unmodified schedule (None: any change applies, :meth:`WhatIfRunner.whatif`).
         protect: a node mask of ``g``: the one-off warm-up calls no edit
             removes (None: none, :func:`~.edits.apply`).
+        protect_host: per host thread, the intervals of one-off warm-up host
+            time no edit removes (:func:`~.edits.warmup_host_intervals`).
     """
 
     ev: RankEvents
@@ -64,6 +66,7 @@ class ReplayContext:
     devices: Tuple[str, ...] = ()
     binding: Optional[np.ndarray] = None
     protect: Optional[np.ndarray] = None
+    protect_host: Dict[Any, np.ndarray] = field(default_factory=dict)
 
 
 class WhatIfRunner:
@@ -79,7 +82,7 @@ class WhatIfRunner:
         """The inputs after the edits ``labels`` at ``setting`` (:meth:`~.edits.Edit.pick`)."""
         c = self.ctx
         e = Edit.of(c.g, c.devices, c.w, setting)
-        apply(c.ev, c.g, e, labels, c.protect)
+        apply(c.ev, c.g, e, labels, c.protect, c.protect_host)
         return e
 
     def saved(self, e: Edit) -> float:
