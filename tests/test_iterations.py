@@ -15,9 +15,11 @@ BODY = [("aten::conv2d", [[5, 3, 32, 32]]), ("aten::batch_norm", [[5, 8, 32, 32]
         ("aten::conv2d", [[5, 8, 32, 32]]), ("aten::relu_", [[5, 8, 32, 32]]), ("aten::linear", [[5, 8]])]
 
 
-def _trace(tmp_path, name: str, scales, steps: bool = False):
+def _trace(tmp_path, name: str, scales, steps: bool = False, module: str = ""):
     """A CPU trace: a construction loop (three rounds of two detach/fill ops),
-    then one forward of :data:`BODY` per entry of ``scales`` (each op 1 ms times it)."""
+    then one run of :data:`BODY` per entry of ``scales`` (each op 1 ms times it);
+    with ``module``, every run lies inside one Python event of that name (the
+    blocks of one model's forward)."""
     b = TraceBuilder(rank=0)
     t = 100.0
     for _ in range(3):
@@ -31,6 +33,8 @@ def _trace(tmp_path, name: str, scales, steps: bool = False):
             t += 1000.0 * k + 1.0
         if steps:
             b.step(i + 1, start, t - start)
+    if module:
+        b.python(module, 150.0, t - 150.0, python_id=1, parent=None)
     (tmp_path / name).mkdir()
     return analyze(b.write(tmp_path / name / "rank-0.json.gz").parent)
 
@@ -59,3 +63,15 @@ def test_the_anchor_needs_identical_evenly_spaced_runs():
     assert _anchor(np.array(body * 2 + [0, 1, 9, 3, 4])) is None  # a run differs
     assert _anchor(np.array([0, 1, 2, 3] * 2)) is None  # too few
     assert _anchor(np.array(body * 3 + [0, 1])) == (0, 5, 3)  # a cut last run is not an iteration
+
+
+def test_the_repeated_blocks_of_one_forward_are_not_iterations(tmp_path):
+    """Ten MoE layers of one Switch Transformer forward repeat their ops as a
+    loop's iterations would (a with_stack A100 run was told to call
+    prof.step() after each): inside one module's forward they are layers."""
+    for name in ("nn.Module: SwitchTransformer_0", "switch_transformers/model.py(343): forward"):
+        key = name.split(":")[0].replace("/", "_")
+        r = _trace(tmp_path, key, [4, 1, 1, 3, 1, 1], module=name)
+        assert r.ranks[0].iterations.count == 0, name
+    # a Python frame that is not a forward (the script's loop) leaves them iterations
+    assert _trace(tmp_path, "loop", [1, 1, 1, 1], module="train.py(12): main").ranks[0].iterations.count == 4

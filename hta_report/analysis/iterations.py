@@ -11,13 +11,14 @@ Times are µs.
 """
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import numpy as np
 import pandas as pd
 
 from ..model import Iterations
-from .events import RankEvents, is_step
+from .events import RankEvents, is_step, name_search
 from .host_ops import step_thread_ops
 
 #: Recurrences of an op needed to call them iterations (proposal: a first, cold one and two to compare).
@@ -52,11 +53,28 @@ def iterations(ev: RankEvents, w: np.ndarray) -> Iterations:
     ts, end = outer["ts"].to_numpy(float), outer["end"].to_numpy(float)
     starts = ts[first + period * np.arange(count)]
     last_end = float(end[first + period * count - 1])
+    if _inside_one_forward(cpu, outer["thread"].iloc[first], float(starts[0]), last_end):
+        return out  # the repeated blocks (layers) of one model's forward, not iterations
     out.count = int(count)
     out.ops_per_iteration = int(period)
     out.first_op = str(outer["s_name"].iloc[first])
     out.durations_us = [float(x) for x in np.diff(np.append(starts, last_end))]
     return out
+
+
+#: Events that are one module's forward: PyTorch's ``nn.Module: Name_N`` ranges (with_stack /
+#: with_modules) and Python frames of a ``forward`` method (``model.py(343): forward``).
+FORWARD_EVENT = re.compile(r"^nn\.Module: |\): forward$")
+
+
+def _inside_one_forward(cpu: pd.DataFrame, thread: object, start: float, end: float) -> bool:
+    """Whether one module-forward event (:data:`FORWARD_EVENT`) on ``thread``
+    holds the whole run of repeats ``[start, end]`` (µs): the ten MoE layers of
+    one Switch Transformer forward repeat their 64 ops as a loop's iterations
+    would, but ``prof.step()`` cannot go between a forward's layers."""
+    mine = cpu[(cpu["thread"] == thread).to_numpy()
+               & (cpu["ts"].to_numpy(float) <= start) & (cpu["end"].to_numpy(float) >= end)]
+    return bool(len(mine)) and bool(name_search(mine["s_name"], FORWARD_EVENT).any())
 
 
 def _anchor(codes: np.ndarray) -> Optional[tuple]:
