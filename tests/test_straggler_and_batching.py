@@ -212,3 +212,16 @@ def test_recorded_cpu_workloads(tmp_path, case):
         assert w.step_us_low <= clean.ranks[0].window_us * 2 and w.step_us_after < 0.5 * bad.ranks[0].window_us
     else:
         assert 0.8 * clean.ranks[0].window_us <= w.step_us_after < bad.ranks[0].window_us
+
+
+def test_the_engines_gradient_sums_are_fixed_cost_when_batched():
+    """An ``aten::add_`` right under autograd's ``evaluate_function`` frame is
+    the engine summing one gradient's contributions (a model called per
+    sample: 63 adds per weight); one under the node's own range is its math."""
+    import pandas as pd
+
+    from hta_report.analysis.host_ops import _engine_sums
+    ops = pd.DataFrame({"s_name": ["autograd::engine::evaluate_function: AddmmBackward0", "AddmmBackward0",
+                                   "aten::mm", "aten::add_", "aten::add_", "aten::add_"],
+                        "parent": [-1, 0, 1, 0, 1, -1]})
+    assert _engine_sums(ops).tolist() == [False, False, False, True, False, False]

@@ -57,7 +57,8 @@ def step_thread_ops(ev: RankEvents, w: np.ndarray, thread: Optional[int] = None)
     the windows ``w`` (``(n, 2)`` µs), sorted by start (longest first on ties),
     with their ``self_us`` time (µs), ``parent`` (position in this frame of the
     innermost op holding it, -1 for an outermost op), ``leaf`` (holds no op)
-    and ``accumulate`` (inside autograd's ``AccumulateGrad``).
+    and ``accumulate`` (inside autograd's ``AccumulateGrad``, or the engine's
+    sum of one gradient's contributions, :func:`_engine_sums`).
     Kept in ``ev.memo`` per windows and thread."""
     key = f"host_ops.thread.{thread}.{np.asarray(w, dtype=float).tobytes().hex()}"
     held = ev.memo.get(key)
@@ -88,7 +89,7 @@ def step_thread_ops(ev: RankEvents, w: np.ndarray, thread: Optional[int] = None)
     has_child = np.zeros(len(ops), dtype=bool)
     has_child[parent[parent >= 0]] = True
     out = ops.assign(**{"self_us": self_times(ops)}, parent=parent, leaf=~has_child)
-    out["accumulate"] = _under(out, ACCUMULATE)
+    out["accumulate"] = _under(out, ACCUMULATE) | _engine_sums(out)
     ev.memo[key] = out
     return out
 
@@ -167,6 +168,28 @@ def batched_us(ops: pd.DataFrame, overhead_us: float, calls_kept: float, fixed_s
 #: The autograd node that adds a backward pass's gradient into a parameter's ``.grad``: N small
 #: passes add N times, one batched pass once (its ops are all fixed cost, :func:`batched_us`).
 ACCUMULATE = "AccumulateGrad"
+
+
+#: The frame autograd's engine records around each node it runs (``autograd::engine::evaluate_function:
+#: AddmmBackward0``): the node's own ops are under the node's range inside it; an ``aten::add_``
+#: directly in the frame is the engine summing a gradient that arrives from several uses of one
+#: tensor (its input buffer).
+ENGINE_FRAME = "autograd::engine::evaluate_function:"
+
+
+def _engine_sums(ops: pd.DataFrame) -> np.ndarray:
+    """Per row of ``ops`` (a whole :func:`step_thread_ops` frame): an
+    ``aten::add_`` whose innermost holder is an :data:`ENGINE_FRAME`: the
+    engine adding up one gradient's contributions. A model called once per
+    sample with the losses summed has 64 uses of each weight in one backward
+    and 63 such adds per weight (930 a step on a 2-layer MLP); one batched pass
+    has one use and none: they are all fixed cost, as ``AccumulateGrad``'s."""
+    names = ops["s_name"].astype(str).to_numpy()
+    parent = ops["parent"].to_numpy()
+    out = np.zeros(len(ops), dtype=bool)
+    adds = np.flatnonzero((names == "aten::add_") & (parent >= 0))
+    out[adds] = [names[p].startswith(ENGINE_FRAME) for p in parent[adds].tolist()]
+    return out
 
 
 def _under(ops: pd.DataFrame, name_part: str) -> np.ndarray:
