@@ -117,3 +117,41 @@ def test_a_loop_that_launches_the_kernels_is_launch_bounds_alone(tmp_path):
     r = run(tmp_path, b)
     ids = [f.id for f in r.findings]
     assert "launch-bound" in ids and "per-sample-ops" not in ids
+
+
+def test_back_to_back_loops_over_the_same_elements_are_separate_loops(tmp_path):
+    """Three functions loop over one tensor's elements back to back (the
+    GPUPuzzlers d2h-sync script): the first reads each element (.item(), a
+    synchronization per element), the second adds each on the GPU, the third
+    runs on a CPU copy after one .cpu(). Only the first is a read per element:
+    the no-sync what-if vectorizes it, not the other two."""
+    b = TraceBuilder(rank=0)
+    sim = Sim(b)
+    sim.idle(20.0)
+    for _ in range(LOOP_N):  # first_sum: total += x[i].item()
+        sim.op("aten::select", [], host_us=6.0)
+        sim.item()
+        sim.idle(10.0)
+    for _ in range(LOOP_N):  # second_sum: total += x[i] on the GPU
+        sim.op("aten::select", [], host_us=6.0)
+        sim.op("aten::add", [(ELEMENTWISE, 2.0)], host_us=10.0)
+        sim.idle(10.0)
+    sim.copy("DtoH", 4096, pinned=False, non_blocking=False)
+    _loop(sim)  # third_sum: on the host
+    r = _analyze(tmp_path, b)
+    f = next(f for f in r.findings if f.id == "sync-in-step")
+    w = f.whatif
+    assert w is not None
+    first_loop_us = LOOP_N * 16.0  # at least the Python and the select of each of the first loop's iterations
+    saved = w.step_us_before - w.step_us_after
+    # the saving is the first loop's, not the whole window's (it saved 99 % before)
+    assert saved < 0.6 * w.step_us_before, (saved, w.step_us_before)
+    assert saved > first_loop_us * 0.5
+
+
+def test_a_loop_reads_per_element_only_with_a_read_every_other_iteration_or_more():
+    import pandas as pd
+
+    from hta_report.analysis.host_loops import reading
+    found = pd.DataFrame({"iterations": [4096, 4097, 100], "reads": [4095, 1, 50]})
+    assert reading(found).tolist() == [True, False, True]

@@ -75,6 +75,20 @@ def loops(ev: RankEvents, w: np.ndarray) -> pd.DataFrame:
     return out
 
 
+#: Reads per iteration from which a loop reads per element (proposal: half; a loop that reads once,
+#: the ``.cpu()`` before a host-side loop over the copy, is not a read per element).
+READ_LOOP_SHARE = 0.5
+
+
+def reading(found: pd.DataFrame) -> np.ndarray:
+    """Per row of :func:`loops`, whether the loop reads per element: its reads
+    that wait for the GPU are :data:`READ_LOOP_SHARE` of its iterations or
+    more. Boolean array, shape ``(len(found),)``."""
+    if found.empty:
+        return np.zeros(0, dtype=bool)
+    return found["reads"].to_numpy(float) >= READ_LOOP_SHARE * found["iterations"].to_numpy(float)
+
+
 def _find(ev: RankEvents, ops: pd.DataFrame, w: np.ndarray, overhead: float) -> List[list]:
     cpu = ev.cpu
     regions = cpu[cpu["s_name"].str.startswith(OTHER_REGIONS).fillna(False).to_numpy(dtype=bool)]
@@ -99,8 +113,8 @@ def _find(ev: RankEvents, ops: pd.DataFrame, w: np.ndarray, overhead: float) -> 
     starts = np.r_[0, np.flatnonzero(brk) + 1]
     stops = np.r_[np.flatnonzero(brk) + 1, len(idx)]
     all_ts = ops["ts"].to_numpy(float)
-    for a, z in zip(starts.tolist(), stops.tolist()):
-        run = idx[a:z]
+    runs = [part for a, z in zip(starts.tolist(), stops.tolist()) for part in _loops_of(names, idx[a:z])]
+    for run in runs:
         if len(run) < MIN_ITERATIONS or not _periodic(names, run):
             continue
         per = int(np.median(np.diff(run))) if len(run) > 1 else 1
@@ -118,6 +132,24 @@ def _find(ev: RankEvents, ops: pd.DataFrame, w: np.ndarray, overhead: float) -> 
         out.append([int(mine["thread"].iloc[0]) if len(mine) else -1, lo, hi, len(run), len(inner), reads,
                     arithmetic_us(mine, overhead), overhead])
     return out
+
+
+def _loops_of(names: np.ndarray, run: np.ndarray) -> List[np.ndarray]:
+    """``run`` (positions in ``names`` of indexing ops close together) split
+    where one loop ends and the next begins: at a segment (the ops from one
+    indexing op to the next) from which the next :data:`MIN_ITERATIONS`
+    segments share none with the :data:`MIN_ITERATIONS` before it (the body
+    changed for good; an odd iteration, or a loop whose segments vary, does
+    not split). Three
+    functions each looping over the same tensor's elements, one reading each
+    element (``.item()``, a synchronization per element), one adding on the
+    GPU, one on the host, run back to back: three loops, of which only the
+    first is a read per element."""
+    segs = [tuple(names[i:j]) for i, j in zip(run[:-1].tolist(), run[1:].tolist())]
+    cuts = [i for i in range(1, len(segs)) if segs[i] != segs[i - 1]
+            and not set(segs[i:i + MIN_ITERATIONS]) & set(segs[max(0, i - MIN_ITERATIONS):i])]
+    bounds = [0] + cuts + [len(run)]
+    return [run[a:z] for a, z in zip(bounds[:-1], bounds[1:]) if z > a]
 
 
 def _periodic(names: np.ndarray, run: np.ndarray) -> bool:

@@ -30,7 +30,7 @@ from .. import intervals
 from ..model import SyncKindCount
 from .cpu_side import is_sync
 from .events import RankEvents
-from .host_loops import loops
+from .host_loops import loops, reading
 from .host_ops import has_backward
 from .launch_calls import KERNEL_LAUNCH_APIS
 
@@ -119,7 +119,7 @@ def classify(ev: RankEvents, rows: pd.DataFrame, windows: np.ndarray) -> List[st
     row_ts = {int(t): np.sort(rows["ts"].to_numpy(float)[row_thread == t]) for t in pd.unique(row_thread)}
     looped = loops(ev, w) if len(w) else None
     spans = {int(t): (g["ts"].to_numpy(float), g["end"].to_numpy(float))
-             for t, g in looped[looped["reads"] > 0].groupby("thread", sort=False)} if looped is not None else {}
+             for t, g in looped[reading(looped)].groupby("thread", sort=False)} if looped is not None else {}
     out: List[str] = []
     for thr, t, own in zip(rows["thread"].to_numpy().tolist(), rows["ts"].to_numpy(float).tolist(),
                            rows["s_name"].astype(str).tolist()):

@@ -42,7 +42,7 @@ from ..collectives import collective_kinds, kinds_of
 from ..copies import MEMCPY_APIS, htod_from
 from ..cpu_side import DATALOADER_PREFIXES, is_sync
 from ..events import RankEvents, is_step, name_search
-from ..host_loops import loops
+from ..host_loops import loops, reading
 from ..host_ops import (BN_STATS_KERNEL, METADATA_OPS, active_dropout, arithmetic_us, batched_us, bn_training_kernels,
                        call_overhead_us, has_backward, slow_cpu_ops, step_thread_ops)
 from ..kernels import matmuls_without_tensor_cores, tensor_core_speedup, tf32_matmuls
@@ -367,7 +367,7 @@ def vectorize_loops(ev: RankEvents, g: Graph, e: Edit, with_reads: bool) -> None
     found = loops(ev, e.windows) if len(e.windows) else pd.DataFrame()
     if found.empty:
         return
-    found = found[(found["reads"] > 0) == with_reads]
+    found = found[reading(found) == with_reads]
     if found.empty:
         return
     per_iteration = (found["ops"] / found["iterations"].clip(lower=1)).clip(lower=1)
