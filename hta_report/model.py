@@ -1274,7 +1274,9 @@ class CodePatterns:
       (:mod:`hta_report.analysis.host_loops`), ``loop_us_per_step`` their
       host time (µs), ``loop_iterations`` their median indexing ops (a lower
       bound of the elements each visits), ``loop_reads_per_step`` the scalar
-      reads (``.item()``) inside them, ``loop_arithmetic_us_per_step`` the
+      reads (``.item()``) inside those that read per element
+      (:func:`hta_report.analysis.host_loops.reading`), ``read_loop_us_per_step``
+      those loops' host time (µs), ``loop_arithmetic_us_per_step`` the
       arithmetic of their ops (µs, :func:`hta_report.analysis.host_ops.arithmetic_us`);
     * C31: ``backward``: whether the rank runs a backward pass (training);
       ``dropout_per_step``: dropout ops that draw a mask (a model in training
@@ -1310,6 +1312,7 @@ class CodePatterns:
     loop_us_per_step: float = 0.0
     loop_iterations: int = 0
     loop_reads_per_step: float = 0.0
+    read_loop_us_per_step: float = 0.0
     loop_arithmetic_us_per_step: float = 0.0
     backward: bool = False
     dropout_per_step: float = 0.0

@@ -147,6 +147,8 @@ def test_back_to_back_loops_over_the_same_elements_are_separate_loops(tmp_path):
     # the saving is the first loop's, not the whole window's (it saved 99 % before)
     assert saved < 0.6 * w.step_us_before, (saved, w.step_us_before)
     assert saved > first_loop_us * 0.5
+    # and its bound (the title's share) is not the later loops' idle either
+    assert f.bound_pct < 60.0, f.bound_pct
 
 
 def test_a_loop_reads_per_element_only_with_a_read_every_other_iteration_or_more():

@@ -19,7 +19,7 @@ import pandas as pd
 from ..model import CodePatterns
 from .. import intervals
 from .events import COMMUNICATION, RankEvents, name_strings
-from .host_loops import loops
+from .host_loops import loops, reading
 from .host_ops import active_dropout, bn_training_kernels, has_backward, slow_cpu_ops, step_thread_ops
 from .kernels import _has_shapes, input_dims
 from .regions import in_windows, per_step
@@ -328,7 +328,9 @@ def host_patterns(ev: RankEvents, hw: np.ndarray, out: CodePatterns) -> None:
         out.loops_per_step = per_step(len(found), n)
         out.loop_us_per_step = per_step(float((found["end"] - found["ts"]).sum()), n)
         out.loop_iterations = int(found["iterations"].median())
-        out.loop_reads_per_step = per_step(float(found["reads"].sum()), n)
+        read = reading(found)  # the loops that read per element: sync-in-step's
+        out.loop_reads_per_step = per_step(float(found["reads"][read].sum()), n)
+        out.read_loop_us_per_step = per_step(float((found["end"] - found["ts"])[read].sum()), n)
         out.loop_arithmetic_us_per_step = per_step(float(found["arithmetic_us"].sum()), n)
     out.backward = has_backward(ev)
     drop = active_dropout(ev, hw)

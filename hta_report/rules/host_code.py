@@ -21,15 +21,16 @@ MIN_PCT = 5.0
 
 def loop_us(r: RankResult) -> float:
     """The time per step (µs) Python loops over elements that read no scalar
-    cost (those are ``sync-in-step``'s: their fix is the same vectorized
-    read): on a rank without GPU activity their host time; on a GPU rank the
-    GPU idle while they run (``IdleAttribution.host_loop_us``, part of the
-    host-ops idle): what vectorizing them gives back; host time the GPU's
-    own work covers is no gain."""
+    cost (those that do are ``sync-in-step``'s: their fix is the same
+    vectorized read; ``CodePatterns.read_loop_us_per_step``): on a rank
+    without GPU activity their host time; on a GPU rank the GPU idle while
+    the loops run (``IdleAttribution.host_loop_us``, part of the host-ops
+    idle) less the reading loops' host time: what vectorizing them gives
+    back; host time the GPU's own work covers is no gain."""
     p = r.patterns
-    if p.loop_reads_per_step > 0:
-        return 0.0
-    return r.idle_attribution.host_loop_us if r.has_gpu else p.loop_us_per_step
+    if r.has_gpu:
+        return max(0.0, r.idle_attribution.host_loop_us - p.read_loop_us_per_step)
+    return max(0.0, p.loop_us_per_step - p.read_loop_us_per_step)
 
 
 def _pools(r: RankResult) -> List[str]:

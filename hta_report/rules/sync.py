@@ -32,12 +32,13 @@ def lead_us(r: RankResult) -> float:
     open (µs per step): the lead the host spent waiting (``sync_lead_us``),
     or, where the reads come from a Python loop over elements
     (``CodePatterns.loop_reads_per_step``: ``x[i].item()`` per element), the
-    GPU idle while the host runs its launches and ops, up to the loop's host
-    time: each read drains the GPU, which then waits for the loop's next
-    iteration, and one read of the whole tensor removes both."""
+    GPU idle while the host runs its launches and ops, up to those loops' host
+    time (``read_loop_us_per_step``; a loop after them that reads nothing is
+    not theirs): each read drains the GPU, which then waits for the loop's
+    next iteration, and one read of the whole tensor removes both."""
     a, p = r.idle_attribution, r.patterns
     if p.loop_reads_per_step > 0:
-        return max(a.sync_lead_us, min(p.loop_us_per_step, a.host_ops_us + a.launch_us + a.unattributed_us))
+        return max(a.sync_lead_us, min(p.read_loop_us_per_step, a.host_ops_us + a.launch_us + a.unattributed_us))
     return a.sync_lead_us
 
 
