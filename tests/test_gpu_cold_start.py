@@ -93,3 +93,28 @@ def test_float32_gemms_under_one_percent_of_the_step_get_no_precision_advice(tmp
     share = 100 * r.ranks[0].tensor_cores.eligible_us_per_step / r.ranks[0].window_us
     assert 0 < share < 1.0
     assert not any(f.id == "tensor-cores-unused" for f in r.findings)
+
+
+def test_idle_findings_on_a_mostly_cold_window_are_low(tmp_path):
+    """A window that is 60 % a cold cuBLAS load, then six GEMMs with 2 ms of
+    Python between them: the idle left is no steady step, so the idle
+    findings are rated low, with the reason, and trace-window leads; on the
+    same run warm (the load 20 µs) the idle finding keeps its rating."""
+    def run(name: str, first_host_us: float):
+        b = TraceBuilder(rank=0, gpu_name="NVIDIA A100-SXM4-80GB", compute_major=8)
+        sim = Sim(b)
+        sim.t = 100.0
+        for i in range(6):
+            sim.op("aten::mm", [(SGEMM, 50.0)], host_us=first_host_us if i == 0 else 20.0)
+            sim.idle(2000.0)
+        sim.synchronize()
+        return _write(tmp_path, name, b)
+
+    cold = run("cold-idle", 20000.0)
+    assert cold.findings[0].id == "trace-window"
+    idle = [f for f in cold.findings if f.id in ("low-gpu-utilization", "host-bound", "gpu-gaps")]
+    assert idle and all(f.severity == "low" for f in idle)
+    assert all(any("one-off warm-up" in e for e in f.evidence) for f in idle)
+    warm_run = run("warm-idle", 20.0)
+    assert any(f.id in ("low-gpu-utilization", "host-bound", "gpu-gaps") and f.severity != "low"
+               for f in warm_run.findings)

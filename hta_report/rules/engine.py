@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Tuple, Union
 from ..model import ATTRIBUTION_STEP, LISTED_MIN_GAIN_PCT, SEVERITY_RANK, AnalysisResult, Finding, RuleCheck, WhatIf
 from . import config as _config
 from .base import (COVERED, DISABLED, FIRED, NOT_CHECKED, REGISTRY, WINDOW, Rule, Verdict, cite, complete,
-                   expected_pct, follow_prediction, predicted, severity, together, trusted)
+                   expected_pct, follow_prediction, pct_of_step, predicted, severity, together, trusted)
 from .claims import Ledger, check_order
 from .config import AdviceConfig
 from .wording import fix_for
@@ -33,6 +33,15 @@ NEVER_LOW_PCT = 10.0
 #: The window rule (:mod:`.window`): what the trace cannot show, which leads the findings whose
 #: fixes are expected to save under LISTED_MIN_GAIN_PCT of the step.
 WINDOW_RULE = "trace-window"
+#: One-off warm-up (% of the window) from which a rank's window is a cold start: what is left of it
+#: is no steady step either (first-pass idle no op explains, one-off gaps around a few launches), and
+#: the findings read off its idle time (:data:`COLD_CAPPED`) are rated low, as the replay withholds
+#: its what-ifs there (``WITHHOLD_WARMUP_PCT``, proposal: half the window).
+COLD_WINDOW_PCT = 50.0
+#: The rules read off a window's idle time and timing, which a cold start leaves unsteady (the
+#: dtype, op-count and configuration rules read what every step does, cold or not).
+COLD_CAPPED = frozenset({"low-gpu-utilization", "gpu-gaps", "gpu-idle", "launch-bound", "launch-outliers",
+                         "host-bound", "step-time-outliers"})
 
 
 def _import_rule_modules() -> List[str]:
@@ -199,6 +208,12 @@ def _commit(r: Rule, v: Verdict, result: AnalysisResult, cfg: AdviceConfig, ledg
         if f.whatif is not None and trusted(f.whatif, result) and not f.whatif.measurable \
                 and expected_pct(f, result) < NEVER_LOW_PCT:
             f.severity = "low"  # the prediction's interval reaches the step: a gain the noise may hide
+        cold = [x for x in result.ranks if x.rank in f.ranks and pct_of_step(x.warmup.us_per_step, x) >= COLD_WINDOW_PCT]
+        if r.id in COLD_CAPPED and f.ranks and len(cold) == len(set(f.ranks)):
+            f.severity = "low"
+            f.evidence.append(f"rank {cold[0].rank}: {pct_of_step(cold[0].warmup.us_per_step, cold[0]):.0f} % of the "
+                              "window is one-off warm-up: what is left of a cold start is no steady step; judge this "
+                              "on steady steps (see trace-window)")
         ledger.commit(r.id, v.finding.ranks, v.claims)
         if f.whatif is not None:
             for rank in f.ranks:
