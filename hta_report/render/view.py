@@ -1875,7 +1875,8 @@ def reading_notes(result: AnalysisResult) -> List[str]:
 
 #: How :func:`parser_notes` names each reader (``TraceFileInfo.parser``).
 READERS = {"native": "the native reader (C++)",
-           "python": "the Python reader (the native reader is not built here, or HTA_REPORT_PARSER=python)",
+           "python": ("the Python reader (the native reader was not built where they were parsed, or "
+                      "HTA_REPORT_PARSER=python; a parse read from the cache keeps the reader that made it)"),
            "native and python": "the native reader, with the Python reader on the runs of events the native one "
                                 "does not read exactly (names to repair, unusual values)",
            "hta": "HTA's own parser or the validating reader (the fast readers do not reproduce these files exactly)"}
