@@ -273,7 +273,7 @@ def test_the_few_steps_line_counts_the_steps_recorded(tmp_path):
     from hta_report.rules.window import problems
     r = _cpu_run(tmp_path, "few", [("aten::mm", 500.0, [])], steps=3)
     line = next(x for x in problems(r, AdviceConfig()) if "analyzed step" in x)
-    assert "only 1 analyzed step (recorded 3; the first is warm-up and the last is dropped" in line
+    assert "only 1 analyzed step (recorded 3; the first is left out (warm-up, or the profiler starting in it) and the last is dropped" in line
 
 
 def test_the_few_steps_line_names_only_the_steps_left_out(tmp_path):

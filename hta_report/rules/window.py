@@ -143,7 +143,8 @@ def _few_steps_dropped(few: List[RankResult], last_included: bool) -> str:
     the first step as warm-up where it kept two or more after it
     (``StepSummary.warmup_excluded``), the last as HTA does unless it was kept;
     ``""`` where it left out none."""
-    parts = (["the first is warm-up"] if all(r.steps.warmup_excluded for r in few) else []) + (
+    parts = (["the first is left out (warm-up, or the profiler starting in it)"]
+             if all(r.steps.warmup_excluded for r in few) else []) + (
         [] if last_included else ["the last is dropped, as HTA does"])
     return "; " + " and ".join(parts) if parts else ""
 
