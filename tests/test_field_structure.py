@@ -287,3 +287,31 @@ def test_the_few_steps_line_names_only_the_steps_left_out(tmp_path):
     line = next(x for x in problems(r, AdviceConfig()) if "analyzed step" in x)
     assert "only 1 analyzed step (recorded 2; the last is dropped, as HTA does)" in line
     assert "warm-up" not in line
+
+
+ALLGATHER = "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def test_forward_all_gathers_under_deepspeed_zero3_are_parameter_gathers(tmp_path):
+    """Forward all-gathers on a rank whose trace shows DeepSpeed's ZeRO-3
+    optimizer gather parameters before use (ZeRO-3), not a tensor-parallel
+    layer's activations: the same trace without the marker reads as TP (every
+    all-gather: a Python bool's ~ made the TP mask an index, and all but one
+    forward all-gather read "other")."""
+    def run(name: str, marker: bool):
+        b = TraceBuilder(rank=0, world_size=2)
+        sim = Sim(b)
+
+        def body(s: Sim) -> None:
+            for _ in range(6):
+                with s.region("nccl:all_gather"):
+                    s.launch(ALLGATHER, 150.0, stream=7)
+                s.op("aten::mm", [(FP32_GEMM, 100.0)], host_us=10.0)
+            if marker:
+                s.cpu("Optimizer.step#DeepSpeedZeroOptimizer_Stage3.step", 20.0, cat="user_annotation")
+            s.synchronize()
+        _steps(b, sim, 6, body)
+        return analyze(_write_doc(tmp_path / name / "rank-0.json.gz", b.document()).parent)
+
+    assert {k.kind for k in run("zero3", True).ranks[0].comm.kinds} == {"fsdp"}
+    assert {k.kind for k in run("tp", False).ranks[0].comm.kinds} == {"tp"}

@@ -25,7 +25,8 @@ without a backward pass every collective is the forward's.
   runs no DDP (``DistributedDataParallel.forward``): a tensor-parallel layer
   reduces in its backward too;
 * ``fsdp``: all-gather in the backward pass, or in the forward of a rank with
-  ``FullyShardedDataParallel`` annotations (parameters gathered before use);
+  FSDP or DeepSpeed ZeRO-3 events (:data:`PARAMETER_SHARDING`: parameters
+  gathered before use);
 * ``dp``: all-reduce or reduce-scatter in the backward pass otherwise (DDP's
   and ZeRO's gradient reduction), broadcasts;
 * ``other``: anything else (a barrier's all-reduce of one element counts with
@@ -61,6 +62,11 @@ OPERATIONS = (
 )
 #: The kinds, in the order the report lists them.
 KINDS = ("dp", "tp", "fsdp", "ep", "pp", "other")
+#: Host events of a framework that shards parameters and gathers them before use: PyTorch's FSDP
+#: (``FullyShardedDataParallel.forward``, FSDP2's ``FSDP::all_gather``...) and DeepSpeed's ZeRO
+#: stage 3 (its optimizer ``DeepSpeedZeroOptimizer_Stage3``, ``zero/partition_parameters.py`` frames):
+#: their all-gathers in the forward are parameter gathers, not a tensor-parallel layer's.
+PARAMETER_SHARDING = r"FullyShardedDataParallel|FSDP::|DeepSpeedZeroOptimizer_Stage3|zero/partition_parameters|ZeRO-?3"
 #: What each kind is, in words for the report.
 LABELS = {"dp": "data-parallel gradient reduction", "tp": "tensor-parallel activation collectives",
           "fsdp": "FSDP parameter gathers", "ep": "all-to-all exchanges (MoE token dispatch/combine, sharded embeddings)",
@@ -132,7 +138,7 @@ def _kinds(ev: RankEvents, comm: pd.DataFrame) -> np.ndarray:
             in_backward = launched >= float(backward_at.min())
     names = cpu["s_name"].astype(str)
     ddp = bool(names.str.startswith("DistributedDataParallel.forward").any())
-    fsdp = bool(names.str.contains("FullyShardedDataParallel|FSDP::", regex=True).any())
+    fsdp = bool(names.str.contains(PARAMETER_SHARDING, regex=True).any())
     forward_reduce = bool((~in_backward & np.isin(ops_of, ("all_reduce", "reduce_scatter", "all_gather"))).any())
     out = np.full(len(comm), "other", dtype=object)
     out[ops_of == "all_to_all"] = "ep"
@@ -140,7 +146,7 @@ def _kinds(ev: RankEvents, comm: pd.DataFrame) -> np.ndarray:
     gather = ops_of == "all_gather"
     reduce = np.isin(ops_of, ("all_reduce", "reduce_scatter"))
     out[gather & (in_backward | fsdp)] = "fsdp"
-    out[gather & ~in_backward & ~fsdp] = "tp"
+    out[gather & ~in_backward & (not fsdp)] = "tp"  # not ~fsdp: ~ of a Python bool is -1, an index
     out[reduce & ~in_backward] = "tp"
     tp_backward = forward_reduce and not ddp and not fsdp
     out[reduce & in_backward] = "tp" if tp_backward else "dp"

@@ -84,7 +84,8 @@ KIND_FIXES = {
            "# between the GPUs of a tensor-parallel group (NVLink/xGMI in one node; check NCCL_P2P_LEVEL)"),
     "fsdp": ("model = FSDP(model, forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE,\n"
              "             limit_all_gathers=True)\n"
-             "# FSDP2: fully_shard(...) with reshard_after_forward=False for the last blocks; a larger batch per GPU"),
+             "# FSDP2: fully_shard(...) with reshard_after_forward=False for the last blocks; a larger batch per GPU\n"
+             "# DeepSpeed ZeRO-3: a larger stage3_prefetch_bucket_size and overlap_comm: true in its config"),
     "ep": ("# all-to-all moves tokens to their experts (or embeddings to their shards): overlap dispatch and\n"
            "# combine with the other micro-batch's compute (two-batch overlap), keep experts within a node\n"
            "# where possible, and balance the load across experts (a capacity factor, an auxiliary loss)"),
