@@ -107,15 +107,17 @@ class TraceBuilder:
 
     def kernel(self, name: str, ts: float, dur: float, launch_ts: Optional[float] = None, launch_dur: float = 5.0,
                stream: int = 7, device: int = 0, tid: int = TID, api: str = "cudaLaunchKernel",
-               sm: Optional[Tuple[float, float]] = None) -> None:
+               sm: Optional[Tuple[float, float]] = None, extra: Optional[Dict[str, Any]] = None) -> None:
         """A GPU kernel on ``stream`` with its launch call (default: 10 µs
         before); ``sm``: ``(blocks per SM, est. achieved occupancy %)`` as
-        Kineto writes them on CUDA kernels (with ``warps per SM`` = 4 × blocks)."""
+        Kineto writes them on CUDA kernels (with ``warps per SM`` = 4 × blocks);
+        ``extra``: more args (``Process Group Name`` of a collective...)."""
         launch_ts = ts - 10 if launch_ts is None else launch_ts
         corr = self._launch(api, launch_ts, launch_dur, tid)
         args: Dict[str, Any] = {"External id": corr, "grid": [1, 1, 1], "block": [128, 1, 1]}
         if sm is not None:
             args.update({"blocks per SM": sm[0], "warps per SM": 4 * sm[0], "est. achieved occupancy %": sm[1]})
+        args.update(extra or {})
         self._x("kernel", name, ts, dur, pid=device, tid=stream, device=device, stream=stream, correlation=corr,
                 **args)
         self._flow_end(corr, ts, device, stream)

@@ -315,3 +315,35 @@ def test_forward_all_gathers_under_deepspeed_zero3_are_parameter_gathers(tmp_pat
 
     assert {k.kind for k in run("zero3", True).ranks[0].comm.kinds} == {"fsdp"}
     assert {k.kind for k in run("tp", False).ranks[0].comm.kinds} == {"tp"}
+
+
+def test_backward_reductions_split_by_process_group(tmp_path):
+    """Megatron-style TP and DP side by side, no DDP wrapper: each step's
+    forward all-reduces in group "1" (tensor-parallel), its backward
+    all-reduces in group "1" again and in group "0" (the gradients). The
+    kernels name their groups: group 1's backward reductions are TP's, group
+    0's are data-parallel; without the group names every backward reduction
+    read as TP's."""
+    def run(name: str, groups: bool):
+        b = TraceBuilder(rank=0, world_size=4)
+        for s in range(6):
+            t = s * 3000.0
+            b.step(s + 1, t, 3000.0)
+            tp = {"Process Group Name": "1"} if groups else None
+            dp = {"Process Group Name": "0"} if groups else None
+            b.kernel(FP32_GEMM, t + 20, 300.0)
+            b.cpu_op("nccl:all_reduce", t + 330, 20)
+            b.kernel(ALLREDUCE, t + 360, 200.0, launch_ts=t + 335, extra=tp)
+            b.cpu_op("autograd::engine::evaluate_function: MmBackward0", t + 600, 50)
+            b.kernel(FP32_GEMM, t + 660, 300.0)
+            b.cpu_op("nccl:all_reduce", t + 970, 20)
+            b.kernel(ALLREDUCE, t + 1000, 200.0, launch_ts=t + 975, extra=tp)
+            b.cpu_op("nccl:all_reduce", t + 1210, 20)
+            b.kernel(ALLREDUCE, t + 1240, 600.0, launch_ts=t + 1215, extra=dp)
+        d = tmp_path / name
+        d.mkdir()
+        b.write(d / "rank-0.json")
+        return {k.kind: k.calls_per_step for k in analyze(d).ranks[0].comm.kinds}
+
+    assert run("groups", True) == {"tp": 2.0, "dp": 1.0}
+    assert run("nogroups", False) == {"tp": 3.0}

@@ -28,7 +28,11 @@ without a backward pass every collective is the forward's.
   FSDP or DeepSpeed ZeRO-3 events (:data:`PARAMETER_SHARDING`: parameters
   gathered before use);
 * ``dp``: all-reduce or reduce-scatter in the backward pass otherwise (DDP's
-  and ZeRO's gradient reduction), broadcasts;
+  and ZeRO's gradient reduction), broadcasts. Where the kernels name two
+  process groups or more (``Process Group Name``), a backward reduction is
+  ``tp`` when its group also runs collectives in the forward pass (a
+  tensor-parallel group) and ``dp`` when it does not (Megatron's TP and DP
+  groups side by side, with no DDP wrapper to tell them apart);
 * ``other``: anything else (a barrier's all-reduce of one element counts with
   its kind).
 
@@ -37,7 +41,7 @@ Times are µs.
 from __future__ import annotations
 
 import re
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import pandas as pd
@@ -150,8 +154,26 @@ def _kinds(ev: RankEvents, comm: pd.DataFrame) -> np.ndarray:
     out[reduce & ~in_backward] = "tp"
     tp_backward = forward_reduce and not ddp and not fsdp
     out[reduce & in_backward] = "tp" if tp_backward else "dp"
+    groups = _groups(comm)
+    if groups is not None:  # two process groups or more: a backward reduction is TP's where its group's is
+        forward_groups = set(groups[~in_backward & np.isin(ops_of, ("all_reduce", "reduce_scatter", "all_gather"))])
+        in_forward_group = np.isin(groups, list(forward_groups))
+        out[reduce & in_backward & in_forward_group] = "tp"
+        out[reduce & in_backward & ~in_forward_group] = "dp"
     out[ops_of == "broadcast"] = "dp"
     return out
+
+
+def _groups(comm: pd.DataFrame) -> Optional[np.ndarray]:
+    """Per communication kernel, its process group (``Process Group Name``,
+    recorded on NCCL kernels since PyTorch 2.2) as text, where the kernels
+    name two groups or more (a tensor-parallel group and a data-parallel one);
+    None otherwise: one group, or none recorded, tells nothing apart."""
+    if "process_group_name" not in comm.columns:
+        return None
+    groups = comm["process_group_name"].astype(str).to_numpy()
+    named = {g for g in groups.tolist() if g not in ("", "nan", "None")}
+    return groups if len(named) >= 2 else None
 
 
 def _launch_ops(ev: RankEvents, comm: pd.DataFrame, lookback: int = 8) -> List[str]:

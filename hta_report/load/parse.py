@@ -51,12 +51,21 @@ def resolve_loader(loader: Optional[str]) -> str:
     return loader
 
 
+#: HTA's specs (``AVAILABLE_ARGS`` keys) of collective args the report reads beyond HTA's default
+#: config: the process group of a communication kernel (``Process Group Name``, on NCCL kernels and
+#: ``record_param_comms`` since PyTorch 2.2), which tells a tensor-parallel group's backward
+#: reductions from a data-parallel group's (:mod:`hta_report.analysis.collectives`).
+GROUP_ARGS = ("nccl::process_group_name",)
+
+
 def report_parser_config():
-    """HTA's default parser config restricted to :data:`REPORT_ARGS`, plus :data:`SM_ARGS`."""
-    from hta.configs.parser_config import ParserConfig
+    """HTA's default parser config restricted to :data:`REPORT_ARGS`, plus
+    :data:`SM_ARGS` and :data:`GROUP_ARGS` (where this HTA has them)."""
+    from hta.configs.parser_config import AVAILABLE_ARGS, ParserConfig
 
     cfg = ParserConfig.get_default_cfg()
-    cfg.set_args([a for a in cfg.get_args() if a.name in REPORT_ARGS] + sm_arg_specs())
+    groups = [AVAILABLE_ARGS[k] for k in GROUP_ARGS if k in AVAILABLE_ARGS]
+    cfg.set_args([a for a in cfg.get_args() if a.name in REPORT_ARGS] + sm_arg_specs() + groups)
     return cfg
 
 
