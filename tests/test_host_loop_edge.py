@@ -157,3 +157,24 @@ def test_a_loop_reads_per_element_only_with_a_read_every_other_iteration_or_more
     from hta_report.analysis.host_loops import reading
     found = pd.DataFrame({"iterations": [4096, 4097, 100], "reads": [4095, 1, 50]})
     assert reading(found).tolist() == [True, False, True]
+
+
+def test_the_last_iteration_ends_where_its_own_ops_end(tmp_path):
+    """Iterations of two indexing ops whose segments alternate 3 and 2 ops
+    (select, div, copy_ | select, sub): the median segment (3) made the
+    last iteration run into the next op, a 5 ms linear after the loop, which
+    the loop's what-if then removed (a fix-bench pair moved from +0.3 % to
+    -12.9 %). The last segment is as long as the one a period before it."""
+    b = TraceBuilder(rank=0, gpu_name=None)
+    t = 100.0
+    for _ in range(200):
+        for op in ("aten::select", "aten::div", "aten::copy_", "aten::select", "aten::sub"):
+            b.cpu_op(op, t, 8.0)
+            t += 10.0
+    loop_end = t
+    b.cpu_op("aten::linear", t + 5.0, 5000.0)
+    b.write(tmp_path / "rank-0.json")
+    r = analyze(tmp_path)
+    p = r.ranks[0].patterns
+    assert p.loops_per_step == 1
+    assert p.loop_us_per_step <= loop_end - 100.0 + 1.0, p.loop_us_per_step

@@ -115,9 +115,12 @@ def _find(ev: RankEvents, ops: pd.DataFrame, w: np.ndarray, overhead: float) -> 
     all_ts = ops["ts"].to_numpy(float)
     runs = [part for a, z in zip(starts.tolist(), stops.tolist()) for part in _loops_of(names, idx[a:z])]
     for run in runs:
-        if len(run) < MIN_ITERATIONS or not _periodic(names, run):
+        p = _periodic(names, run) if len(run) >= MIN_ITERATIONS else 0
+        if not p:
             continue
-        per = int(np.median(np.diff(run))) if len(run) > 1 else 1
+        # the last indexing op's segment is as long as the one a period before it (segments of 2 and 3 ops
+        # alternating: the median of all of them would cut the last iteration short or run into the next op)
+        per = int(run[-p] - run[-p - 1]) if len(run) > p else int(np.median(np.diff(run)))
         last = min(int(run[-1]) + max(per, 1) - 1, len(ts) - 1)
         lo, hi = float(ts[run[0]]), float(end[last])
         inner = names[run[0]:last + 1]
@@ -152,9 +155,10 @@ def _loops_of(names: np.ndarray, run: np.ndarray) -> List[np.ndarray]:
     return [run[a:z] for a, z in zip(bounds[:-1], bounds[1:]) if z > a]
 
 
-def _periodic(names: np.ndarray, run: np.ndarray) -> bool:
-    """Whether the outermost ops between the indexing ops ``run`` (positions
-    in ``names``) repeat: for some period ``p`` <= :data:`MAX_PERIOD` (indexing
+def _periodic(names: np.ndarray, run: np.ndarray) -> int:
+    """The period (indexing ops per iteration; 0: none) with which the
+    outermost ops between the indexing ops ``run`` (positions in ``names``)
+    repeat: the first ``p`` <= :data:`MAX_PERIOD` (indexing
     ops per iteration), at least :data:`MIN_REPEAT` of the segments (the ops
     from one indexing op to the next) equal the segment ``p`` before, over
     :data:`MIN_ITERATIONS` iterations or more. A Python loop over elements runs
@@ -166,5 +170,5 @@ def _periodic(names: np.ndarray, run: np.ndarray) -> bool:
             break
         same = sum(segs[i] == segs[i - p] for i in range(p, len(segs)))
         if same >= MIN_REPEAT * (len(segs) - p):
-            return True
-    return False
+            return p
+    return 0
