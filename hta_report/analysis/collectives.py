@@ -140,10 +140,10 @@ def _kinds(ev: RankEvents, comm: pd.DataFrame) -> np.ndarray:
             in_backward[has] = launched[has] >= first_bw[step_of[has]]
         else:
             in_backward = launched >= float(backward_at.min())
-    names = cpu["s_name"].astype(str)
-    ddp = bool(names.str.startswith("DistributedDataParallel.forward").any())
-    fsdp = bool(names.str.contains(PARAMETER_SHARDING, regex=True).any())
-    forward_reduce = bool((~in_backward & np.isin(ops_of, ("all_reduce", "reduce_scatter", "all_gather"))).any())
+    ddp = bool(name_search(cpu["s_name"], r"^DistributedDataParallel\.forward").any())
+    fsdp = bool(name_search(cpu["s_name"], PARAMETER_SHARDING).any())
+    forward = ~in_backward & np.isin(ops_of, ("all_reduce", "reduce_scatter", "all_gather"))
+    forward_reduce = bool(forward.any())
     out = np.full(len(comm), "other", dtype=object)
     out[ops_of == "all_to_all"] = "ep"
     out[ops_of == "send_recv"] = "pp"
@@ -156,8 +156,7 @@ def _kinds(ev: RankEvents, comm: pd.DataFrame) -> np.ndarray:
     out[reduce & in_backward] = "tp" if tp_backward else "dp"
     groups = _groups(comm)
     if groups is not None:  # two process groups or more: a backward reduction is TP's where its group's is
-        forward_groups = set(groups[~in_backward & np.isin(ops_of, ("all_reduce", "reduce_scatter", "all_gather"))])
-        in_forward_group = np.isin(groups, list(forward_groups))
+        in_forward_group = np.isin(groups, list(set(groups[forward])))
         out[reduce & in_backward & in_forward_group] = "tp"
         out[reduce & in_backward & ~in_forward_group] = "dp"
     out[ops_of == "broadcast"] = "dp"

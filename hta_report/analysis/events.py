@@ -174,14 +174,8 @@ def is_step(names: pd.Series) -> np.ndarray:
     ``ProfilerStep#N`` annotations, by HTA's own pattern
     (:data:`~hta_report.load.iteration.STEP_NUMBER`): an op a user named
     ``ProfilerStep`` or ``ProfilerStep#`` is an op, not a step. Boolean array,
-    shape ``(len(names),)``; the pattern runs once per distinct name."""
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        cats = names.cat.categories
-        hit = np.fromiter((bool(STEP_NUMBER.match(str(c))) for c in cats), dtype=bool, count=len(cats))
-        codes = names.cat.codes.to_numpy()
-        return np.where(codes >= 0, hit[np.maximum(codes, 0)], False) if len(cats) else np.zeros(len(names), bool)
-    distinct = [n for n in names.dropna().unique() if isinstance(n, str) and STEP_NUMBER.match(n)]
-    return names.isin(distinct).to_numpy()
+    shape ``(len(names),)``; the pattern runs once per distinct name (:func:`name_test`)."""
+    return name_test(names, STEP_NUMBER.match)
 
 
 @dataclass

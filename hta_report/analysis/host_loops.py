@@ -119,8 +119,9 @@ def _find(ev: RankEvents, ops: pd.DataFrame, w: np.ndarray, overhead: float) -> 
         if not p:
             continue
         # the last indexing op's segment is as long as the one a period before it (segments of 2 and 3 ops
-        # alternating: the median of all of them would cut the last iteration short or run into the next op)
-        per = int(run[-p] - run[-p - 1]) if len(run) > p else int(np.median(np.diff(run)))
+        # alternating: the median of all of them would cut the last iteration short or run into the next op);
+        # _periodic finds p only in a run of more than p segments
+        per = int(run[-p] - run[-p - 1])
         last = min(int(run[-1]) + max(per, 1) - 1, len(ts) - 1)
         lo, hi = float(ts[run[0]]), float(end[last])
         inner = names[run[0]:last + 1]
@@ -143,11 +144,10 @@ def _loops_of(names: np.ndarray, run: np.ndarray) -> List[np.ndarray]:
     indexing op to the next) from which the next :data:`MIN_ITERATIONS`
     segments share none with the :data:`MIN_ITERATIONS` before it (the body
     changed for good; an odd iteration, or a loop whose segments vary, does
-    not split). Three
-    functions each looping over the same tensor's elements, one reading each
-    element (``.item()``, a synchronization per element), one adding on the
-    GPU, one on the host, run back to back: three loops, of which only the
-    first is a read per element."""
+    not split). Three functions each looping over the same tensor's elements,
+    one reading each element (``.item()``, a synchronization per element), one
+    adding on the GPU, one on the host, run back to back: three loops, of
+    which only the first is a read per element."""
     segs = [tuple(names[i:j]) for i, j in zip(run[:-1].tolist(), run[1:].tolist())]
     cuts = [i for i in range(1, len(segs)) if segs[i] != segs[i - 1]
             and not set(segs[i:i + MIN_ITERATIONS]) & set(segs[max(0, i - MIN_ITERATIONS):i])]

@@ -153,9 +153,12 @@ def advise(result: AnalysisResult, config: Optional[AdviceConfig] = None) -> Adv
             findings.append((verdict.finding, _number(r)))
     # within a severity, a fix expected to save under LISTED_MIN_GAIN_PCT of the step goes after the
     # window finding: with nothing material found, what the trace cannot show is the first thing to say
-    findings.sort(key=lambda fn: (-SEVERITY_RANK.get(fn[0].severity, 0),
-                                  fn[0].id != WINDOW_RULE and expected_pct(fn[0], result) < LISTED_MIN_GAIN_PCT,
-                                  -expected_pct(fn[0], result), -fn[0].bound_pct, fn[1]))
+    def order(fn: Tuple[Finding, int]) -> Tuple[int, bool, float, float, int]:
+        f, number = fn
+        expected = expected_pct(f, result)
+        return (-SEVERITY_RANK.get(f.severity, 0), f.id != WINDOW_RULE and expected < LISTED_MIN_GAIN_PCT,
+                -expected, -f.bound_pct, number)
+    findings.sort(key=order)
     fired = [f for f, _ in findings]
     return Advice(findings=fired, checks=checks,
                   together=together(result, fired, {r.id: r.edit for r in RULES if r.edit}))
@@ -208,12 +211,13 @@ def _commit(r: Rule, v: Verdict, result: AnalysisResult, cfg: AdviceConfig, ledg
         if f.whatif is not None and trusted(f.whatif, result) and not f.whatif.measurable \
                 and expected_pct(f, result) < NEVER_LOW_PCT:
             f.severity = "low"  # the prediction's interval reaches the step: a gain the noise may hide
-        cold = [x for x in result.ranks if x.rank in f.ranks and pct_of_step(x.warmup.us_per_step, x) >= COLD_WINDOW_PCT]
-        if r.id in COLD_CAPPED and f.ranks and len(cold) == len(set(f.ranks)):
-            f.severity = "low"
-            f.evidence.append(f"rank {cold[0].rank}: {pct_of_step(cold[0].warmup.us_per_step, cold[0]):.0f} % of the "
-                              "window is one-off warm-up: what is left of a cold start is no steady step; judge this "
-                              "on steady steps (see trace-window)")
+        if r.id in COLD_CAPPED and f.ranks:
+            cold = {x.rank: pct_of_step(x.warmup.us_per_step, x) for x in result.ranks if x.rank in f.ranks}
+            if cold and all(pct >= COLD_WINDOW_PCT for pct in cold.values()):
+                rank, pct = next(iter(cold.items()))
+                f.severity = "low"
+                f.evidence.append(f"rank {rank}: {pct:.0f} % of the window is one-off warm-up: what is left of a cold "
+                                  "start is no steady step; judge this on steady steps (see trace-window)")
         ledger.commit(r.id, v.finding.ranks, v.claims)
         if f.whatif is not None:
             for rank in f.ranks:
