@@ -1536,7 +1536,13 @@ class WhatIf:
     ``applies``: whether the edit changed anything on this rank (false: the
     rank has nothing the edit touches, such as no gradient collective, or a
     device whose Tensor-Core speedup the table does not know; a finding then
-    keeps its bound, :func:`hta_report.rules.base.predicted`)."""
+    keeps its bound, :func:`hta_report.rules.base.predicted`).
+    ``slowest_of``: 0 for one rank's own figures; N > 0 where the figures
+    are a job's whose N ranks wait for each other at collectives
+    (:func:`hta_report.rules.base.job_whatif`): ``step_us_before`` the
+    slowest rank's step as measured, ``step_us_after``, ``step_us_low`` and
+    ``step_us_high`` the slowest of the ranks' replayed steps (and interval
+    ends) with the edit, ``rank`` the rank slowest after it."""
 
     edit: str = ""
     step_us_before: float = 0.0
@@ -1546,6 +1552,7 @@ class WhatIf:
     applies: bool = True
     step_us_low: float = 0.0
     step_us_high: float = 0.0
+    slowest_of: int = 0
 
     @property
     def measurable(self) -> bool:

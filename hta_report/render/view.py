@@ -1516,7 +1516,7 @@ def together(result: AnalysisResult) -> str:
         return ""
     parts = set(w.edit.split(" + "))
     mine = [f for f in result.findings if f.whatif is not None and f.whatif.plausible and f.whatif.edit in parts
-            and w.rank in f.ranks]
+            and (w.rank in f.ranks or w.slowest_of > 0 and f.whatif.slowest_of > 0)]
     if len(mine) < 2:
         return ""
     alone = [_change(f.whatif.step_us_before, f.whatif.step_us_after) for f in mine if f.whatif is not None]
@@ -1534,8 +1534,10 @@ def _step_change(result: AnalysisResult, w: WhatIf) -> str:
     ``ProfilerStep``)."""
     steps = {r.rank: r.steps.count > 0 for r in result.ranks}
     unit = "step" if steps.get(w.rank, True) else "traced window"
+    where = (f"the slowest of {w.slowest_of} ranks that wait for each other at collectives (rank {w.rank} "
+             "after the fix)" if w.slowest_of else f"on rank {w.rank}")
     return (f"{unit} {fmt.ms_range(w.step_us_before, w.step_us_after, w.step_us_low, w.step_us_high)}, "
-            f"{_change(w.step_us_before, w.step_us_after)}, on rank {w.rank}")
+            f"{_change(w.step_us_before, w.step_us_after)}, {where}")
 
 
 def _change(before: float, after: float) -> str:

@@ -266,7 +266,10 @@ def follow_prediction(f: Finding, v: "Verdict", rule_id: str, result: AnalysisRe
             v.claims[rank] = merged
         floors[rank] = target
     set_gains(f, [ranks[r] for r in f.ranks if r in ranks] or list(ranks.values()), v.claims, floors)
-    if trusted(w, result):  # stated on the prediction's own step (a host that ran ahead: the GPU-paced one)
+    if w.slowest_of:  # a job's figure: it saves what its slowest rank saves, whatever one rank saves alone
+        f.gain_ms_per_step = max(0.0, w.step_us_before - w.step_us_after) / 1e3
+        f.gain_pct = f.share_pct = predicted_pct(w)
+    elif trusted(w, result):  # stated on the prediction's own step (a host that ran ahead: the GPU-paced one)
         f.gain_ms_per_step = max(f.gain_ms_per_step, (w.step_us_before - w.step_us_after) / 1e3)
         f.gain_pct = f.share_pct = max(f.gain_pct, predicted_pct(w))
 
@@ -512,7 +515,16 @@ def together(result: AnalysisResult, findings: Sequence[Finding], edits: Mapping
     subset of those that save time alone up to three of them), the largest
     subset it did combine, of two or more. Of those ranks, the one saving the
     largest share of its step. None when no rank has two such findings. A
-    rank whose what-ifs were withheld (a window mostly warm-up) has none."""
+    rank whose what-ifs were withheld (a window mostly warm-up) has none.
+    Where the ranks wait for each other at collectives (:func:`coupled_ranks`),
+    the job's figure instead (:func:`job_whatif`): every edit of the
+    findings with a prediction, on each rank the largest combination of them
+    the replay made there (else the one edit of them saving the most), the
+    slowest rank before and after."""
+    if coupled_ranks(result):
+        labels = sorted({edits[f.id] for f in findings if f.id in edits and f.whatif is not None})
+        return job_whatif(result, lambda x: _largest_combination(x, labels), combined_edit(labels)) \
+            if len(labels) >= 2 else None
     best: Optional[WhatIf] = None
     for x in result.ranks:
         by_edit = {w.edit: w for w in x.replay.whatifs}
@@ -533,21 +545,85 @@ def together(result: AnalysisResult, findings: Sequence[Finding], edits: Mapping
     return best
 
 
+def _largest_combination(x: RankResult, labels: Sequence[str]) -> Optional[WhatIf]:
+    """Of rank ``x``'s what-ifs, the one combining the most of ``labels``
+    (ties: the one saving the largest share), or None where it has none of them."""
+    by_edit = {w.edit: w for w in x.replay.whatifs if w.applies}
+    for size in range(len(labels), 0, -1):
+        hits = [by_edit[combined_edit(c)] for c in combinations(labels, size) if combined_edit(c) in by_edit]
+        if hits:
+            return max(hits, key=saved_share)
+    return None
+
+
 def saved_share(w: WhatIf) -> float:
     """What the what-if ``w`` saves, as a share of its step (0-1)."""
     return (w.step_us_before - w.step_us_after) / w.step_us_before if w.step_us_before > 0 else 0.0
 
 
+def coupled_ranks(result: AnalysisResult) -> List[RankResult]:
+    """The ranks that wait for each other every step: those with collectives
+    (``CommSummary.collective_basis``: communication kernels, or host time
+    in collective ops such as ``gloo:all_reduce``), when two or more have
+    them; else none. Data, tensor, pipeline and expert parallelism block at
+    their collectives until every peer has arrived, so such a job runs at
+    the pace of its slowest rank: a fix that makes one rank faster makes the
+    job faster only as far as the slowest rank allows."""
+    ranks = [x for x in result.ranks if x.comm.collective_basis]
+    return ranks if len(ranks) >= 2 else []
+
+
+def job_whatif(result: AnalysisResult, pick: Callable[[RankResult], Optional[WhatIf]],
+               edit: str) -> Optional[WhatIf]:
+    """A job's prediction for the edit ``edit`` where its ranks wait for each
+    other (:func:`coupled_ranks`): the fix is in the code every rank runs, so
+    each rank gets its own what-if (``pick(rank)``, None where the edit
+    leaves the rank unchanged), and the job's step, before and after, is its
+    slowest rank's (``WhatIf.slowest_of``): before, the largest measured
+    step; after, the largest replayed step, with the largest interval ends;
+    ``rank`` is the rank slowest after the fix. Each rank's replay keeps its
+    collectives' measured durations, waits for peers included, so the
+    figure assumes the ranks' skew stays as recorded. None (no job figure:
+    the finding keeps its bound) without two coupled ranks, when one of
+    them is not replayed within :data:`FIDELITY_MAX_PCT` or has no
+    what-ifs (withheld: a window mostly warm-up), or when the edit changes
+    no rank."""
+    coupled = coupled_ranks(result)
+    if not coupled or any(not x.replay.steps or x.replay.error_pct > FIDELITY_MAX_PCT or not x.replay.whatifs
+                          for x in coupled):
+        return None
+    rows: List[Tuple[int, float, float, float, float, Optional[WhatIf]]] = []
+    for x in coupled:
+        w = pick(x)
+        base = x.replay.whatifs[0].step_us_before  # every what-if of a rank starts from the same step
+        if w is None or not w.applies or not w.step_us_before > 0:
+            rows.append((x.rank, base, base, base, base, None))
+        else:
+            rows.append((x.rank, w.step_us_before, w.step_us_after, w.step_us_low, w.step_us_high, w))
+    changed: List[WhatIf] = [row[5] for row in rows if row[5] is not None]
+    if not changed or not all(row[1] > 0 for row in rows):
+        return None
+    gate = max(rows, key=lambda row: (row[2], row[1]))
+    described: WhatIf = gate[5] if gate[5] is not None else changed[0]
+    return WhatIf(edit=edit, step_us_before=max(row[1] for row in rows), step_us_after=gate[2],
+                  step_us_low=max(row[3] for row in rows), step_us_high=max(row[4] for row in rows),
+                  description=described.description, rank=gate[0], applies=True, slowest_of=len(rows))
+
+
 def predicted(f: Finding, r: Rule, result: AnalysisResult) -> Optional[WhatIf]:
-    """The replay's prediction for ``f``'s fix (``r.edit``) on the finding's
-    worst rank that was replayed (largest ``gain_pct`` in ``f.rank_gains``,
-    else the first of ``f.ranks``), or None: no edit, or no rank of it has a
-    prediction the report stands by (:func:`trusted`: the edit changed
-    something there, on a rank the replay reproduces), and the finding keeps
-    its bound. A fix that is not the one the edit replays
-    (:data:`~.wording.UNREPLAYED`) gets none either."""
+    """The replay's prediction for ``f``'s fix (``r.edit``): where the ranks
+    wait for each other at collectives, the job's (:func:`job_whatif`: its
+    slowest rank before and after the fix); else on the finding's worst
+    rank that was replayed (largest ``gain_pct`` in ``f.rank_gains``, else
+    the first of ``f.ranks``). None: no edit, no job figure for coupled
+    ranks, or no rank of the finding has a prediction the report stands by
+    (:func:`trusted`: the edit changed something there, on a rank the replay
+    reproduces), and the finding keeps its bound. A fix that is not the one
+    the edit replays (:data:`~.wording.UNREPLAYED`) gets none either."""
     if not r.edit or f.fix in UNREPLAYED:
         return None
+    if coupled_ranks(result):
+        return job_whatif(result, lambda x: next((w for w in x.replay.whatifs if w.edit == r.edit), None), r.edit)
     order = [g.rank for g in sorted(f.rank_gains, key=lambda g: -g.gain_pct)] or list(f.ranks)
     by_rank = {x.rank: x for x in result.ranks}
     for rank in order:

@@ -219,8 +219,8 @@ def _commit(r: Rule, v: Verdict, result: AnalysisResult, cfg: AdviceConfig, ledg
                 f.evidence.append(f"rank {rank}: {pct:.0f} % of the window is one-off warm-up: what is left of a cold "
                                   "start is no steady step; judge this on steady steps (see trace-window)")
         ledger.commit(r.id, v.finding.ranks, v.claims)
-        if f.whatif is not None:
-            for rank in f.ranks:
+        if f.whatif is not None:  # a job's figure (ranks that wait for each other) is every rank's
+            for rank in ([x.rank for x in result.ranks] if f.whatif.slowest_of else f.ranks):
                 ledger.own_edit(rank, f.whatif.edit, r.id)
     return v
 
