@@ -157,7 +157,9 @@ def wait_pools(r: RankResult) -> List[str]:
       description=("With two ranks or more. With collectives on two ranks: the rank that arrives last at the "
                    "collectives (least time in them) in most steps is the straggler, and the others' wait for "
                    'it is the median over steps of their collective time beyond that step\'s smallest (HTA\'s '
-                   '"sync wait"): one slow step makes no straggler. Without collectives no wait can be seen: '
+                   '"sync wait"): one slow step makes no straggler. Ranks waiting under a quarter of the '
+                   "longest wait arrived late with it and are named with it (a slow node of several ranks). "
+                   "Without collectives no wait can be seen: "
                    "the rule speaks only of a step-time spread, the rank whose step is longest in most steps "
                    "(median excess over the median rank)."),
       fix=("Find why the slow rank is slower: compare its section of the report with the others' "
@@ -199,6 +201,7 @@ def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
         return fine(f"wait for other ranks in collectives up to {pct:.1f} % {of_step(waiter)} "
                     f"({_basis(with_coll)}{arrival}), {spread}")
     straggler = min(with_coll, key=lambda r: (r.comm.sync_wait_us_per_step, -r.comm.late_steps))
+    group = late_group(with_coll, wait_us)
     waits = ", ".join(f"rank {r.rank} {ms(r.comm.sync_wait_us_per_step)}" for r in
                       sorted(with_coll, key=lambda r: -r.comm.sync_wait_us_per_step)[:8])
     evidence = [f"time in collectives {per(waiter)} beyond the step's smallest, median over the steps "
@@ -206,15 +209,55 @@ def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
     if straggler.comm.compared_steps:
         evidence.append(f"rank {straggler.rank} spent the least time in collectives, i.e. arrived last, in "
                         f"{straggler.comm.late_steps} of {straggler.comm.compared_steps} steps: the others wait for it")
+    if len(group) > 1:
+        others = group[1:]
+        evidence.append(f"{_names(others)} wait{'s' if len(others) == 1 else ''} "
+                        + ", ".join(ms(r.comm.sync_wait_us_per_step) for r in others)
+                        + f", under {LATE_GROUP_SHARE * 100:.0f} % of the longest wait ({ms(wait_us)}): "
+                        f"{'it arrives' if len(others) == 1 else 'they arrive'} late with rank {straggler.rank}")
     evidence.append("mean step per rank: " + ", ".join(f"rank {r.rank} {ms(r.window_us)}" for r in ranks[:8]))
     waiting = [r for r in with_coll if pct_of_step(r.comm.sync_wait_us_per_step, r) >= 1.0] or [waiter]
     claims = claim_each(fired, waiting, wait_pools, lambda r: r.comm.sync_wait_us_per_step)
-    fix = (f"# find why rank {straggler.rank} is slower: compare its section of this report with the others\n"
+    # the title's share is what the finding claims (the wait that holds the step: on kernels, the part with no
+    # compute running), as its gain is; the evidence above gives the whole wait
+    pct = max((pct_of_step(sum(claims[r.rank].values()), r) for r in waiting), default=pct)
+    who = _names(group)
+    fix = (f"# find why {who} {'is' if len(group) == 1 else 'are'} slower or start{'s' if len(group) == 1 else ''} "
+           "later: compare the sections of this report\n"
            "# (DataLoader wait, CPU contention, GPU clocks); uneven inputs: bucket samples by length, e.g.\n"
            "# a length-grouped sampler, so every rank gets the same work per iteration")
-    return make_finding(cfg, waiting, claims,
-                        f"Rank {straggler.rank} is a straggler: other ranks wait {pct:.0f} % {of_step(waiter)} for it",
-                        evidence, fix, ranks=[straggler.rank])
+    title = (f"Rank {straggler.rank} is a straggler: other ranks wait {pct:.0f} % {of_step(waiter)} for it"
+             if len(group) == 1 else
+             f"{who[0].upper() + who[1:]} arrive last at the collectives: other ranks wait {pct:.0f} % "
+             f"{of_step(waiter)} for them")
+    return make_finding(cfg, waiting, claims, title, evidence, fix, ranks=[r.rank for r in group])
+
+
+#: A rank whose wait at the collectives is under this share of the longest
+#: wait arrived in the last quarter of the spread of arrivals (the longest
+#: wait is the spread between the first rank and the last): late with the
+#: straggler, not early. Named with it, so that a slow node of several ranks
+#: reads as such rather than as its single last rank.
+LATE_GROUP_SHARE = 0.25
+
+
+def late_group(ranks: List[RankResult], longest_wait_us: float) -> List[RankResult]:
+    """The ranks of ``ranks`` that arrived late at the collectives: whose
+    per-step wait (``CommSummary.sync_wait_us_per_step``, µs) is under
+    :data:`LATE_GROUP_SHARE` of ``longest_wait_us``, the last to arrive
+    (least wait, then most steps last) first; only the last alone where that
+    would be every rank."""
+    order = sorted(ranks, key=lambda r: (r.comm.sync_wait_us_per_step, -r.comm.late_steps))
+    late = [r for r in order if r.comm.sync_wait_us_per_step < LATE_GROUP_SHARE * longest_wait_us] or order[:1]
+    return late if len(late) < len(ranks) else order[:1]
+
+
+def _names(ranks: List[RankResult]) -> str:
+    """``"rank 7"``, ``"ranks 7 and 2"``, ``"ranks 7, 2 and 6"``."""
+    ids = [str(r.rank) for r in ranks]
+    if len(ids) == 1:
+        return f"rank {ids[0]}"
+    return f"ranks {', '.join(ids[:-1])} and {ids[-1]}"
 
 
 def step_spread(ranks: List[RankResult]) -> Tuple[RankResult, float, int, int]:
