@@ -415,6 +415,30 @@ def test_a_fix_the_replay_finds_off_the_critical_path_is_low(tmp_path):
     assert finding(r, "dataloader-bound").severity == "high"
 
 
+def test_gemms_mostly_off_tensor_cores_fire_though_some_use_them(tmp_path):
+    """15 % of the GEMM time on Tensor Cores, 85 % in float32 SIMT kernels
+    (a field run: a laptop Ada GPU's ResNet inference, 11 % of its
+    convolution time in TF32 kernels): the GEMMs mostly run without Tensor
+    Cores, and the finding's bound is the float32 time alone."""
+    def mixed(b, t):
+        busy(b, t, start=10.0, end=150.0)
+        busy(b, t, start=160.0, end=STEP - 30, name=FP32_GEMM)
+    r = run(tmp_path, steps(mixed))
+    assert 10 < r.ranks[0].tensor_cores.tensor_core_pct < 20
+    f = finding(r, "tensor-cores-unused")
+    assert f.bound_pct == pytest.approx(100 * (STEP - 30 - 160) / STEP, abs=1.0)
+
+
+def test_gemms_mostly_on_tensor_cores_are_fine(tmp_path):
+    """60 % on Tensor Cores, 40 % float32: the model already uses them; no finding."""
+    def mixed(b, t):
+        busy(b, t, start=10.0, end=580.0)
+        busy(b, t, start=590.0, end=970.0, name=FP32_GEMM)
+    r = run(tmp_path, steps(mixed))
+    assert r.ranks[0].tensor_cores.tensor_core_pct > 55
+    assert status(r, "tensor-cores-unused") == "fine"
+
+
 def test_tensor_core_gemms_are_fine(tmp_path):
     r = run(tmp_path, steps(lambda b, t: busy(b, t)))
     assert r.ranks[0].tensor_cores.tensor_core_pct == 100

@@ -98,7 +98,7 @@ def _fix(r: RankResult) -> str:
 
 
 @rule("tensor-cores-unused", "C12", "GEMMs and convolutions do not use Tensor Cores",
-      "TensorBoard profiler (0 % on computeMajor >= 7); XProf 16-bit share < 10 %",
+      "TensorBoard profiler (0 % on computeMajor >= 7), XProf (16-bit share < 10 %); here: most of the time off them",
       lambda c: (f"computeMajor >= {c.tensor_core_min_major} (NVIDIA) or AMD matrix cores, Tensor Core share "
                  f"of GEMM/convolution kernel time < {c.tensor_core_pct:g} % (kernels already in 16 or 8 bits "
                  f"count as covered), and the float32 time off them >= {c.tensor_core_min_step_pct:g} % of the "

@@ -64,9 +64,9 @@ BEST, MID, WORST = "best", "mid", "worst"
 #: cuda-graphs after its fix: 917 operations, p90 0.13 µs).
 GRAPH_GAP_US = 0.1
 #: The Tensor-Core edit is made on a rank whose GEMM/convolution time is on Tensor Cores less
-#: than this share (%): tensor-cores-unused's default threshold (rules/config.py, 10 %), so the
+#: than this share (%): tensor-cores-unused's default threshold (rules/config.py, 50 %), so the
 #: edit is replayed where its finding can fire and not on every rank with one fp32 GEMM.
-TENSOR_CORE_EDIT_MAX_PCT = 10.0
+TENSOR_CORE_EDIT_MAX_PCT = 50.0
 #: The autograd node that accumulates a parameter's gradient (its ``aten::add_`` adds into the old gradient).
 ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 #: A CPU op inside a capturable region that launches nothing and lasts at least this long (µs)
