@@ -118,3 +118,31 @@ def test_idle_findings_on_a_mostly_cold_window_are_low(tmp_path):
     warm_run = run("warm-idle", 20.0)
     assert any(f.id in ("low-gpu-utilization", "host-bound", "gpu-gaps") and f.severity != "low"
                for f in warm_run.findings)
+
+
+def _loader(tmp_path, name: str, batches_ms):
+    """An A100 trace: per batch, a worker DataLoader's ``__next__`` of the
+    given ms, then a GEMM; no steps."""
+    b = TraceBuilder(rank=0, gpu_name="NVIDIA A100-SXM4-80GB", compute_major=8)
+    sim = Sim(b)
+    sim.t = 100.0
+    for ms in batches_ms:
+        b.cpu_op(warm.WORKER_LOADER_NEXT, sim.t, ms * 1000.0, cat="user_annotation")
+        sim.t += ms * 1000.0 + 1.0
+        sim.op("aten::mm", [(SGEMM, 500.0)], host_us=20.0)
+        sim.idle(30.0)
+    sim.synchronize()
+    return _write(tmp_path, name, b)
+
+
+def test_a_worker_loader_s_cold_first_batch_is_start_up(tmp_path):
+    """The first ``__next__`` of a loader with workers starts them (ninth
+    gathering: 780 ms of a ViT inference's 2.7 s window, one batch): warm-up,
+    named; a first batch no slower than the rest is not."""
+    r = _loader(tmp_path, "cold", [800.0])
+    assert [c.name for c in r.ranks[0].warmup.calls] == [warm.WORKER_LOADER_NEXT]
+    assert r.ranks[0].warmup.us_per_step >= 800_000.0
+    many = _loader(tmp_path, "cold-then-steady", [300.0, 20.0, 22.0, 21.0])
+    assert [c.name for c in many.ranks[0].warmup.calls] == [warm.WORKER_LOADER_NEXT]
+    steady = _loader(tmp_path, "steady", [21.0, 20.0, 22.0, 21.0])
+    assert all(c.name != warm.WORKER_LOADER_NEXT for c in steady.ranks[0].warmup.calls)

@@ -75,3 +75,30 @@ def test_the_repeated_blocks_of_one_forward_are_not_iterations(tmp_path):
         assert r.ranks[0].iterations.count == 0, name
     # a Python frame that is not a forward (the script's loop) leaves them iterations
     assert _trace(tmp_path, "loop", [1, 1, 1, 1], module="train.py(12): main").ranks[0].iterations.count == 4
+
+
+def test_layers_after_one_stem_are_not_iterations(tmp_path):
+    """A ViT recorded without module ranges (ninth gathering, RTX A5000):
+    one patch convolution, then the same block of ops twelve times. The
+    stem runs once, before the repeats and never in them: those are the
+    layers of one forward. A loop of forwards runs it every time."""
+    block = [("aten::layer_norm", [[1, 197, 768]]), ("aten::linear", [[1, 197, 768]]),
+             ("aten::gelu", [[1, 197, 3072]]), ("aten::linear", [[1, 197, 3072]]), ("aten::add", [[1, 197, 768]])]
+
+    def run(name: str, stem_each: bool):
+        b = TraceBuilder(rank=0)
+        t = 100.0
+        for i in range(12):
+            if i == 0 or stem_each:
+                b.cpu_op("aten::conv2d", t, 500.0, dims=[[1, 3, 224, 224]])
+                t += 501.0
+            for op, dims in block:
+                b.cpu_op(op, t, 300.0, dims=dims)
+                t += 301.0
+        b.cpu_op("aten::linear", t, 100.0, dims=[[1, 768]])  # the head
+        (tmp_path / name).mkdir()
+        return analyze(b.write(tmp_path / name / "rank-0.json.gz").parent).ranks[0].iterations
+
+    assert run("layers", stem_each=False).count == 0
+    loop = run("loop", stem_each=True)
+    assert loop.count == 12 and loop.first_op == "aten::conv2d"

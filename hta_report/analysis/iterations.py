@@ -53,7 +53,8 @@ def iterations(ev: RankEvents, w: np.ndarray) -> Iterations:
     ts, end = outer["ts"].to_numpy(float), outer["end"].to_numpy(float)
     starts = ts[first + period * np.arange(count)]
     last_end = float(end[first + period * count - 1])
-    if _inside_one_forward(cpu, outer["thread"].iloc[first], float(starts[0]), last_end):
+    if _inside_one_forward(cpu, outer["thread"].iloc[first], float(starts[0]), last_end) \
+            or _after_one_stem(outer["s_name"].astype(str).to_numpy(), first, period, count):
         return out  # the repeated blocks (layers) of one model's forward, not iterations
     out.count = int(count)
     out.ops_per_iteration = int(period)
@@ -75,6 +76,28 @@ def _inside_one_forward(cpu: pd.DataFrame, thread: object, start: float, end: fl
     mine = cpu[(cpu["thread"] == thread).to_numpy()
                & (cpu["ts"].to_numpy(float) <= start) & (cpu["end"].to_numpy(float) >= end)]
     return bool(len(mine)) and bool(name_search(mine["s_name"], FORWARD_EVENT).any())
+
+
+#: A model's stem: the patch or token embedding that opens its forward, once per forward.
+STEM_OP = re.compile(r"^aten::(conv[123]d|convolution|_convolution|cudnn_convolution|embedding)$")
+#: How far before the first repeat (in repeats' lengths) a stem still opens them.
+STEM_MAX_PERIODS = 3
+
+
+def _after_one_stem(names: np.ndarray, first: int, period: int, count: int) -> bool:
+    """Whether the repeats (``count`` runs of ``period`` outermost ops from
+    position ``first`` of ``names``) follow a model's stem (:data:`STEM_OP`:
+    a convolution or embedding) that runs once in the whole window, within
+    :data:`STEM_MAX_PERIODS` repeats' lengths before them, and not inside
+    them: one forward's embedding and then its layers. A loop of forwards
+    runs its stem in every iteration (a ViT's 12 blocks after its one patch
+    convolution, recorded without module ranges, read as 11 iterations)."""
+    body = set(names[first:first + period * count].tolist())
+    lo = max(0, first - STEM_MAX_PERIODS * period)
+    for name in names[lo:first]:
+        if STEM_OP.match(name) and name not in body and int((names == name).sum()) == 1:
+            return True
+    return False
 
 
 def _anchor(codes: np.ndarray) -> Optional[tuple]:

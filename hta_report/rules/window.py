@@ -46,11 +46,13 @@ FIX_LOST = specific("# record the GPU (ProfilerActivity.CUDA) over a short windo
 _GPU_ONE_OFFS = ("(calls of {} or more that set up the device, context, streams or memory, first launches that "
                  "load a kernel's module, and the first call of a GPU library's ops (cuDNN, cuBLAS) that loads it; "
                  "cuDNN benchmark syncs and Triton compiles, which tune once and are not syncs to remove from the "
-                 "step; and the profiler's own overhead records, category overhead: its cost, not the workload's)")
+                 "step; the first batch of a DataLoader with worker processes, which starts them; and the "
+                 "profiler's own overhead records, category overhead: its cost, not the workload's)")
 #: What counts as one-off on a rank without GPU work (:func:`hta_report.analysis.warmup.cpu_one_offs`).
 _CPU_ONE_OFFS = ("(the model's construction: weight fills before its first forward; and first calls of an op "
                  "five times or more as long as its later calls with the same shapes, by their excess: oneDNN "
-                 "creates a primitive per shape on its first call)")
+                 "creates a primitive per shape on its first call; and the first batch of a DataLoader with "
+                 "worker processes, which starts them)")
 
 
 def warmup_pct(r: RankResult) -> float:

@@ -53,7 +53,7 @@ from ..regions import LAUNCH_CATEGORIES, containing_index, starts_inside
 from .graph import (COPY, E_CROSS, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, NO_WAIT, READ, SYNC, TRIGGER_GAP_US, Graph,
                     edge_targets)
 from ..sync_kinds import classify, removable
-from ..warmup import OVERHEAD_CATEGORY
+from ..warmup import OVERHEAD_CATEGORY, first_worker_batch
 from ..workload import GRAPH_LAUNCHES
 
 #: Which end of an edit's uncertain parameters a replay takes (:meth:`Edit.pick`):
@@ -416,10 +416,21 @@ def edit_no_dataloader(ev: RankEvents, g: Graph, e: Edit) -> None:
     rank without, only part of it goes: the workers' CPU time is taken from
     the cores the training's own intra-op threads use (one per physical core
     by default), which a trace does not show, so the step keeps
-    :data:`CPU_LOADER_KEPT` of the loading time (a range)."""
+    :data:`CPU_LOADER_KEPT` of the loading time (a range). A worker
+    loader's cold first batch (:func:`~..warmup.first_worker_batch`: the
+    workers' start-up) is one-off warm-up and stays."""
     host = g.dl > 0  # host edges only (a launch edge's offset may be negative)
     kept = 0.0 if g.has_gpu else e.pick(CPU_LOADER_KEPT)
-    e.off[host] = np.maximum(e.off[host] - (1.0 - kept) * g.dl[host], 0.0)
+    dl = g.dl[host]
+    cold = _per_graph(ev, g, "cold loader batch", lambda: first_worker_batch(ev))
+    if len(cold):
+        edges = np.flatnonzero(host)
+        for thr, rows in cold.groupby("thread", sort=False):
+            u = intervals.union(rows["ts"].to_numpy(float), rows["end"].to_numpy(float))
+            on = g.thread[g.src[edges]] == thr
+            if on.any():
+                dl[on] = np.maximum(dl[on] - np.clip(intervals.overlap_each(g.gap[edges[on]], u), 0.0, None), 0.0)
+    e.off[host] = np.maximum(e.off[host] - (1.0 - kept) * dl, 0.0)
 
 
 def capturable(ev: RankEvents, windows: np.ndarray) -> Dict[int, np.ndarray]:
