@@ -146,3 +146,13 @@ def test_a_worker_loader_s_cold_first_batch_is_start_up(tmp_path):
     assert [c.name for c in many.ranks[0].warmup.calls] == [warm.WORKER_LOADER_NEXT]
     steady = _loader(tmp_path, "steady", [21.0, 20.0, 22.0, 21.0])
     assert all(c.name != warm.WORKER_LOADER_NEXT for c in steady.ranks[0].warmup.calls)
+
+
+def test_the_cold_batch_thresholds_are_the_warm_up_s_and_the_loader_share_leaves_it_out(tmp_path):
+    """``cpu_side`` keeps its own copy of the warm-up thresholds (an import
+    would be circular): they must agree; and the DataLoader's share is of the
+    steady batches only."""
+    from hta_report.analysis import cpu_side
+    assert (cpu_side.COLD_BATCH_MIN_US, cpu_side.COLD_BATCH_RATIO) == (warm.WARMUP_CALL_US, warm.COLD_RATIO)
+    r = _loader(tmp_path, "share", [300.0, 20.0, 22.0, 21.0])
+    assert 60_000.0 <= r.ranks[0].cpu.dataloader_us_per_step <= 64_000.0  # the three warm batches, 63 ms

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..model import NamedTime, Warmup
 from .. import intervals
-from .cpu_side import launches_gpu_work, self_times
+from .cpu_side import WORKER_LOADER_NEXT, first_worker_batch, launches_gpu_work, self_times
 from .events import LAUNCH_CATEGORIES, RankEvents, is_step
 from .launch import KERNEL_LAUNCH_APIS
 from .regions import per_step
@@ -272,33 +272,6 @@ def cold_first_host_calls(ev: RankEvents) -> pd.DataFrame:
              for t_ops, own_t in _by_thread(ops.iloc[order], own[order])]
     found = [f for f in found if len(f)]
     return pd.concat(found).sort_values("ts") if found else cpu.iloc[0:0]
-
-
-#: The annotation of a batch drawn from a DataLoader with worker processes (``num_workers`` > 0).
-WORKER_LOADER_NEXT = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
-
-
-def first_worker_batch(ev: RankEvents) -> pd.DataFrame:
-    """The first batch of a DataLoader with worker processes, where it is
-    cold: the first :data:`WORKER_LOADER_NEXT` annotation of a thread,
-    lasting :data:`WARMUP_CALL_US` or more, and either the thread's only one
-    or :data:`COLD_RATIO` times the median of its later ones or more. The
-    first ``__next__`` of a fresh iterator starts the workers (a process
-    each, the dataset and its imports in each) and waits for the first batch
-    they prefetch, once per epoch without ``persistent_workers``: a
-    start-up, not the steady input wait (a ViT inference's 16-worker loader
-    on an RTX A5000: 780 ms of a 2.7 s window, one batch; ninth gathering).
-    Rows of ``ev.cpu``."""
-    cpu = ev.cpu
-    rows = cpu[cpu["s_name"].eq(WORKER_LOADER_NEXT)]
-    keep = []
-    for _, mine in rows.sort_values("ts").groupby("thread", sort=False):
-        dur = mine["dur"].to_numpy(float)
-        if dur[0] < WARMUP_CALL_US:
-            continue
-        if len(dur) == 1 or dur[0] >= COLD_RATIO * float(np.median(dur[1:])):
-            keep.append(mine.index[0])
-    return cpu.loc[keep] if keep else cpu.iloc[0:0]
 
 
 def _by_thread(ops: pd.DataFrame, values: np.ndarray) -> Iterator[Tuple[pd.DataFrame, np.ndarray]]:

@@ -40,7 +40,7 @@ from ...model import TF32_TO_16_BIT_SPEEDUP
 from ...replay_terms import EditLabel
 from ..collectives import collective_kinds, kinds_of
 from ..copies import MEMCPY_APIS, htod_from
-from ..cpu_side import DATALOADER_PREFIXES, is_sync
+from ..cpu_side import DATALOADER_PREFIXES, first_worker_batch, is_sync
 from ..events import RankEvents, is_step, name_search
 from ..host_loops import loops, reading
 from ..host_ops import (BN_STATS_KERNEL, METADATA_OPS, active_dropout, arithmetic_us, batched_us, bn_training_kernels,
@@ -53,7 +53,7 @@ from ..regions import LAUNCH_CATEGORIES, containing_index, starts_inside
 from .graph import (COPY, E_CROSS, E_HOST, E_LAUNCH, E_WAIT, GPU, HOST, NO_WAIT, READ, SYNC, TRIGGER_GAP_US, Graph,
                     edge_targets)
 from ..sync_kinds import classify, removable
-from ..warmup import OVERHEAD_CATEGORY, first_worker_batch
+from ..warmup import OVERHEAD_CATEGORY
 from ..workload import GRAPH_LAUNCHES
 
 #: Which end of an edit's uncertain parameters a replay takes (:meth:`Edit.pick`):
@@ -417,7 +417,7 @@ def edit_no_dataloader(ev: RankEvents, g: Graph, e: Edit) -> None:
     the cores the training's own intra-op threads use (one per physical core
     by default), which a trace does not show, so the step keeps
     :data:`CPU_LOADER_KEPT` of the loading time (a range). A worker
-    loader's cold first batch (:func:`~..warmup.first_worker_batch`: the
+    loader's cold first batch (:func:`~..cpu_side.first_worker_batch`: the
     workers' start-up) is one-off warm-up and stays."""
     host = g.dl > 0  # host edges only (a launch edge's offset may be negative)
     kept = 0.0 if g.has_gpu else e.pick(CPU_LOADER_KEPT)
