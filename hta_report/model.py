@@ -1540,9 +1540,9 @@ class WhatIf:
     ``slowest_of``: 0 for one rank's own figures; N > 0 where the figures
     are a job's whose N ranks wait for each other at collectives
     (:func:`hta_report.rules.base.job_whatif`): ``step_us_before`` the
-    slowest rank's step as measured, ``step_us_after``, ``step_us_low`` and
-    ``step_us_high`` the slowest of the ranks' replayed steps (and interval
-    ends) with the edit, ``rank`` the rank slowest after it."""
+    largest measured step, the others that less what the largest own time
+    (step less wait at the collectives) saves with the edit, ``rank`` the
+    rank whose own time is the largest after it."""
 
     edit: str = ""
     step_us_before: float = 0.0

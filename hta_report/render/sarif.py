@@ -338,13 +338,13 @@ def _message(f: Finding, unplaced: str = "") -> str:
     where = f"on the worst rank{'s' if len(f.ranks) > 1 else ''} ({ranks or 'all ranks'})"
     if w is not None and w.step_us_before > 0 and w.plausible:  # the finding's gain is its prediction (one figure)
         if w.slowest_of:
-            where = f"for the job (its slowest of {w.slowest_of} ranks)"
+            where = f"for the job ({w.slowest_of} ranks that wait for each other at collectives)"
         parts.append(f"Predicted gain: {fixed(f.gain_ms_per_step, 2)} ms per step ({pct(f.gain_pct)} of the step) "
                      f"{where}" + ("." if w.measurable else ", within the noise: no measurable gain expected."))
         parts.append(f"Predicted after the fix (replay of the trace: {w.description}): step "
                      f"{fixed(w.step_us_before / 1e3, 2)} ms -> {fixed(w.step_us_after / 1e3, 2)} ms "
                      f"(80 %: {fixed(w.step_us_low / 1e3, 2)}-{fixed(w.step_us_high / 1e3, 2)} ms) "
-                     + (f"the slowest of {w.slowest_of} ranks, rank {w.rank} after the fix" if w.slowest_of
+                     + (f"for the job of {w.slowest_of} ranks, rank {w.rank} the slowest after the fix" if w.slowest_of
                         else f"on rank {w.rank}")
                      + ("." if saves(w) else ": no gain alone, what it shortens is off the replayed critical path "
                         "(the HTML report names it)."))

@@ -576,38 +576,51 @@ def coupled_ranks(result: AnalysisResult) -> List[RankResult]:
 def job_whatif(result: AnalysisResult, pick: Callable[[RankResult], Optional[WhatIf]],
                edit: str) -> Optional[WhatIf]:
     """A job's prediction for the edit ``edit`` where its ranks wait for each
-    other (:func:`coupled_ranks`): the fix is in the code every rank runs, so
-    each rank gets its own what-if (``pick(rank)``, None where the edit
-    leaves the rank unchanged), and the job's step, before and after, is its
-    slowest rank's (``WhatIf.slowest_of``): before, the largest measured
-    step; after, the largest replayed step, with the largest interval ends;
-    ``rank`` is the rank slowest after the fix. Each rank's replay keeps its
-    collectives' measured durations, waits for peers included, so the
-    figure assumes the ranks' skew stays as recorded. None (no job figure:
-    the finding keeps its bound) without two coupled ranks, when one of
-    them is not replayed within :data:`FIDELITY_MAX_PCT` or has no
-    what-ifs (withheld: a window mostly warm-up), or when the edit changes
-    no rank."""
+    other (:func:`coupled_ranks`). The fix is in the code every rank runs, so
+    each rank gets its own what-if (``pick(rank)``; None where the edit
+    leaves the rank unchanged). A synchronous job steps at the pace of its
+    slowest rank's own work: a rank's step is its own time plus its wait at
+    the collectives for the last to arrive (``CommSummary.sync_wait_us_per_step``,
+    kept as measured by its replay, which holds its collectives' measured
+    durations). So the job saves what the largest own time (step less wait)
+    saves: before, ``max(step_r - wait_r)``; after, ``max(after_r - wait_r)``,
+    the interval's ends alike. A fix that shortens a waiting rank only
+    lengthens its wait (no saving); one that shortens the last to arrive
+    saves up to the next slowest's own time; one that shortens every rank
+    alike saves what the slowest saves. The figures (``WhatIf.slowest_of``):
+    ``step_us_before`` the largest measured step (the job's), the others
+    that less the saving; ``rank`` the rank whose own time is the largest
+    after the fix. Assumes the waits are for the last rank's arrival (one
+    collective a step, or the same rank last at each). None (no job figure:
+    the finding keeps its bound) without two coupled ranks, when one of them
+    is not replayed within :data:`FIDELITY_MAX_PCT` or has no what-ifs
+    (withheld: a window mostly warm-up), or when the edit changes no rank."""
     coupled = coupled_ranks(result)
     if not coupled or any(not x.replay.steps or x.replay.error_pct > FIDELITY_MAX_PCT or not x.replay.whatifs
                           for x in coupled):
         return None
-    rows: List[Tuple[int, float, float, float, float, Optional[WhatIf]]] = []
+    rows: List[Tuple[int, float, Tuple[float, float, float], Optional[WhatIf]]] = []  # rank, step, own after
+    own_before = 0.0
     for x in coupled:
         w = pick(x)
         base = x.replay.whatifs[0].step_us_before  # every what-if of a rank starts from the same step
+        wait = max(0.0, min(x.comm.sync_wait_us_per_step, base))
+        own_before = max(own_before, base - wait)
         if w is None or not w.applies or not w.step_us_before > 0:
-            rows.append((x.rank, base, base, base, base, None))
+            rows.append((x.rank, base, (base - wait,) * 3, None))
         else:
-            rows.append((x.rank, w.step_us_before, w.step_us_after, w.step_us_low, w.step_us_high, w))
-    changed: List[WhatIf] = [row[5] for row in rows if row[5] is not None]
+            rows.append((x.rank, base, (max(0.0, w.step_us_after - wait), max(0.0, w.step_us_low - wait),
+                                        max(0.0, w.step_us_high - wait)), w))
+    changed: List[WhatIf] = [row[3] for row in rows if row[3] is not None]
     if not changed or not all(row[1] > 0 for row in rows):
         return None
-    gate = max(rows, key=lambda row: (row[2], row[1]))
-    described: WhatIf = gate[5] if gate[5] is not None else changed[0]
-    return WhatIf(edit=edit, step_us_before=max(row[1] for row in rows), step_us_after=gate[2],
-                  step_us_low=max(row[3] for row in rows), step_us_high=max(row[4] for row in rows),
-                  description=described.description, rank=gate[0], applies=True, slowest_of=len(rows))
+    job = max(row[1] for row in rows)
+    after, low, high = (job - (own_before - max(row[2][k] for row in rows)) for k in range(3))
+    gate = max(rows, key=lambda row: (row[2][0], row[1]))
+    described: WhatIf = gate[3] if gate[3] is not None else changed[0]
+    return WhatIf(edit=edit, step_us_before=job, step_us_after=after, step_us_low=min(low, after),
+                  step_us_high=max(high, after), description=described.description, rank=gate[0], applies=True,
+                  slowest_of=len(rows))
 
 
 def predicted(f: Finding, r: Rule, result: AnalysisResult) -> Optional[WhatIf]:
