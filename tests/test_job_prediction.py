@@ -124,3 +124,13 @@ def test_the_page_says_the_figure_is_the_jobs(sample_results):
     assert "the job's step (2 ranks that wait for each other at collectives; rank" in md
     edits = [w.edit for w in preds]
     assert len(edits) == len(set(edits)), "one fix, predicted once"
+
+
+def test_a_job_without_steps_says_traced_window():
+    """Ranks without ProfilerStep: the job's figure is of its traced window, and says so."""
+    from hta_report.render.view import _step_change
+    res = _result(_rank(0, 20000.0, {SYNC: 15000.0}), _rank(1, 20000.0, {SYNC: 14000.0}))
+    w = job_whatif(res, _pick(SYNC), SYNC)
+    assert w is not None
+    text = _step_change(res, w)
+    assert text.startswith("traced window ") and "the job's traced window (2 ranks" in text

@@ -1534,7 +1534,7 @@ def _step_change(result: AnalysisResult, w: WhatIf) -> str:
     ``ProfilerStep``)."""
     steps = {r.rank: r.steps.count > 0 for r in result.ranks}
     unit = "step" if steps.get(w.rank, True) else "traced window"
-    where = (f"the job's step ({w.slowest_of} ranks that wait for each other at collectives; rank {w.rank} "
+    where = (f"the job's {unit} ({w.slowest_of} ranks that wait for each other at collectives; rank {w.rank} "
              "the slowest after the fix)" if w.slowest_of else f"on rank {w.rank}")
     return (f"{unit} {fmt.ms_range(w.step_us_before, w.step_us_after, w.step_us_low, w.step_us_high)}, "
             f"{_change(w.step_us_before, w.step_us_after)}, {where}")
