@@ -6,6 +6,7 @@ the window, and a hand-written CUDA GEMM was told to use autocast."""
 from __future__ import annotations
 
 from hta_report.analysis import warmup as warm
+from hta_report.analysis.cpu_side import WORKER_LOADER_NEXT
 from hta_report.api import analyze
 from kineto import Sim, TraceBuilder
 
@@ -127,7 +128,7 @@ def _loader(tmp_path, name: str, batches_ms):
     sim = Sim(b)
     sim.t = 100.0
     for ms in batches_ms:
-        b.cpu_op(warm.WORKER_LOADER_NEXT, sim.t, ms * 1000.0, cat="user_annotation")
+        b.cpu_op(WORKER_LOADER_NEXT, sim.t, ms * 1000.0, cat="user_annotation")
         sim.t += ms * 1000.0 + 1.0
         sim.op("aten::mm", [(SGEMM, 500.0)], host_us=20.0)
         sim.idle(30.0)
@@ -140,12 +141,12 @@ def test_a_worker_loader_s_cold_first_batch_is_start_up(tmp_path):
     gathering: 780 ms of a ViT inference's 2.7 s window, one batch): warm-up,
     named; a first batch no slower than the rest is not."""
     r = _loader(tmp_path, "cold", [800.0])
-    assert [c.name for c in r.ranks[0].warmup.calls] == [warm.WORKER_LOADER_NEXT]
+    assert [c.name for c in r.ranks[0].warmup.calls] == [WORKER_LOADER_NEXT]
     assert r.ranks[0].warmup.us_per_step >= 800_000.0
     many = _loader(tmp_path, "cold-then-steady", [300.0, 20.0, 22.0, 21.0])
-    assert [c.name for c in many.ranks[0].warmup.calls] == [warm.WORKER_LOADER_NEXT]
+    assert [c.name for c in many.ranks[0].warmup.calls] == [WORKER_LOADER_NEXT]
     steady = _loader(tmp_path, "steady", [21.0, 20.0, 22.0, 21.0])
-    assert all(c.name != warm.WORKER_LOADER_NEXT for c in steady.ranks[0].warmup.calls)
+    assert all(c.name != WORKER_LOADER_NEXT for c in steady.ranks[0].warmup.calls)
 
 
 def test_the_cold_batch_thresholds_are_the_warm_up_s_and_the_loader_share_leaves_it_out(tmp_path):

@@ -11,7 +11,7 @@ import pandas as pd
 from ..model import CpuSide, NamedTime
 from .. import intervals
 from ..load.compat import LAUNCH_CALL
-from .events import LAUNCH_CATEGORIES, RankEvents, is_step, name_search
+from .events import LAUNCH_CATEGORIES, RankEvents, is_step, name_search, shared
 from .kernels import input_dims
 from .steps import analyzed_windows, step_windows
 
@@ -286,6 +286,7 @@ COLD_BATCH_RATIO = 5.0
 WORKER_LOADER_NEXT = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
 
 
+@shared
 def first_worker_batch(ev: RankEvents) -> pd.DataFrame:
     """The first batch of a DataLoader with worker processes, where it is
     cold: the first :data:`WORKER_LOADER_NEXT` annotation of a thread,
@@ -296,7 +297,9 @@ def first_worker_batch(ev: RankEvents) -> pd.DataFrame:
     they prefetch, once per epoch without ``persistent_workers``: a
     start-up, not the steady input wait (a ViT inference's 16-worker loader
     on an RTX A5000: 780 ms of a 2.7 s window, one batch; ninth gathering).
-    Rows of ``ev.cpu``."""
+    Rows of ``ev.cpu``, computed once per rank (:func:`~.events.shared`: the
+    DataLoader's share, the warm-up calls and the replay's DataLoader edit
+    ask for it)."""
     cpu = ev.cpu
     rows = cpu[cpu["s_name"].eq(WORKER_LOADER_NEXT)]
     keep = []

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..model import NamedTime, Warmup
 from .. import intervals
-from .cpu_side import WORKER_LOADER_NEXT, first_worker_batch, launches_gpu_work, self_times
+from .cpu_side import first_worker_batch, launches_gpu_work, self_times
 from .events import LAUNCH_CATEGORIES, RankEvents, is_step
 from .launch import KERNEL_LAUNCH_APIS
 from .regions import per_step

@@ -266,7 +266,7 @@ def follow_prediction(f: Finding, v: "Verdict", rule_id: str, result: AnalysisRe
             v.claims[rank] = merged
         floors[rank] = target
     set_gains(f, [ranks[r] for r in f.ranks if r in ranks] or list(ranks.values()), v.claims, floors)
-    if w.slowest_of:  # a job's figure: it saves what its slowest rank saves, whatever one rank saves alone
+    if w.slowest_of:  # a job's figure: it saves what the job saves, whatever one rank saves alone
         f.gain_ms_per_step = max(0.0, w.step_us_before - w.step_us_after) / 1e3
         f.gain_pct = f.share_pct = predicted_pct(w)
     elif trusted(w, result):  # stated on the prediction's own step (a host that ran ahead: the GPU-paced one)
@@ -519,8 +519,8 @@ def together(result: AnalysisResult, findings: Sequence[Finding], edits: Mapping
     Where the ranks wait for each other at collectives (:func:`coupled_ranks`),
     the job's figure instead (:func:`job_whatif`): every edit of the
     findings with a prediction, on each rank the largest combination of them
-    the replay made there (else the one edit of them saving the most), the
-    slowest rank before and after."""
+    the replay made there (else the one edit of them saving the most), what
+    the largest own time (step less wait) saves."""
     if coupled_ranks(result):
         labels = sorted({edits[f.id] for f in findings if f.id in edits and f.whatif is not None})
         return job_whatif(result, lambda x: _largest_combination(x, labels), combined_edit(labels)) \
@@ -530,14 +530,7 @@ def together(result: AnalysisResult, findings: Sequence[Finding], edits: Mapping
         by_edit = {w.edit: w for w in x.replay.whatifs}
         labels = sorted({edits[f.id] for f in findings if f.id in edits and f.whatif is not None
                          and x.rank in f.ranks and edits[f.id] in by_edit})
-        hit = None
-        for size in range(len(labels), 1, -1):
-            for combo in combinations(labels, size):
-                cand = by_edit.get(combined_edit(combo))
-                if cand is not None and (hit is None or saved_share(cand) > saved_share(hit)):
-                    hit = cand
-            if hit is not None:
-                break
+        hit = _largest_combination(x, labels, smallest=2)
         if hit is None or not hit.step_us_before > 0:
             continue
         if best is None or saved_share(hit) > saved_share(best):
@@ -545,11 +538,12 @@ def together(result: AnalysisResult, findings: Sequence[Finding], edits: Mapping
     return best
 
 
-def _largest_combination(x: RankResult, labels: Sequence[str]) -> Optional[WhatIf]:
-    """Of rank ``x``'s what-ifs, the one combining the most of ``labels``
-    (ties: the one saving the largest share), or None where it has none of them."""
-    by_edit = {w.edit: w for w in x.replay.whatifs if w.applies}
-    for size in range(len(labels), 0, -1):
+def _largest_combination(x: RankResult, labels: Sequence[str], smallest: int = 1) -> Optional[WhatIf]:
+    """Of rank ``x``'s what-ifs, the one combining the most of ``labels``, at
+    least ``smallest`` of them (ties: the first saving the largest share), or
+    None where it has none such."""
+    by_edit = {w.edit: w for w in x.replay.whatifs}
+    for size in range(len(labels), smallest - 1, -1):
         hits = [by_edit[combined_edit(c)] for c in combinations(labels, size) if combined_edit(c) in by_edit]
         if hits:
             return max(hits, key=saved_share)
@@ -625,8 +619,8 @@ def job_whatif(result: AnalysisResult, pick: Callable[[RankResult], Optional[Wha
 
 def predicted(f: Finding, r: Rule, result: AnalysisResult) -> Optional[WhatIf]:
     """The replay's prediction for ``f``'s fix (``r.edit``): where the ranks
-    wait for each other at collectives, the job's (:func:`job_whatif`: its
-    slowest rank before and after the fix); else on the finding's worst
+    wait for each other at collectives, the job's (:func:`job_whatif`: what
+    the largest own time, step less wait, saves); else on the finding's worst
     rank that was replayed (largest ``gain_pct`` in ``f.rank_gains``, else
     the first of ``f.ranks``). None: no edit, no job figure for coupled
     ranks, or no rank of the finding has a prediction the report stands by

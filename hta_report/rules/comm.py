@@ -200,8 +200,8 @@ def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
     if pct < cfg.straggler_pct:
         return fine(f"wait for other ranks in collectives up to {pct:.1f} % {of_step(waiter)} "
                     f"({_basis(with_coll)}{arrival}), {spread}")
-    straggler = min(with_coll, key=lambda r: (r.comm.sync_wait_us_per_step, -r.comm.late_steps))
     group = late_group(with_coll, wait_us)
+    straggler = group[0]  # the last to arrive: least wait, then most steps last
     waits = ", ".join(f"rank {r.rank} {ms(r.comm.sync_wait_us_per_step)}" for r in
                       sorted(with_coll, key=lambda r: -r.comm.sync_wait_us_per_step)[:8])
     evidence = [f"time in collectives {per(waiter)} beyond the step's smallest, median over the steps "

@@ -422,7 +422,7 @@ def edit_no_dataloader(ev: RankEvents, g: Graph, e: Edit) -> None:
     host = g.dl > 0  # host edges only (a launch edge's offset may be negative)
     kept = 0.0 if g.has_gpu else e.pick(CPU_LOADER_KEPT)
     dl = g.dl[host]
-    cold = _per_graph(ev, g, "cold loader batch", lambda: first_worker_batch(ev))
+    cold = first_worker_batch(ev)
     if len(cold):
         edges = np.flatnonzero(host)
         for thr, rows in cold.groupby("thread", sort=False):
