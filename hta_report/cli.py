@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import traceback
@@ -11,7 +10,7 @@ from typing import Optional, Sequence
 
 import click
 
-from . import __version__
+from . import __version__, teardown
 from .errors import EXIT_ERROR, EXIT_GATE, EXIT_INCONCLUSIVE, EXIT_OK, HtaReportError, InputError, bug_reason, show_bugs
 from .escape import redact_url, terminal
 from .gates import GateResult, describe as describe_gate, evaluate as evaluate_gates, metrics_help, parse_gate
@@ -526,7 +525,7 @@ def main(argv: Optional[list] = None) -> int:
     """Entry point of the ``hta-report`` console script; returns the exit code
     (0 ok, 1 usage or input error, 2 gate tripped)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    _TEARDOWN["skip"] = False
+    teardown.reset()
     debug = "--debug" in args or "-v" in args or "--verbose" in args
     try:
         rv = cli.main(args=args, prog_name="hta-report", standalone_mode=False)
@@ -551,36 +550,22 @@ def main(argv: Optional[list] = None) -> int:
         return EXIT_ERROR
 
 
-#: Set by the commands that run no code but ours (``analyze``, ``compare``):
-#: their process may end without the interpreter's teardown.
-_TEARDOWN = {"skip": False}
-
-
 def _skip_teardown() -> None:
     """Let :func:`run` end this process with ``os._exit`` once the command
-    returns (see :func:`run`). Not for ``collect``, which runs the user's
-    script: its ``atexit`` handlers (loggers, writers) must run."""
-    _TEARDOWN["skip"] = True
+    returns (see :mod:`.teardown`). Not for ``collect`` with a script: its
+    ``atexit`` handlers (loggers, writers) must run."""
+    teardown.skip_teardown()
 
 
 def run() -> None:
     """Console-script wrapper that exits with :func:`main`'s code.
 
     After ``analyze`` and ``compare``, whose reports are written (closed and
-    renamed into place) before the command returns, it flushes the standard
-    streams and logging and ends the process with ``os._exit``, as mypy does
-    (``mypy.util.hard_exit``): the interpreter's teardown (freeing every
-    object, unloading pandas, pyarrow, matplotlib and HTA) took 0.2 s of
-    every run on the benchmark machine, and frees nothing the OS would not.
-    Their pools of worker processes are shut down before they return, and a
-    Ray instance they started is shut down too."""
-    code = main()
-    if _TEARDOWN["skip"]:
-        logging.shutdown()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):  # a closed pipe (| head), a closed stream
-                pass
-        os._exit(code)
-    sys.exit(code)
+    renamed into place) before the command returns, and after a torchrun rank
+    of ``collect --workload``, it flushes the standard streams and logging and
+    ends the process with ``os._exit`` (:func:`.teardown.finish`): the
+    interpreter's teardown took 0.2 s of every analyze run on the benchmark
+    machine, and can abort a gloo rank whose files are all written. Their
+    pools of worker processes are shut down before they return, and a Ray
+    instance they started is shut down too."""
+    teardown.finish(main())

@@ -496,6 +496,41 @@ def test_torchrun_two_ranks_write_two_traces(tmp_path):
     assert elapsed < 60, f"torchrun test took {elapsed:.0f} s"
 
 
+def test_a_finished_rank_meets_its_peers_then_ends_without_teardown(monkeypatch):
+    """After a finished run, a torchrun rank meets its peers at a barrier,
+    destroys the process group and asks for an exit without the
+    interpreter's teardown (gloo's threads can abort it, and torchrun then
+    fails the job though every file is written); after an error there is
+    no barrier (the peers may never reach it) and the teardown stays."""
+    import torch.distributed as dist
+
+    from hta_report import teardown
+    from hta_report.collect.run import _leave_group
+
+    calls = []
+    monkeypatch.setattr(dist, "barrier", lambda *a, **k: calls.append("barrier"))
+    monkeypatch.setattr(dist, "destroy_process_group", lambda *a, **k: calls.append("destroy"))
+    teardown.reset()
+    _leave_group(finished=False)
+    assert calls == ["destroy"] and not teardown.teardown_skipped()
+    calls.clear()
+    _leave_group(finished=True)
+    assert calls == ["barrier", "destroy"] and teardown.teardown_skipped()
+    teardown.reset()
+
+
+def test_finish_skips_atexit_only_when_asked(tmp_path):
+    """``teardown.finish`` flushes what was printed and exits with the code;
+    ``atexit`` handlers run unless :func:`skip_teardown` was called."""
+    code = ("import atexit, sys; from hta_report import teardown; "
+            "atexit.register(lambda: print('teardown ran')); print('written', end=''); "
+            "{skip}teardown.finish(3)")
+    for skip, out in (("teardown.skip_teardown(); ", "written"), ("", "writtenteardown ran\n")):
+        proc = subprocess.run([sys.executable, "-c", code.format(skip=skip)], capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+        assert proc.returncode == 3 and proc.stdout == out, (skip, proc.stdout, proc.stderr)
+
+
 def test_cuda_runs_record_synchronization_events(tmp_path, monkeypatch):
     """On CUDA the profiler gets ``_ExperimentalConfig(enable_cuda_sync_events=True)``
     (what a synchronization waited for; issue 30) and the manifest says so; on

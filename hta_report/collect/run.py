@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List
 
+from .. import teardown
 from ..errors import CollectError, plural
 from . import environment as env
 from .session import prepare_output_dir, profile
@@ -59,16 +60,32 @@ def collect_workload(name: str, opts: Dict[str, Any], options: Dict[str, Any]) -
     backend = init_distributed(ranks, device)
     run = {"mode": "workload", "workload": name, "knobs": cfg.as_dict(),
            "distributed_backend": backend, "collect_options": options}
+    finished = False
     try:
         with _profile(opts, device, run) as prof:
             prof.expected_steps = steps
             prof.run["result"] = run_workload(cfg, prof, ranks)
+        finished = True
     finally:
         if backend is not None:
-            import torch.distributed as dist
-
-            dist.destroy_process_group()
+            _leave_group(finished)
     return prof
+
+
+def _leave_group(finished: bool) -> None:
+    """Destroy the default process group; after a finished run, all ranks
+    first meet at a barrier (no rank tears down its gloo or NCCL connections
+    while a peer still writes its trace or waits on the store), and the
+    process may then end without the interpreter's teardown, which can abort
+    a gloo rank whose files are written (:mod:`..teardown`). After an error
+    there is no barrier: the peers may never reach it (torchtitan#1342)."""
+    import torch.distributed as dist
+
+    if finished:
+        dist.barrier()
+    dist.destroy_process_group()
+    if finished:
+        teardown.skip_teardown()
 
 
 def collect_script(command: List[str], opts: Dict[str, Any], options: Dict[str, Any]) -> int:
