@@ -429,7 +429,10 @@ class CommSummary:
     ``exposed_us_per_step`` its exposed part; ``cpu_collective_us_per_step``
     host time in collective ops (``gloo:*``, ``nccl:*``, ``c10d::*``,
     ``record_param_comms``, on any host thread), used on ranks without
-    communication kernels. ``sync_wait_us_per_step`` is this rank's
+    communication kernels; ``host_exposed_us_per_step`` the part of that
+    host time in which the step thread runs no other op (it waits for its
+    collectives: :func:`hta_report.analysis.collectives.host_collectives`),
+    0 on ranks with GPU activity. ``sync_wait_us_per_step`` is this rank's
     collective time beyond the smallest of all ranks in the directory
     (HTA's straggler analysis splits collective time into data transfer, the
     minimum across ranks, and synchronization wait, the rest): communication
@@ -447,7 +450,8 @@ class CommSummary:
     their per-step waits (µs), any other rank's 0: ranks that take turns being
     late through noise show no wait, and one slow step neither makes a
     straggler nor drags the wait. ``kinds`` splits the communication
-    kernels by what they do (:class:`CollectiveKind`), most exposed first.
+    kernels by what they do (:class:`CollectiveKind`), most exposed first
+    (on a rank without GPU activity, its host collectives' waited time).
     ``stalls`` counts communication kernels that ran 10x the median of the
     same kernel or longer (:func:`hta_report.analysis.transfers.collective_stalls`):
     waits for a late peer, a host stall or the window's end, not transfer;
@@ -466,6 +470,7 @@ class CommSummary:
     exposed_us_per_step: float = 0.0
     sync_wait_us_per_step: float = 0.0
     cpu_collective_us_per_step: float = 0.0
+    host_exposed_us_per_step: float = 0.0
     collective_basis: str = ""
     kernel_us_by_step: List[StepValue] = field(default_factory=list)
     host_collective_us_by_step: List[StepValue] = field(default_factory=list)

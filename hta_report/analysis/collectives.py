@@ -41,7 +41,7 @@ Times are µs.
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -63,6 +63,10 @@ OPERATIONS = (
     ("all_gather", re.compile(r"all_?gather", re.IGNORECASE)),
     ("all_reduce", re.compile(r"all_?reduce", re.IGNORECASE)),
     ("broadcast", re.compile(r"broadcast", re.IGNORECASE)),
+    # to or from one rank (c10d::reduce_, gather_, scatter_; NCCL's Reduce kernels), after the all- forms
+    ("reduce", re.compile(r"reduce", re.IGNORECASE)),
+    ("gather", re.compile(r"gather", re.IGNORECASE)),
+    ("scatter", re.compile(r"scatter", re.IGNORECASE)),
 )
 #: The kinds, in the order the report lists them.
 KINDS = ("dp", "tp", "fsdp", "ep", "pp", "other")
@@ -118,16 +122,22 @@ def collective_kinds(ev: RankEvents, w: np.ndarray, n_steps: int) -> List[Collec
 
 def _kinds(ev: RankEvents, comm: pd.DataFrame) -> np.ndarray:
     """The kind of each row of ``comm`` (communication kernels)."""
-    cpu = ev.cpu
     # the host op names the collective (NCCL runs small all-reduces and all-to-alls as SendRecv kernels, and
     # 2.19+'s generic kernel names none); the kernel's own name where no host op is found
     ops_of = np.array([operation(o) or operation(n) for o, n in zip(_launch_ops(ev, comm),
                                                                     comm["s_name"].astype(str))], dtype=object)
     ep = name_search(comm["s_name"], EP_KERNEL)
     ops_of[ep] = "all_to_all"
-    launched = _launch_times(ev, comm)
+    return _classify(ev, ops_of, _launch_times(ev, comm), _groups(comm))
+
+
+def _classify(ev: RankEvents, ops_of: np.ndarray, launched: np.ndarray, groups: Optional[np.ndarray]) -> np.ndarray:
+    """The kind of each collective (see the module doc) from its operation
+    (:func:`operation`), the host time it was issued at (µs) and its process
+    group where two groups or more are named (else None)."""
+    cpu = ev.cpu
     backward_at = _backward_starts(ev)
-    in_backward = np.zeros(len(comm), dtype=bool)
+    in_backward = np.zeros(len(ops_of), dtype=bool)
     if len(backward_at):
         steps = _step_starts(ev)
         if len(steps):  # a collective is the backward's when a backward event started before it in its step
@@ -144,7 +154,7 @@ def _kinds(ev: RankEvents, comm: pd.DataFrame) -> np.ndarray:
     fsdp = bool(name_search(cpu["s_name"], PARAMETER_SHARDING).any())
     forward = ~in_backward & np.isin(ops_of, ("all_reduce", "reduce_scatter", "all_gather"))
     forward_reduce = bool(forward.any())
-    out = np.full(len(comm), "other", dtype=object)
+    out = np.full(len(ops_of), "other", dtype=object)
     out[ops_of == "all_to_all"] = "ep"
     out[ops_of == "send_recv"] = "pp"
     gather = ops_of == "all_gather"
@@ -154,7 +164,9 @@ def _kinds(ev: RankEvents, comm: pd.DataFrame) -> np.ndarray:
     out[reduce & ~in_backward] = "tp"
     tp_backward = forward_reduce and not ddp and not fsdp
     out[reduce & in_backward] = "tp" if tp_backward else "dp"
-    groups = _groups(comm)
+    # a reduce, gather or scatter to one rank after the forward: gradients averaged by hand (COS568's
+    # gather-average-scatter); in the forward it is no parallelism the module doc names
+    out[np.isin(ops_of, ("reduce", "gather", "scatter")) & in_backward] = "dp"
     if groups is not None:  # two process groups or more: a backward reduction is TP's where its group's is
         in_forward_group = np.isin(groups, list(set(groups[forward])))
         out[reduce & in_backward & in_forward_group] = "tp"
@@ -255,3 +267,90 @@ def kinds_of(ev: RankEvents) -> pd.DataFrame:
             held = comm.assign(kind=_kinds(ev, comm) if len(comm) else pd.Series([], dtype=object))
         ev.memo["collectives.kinds"] = held
     return held
+
+
+def host_collectives(ev: RankEvents, hw: np.ndarray, n_steps: int) -> Tuple[float, List[CollectiveKind]]:
+    """A rank without GPU activity: the time its step thread waits for its
+    collectives, and that time by kind.
+
+    A CPU backend (gloo, MPI) runs a collective in its own threads; the step
+    thread issues it (``c10d::allreduce_``...) and then waits in
+    ``Work.wait()``, which the profiler does not record. So the wait is the
+    time covered by collective ops on any thread (``gloo:all_reduce`` on
+    gloo's worker, the call itself: :data:`~.transfers.CPU_COLLECTIVE_PREFIXES`)
+    while the step thread runs no other op: communication that no compute of
+    the step overlaps (a DDP all-reduce running in gloo's thread during the
+    backward pass is overlapped; a loop of blocking all-reduces after it is
+    not). Each piece of it goes to the kind of the latest collective the step
+    thread issued before it (:func:`_classify` on the issuing ops' names and
+    start times; ``other`` before the first).
+
+    Args:
+        ev: the rank's events.
+        hw: the host windows (``(n, 2)`` µs) the step's host time is read in.
+        n_steps: analyzed steps, the divisor of the per-step figures.
+
+    Returns:
+        (exposed µs per step, kinds most exposed first: ``us_per_step`` the
+        collective ops' time in the kind's stretch, ``exposed_us_per_step`` its
+        waited part, ``calls_per_step`` the issuing ops); (0.0, []) without
+        collective ops or windows, or where the step thread records no op
+        of its own in the windows (then nothing tells its work from a wait).
+    """
+    from .cpu_side import loop_thread
+    from .transfers import CPU_COLLECTIVE_PREFIXES
+
+    cpu = ev.cpu
+    if not len(hw) or cpu.empty:
+        return 0.0, []
+    names = cpu["s_name"].astype(str)
+    is_coll = names.str.startswith(CPU_COLLECTIVE_PREFIXES).to_numpy(dtype=bool)
+    coll = cpu[is_coll]
+    if coll.empty:
+        return 0.0, []
+    hu = intervals.union(hw[:, 0], hw[:, 1])
+    coll_u = intervals.intersect(intervals.union(coll["ts"].to_numpy(float), coll["end"].to_numpy(float)), hu)
+    thread = loop_thread(ev)
+    if thread is None:
+        ops = cpu[cpu["s_cat"].eq("cpu_op").to_numpy(dtype=bool)]
+        thread = int(ops["thread"].value_counts().index[0]) if len(ops) else -1
+    on_thread = cpu["thread"].eq(thread).to_numpy(dtype=bool)
+    work = cpu[on_thread & cpu["s_cat"].eq("cpu_op").to_numpy(dtype=bool) & ~is_coll]
+    busy = intervals.union(work["ts"].to_numpy(float), work["end"].to_numpy(float))
+    if not intervals.total(intervals.intersect(busy, hu)) > 0:
+        # the step thread records no op in the windows (HTA's cpu_only sample: gloo's threads only):
+        # whether it computed or waited meanwhile, the trace does not say
+        return 0.0, []
+    exposed = intervals.subtract(coll_u, busy)
+    n = max(n_steps, 1)
+    calls = cpu[on_thread & is_coll & cpu["s_cat"].eq("cpu_op").to_numpy(dtype=bool)]
+    ops_of = np.array([operation(x) for x in calls["s_name"].astype(str)], dtype=object)
+    keep = ops_of != ""
+    calls, ops_of = calls[keep], ops_of[keep]
+    if calls.empty:
+        return intervals.total(exposed) / n, []
+    order = np.argsort(calls["ts"].to_numpy(float), kind="stable")
+    calls, ops_of = calls.iloc[order], ops_of[order]
+    starts = calls["ts"].to_numpy(float)
+    kinds = _classify(ev, ops_of, starts, None)
+    k = np.searchsorted(hu[:, 0], starts, side="right") - 1
+    inside = (k >= 0) & (starts < hu[np.maximum(k, 0), 1])  # issued inside the windows: counted as calls
+    # each call's stretch runs to the next call (a window's first wait may be the previous step's last call)
+    stretch = np.column_stack([starts, np.append(starts[1:], np.inf)])
+    out: List[CollectiveKind] = []
+    for kind in KINDS:
+        mine = kinds == kind
+        segs = stretch[mine]
+        if kind == "other":  # before the trace's first call: issued before the profiler started
+            segs = np.concatenate([np.array([[-np.inf, starts[0]]]), segs])
+        if not len(segs):
+            continue
+        u = intervals.union(segs[:, 0], segs[:, 1])
+        waited = intervals.total(intervals.intersect(exposed, u)) / n
+        calls_in = int((mine & inside).sum())
+        if not calls_in and waited <= 0:
+            continue
+        out.append(CollectiveKind(kind=kind, label=LABELS[kind], calls_per_step=calls_in / n,
+                                  us_per_step=intervals.total(intervals.intersect(coll_u, u)) / n,
+                                  exposed_us_per_step=waited))
+    return intervals.total(exposed) / n, sorted(out, key=lambda c: -c.exposed_us_per_step)

@@ -41,7 +41,7 @@ from ..load.traces import LoadedTraces
 from . import hta_kernel_types
 from .attribution import idle_attribution
 from .code import code_attribution, gpu_time_by_launcher
-from .collectives import collective_kinds
+from .collectives import collective_kinds, host_collectives
 from .copies import add_copy_metrics, blocking_copies, dtoh_reads, pageable_calls, sync_contexts, sync_waits
 from .cpu_side import cpu_side
 from .distributed import add_data_parallel
@@ -259,6 +259,8 @@ def _workload(c: RankContext) -> None:
 
 def _host_communication(c: RankContext) -> None:
     c.result.comm = add_comm_metrics(CommSummary(), c.events, c.w, c.hw)
+    if c.result.comm.cpu_collective_us_per_step > 0:
+        c.result.comm.host_exposed_us_per_step, c.result.comm.kinds = host_collectives(c.events, c.hw, len(c.w))
     c.result.tensor_cores.compute_major = compute_major(c.meta)
 
 

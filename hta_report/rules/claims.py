@@ -14,7 +14,8 @@ A rank's analyzed step (µs per step, or the traced window without
   exposed communication);
 * ``host:<part>``: on ranks without GPU activity, the step's host time:
   one-off warm-up calls, the DataLoader, synchronization, ``zero_grad``, the
-  optimizer step, waiting for other ranks in collectives, and ``host:other``
+  optimizer step, waiting for other ranks in collectives, waiting for the
+  collectives' own transfer (``host:communication``), and ``host:other``
   for the rest; each part is at most what the step has left after the parts
   before it, so they add up to the step.
 
@@ -51,7 +52,7 @@ IDLE_CATEGORIES = tuple(c for c in IDLE_CAUSES if c not in UNCLAIMABLE_CAUSES)
 IDLE = tuple(f"idle:{c}" for c in IDLE_CATEGORIES)
 #: The host-time pools of a rank without GPU activity, in order.
 HOST = ("host:warmup", "host:dataloader", "host:sync", "host:zero_grad", "host:optimizer", "host:collective_wait",
-        "host:other")
+        "host:communication", "host:other")
 #: Every pool of a rank.
 POOLS = IDLE + ("copy:pageable", "copy:blocking", "copy:other", "comm:exposed", "compute") + HOST
 
@@ -69,6 +70,8 @@ def _host_measure(r: RankResult, part: str) -> float:
         return r.optimizer.step_us_per_step
     if part == "collective_wait":
         return r.comm.sync_wait_us_per_step if r.comm.collective_basis == "host" else 0.0
+    if part == "communication":  # the step thread's wait for its collectives beyond the wait for peers
+        return max(0.0, r.comm.host_exposed_us_per_step - r.comm.sync_wait_us_per_step)
     return float("inf")  # other: the rest
 
 
@@ -151,6 +154,8 @@ OWNERSHIP: Dict[str, Owner] = {
     "host:zero_grad": Owner("zero-grad-zeros", rest=("step-time-outliers",)),
     "host:optimizer": Owner("unfused-optimizer", rest=("step-time-outliers",)),
     "host:collective_wait": Owner(_STRAGGLER, rest=("no-sync-accumulation", "step-time-outliers")),
+    # the step thread waiting for its own collectives' transfer (a CPU backend): as comm:exposed
+    "host:communication": Owner("exposed-communication", defer=("no-sync-accumulation",), rest=_HOST_REST),
     # the rest of the step: a Python loop over elements (per-sample-ops, or sync-in-step where it reads
     # .item()), active dropout, reference kernels, (N - 1)/N of N small passes (tiny-batches)
     "host:other": Owner(None, rest=("sync-in-step", "per-sample-ops", "train-mode-inference", "slow-cpu-kernels",

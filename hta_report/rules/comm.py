@@ -19,8 +19,17 @@ def exposed_transfer_us(r: RankResult) -> float:
     synchronization wait across ranks, or its stalled collectives (kernels
     10x their median: :func:`~hta_report.analysis.transfers.collective_stalls`),
     whichever is larger (both are waits; they are not added): the part that
-    overlap (not load balance) can hide."""
-    return max(0.0, r.comm.exposed_us_per_step - peer_wait_us(r))
+    overlap (not load balance) can hide. On a rank without GPU activity, the
+    step thread's wait for its host collectives
+    (``CommSummary.host_exposed_us_per_step``) less the same wait."""
+    exposed = r.comm.exposed_us_per_step if r.has_gpu else r.comm.host_exposed_us_per_step
+    return max(0.0, exposed - peer_wait_us(r))
+
+
+def _with_communication(r: RankResult) -> bool:
+    """Ranks C16 judges: communication kernels on a GPU rank, host
+    collective ops (a CPU backend such as gloo) on the others."""
+    return bool(r.comm.kernel_count) if r.has_gpu else r.comm.cpu_collective_us_per_step > 0
 
 
 def peer_wait_us(r: RankResult) -> float:
@@ -33,7 +42,9 @@ def peer_wait_us(r: RankResult) -> float:
       "TensorBoard profiler 10 %",
       lambda c: f"exposed communication (beyond waiting for other ranks) > {c.exposed_comm_pct:g} % of the step",
       DOCS_DDP, needs=(COMM_OVERLAP_STEP,),
-      description=("Communication kernel time with no compute kernel running, less the time spent waiting "
+      description=("Communication kernel time with no compute kernel running (on a rank without GPU activity, "
+                   "the time its step thread waits for its host collectives, gloo's, with no op of its own "
+                   "running), less the time spent waiting "
                    "for slower ranks (that is `rank-straggler`'s), split by what it does: data-parallel gradient "
                    "reduction, tensor-parallel activation collectives, FSDP parameter gathers, all-to-all "
                    "exchanges (experts, sharded embeddings), pipeline send/recv; the fix is that of the kind with "
@@ -44,12 +55,14 @@ def peer_wait_us(r: RankResult) -> float:
            "`backward_prefetch=BackwardPrefetch.BACKWARD_PRE`."),
       edit=EditLabel.GRADIENT_OVERLAP)
 def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
-    """C16: communication kernel time with no compute kernel running, minus
-    the time spent waiting for slower ranks (that is C17), above
+    """C16: communication kernel time with no compute kernel running (on
+    ranks without GPU activity, the step thread's wait for its host
+    collectives: :func:`~hta_report.analysis.collectives.host_collectives`),
+    minus the time spent waiting for slower ranks (that is C17), above
     ``exposed_comm_pct`` of the step."""
-    ranks = [r for r in result.ranks if r.has_gpu and r.comm.kernel_count]
+    ranks = [r for r in result.ranks if _with_communication(r)]
     if not ranks:
-        return not_checked("no communication kernels (nccl*) in the traces")
+        return not_checked("no communication kernels (nccl*) or host collective ops (gloo*) in the traces")
     val, hits = shares_over(ranks, exposed_transfer_us, cfg.exposed_comm_pct, strict=True)
     if not hits:
         return fine(f"exposed communication {up_to(ranks, val)}")
@@ -57,8 +70,8 @@ def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fire
     alone = len(ranks) < 2
     kind = dominant_kind(worst)
     if comm_bound(worst):
-        return claim(fired, hits, ["comm:exposed"], exposed_transfer_us).verdict(
-            cfg, f"Communication-bound: collectives run {pct_of_step(worst.comm.us_per_step, worst):.0f} % "
+        return claim(fired, hits, COMM_POOLS, exposed_transfer_us).verdict(
+            cfg, f"Communication-bound: collectives run {pct_of_step(comm_us(worst), worst):.0f} % "
                  f"{of_step(worst)}, {val[worst.rank]:.0f} % exposed; overlap cannot hide them",
             evidence_lines(hits, lambda r: _exposed_evidence(r, alone)),
             unreplayed(COMM_BOUND_FIX + (COMM_BOUND_DP if kind == "dp" else "")))
@@ -67,7 +80,7 @@ def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fire
              "fsdp": "Prefetch FSDP's parameter gathers",
              "ep": "Overlap the all-to-all exchanges with compute",
              "pp": "Pipeline send/recv waits"}.get(kind, "Overlap communication with compute")
-    return claim(fired, hits, ["comm:exposed"], exposed_transfer_us).verdict(
+    return claim(fired, hits, COMM_POOLS, exposed_transfer_us).verdict(
         cfg, f"{title}: {val[worst.rank]:.0f} % {of_step(worst)} is exposed communication",
         evidence_lines(hits, lambda r: _exposed_evidence(r, alone)), specific(KIND_FIXES.get(kind, KIND_FIXES["other"])))
 
@@ -113,12 +126,23 @@ COMM_BOUND_DP = (
     "model.register_comm_hook(None, fp16_compress_hook)")
 
 
+#: Where C16's time comes from: exposed communication kernels (GPU ranks), the step thread's wait for its
+#: host collectives (ranks without GPU activity); a rank has time in one of the two only.
+COMM_POOLS = ["comm:exposed", "host:communication"]
+
+
+def comm_us(r: RankResult) -> float:
+    """Collective time per step (µs): communication kernels (union) on a GPU
+    rank, host collective ops on any thread (union) on the others."""
+    return r.comm.us_per_step if r.has_gpu else r.comm.cpu_collective_us_per_step
+
+
 def comm_bound(r: RankResult) -> bool:
     """Whether ``r``'s collective kernels run :data:`COMM_BOUND_PCT` of its step
     or more, their waits for other ranks and stalls left out (as
     :func:`exposed_transfer_us` leaves them: a late peer's time is
     ``rank-straggler``'s, a stall a one-off)."""
-    return pct_of_step(max(0.0, r.comm.us_per_step - peer_wait_us(r)), r) >= COMM_BOUND_PCT
+    return pct_of_step(max(0.0, comm_us(r) - peer_wait_us(r)), r) >= COMM_BOUND_PCT
 
 
 def dominant_kind(r: RankResult) -> str:
@@ -128,6 +152,16 @@ def dominant_kind(r: RankResult) -> str:
 
 def _exposed_evidence(r: RankResult, alone: bool) -> str:
     """C16's line for ``r`` (``alone``: the only rank in the directory, so its wait is unknown)."""
+    if not r.has_gpu:
+        return (f"rank {r.rank}: the step thread waits for its collectives (host ops such as gloo:all_reduce on "
+                f"any thread, no op of its own running) {ms(r.comm.host_exposed_us_per_step)} {per(r)} "
+                f"({pct_of_step(r.comm.host_exposed_us_per_step, r):.1f} % {of_step(r)}), of which waiting for "
+                "other ranks " + ("unknown (one rank in the directory)" if alone else ms(r.comm.sync_wait_us_per_step))
+                + f"; collective ops {ms(r.comm.cpu_collective_us_per_step)} {per(r)} in all"
+                + ("; by kind, waited " + ", ".join(f"{k.label} {ms(k.exposed_us_per_step)} ({k.calls_per_step:.0f} "
+                                                    f"call{'s' if round(k.calls_per_step) != 1 else ''} {per(r)})"
+                                                    for k in r.comm.kinds if k.exposed_us_per_step > 0)
+                   if r.comm.kinds else ""))
     return (f"rank {r.rank}: communication with no compute running {ms(r.comm.exposed_us_per_step)} {per(r)} "
             f"({pct_of_step(r.comm.exposed_us_per_step, r):.1f} % {of_step(r)}), of which waiting for other ranks "
             + ("unknown (one rank in the directory)" if alone else ms(r.comm.sync_wait_us_per_step))

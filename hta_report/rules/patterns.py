@@ -149,5 +149,7 @@ def no_sync_accumulation(result: AnalysisResult, cfg: AdviceConfig, fired: Fired
 def accumulation_pools(r: RankResult) -> List[str]:
     """Where C28 claims on ``r``: exposed communication (GPU ranks: it defers
     to exposed-communication, whose transfer holds the extra rounds), or the
-    host's collective wait and other host time (ranks without GPU activity)."""
-    return ["comm:exposed"] if r.has_gpu else ["host:collective_wait", "host:other"]
+    host's collective wait, its wait for the collectives' transfer (it defers
+    to exposed-communication there too) and other host time (ranks without
+    GPU activity)."""
+    return ["comm:exposed"] if r.has_gpu else ["host:collective_wait", "host:communication", "host:other"]
