@@ -425,6 +425,41 @@ def test_tensor_core_edit_divides_fp32_gemms_by_the_device_s_ratio(tmp_path):
     assert _after(r2, EditLabel.TENSOR_CORES) == pytest.approx(r2.measured_step_us)
 
 
+def test_tensor_core_edit_keeps_a_stalled_gemm_s_stall(tmp_path):
+    """The same loop with the GEMM of step 4 stalled at 20 ms (20x its 1 ms median: a field run's
+    fp32 sgemm ran 9.7, 9.5 and 2,440.7 µs on the same inputs): bf16 shortens the matrix math of
+    every GEMM, the stalled one's median included, and leaves its 19 ms stall; before, the edit
+    divided the stall by 14.8 too and predicted 4.8x the saving (4,474 µs a step)."""
+    b = TraceBuilder(rank=0, gpu_name="NVIDIA H100")
+    t = 100.0
+    for s in range(1, 7):
+        gemm = 20_000.0 if s == 4 else 1000.0
+        b.cpu_op("aten::mm", t + 5, 20.0)
+        b.kernel(FP32_GEMM, t + 30, gemm, launch_ts=t + 10)
+        b.kernel(ELEMENTWISE, t + 35 + gemm, 100.0, launch_ts=t + 40)
+        b.runtime("cudaStreamSynchronize", t + 50, gemm + 87.0)
+        b.step(s, t, gemm + 140.0)
+        t += gemm + 145.0
+    ev = _events(tmp_path, b, "stalled")
+    r = replay(ev, host_windows(ev), 0, ["NVIDIA H100"])
+    saved_per_step = r.measured_step_us - _after(r, EditLabel.TENSOR_CORES)
+    assert saved_per_step == pytest.approx(1000.0 - 1000.0 / 14.8, rel=0.05), saved_per_step
+
+
+def test_stall_excess_is_the_time_past_the_median_of_a_10x_kernel():
+    import numpy as np
+    import pandas as pd
+
+    from hta_report.analysis.kernels import stall_excess
+
+    names = pd.Series(["sgemm"] * 3 + ["conv"] * 2 + ["small"] * 3)
+    dur = np.array([9.7, 9.5, 2440.7, 10.0, 5000.0, 10.0, 10.0, 900.0])
+    got = stall_excess(names, dur)
+    # sgemm: 2440.7 is 252x its median 9.7, 2431 µs past it; conv: two calls, no median to trust;
+    # small: 900 µs is 90x the median but only 890 µs past it (under the 1 ms floor)
+    assert got.tolist() == pytest.approx([0, 0, 2440.7 - 9.7, 0, 0, 0, 0, 0])
+
+
 TF32_GEMM = "sm90_xmma_gemm_f32f32_tf32f32_f32_nt_n_tilesize128x256x32_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas"
 
 

@@ -224,20 +224,21 @@ def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> 
     eligible, is_tc = every[inside], every_tc[inside]
     if eligible.empty:
         return out
-    total = float(eligible["dur"].sum())
-    tc = float(eligible[is_tc]["dur"].sum())
+    # matrix math only: a stalled kernel's time past its name's median is no precision's (stall_excess)
+    total = float(eligible["matmul_us"].sum())
+    tc = float(eligible[is_tc]["matmul_us"].sum())
     low = _low_precision(eligible, is_tc)
     out.eligible_us_per_step = per_step(total, n)
     out.tensor_core_us_per_step = per_step(tc, n)
-    out.low_precision_us_per_step = per_step(float(eligible[low]["dur"].sum()), n)
+    out.low_precision_us_per_step = per_step(float(eligible[low]["matmul_us"].sum()), n)
     out.tensor_core_pct = 100 * tc / total if total else 0.0
-    rest = eligible[~is_tc & ~low].groupby("s_name")["dur"].agg(["size", "sum"]).sort_values("sum", ascending=False)
+    rest = eligible[~is_tc & ~low].groupby("s_name")["matmul_us"].agg(["size", "sum"]).sort_values("sum", ascending=False)
     rest = rest.head(top)
     out.top_non_tensor_core = [NamedTime(name=str(k), count=int(r["size"]), total_us=float(r["sum"]))
                                for k, r in rest.iterrows()]
     tf32 = eligible[tf32_kernels(eligible, is_tc, amd)]
-    out.tf32_us_per_step = per_step(float(tf32["dur"].sum()), n)
-    by_time = tf32.groupby("s_name")["dur"].agg(["size", "sum"]).sort_values("sum", ascending=False).head(top)
+    out.tf32_us_per_step = per_step(float(tf32["matmul_us"].sum()), n)
+    by_time = tf32.groupby("s_name")["matmul_us"].agg(["size", "sum"]).sort_values("sum", ascending=False).head(top)
     out.top_tf32 = [NamedTime(name=str(k), count=int(r["size"]), total_us=float(r["sum"]))
                     for k, r in by_time.iterrows()]
     return out
@@ -321,30 +322,57 @@ def _low_precision(eligible: pd.DataFrame, is_tc: pd.Series) -> pd.Series:
     return low & ~is_tc.fillna(False).astype(bool)
 
 
+def stall_excess(names: pd.Series, dur: np.ndarray) -> np.ndarray:
+    """Per kernel (µs): how far it ran past the median of the kernels of its
+    name where it ran :data:`~.transfers.STALL_FACTOR` times that median or
+    longer, at least :data:`~.transfers.STALL_MIN_US` past it, among at least
+    :data:`~.transfers.STALL_MIN_CALLS` calls; 0 elsewhere. Calls of one GEMM
+    kernel do the same arithmetic on similar shapes, so 10x the median is a
+    stall (a preempted or throttled GPU, a first call that loaded its
+    module), not matrix math: a faster precision does not shorten it (a
+    field run: an fp32 sgemm of 9.7, 9.5 and 2,440.7 µs on the same inputs)."""
+    from .transfers import STALL_FACTOR, STALL_MIN_CALLS, STALL_MIN_US
+
+    dur = np.asarray(dur, dtype=float)
+    if not len(dur):
+        return np.zeros(0)
+    frame = pd.DataFrame({"n": names.astype(str).to_numpy(), "d": dur})
+    by = frame.groupby("n", sort=False)["d"]
+    median, calls = by.transform("median").to_numpy(float), by.transform("size").to_numpy()
+    stalled = (calls >= STALL_MIN_CALLS) & (dur >= STALL_FACTOR * median) & (dur - median >= STALL_MIN_US)
+    return np.where(stalled, dur - median, 0.0)
+
+
 @shared
 def _all_matmuls(ev: RankEvents) -> Tuple[pd.DataFrame, pd.Series]:
     """:func:`_matmuls` of all the rank's computation kernels, made once per
     rank (:func:`~.events.shared`) for :func:`tensor_core_use` (the analyzed
     windows' rows) and the replay's Tensor-Core edit (every row): the 286 MB
-    benchmark rank classified them twice (0.19 s under the profiler). Callers
-    must not change them."""
+    benchmark rank classified them twice (0.19 s under the profiler), with a
+    column ``matmul_us``: the duration less its stall (:func:`stall_excess`),
+    the time a precision change acts on. Callers must not change them."""
     kernels = ev.gpu[ev.gpu["s_cat"].eq("kernel") & ev.gpu["kernel_type"].eq("COMPUTATION")]
-    return _matmuls(ev, kernels) if len(kernels) else (kernels, pd.Series([], dtype=bool))
+    if not len(kernels):
+        return kernels.assign(matmul_us=pd.Series([], dtype=float)), pd.Series([], dtype=bool)
+    eligible, is_tc = _matmuls(ev, kernels)
+    dur = eligible["dur"].to_numpy(dtype=float)
+    return eligible.assign(matmul_us=dur - stall_excess(eligible["s_name"], dur)), is_tc
 
 
 def matmuls_without_tensor_cores(ev: RankEvents) -> Tuple[pd.DataFrame, float]:
     """The rank's GEMM/convolution kernels that run without Tensor Cores or
     matrix cores in float32 (rows of ``ev.gpu``, the whole trace): what
     bf16/fp16 autocast would move onto them (the replay's ``matmuls on Tensor
-    Cores``; kernels already in 16 or 8 bits are not, :func:`_low_precision`);
-    and the share (%) of all its GEMM/convolution kernel time on Tensor Cores
-    or already in lower precision (100 when it has none)."""
+    Cores``; kernels already in 16 or 8 bits are not, :func:`_low_precision`),
+    with their ``matmul_us``; and the share (%) of all its GEMM/convolution
+    kernel time (stalls left out: :func:`stall_excess`) on Tensor Cores or
+    already in lower precision (100 when it has none)."""
     eligible, is_tc = _all_matmuls(ev)
     if eligible.empty:
         return eligible, 100.0
     tc = is_tc.fillna(False).to_numpy(dtype=bool) | _low_precision(eligible, is_tc).to_numpy(dtype=bool)
-    total = float(eligible["dur"].sum())
-    share = 100 * float(eligible["dur"].to_numpy()[tc].sum()) / total if total > 0 else 100.0
+    total = float(eligible["matmul_us"].sum())
+    share = 100 * float(eligible["matmul_us"].to_numpy()[tc].sum()) / total if total > 0 else 100.0
     return eligible[~tc], share
 
 

@@ -17,6 +17,7 @@ from .. import intervals
 from ..model import OccupancySummary, SmallKernel
 from .collectives import EP_KERNEL
 from .events import COMPUTATION, RankEvents, name_search
+from .kernels import stall_excess
 from .regions import in_windows, per_step
 from .tensorboard import kernel_args, sm_efficiency
 
@@ -56,7 +57,8 @@ def occupancy(ev: RankEvents, w: np.ndarray) -> OccupancySummary:
     by design, beside the compute: left out.
 
     A small grid's idle SM time counts only while no kernel of another
-    stream runs (:func:`alone_us`). Kernels without the args (``blocks per SM`` absent: -1, e.g. AMD traces,
+    stream runs (:func:`alone_us`), and not past a stalled kernel's median
+    (:func:`~.kernels.stall_excess`: a stall is no grid size's). Kernels without the args (``blocks per SM`` absent: -1, e.g. AMD traces,
     or a column the parser did not make) are left out; with none left,
     ``missing_reason`` says why.
     """
@@ -70,6 +72,8 @@ def occupancy(ev: RankEvents, w: np.ndarray) -> OccupancySummary:
     if "blocks_per_sm" not in kernels.columns:
         out.missing_reason = "the kernels carry no 'blocks per SM' (the parser read no occupancy args)"
         return out
+    # a kernel's time past 10x its name's median is a stall, not a small grid's idle SMs (stall_excess)
+    stall_all = pd.Series(stall_excess(kernels["s_name"], kernels["dur"].to_numpy(dtype=float)), index=kernels.index)
     kernels = in_windows(kernels, w)
     blocks = pd.to_numeric(kernels["blocks_per_sm"], errors="coerce").to_numpy(dtype=float)
     has = np.isfinite(blocks) & (blocks >= 0)
@@ -91,7 +95,9 @@ def occupancy(ev: RankEvents, w: np.ndarray) -> OccupancySummary:
         return out
     out.sm_efficiency_pct, out.achieved_occupancy_pct, _ = sm_efficiency(kernel_args(ev), w)
     small = blocks < 1.0
-    idle = alone_us(gpu, k) * (1.0 - np.minimum(blocks, 1.0))
+    stall = (stall_all.reindex(k.index).fillna(0.0).to_numpy(dtype=float) if stall_all.index.is_unique
+             else np.zeros(len(k)))
+    idle = np.maximum(alone_us(gpu, k) - stall, 0.0) * (1.0 - np.minimum(blocks, 1.0))
     out.small_grid_us_per_step = per_step(float(dur[small].sum()), n)
     out.small_grid_pct = float(100 * dur[small].sum() / total)
     out.idle_sm_us_per_step = per_step(float(idle[small].sum()), n)

@@ -594,14 +594,26 @@ GEMV_SPEEDUP = 2.0
 GEMV_KERNEL = re.compile(r"gemv", re.IGNORECASE)
 
 
-def matmul_nodes(g: Graph, rows: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
+def matmul_nodes(g: Graph, rows: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The graph nodes of the GEMM/convolution kernel ``rows`` (rows of
-    ``ev.gpu``, :func:`gpu_nodes`) and, per node, whether it is a
-    matrix-vector kernel (:data:`GEMV_KERNEL`: memory-bound, at most
-    :data:`GEMV_SPEEDUP` faster in 16 bits)."""
+    ``ev.gpu``, :func:`gpu_nodes`), per node whether it is a matrix-vector
+    kernel (:data:`GEMV_KERNEL`: memory-bound, at most :data:`GEMV_SPEEDUP`
+    faster in 16 bits), and per node its stall (µs: ``dur - matmul_us``,
+    :func:`~.kernels.stall_excess`; 0 where ``rows`` has no ``matmul_us``),
+    which no precision shortens."""
     nodes, at = gpu_nodes(g, rows)
     names = rows["s_name"].to_numpy()[at] if "s_name" in rows.columns else np.array([""] * len(at))
-    return nodes, np.array([bool(GEMV_KERNEL.search(str(n))) for n in names], dtype=bool)
+    stall = (rows["dur"].to_numpy(float) - rows["matmul_us"].to_numpy(float))[at] \
+        if "matmul_us" in rows.columns else np.zeros(len(at))
+    return nodes, np.array([bool(GEMV_KERNEL.search(str(n))) for n in names], dtype=bool), np.maximum(stall, 0.0)
+
+
+def _matmul_edit(e: Edit, nodes: np.ndarray, gemv: np.ndarray, stall: np.ndarray, k: float) -> None:
+    """Durations of the GEMM ``nodes`` after a move to matrix math ``k``
+    times faster (:func:`matmul_after_16_bit`; a matrix-vector kernel at most
+    :data:`GEMV_SPEEDUP`), their ``stall`` (µs) kept as it was."""
+    stall = np.minimum(stall, e.dur[nodes])
+    e.dur[nodes] = matmul_after_16_bit(e.dur[nodes] - stall, np.where(gemv, min(k, GEMV_SPEEDUP), k)) + stall
 
 
 def matmul_after_16_bit(dur: np.ndarray, k) -> np.ndarray:
@@ -628,20 +640,22 @@ def edit_tensor_cores(ev: RankEvents, g: Graph, e: Edit) -> None:
     spend less than :data:`TENSOR_CORE_EDIT_MAX_PCT` of their time on Tensor
     Cores (elsewhere the rank already uses them: no edit). Only the part of a
     kernel beyond its fixed cost scales (:func:`matmul_after_16_bit`), and a
-    matrix-vector kernel, memory-bound, at most by :data:`GEMV_SPEEDUP`.
+    matrix-vector kernel, memory-bound, at most by :data:`GEMV_SPEEDUP`; a
+    stalled kernel's time past its name's median stays
+    (:func:`~.kernels.stall_excess`).
     Left out: the casts autocast adds and the 16-bit elementwise kernels,
     which move half the bytes."""
     k = tensor_core_speedup(e.devices)
     if not k:
         return
 
-    def lookup() -> Tuple[np.ndarray, np.ndarray]:
+    def lookup() -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         rows, share = matmuls_without_tensor_cores(ev)
         if share >= TENSOR_CORE_EDIT_MAX_PCT:
-            return np.empty(0, dtype=np.int64), np.empty(0, dtype=bool)
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=bool), np.empty(0)
         return matmul_nodes(g, rows)
-    nodes, gemv = _per_graph(ev, g, "tensor-core nodes", lookup)
-    e.dur[nodes] = matmul_after_16_bit(e.dur[nodes], np.where(gemv, min(k, GEMV_SPEEDUP), k))
+    nodes, gemv, stall = _per_graph(ev, g, "tensor-core nodes", lookup)
+    _matmul_edit(e, nodes, gemv, stall, k)
 
 
 @edit(EditLabel.TF32_TO_BF16,
@@ -660,11 +674,10 @@ def edit_tf32_to_bf16(ev: RankEvents, g: Graph, e: Edit) -> None:
     TF32 has bf16 at twice its rate, so the device's name is not needed.
     Left out: the casts autocast adds and the 16-bit elementwise kernels,
     which move half the bytes."""
-    def lookup() -> Tuple[np.ndarray, np.ndarray]:
+    def lookup() -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         return matmul_nodes(g, tf32_matmuls(ev))
-    nodes, gemv = _per_graph(ev, g, "tf32 nodes", lookup)
-    k = TF32_TO_16_BIT_SPEEDUP
-    e.dur[nodes] = matmul_after_16_bit(e.dur[nodes], np.where(gemv, min(k, GEMV_SPEEDUP), k))
+    nodes, gemv, stall = _per_graph(ev, g, "tf32 nodes", lookup)
+    _matmul_edit(e, nodes, gemv, stall, TF32_TO_16_BIT_SPEEDUP)
 
 
 @edit(EditLabel.ZERO_GRAD_NONE,
