@@ -98,6 +98,37 @@ def test_a_cuda_graph_keeps_cpu_work_between_launches(tmp_path):
     assert 0.9 * 2_000.0 <= with_cpu.step_us_after - without.step_us_after <= 2_000.0 + 50.0
 
 
+def test_a_cuda_graph_breaks_at_a_synchronization(tmp_path):
+    """A synchronization between two halves of a launch-bound step (an
+    ``.item()`` read): a graph cannot capture it (``torch.compile`` breaks the
+    graph there), so the host's 600 µs of short ops and Python between the
+    sync and the next launch run eagerly between two graphs and stay; without
+    the sync the graph removes them (a field run, nano-vllm's CPU attention
+    with 9 stream syncs, was predicted to save 2.4x its launch time)."""
+    def build(sync: bool) -> TraceBuilder:
+        b = TraceBuilder(rank=0)
+        sim = Sim(b)
+
+        def body(s: Sim) -> None:
+            _small_kernels(s, 30)
+            if sync:
+                s.synchronize()
+            for _ in range(20):
+                s.cpu("aten::view", 10.0)
+                s.idle(20.0)
+            _small_kernels(s, 30)
+            s.synchronize()
+        _steps(b, sim, 8, body)
+        return b
+    edit = EditLabel.CUDA_GRAPH
+    synced = next(w for w in analyze(_write(tmp_path, "sync", build(True))).ranks[0].replay.whatifs if w.edit == edit)
+    free = next(w for w in analyze(_write(tmp_path, "free", build(False))).ranks[0].replay.whatifs if w.edit == edit)
+    assert free.step_us_after < 0.6 * free.step_us_before
+    # the 600 µs after the sync stay (the sync itself waits for ~30 x 3 µs of kernels already run)
+    assert 600.0 - 20.0 <= synced.step_us_after - free.step_us_after <= 600.0 + 120.0, \
+        (synced.step_us_after, free.step_us_after)
+
+
 def test_a_cuda_graph_keeps_unexplained_host_time_where_ops_were_not_recorded(tmp_path):
     """A trace of runtime calls only (CUPTI without the CPU activity): the
     host time between two launches with no call for 400 µs cannot be told

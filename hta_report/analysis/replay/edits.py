@@ -39,7 +39,7 @@ from ... import intervals
 from ...model import TF32_TO_16_BIT_SPEEDUP
 from ...replay_terms import EditLabel
 from ..collectives import collective_kinds, kinds_of
-from ..copies import MEMCPY_APIS, htod_from
+from ..copies import MEMCPY_APIS, WAIT_APIS, htod_from
 from ..cpu_side import DATALOADER_PREFIXES, first_worker_batch, is_sync
 from ..events import RankEvents, is_step, name_search
 from ..host_loops import loops, reading
@@ -441,7 +441,11 @@ def capturable(ev: RankEvents, windows: np.ndarray) -> Dict[int, np.ndarray]:
     launch nothing and last :data:`NONCAPTURE_OP_US` or more (views and
     allocations aside), host time with no op or call for
     :data:`NONCAPTURE_GAP_US` or more (:data:`NONCAPTURE_GAP_UNRECORDED_US`
-    on a thread none of whose ops were recorded), and DataLoader annotations."""
+    on a thread none of whose ops were recorded), DataLoader annotations, and
+    each synchronizing call (:data:`~..copies.WAIT_APIS`) with the host time
+    after it up to the thread's next kernel launch: a graph cannot capture a
+    synchronization (``torch.compile`` breaks the graph at ``.item()``), so
+    the host runs that stretch eagerly between two graphs."""
     cpu = ev.cpu
     w = np.asarray(windows, dtype=float).reshape(-1, 2)
     names = cpu["s_name"]
@@ -474,6 +478,15 @@ def capturable(ev: RankEvents, windows: np.ndarray) -> Dict[int, np.ndarray]:
         no.append(idle[idle[:, 1] - idle[:, 0] >= gap_us])
         d = dl[dl["thread"].eq(thr)]
         no.append(np.column_stack([d["ts"].to_numpy(float), d["end"].to_numpy(float)]))
+        # a synchronization cannot be captured (a graph breaks at .item()): from the wait to the next
+        # launch the host runs eagerly between two graphs, and that time stays
+        waits = calls[calls["thread"].eq(thr).to_numpy(dtype=bool) & calls["s_name"].isin(WAIT_APIS).to_numpy(dtype=bool)]
+        if len(waits):
+            w_ts, w_end = waits["ts"].to_numpy(float), waits["end"].to_numpy(float)
+            k_ts = np.sort(ts)
+            nxt = np.searchsorted(k_ts, w_end, side="left")
+            resume = np.where(nxt < len(k_ts), k_ts[np.minimum(nxt, len(k_ts) - 1)], hi)
+            no.append(np.column_stack([w_ts, np.maximum(resume, w_end)]))
         stack = np.concatenate([x for x in no if len(x)]) if any(len(x) for x in no) else np.empty((0, 2))
         out[int(thr)] = intervals.subtract(u, intervals.union(stack[:, 0], stack[:, 1]) if len(stack) else stack)
     return out
