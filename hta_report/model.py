@@ -1117,6 +1117,10 @@ class Integrity:
             the trace (records the profiler lost: pytorch#192021 logs such
             drops at INFO only). Where every launch lost its record the rank
             has no GPU events at all: its GPU side is missing.
+        lost_work_us: the most GPU work (µs) the launches without a GPU
+            operation can hide: their count times the longest GPU operation
+            the rank recorded (0 without such launches, or without GPU
+            operations).
         idle_unreliable: the rank's GPU idle time is not known (graph
             replays dropped, the clock jumps back, or launches lost their GPU
             records): no rule claims it.
@@ -1128,6 +1132,7 @@ class Integrity:
     graph_launches_without_ops: int = 0
     launches: int = 0
     launches_without_ops: int = 0
+    lost_work_us: float = 0.0
     unlinked_ops: int = 0
     unlinked_us: float = 0.0
     left_out_ops: int = 0
