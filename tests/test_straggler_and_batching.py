@@ -225,3 +225,56 @@ def test_the_engines_gradient_sums_are_fixed_cost_when_batched():
                                    "aten::mm", "aten::add_", "aten::add_", "aten::add_"],
                         "parent": [-1, 0, 1, 0, 1, -1]})
     assert _engine_sums(ops).tolist() == [False, False, False, True, False, False]
+
+
+SENDRECV = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def _alternating_waits(tmp_path: Path, stall_us: float, both: bool = True):
+    """Two GPU ranks, 6 steps of 10 ms: each step a 2 ms GEMM, then 4 all-to-all SendRecv
+    kernels of 15 µs; in each step one of them waits ``stall_us`` for the peer, on rank
+    ``step % 2`` (``both``), else always on rank 0 (rank 1 the straggler)."""
+    from kineto import FP32_GEMM
+
+    for k in (0, 1):
+        b = TraceBuilder(rank=k, world_size=2)
+        t = 0.0
+        for i in range(6):
+            b.step(i + 1, t, STEP)
+            b.cpu_op("aten::mm", t + 10, 20)
+            b.kernel(FP32_GEMM, t + 40, 2000.0, launch_ts=t + 15)
+            at = t + 2100
+            for c in range(4):
+                waits = (k == i % 2) if both else (k == 0)
+                dur = 15.0 + (stall_us if waits and c == 1 else 0.0)
+                b.cpu_op("c10d::alltoall_base_", at - 30, 20)
+                b.kernel(SENDRECV, at, dur, launch_ts=at - 25)
+                at += dur + 50
+            t += STEP
+        b.write(tmp_path / f"rank-{k}.json")
+    return analyze(tmp_path, include_last_step=True)
+
+
+def test_ranks_that_wait_for_each_other_in_turn_are_no_straggler(tmp_path):
+    """Each rank waits 3 ms in one all-to-all of every other step (a field MoE run: SendRecv kernels of
+    4.5 ms against a 14 µs median, on both ranks in turn): every rank waits, none is late at all of
+    them; the finding says so and claims each rank's stalled time, not "rank N is a straggler"."""
+    r = _alternating_waits(tmp_path, 3000.0)
+    for rank in r.ranks:
+        assert rank.comm.stalls >= 2
+    (f,) = findings(r, "rank-straggler")
+    assert f.title.startswith("Ranks wait for each other at the collectives")
+    assert "straggler" not in f.title and "every rank waits in some collectives" in " ".join(f.evidence)
+    for g in f.rank_gains:
+        rank = next(x for x in r.ranks if x.rank == g.rank)
+        assert g.gain_us == pytest.approx(rank.comm.stall_us_per_step, rel=1e-6)
+        assert set(g.sources) == {"comm:exposed"}
+
+
+def test_one_rank_always_waiting_still_names_the_straggler(tmp_path):
+    """The same job with rank 0 waiting in every step: rank 1's collectives never stall, so it is the
+    straggler (the mutual reading needs every rank to wait)."""
+    r = _alternating_waits(tmp_path, 3000.0, both=False)
+    assert r.ranks[1].comm.stalls == 0
+    (f,) = findings(r, "rank-straggler")
+    assert f.title.startswith("Rank 1 is a straggler")

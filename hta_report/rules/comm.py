@@ -193,6 +193,9 @@ def wait_pools(r: RankResult) -> List[str]:
                    'it is the median over steps of their collective time beyond that step\'s smallest (HTA\'s '
                    '"sync wait"): one slow step makes no straggler. Ranks waiting under a quarter of the '
                    "longest wait arrived late with it and are named with it (a slow node of several ranks). "
+                   "Where every rank waits in stalled collectives (communication kernels 10x their median, "
+                   "two or more on each rank, the threshold's share of its step), no one rank is late: the "
+                   "finding says the ranks wait for each other and claims each one's stalled time. "
                    "Without collectives no wait can be seen: "
                    "the rule speaks only of a step-time spread, the rank whose step is longest in most steps "
                    "(median excess over the median rank)."),
@@ -225,6 +228,9 @@ def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
     with_coll = [r for r in ranks if r.comm.collective_basis]
     if len(with_coll) < 2:
         return _spread_verdict(cfg, fired, ranks, slowest, spread_us, slow_in, compared, spread)
+    if all(r.comm.collective_basis == "kernels" and r.comm.stalls >= MUTUAL_MIN_STALLS
+           and pct_of_step(r.comm.stall_us_per_step, r) >= cfg.straggler_pct for r in with_coll):
+        return _mutual_verdict(cfg, fired, with_coll)
     waiter = max(with_coll, key=lambda r: r.comm.sync_wait_us_per_step)
     wait_us = waiter.comm.sync_wait_us_per_step
     pct = pct_of_step(wait_us, waiter)
@@ -265,6 +271,40 @@ def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
              f"{who[0].upper() + who[1:]} arrive last at the collectives: other ranks wait {pct:.0f} % "
              f"{of_step(waiter)} for them")
     return make_finding(cfg, waiting, claims, title, evidence, fix, ranks=[r.rank for r in group])
+
+
+#: Stalled collectives (:func:`~hta_report.analysis.transfers.collective_stalls`: 10x the median of
+#: the same kernel) each rank must have before "every rank waits for another" is read: one stall
+#: per rank can be the window's first or last collective.
+MUTUAL_MIN_STALLS = 2
+
+
+def _mutual_verdict(cfg: AdviceConfig, fired: Fired, ranks: List[RankResult]) -> Verdict:
+    """C17 where every rank with collectives waits in stalled collectives
+    (:attr:`~hta_report.model.CommSummary.stall_us_per_step`, at least
+    :data:`MUTUAL_MIN_STALLS` of them and ``straggler_pct`` of its step): no
+    one rank is late (a straggler does not wait for the others, so its
+    collectives do not stall); the ranks reach the same collectives at
+    different times, each late for some of them. Each rank's stalled time is
+    claimed from its communication pool (exposed-communication leaves it:
+    :func:`exposed_transfer_us`)."""
+    worst = max(ranks, key=lambda r: pct_of_step(r.comm.stall_us_per_step, r))
+    evidence = [f"rank {r.rank}: {r.comm.stalls} stalled collective{'s' if r.comm.stalls != 1 else ''}, the "
+                f"largest {r.comm.stall_kernel} of {ms(r.comm.stall_us)} against a median of "
+                f"{ms(r.comm.stall_median_us)} over its {r.comm.stall_calls} calls: {ms(r.comm.stall_us_per_step)} "
+                f"{per(r)} waiting ({pct_of_step(r.comm.stall_us_per_step, r):.1f} % {of_step(r)}) with no compute "
+                "running" for r in sorted(ranks, key=lambda r: -r.comm.stall_us_per_step)[:8]]
+    evidence.append("every rank waits in some collectives: none is late at all of them, so no one rank is the "
+                    "straggler; the ranks reach the same collectives at different times")
+    claims = claim_each(fired, ranks, wait_pools, lambda r: r.comm.stall_us_per_step)
+    pct = max((pct_of_step(sum(claims[r.rank].values()), r) for r in ranks), default=0.0)
+    fix = ("# each rank is late for some collectives and early for others: compare where the ranks launch them\n"
+           "# (this report's per-rank timelines); balance the work between two collectives across ranks (MoE:\n"
+           "# expert load, a capacity factor; pipelines: stages of equal cost, more micro-batches), and issue the\n"
+           "# collectives in the same order on every rank")
+    return make_finding(cfg, ranks, claims,
+                        f"Ranks wait for each other at the collectives: up to {pct:.0f} % {of_step(worst)} in "
+                        "stalled collectives", evidence, fix, ranks=[r.rank for r in ranks])
 
 
 #: A rank whose wait at the collectives is under this share of the longest
