@@ -1769,6 +1769,19 @@ class RankResult:
         return 100 * self.comm.exposed_us_per_step / self.window_us if self.window_us > 0 else 0.0
 
     @property
+    def comm_wait_window_pct(self) -> float:
+        """The part of the exposed communication that waits for other ranks,
+        as % of the analyzed window: the larger of the rank's wait across
+        ranks (``CommSummary.sync_wait_us_per_step``, on communication
+        kernels) and its stalled collectives' wait
+        (``CommSummary.stall_us_per_step``), at most the exposed
+        communication; 0 on ranks without communication kernels."""
+        if self.window_us <= 0 or self.comm.collective_basis != "kernels":
+            return 0.0
+        wait = min(max(self.comm.sync_wait_us_per_step, self.comm.stall_us_per_step), self.comm.exposed_us_per_step)
+        return 100 * max(0.0, wait) / self.window_us
+
+    @property
     def exposed_copy_window_pct(self) -> float:
         """Copy time with no kernel running (the pageable, blocking and other
         copies of :class:`MemcpySummary`), as % of the analyzed window."""
@@ -1815,7 +1828,10 @@ class Aggregate:
     ``idle_by_cause`` (the :class:`IdleAttribution` categories, adding up to
     ``idle_pct``), ``exposed_comm_pct`` and ``exposed_memcpy_pct`` are % of
     each rank's analyzed window (its steps, else the traced window), from
-    the exact times.
+    the exact times; ``comm_wait_pct`` is the part of ``exposed_comm_pct``
+    that waits for other ranks (:attr:`RankResult.comm_wait_window_pct`: a
+    communication kernel spins until its peers arrive, which counts as a
+    kernel running in ``busy_pct``, HTA's definition, but transfers nothing).
 
     Over each rank's GPU span instead, and labelled so: ``span_busy_pct``
     (exact, :attr:`RankResult.gpu_span_busy_pct`), and HTA's own figures on
@@ -1837,6 +1853,7 @@ class Aggregate:
     max_rank_step_us: float = 0.0
     dataloader_pct: float = 0.0
     exposed_comm_pct: float = 0.0
+    comm_wait_pct: float = 0.0
     exposed_memcpy_pct: float = 0.0
     kernel_types: List[KernelTypeShare] = field(default_factory=list)
     kernel_busy_pct: float = 0.0

@@ -278,3 +278,17 @@ def test_one_rank_always_waiting_still_names_the_straggler(tmp_path):
     assert r.ranks[1].comm.stalls == 0
     (f,) = findings(r, "rank-straggler")
     assert f.title.startswith("Rank 1 is a straggler")
+
+
+def test_the_headline_says_how_much_communication_waits(tmp_path):
+    """A collective spinning until its peers arrive counts as a kernel running (HTA's busy), but
+    transfers nothing: the headline gives that wait beside "communication alone", in every format."""
+    from hta_report.render import render
+
+    r = _alternating_waits(tmp_path, 3000.0)
+    want = sum(100 * min(max(x.comm.sync_wait_us_per_step, x.comm.stall_us_per_step), x.comm.exposed_us_per_step)
+               / x.window_us for x in r.ranks) / len(r.ranks)
+    assert r.aggregate.comm_wait_pct == pytest.approx(want) and r.aggregate.comm_wait_pct > 5.0
+    assert r.aggregate.comm_wait_pct <= r.aggregate.exposed_comm_pct
+    assert "waiting for other ranks)" in render(r, "md").split("\n")[2]
+    assert "of that waiting for other ranks" in render(r, "html")

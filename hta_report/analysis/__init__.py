@@ -165,6 +165,7 @@ def _aggregate(ranks: List[RankResult], kernel_types) -> Aggregate:
         comm, copies = [r for r in window if not r.failed(COMMUNICATION_STEP)], \
             [r for r in window if not r.failed(MEMCPY_STEP)]
         agg.exposed_comm_pct = _mean([r.exposed_comm_window_pct for r in comm])
+        agg.comm_wait_pct = _mean([r.comm_wait_window_pct for r in comm])
         agg.exposed_memcpy_pct = _mean([r.exposed_copy_window_pct for r in copies])
     span = [r for r in having(SPAN_STEP, gpu=True) if r.gpu_span_us > 0]
     if span:

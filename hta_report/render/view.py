@@ -907,6 +907,7 @@ class HeadlineSection(Section):
     #: communication kernels with no compute kernel running, % of the window
     #: (``Aggregate.exposed_comm_pct``): counted as busy, but no compute; "" under 1 %
     comm_alone: str = ""
+    comm_wait: str = ""
 
     @classmethod
     def of(cls, b: Basis) -> "HeadlineSection":
@@ -926,9 +927,15 @@ class HeadlineSection(Section):
             step=steps_note or f"mean step {mean_step}" + (f" ({paced})" if paced else ""),
             dataloader=fmt.pct(a.dataloader_pct), paced_note=paced,
             comm_alone=fmt.pct(a.exposed_comm_pct) if a.exposed_comm_pct >= COMM_ALONE_MIN_PCT else "",
+            comm_wait=(fmt.pct(a.comm_wait_pct) if a.exposed_comm_pct >= COMM_ALONE_MIN_PCT
+                       and a.comm_wait_pct >= COMM_ALONE_MIN_PCT else ""),
             top=tuple(f for f in b.findings if f.gain_pct >= TOP_MIN_GAIN_PCT)[:3],
             window_note=_window_note(result), unreadable=b.unreadable, incomplete=b.incomplete,
             reading=b.reading, warnings=tuple(result.inventory.warnings), together=together(result))
+
+    def _waiting(self) -> str:
+        """`` (12.3 % waiting for other ranks)`` after "communication alone", where it is shown."""
+        return f" ({self.comm_wait} waiting for other ranks)" if self.comm_wait else ""
 
     def markdown(self) -> List[str]:
         run = self.run
@@ -936,7 +943,7 @@ class HeadlineSection(Section):
         kind = f" · {md_text(run.kind)}" if run.kind else ""
         if self.has_gpu:
             causes = f" ({self.causes})" if self.causes else ""
-            comm = f", of it communication alone {self.comm_alone}" if self.comm_alone else ""
+            comm = f", of it communication alone {self.comm_alone}{self._waiting()}" if self.comm_alone else ""
             lines.append(f"**GPU busy {self.busy}** {self.window} (kernels {self.kernels}{comm}), idle {self.idle}"
                          f"{causes} · {self.step} · {run.ranks} · {run.devices_markdown()}{kind}")
         elif self.integrity:
@@ -973,7 +980,7 @@ class HeadlineSection(Section):
         run = self.run
         lines: List[str] = []
         if self.has_gpu:
-            comm = f", of it communication alone {self.comm_alone}" if self.comm_alone else ""
+            comm = f", of it communication alone {self.comm_alone}{self._waiting()}" if self.comm_alone else ""
             lines.append(f"GPU busy {self.busy} {self.window} (kernels {self.kernels}{comm}), idle {self.idle}"
                          + (f" ({terminal(self.causes)})" if self.causes else ""))
             lines += [f"read with care: {terminal(n)}" for n in self.integrity]
