@@ -407,13 +407,16 @@ class CollectiveKind:
     tensor-parallel activation collectives, ``fsdp`` parameter gathers, ``ep``
     expert-parallel all-to-all, ``pp`` pipeline send/recv, ``other``),
     ``label`` in words, ``calls_per_step``, ``us_per_step`` their time (µs,
-    union) and ``exposed_us_per_step`` its part with no compute kernel running (µs)."""
+    union) and ``exposed_us_per_step`` its part with no compute kernel running (µs);
+    ``after_backward_per_step``: of the calls, those issued after their step's
+    backward pass had ended (nothing of it can overlap them)."""
 
     kind: str
     label: str = ""
     calls_per_step: float = 0.0
     us_per_step: float = 0.0
     exposed_us_per_step: float = 0.0
+    after_backward_per_step: float = 0.0
 
 
 @dataclass(slots=True)
@@ -452,6 +455,8 @@ class CommSummary:
     straggler nor drags the wait. ``kinds`` splits the communication
     kernels by what they do (:class:`CollectiveKind`), most exposed first
     (on a rank without GPU activity, its host collectives' waited time).
+    ``wrapper`` is the data-parallel wrapper the host events show (``DDP``,
+    ``FSDP``, ``""`` for none: :func:`hta_report.analysis.collectives.data_parallel_wrapper`).
     ``stalls`` counts communication kernels that ran 10x the median of the
     same kernel or longer (:func:`hta_report.analysis.transfers.collective_stalls`):
     waits for a late peer, a host stall or the window's end, not transfer;
@@ -471,6 +476,7 @@ class CommSummary:
     sync_wait_us_per_step: float = 0.0
     cpu_collective_us_per_step: float = 0.0
     host_exposed_us_per_step: float = 0.0
+    wrapper: str = ""
     collective_basis: str = ""
     kernel_us_by_step: List[StepValue] = field(default_factory=list)
     host_collective_us_by_step: List[StepValue] = field(default_factory=list)

@@ -117,6 +117,43 @@ def test_a_forward_all_reduce_is_tensor_parallel_and_gets_no_overlap_prediction(
     assert "no_sync" not in f.fix
 
 
+def _gradient_loop(tmp_path, name: str, ddp: bool):
+    """A training step on GPU: forward and backward GEMMs, then 12 NCCL all-reduces of 150 µs
+    after the backward pass, one per parameter; with ``ddp`` a DistributedDataParallel.forward
+    annotation marks the wrapper."""
+    b = TraceBuilder(rank=0, world_size=2)
+    sim = Sim(b)
+
+    def body(s: Sim) -> None:
+        if ddp:
+            with s.region("DistributedDataParallel.forward", cat="user_annotation"):
+                s.op("aten::mm", [(FP32_GEMM, 300.0)], host_us=10.0)
+        else:
+            s.op("aten::mm", [(FP32_GEMM, 300.0)], host_us=10.0)
+        s.op("autograd::engine::evaluate_function: MmBackward0", [(FP32_GEMM, 600.0)], host_us=10.0)
+        for _ in range(12):
+            with s.region("nccl:all_reduce"):
+                s.launch(ALLREDUCE, 150.0, stream=7)
+        s.synchronize()
+    _steps(b, sim, 6, body)
+    return analyze(_write_doc(tmp_path / name / "rank-0.json.gz", b.document()).parent)
+
+
+def test_gradients_all_reduced_one_by_one_without_ddp_are_named(tmp_path):
+    """12 all-reduces a step after backward and no DDP in the trace: the gradients are reduced by
+    hand (a course's "naive DDP"): the finding says so and its fix wraps the model in DDP; with
+    DDP in the trace the fix is DDP's own tuning."""
+    r = _gradient_loop(tmp_path, "loop", ddp=False)
+    assert r.ranks[0].comm.wrapper == ""
+    f = next(f for f in r.findings if f.id == "exposed-communication")
+    assert f.title.startswith("Gradients reduced by hand, 12 collectives a step after the backward pass")
+    assert "model = torch.nn.parallel.DistributedDataParallel(model)" in f.fix
+    r = _gradient_loop(tmp_path, "ddp", ddp=True)
+    assert r.ranks[0].comm.wrapper == "DDP"
+    f = next(f for f in r.findings if f.id == "exposed-communication")
+    assert f.title.startswith("Overlap the gradient reduction") and "bucket_cap_mb=50" in f.fix
+
+
 def test_launches_whose_gpu_records_were_lost_get_no_gpu_advice(tmp_path):
     """The host launched kernels, the trace holds none of them: the report
     says the GPU side is missing, in every format, and gives no GPU finding."""

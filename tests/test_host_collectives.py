@@ -92,3 +92,14 @@ def test_findings_of_a_cpu_rank_never_pass_its_step(tmp_path):
                                      ("c10d::barrier", "")])
 def test_operations_to_or_from_one_rank_are_named(name, op):
     assert operation(name) == op
+
+
+def test_a_loop_of_all_reduces_without_ddp_is_named_as_gradients_reduced_by_hand(tmp_path):
+    """10 blocking all-reduces a step after backward and no DDP in the trace (CS336's "naive DDP",
+    COS568's task 2b): the finding names the loop and its fix wraps the model in DDP."""
+    r = _ranks(tmp_path, overlapped=False, calls=10, transfer=400.0)
+    (kind,) = r.ranks[0].comm.kinds
+    assert (kind.calls_per_step, kind.after_backward_per_step) == (10, 10) and r.ranks[0].comm.wrapper == ""
+    (f,) = [f for f in r.findings if f.id == "exposed-communication"]
+    assert f.title.startswith("Gradients reduced by hand, 10 collectives a step after the backward pass")
+    assert "DistributedDataParallel(model)" in f.fix and "_flatten_dense_tensors" in f.fix

@@ -86,6 +86,22 @@ def operation(name: str) -> str:
     return next((op for op, pattern in OPERATIONS if pattern.search(name)), "")
 
 
+#: Host events of a data-parallel wrapper that buckets gradients and reduces them during backward.
+DDP_FORWARD = r"^DistributedDataParallel\.forward"
+
+
+def data_parallel_wrapper(ev: RankEvents) -> str:
+    """The data-parallel wrapper the rank's host events show: ``FSDP`` (or
+    ZeRO-3: :data:`PARAMETER_SHARDING`), ``DDP`` (``DistributedDataParallel.forward``),
+    else ``""`` (none: gradients reduced by hand, or no data parallelism)."""
+    cpu = ev.cpu
+    if cpu.empty:
+        return ""
+    if bool(name_search(cpu["s_name"], PARAMETER_SHARDING).any()):
+        return "FSDP"
+    return "DDP" if bool(name_search(cpu["s_name"], DDP_FORWARD).any()) else ""
+
+
 def collective_kinds(ev: RankEvents, w: np.ndarray, n_steps: int) -> List[CollectiveKind]:
     """The rank's communication kernels in the analyzed (re-based) windows
     ``w`` by kind (see the module doc): per kind, kernel time and its part
@@ -114,10 +130,39 @@ def collective_kinds(ev: RankEvents, w: np.ndarray, n_steps: int) -> List[Collec
         if rows.empty:
             continue
         u = intervals.union(rows["ts"].to_numpy(float), rows["end"].to_numpy(float))
+        after = int(after_backward(ev, _launch_times(ev, rows)).sum())
         out.append(CollectiveKind(kind=kind, label=LABELS[kind], calls_per_step=len(rows) / n,
                                   us_per_step=intervals.total(u) / n,
-                                  exposed_us_per_step=intervals.total(intervals.subtract(u, compute)) / n))
+                                  exposed_us_per_step=intervals.total(intervals.subtract(u, compute)) / n,
+                                  after_backward_per_step=after / n))
     return sorted(out, key=lambda c: -c.exposed_us_per_step)
+
+
+def after_backward(ev: RankEvents, issued: np.ndarray) -> np.ndarray:
+    """Per collective issued at host time ``issued`` (µs), whether it was
+    issued after the backward pass of its step had ended (after the end of
+    the step's last backward event, :data:`~.host_ops.BACKWARD_MARKERS` but
+    the optimizer's; without ``ProfilerStep``, the trace's last): nothing of
+    that backward can overlap it. False everywhere without backward events."""
+    issued = np.asarray(issued, dtype=float)
+    cpu = ev.cpu
+    pattern = "|".join(m for m in BACKWARD_MARKERS if "Optimizer" not in m)
+    rows = cpu[name_search(cpu["s_name"], pattern)]
+    if rows.empty or not len(issued):
+        return np.zeros(len(issued), dtype=bool)
+    b_ts, b_end = rows["ts"].to_numpy(float), rows["end"].to_numpy(float)
+    steps = _step_starts(ev)
+    if not len(steps):
+        return issued >= float(np.nanmax(b_end))
+    last = np.full(len(steps), -np.inf)
+    k = np.searchsorted(steps, b_ts, side="right") - 1
+    ok = k >= 0
+    np.maximum.at(last, k[ok], b_end[ok])
+    step_of = np.searchsorted(steps, issued, side="right") - 1
+    out = np.zeros(len(issued), dtype=bool)
+    has = (step_of >= 0)
+    out[has] = np.isfinite(last[step_of[has]]) & (issued[has] >= last[step_of[has]])
+    return out
 
 
 def _kinds(ev: RankEvents, comm: pd.DataFrame) -> np.ndarray:
@@ -150,7 +195,7 @@ def _classify(ev: RankEvents, ops_of: np.ndarray, launched: np.ndarray, groups: 
             in_backward[has] = launched[has] >= first_bw[step_of[has]]
         else:
             in_backward = launched >= float(backward_at.min())
-    ddp = bool(name_search(cpu["s_name"], r"^DistributedDataParallel\.forward").any())
+    ddp = bool(name_search(cpu["s_name"], DDP_FORWARD).any())
     fsdp = bool(name_search(cpu["s_name"], PARAMETER_SHARDING).any())
     forward = ~in_backward & np.isin(ops_of, ("all_reduce", "reduce_scatter", "all_gather"))
     forward_reduce = bool(forward.any())
@@ -350,7 +395,8 @@ def host_collectives(ev: RankEvents, hw: np.ndarray, n_steps: int) -> Tuple[floa
         calls_in = int((mine & inside).sum())
         if not calls_in and waited <= 0:
             continue
+        after = int((mine & inside & after_backward(ev, starts)).sum())
         out.append(CollectiveKind(kind=kind, label=LABELS[kind], calls_per_step=calls_in / n,
                                   us_per_step=intervals.total(intervals.intersect(coll_u, u)) / n,
-                                  exposed_us_per_step=waited))
+                                  exposed_us_per_step=waited, after_backward_per_step=after / n))
     return intervals.total(exposed) / n, sorted(out, key=lambda c: -c.exposed_us_per_step)

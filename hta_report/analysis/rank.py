@@ -41,7 +41,7 @@ from ..load.traces import LoadedTraces
 from . import hta_kernel_types
 from .attribution import idle_attribution
 from .code import code_attribution, gpu_time_by_launcher
-from .collectives import collective_kinds, host_collectives
+from .collectives import collective_kinds, data_parallel_wrapper, host_collectives
 from .copies import add_copy_metrics, blocking_copies, dtoh_reads, pageable_calls, sync_contexts, sync_waits
 from .cpu_side import cpu_side
 from .distributed import add_data_parallel
@@ -261,6 +261,7 @@ def _host_communication(c: RankContext) -> None:
     c.result.comm = add_comm_metrics(CommSummary(), c.events, c.w, c.hw)
     if c.result.comm.cpu_collective_us_per_step > 0:
         c.result.comm.host_exposed_us_per_step, c.result.comm.kinds = host_collectives(c.events, c.hw, len(c.w))
+        c.result.comm.wrapper = data_parallel_wrapper(c.events)
     c.result.tensor_cores.compute_major = compute_major(c.meta)
 
 
@@ -292,6 +293,8 @@ def _memcpy(c: RankContext) -> None:
 def _gpu_communication(c: RankContext) -> None:
     c.result.comm = add_comm_metrics(comm_summary(c.events, 0.0), c.events, c.w, c.hw)
     c.result.comm.kinds = collective_kinds(c.events, c.w, len(c.w))
+    if c.result.comm.kernel_count:
+        c.result.comm.wrapper = data_parallel_wrapper(c.events)
 
 
 def _tensor_cores(c: RankContext) -> None:

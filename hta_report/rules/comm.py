@@ -48,7 +48,9 @@ def peer_wait_us(r: RankResult) -> float:
                    "for slower ranks (that is `rank-straggler`'s), split by what it does: data-parallel gradient "
                    "reduction, tensor-parallel activation collectives, FSDP parameter gathers, all-to-all "
                    "exchanges (experts, sharded embeddings), pipeline send/recv; the fix is that of the kind with "
-                   "the most exposed time, and only gradient reduction has the replay's overlap edit."),
+                   "the most exposed time, and only gradient reduction has the replay's overlap edit. Gradients "
+                   "reduced by hand (no DDP or FSDP in the trace, 8 or more gradient collectives a step, all "
+                   "issued after the backward pass) get DDP itself as their fix."),
       fix=("Overlap communication with compute: DDP buckets (`DDP(model, bucket_cap_mb=50, "
            "gradient_as_bucket_view=True)`), `model.no_sync()` during gradient accumulation, a "
            "larger batch per GPU; FSDP: `forward_prefetch=True`, "
@@ -75,6 +77,12 @@ def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fire
                  f"{of_step(worst)}, {val[worst.rank]:.0f} % exposed; overlap cannot hide them",
             evidence_lines(hits, lambda r: _exposed_evidence(r, alone)),
             unreplayed(COMM_BOUND_FIX + (COMM_BOUND_DP if kind == "dp" else "")))
+    by_hand = _reduced_by_hand(worst)
+    if kind == "dp" and by_hand:
+        return claim(fired, hits, COMM_POOLS, exposed_transfer_us).verdict(
+            cfg, f"Gradients reduced by hand, {by_hand:.0f} collectives a step after the backward pass: "
+                 f"{val[worst.rank]:.0f} % {of_step(worst)} is exposed communication",
+            evidence_lines(hits, lambda r: _exposed_evidence(r, alone)), specific(BY_HAND_FIX))
     title = {"dp": "Overlap the gradient reduction with the backward pass",
              "tp": "Tensor-parallel collectives sit on the critical path",
              "fsdp": "Prefetch FSDP's parameter gathers",
@@ -83,6 +91,34 @@ def exposed_communication(result: AnalysisResult, cfg: AdviceConfig, fired: Fire
     return claim(fired, hits, COMM_POOLS, exposed_transfer_us).verdict(
         cfg, f"{title}: {val[worst.rank]:.0f} % {of_step(worst)} is exposed communication",
         evidence_lines(hits, lambda r: _exposed_evidence(r, alone)), specific(KIND_FIXES.get(kind, KIND_FIXES["other"])))
+
+
+#: Gradient collectives per step from which, with no data-parallel wrapper in the trace
+#: (``CommSummary.wrapper``), the gradients are reduced by hand: one collective a parameter (or a
+#: few tensors) after backward, as course labs' "naive DDP" does. DDP sends one bucket of 25 MB
+#: at a time (a few a step for most models); a loop over parameters sends dozens.
+BY_HAND_MIN_CALLS = 8
+BY_HAND_FIX = (
+    "# one blocking collective per parameter after backward: nothing overlaps it, and each call pays\n"
+    "# the collective's latency. DistributedDataParallel buckets the gradients (bucket_cap_mb=25) and\n"
+    "# all-reduces each bucket during the backward pass, as soon as its gradients are ready:\n"
+    "model = torch.nn.parallel.DistributedDataParallel(model)\n"
+    "# keeping the loop: one flat buffer, one all_reduce, issued asynchronously\n"
+    "flat = torch._utils._flatten_dense_tensors(grads); work = dist.all_reduce(flat, async_op=True)")
+
+
+def _reduced_by_hand(r: RankResult) -> float:
+    """Gradient collectives per step (``dp``) of a rank whose trace shows no
+    data-parallel wrapper, where there are :data:`BY_HAND_MIN_CALLS` or more
+    and all were issued after the backward pass had ended (a framework's
+    own bucketed reduction, DeepSpeed's or Megatron's, starts during
+    backward); 0 otherwise."""
+    if r.comm.wrapper:
+        return 0.0
+    dp = [k for k in r.comm.kinds if k.kind == "dp"]
+    calls = sum(k.calls_per_step for k in dp)
+    after = sum(k.after_backward_per_step for k in dp)
+    return calls if calls >= BY_HAND_MIN_CALLS and after >= calls - 1e-9 else 0.0
 
 
 #: The fix of exposed communication by what it is (:class:`~hta_report.model.CollectiveKind`).
