@@ -81,6 +81,24 @@ def test_16_and_8_bit_matmuls_get_no_tf32_advice(tmp_path, name):
     assert not edit.applies
 
 
+@pytest.mark.parametrize("name,tf32", [
+    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x5_nn_align4>(Params)", True),
+    ("ampere_s1688gemm_128x128_sliced1x2_ldg4_tn", True),
+    ("ampere_fp16_s1688gemm_fp16_128x128_ldg8_f2f_stages_32x1_nn", False),
+    ("turing_fp16_s1688gemm_fp16_256x128_ldg8_f2f_tn", False),
+    ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn", False),
+    ("ampere_sgemm_128x64_tn", False),
+])
+def test_an_untyped_s1688_tensor_op_gemm_is_tf32(name, tf32):
+    """``s1688gemm`` is a float32-accumulate m16n8k8 MMA: with no 16-bit type in its name, its
+    inputs are TF32 (a field run's cuDNN GRU spent 17 % of its kernel time in
+    ``cutlass_80_tensorop_s1688gemm`` and was told no GEMM ran in TF32)."""
+    from hta_report.analysis.kernels import TF32_KERNEL
+    from hta_report.analysis.precision import lower_precision
+
+    assert (TF32_KERNEL.search(name) is not None and not lower_precision(name)) is tf32
+
+
 def test_tf32_matmuls_fire_on_a_geforce_board_too(tmp_path):
     """A GeForce RTX 3090 runs TF32 no faster than float32 (no TF32 advice from
     tensor-cores-unused), but bf16 with float32 accumulate at twice TF32: the rule fires."""

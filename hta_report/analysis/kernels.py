@@ -46,8 +46,12 @@ NOT_TENSOR_CORE = re.compile(r"ffma|_simt_", re.IGNORECASE)
 #: (seen in the field traces: H100, A100, RTX 3090/4090/A4000, RTX 500 Ada). AMD is left out:
 #: no kernel of the ROCm traces names an xf32 (MI300's TF32) type, and Tensile's data-type
 #: letters (``_SS_``) do not tell xf32 math from float32. cuBLAS's ``nvjet_*`` names carry
-#: no TF32 marker either (``nvjet_sm90_tst_*`` is bf16 in), so they are not counted.
-TF32_KERNEL = re.compile(r"tf32", re.IGNORECASE)
+#: no TF32 marker either (``nvjet_sm90_tst_*`` is bf16 in), so they are not counted. A name with
+#: no type but ``s1688gemm`` (``cutlass_80_tensorop_s1688gemm_*``, ``ampere_s1688gemm_*``) is TF32
+#: too: ``s`` is its float32 accumulate, ``1688`` the m16n8k8 MMA, which on Ampere and later takes
+#: TF32 or 16-bit inputs, and 16-bit kernels name their type (``*_fp16_s1688gemm_fp16_*``: left out by
+#: :func:`~.precision.lower_precision`); Turing's and Volta's m16n8k8/m8n8k4 MMAs are 16-bit only.
+TF32_KERNEL = re.compile(r"tf32|^(?!turing|volta)\w*?s1688(?:gemm|fprop|dgrad|wgrad)", re.IGNORECASE)
 #: AMD matrix-core (MFMA) kernels: Tensile/hipBLASLt GEMMs name their matrix
 #: instruction (``Cijk_..._MI16x16x1_...``; a kernel without one has no ``MI``
 #: part), Composable Kernel names its XDL (MFMA) pipelines ``xdl``/``xdlops``,
