@@ -51,7 +51,7 @@ NOT_TENSOR_CORE = re.compile(r"ffma|_simt_", re.IGNORECASE)
 #: too: ``s`` is its float32 accumulate, ``1688`` the m16n8k8 MMA, which on Ampere and later takes
 #: TF32 or 16-bit inputs, and 16-bit kernels name their type (``*_fp16_s1688gemm_fp16_*``: left out by
 #: :func:`~.precision.lower_precision`); Turing's and Volta's m16n8k8/m8n8k4 MMAs are 16-bit only.
-TF32_KERNEL = re.compile(r"tf32|^(?!turing|volta)\w*?s1688(?:gemm|fprop|dgrad|wgrad)", re.IGNORECASE)
+TF32_KERNEL = re.compile(r"tf32|^(?!.*(?:turing|volta)_).*s1688(?:gemm|fprop|dgrad|wgrad)", re.IGNORECASE)
 #: AMD matrix-core (MFMA) kernels: Tensile/hipBLASLt GEMMs name their matrix
 #: instruction (``Cijk_..._MI16x16x1_...``; a kernel without one has no ``MI``
 #: part), Composable Kernel names its XDL (MFMA) pipelines ``xdl``/``xdlops``,
