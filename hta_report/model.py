@@ -1127,6 +1127,9 @@ class Integrity:
             operation can hide: their count times the longest GPU operation
             the rank recorded (0 without such launches, or without GPU
             operations).
+        lost_tail: every launch without a GPU operation came after the last
+            launch with one: the profiler stopped before the GPU ran the work
+            queued last (:func:`hta_report.analysis.integrity.lost_tail`).
         idle_unreliable: the rank's GPU idle time is not known (graph
             replays dropped, the clock jumps back, or launches lost their GPU
             records): no rule claims it.
@@ -1139,6 +1142,7 @@ class Integrity:
     launches: int = 0
     launches_without_ops: int = 0
     lost_work_us: float = 0.0
+    lost_tail: bool = False
     unlinked_ops: int = 0
     unlinked_us: float = 0.0
     left_out_ops: int = 0

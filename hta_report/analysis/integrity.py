@@ -309,6 +309,8 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
     if out.launches_without_ops and not gpu.empty:
         out.lost_work_us = out.launches_without_ops * float(np.nanmax(gpu["dur"].to_numpy(dtype=float)))
     bounded = _loss_bounded(out, ev)
+    tail_at = lost_tail(ev) if out.launches_without_ops else 0.0
+    out.lost_tail = tail_at > 0
     lost = out.launches and out.launches_without_ops > out.launches * LOST_LAUNCH_PCT / 100 and not bounded
     if not out.clock_jumps:  # a clock stepping back opens a gap of its own: said once, as the jump
         out.silences, out.silence_us, _ = silences(ev)
@@ -353,6 +355,28 @@ def lost_launches(ev: RankEvents):
     return int(len(corr)), int((~np.isin(corr, seen)).sum())
 
 
+def lost_tail(ev: RankEvents) -> float:
+    """Where every launch without a GPU operation came after the last launch
+    with one (they are the trace's last launches, none lost among the
+    others): the host time (µs) of that last recorded launch, else 0. The
+    profiler then stopped while the GPU still ran work queued before it (a
+    GPU behind its host by more than the rest of the window), not because
+    its buffers dropped records in the middle of the trace."""
+    cpu = ev.cpu
+    gpu = ev.gpu
+    if cpu.empty or gpu.empty or "correlation" not in cpu.columns or "correlation" not in gpu.columns:
+        return 0.0
+    rows = cpu[cpu["s_name"].isin(GPU_WORK_APIS).to_numpy()]
+    corr = pd.to_numeric(rows["correlation"], errors="coerce").to_numpy(dtype=float)
+    keep = corr > 0
+    corr, ts = corr[keep], rows["ts"].to_numpy(dtype=float)[keep]
+    seen = np.isin(corr, pd.to_numeric(gpu["correlation"], errors="coerce").to_numpy(dtype=float))
+    if seen.all() or not seen.any():
+        return 0.0
+    last_seen = float(ts[seen].max())
+    return last_seen if float(ts[~seen].min()) > last_seen else 0.0
+
+
 def _span_us(ev: RankEvents) -> float:
     """The trace's span (µs): its first event's start to its last event's end, host and GPU."""
     df = ev.df
@@ -380,7 +404,13 @@ def _notes(i: Integrity, bounded: bool = False) -> list:
                      "activity was not recorded): no GPU figure or GPU finding can be given for this rank; record "
                      "again with ProfilerActivity.CUDA and a shorter window")
     elif i.launches_without_ops and i.launches_without_ops > i.launches * LOST_LAUNCH_PCT / 100:
-        if not bounded:
+        if not bounded and i.lost_tail:
+            notes.append(f"{i.launches_without_ops:,} of {i.launches:,} launches have no GPU record, every one "
+                         "after the last launch that has one: the profiler stopped while the GPU was still behind, "
+                         "running work queued earlier, so the GPU's busy and idle time are not known and no rule "
+                         "advises on the rank; call torch.cuda.synchronize() before the profiler stops (or at the "
+                         "end of each profiled step)")
+        elif not bounded:
             notes.append(f"{i.launches_without_ops:,} of {i.launches:,} launches have no GPU record (the profiler "
                          "lost them, pytorch/pytorch#192021): the GPU's busy and idle time are not known, and no "
                          "rule advises on the rank")

@@ -41,6 +41,15 @@ FIX_LOST = specific("# record the GPU (ProfilerActivity.CUDA) over a short windo
                     "    on_trace_ready=torch.profiler.tensorboard_trace_handler(\"traces/\"),\n"
                     ")\n"
                     "# lost records are logged at INFO only: KINETO_LOG_LEVEL=0 shows them")
+#: The fix where the launches without a GPU record are the trace's last ones
+#: (:attr:`~hta_report.model.Integrity.lost_tail`): the profiler stopped before the GPU ran them.
+FIX_LOST_TAIL = specific("# the GPU ran behind the host and the profiler stopped before it ran the work queued last:\n"
+                         "# wait for the GPU inside the profiled region, at the end of each step (or once before stopping)\n"
+                         "with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:\n"
+                         "    for batch in batches:\n"
+                         "        model(batch)\n"
+                         "        torch.cuda.synchronize()\n"
+                         "        prof.step()")
 
 
 _GPU_ONE_OFFS = ("(calls of {} or more that set up the device, context, streams or memory, first launches that "
@@ -196,6 +205,10 @@ def trace_window(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
     if lost:
         w = max(lost, key=lambda r: r.integrity.launches_without_ops)
         gone = w.integrity.launches_without_ops == w.integrity.launches
+        if w.integrity.lost_tail:
+            title = (f"The profiler stopped before the GPU ran the last {w.integrity.launches_without_ops:,} of "
+                     f"{w.integrity.launches:,} launches: synchronize before it stops")
+            return make_finding(cfg, lost, {}, title, found, FIX_LOST_TAIL, ranks=[r.rank for r in lost])
         title = ("The trace lost its GPU side: " if gone else "The trace lost GPU records: ") + \
             f"{w.integrity.launches_without_ops:,} of {w.integrity.launches:,} launches have none; record again"
         return make_finding(cfg, lost, {}, title, found, FIX_LOST, ranks=[r.rank for r in lost])
