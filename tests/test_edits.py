@@ -225,6 +225,17 @@ def test_a_required_sync_gets_no_prediction_and_says_why(tmp_path):
     assert not w.applies
 
 
+def test_a_harness_synchronize_alone_is_named_as_the_harness_s_cost(tmp_path):
+    """A training step whose only sync is the bare synchronize that ends it (a benchmark's timing
+    loop): the finding says the measured step includes the harness's synchronize and points to CUDA
+    events; it no longer says "cannot be removed" beside a fix that takes it out of the loop (a
+    field run's cuDNN GRU benchmark, 41 % of its step)."""
+    r = analyze(_write(tmp_path, "harness", _sync_trace(True, bare="end", item=False)))
+    f = next(f for f in r.findings if f.id == "sync-in-step")
+    assert f.title.startswith("The step includes its timing harness's synchronize")
+    assert "cannot be removed" not in f.title and "enable_timing=True" in f.fix and f.whatif is None
+
+
 def test_a_logged_item_that_drains_the_queue_is_predicted_and_rated_by_its_saving(tmp_path):
     """A training step whose host queues 4 ms of GEMMs, then reads the loss
     (.item() drains the queue) and runs 2 ms of Python before launching again:
