@@ -128,8 +128,9 @@ def memory_under_used(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -
     hits: List[RankResult] = sorted([r for r in low if r.rank in small], key=peak_pct)
     if not hits:
         w = min(low, key=peak_pct)
-        return fine(f"memory under-used ({peak_pct(w):.0f} % of the device on rank {w.rank}) but the kernels fill "
-                    "the SMs (low-sm-occupancy did not fire): a larger batch would not fill the GPU better")
+        return fine(f"memory under-used ({peak_pct(w):.0f} % of the device on rank {w.rank}), but low-sm-occupancy "
+                    "did not fire (kernels with fewer blocks than SMs leave under its threshold of the step idle): "
+                    "nothing says a larger batch would use the GPU better")
     worst = hits[0]
     k = batch_headroom(worst, cfg)
     evidence = evidence_lines(hits, lambda r: f"{_evidence(r)}; batch could grow at least "
