@@ -73,3 +73,40 @@ def test_kernels_without_a_launch_and_stream_sync_rows_are_counted(tmp_path):
     # the Stream Sync row is a host wait drawn on the GPU's row: not GPU work
     assert r.idle_attribution.busy_us == pytest.approx(200)
     assert sync["cat"] == "cuda_sync" and len(i.notes) == 2
+
+
+def test_kernels_of_a_graph_replay_are_not_launch_bound(tmp_path):
+    """Each step one cudaGraphLaunch replays 200 kernels of 3 µs, 2 µs apart (a decode step captured
+    as a CUDA graph, as a field L40 run: 1,389 kernels from one graph launch and 6 direct
+    launches): the short gaps are the graph's own, and a CUDA graph is already the fix, so
+    launch-bound does not fire and says why; the same kernels launched one by one do fire it."""
+    from hta_report.api import analyze
+    from kineto import ELEMENTWISE, TraceBuilder
+
+    def build(graph: bool) -> TraceBuilder:
+        b = TraceBuilder(rank=0)
+        t = 100.0
+        for s in range(1, 7):
+            b.step(s, t, 1200.0)
+            if graph:
+                corr = b._launch("cudaGraphLaunch", t + 5, 8.0, 1000)
+                for k in range(200):
+                    ts = t + 20 + 5 * k
+                    b._x("kernel", ELEMENTWISE, ts, 3.0, pid=0, tid=7, device=0, stream=7, correlation=corr,
+                         **{"External id": corr})
+            else:
+                for k in range(200):
+                    b.kernel(ELEMENTWISE, t + 20 + 5 * k, 3.0, launch_ts=t + 10 + 5 * k, launch_dur=4.0)
+            b.runtime("cudaStreamSynchronize", t + 30, 1000.0)
+            t += 1205.0
+        return b
+    graph_dir, eager_dir = tmp_path / "graph", tmp_path / "eager"
+    graph_dir.mkdir(), eager_dir.mkdir()
+    build(True).write(graph_dir / "rank-0.json")
+    build(False).write(eager_dir / "rank-0.json")
+    g = analyze(graph_dir)
+    check = next(c for c in g.checks if c.id == "launch-bound")
+    assert not [f for f in g.findings if f.id == "launch-bound"]
+    assert "CUDA graph's replay" in check.detail, check.detail
+    e = analyze(eager_dir)
+    assert [f for f in e.findings if f.id == "launch-bound"]

@@ -16,6 +16,20 @@ def _launching(result: AnalysisResult) -> List[RankResult]:
     return [r for r in result.ranks if r.has_gpu and r.launch.launches > 0]
 
 
+#: Share (%) of a rank's kernels that its direct launch calls (kernel and copy launches, graph
+#: launches aside: ``Integrity.launches``) account for, under which, with a graph launch in the
+#: trace, its kernels are a CUDA graph's replay: the gaps between them are the graph's own (a few
+#: µs between its nodes), not launch overhead, and a graph is already the fix (a field L40 decode:
+#: 1,389 kernels from one cudaGraphLaunch and 6 direct launches).
+GRAPH_REPLAYED_PCT = 10.0
+
+
+def graph_replayed(r: RankResult) -> bool:
+    """Whether ``r``'s kernels are mostly a CUDA/HIP graph's replay (:data:`GRAPH_REPLAYED_PCT`)."""
+    i = r.integrity
+    return i.graph_launches > 0 and r.kernel_count > 0 and 100 * i.launches < GRAPH_REPLAYED_PCT * r.kernel_count
+
+
 def short_kernel_pct(r: RankResult) -> float:
     """% of launches whose GPU work is shorter than the launch call (HTA)."""
     return 100 * r.launch.short_kernels / r.launch.launches if r.launch.launches else 0.0
@@ -43,7 +57,13 @@ def launch_bound(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
     if not ranks:
         return not_checked("no kernel launches (cuda_runtime) with GPU activity in the traces")
     val, over = shares_over(ranks, lambda r: r.idle_attribution.launch_us, cfg.launch_pct)
-    hits = [r for r in over if short_kernel_pct(r) >= cfg.short_kernel_pct]
+    hits = [r for r in over if short_kernel_pct(r) >= cfg.short_kernel_pct and not graph_replayed(r)]
+    if not hits and any(graph_replayed(r) for r in over):
+        w = next(r for r in over if graph_replayed(r))
+        return fine(f"rank {w.rank}'s {w.kernel_count:,} kernels are a CUDA graph's replay "
+                    f"({w.integrity.graph_launches:,} graph launch{'es' if w.integrity.graph_launches != 1 else ''}, "
+                    f"{w.integrity.launches:,} direct launches): the short gaps between them "
+                    f"({up_to([w], val)}) are the graph's own, not launch overhead")
     if not hits:
         w = largest(ranks, val)
         return fine(f"GPU idle between back-to-back launches {up_to([w], val)}; {short_kernel_pct(w):.0f} % of "
