@@ -31,8 +31,30 @@ def schema(name: str) -> Dict[str, Any]:
     import msgspec
 
     cls, title = SCHEMAS[name]
-    body = msgspec.json.schema(cls)
+    body = _normalized(msgspec.json.schema(cls))
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": title,
             "description": f"What hta-report writes as JSON (schema_version {SCHEMA_VERSION}); "
                            "generated from hta_report.model by msgspec.",
             **body}
+
+
+def _normalized(node: Any) -> Any:
+    """``node`` (a schema or a part of one) as every msgspec version writes
+    it: descriptions as :func:`inspect.cleandoc` leaves a docstring (msgspec
+    0.23 dedents them, 0.22 did not), and no ``default`` of ``[]`` or ``{}``
+    (0.23 writes the value of a ``default_factory``, 0.22 did not), so the
+    published copies stay equal to the generated ones whichever msgspec the
+    package registry serves."""
+    import inspect
+
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if key == "default" and value in ([], {}):
+                continue
+            out[key] = inspect.cleandoc(value) if key == "description" and isinstance(value, str) \
+                else _normalized(value)
+        return out
+    if isinstance(node, list):
+        return [_normalized(x) for x in node]
+    return node

@@ -49,3 +49,26 @@ def test_schema_list_names_every_schema(run_cli):
     rows = [line.split("\t") for line in out.splitlines()]
     assert code == 0 and [r[0] for r in rows] == list(SCHEMAS)
     assert all(r[1] == "3" and r[3] == f"docs/schema/{r[0]}.schema.json" and (REPO / r[3]).is_file() for r in rows)
+
+
+def test_the_schemas_read_the_same_under_every_msgspec():
+    """msgspec 0.23 dedents docstrings and writes a default_factory's value, 0.22 did neither: the
+    published schemas drifted from the generated ones when the registry moved (CI, 2026-11-29).
+    The generated schema is normalized: every description as inspect.cleandoc leaves it, no
+    ``default`` of ``[]`` or ``{}``."""
+    import inspect
+
+    from hta_report.schema import SCHEMAS, schema
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "description" and isinstance(value, str):
+                    assert value == inspect.cleandoc(value)
+                assert not (key == "default" and value in ([], {}))
+                walk(value)
+        elif isinstance(node, list):
+            for x in node:
+                walk(x)
+    for name in SCHEMAS:
+        walk(schema(name))
