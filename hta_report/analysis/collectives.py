@@ -93,13 +93,15 @@ DDP_FORWARD = r"^DistributedDataParallel\.forward"
 def data_parallel_wrapper(ev: RankEvents) -> str:
     """The data-parallel wrapper the rank's host events show: ``FSDP`` (or
     ZeRO-3: :data:`PARAMETER_SHARDING`), ``DDP`` (``DistributedDataParallel.forward``),
-    else ``""`` (none: gradients reduced by hand, or no data parallelism)."""
-    cpu = ev.cpu
-    if cpu.empty:
-        return ""
-    if bool(name_search(cpu["s_name"], PARAMETER_SHARDING).any()):
-        return "FSDP"
-    return "DDP" if bool(name_search(cpu["s_name"], DDP_FORWARD).any()) else ""
+    else ``""`` (none: gradients reduced by hand, or no data parallelism).
+    Kept in ``ev.memo`` (the kinds and the rank's summary both read it)."""
+    held = ev.memo.get("collectives.wrapper")
+    if held is None:
+        names = ev.cpu["s_name"]
+        held = "" if ev.cpu.empty else "FSDP" if bool(name_search(names, PARAMETER_SHARDING).any()) \
+            else "DDP" if bool(name_search(names, DDP_FORWARD).any()) else ""
+        ev.memo["collectives.wrapper"] = held
+    return held
 
 
 def collective_kinds(ev: RankEvents, w: np.ndarray, n_steps: int) -> List[CollectiveKind]:
@@ -125,12 +127,14 @@ def collective_kinds(ev: RankEvents, w: np.ndarray, n_steps: int) -> List[Collec
                                   np.concatenate([compute[:, 1], stalls["wait_end"].to_numpy(float)]))
     out: List[CollectiveKind] = []
     n = max(n_steps, 1)
+    after_all = after_backward(ev, _launch_times(ev, comm))
     for kind in KINDS:
-        rows = comm[kinds == kind]
+        mine = kinds == kind
+        rows = comm[mine]
         if rows.empty:
             continue
         u = intervals.union(rows["ts"].to_numpy(float), rows["end"].to_numpy(float))
-        after = int(after_backward(ev, _launch_times(ev, rows)).sum())
+        after = int(after_all[mine].sum())
         out.append(CollectiveKind(kind=kind, label=LABELS[kind], calls_per_step=len(rows) / n,
                                   us_per_step=intervals.total(u) / n,
                                   exposed_us_per_step=intervals.total(intervals.subtract(u, compute)) / n,
@@ -145,9 +149,7 @@ def after_backward(ev: RankEvents, issued: np.ndarray) -> np.ndarray:
     the optimizer's; without ``ProfilerStep``, the trace's last): nothing of
     that backward can overlap it. False everywhere without backward events."""
     issued = np.asarray(issued, dtype=float)
-    cpu = ev.cpu
-    pattern = "|".join(m for m in BACKWARD_MARKERS if "Optimizer" not in m)
-    rows = cpu[name_search(cpu["s_name"], pattern)]
+    rows = _backward_rows(ev)
     if rows.empty or not len(issued):
         return np.zeros(len(issued), dtype=bool)
     b_ts, b_end = rows["ts"].to_numpy(float), rows["end"].to_numpy(float)
@@ -180,7 +182,6 @@ def _classify(ev: RankEvents, ops_of: np.ndarray, launched: np.ndarray, groups: 
     """The kind of each collective (see the module doc) from its operation
     (:func:`operation`), the host time it was issued at (µs) and its process
     group where two groups or more are named (else None)."""
-    cpu = ev.cpu
     backward_at = _backward_starts(ev)
     in_backward = np.zeros(len(ops_of), dtype=bool)
     if len(backward_at):
@@ -195,8 +196,8 @@ def _classify(ev: RankEvents, ops_of: np.ndarray, launched: np.ndarray, groups: 
             in_backward[has] = launched[has] >= first_bw[step_of[has]]
         else:
             in_backward = launched >= float(backward_at.min())
-    ddp = bool(name_search(cpu["s_name"], DDP_FORWARD).any())
-    fsdp = bool(name_search(cpu["s_name"], PARAMETER_SHARDING).any())
+    wrapper = data_parallel_wrapper(ev)
+    fsdp = wrapper == "FSDP"
     forward = ~in_backward & np.isin(ops_of, ("all_reduce", "reduce_scatter", "all_gather"))
     forward_reduce = bool(forward.any())
     out = np.full(len(ops_of), "other", dtype=object)
@@ -207,7 +208,7 @@ def _classify(ev: RankEvents, ops_of: np.ndarray, launched: np.ndarray, groups: 
     out[gather & (in_backward | fsdp)] = "fsdp"
     out[gather & ~in_backward & (not fsdp)] = "tp"  # not ~fsdp: ~ of a Python bool is -1, an index
     out[reduce & ~in_backward] = "tp"
-    tp_backward = forward_reduce and not ddp and not fsdp
+    tp_backward = forward_reduce and not wrapper
     out[reduce & in_backward] = "tp" if tp_backward else "dp"
     # a reduce, gather or scatter to one rank after the forward: gradients averaged by hand (COS568's
     # gather-average-scatter); in the forward it is no parallelism the module doc names
@@ -281,13 +282,15 @@ def _launch_times(ev: RankEvents, comm: pd.DataFrame) -> np.ndarray:
     return ts
 
 
-def _backward_starts(ev: RankEvents) -> np.ndarray:
-    """Start times (µs) of the rank's backward events (:data:`~.host_ops.BACKWARD_MARKERS`
-    but the optimizer's annotations), sorted."""
+def _backward_rows(ev: RankEvents) -> pd.DataFrame:
+    """The rank's backward events (:data:`~.host_ops.BACKWARD_MARKERS` but the optimizer's annotations)."""
     cpu = ev.cpu
-    pattern = "|".join(m for m in BACKWARD_MARKERS if "Optimizer" not in m)
-    rows = cpu[name_search(cpu["s_name"], pattern)]
-    return np.sort(rows["ts"].to_numpy(float))
+    return cpu[name_search(cpu["s_name"], "|".join(m for m in BACKWARD_MARKERS if "Optimizer" not in m))]
+
+
+def _backward_starts(ev: RankEvents) -> np.ndarray:
+    """Start times (µs) of the rank's backward events (:func:`_backward_rows`), sorted."""
+    return np.sort(_backward_rows(ev)["ts"].to_numpy(float))
 
 
 def _step_starts(ev: RankEvents) -> np.ndarray:
@@ -382,6 +385,7 @@ def host_collectives(ev: RankEvents, hw: np.ndarray, n_steps: int) -> Tuple[floa
     inside = (k >= 0) & (starts < hu[np.maximum(k, 0), 1])  # issued inside the windows: counted as calls
     # each call's stretch runs to the next call (a window's first wait may be the previous step's last call)
     stretch = np.column_stack([starts, np.append(starts[1:], np.inf)])
+    after_all = after_backward(ev, starts)
     out: List[CollectiveKind] = []
     for kind in KINDS:
         mine = kinds == kind
@@ -395,7 +399,7 @@ def host_collectives(ev: RankEvents, hw: np.ndarray, n_steps: int) -> Tuple[floa
         calls_in = int((mine & inside).sum())
         if not calls_in and waited <= 0:
             continue
-        after = int((mine & inside & after_backward(ev, starts)).sum())
+        after = int((mine & inside & after_all).sum())
         out.append(CollectiveKind(kind=kind, label=LABELS[kind], calls_per_step=calls_in / n,
                                   us_per_step=intervals.total(intervals.intersect(coll_u, u)) / n,
                                   exposed_us_per_step=waited, after_backward_per_step=after / n))

@@ -298,7 +298,8 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
         unlinked = ~np.isin(corr, call_corr)
         out.unlinked_ops, out.unlinked_us = int(unlinked.sum()), float(gpu["dur"].to_numpy(dtype=float)[unlinked].sum())
         out.graph_launches, out.graph_launches_without_ops = graph_launches_without_ops(ev)
-    out.launches, out.launches_without_ops = lost_launches(ev)
+    launch_ts, seen = _work_launches(ev)
+    out.launches, out.launches_without_ops = int(len(seen)), int((~seen).sum())
     if activity is not None:
         out.launches_without_ops = max(0, out.launches_without_ops - activity.unmatched_ops)
         out.left_out_ops, out.left_out_us = activity.unlinked_ops, activity.unlinked_us
@@ -309,8 +310,7 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
     if out.launches_without_ops and not gpu.empty:
         out.lost_work_us = out.launches_without_ops * float(np.nanmax(gpu["dur"].to_numpy(dtype=float)))
     bounded = _loss_bounded(out, ev)
-    tail_at = lost_tail(ev) if out.launches_without_ops else 0.0
-    out.lost_tail = tail_at > 0
+    out.lost_tail = lost_tail(launch_ts, seen)
     lost = out.launches and out.launches_without_ops > out.launches * LOST_LAUNCH_PCT / 100 and not bounded
     if not out.clock_jumps:  # a clock stepping back opens a gap of its own: said once, as the jump
         out.silences, out.silence_us, _ = silences(ev)
@@ -336,45 +336,31 @@ def graph_launches_without_ops(ev: RankEvents) -> Tuple[int, int]:
     return n, int((~np.isin(call_corr[graphs], corr)).sum())
 
 
-def lost_launches(ev: RankEvents):
-    """``(launch calls, those with no GPU operation)``: the calls of
-    :data:`GPU_WORK_APIS` that carry a correlation id, and of them those whose
-    id no GPU operation of the rank carries (graph launches are counted apart:
-    :attr:`~hta_report.model.Integrity.graph_launches_without_ops`)."""
+def _work_launches(ev: RankEvents) -> Tuple[np.ndarray, np.ndarray]:
+    """``(host start times µs, whether a GPU operation carries its id)`` of
+    the rank's :data:`GPU_WORK_APIS` calls that carry a correlation id."""
     cpu = ev.cpu
     if cpu.empty or "correlation" not in cpu.columns:
-        return 0, 0
-    rows = cpu[cpu["s_name"].isin(GPU_WORK_APIS).to_numpy()]
-    corr = pd.to_numeric(rows["correlation"], errors="coerce").to_numpy(dtype=float)
-    corr = corr[corr > 0]
-    if not len(corr):
-        return 0, 0
-    gpu = ev.gpu
-    seen = pd.to_numeric(gpu["correlation"], errors="coerce").to_numpy(dtype=float) \
-        if len(gpu) and "correlation" in gpu.columns else np.empty(0)
-    return int(len(corr)), int((~np.isin(corr, seen)).sum())
-
-
-def lost_tail(ev: RankEvents) -> float:
-    """Where every launch without a GPU operation came after the last launch
-    with one (they are the trace's last launches, none lost among the
-    others): the host time (µs) of that last recorded launch, else 0. The
-    profiler then stopped while the GPU still ran work queued before it (a
-    GPU behind its host by more than the rest of the window), not because
-    its buffers dropped records in the middle of the trace."""
-    cpu = ev.cpu
-    gpu = ev.gpu
-    if cpu.empty or gpu.empty or "correlation" not in cpu.columns or "correlation" not in gpu.columns:
-        return 0.0
+        return np.empty(0), np.empty(0, dtype=bool)
     rows = cpu[cpu["s_name"].isin(GPU_WORK_APIS).to_numpy()]
     corr = pd.to_numeric(rows["correlation"], errors="coerce").to_numpy(dtype=float)
     keep = corr > 0
-    corr, ts = corr[keep], rows["ts"].to_numpy(dtype=float)[keep]
-    seen = np.isin(corr, pd.to_numeric(gpu["correlation"], errors="coerce").to_numpy(dtype=float))
+    gpu = ev.gpu
+    seen = pd.to_numeric(gpu["correlation"], errors="coerce").to_numpy(dtype=float) \
+        if len(gpu) and "correlation" in gpu.columns else np.empty(0)
+    return rows["ts"].to_numpy(dtype=float)[keep], np.isin(corr[keep], seen)
+
+
+def lost_tail(ts: np.ndarray, seen: np.ndarray) -> bool:
+    """Whether every launch without a GPU operation came after the last launch
+    with one (``ts``, ``seen``: :func:`_work_launches`): they are the trace's
+    last launches, none lost among the others. The profiler then stopped
+    while the GPU still ran work queued before it (a GPU behind its host by
+    more than the rest of the window), not because its buffers dropped
+    records in the middle of the trace."""
     if seen.all() or not seen.any():
-        return 0.0
-    last_seen = float(ts[seen].max())
-    return last_seen if float(ts[~seen].min()) > last_seen else 0.0
+        return False
+    return float(ts[~seen].min()) > float(ts[seen].max())
 
 
 def _span_us(ev: RankEvents) -> float:
