@@ -4,6 +4,7 @@ where the trace "after the fix" is the same loop built without the cause,
 so each what-if's prediction is checked against a measured step time."""
 
 import json
+from typing import List
 
 import numpy as np
 import pytest
@@ -425,21 +426,27 @@ def test_tensor_core_edit_divides_fp32_gemms_by_the_device_s_ratio(tmp_path):
     assert _after(r2, EditLabel.TENSOR_CORES) == pytest.approx(r2.measured_step_us)
 
 
+def _gemm_loop(gemm: str, gemm_us: List[float]) -> TraceBuilder:
+    """One step per entry of ``gemm_us``: a GEMM kernel ``gemm`` of that many µs, then a 100 µs
+    elementwise kernel, the host waiting for both (a synchronize), on an H100."""
+    b = TraceBuilder(rank=0)
+    t = 100.0
+    for s, us in enumerate(gemm_us, start=1):
+        b.cpu_op("aten::mm", t + 5, 20.0)
+        b.kernel(gemm, t + 30, us, launch_ts=t + 10)
+        b.kernel(ELEMENTWISE, t + 35 + us, 100.0, launch_ts=t + 40)
+        b.runtime("cudaStreamSynchronize", t + 50, us + 87.0)
+        b.step(s, t, us + 140.0)
+        t += us + 145.0
+    return b
+
+
 def test_tensor_core_edit_keeps_a_stalled_gemm_s_stall(tmp_path):
     """The same loop with the GEMM of step 4 stalled at 20 ms (20x its 1 ms median: a field run's
     fp32 sgemm ran 9.7, 9.5 and 2,440.7 µs on the same inputs): bf16 shortens the matrix math of
     every GEMM, the stalled one's median included, and leaves its 19 ms stall; before, the edit
     divided the stall by 14.8 too and predicted 4.8x the saving (4,474 µs a step)."""
-    b = TraceBuilder(rank=0, gpu_name="NVIDIA H100")
-    t = 100.0
-    for s in range(1, 7):
-        gemm = 20_000.0 if s == 4 else 1000.0
-        b.cpu_op("aten::mm", t + 5, 20.0)
-        b.kernel(FP32_GEMM, t + 30, gemm, launch_ts=t + 10)
-        b.kernel(ELEMENTWISE, t + 35 + gemm, 100.0, launch_ts=t + 40)
-        b.runtime("cudaStreamSynchronize", t + 50, gemm + 87.0)
-        b.step(s, t, gemm + 140.0)
-        t += gemm + 145.0
+    b = _gemm_loop(FP32_GEMM, [1000.0, 1000.0, 1000.0, 20_000.0, 1000.0, 1000.0])
     ev = _events(tmp_path, b, "stalled")
     r = replay(ev, host_windows(ev), 0, ["NVIDIA H100"])
     saved_per_step = r.measured_step_us - _after(r, EditLabel.TENSOR_CORES)
@@ -469,16 +476,7 @@ def test_tf32_edit_predicts_the_loop_built_with_bf16_gemms(tmp_path):
     cost, and lands within 10 % of the same loop built with a bf16 GEMM at twice the rate
     (501 µs); on the bf16 loop it changes nothing."""
     def loop(gemm: str, gemm_us: float) -> TraceBuilder:
-        b = TraceBuilder(rank=0)
-        t = 100.0
-        for s in range(1, 7):
-            b.cpu_op("aten::mm", t + 5, 20.0)
-            b.kernel(gemm, t + 30, gemm_us, launch_ts=t + 10)
-            b.kernel(ELEMENTWISE, t + 35 + gemm_us, 100.0, launch_ts=t + 40)
-            b.runtime("cudaStreamSynchronize", t + 50, gemm_us + 87.0)
-            b.step(s, t, gemm_us + 140.0)
-            t += gemm_us + 145.0
-        return b
+        return _gemm_loop(gemm, [gemm_us] * 6)
     r = _replay(tmp_path, loop(TF32_GEMM, 1000.0), "tf32")
     assert r.measured_step_us - _after(r, EditLabel.TF32_TO_BF16) == pytest.approx(499.0, rel=0.02)
     measured_after = _step_with_gpu_tail(tmp_path, loop(TC_GEMM, 501.0), "bf16")
