@@ -972,6 +972,16 @@ class TensorCoreUse:
     matmuls run on Tensor Cores at half the device's dense 16-bit rate (NVIDIA
     only: AMD kernel names show no TF32 marker); ``top_tf32`` lists the
     largest of them by time (totals over the analyzed steps, µs).
+
+    Layout conversions: ``layout_conversion_us_per_step`` (µs per analyzed
+    step) and ``layout_conversions_per_step`` (kernels per step) of cuDNN's
+    NCHW <-> NHWC conversion kernels
+    (:data:`hta_report.analysis.kernels.LAYOUT_CONVERSION_KERNEL`), which a
+    convolution on NCHW (``torch.contiguous_format``) tensors runs around an
+    engine that computes in NHWC; ``top_layout_conversion`` lists the largest
+    (totals over the analyzed steps, µs); ``conv3d_only``: the rank's
+    convolution ops in the trace are all 3-D (``aten::conv3d``), whose
+    channels-last format is ``torch.channels_last_3d``.
     """
 
     compute_major: Optional[int] = None
@@ -996,6 +1006,10 @@ class TensorCoreUse:
     misaligned_bound_us_per_step: float = 0.0
     tf32_us_per_step: float = 0.0
     top_tf32: List[NamedTime] = field(default_factory=list)
+    layout_conversion_us_per_step: float = 0.0
+    layout_conversions_per_step: float = 0.0
+    top_layout_conversion: List[NamedTime] = field(default_factory=list)
+    conv3d_only: bool = False
 
 
 @dataclass(slots=True)

@@ -52,6 +52,15 @@ NOT_TENSOR_CORE = re.compile(r"ffma|_simt_", re.IGNORECASE)
 #: TF32 or 16-bit inputs, and 16-bit kernels name their type (``*_fp16_s1688gemm_fp16_*``: left out by
 #: :func:`~.precision.lower_precision`); Turing's and Volta's m16n8k8/m8n8k4 MMAs are 16-bit only.
 TF32_KERNEL = re.compile(r"tf32|^(?!.*(?:turing|volta)_).*s1688(?:gemm|fprop|dgrad|wgrad)", re.IGNORECASE)
+#: cuDNN's layout-conversion kernels (``cudnn::ops::nchwToNhwcKernel``,
+#: ``cudnn::engines_precompiled::nhwcToNchwKernel``, CUDA 10's unscoped ``nchwToNhwcKernel``;
+#: mangled ``...16nchwToNhwcKernel...`` where the trace keeps the raw symbol): a convolution
+#: given NCHW tensors whose engine computes in NHWC (cuDNN's Tensor-Core engines do) converts
+#: its input and filter to NHWC and its output back, on every call. With the model and input in
+#: ``torch.channels_last`` PyTorch hands cuDNN NHWC tensors and the conversions are not run.
+#: Seen in 20 of the field, shared and sample traces, up to 14.5 % of kernel time (ResNet-18
+#: on an RTX 3090). MIOpen's (AMD) transposes are named otherwise and are not counted.
+LAYOUT_CONVERSION_KERNEL = re.compile(r"nchwToNhwc|nhwcToNchw", re.IGNORECASE)
 #: AMD matrix-core (MFMA) kernels: Tensile/hipBLASLt GEMMs name their matrix
 #: instruction (``Cijk_..._MI16x16x1_...``; a kernel without one has no ``MI``
 #: part), Composable Kernel names its XDL (MFMA) pipelines ``xdl``/``xdlops``,
@@ -511,6 +520,32 @@ def padding_bound(name: str, dims: List[List[int]]) -> float:
     actual = float(np.prod(known))
     padded = float(np.prod([-(-x // ALIGN) * ALIGN for x in known]))
     return max(0.0, 1.0 - (g / ALIGN) * padded / actual)
+
+
+def add_layout_conversions(out: TensorCoreUse, ev: RankEvents, w: np.ndarray, top: int = 3) -> TensorCoreUse:
+    """Fill the layout-conversion fields of ``out`` over the GPU windows ``w``
+    (``(n, 2)`` µs, the analyzed steps): the kernels named by
+    :data:`LAYOUT_CONVERSION_KERNEL`, their time (µs) and count per step,
+    the largest by time, and whether every convolution op of the trace
+    is 3-D (``conv3d_only``). Returns ``out``."""
+    n = len(w)
+    kernels = ev.gpu[ev.gpu["s_cat"].eq("kernel")]
+    if kernels.empty:
+        return out
+    hit = kernels[name_test(kernels["s_name"], lambda s: LAYOUT_CONVERSION_KERNEL.search(s) is not None)]
+    hit = in_windows(hit, w)
+    if hit.empty:
+        return out
+    out.layout_conversion_us_per_step = per_step(float(hit["dur"].sum()), n)
+    out.layout_conversions_per_step = per_step(len(hit), n)
+    by_time = hit.groupby("s_name")["dur"].agg(["size", "sum"]).sort_values("sum", ascending=False).head(top)
+    out.top_layout_conversion = [NamedTime(name=str(k), count=int(r["size"]), total_us=float(r["sum"]))
+                                 for k, r in by_time.iterrows()]
+    cpu = ev.cpu
+    convs = cpu[cpu["s_cat"].eq("cpu_op") & cpu["s_name"].isin(("aten::conv1d", "aten::conv2d", "aten::conv3d"))]
+    names = set(convs["s_name"].tolist())
+    out.conv3d_only = names == {"aten::conv3d"}
+    return out
 
 
 def add_misaligned_gemms(out: TensorCoreUse, ev: RankEvents, w: np.ndarray, examples: int = 3) -> TensorCoreUse:

@@ -1,4 +1,4 @@
-"""C12: GEMMs and convolutions not on Tensor Cores; C34: float32 matmuls on TF32 Tensor Cores."""
+"""C12: GEMMs and convolutions not on Tensor Cores; C34: float32 matmuls on TF32 Tensor Cores; C35: layout conversions."""
 from __future__ import annotations
 
 from ..model import TENSOR_CORES_STEP, TF32_TO_16_BIT_SPEEDUP, AnalysisResult, RankResult
@@ -287,3 +287,70 @@ def tf32_matmuls(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
                           f"{pct_of_step(worst.tensor_cores.tf32_us_per_step, worst):.0f} % {of_step(worst)} "
                           "is TF32 GEMM/convolution at half the 16-bit Tensor-Core rate",
                      evidence_lines(c.hits, _tf32_evidence), _tf32_fix(worst))
+
+
+#: PyTorch's channels-last tutorial (NVIDIA's performance guide: Tensor Core convolutions run in NHWC).
+DOCS_CHANNELS_LAST = "https://pytorch.org/tutorials/intermediate/memory_format_tutorial.html"
+
+
+def _layout_evidence(r: RankResult) -> str:
+    tc = r.tensor_cores
+    shown = tc.top_layout_conversion[:2]
+    labels = short_names([k.name for k in shown])
+    top = "; ".join(f"{labels[k.name]} ({k.count} calls, {ms(k.total_us)} in the trace)" for k in shown)
+    return (f"rank {r.rank}: {tc.layout_conversions_per_step:.0f} cuDNN NCHW/NHWC layout conversions {per(r)}, "
+            f"{ms(tc.layout_conversion_us_per_step)} ({pct_of_step(tc.layout_conversion_us_per_step, r):.1f} % "
+            f"{of_step(r)}): {top}")
+
+
+def _layout_fix(r: RankResult) -> str:
+    fmt = "torch.channels_last_3d" if r.tensor_cores.conv3d_only else "torch.channels_last"
+    return specific(f"model = model.to(memory_format={fmt})   # NHWC weights: cuDNN stops converting them\n"
+                    f"# and each batch, before the forward (one conversion of the input instead of two per conv):\n"
+                    f"x = x.to(memory_format={fmt})")
+
+
+@rule("layout-conversions", "C35", "Convolutions convert between NCHW and NHWC on every call",
+      "NVIDIA Deep Learning Performance guide (Tensor Core convolutions run in NHWC); PyTorch channels_last tutorial",
+      lambda c: (f"cuDNN nchwToNhwc/nhwcToNchw kernels at least {c.layout_conversion_pct:g} % of the step"),
+      DOCS_CHANNELS_LAST, needs=(TENSOR_CORES_STEP,),
+      description=("cuDNN's NCHW <-> NHWC conversion kernels (`nchwToNhwcKernel`, `nhwcToNchwKernel`): a "
+                   "convolution given tensors in PyTorch's default NCHW format, whose engine computes in NHWC "
+                   "(the Tensor-Core engines do), converts its input and filter on the way in and its output on "
+                   "the way out, every call. With the model and its input in `torch.channels_last` cuDNN is "
+                   "handed NHWC tensors and runs none of them. The gain bound is the conversions' time (the "
+                   "input's one conversion per step and any op without an NHWC kernel can keep part of it)."),
+      fix=("Keep convolution nets in channels-last: `model = model.to(memory_format=torch.channels_last)` "
+           "and `x = x.to(memory_format=torch.channels_last)` for each batch (`channels_last_3d` for 3-D "
+           "convolutions)."))
+def layout_conversions(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C35: cuDNN's layout-conversion kernels
+    (:data:`~hta_report.analysis.kernels.LAYOUT_CONVERSION_KERNEL`,
+    ``TensorCoreUse.layout_conversion_us_per_step``) take at least
+    ``layout_conversion_pct`` % of the step. The gain bound is their time,
+    claimed from the step's kernel time (the ``compute`` pool, before its
+    owner C12, as a cause found inside it: these are no matrix math, which
+    C12's measure leaves out).
+    No edit: no recorded pair measures what channels-last leaves (the input's
+    conversion, ops without NHWC kernels), so the figure is a bound, not a
+    prediction."""
+    gpu = [r for r in result.ranks if r.has_gpu]
+    if not gpu:
+        return not_checked("no GPU activity in the traces")
+    seen = [r for r in gpu if r.tensor_cores.layout_conversion_us_per_step > 0]
+    if not seen:
+        return fine("no cuDNN NCHW/NHWC layout-conversion kernels in the analyzed steps")
+    hits = worst_first([r for r in seen if pct_of_step(r.tensor_cores.layout_conversion_us_per_step, r)
+                        >= cfg.layout_conversion_pct], lambda r: r.tensor_cores.layout_conversion_us_per_step)
+    if not hits:
+        worst = max(seen, key=lambda r: pct_of_step(r.tensor_cores.layout_conversion_us_per_step, r))
+        return fine(f"cuDNN layout conversions at most "
+                    f"{pct_of_step(worst.tensor_cores.layout_conversion_us_per_step, worst):.1f} % {of_step(worst)}")
+    c = claim(fired, hits, ["compute"], lambda r: r.tensor_cores.layout_conversion_us_per_step,
+              "cuDNN layout conversions")
+    worst = c.worst
+    fmt = "channels_last_3d" if worst.tensor_cores.conv3d_only else "channels_last"
+    return c.verdict(cfg, f"Use {fmt} memory format: "
+                          f"{pct_of_step(worst.tensor_cores.layout_conversion_us_per_step, worst):.0f} % "
+                          f"{of_step(worst)} is cuDNN converting NCHW tensors to NHWC and back",
+                     evidence_lines(c.hits, _layout_evidence), _layout_fix(worst))

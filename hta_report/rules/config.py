@@ -75,6 +75,10 @@ class AdviceConfig:
         tf32_pct: ``tf32-matmuls``, TF32 GEMM/convolution kernel time at or above this % of the
             step (proposal: bf16 runs it at twice the TF32 rate, so 10 % of the step saves
             about 5 %, XProf's "moderate" band, ``medium_pct``).
+        layout_conversion_pct: ``layout-conversions``, cuDNN's NCHW <-> NHWC conversion kernels at
+            or above this % of the step (proposal, as ``tensor_core_min_step_pct``: the fix
+            cannot save more than their time; under 1 % a memory-format change is not worth a
+            review).
         exposed_memcpy_pct: ``exposed-memcpy``, exposed copy time at or above this % of the
             step (XProf: output 5 % moderate / 20 % high).
         exposed_comm_pct: ``exposed-communication``, exposed communication above this % of the step
@@ -123,6 +127,7 @@ class AdviceConfig:
     tensor_core_min_major: int = 7
     tensor_core_min_step_pct: float = 1.0
     tf32_pct: float = 10.0
+    layout_conversion_pct: float = 1.0
     exposed_memcpy_pct: float = 5.0
     exposed_comm_pct: float = 10.0
     straggler_pct: float = 5.0
