@@ -2030,6 +2030,9 @@ class TraceFileInfo:
     ``shared_correlations`` counts events whose correlation id another event
     of their side (host or GPU) also had; they were linked in time order
     (:func:`hta_report.load.compat.distinct_correlations`).
+    ``external_id_links`` counts GPU events written without stream and
+    correlation (ROCm 6.x roctracer builds) that were linked to their launch
+    calls by ``External id`` (:func:`hta_report.load.compat.link_by_external_id`).
     ``enclosing_steps`` counts ``ProfilerStep`` annotations that enclosed
     other steps and were left out (:func:`hta_report.load.compat.drop_enclosing_steps`).
     ``cuda_runtime_version`` and ``hip_runtime_version`` are the GPU runtime
@@ -2061,6 +2064,7 @@ class TraceFileInfo:
     shared_correlations: int = 0
     enclosing_steps: int = 0
     parser: str = ""
+    external_id_links: int = 0
 
 
 @dataclass(slots=True)

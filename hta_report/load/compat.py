@@ -48,6 +48,13 @@ SHARED_CORRELATIONS = "hta_report_shared_correlations"
 #: The key of a parse's metadata that holds how many ``ProfilerStep``
 #: annotations enclosed other steps and were left out (:func:`drop_enclosing_steps`).
 ENCLOSING_STEPS = "hta_report_enclosing_steps"
+#: The key of a parse's metadata that holds how many GPU events were linked to
+#: their launch calls by ``External id`` (:func:`link_by_external_id`); absent when none were.
+EXTERNAL_ID_LINKS = "hta_report_external_id_links"
+#: Trace categories of GPU work (kernels, copies, memsets).
+_GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
+#: Categories of the GPU runtime's and driver's calls.
+_RUNTIME = ("cuda_runtime", "cuda_driver")
 
 #: Category names of PyTorch 1.8-1.9 traces -> the names Kineto writes since
 #: (libkineto ``output_json.cpp`` before and after pytorch/kineto#206;
@@ -142,6 +149,57 @@ def distinct_correlations(corr: np.ndarray, gpu: np.ndarray, launches: np.ndarra
     return out, shared
 
 
+def link_by_external_id(df, symbols) -> int:
+    """Stream and correlation of GPU work in traces that give neither, from
+    the track and ``External id`` (in place); returns how many GPU events
+    were linked.
+
+    ROCm builds of PyTorch 2.x (roctracer, seen with ROCm 6.x) wrote GPU
+    events with no ``stream``, ``correlation`` or ``device`` argument: a
+    kernel carries only ``External id``, which equals the ``External id``
+    of the ``hip*`` call that launched it (the two ends of its ``ac2g``
+    flow), and sits on the track ``pid`` = GPU index, ``tid`` = stream.
+    Read as written, such a trace has no GPU work at all ("CPU only"). Here,
+    only where no GPU event of the file has a stream (the whole file is in
+    that format): each GPU event with an ``External id`` gets its ``tid`` as
+    its stream and the id as its correlation, and a runtime call without a
+    correlation gets its ``External id`` as one where that id is a linked
+    GPU event's (its launch). Elsewhere ``External id`` links a runtime call
+    to the op that ran it and nothing is changed.
+
+    Args:
+        df: the event frame (``cat`` and ``name`` as symbol ids into
+            ``symbols``; ``stream``, ``correlation``, ``external_id``, ``tid``
+            columns, -1 where absent).
+        symbols: the symbol table's list of strings.
+    """
+    import pandas as pd
+
+    need = ("cat", "stream", "correlation", "external_id", "tid")
+    if df.empty or any(c not in df.columns for c in need):
+        return 0
+    cats = df["cat"].to_numpy()
+    gpu = np.isin(cats, [i for i, s in enumerate(symbols) if s in _GPU_WORK])
+    stream = df["stream"].to_numpy()
+    if not gpu.any() or (stream[gpu] >= 0).any():
+        return 0
+    ext = df["external_id"].to_numpy().astype(np.int64)
+    corr = df["correlation"].to_numpy().astype(np.int64)
+    tid = pd.to_numeric(df["tid"], errors="coerce").to_numpy(dtype=float)
+    rows = gpu & (ext >= 0) & (corr < 0) & np.isfinite(tid) & (tid >= 0)
+    if not rows.any():
+        return 0
+    new_stream = stream.astype(np.int64)
+    new_stream[rows] = tid[rows].astype(np.int64)
+    runtime = np.isin(cats, [i for i, s in enumerate(symbols) if s in _RUNTIME])
+    launch = runtime & (corr < 0) & np.isin(ext, ext[rows])
+    corr = corr.copy()
+    corr[rows | launch] = ext[rows | launch]
+    df["stream"] = new_stream
+    df["correlation"] = corr
+    return int(rows.sum())
+
+
 def correlation_to_index(df, table):
     """HTA's ``transform_correlation_to_index(df, table)`` (``index_correlation``:
     the row of the event each kernel launch or kernel links to), run on an
@@ -153,7 +211,10 @@ def correlation_to_index(df, table):
         df: HTA's event frame of one trace (after ``_compress_df``).
         table: its ``TraceSymbolTable``.
 
-    Ids shared by several events of one side are made one-to-one first
+    GPU work written without stream and correlation is linked by its
+    ``External id`` first (:func:`link_by_external_id`; ``df.attrs``
+    [:data:`EXTERNAL_ID_LINKS`] says how many events). Ids shared by several
+    events of one side are made one-to-one first
     (:func:`distinct_correlations`), in the frame's ``correlation`` too, so
     that HTA's merges on it (here and in its analyses) stay linear;
     ``df.attrs`` [:data:`SHARED_CORRELATIONS`] says how many rows had a
@@ -169,6 +230,7 @@ def correlation_to_index(df, table):
 
     if "correlation" not in df.columns:
         return transform_correlation_to_index(df, table)
+    linked = link_by_external_id(df, table.get_sym_table())
     dtype = df["correlation"].dtype
     corr = df["correlation"].to_numpy().astype(np.int64)
     gpu = df["stream"].to_numpy() >= 0 if "stream" in df.columns else np.zeros(len(df), dtype=bool)
@@ -178,6 +240,8 @@ def correlation_to_index(df, table):
     joined, shared = distinct_correlations(corr, gpu, launches, df["ts"].to_numpy())
     df["correlation"] = joined
     df = transform_correlation_to_index(df, table)
+    if linked:
+        df.attrs[EXTERNAL_ID_LINKS] = linked
     if shared:
         df.attrs[SHARED_CORRELATIONS] = shared
     elif dtype.kind == "i":

@@ -41,7 +41,7 @@ import pandas as pd
 from .. import progress
 from ..errors import TraceError
 from . import fastnative, sizecap
-from .compat import ENCLOSING_STEPS, SHARED_CORRELATIONS, correlation_to_index, drop_enclosing_steps, is_legacy_annotation, modern_category
+from .compat import ENCLOSING_STEPS, EXTERNAL_ID_LINKS, SHARED_CORRELATIONS, correlation_to_index, drop_enclosing_steps, is_legacy_annotation, modern_category
 from .iteration import add_iteration
 from .repair import REPAIRED_NAMES, repair_names
 from .validation import MAX_ABS_TIME_US
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever the dataframe this module produces may change (a parse-cache key).
-PARSER_VERSION = "5"
+PARSER_VERSION = "6"
 #: Bytes of decompressed JSON read at a time; one block's events are parsed together.
 BLOCK_BYTES = 8 << 20
 #: Columns HTA drops from the event dataframe.
@@ -1339,6 +1339,8 @@ def _parse(path: str, cfg, workers: int = 1, exact_times: bool = False, max_byte
     df = correlation_to_index(df, table)
     if df.attrs.get(SHARED_CORRELATIONS):
         meta[SHARED_CORRELATIONS] = df.attrs.pop(SHARED_CORRELATIONS)
+    if df.attrs.get(EXTERNAL_ID_LINKS):
+        meta[EXTERNAL_ID_LINKS] = df.attrs.pop(EXTERNAL_ID_LINKS)
     _add_iteration(df, table)
     df["end"] = df["ts"] + df["dur"]
     return meta, df, table

@@ -166,7 +166,7 @@ def hta_frame(doc: Dict[str, Any], cfg, exact_times: bool = False) -> tuple:
     from hta.common.trace import add_fwd_bwd_links, add_iteration
     from hta.common.trace_parser import MetaDataKey, _compress_df, infer_gpu_type, round_down_time_stamps
 
-    from .compat import (ENCLOSING_STEPS, SHARED_CORRELATIONS, correlation_to_index, drop_enclosing_steps,
+    from .compat import (ENCLOSING_STEPS, EXTERNAL_ID_LINKS, SHARED_CORRELATIONS, correlation_to_index, drop_enclosing_steps,
                          modern_categories)
     from .exact import add_exact_times
     from .iteration import add_iteration as own_iteration, hta_can_number
@@ -198,6 +198,8 @@ def hta_frame(doc: Dict[str, Any], cfg, exact_times: bool = False) -> tuple:
         df = correlation_to_index(df, table)
         if df.attrs.get(SHARED_CORRELATIONS):
             meta[SHARED_CORRELATIONS] = df.attrs.pop(SHARED_CORRELATIONS)
+        if df.attrs.get(EXTERNAL_ID_LINKS):
+            meta[EXTERNAL_ID_LINKS] = df.attrs.pop(EXTERNAL_ID_LINKS)
         if hta_can_number(table):
             add_iteration(df, table)
         else:  # a name HTA asserts on: not a step (see .iteration)

@@ -81,6 +81,34 @@ class Parsed:
     cached: bool = False
 
 
+def unlinked_gpu_format(df, table) -> bool:
+    """True when the frame has GPU work (kernels, copies, memsets) and none of
+    it on a stream, read without ``External id``: the ROCm 6.x roctracer
+    format, whose GPU events carry ``External id`` alone
+    (:func:`~hta_report.load.compat.link_by_external_id`), which needs that
+    column the report's parser config leaves out."""
+    import numpy as np
+
+    if df is None or df.empty or "external_id" in df.columns or "stream" not in df.columns or "cat" not in df.columns:
+        return False
+    gpu = np.isin(df["cat"].to_numpy(), [i for i, s in enumerate(table.get_sym_table())
+                                         if s in ("kernel", "gpu_memcpy", "gpu_memset")])
+    return bool(gpu.any()) and not bool((df["stream"].to_numpy()[gpu] >= 0).any())
+
+
+def with_external_id(cfg):
+    """A copy of the parser config ``cfg`` that also reads ``External id``."""
+    import copy
+
+    from hta.configs.parser_config import AVAILABLE_ARGS
+
+    out = copy.deepcopy(cfg)
+    spec = AVAILABLE_ARGS.get("index::external_id")
+    if spec is not None and all(a.name != spec.name for a in out.get_args()):
+        out.set_args(list(out.get_args()) + [spec])
+    return out
+
+
 def _parse_one(path: str, cfg, cache_root: Optional[str], key: Optional[str], n_workers: int = 1,
                fallback: bool = True, max_bytes: Optional[int] = None) -> Parsed:
     from .fastparse import parse_trace_file
@@ -90,6 +118,9 @@ def _parse_one(path: str, cfg, cache_root: Optional[str], key: Optional[str], n_
     try:
         result = parse_trace_file(path, cfg, fallback=fallback, workers=n_workers, exact_times=True,
                                   max_bytes=max_bytes)
+        if unlinked_gpu_format(result[1], result[2]):  # GPU work with no stream: read its External id too
+            result = parse_trace_file(path, with_external_id(cfg), fallback=fallback, workers=n_workers,
+                                      exact_times=True, max_bytes=max_bytes)
     except Exception as exc:  # reported by the caller, naming the file
         return Parsed(Path(path), error=exc, seconds=time.perf_counter() - t0)
     if cache_root is not None and key is not None and not result[1].empty:

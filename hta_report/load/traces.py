@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 from ..errors import InputError, TraceError, internal_error, one_line
 from ..model import TraceFileInfo, UnreadableTrace
 from .discovery import MAX_RANK, rank_from_file_name
-from .compat import ENCLOSING_STEPS, SHARED_CORRELATIONS
+from .compat import ENCLOSING_STEPS, EXTERNAL_ID_LINKS, SHARED_CORRELATIONS
 from .fastnative import PARSER_USED
 from .repair import REPAIRED_NAMES
 
@@ -548,6 +548,7 @@ def file_info(path: Location, rank: int, source: str, meta: dict, size_bytes: Op
         backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
         repaired_names=_small_int(meta.get(REPAIRED_NAMES)) or 0,
         shared_correlations=_small_int(meta.get(SHARED_CORRELATIONS)) or 0,
+        external_id_links=_small_int(meta.get(EXTERNAL_ID_LINKS)) or 0,
         enclosing_steps=_small_int(meta.get(ENCLOSING_STEPS)) or 0,
         parser=meta[PARSER_USED] if isinstance(meta.get(PARSER_USED), str) and meta[PARSER_USED] in PARSERS_RAN else "",
         cuda_runtime_version=_version(meta.get("cuda_runtime_version")),

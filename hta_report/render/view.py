@@ -1875,6 +1875,10 @@ def reading_notes(result: AnalysisResult) -> List[str]:
               "launch or kernel (CUPTI gives each launch its own); they were linked to their kernels in time "
               "order, so launch delays and kernel attribution for them are approximate"
               for f in result.inventory.files if f.shared_correlations]
+    notes += [f"{f.path}: {fmt.plural(f.external_id_links, 'GPU event')} carried no stream or correlation id "
+              "(a ROCm build's roctracer wrote them so); each was read on its track's stream and linked to the "
+              "launch call with its External id"
+              for f in result.inventory.files if f.external_id_links]
     notes += [f"{f.path}: {fmt.plural(f.enclosing_steps, 'ProfilerStep annotation')} enclosed other steps and "
               "were left out: the steps analyzed are the inner ones"
               for f in result.inventory.files if f.enclosing_steps]
