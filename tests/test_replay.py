@@ -692,3 +692,49 @@ def test_profiler_cost_words_when_the_events_come_faster_than_the_estimate():
                         values={"events": 1898.0, "low_us": 5694.0, "high_us": 11388.0, "step_us": 18411.0,
                                 "host_share_pct": 100.0})
     assert "5.7-11.4 ms of this 18.41 ms step (31-62 % of it)" in note_text(sparse)
+
+
+AUTOGRAD_TID = 2
+
+
+def backward_sync_trace(gemm_us: float, steps: int = 5) -> TraceBuilder:
+    """Per 2000 µs step, on the step thread: a forward launch [t+10] (a 20 µs
+    kernel), then nothing until t+1900 (it sits in ``loss.backward()``), then
+    a launch at t+1900. On autograd's thread: a launch at t+100 of an fp32
+    GEMM [t+120, t+120+gemm_us] and a ``cudaStreamSynchronize`` from t+110
+    until the GEMM ends (a ``.item()`` inside backward), then 30 µs of its
+    own ops. The step thread goes on once backward returns."""
+    b = TraceBuilder(rank=0, compute_major=8, gpu_name="NVIDIA A100-SXM4-80GB")
+    for s in range(steps):
+        t = s * 2000.0
+        b.step(s + 1, t, 2000.0)
+        b.kernel(ELEMENTWISE, t + 20, 20, launch_ts=t + 10, launch_dur=5)
+        b.cpu_op("autograd::engine::evaluate_function: MmBackward0", t + 95, gemm_us + 60, tid=AUTOGRAD_TID)
+        b.kernel(FP32_GEMM, t + 120, gemm_us, launch_ts=t + 100, launch_dur=5, tid=AUTOGRAD_TID)
+        b.runtime("cudaStreamSynchronize", t + 110, gemm_us + 15, tid=AUTOGRAD_TID)
+        b.kernel(ELEMENTWISE, t + 1905, 20, launch_ts=t + 1900, launch_dur=5)
+    return b
+
+
+def test_the_step_thread_joined_to_backward_follows_its_sync(tmp_path):
+    """The step thread's gap holds the autograd thread's synchronization: a
+    faster GEMM (Tensor Cores) returns the sync sooner and the step thread
+    goes on sooner. Before the join the gap was fixed host time and the
+    Tensor-Core what-if predicted no gain."""
+    ev = _events(tmp_path, backward_sync_trace(1600.0))
+    r = replay(ev, host_windows(ev), 0, ["NVIDIA A100-SXM4-80GB"])
+    assert r.replayed_step_us == pytest.approx(2000.0, abs=1.0) and r.error_pct < 1
+    after = _after(r, EditLabel.TENSOR_CORES)
+    # the GEMM takes 2 + 1598 / 16 = 101.9 µs on A100 Tensor Cores (k = 16): 1498 µs sooner
+    assert after == pytest.approx(2000.0 - 1498.1, abs=5.0)
+
+
+def test_a_wait_the_step_thread_does_not_sit_out_is_not_joined(tmp_path):
+    """Where the step thread runs its own op over the other thread's sync, it
+    is not waiting for it: its gap stays host time."""
+    b = backward_sync_trace(1600.0)
+    for s in range(5):
+        b.cpu_op("aten::cat", s * 2000.0 + 50, 1800)  # the step thread's own work over the wait
+    ev = _events(tmp_path, b)
+    r = replay(ev, host_windows(ev), 0, ["NVIDIA A100-SXM4-80GB"])
+    assert _after(r, EditLabel.TENSOR_CORES) == pytest.approx(2000.0, abs=5.0)

@@ -355,6 +355,8 @@ def build_graph(ev: RankEvents, bounds: np.ndarray, lo: float, hi: float) -> Gra
     waits: List[Tuple[int, int, float, float]] = []  # (node, call position, s, e) of synchronizing calls
     stream_waits: List[Tuple[int, int]] = []  # (thread, call position)
     triggers: List[Tuple[int, float, bool]] = []  # (node, start, first) of other threads' calls after idling
+    joined = _joined_waits(calls, outer, c_names, c_thr, st, cpu)  # other threads' waits the step thread sat out
+    joins: List[Tuple[int, int, float, float]] = []  # (step-thread node, wait call position, wait end, node start)
     for thr in sorted(threads):
         rows = np.flatnonzero((c_thr == thr) & (outer == np.arange(len(calls))))
         m = np.array(marks if thr == st else [], dtype=float)
@@ -417,10 +419,17 @@ def build_graph(ev: RankEvents, bounds: np.ndarray, lo: float, hi: float) -> Gra
             cover = _dl_cover(dl_u, a, z)
             busy = z - a if thr == st else _dl_cover(_thread_ops(cpu, thr), a, z)
             idle = z - a - busy >= TRIGGER_GAP_US  # the thread idled: it waits for the step thread, not the gap
-            b.bulk(head[1:], tail[:-1], np.where(idle, busy, z - a), E_HOST, dl=np.where(idle, np.minimum(cover, busy),
-                   cover), a=a, b=z)
+            off = np.where(idle, busy, z - a)
+            if thr == st and len(joined):
+                off, found = _join_gaps(off, a, z, head[1:], joined)
+                joins += found
+            b.bulk(head[1:], tail[:-1], off, E_HOST, dl=np.minimum(np.where(idle, np.minimum(cover, busy), cover), off),
+                   a=a, b=z)
             triggers += [(n_, t_, False) for n_, t_ in zip(head[1:][idle].tolist(), z[idle].tolist())]
     _trigger_edges(b, triggers, st, dl_rows)
+    for node, p_, we, z_ in joins:  # the step thread goes on once the wait it sat out has returned
+        if last_node[p_] >= 0:
+            b.edge(int(node), int(last_node[p_]), z_ - we, E_HOST, a=we, b=z_)
     # GPU nodes, stream order, launch edges
     gnode = np.full(len(gpu), -1)
     gnode[gsel] = b.nodes(GPU, g_names[gsel].tolist(), g_stream[gsel].tolist(), g_ts[gsel].tolist(),
@@ -450,6 +459,57 @@ def _waiting_streams(ev: RankEvents) -> Dict[int, int]:
     stream = pd.to_numeric(rows["stream"], errors="coerce").fillna(-1).astype(np.int64).to_numpy()
     ok = (corr > 0) & (stream >= 0)
     return dict(zip(corr[ok].tolist(), stream[ok].tolist()))
+
+
+#: A step thread whose own ops cover less than this share of another thread's synchronizing call
+#: is sitting it out (joined to that thread), not running work of its own beside it.
+JOIN_OWN_OPS_MAX = 0.5
+
+
+def _joined_waits(calls: pd.DataFrame, outer: np.ndarray, c_names: np.ndarray, c_thr: np.ndarray, st: int,
+                  cpu: pd.DataFrame) -> np.ndarray:
+    """Synchronizing calls (:data:`~.copies.WAIT_APIS`) of threads other than
+    the step thread ``st`` that the step thread sits out: its own CPU ops
+    cover under :data:`JOIN_OWN_OPS_MAX` of the call. ``loss.backward()``
+    runs on autograd's device thread while the step thread blocks until it
+    returns: a synchronization inside backward (a ``.item()`` in a custom
+    autograd function) holds the step thread as long as the GPU work it
+    waits for. Rows ``(position in calls, start µs, end µs)``, shape ``(n, 3)``,
+    by start."""
+    if st < 0:
+        return np.empty((0, 3))
+    pos = np.flatnonzero((c_thr != st) & (outer == np.arange(len(calls))) & np.isin(c_names, WAIT_APIS))
+    if not len(pos):
+        return np.empty((0, 3))
+    ts, end = calls["ts"].to_numpy(float)[pos], calls["end"].to_numpy(float)[pos]
+    own = cpu.loc[cpu["thread"].eq(st) & cpu["s_cat"].eq("cpu_op"), ["ts", "end"]]
+    union = intervals.union(own["ts"].to_numpy(float), own["end"].to_numpy(float)) if len(own) else np.empty((0, 2))
+    covered = _dl_cover(union, ts, end)
+    keep = (end > ts) & (covered < JOIN_OWN_OPS_MAX * (end - ts))
+    out = np.column_stack([pos[keep], ts[keep], end[keep]])
+    return out[np.argsort(out[:, 1], kind="stable")]
+
+
+def _join_gaps(off: np.ndarray, a: np.ndarray, z: np.ndarray, nodes: np.ndarray,
+               joined: np.ndarray) -> Tuple[np.ndarray, List[Tuple[int, int, float, float]]]:
+    """The step thread's host offsets (µs, one per gap ``[a, z]`` before
+    ``nodes``) less the other threads' waits it sat out inside the gap
+    (:func:`_joined_waits`, their union), and per such gap the join: (the
+    node, the last-ending wait's call position, its end, the gap's end ``z``).
+    Replayed as measured, the node starts at ``z`` through the join edge;
+    when the wait returns sooner (the GPU work it waits for is faster), so
+    does the step thread."""
+    out = off.copy()
+    gap = np.searchsorted(a, joined[:, 1], side="right") - 1
+    ok = (gap >= 0) & (joined[:, 2] <= z[np.maximum(gap, 0)])
+    found: List[Tuple[int, int, float, float]] = []
+    for j in np.unique(gap[ok]).tolist():
+        w = joined[ok & (gap == j)]
+        held = intervals.total(intervals.union(w[:, 1], w[:, 2]))
+        out[j] = max(0.0, out[j] - held)
+        last = w[int(np.argmax(w[:, 2]))]
+        found.append((int(nodes[j]), int(last[0]), float(last[2]), float(z[j])))
+    return out, found
 
 
 def _thread_ops(cpu: pd.DataFrame, thr: int) -> np.ndarray:
