@@ -71,7 +71,7 @@ def traces_root() -> Path:
 def _rule_id(text: str) -> Optional[str]:
     """The rule id a forbidden entry names (its first word, when it is kebab-case), or None."""
     word = text.split()[0].strip("`'\",;:()") if text.split() else ""
-    return word if re.fullmatch(r"[a-z]+(?:-[a-z0-9]+)+", word) else None
+    return word if re.fullmatch(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+", word) else None
 
 
 def check(result: AnalysisResult, exp: dict, revised: bool = False) -> Dict[str, List[str]]:
