@@ -1013,6 +1013,39 @@ class TensorCoreUse:
 
 
 @dataclass(slots=True)
+class ElementwiseWork:
+    """Eager elementwise kernels of one rank and the chains fusion could merge.
+
+    Elementwise kernels are PyTorch's own memory-bound kernels, by name
+    (:data:`hta_report.analysis.kernels.ELEMENTWISE_KERNEL`: pointwise ops,
+    copies and casts, reductions, softmax, layer norm, dropout, ``cat``);
+    already fused kernels (Inductor's ``triton_*``) and the optimizer's
+    ``multi_tensor_apply`` are not counted (a CUDA graph's replay of eager
+    kernels is counted: a graph removes launches, not memory traffic). A chain is a run
+    of two or more of them back to back on one stream, no other kernel
+    between, within one step. Each kernel of a chain reads its inputs from
+    device memory and writes its output back; one fused kernel moves the
+    chain's inputs and its last output once. For ``k`` binary ops on tensors of ``S`` bytes, each
+    taking the previous result and one input of its own, eager moves ``3kS``
+    and a fused kernel ``(k + 2)S``: ``fusible_us_per_step`` is each chain's
+    time times ``(2k - 2) / 3k``, the bandwidth-bound saving of that case (a
+    chain of unary ops saves more, up to ``(k - 1) / k``; an op that cannot
+    fuse saves nothing).
+
+    Times are µs per analyzed step: ``us_per_step`` all elementwise kernels,
+    ``chained_us_per_step`` those in chains, ``fusible_us_per_step`` the bound;
+    ``chains_per_step``, ``longest_chain`` (kernels); ``top`` the largest
+    elementwise kernels by time (totals over the analyzed steps, µs)."""
+
+    us_per_step: float = 0.0
+    chained_us_per_step: float = 0.0
+    fusible_us_per_step: float = 0.0
+    chains_per_step: float = 0.0
+    longest_chain: int = 0
+    top: List[NamedTime] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class SmallKernel:
     """One compute kernel name whose launches leave SMs idle (``blocks per
     SM`` < 1), totals over the analyzed steps.
@@ -1734,6 +1767,7 @@ class RankResult:
     idle_attribution: IdleAttribution = field(default_factory=IdleAttribution)
     optimizer: OptimizerProfile = field(default_factory=OptimizerProfile)
     tensor_cores: TensorCoreUse = field(default_factory=TensorCoreUse)
+    elementwise: ElementwiseWork = field(default_factory=ElementwiseWork)
     warmup: Warmup = field(default_factory=Warmup)
     iterations: Iterations = field(default_factory=Iterations)
     workload: Workload = field(default_factory=Workload)

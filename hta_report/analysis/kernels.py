@@ -9,7 +9,7 @@ from typing import List, Optional, Sequence, Tuple, TypeVar
 import numpy as np
 import pandas as pd
 
-from ..model import NamedTime, TensorCoreUse
+from ..model import ElementwiseWork, NamedTime, TensorCoreUse
 from .events import RankEvents, is_step, name_test, runtime_calls, shared
 from .launch_calls import KERNEL_LAUNCH_APIS
 from .precision import lower_precision, matrix_dtypes
@@ -61,6 +61,18 @@ TF32_KERNEL = re.compile(r"tf32|^(?!.*(?:turing|volta)_).*s1688(?:gemm|fprop|dgr
 #: Seen in 20 of the field, shared and sample traces, up to 14.5 % of kernel time (ResNet-18
 #: on an RTX 3090). MIOpen's (AMD) transposes are named otherwise and are not counted.
 LAYOUT_CONVERSION_KERNEL = re.compile(r"nchwToNhwc|nhwcToNchw", re.IGNORECASE)
+#: PyTorch's eager memory-bound kernels, by name (CUDA and ROCm builds alike): pointwise ops,
+#: copies and casts (``elementwise_kernel`` in its vectorized/unrolled forms, ``index_elementwise``),
+#: reductions (``reduce_kernel``), softmax (``cunn_SoftMaxForward``, ``softmax_warp_*``), layer
+#: norm (``vectorized_layer_norm_kernel``, ``RowwiseMomentsCUDAKernel``...), dropout
+#: (``fused_dropout_kernel``), ``cat`` (``CatArrayBatchedCopy``). Each reads its inputs from
+#: device memory and writes its output back; Inductor (``torch.compile``) fuses runs of them.
+ELEMENTWISE_KERNEL = re.compile(r"elementwise_kernel|reduce_kernel|softmax|layer_norm|LayerNorm|RowwiseMoments|"
+                                r"GammaBeta|ComputeFusedParams|fused_dropout|CatArrayBatchedCopy|where_kernel",
+                                re.IGNORECASE)
+#: Kernels that are already fused or belong to another fix: Inductor's and hand-written Triton
+#: kernels, the optimizer's ``multi_tensor_apply`` (fused optimizers are their fix).
+NOT_ELEMENTWISE = re.compile(r"^triton_|multi_tensor_apply|nccl|rccl", re.IGNORECASE)
 #: AMD matrix-core (MFMA) kernels: Tensile/hipBLASLt GEMMs name their matrix
 #: instruction (``Cijk_..._MI16x16x1_...``; a kernel without one has no ``MI``
 #: part), Composable Kernel names its XDL (MFMA) pipelines ``xdl``/``xdlops``,
@@ -545,6 +557,51 @@ def add_layout_conversions(out: TensorCoreUse, ev: RankEvents, w: np.ndarray, to
     convs = cpu[cpu["s_cat"].eq("cpu_op") & cpu["s_name"].isin(("aten::conv1d", "aten::conv2d", "aten::conv3d"))]
     names = set(convs["s_name"].tolist())
     out.conv3d_only = names == {"aten::conv3d"}
+    return out
+
+
+def _is_elementwise(name: str) -> bool:
+    return (ELEMENTWISE_KERNEL.search(name) is not None and NOT_ELEMENTWISE.search(name) is None
+            and ELIGIBLE_KERNEL.search(name) is None)
+
+
+def elementwise_work(ev: RankEvents, w: np.ndarray, top: int = 3) -> ElementwiseWork:
+    """The rank's eager elementwise kernels (:data:`ELEMENTWISE_KERNEL`) in
+    the GPU windows ``w`` (``(n, 2)`` µs), their chains (two or more back to
+    back on one stream in start order, no other kernel between, within one
+    step) and what
+    fusing each chain saves when bandwidth-bound: its time times
+    ``(2k - 2) / 3k`` for ``k`` kernels (:class:`~hta_report.model.ElementwiseWork`)."""
+    out = ElementwiseWork()
+    n = len(w)
+    kernels = ev.gpu[ev.gpu["s_cat"].eq("kernel")]
+    kernels = in_windows(kernels, w)
+    if kernels.empty:
+        return out
+    kernels = kernels.sort_values(["stream", "ts"], kind="stable")
+    is_ew = name_test(kernels["s_name"], _is_elementwise)
+    if not is_ew.any():
+        return out
+    dur = kernels["dur"].to_numpy(float)
+    stream = kernels["stream"].to_numpy()
+    step = np.searchsorted(np.asarray(w, dtype=float)[:, 0], kernels["ts"].to_numpy(float), side="right") \
+        if n else np.zeros(len(kernels), dtype=np.int64)
+    out.us_per_step = per_step(float(dur[is_ew].sum()), n)
+    # runs of consecutive elementwise kernels on one stream within one step (a step's end ends a chain)
+    brk = np.ones(len(kernels), dtype=bool)
+    brk[1:] = (~is_ew[1:]) | (~is_ew[:-1]) | (stream[1:] != stream[:-1]) | (step[1:] != step[:-1])
+    run = np.cumsum(brk)
+    ids, first, size = np.unique(run[is_ew], return_index=True, return_counts=True)
+    time = np.bincount(run[is_ew], weights=dur[is_ew])[ids]
+    chained = size >= 2
+    out.chains_per_step = per_step(int(chained.sum()), n)
+    out.chained_us_per_step = per_step(float(time[chained].sum()), n)
+    k = size[chained].astype(float)
+    out.fusible_us_per_step = per_step(float((time[chained] * (2 * k - 2) / (3 * k)).sum()), n)
+    out.longest_chain = int(size.max()) if len(size) else 0
+    ew = kernels[is_ew]
+    by_time = ew.groupby("s_name")["dur"].agg(["size", "sum"]).sort_values("sum", ascending=False).head(top)
+    out.top = [NamedTime(name=str(k), count=int(r["size"]), total_us=float(r["sum"])) for k, r in by_time.iterrows()]
     return out
 
 

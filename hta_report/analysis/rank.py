@@ -48,7 +48,7 @@ from .distributed import add_data_parallel
 from .events import COMMUNICATION, GPU_CATEGORIES, RankEvents, kernel_type
 from .gpu_time import (MAX_HTA_STREAMS, exact_temporal, gpu_idle_split, gpu_stream_count, idle_breakdown,
                        kernel_type_shares, stream_idle, temporal_breakdown, top_kernels)
-from .kernels import add_layout_conversions, add_misaligned_gemms, capability_name, compute_major, tensor_core_use
+from .kernels import add_layout_conversions, add_misaligned_gemms, elementwise_work, capability_name, compute_major, tensor_core_use
 from .launch import LaunchContext, add_launch_metrics, launch_context, launch_summary
 from .memory import memory_summary
 from .integrity import integrity, unrecorded_lead
@@ -300,6 +300,7 @@ def _gpu_communication(c: RankContext) -> None:
 def _tensor_cores(c: RankContext) -> None:
     out = add_misaligned_gemms(tensor_core_use(c.events, c.meta, c.w), c.events, c.hw)
     c.result.tensor_cores = add_layout_conversions(out, c.events, c.w)
+    c.result.elementwise = elementwise_work(c.events, c.w)
 
 
 def _integrity(c: RankContext) -> None:

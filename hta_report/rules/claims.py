@@ -146,7 +146,8 @@ OWNERSHIP: Dict[str, Owner] = {
     "comm:exposed": Owner("exposed-communication", defer=("no-sync-accumulation",), rest=(_STRAGGLER,)),
     # tensor-cores-unused's autocast also moves the TF32 matmuls tf32-matmuls names
     "compute": Owner("tensor-cores-unused", first=("misaligned-gemm", "zero-grad-zeros", "unfused-optimizer",
-                                                   "train-mode-inference", "layout-conversions"), defer=("tf32-matmuls",),
+                                                   "train-mode-inference", "layout-conversions",
+                                                   "unfused-elementwise"), defer=("tf32-matmuls",),
                      rest=("low-sm-occupancy",)),
     "host:warmup": Owner("trace-window", rest=_HOST_REST),
     "host:dataloader": Owner("dataloader-bound", defer=("dataloader-main-process",), rest=_HOST_REST),

@@ -1,10 +1,10 @@
-"""C12: GEMMs and convolutions not on Tensor Cores; C34: float32 matmuls on TF32 Tensor Cores; C35: layout conversions."""
+"""C12: GEMMs and convolutions not on Tensor Cores; C34: float32 matmuls on TF32 Tensor Cores; C35: layout conversions; C36: unfused elementwise kernels."""
 from __future__ import annotations
 
 from ..model import TENSOR_CORES_STEP, TF32_TO_16_BIT_SPEEDUP, AnalysisResult, RankResult
 from ..names import short_names
 from ..replay_terms import EditLabel
-from .base import (DOCS_AMP, GENERAL, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step,
+from .base import (DOCS_AMP, DOCS_COMPILE, GENERAL, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step,
                    pct_of_step, per, rule, worst_first)
 from .config import AdviceConfig
 from .wording import specific
@@ -354,3 +354,77 @@ def layout_conversions(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) 
                           f"{pct_of_step(worst.tensor_cores.layout_conversion_us_per_step, worst):.0f} % "
                           f"{of_step(worst)} is cuDNN converting NCHW tensors to NHWC and back",
                      evidence_lines(c.hits, _layout_evidence), _layout_fix(worst))
+
+
+def _kernel_busy_pct(r: RankResult) -> float:
+    """Kernel-busy time as % of the rank's step."""
+    return pct_of_step(r.idle_attribution.kernel_busy_us, r)
+
+
+def _elementwise_evidence(r: RankResult) -> str:
+    e = r.elementwise
+    shown = e.top[:2]
+    labels = short_names([k.name for k in shown])
+    top = "; ".join(f"{labels[k.name]} ({k.count} calls, {ms(k.total_us)} in the trace)" for k in shown)
+    return (f"rank {r.rank}: kernels busy {_kernel_busy_pct(r):.0f} % {of_step(r)}; eager elementwise kernels "
+            f"{ms(e.us_per_step)} {per(r)} ({pct_of_step(e.us_per_step, r):.0f} %), "
+            f"{ms(e.chained_us_per_step)} of them in {e.chains_per_step:.0f} chains of back-to-back kernels "
+            f"(up to {e.longest_chain}); fusing each chain saves {ms(e.fusible_us_per_step)} when they are "
+            f"bandwidth-bound; largest: {top}")
+
+
+def _elementwise_fix(r: RankResult) -> str:
+    return specific("model = torch.compile(model)   # Inductor fuses each chain of elementwise ops (norms, "
+                    "activations, casts, masks) into one kernel\n"
+                    "# attention written out by hand (matmul, mask, softmax): one fused kernel instead\n"
+                    "out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)")
+
+
+@rule("unfused-elementwise", "C36", "Chains of eager elementwise kernels in a GPU-bound step",
+      "PyTorch 2 (TorchInductor fuses pointwise and reduction ops); bandwidth model of the chains: proposal",
+      lambda c: (f"kernels busy at least {c.fusion_busy_pct:g} % of the step, and fusing the chains of "
+                 f"back-to-back eager elementwise kernels saves at least {c.fusion_pct:g} % of it"),
+      DOCS_COMPILE, needs=(TENSOR_CORES_STEP,),
+      description=("PyTorch's eager elementwise kernels (pointwise ops, casts, reductions, softmax, layer norm, "
+                   "dropout, `cat`) each read their inputs from device memory and write their output back. "
+                   "Where the GPU is busy most of the step, runs of them back to back on a stream (chains) are "
+                   "time torch.compile can fuse into one kernel each. The gain bound is each chain's time "
+                   "times (2k - 2) / 3k for k kernels: what one fused kernel saves when the ops are "
+                   "bandwidth-bound and each takes one input of its own (a chain of unary ops saves more). "
+                   "Inductor's and Triton kernels (already fused) and the optimizer's multi_tensor_apply "
+                   "kernels are not counted. Rated medium at most: the saving is a model's bound, not measured "
+                   "on recorded pairs."),
+      fix=("Compile the model (`model = torch.compile(model)`) so chains of elementwise ops run as one kernel "
+           "each; write attention as `torch.nn.functional.scaled_dot_product_attention`."))
+def unfused_elementwise(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Verdict:
+    """C36: on a rank whose kernels run at least ``fusion_busy_pct`` % of the
+    step, fusing the chains of eager elementwise kernels
+    (``ElementwiseWork.fusible_us_per_step``, a bandwidth bound) saves at
+    least ``fusion_pct`` % of it. Claimed from the step's kernel time (the
+    ``compute`` pool, before its owner C12: no matrix math). No edit: no
+    recorded pair measures what Inductor leaves, so the figure is a bound,
+    and the engine rates the finding ``medium`` at most
+    (:data:`~hta_report.rules.engine.MODEL_BOUND_CAPPED`)."""
+    gpu = [r for r in result.ranks if r.has_gpu]
+    if not gpu:
+        return not_checked("no GPU activity in the traces")
+    seen = [r for r in gpu if r.elementwise.us_per_step > 0]
+    if not seen:
+        return fine("no eager elementwise kernels in the analyzed steps")
+    busy = [r for r in seen if _kernel_busy_pct(r) >= cfg.fusion_busy_pct]
+    if not busy:
+        worst = max(seen, key=_kernel_busy_pct)
+        return fine(f"kernels busy at most {_kernel_busy_pct(worst):.0f} % {of_step(worst)}: the GPU's work does "
+                    "not set the step, fusing kernels would not shorten it")
+    hits = worst_first([r for r in busy if pct_of_step(r.elementwise.fusible_us_per_step, r) >= cfg.fusion_pct],
+                       lambda r: r.elementwise.fusible_us_per_step)
+    if not hits:
+        worst = max(busy, key=lambda r: pct_of_step(r.elementwise.fusible_us_per_step, r))
+        return fine(f"fusing the chains of elementwise kernels saves at most "
+                    f"{pct_of_step(worst.elementwise.fusible_us_per_step, worst):.1f} % {of_step(worst)}")
+    c = claim(fired, hits, ["compute"], lambda r: r.elementwise.fusible_us_per_step, "chains of elementwise kernels")
+    worst = c.worst
+    return c.verdict(cfg, f"Fuse elementwise kernels (torch.compile): "
+                          f"{pct_of_step(worst.elementwise.chained_us_per_step, worst):.0f} % {of_step(worst)} "
+                          "is chains of eager elementwise kernels on a busy GPU",
+                     evidence_lines(c.hits, _elementwise_evidence), _elementwise_fix(worst))

@@ -79,6 +79,12 @@ class AdviceConfig:
             or above this % of the step (proposal, as ``tensor_core_min_step_pct``: the fix
             cannot save more than their time; under 1 % a memory-format change is not worth a
             review).
+        fusion_busy_pct: ``unfused-elementwise``, only where kernels run at least this % of the
+            step (proposal: the step is then the GPU's own work, so shorter kernels shorten it;
+            under it the host or idle time sets the step, ``low-gpu-utilization``'s side).
+        fusion_pct: ``unfused-elementwise``, what fusing the chains of eager elementwise kernels
+            saves (``ElementwiseWork.fusible_us_per_step``) at least this % of the step
+            (``medium_pct``'s 5 %, XProf's "moderate" band).
         exposed_memcpy_pct: ``exposed-memcpy``, exposed copy time at or above this % of the
             step (XProf: output 5 % moderate / 20 % high).
         exposed_comm_pct: ``exposed-communication``, exposed communication above this % of the step
@@ -128,6 +134,8 @@ class AdviceConfig:
     tensor_core_min_step_pct: float = 1.0
     tf32_pct: float = 10.0
     layout_conversion_pct: float = 1.0
+    fusion_busy_pct: float = 80.0
+    fusion_pct: float = 5.0
     exposed_memcpy_pct: float = 5.0
     exposed_comm_pct: float = 10.0
     straggler_pct: float = 5.0

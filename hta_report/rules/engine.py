@@ -42,6 +42,10 @@ COLD_WINDOW_PCT = 50.0
 #: dtype, op-count and configuration rules read what every step does, cold or not).
 COLD_CAPPED = frozenset({"low-gpu-utilization", "gpu-gaps", "gpu-idle", "launch-bound", "launch-outliers",
                          "host-bound", "step-time-outliers"})
+#: Rules whose gain is a model's bound that no recorded pair has measured (and no edit predicts):
+#: their findings are rated ``medium`` at most. ``unfused-elementwise``: the bandwidth model of a
+#: chain's fusion, where what Inductor leaves unfused is not in the trace.
+MODEL_BOUND_CAPPED = frozenset({"unfused-elementwise"})
 
 
 def _import_rule_modules() -> List[str]:
@@ -211,6 +215,8 @@ def _commit(r: Rule, v: Verdict, result: AnalysisResult, cfg: AdviceConfig, ledg
         if f.whatif is not None and trusted(f.whatif, result) and not f.whatif.measurable \
                 and expected_pct(f, result) < NEVER_LOW_PCT:
             f.severity = "low"  # the prediction's interval reaches the step: a gain the noise may hide
+        if r.id in MODEL_BOUND_CAPPED and f.whatif is None and f.severity == "high":
+            f.severity = "medium"
         if r.id in COLD_CAPPED and f.ranks:
             cold = {x.rank: pct_of_step(x.warmup.us_per_step, x) for x in result.ranks if x.rank in f.ranks}
             if cold and all(pct >= COLD_WINDOW_PCT for pct in cold.values()):
