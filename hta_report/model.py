@@ -1142,6 +1142,9 @@ class Integrity:
         unrecorded_us: before the first recorded GPU operation, from its launch
             call's end to its start (µs, whole trace; 0 under 1 ms): the GPU
             ran work the trace lacks.
+        unrecorded_before_trace: that operation was launched before the trace
+            began (no launch call in it): ``unrecorded_us`` runs from the
+            trace's first host event.
         graph_launches: CUDA/HIP graph launch calls (``cudaGraphLaunch``...).
         graph_launches_without_ops: of them, those with no GPU operation in
             the trace (replays the profiler dropped).
@@ -1184,6 +1187,7 @@ class Integrity:
     """
 
     unrecorded_us: float = 0.0
+    unrecorded_before_trace: bool = False
     graph_launches: int = 0
     graph_launches_without_ops: int = 0
     launches: int = 0

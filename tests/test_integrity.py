@@ -37,6 +37,34 @@ def test_work_before_the_first_recorded_op_is_not_recorded_not_idle(tmp_path):
         view.headline(result).idle_causes
 
 
+def test_work_queued_before_the_profiler_started_is_not_recorded_not_idle(tmp_path):
+    """One recorded step [0, 8000] µs, as a window opened on a running loop
+    records it: the host sits in a cudaStreamSynchronize from t=10 to 4505,
+    and the first recorded kernel (launched before the profiler started: no
+    launch call) runs at t=4000; then a 3 ms kernel launched in the trace and
+    waited for. The GPU was running work launched before the trace, which it
+    lacks, until t=4000. Not host-bound: the host was waiting for the GPU."""
+    b = TraceBuilder(rank=0)
+    b.cpu_op("aten::linear", 0, 5)  # the trace's first host event
+    b.kernel(ELEMENTWISE, 4000, 500)
+    b.events = [e for e in b.events if not (e.get("cat") == "cuda_runtime" or e.get("ph") in ("s", "f"))]
+    b.step(1, 0, 8000)
+    b.runtime("cudaStreamSynchronize", 10, 4495)
+    b.cpu_op("aten::mm", 4510, 20)
+    b.kernel(ELEMENTWISE, 4630, 3000, launch_ts=4515, launch_dur=5)
+    b.runtime("cudaStreamSynchronize", 4525, 3110)
+    b.write(tmp_path / "t.json")
+    result = analyze(tmp_path)
+    r = result.ranks[0]
+    i = r.integrity
+    # from the trace's first host event (t=0) to the first kernel (t=4000)
+    assert i.unrecorded_us == pytest.approx(4000) and i.unrecorded_before_trace
+    assert r.idle_attribution.unrecorded_us == pytest.approx(4000)
+    assert any("launched before the profiler started, starts 4.00 ms into the trace" in n
+               for n in view.integrity_notes(result))
+    assert _check(result, "host-bound").status != "fired"
+
+
 def test_graph_replays_without_their_kernels_are_not_advised_on(tmp_path):
     b = TraceBuilder(rank=0)
     for step in range(4):

@@ -112,7 +112,12 @@ def _launch_calls(ev: RankEvents):
 def unrecorded_lead(ev: RankEvents) -> np.ndarray:
     """The stretch before a rank's first recorded GPU operation during which
     the GPU ran work the trace does not hold (see the module doc), as a
-    union: ``(1, 2)`` ``[launch call end, first operation start]`` µs, or ``(0, 2)``."""
+    union: ``(1, 2)`` ``[launch call end, first operation start]`` µs, or ``(0, 2)``.
+    Where that operation has no launch call in a trace that has launch calls
+    (it was launched before the profiler started), it queued behind work
+    launched before it too, which the trace lacks: the stretch begins at the
+    trace's first host event (a GPU that had nothing queued ahead of it
+    would have started it then)."""
     gpu = ev.gpu
     none = np.empty((0, 2))
     if gpu.empty or "correlation" not in gpu.columns:
@@ -120,12 +125,13 @@ def unrecorded_lead(ev: RankEvents) -> np.ndarray:
     ts = gpu["ts"].to_numpy(dtype=float)
     first = int(np.argmin(ts))
     corr = pd.to_numeric(gpu["correlation"], errors="coerce").to_numpy(dtype=float)[first]
-    if not corr > 0:
-        return none
     call_corr, call_end, _ = _launch_calls(ev)
-    ends = call_end[call_corr == corr]
+    ends = call_end[call_corr == corr] if corr > 0 else call_end[:0]
     if not len(ends):
-        return none
+        if not len(call_corr) or ev.cpu.empty:
+            return none
+        launched, start = float(ev.cpu["ts"].min()), float(ts[first])  # launched before the trace began
+        return np.array([[launched, start]]) if start - launched >= UNRECORDED_MIN_US else none
     launched, start = float(ends.max()), float(ts[first])
     return np.array([[launched, start]]) if start - launched >= UNRECORDED_MIN_US else none
 
@@ -306,6 +312,7 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
     lead = unrecorded_lead(ev)
     if len(lead):
         out.unrecorded_us = float(lead[0, 1] - lead[0, 0])
+        out.unrecorded_before_trace = bool(lead[0, 0] <= float(ev.cpu["ts"].min()))
     out.clock_jumps, out.clock_jump_us, out.clock_where = clock_jumps(ev) if not gpu.empty else (0, 0.0, "")
     if out.launches_without_ops and not gpu.empty:
         out.lost_work_us = out.launches_without_ops * float(np.nanmax(gpu["dur"].to_numpy(dtype=float)))
@@ -405,7 +412,12 @@ def _notes(i: Integrity, bounded: bool = False) -> list:
                          f"lost them, pytorch/pytorch#192021): they can hide at most {i.lost_work_us / 1e3:,.2f} ms "
                          "of GPU work (each as long as the longest operation recorded), within "
                          f"{LOST_WORK_PCT:g} % of the trace: the GPU figures stand within that")
-    if i.unrecorded_us:
+    if i.unrecorded_us and i.unrecorded_before_trace:
+        notes.append(f"the first GPU operation, launched before the profiler started, starts "
+                     f"{i.unrecorded_us / 1e3:,.2f} ms into the trace with nothing recorded on the GPU before it: the "
+                     "GPU was running work launched before the profiler started. That stretch is counted as 'not "
+                     "recorded', not as idle, and no finding claims it")
+    elif i.unrecorded_us:
         notes.append(f"the first GPU operation starts {i.unrecorded_us / 1e3:,.2f} ms after its launch call returned, "
                      "with nothing recorded on the GPU before it: the GPU ran work the trace does not hold (launched "
                      "before the profiler started), or its clock is off the host's. That stretch is counted as "
