@@ -514,8 +514,11 @@ class LaunchSummary:
       memset) starting inside the analyzed steps;
     * ``kernel_runtime_outliers``: kernel launch calls (``cudaLaunchKernel``...,
       not copies or memsets, whose calls may wait for the GPU by design) in
-      the analyzed steps longer than the cutoff; ``runtime_excess_us_per_step``:
-      per step, the time they spent beyond the median launch call (µs);
+      the analyzed steps longer than the cutoff; ``median_kernel_launch_us``:
+      the median of the kernel launch calls in the analyzed steps (µs, one-off
+      warm-up left out; ``median_runtime_us`` is HTA's, over the async copy and
+      memset calls too); ``runtime_excess_us_per_step``: per step, the time the
+      calls over the cutoff spent beyond ``median_kernel_launch_us`` (µs);
     * ``full_queue_us``: time (µs) some stream had ``queue_limit`` (1024, HTA's
       ``CUDA_MAX_LAUNCH_QUEUE_PER_STREAM``) or more outstanding operations, from
       HTA's ``get_queue_length_time_series``; ``full_queue_pct`` is of the
@@ -542,6 +545,7 @@ class LaunchSummary:
     median_kernel_us: float = 0.0
     runtime_excess_us_per_step: float = 0.0
     kernel_runtime_outliers: int = 0
+    median_kernel_launch_us: float = 0.0
     queue_limit: int = 1024
     full_queue_us: float = 0.0
     full_queue_pct: float = 0.0
