@@ -269,8 +269,8 @@ def _outlier_evidence(r: RankResult) -> str:
     n = r.launch
     return (f"rank {r.rank}: {n.kernel_runtime_outliers} kernel launch calls in the analyzed steps > "
             f"{n.runtime_cutoff_us:.0f} µs (HTA cutoff), {ms(n.runtime_excess_us_per_step)} {per(r)} beyond the "
-            f"median kernel launch ({n.median_kernel_launch_us:.1f} µs) while the GPU idles {ms(r.idle_attribution.host_ops_us)} "
-            f"{per(r)} during host ops; {n.delay_outliers} launch delays > {n.launch_delay_cutoff_us:.0f} µs")
+            f"median kernel launch ({n.median_kernel_launch_us:.1f} µs) while the GPU idles "
+            f"{ms(r.idle_attribution.host_ops_us)} {per(r)} during host ops; {n.delay_outliers} launch delays > {n.launch_delay_cutoff_us:.0f} µs")
 
 
 @rule("full-launch-queue", "C11", "GPU-bound: the launch queue is full",
