@@ -393,6 +393,23 @@ class StepValue:
     us: float
 
 
+#: The most collective launches a rank keeps (:attr:`CommSummary.launches`): a step's collectives
+#: (an MoE layer's all-to-alls, DDP's buckets) with room; the JSON stays small.
+MAX_COLLECTIVE_LAUNCHES = 512
+
+
+@dataclass(slots=True)
+class CollectiveLaunch:
+    """One communication kernel: when the host launched it (``launch_us``, its
+    runtime call's start) and when it ran on the GPU (``start_us``,
+    ``end_us``), µs on the directory's common timeline (HTA aligns every
+    rank by one offset, so ranks traced on one host share its clock)."""
+
+    launch_us: float
+    start_us: float
+    end_us: float
+
+
 #: Share of the compared steps in which one rank must arrive last at the
 #: collectives (or have the longest step) to be taken for a straggler: all of
 #: them with fewer than 4 steps. Under noise alone each of two ranks is last
@@ -464,6 +481,17 @@ class CommSummary:
     running (µs per step); ``stall_kernel``, ``stall_us``, ``stall_median_us``
     and ``stall_calls`` describe the largest (its name, duration and its
     kernel's median in µs, and how many calls that median is of).
+    ``launches`` lists the communication kernels starting in the analyzed
+    windows with their launch calls (:class:`CollectiveLaunch`), in launch
+    order, at most :data:`MAX_COLLECTIVE_LAUNCHES`. Across ranks whose
+    lists are as long (the same collectives), the n-th entries are the same
+    collective: ``launched_last`` counts those this rank's host launched
+    after every other rank's, of ``launches_compared``;
+    ``launch_lag_min_us`` and ``launch_lag_max_us`` (µs) are by how much
+    after the next latest, over the collectives, where it launched all of
+    them last. ``launch_wait_us_per_step`` is, on the other ranks, the time
+    their collective kernels ran before that rank launched the same
+    collective (µs per step): they waited for its host.
     """
 
     kernel_count: int = 0
@@ -489,6 +517,12 @@ class CommSummary:
     stall_us: float = 0.0
     stall_median_us: float = 0.0
     stall_calls: int = 0
+    launches: List[CollectiveLaunch] = field(default_factory=list)
+    launched_last: int = 0
+    launches_compared: int = 0
+    launch_lag_min_us: float = 0.0
+    launch_lag_max_us: float = 0.0
+    launch_wait_us_per_step: float = 0.0
 
 
 @dataclass(slots=True)
@@ -514,8 +548,11 @@ class LaunchSummary:
       memset) starting inside the analyzed steps;
     * ``kernel_runtime_outliers``: kernel launch calls (``cudaLaunchKernel``...,
       not copies or memsets, whose calls may wait for the GPU by design) in
-      the analyzed steps longer than the cutoff; ``runtime_excess_us_per_step``:
-      per step, the time they spent beyond the median launch call (µs);
+      the analyzed steps longer than the cutoff; ``median_kernel_launch_us``:
+      the median of the kernel launch calls in the analyzed steps (µs, one-off
+      warm-up left out; ``median_runtime_us`` is HTA's, over the async copy and
+      memset calls too); ``runtime_excess_us_per_step``: per step, the time the
+      calls over the cutoff spent beyond ``median_kernel_launch_us`` (µs);
     * ``full_queue_us``: time (µs) some stream had ``queue_limit`` (1024, HTA's
       ``CUDA_MAX_LAUNCH_QUEUE_PER_STREAM``) or more outstanding operations, from
       HTA's ``get_queue_length_time_series``; ``full_queue_pct`` is of the
@@ -542,6 +579,7 @@ class LaunchSummary:
     median_kernel_us: float = 0.0
     runtime_excess_us_per_step: float = 0.0
     kernel_runtime_outliers: int = 0
+    median_kernel_launch_us: float = 0.0
     queue_limit: int = 1024
     full_queue_us: float = 0.0
     full_queue_pct: float = 0.0

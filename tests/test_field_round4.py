@@ -315,6 +315,32 @@ def test_a_scalar_read_with_no_runtime_call_inside_is_not_a_sync():
     assert not is_sync(cpu_only).any()
 
 
+def test_a_scalar_read_waits_for_the_device_only_through_a_copy_or_synchronize():
+    """Where runtime calls are recorded, a read holding only a device query
+    (``cudaGetDevice``) read no device tensor; one holding its copy and
+    synchronize did. Where none is recorded (a CPU-only run, or a device the
+    profile missed), a read shorter than any device read
+    (``DEVICE_READ_MIN_US``: an optimizer's CPU step counter, 1.3 µs) waits
+    for nothing, a longer one may have waited."""
+    import pandas as pd
+    from hta_report.analysis.cpu_side import DEVICE_READ_MIN_US, is_sync
+    cpu = pd.DataFrame({
+        "s_name": ["cudaLaunchKernel", "aten::item", "cudaGetDevice", "aten::item", "cuMemcpyDtoHAsync_v2",
+                   "cuStreamSynchronize"],
+        "s_cat": ["cuda_runtime", "cpu_op", "cuda_runtime", "cpu_op", "cuda_driver", "cuda_driver"],
+        "ts": [0.0, 100.0, 101.0, 200.0, 201.0, 205.0],
+        "end": [5.0, 130.0, 102.0, 230.0, 204.0, 229.0],
+        "thread": [1] * 6})
+    assert is_sync(cpu).tolist() == [False, False, False, True, False, False]
+    unrecorded = pd.DataFrame({
+        "s_name": ["aten::item", "aten::_local_scalar_dense", "aten::item", "aten::_local_scalar_dense"],
+        "s_cat": ["cpu_op"] * 4,
+        "ts": [0.0, 0.4, 100.0, 100.5],
+        "end": [1.3, 0.9, 100.0 + DEVICE_READ_MIN_US, 100.0 + DEVICE_READ_MIN_US - 0.5],
+        "thread": [1] * 4})
+    assert is_sync(unrecorded).tolist() == [False, False, True, False]
+
+
 def test_a_read_that_gives_an_all_to_all_its_splits_is_required(tmp_path):
     """A training step reads a tensor to the host (.tolist()) and then calls
     all_to_all_single with those sizes: kind ``splits``, which the program

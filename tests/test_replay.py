@@ -155,6 +155,40 @@ def test_without_gpu_the_host_timeline_is_replayed_and_edited(tmp_path):
     assert r.host_share_pct == pytest.approx(100.0)
 
 
+def test_without_runtime_calls_only_device_reads_a_fix_can_drop_are_removed(tmp_path):
+    """A training step whose device the profile did not record (no runtime
+    call, no GPU record: the MoE 6.7960 field run). Per 2,000 µs step: an
+    ``Optimizer.step#AdamW.step`` holding 20 reads of its CPU step counter
+    (``aten::item`` of 1.3 µs each: shorter than any device read,
+    ``cpu_side.DEVICE_READ_MIN_US``), an ``aten::bincount`` whose 600 µs
+    ``aten::item`` reads the input's maximum to size its output (required:
+    kind ``shape``), and the loss read, 400 µs (a logged value: removable).
+    The sync kinds count the two device reads once each per step, and the
+    ``no host-device sync`` edit removes exactly the loss read's 400 µs."""
+    b = TraceBuilder(rank=0, gpu_name=None)
+    for s in range(1, 6):
+        t = s * 2000.0
+        b.step(s, t, 2000.0)
+        b.cpu_op("autograd::engine::evaluate_function: MmBackward0", t + 10, 200.0)
+        b.cpu_op("aten::bincount", t + 300, 700.0)
+        b.cpu_op("aten::item", t + 350, 600.0)
+        b.cpu_op("aten::_local_scalar_dense", t + 351, 598.0)
+        b.cpu_op("Optimizer.step#AdamW.step", t + 1100, 300.0, cat="user_annotation")
+        for k in range(20):
+            b.cpu_op("aten::item", t + 1110 + 10 * k, 1.3)
+            b.cpu_op("aten::_local_scalar_dense", t + 1110.4 + 10 * k, 0.5)
+        b.cpu_op("aten::item", t + 1500, 400.0)
+        b.cpu_op("aten::_local_scalar_dense", t + 1501, 398.0)
+    d = tmp_path / "unrecorded"
+    d.mkdir()
+    b.write(d / "rank-0.json")
+    r = analyze(d).ranks[0]
+    kinds = {k.kind: (k.per_step, k.us_per_step, k.removable) for k in r.cpu.sync_kinds}
+    assert kinds == {"shape": pytest.approx((1.0, 600.0, False)), "logged": pytest.approx((1.0, 400.0, True))}
+    assert r.replay.measured_step_us == pytest.approx(2000.0)
+    assert _after(r.replay, EditLabel.NO_SYNC) == pytest.approx(1600.0)
+
+
 def test_without_steps_the_whole_window_is_replayed(tmp_path):
     b = TraceBuilder(rank=0)
     sim = Sim(b)

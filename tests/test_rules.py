@@ -343,6 +343,30 @@ def test_launch_outliers_fire(tmp_path):
     assert f.bound_pct == pytest.approx(21.0)
 
 
+def test_launch_outliers_are_measured_from_the_median_kernel_launch(tmp_path):
+    """Per step five pageable copies whose ``cudaMemcpyAsync`` calls block
+    1,990 µs each, then four kernel launches of 5, 5, 5 and 300 µs: HTA's
+    median over launch and copy calls is a copy's 1,990 µs, the kernel
+    launches' median 5 µs. The slow launch costs 295 µs beyond the latter
+    per step; measured from HTA's median it would be a negative cost. Steps
+    of 12,000 µs."""
+    b = TraceBuilder(rank=0)
+    for i in range(4):
+        t = i * 12000.0
+        b.step(i + 1, t, 12000.0)
+        for k in range(5):
+            b.memcpy("HtoD", "Pageable", t + 2000 * k + 100, 1800, 1 << 20, launch_ts=t + 2000 * k + 10,
+                     launch_dur=1990)
+        for k, dur in enumerate((5, 5, 5, 300)):
+            b.kernel(TC_GEMM, t + 10500 + 400 * k, 100, launch_ts=t + 10050 + 10 * k, launch_dur=dur)
+    r = run(tmp_path, b)
+    launch = r.ranks[0].launch
+    assert launch.median_runtime_us == 1990  # HTA's, copies included
+    assert launch.median_kernel_launch_us == 5
+    assert launch.kernel_runtime_outliers == 3  # one per analyzed step
+    assert launch.runtime_excess_us_per_step == 295
+
+
 def test_no_slow_launch_is_fine(tmp_path):
     r = run(tmp_path, outlier_trace(slow=False))
     assert status(r, "launch-outliers") == "fine"

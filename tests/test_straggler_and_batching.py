@@ -292,3 +292,65 @@ def test_the_headline_says_how_much_communication_waits(tmp_path):
     assert r.aggregate.comm_wait_pct <= r.aggregate.exposed_comm_pct
     assert "waiting for other ranks)" in render(r, "md").split("\n")[2]
     assert "of that waiting for other ranks" in render(r, "html")
+
+
+def _host_late(tmp_path: Path, lag_us: float):
+    """Two GPU ranks, 6 steps of 32 ms, each with 6 all-to-all SendRecv kernels. Rank 1's host
+    launches collective c at 1,000 + 5,000 c µs into the step, rank 0's ``lag_us`` later (its host is
+    late); a SendRecv kernel starts 25 µs after its launch or when its stream is free, and both ranks'
+    end 15 µs after the later of the two starts. Rank 1's stream runs a GEMM before collectives 1, 2,
+    4 and 5, ending 4,025 µs after rank 1's launch before 1 and 4 (rank 0's kernel waits for it) and
+    ``lag_us`` + 25 µs after it before 2 and 5 (both start together); rank 0's, before 0 and 3, ending
+    1,525 µs after rank 1's launch. So in collectives 0 and 3 rank 1 waits for rank 0 (with a lag of
+    1,500 µs, for its launch), in 1 and 4 rank 0 waits for rank 1's GPU: every rank stalls."""
+    from kineto import FP32_GEMM
+
+    step = 32_000.0
+    builders = {k: TraceBuilder(rank=k, world_size=2) for k in (0, 1)}
+    for i in range(6):
+        t = i * step
+        for b in builders.values():
+            b.step(i + 1, t, step)
+        for c in range(6):
+            launch = {1: t + 1000 + 5000 * c, 0: t + 1000 + 5000 * c + lag_us}
+            free1 = {1: launch[1] + 4025, 2: launch[1] + lag_us + 25}.get(c % 3, 0.0)
+            if free1:
+                builders[1].kernel(FP32_GEMM, launch[1] - 500, free1 - launch[1] + 500, launch_ts=launch[1] - 520)
+            free0 = launch[1] + 1525 if c % 3 == 0 else 0.0
+            if free0:
+                builders[0].kernel(FP32_GEMM, launch[0] - 500, free0 - launch[0] + 500, launch_ts=launch[0] - 520)
+            start = {0: max(launch[0] + 25, free0), 1: max(launch[1] + 25, free1)}
+            end = max(start.values()) + 15
+            for k, b in builders.items():
+                b.cpu_op("c10d::alltoall_base_", launch[k] - 10, 20)
+                b.kernel(SENDRECV, start[k], end - start[k], launch_ts=launch[k])
+    for k, b in builders.items():
+        b.write(tmp_path / f"rank-{k}.json")
+    return analyze(tmp_path, include_last_step=True)
+
+
+def test_a_rank_whose_host_launches_every_collective_late_is_named(tmp_path):
+    """Every rank stalls at some collectives (:func:`_host_late`), but rank 0's host launches each of
+    them 1,500 µs after rank 1's: rank 0 is the late rank, for its host. Rank 1's kernels of
+    collectives 0 and 3 run 1,475 µs each (25 µs after its launch to rank 0's launch) before rank 0
+    launches them: 2,950 µs per step, the finding's gain, claimed from rank 1's exposed communication."""
+    r = _host_late(tmp_path, 1500.0)
+    r0, r1 = r.ranks
+    assert r0.comm.stalls >= 2 and r1.comm.stalls >= 2
+    n = 6 * r0.steps_used
+    assert (r0.comm.launched_last, r0.comm.launches_compared, r1.comm.launched_last) == (n, n, 0)
+    assert r0.comm.launch_lag_min_us == pytest.approx(1500.0) and r0.comm.launch_lag_max_us == pytest.approx(1500.0)
+    assert r1.comm.launch_wait_us_per_step == pytest.approx(2950.0) and r0.comm.launch_wait_us_per_step == 0.0
+    (f,) = findings(r, "rank-straggler")
+    assert f.title.startswith("Rank 0 launches its collectives late") and f.ranks == [0]
+    (g,) = f.rank_gains
+    assert (g.rank, set(g.sources)) == (1, {"comm:exposed"}) and g.gain_us == pytest.approx(2950.0)
+
+
+def test_ranks_launching_together_still_wait_for_each_other(tmp_path):
+    """The same job with both hosts launching each collective at once: no rank launches last, and
+    the ranks wait for each other (each GPU is late for some collectives)."""
+    r = _host_late(tmp_path, 0.0)
+    assert all(x.comm.launched_last == 0 and x.comm.launch_wait_us_per_step == 0.0 for x in r.ranks)
+    (f,) = findings(r, "rank-straggler")
+    assert f.title.startswith("Ranks wait for each other at the collectives")

@@ -80,6 +80,7 @@ def assemble(files: List[TraceFileInfo], outcomes: List[Union[RankResult, TraceE
             raise failure
         raise unreadable_error(unreadable)
     _sync_wait(ranks)
+    _launch_order(ranks)
     gpu = [r for r in ranks if r.has_gpu and not r.failed(KERNEL_TYPES_STEP)]
     with quiet_hta(), analysis_step("kernel breakdown of all ranks (HTA)", where(ranks, spec.folder)):
         types_all = combine_kernel_type_shares([r.kernel_types for r in gpu])
@@ -140,6 +141,56 @@ def _sync_wait(ranks: List[RankResult]) -> None:
         for k, r in group.items():
             waits = [by_step[k][n] - min(v[n] for v in by_step.values()) for n in common]
             r.comm.sync_wait_us_per_step = float(np.median(waits)) if consistent and k != straggler else 0.0
+
+
+#: Collectives two ranks must share before the order of their launches is read (one can be the
+#: window's first, launched late by a one-off).
+MIN_LAUNCHES_COMPARED = 2
+
+
+def _launch_order(ranks: List[RankResult]) -> None:
+    """Which rank's host launches the collectives last, from the ranks'
+    communication kernels and their launch calls
+    (:attr:`~hta_report.model.CommSummary.launches`, one timeline: HTA
+    aligns the ranks by one offset). Ranks with communication kernels and
+    lists of one length run the same collectives, the n-th entries the same
+    one (an all-to-all, an all-reduce bucket: NCCL runs a communicator's
+    collectives in the order they are issued, the same on every rank);
+    with :data:`MIN_LAUNCHES_COMPARED` or more, each rank's
+    ``launched_last`` counts those it launched after every other rank, of
+    ``launches_compared``. Where one rank launched every one of them last,
+    its ``launch_lag_min_us``/``launch_lag_max_us`` say by how much after
+    the next latest rank (µs), and every other rank's
+    ``launch_wait_us_per_step`` is the time its own kernels of those
+    collectives ran before that rank launched them (µs per analyzed step):
+    a collective kernel cannot finish before its peer's is even launched,
+    so that time is a wait for the late rank's host, whatever its GPU does."""
+    group = [r for r in ranks if r.comm.collective_basis == "kernels" and r.comm.launches]
+    if len(group) < 2 or len({len(r.comm.launches) for r in group}) != 1:
+        return
+    n = len(group[0].comm.launches)
+    if n < MIN_LAUNCHES_COMPARED:
+        return
+    launch = np.array([[c.launch_us for c in r.comm.launches] for r in group])  # (ranks, collectives)
+    order = np.sort(launch, axis=0)
+    last = launch.argmax(axis=0)
+    alone = order[-1] > order[-2]  # launched strictly after every other rank
+    for k, r in enumerate(group):
+        r.comm.launched_last = int(((last == k) & alone).sum())
+        r.comm.launches_compared = n
+    late = [k for k, r in enumerate(group) if r.comm.launched_last == n]
+    if not late:
+        return
+    k = late[0]
+    lag = launch[k] - order[-2]
+    group[k].comm.launch_lag_min_us, group[k].comm.launch_lag_max_us = float(lag.min()), float(lag.max())
+    for j, r in enumerate(group):
+        if j == k:
+            continue
+        start = np.array([c.start_us for c in r.comm.launches])
+        end = np.array([c.end_us for c in r.comm.launches])
+        waited = np.clip(np.minimum(end, launch[k]) - start, 0.0, None)
+        r.comm.launch_wait_us_per_step = float(waited.sum()) / max(1, r.steps_used)
 
 
 def _mean(values: List[float]) -> float:

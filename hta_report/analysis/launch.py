@@ -105,6 +105,8 @@ class LaunchContext:
     span_us: float
     #: host time in kernel launch calls per step (µs)
     launch_call_us_per_step: float = 0.0
+    #: the median duration of ``launch_calls`` (µs): the baseline a slow kernel launch is measured from
+    median_launch_call_us: float = 0.0
     #: every launch call of the rank with its GPU work, counted by us
     #: (:func:`.launch_calls.launch_stats`), for a rank HTA finds none on
     stats: pd.DataFrame = field(default_factory=empty_stats)
@@ -116,8 +118,8 @@ def launch_context(ev: RankEvents, w: np.ndarray, hw: Optional[np.ndarray] = Non
     windows ``w`` (re-based, for GPU work) and ``hw`` (host, for launch calls):
     kernels (not memcpy or memset) per step and their median duration, the
     kernel launch calls (:data:`KERNEL_LAUNCH_APIS`, runtime or driver) inside
-    the windows but the one-off ``warmup`` calls, their host time per step,
-    and every launch call of the rank paired with its GPU work
+    the windows but the one-off ``warmup`` calls, their host time per step
+    and median duration (µs), and every launch call of the rank paired with its GPU work
     (:func:`.launch_calls.launch_stats`)."""
     n = len(w)
     kernels = in_windows(ev.gpu[ev.gpu["s_cat"].eq("kernel")], w)
@@ -133,6 +135,7 @@ def launch_context(ev: RankEvents, w: np.ndarray, hw: Optional[np.ndarray] = Non
         launch_calls=calls[["correlation"]].reset_index(drop=True),
         span_us=float(ev.df["end"].max() - ev.df["ts"].min()) if len(ev.df) else 0.0,
         launch_call_us_per_step=per_step(float(calls["dur"].clip(lower=0).sum()), n),
+        median_launch_call_us=float(np.median(calls["dur"].clip(lower=0))) if len(calls) else 0.0,
         stats=launch_stats(ev),
     )
 
@@ -142,7 +145,10 @@ def add_launch_metrics(out: LaunchSummary, slow: pd.DataFrame, ctx: LaunchContex
     slow launch calls ``slow``) with the rank's :class:`LaunchContext`: kernels
     per step, median kernel duration, the kernel launch calls over the runtime
     cutoff inside the windows and, per step, the time they spent beyond the
-    median launch call (µs), and the time some stream's queue held
+    median of those windows' kernel launch calls (``median_kernel_launch_us``:
+    not HTA's median, which also counts the async copy and memset calls, whose
+    calls may wait for the GPU: ten 60 ms pageable copies among a few kernel
+    launches put it near 30 ms), never below zero (µs), and the time some stream's queue held
     :data:`QUEUE_LIMIT` or more operations as % of the rank's trace span.
     Where HTA found no launch (it knows only ``cudaLaunchKernel``,
     ``cudaLaunchKernelExC`` and the CUDA async copy and memset calls: a ROCm
@@ -158,7 +164,9 @@ def add_launch_metrics(out: LaunchSummary, slow: pd.DataFrame, ctx: LaunchContex
     if out.launches:
         over = slow.merge(ctx.launch_calls, on="correlation", how="inner")["cpu_duration"].to_numpy(dtype=float)
         out.kernel_runtime_outliers = int(len(over))
-        out.runtime_excess_us_per_step = per_step(float((over - out.median_runtime_us).sum()), ctx.steps)
+        out.median_kernel_launch_us = ctx.median_launch_call_us
+        out.runtime_excess_us_per_step = per_step(float(np.clip(over - ctx.median_launch_call_us, 0.0, None).sum()),
+                                                  ctx.steps)
     out.full_queue_pct = 100 * out.full_queue_us / ctx.span_us if ctx.span_us else 0.0
     return out
 

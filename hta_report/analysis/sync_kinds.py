@@ -71,13 +71,15 @@ KINDS: Dict[str, SyncKind] = {k.key: k for k in (
     SyncKind("control", "a value that decides Python control flow", False,
              "if tensor:, a stopping criterion or GradScaler's inf check: the host needs the value to go on"),
     SyncKind("shape", "an op whose output size depends on the data", False,
-             "nonzero, masked_select, unique, boolean indexing: the host needs the size to allocate the output; "
-             "rewrite with static shapes (torch.where, masks) instead"),
+             "nonzero, masked_select, unique, bincount, boolean indexing: the host needs the size to allocate the "
+             "output; rewrite with static shapes (torch.where, masks) instead"),
 )}
 #: Ops whose result the host branches on (``if tensor:``, ``torch.equal``).
 CONTROL_OPS = ("aten::is_nonzero", "aten::equal", "aten::allclose")
-#: Ops whose output size depends on the data: they read a count from the device.
-SHAPE_OPS = ("aten::nonzero", "aten::nonzero_numpy", "aten::argwhere", "aten::masked_select", "aten::unique",
+#: Ops whose output size depends on the data: they read a count from the device (``bincount``: its
+#: input's maximum, the output's length; ``repeat_interleave`` without ``output_size``: the repeats' sum).
+SHAPE_OPS = ("aten::nonzero", "aten::nonzero_numpy", "aten::argwhere", "aten::masked_select", "aten::bincount",
+             "aten::unique",
              "aten::_unique", "aten::_unique2", "aten::unique_consecutive", "aten::unique_dim",
              "aten::repeat_interleave", "aten::_assert_async")
 #: Scalar reads.

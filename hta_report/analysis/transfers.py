@@ -6,9 +6,9 @@ from typing import Dict, List
 
 import numpy as np
 
-from ..model import CommSummary, MemcpyDirection, MemcpySummary, StepValue
+from ..model import MAX_COLLECTIVE_LAUNCHES, CollectiveLaunch, CommSummary, MemcpyDirection, MemcpySummary, StepValue
 from .. import intervals
-from .events import COMMUNICATION, COMPUTATION, MEMORY, RankEvents
+from .events import COMMUNICATION, COMPUTATION, MEMORY, RankEvents, linked_calls
 from .regions import rebased_steps
 from .steps import analyzed_windows, step_windows
 
@@ -134,6 +134,7 @@ def add_comm_metrics(c: CommSummary, ev: RankEvents, w: np.ndarray, hw: np.ndarr
         top = stalls.loc[stalls["excess"].idxmax()]
         c.stall_kernel, c.stall_us, c.stall_median_us = str(top["s_name"]), float(top["dur"]), float(top["median"])
         c.stall_calls = int(top["calls"])
+    c.launches = collective_launches(ev, wu)
     steps = analyzed_windows(rebased_steps(ev))
     if len(all_comm) and len(steps):
         c.kernel_us_by_step = _by_step(steps, all_comm)
@@ -175,6 +176,27 @@ def collective_stalls(ev: RankEvents, windows: np.ndarray):
     hit = (g["calls"] >= STALL_MIN_CALLS) & (g["dur"] >= STALL_FACTOR * g["median"]) & (g["excess"] >= STALL_MIN_US)
     out = g.loc[hit, ["s_name", "ts", "dur", "median", "calls", "excess"]]
     return out.assign(wait_end=out["ts"] + out["excess"])
+
+
+def collective_launches(ev: RankEvents, windows: np.ndarray) -> List[CollectiveLaunch]:
+    """The communication kernels of the rank starting inside ``windows``
+    (union, ``(k, 2)`` µs) that are linked to a launch call (by
+    correlation), with the call's start and the kernel's start and end (µs),
+    in launch order; the first :data:`~hta_report.model.MAX_COLLECTIVE_LAUNCHES`."""
+    if not ev.has_gpu or not len(windows):
+        return []
+    g = ev.gpu[ev.gpu["kernel_type"].eq(COMMUNICATION)]
+    if g.empty:
+        return []
+    ts = g["ts"].to_numpy(dtype=float)
+    g = g[intervals.overlap_each(np.column_stack([ts, np.maximum(ts, g["end"].to_numpy(dtype=float))]),
+                                 windows) > 0]
+    calls = linked_calls(ev)
+    calls = calls[~calls["correlation"].duplicated(keep="first")].set_index("correlation")["ts"].rename("launch")
+    joined = g[["correlation", "ts", "end"]].join(calls, on="correlation", how="inner")
+    joined = joined.sort_values(["launch", "ts"], kind="stable").head(MAX_COLLECTIVE_LAUNCHES)
+    return [CollectiveLaunch(launch_us=float(a), start_us=float(b), end_us=float(z))
+            for a, b, z in zip(joined["launch"].tolist(), joined["ts"].tolist(), joined["end"].tolist())]
 
 
 def _by_step(steps: np.ndarray, u: np.ndarray) -> List[StepValue]:

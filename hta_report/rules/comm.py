@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from ..model import COMM_OVERLAP_STEP, MOST_STEPS, AnalysisResult, RankResult
 from ..replay_terms import EditLabel
@@ -231,7 +231,10 @@ def wait_pools(r: RankResult) -> List[str]:
                    "longest wait arrived late with it and are named with it (a slow node of several ranks). "
                    "Where every rank waits in stalled collectives (communication kernels 10x their median, "
                    "two or more on each rank, the threshold's share of its step), no one rank is late: the "
-                   "finding says the ranks wait for each other and claims each one's stalled time. "
+                   "finding says the ranks wait for each other and claims each one's stalled time, unless one "
+                   "rank's host launched every collective last (the ranks' launch calls on their common clock) and "
+                   "the others' kernels ran the threshold's share of their step before it launched them: that rank "
+                   "is named, late for its host, and the others' wait for its launches is claimed. "
                    "Without collectives no wait can be seen: "
                    "the rule speaks only of a step-time spread, the rank whose step is longest in most steps "
                    "(median excess over the median rank)."),
@@ -266,6 +269,9 @@ def rank_straggler(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> V
         return _spread_verdict(cfg, fired, ranks, slowest, spread_us, slow_in, compared, spread)
     if all(r.comm.collective_basis == "kernels" and r.comm.stalls >= MUTUAL_MIN_STALLS
            and pct_of_step(r.comm.stall_us_per_step, r) >= cfg.straggler_pct for r in with_coll):
+        late_host = host_late(with_coll, cfg)
+        if late_host is not None:
+            return _host_late_verdict(cfg, fired, with_coll, late_host)
         return _mutual_verdict(cfg, fired, with_coll)
     waiter = max(with_coll, key=lambda r: r.comm.sync_wait_us_per_step)
     wait_us = waiter.comm.sync_wait_us_per_step
@@ -341,6 +347,53 @@ def _mutual_verdict(cfg: AdviceConfig, fired: Fired, ranks: List[RankResult]) ->
     return make_finding(cfg, ranks, claims,
                         f"Ranks wait for each other at the collectives: up to {pct:.0f} % {of_step(worst)} in "
                         "stalled collectives", evidence, fix, ranks=[r.rank for r in ranks])
+
+
+def host_late(ranks: List[RankResult], cfg: AdviceConfig) -> Optional[RankResult]:
+    """The rank of ``ranks`` whose host launched every compared collective
+    after every other rank (``CommSummary.launched_last`` of
+    ``launches_compared``, :func:`hta_report.analysis._launch_order`), where
+    another rank's collective kernels ran ``straggler_pct`` of its step or
+    more before it launched them (``launch_wait_us_per_step``: waiting for
+    its host); else None. Where every rank stalls at the collectives, this
+    tells a rank whose host is late from ranks that wait for each other."""
+    late = [r for r in ranks if r.comm.launches_compared and r.comm.launched_last == r.comm.launches_compared]
+    if len(late) != 1:
+        return None
+    waited = [r for r in ranks if r is not late[0]
+              and pct_of_step(r.comm.launch_wait_us_per_step, r) >= cfg.straggler_pct]
+    return late[0] if waited else None
+
+
+def _host_late_verdict(cfg: AdviceConfig, fired: Fired, ranks: List[RankResult], late: RankResult) -> Verdict:
+    """C17 where every rank stalls at the collectives but one rank's host
+    launched each of them last (:func:`host_late`): that rank is the late
+    one, and its host, not its GPU, is why (the others' kernels ran before it
+    had even launched its own). The gain is the others' wait for its
+    launches (``launch_wait_us_per_step``), claimed from their communication
+    pools (:func:`wait_pools`); their stalls beyond it are named, not claimed."""
+    c = late.comm
+    waiting = [r for r in ranks if r is not late and r.comm.launch_wait_us_per_step > 0]
+    worst = max(waiting, key=lambda r: pct_of_step(r.comm.launch_wait_us_per_step, r))
+    evidence = [f"rank {late.rank}'s host launches each of the {c.launches_compared} collectives last, "
+                f"{ms(c.launch_lag_min_us)} to {ms(c.launch_lag_max_us)} after the next rank's launch of the same "
+                "collective (communication kernels in launch order, on the ranks' common clock)"]
+    evidence += [f"rank {r.rank}: its collective kernels run {ms(r.comm.launch_wait_us_per_step)} {per(r)} "
+                 f"({pct_of_step(r.comm.launch_wait_us_per_step, r):.1f} % {of_step(r)}) before rank {late.rank} has "
+                 "launched the same collectives: waiting for its host" for r in waiting[:8]]
+    evidence += [f"rank {r.rank}: {r.comm.stalls} stalled collective{'s' if r.comm.stalls != 1 else ''}, "
+                 f"{ms(r.comm.stall_us_per_step)} {per(r)} with no compute running in all"
+                 for r in sorted(ranks, key=lambda r: -r.comm.stall_us_per_step)[:8]]
+    claims = claim_each(fired, waiting, wait_pools, lambda r: r.comm.launch_wait_us_per_step)
+    pct = max((pct_of_step(sum(claims[r.rank].values()), r) for r in waiting), default=0.0)
+    fix = (f"# rank {late.rank}'s host issues every collective {ms(c.launch_lag_min_us)} or more after the others: "
+           "find what\n"
+           f"# its host does before them (rank {late.rank}'s host ops, warm-up and waits in this report against "
+           "the others':\n"
+           "# CPU contention, data loading, a one-off set-up or allocation on that rank); its GPU is not what is late")
+    return make_finding(cfg, waiting, claims,
+                        f"Rank {late.rank} launches its collectives late: other ranks wait {pct:.0f} % "
+                        f"{of_step(worst)} for its host", evidence, fix, ranks=[late.rank])
 
 
 #: A rank whose wait at the collectives is under this share of the longest

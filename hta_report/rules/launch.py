@@ -225,8 +225,8 @@ def sleep_led(r: RankResult) -> bool:
 
 
 def outlier_cost_us(r: RankResult) -> float:
-    """Per step (µs), the time slow launch calls spent beyond the median
-    launch, at most the GPU idle in long gaps while the host runs ops: a slow
+    """Per step (µs), the time slow kernel launch calls spent beyond the median
+    kernel launch call, at most the GPU idle in long gaps while the host runs ops: a slow
     launch costs nothing while the GPU still has queued work."""
     return min(r.launch.runtime_excess_us_per_step, r.idle_attribution.host_ops_us)
 
@@ -235,7 +235,7 @@ def outlier_cost_us(r: RankResult) -> float:
       "HTA runtime cutoff 50 µs; cost share: proposal",
       lambda c: f"launch calls > 50 µs costing >= {c.launch_outlier_pct:g} % of the step", DOCS_HTA_LAUNCH, needs=(LAUNCH_STEP,),
       description=("Kernel launch calls (`cudaLaunchKernel`...) slower than HTA's 50 µs cutoff, beyond the "
-                   "median launch. Copy calls are left out (they wait by design), and so are ranks whose "
+                   "median kernel launch call. Copy calls are left out (they wait by design), and so are ranks whose "
                    "launch queue is full (there the GPU is the bottleneck)."),
       fix=("Slow launch calls usually mean CPU contention: one rank per GPU with its own cores, "
            "`torch.set_num_threads(cores_per_rank)` (and `OMP_NUM_THREADS`), DataLoader workers "
@@ -252,7 +252,7 @@ def launch_outliers(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> 
     hits = [r for r in over if r.launch.kernel_runtime_outliers and r.launch.full_queue_pct < cfg.full_queue_pct]
     if not hits:
         return fine(f"{sum(r.launch.kernel_runtime_outliers for r in ranks)} kernel launch calls > 50 µs "
-                    f"(one-off warm-up launches left out), {up_to(ranks, val)} beyond the median launch")
+                    f"(one-off warm-up launches left out), {up_to(ranks, val)} beyond the median kernel launch")
     c = claim(fired, hits, ["idle:host_ops"], outlier_cost_us,
               f"slow kernel launch calls cost {val[hits[0].rank]:.1f} % {of_step(hits[0])}")
     return c.verdict(cfg, f"Kernel launch calls take too long: {val[c.worst.rank]:.1f} % {of_step(c.worst)} in slow "
@@ -269,8 +269,8 @@ def _outlier_evidence(r: RankResult) -> str:
     n = r.launch
     return (f"rank {r.rank}: {n.kernel_runtime_outliers} kernel launch calls in the analyzed steps > "
             f"{n.runtime_cutoff_us:.0f} µs (HTA cutoff), {ms(n.runtime_excess_us_per_step)} {per(r)} beyond the "
-            f"median launch ({n.median_runtime_us:.1f} µs) while the GPU idles {ms(r.idle_attribution.host_ops_us)} "
-            f"{per(r)} during host ops; {n.delay_outliers} launch delays > {n.launch_delay_cutoff_us:.0f} µs")
+            f"median kernel launch ({n.median_kernel_launch_us:.1f} µs) while the GPU idles "
+            f"{ms(r.idle_attribution.host_ops_us)} {per(r)} during host ops; {n.delay_outliers} launch delays > {n.launch_delay_cutoff_us:.0f} µs")
 
 
 @rule("full-launch-queue", "C11", "GPU-bound: the launch queue is full",
