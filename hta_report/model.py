@@ -1132,6 +1132,12 @@ class Integrity:
             operator event and next to no GPU work:
             :func:`hta_report.analysis.integrity.workload_missing`), in
             words; empty when it holds some.
+        device_unrecorded: why a rank with no GPU record and no runtime call
+            ran on a device (ops only a GPU backend runs, ``[memory]`` events of
+            a device, a backward on a device's own thread:
+            :func:`hta_report.analysis.integrity.device_unrecorded`), in words;
+            empty where nothing shows it. Its GPU side was not recorded: it is
+            no CPU run.
         launches, launches_without_ops: kernel and asynchronous copy launch
             calls that carry a correlation id, and those with no GPU operation in
             the trace (records the profiler lost: pytorch#192021 logs such
@@ -1168,15 +1174,17 @@ class Integrity:
     silences: int = 0
     silence_us: float = 0.0
     workload_missing: str = ""
+    device_unrecorded: str = ""
     idle_unreliable: bool = False
     notes: List[str] = field(default_factory=list)
 
     @property
     def records_lost(self) -> bool:
         """Whether the rank's launches lost their GPU records past the share the
-        integrity check tolerates (its idle time is not known for that reason)."""
-        return self.idle_unreliable and self.launches_without_ops > 0 and not self.clock_jumps \
-            and not self.graph_launches_without_ops
+        integrity check tolerates, or its GPU side was not recorded at all
+        (:attr:`device_unrecorded`): its idle time is not known for that reason."""
+        return self.idle_unreliable and not self.clock_jumps and not self.graph_launches_without_ops \
+            and (self.launches_without_ops > 0 or bool(self.device_unrecorded))
 
     def unreliable_reason(self) -> str:
         """Why the rank's GPU idle time is not known (:attr:`idle_unreliable`),
@@ -1191,6 +1199,8 @@ class Integrity:
             why.append(f"{self.left_out_ops:,} GPU operations have no usable correlation id")
         if self.workload_missing:
             why.append("the trace holds none of the workload")
+        if self.device_unrecorded:
+            why.append("the model ran on a device whose GPU side was not recorded")
         if self.silences:
             why.append(f"nothing is recorded for {self.silence_us / 1e6:,.1f} s")
         if self.clock_jumps:

@@ -28,6 +28,16 @@ of advising on time that was not idle:
 * **GPU operations without a launch record**: kernels, memcpys or memsets
   whose correlation id matches no runtime call of a trace that has runtime
   calls (launched before the trace started, or records dropped); counted.
+* **a device run without its device side** (:func:`device_unrecorded`): a
+  rank with no GPU operation and no runtime call whose host side shows the
+  model ran on a device: ops only a GPU backend runs (cuDNN, MIOpen, the
+  flash and memory-efficient attention kernels, NCCL), ``[memory]`` events
+  of a device that is not the CPU, or a backward run on a thread of its own
+  (PyTorch's autograd engine runs a CPU backward on the calling thread, a
+  device's on that device's worker thread). The profile was taken without
+  GPU activity (``ProfilerActivity.CUDA`` missing from ``activities``), or
+  the profiler kept none of it: the rank is no CPU run, its GPU idle time
+  is not known, and no rule advises on it.
 * **Stream Sync rows**: ``cuda_sync`` events, written on their own
   ``stream N (sync)`` rows (thread id stream + 1,000,000) since
   pytorch/kineto#1356: host waits shown on the GPU's timeline, not GPU work;
@@ -53,9 +63,12 @@ from __future__ import annotations
 
 from typing import Tuple
 
+import re
+
 import numpy as np
 import pandas as pd
 
+from .. import intervals
 from ..load.iteration import STEP_NUMBER
 from ..model import Integrity
 from .events import RankEvents, is_step
@@ -95,6 +108,20 @@ MISSING_GPU_PCT = 1.0
 #: Host and GPU timestamps agree to within tens of µs (CUPTI converts GPU
 #: times to the host's clock), so a millisecond back is no rounding or skew.
 CLOCK_JUMP_MIN_US = 1000.0
+
+
+#: Ops that only a GPU backend runs (PyTorch's native_functions.yaml: their kernels are
+#: registered for CUDA or HIP alone): cuDNN and MIOpen ops (``aten::cudnn_convolution``,
+#: ``aten::_cudnn_rnn``, ``aten::miopen_batch_norm``...; not ``aten::cudnn_is_acceptable``, a
+#: check any backend calls), the flash and memory-efficient attention kernels and their SDPA
+#: entry points (not ``..._for_cpu``, the CPU's), and NCCL's collectives (``nccl:all_reduce``).
+DEVICE_OPS = re.compile(r"^aten::_?(?:cudnn|miopen)_(?!is_acceptable)|"
+                        r"^aten::_(?:efficient|flash)_attention_(?:forward|backward)$|"
+                        r"^aten::_scaled_dot_product_(?:flash|efficient|cudnn)_attention(?:_backward)?$|^nccl:")
+#: The autograd engine's annotation of each backward function it runs.
+ENGINE_OP = re.compile(r"^autograd::engine::evaluate_function: ")
+#: Runtime and driver categories: a rank with any such call recorded some GPU activity.
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
 
 
 def _launch_calls(ev: RankEvents):
@@ -242,6 +269,69 @@ def workload_missing(ev: RankEvents) -> str:
     return (f"no operator and {gpu_words}, only {len(calls):,} runtime calls" + (f" ({held})" if held else ""))
 
 
+def _backward_thread(cpu: pd.DataFrame) -> str:
+    """Words for a backward run on a thread of its own (empty: none): a host
+    thread whose every op lies inside the autograd engine's
+    ``evaluate_function`` annotations, beside a thread that ran other ops and
+    none of the engine's. PyTorch's engine runs the backward of CPU tensors on
+    the thread that called ``backward()``, and that of a device's tensors on
+    the device's own worker thread (``torch/csrc/autograd/engine.cpp``,
+    ``Engine::thread_init`` per device), so only a device run splits them."""
+    ops = cpu[cpu["s_cat"].eq("cpu_op")]
+    if ops.empty or "thread" not in ops.columns:
+        return ""
+    engine = np.asarray(ops["s_name"].astype(str).str.match(ENGINE_OP), dtype=bool)
+    if not engine.any():
+        return ""
+    threads = ops["thread"].to_numpy()
+    ts, end = ops["ts"].to_numpy(dtype=float), ops["end"].to_numpy(dtype=float)
+    backward_only, forward_only = [], []
+    for t in np.unique(threads):
+        mine = threads == t
+        e = mine & engine
+        if not e.any():
+            forward_only.append(t)
+            continue
+        u = intervals.union(ts[e], end[e])
+        rest = mine & ~engine
+        inside = intervals.overlap_each(np.column_stack([ts[rest], end[rest]]), u) if rest.any() else np.zeros(0)
+        if np.all(inside >= (end[rest] - ts[rest]) - 1e-6):
+            backward_only.append((t, int(e.sum())))
+    if not backward_only or not forward_only:
+        return ""
+    n = sum(k for _, k in backward_only)
+    return (f"the backward's {n:,} autograd engine ops run on a thread of their own, apart from the forward's, "
+            "where PyTorch runs a CPU backward on the calling thread and a device's on the device's thread")
+
+
+def device_unrecorded(ev: RankEvents, memory=None) -> str:
+    """Why a rank without any GPU record ran on a device (see the module
+    doc), in words naming the evidence; empty where the rank has a GPU
+    operation or a runtime call (the launch checks judge it then), or where
+    nothing shows a device. ``memory`` (:class:`~hta_report.model.MemorySummary`)
+    gives the ``[memory]`` events per device."""
+    cpu = ev.cpu
+    if not ev.gpu.empty or cpu.empty or cpu["s_cat"].isin(RUNTIME_CATS).any():
+        return ""
+    found = []
+    ops = cpu[cpu["s_cat"].eq("cpu_op")]
+    names = ops["s_name"].astype(str)
+    hit = names[names.str.contains(DEVICE_OPS)]
+    if len(hit):
+        top = sorted(hit.value_counts().items(), key=lambda kv: (-kv[1], kv[0]))[:3]  # ties by name
+        shown = sum(v for _, v in top)
+        found.append("ops only a GPU backend runs: " + ", ".join(f"{k} ×{v}" for k, v in top)
+                     + (f" and {len(hit) - shown:,} more" if len(hit) > shown else ""))
+    devices = [d for d in (memory.devices if memory is not None else []) if d.device != "cpu" and d.events]
+    if devices:
+        total = sum(d.events for d in memory.devices)
+        found.append(", ".join(f"{d.events:,} of {total:,} memory events on {d.device}" for d in devices))
+    thread = _backward_thread(cpu)
+    if thread:
+        found.append(thread)
+    return "; ".join(found)
+
+
 def silences(ev: RankEvents):
     """Stretches of more than :data:`SILENCE_MIN_US` µs in which nothing is
     recorded on the rank (every event but ``ProfilerStep#N`` annotations and
@@ -277,7 +367,7 @@ def _first_start(corr: np.ndarray, ts: np.ndarray):
     return keys, ts[order][first]
 
 
-def integrity(ev: RankEvents, activity=None) -> Integrity:
+def integrity(ev: RankEvents, activity=None, memory=None) -> Integrity:
     """The checks of the module doc on one rank's events (the whole trace,
     as the profiler recorded it); :attr:`Integrity.notes` says each finding
     in one line.
@@ -287,7 +377,8 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
     steps whose correlation id matches no host event, which the filter left
     out: :attr:`Integrity.left_out_ops`; as many launches as the file has
     such operations are not counted as lost records (the records are there,
-    their ids are not).
+    their ids are not). ``memory`` (:class:`~hta_report.model.MemorySummary`)
+    is read by :func:`device_unrecorded`.
     The figures stay HTA's (they leave such work out too); the note says so."""
     out = Integrity()
     gpu = ev.gpu
@@ -315,8 +406,9 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
     if not out.clock_jumps:  # a clock stepping back opens a gap of its own: said once, as the jump
         out.silences, out.silence_us, _ = silences(ev)
     out.workload_missing = "" if out.clock_jumps else workload_missing(ev)  # a jump stretches the span
+    out.device_unrecorded = device_unrecorded(ev, memory)
     out.idle_unreliable = out.graph_launches_without_ops > 0 or out.clock_jumps > 0 or bool(lost) \
-        or out.silences > 0 or bool(out.workload_missing)
+        or out.silences > 0 or bool(out.workload_missing) or bool(out.device_unrecorded)
     out.notes = _notes(out, bounded)
     return out
 
@@ -389,6 +481,12 @@ def _notes(i: Integrity, bounded: bool = False) -> list:
                      "trace holds no GPU record of any (the profiler lost them, pytorch/pytorch#192021, or GPU "
                      "activity was not recorded): no GPU figure or GPU finding can be given for this rank; record "
                      "again with ProfilerActivity.CUDA and a shorter window")
+    elif i.device_unrecorded:
+        notes.append(f"the GPU side was not recorded: the model ran on a device ({i.device_unrecorded}), and the "
+                     "trace holds no GPU operation and no runtime call: the profile was taken without GPU activity "
+                     "(or the profiler kept none of it), so this is no CPU run, no GPU figure or GPU finding can be "
+                     "given for this rank, and no rule advises on it; record again with "
+                     "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
     elif i.launches_without_ops and i.launches_without_ops > i.launches * LOST_LAUNCH_PCT / 100:
         if not bounded and i.lost_tail:
             notes.append(f"{i.launches_without_ops:,} of {i.launches:,} launches have no GPU record, every one "

@@ -303,7 +303,8 @@ def _tensor_cores(c: RankContext) -> None:
 
 
 def _integrity(c: RankContext) -> None:
-    c.result.integrity = integrity(c.events, getattr(c.loaded, "gpu_activity", {}).get(c.info.rank))
+    c.result.integrity = integrity(c.events, getattr(c.loaded, "gpu_activity", {}).get(c.info.rank),
+                                   c.result.memory)
 
 
 def _idle_attribution(c: RankContext) -> None:

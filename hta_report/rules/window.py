@@ -90,7 +90,8 @@ def iteration_line(r: RankResult) -> str:
         text += f"; the first, {ms(first)}, is the cold one"
     steady = sorted(rest) if rest and first > max(rest) else d
     m = steady[len(steady) // 2]
-    if not r.has_gpu and m > 0 and steady[-1] >= SPREAD_RATIO * m:  # a GPU rank's host waits with the queue
+    # a GPU rank's host waits with the queue, recorded or not
+    if not r.has_gpu and not r.integrity.device_unrecorded and m > 0 and steady[-1] >= SPREAD_RATIO * m:
         text += (f"; the same ops took up to {steady[-1] / m:.1f}x their median: the machine's load or clock "
                  "changed during the run (a shared or throttled host): the same shapes do the same arithmetic, so "
                  "measure on a quiet machine before comparing")
@@ -122,6 +123,11 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
             out.append(f"rank {r.rank}: the trace holds none of the workload: {i.workload_missing}; the "
                        "profiler's window missed the work (started after it, stopped before it, or CPU activity "
                        "not recorded)")
+        elif i.device_unrecorded:
+            out.append(f"rank {r.rank}: the GPU side was not recorded: the model ran on a device "
+                       f"({i.device_unrecorded}), yet the trace holds no GPU operation and no runtime call "
+                       "(ProfilerActivity.CUDA missing from activities): no GPU figure or advice can come from "
+                       "it, and it is no CPU run")
         elif i.launches_without_ops and i.launches_without_ops == i.launches:
             out.append(f"rank {r.rank}: the GPU side is missing: the host launched {i.launches:,} kernels or copies "
                        "and the trace holds no GPU record of any (the profiler lost them, or GPU activity "
@@ -199,9 +205,14 @@ def trace_window(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
     lost = [r for r in ranks if r.integrity.launches_without_ops > 0 and r.integrity.idle_unreliable
             and r.workload.kind != "graph-capture"]
     missing = [r for r in ranks if r.integrity.workload_missing]
+    unrecorded = [r for r in ranks if r.integrity.device_unrecorded]
     if missing:
         return make_finding(cfg, missing, {}, "The trace holds none of the workload: record the steps themselves",
                             found, FIX, ranks=[r.rank for r in missing])
+    if unrecorded:
+        return make_finding(cfg, unrecorded, {}, "The trace lost its GPU side: the model ran on a device, but no GPU "
+                            "activity was recorded; record again with ProfilerActivity.CUDA", found, FIX_LOST,
+                            ranks=[r.rank for r in unrecorded])
     if lost:
         w = max(lost, key=lambda r: r.integrity.launches_without_ops)
         gone = w.integrity.launches_without_ops == w.integrity.launches
