@@ -1138,6 +1138,12 @@ class Integrity:
             :func:`hta_report.analysis.integrity.device_unrecorded`), in words;
             empty where nothing shows it. Its GPU side was not recorded: it is
             no CPU run.
+        host_unrecorded: what a rank holds whose host side was not recorded
+            (GPU operations and runtime calls, no operator event: profiled
+            without ``ProfilerActivity.CPU``;
+            :func:`hta_report.analysis.integrity.host_unrecorded`), in words;
+            empty where it has operator events. Its GPU figures stand; the
+            rules that read the host's ops leave the rank out.
         launches, launches_without_ops: kernel and asynchronous copy launch
             calls that carry a correlation id, and those with no GPU operation in
             the trace (records the profiler lost: pytorch#192021 logs such
@@ -1175,6 +1181,7 @@ class Integrity:
     silence_us: float = 0.0
     workload_missing: str = ""
     device_unrecorded: str = ""
+    host_unrecorded: str = ""
     idle_unreliable: bool = False
     notes: List[str] = field(default_factory=list)
 

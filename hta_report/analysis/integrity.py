@@ -38,6 +38,14 @@ of advising on time that was not idle:
   GPU activity (``ProfilerActivity.CUDA`` missing from ``activities``), or
   the profiler kept none of it: the rank is no CPU run, its GPU idle time
   is not known, and no rule advises on it.
+* **a GPU record without its host side** (:func:`host_unrecorded`): GPU
+  operations and runtime calls, and not one operator event (``cpu_op``):
+  the profile was taken with ``activities=[ProfilerActivity.CUDA]`` alone
+  (CUPTI records the runtime calls with the GPU's activity; operators,
+  annotations and ``ProfilerStep`` come with ``ProfilerActivity.CPU``). The
+  GPU's busy and idle time stand, but not what the host did while the GPU
+  idled: the rules that read the host's ops are not checked on the rank
+  (:data:`hta_report.rules.base.GPU_SIDE_RULES`).
 * **Stream Sync rows**: ``cuda_sync`` events, written on their own
   ``stream N (sync)`` rows (thread id stream + 1,000,000) since
   pytorch/kineto#1356: host waits shown on the GPU's timeline, not GPU work;
@@ -332,6 +340,17 @@ def device_unrecorded(ev: RankEvents, memory=None) -> str:
     return "; ".join(found)
 
 
+def host_unrecorded(ev: RankEvents) -> str:
+    """What a rank recorded without its host side (see the module doc), in
+    words: its GPU operations and runtime calls, where it holds GPU
+    operations and no operator (``cpu_op``) event at all; empty otherwise."""
+    cpu, gpu = ev.cpu, ev.gpu
+    if gpu.empty or cpu["s_cat"].eq("cpu_op").any():
+        return ""
+    calls = int(cpu["s_cat"].isin(RUNTIME_CATS).sum())
+    return f"{len(gpu):,} GPU operations and {calls:,} runtime calls, and no operator event"
+
+
 def silences(ev: RankEvents):
     """Stretches of more than :data:`SILENCE_MIN_US` µs in which nothing is
     recorded on the rank (every event but ``ProfilerStep#N`` annotations and
@@ -407,6 +426,7 @@ def integrity(ev: RankEvents, activity=None, memory=None) -> Integrity:
         out.silences, out.silence_us, _ = silences(ev)
     out.workload_missing = "" if out.clock_jumps else workload_missing(ev)  # a jump stretches the span
     out.device_unrecorded = device_unrecorded(ev, memory)
+    out.host_unrecorded = "" if out.workload_missing else host_unrecorded(ev)
     out.idle_unreliable = out.graph_launches_without_ops > 0 or out.clock_jumps > 0 or bool(lost) \
         or out.silences > 0 or bool(out.workload_missing) or bool(out.device_unrecorded)
     out.notes = _notes(out, bounded)
@@ -503,6 +523,11 @@ def _notes(i: Integrity, bounded: bool = False) -> list:
                          f"lost them, pytorch/pytorch#192021): they can hide at most {i.lost_work_us / 1e3:,.2f} ms "
                          "of GPU work (each as long as the longest operation recorded), within "
                          f"{LOST_WORK_PCT:g} % of the trace: the GPU figures stand within that")
+    if i.host_unrecorded:
+        notes.append(f"the host side was not recorded: the trace holds {i.host_unrecorded} (cpu_op): it was "
+                     "profiled with GPU activity alone, so the GPU's busy and idle time stand but not what the host "
+                     "did while the GPU idled (its ops, syncs, DataLoader, steps), and the rules that read the host "
+                     "are not checked; record again with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
     if i.unrecorded_us:
         notes.append(f"the first GPU operation starts {i.unrecorded_us / 1e3:,.2f} ms after its launch call returned, "
                      "with nothing recorded on the GPU before it: the GPU ran work the trace does not hold (launched "

@@ -135,6 +135,10 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
         elif r.integrity.idle_unreliable and i.launches_without_ops:
             out.append(f"rank {r.rank}: {i.launches_without_ops:,} of {i.launches:,} launches have no GPU record: the "
                        "GPU's busy and idle time are not known")
+        if i.host_unrecorded:  # a GPU-only recording, lost launches or not
+            out.append(f"rank {r.rank}: the host side was not recorded: the trace holds {i.host_unrecorded} "
+                       "(ProfilerActivity.CPU missing from activities): the GPU's idle time is known, but not "
+                       "what the host did meanwhile, so no rule that reads the host can judge it")
     no_steps = [r.rank for r in result.ranks if not r.steps.count]
     if no_steps:
         out.append(f"{'rank' if len(no_steps) == 1 else 'ranks'} {', '.join(map(str, no_steps[:8]))}: no ProfilerStep annotations: there is no step to "
@@ -206,6 +210,7 @@ def trace_window(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
             and r.workload.kind != "graph-capture"]
     missing = [r for r in ranks if r.integrity.workload_missing]
     unrecorded = [r for r in ranks if r.integrity.device_unrecorded]
+    hostless = [r for r in ranks if r.integrity.host_unrecorded]
     if missing:
         return make_finding(cfg, missing, {}, "The trace holds none of the workload: record the steps themselves",
                             found, FIX, ranks=[r.rank for r in missing])
@@ -213,6 +218,9 @@ def trace_window(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
         return make_finding(cfg, unrecorded, {}, "The trace lost its GPU side: the model ran on a device, but no GPU "
                             "activity was recorded; record again with ProfilerActivity.CUDA", found, FIX_LOST,
                             ranks=[r.rank for r in unrecorded])
+    if hostless:
+        return make_finding(cfg, hostless, {}, "The trace lost its host side: only GPU activity was recorded; "
+                            "record again with ProfilerActivity.CPU", found, FIX, ranks=[r.rank for r in hostless])
     if lost:
         w = max(lost, key=lambda r: r.integrity.launches_without_ops)
         gone = w.integrity.launches_without_ops == w.integrity.launches
