@@ -395,8 +395,8 @@ def integrity(ev: RankEvents, activity=None, memory=None) -> Integrity:
     around HTA's step filter) gives the GPU operations inside the analyzed
     steps whose correlation id matches no host event, which the filter left
     out: :attr:`Integrity.left_out_ops`; as many launches as the file has
-    such operations are not counted as lost records (the records are there,
-    their ids are not). ``memory`` (:class:`~hta_report.model.MemorySummary`)
+    such operations that could be theirs (:func:`_could_be_theirs`) are not
+    counted as lost records (the records are there, their ids are not). ``memory`` (:class:`~hta_report.model.MemorySummary`)
     is read by :func:`device_unrecorded`.
     The figures stay HTA's (they leave such work out too); the note says so."""
     out = Integrity()
@@ -411,7 +411,7 @@ def integrity(ev: RankEvents, activity=None, memory=None) -> Integrity:
     launch_ts, seen = _work_launches(ev)
     out.launches, out.launches_without_ops = int(len(seen)), int((~seen).sum())
     if activity is not None:
-        out.launches_without_ops = max(0, out.launches_without_ops - activity.unmatched_ops)
+        out.launches_without_ops = max(0, out.launches_without_ops - _could_be_theirs(activity, launch_ts, seen))
         out.left_out_ops, out.left_out_us = activity.unlinked_ops, activity.unlinked_us
     lead = unrecorded_lead(ev)
     if len(lead):
@@ -431,6 +431,22 @@ def integrity(ev: RankEvents, activity=None, memory=None) -> Integrity:
         or out.silences > 0 or bool(out.workload_missing) or bool(out.device_unrecorded)
     out.notes = _notes(out, bounded)
     return out
+
+
+def _could_be_theirs(activity, launch_ts: np.ndarray, seen: np.ndarray) -> int:
+    """How many of the file's GPU operations without a matching host event
+    (``activity.unmatched_ts``) could be the records of the launches that lost
+    theirs (``launch_ts[~seen]``, :func:`_work_launches`): those starting at or
+    after the earliest such launch call's start. No work starts before it is
+    launched, so an operation that started earlier (the tail of a step
+    launched before the profiler started: 224 of them ending 3.78 s before
+    the first launch of a field trace whose last 233 launches lost their
+    records) cannot stand for any of them."""
+    lost = launch_ts[~seen] if len(seen) else np.empty(0)
+    if not len(lost):
+        return 0
+    starts = np.asarray(activity.unmatched_ts, dtype=float)
+    return int(len(starts) - np.searchsorted(starts, float(lost.min()), side="left"))
 
 
 def graph_launches_without_ops(ev: RankEvents) -> Tuple[int, int]:
