@@ -1139,10 +1139,10 @@ class Integrity:
             empty where nothing shows it. Its GPU side was not recorded: it is
             no CPU run.
         host_unrecorded: what a rank holds whose host side was not recorded
-            (GPU operations and runtime calls, no operator event: profiled
+            (GPU operations and runtime calls, no operator or annotation: profiled
             without ``ProfilerActivity.CPU``;
             :func:`hta_report.analysis.integrity.host_unrecorded`), in words;
-            empty where it has operator events. Its GPU figures stand; the
+            empty where it has either. Its GPU figures stand; the
             rules that read the host's ops leave the rank out.
         launches, launches_without_ops: kernel and asynchronous copy launch
             calls that carry a correlation id, and those with no GPU operation in

@@ -34,7 +34,7 @@ def test_a_gpu_only_recording_says_the_host_side_is_missing(tmp_path):
     result = analyze(tmp_path)
     r = result.ranks[0]
     i = r.integrity
-    assert i.host_unrecorded == "60 GPU operations and 60 runtime calls, and no operator event"
+    assert i.host_unrecorded == "60 GPU operations and 60 runtime calls, and no operator or annotation"
     assert not i.idle_unreliable  # the GPU side is whole: its busy and idle time stand
     for rule_id in ("low-gpu-utilization", "gpu-gaps", "host-bound", "sync-in-step", "launch-bound",
                     "dataloader-bound", "blocking-copy"):
@@ -62,6 +62,16 @@ def test_the_same_bursts_with_host_ops_are_judged(tmp_path):
     result = analyze(tmp_path)
     assert result.ranks[0].integrity.host_unrecorded == ""
     assert _status(result, "low-gpu-utilization").status == "fired"
+
+
+def test_steps_alone_are_a_recorded_host(tmp_path):
+    """The same bursts each in a ``ProfilerStep#N`` (an annotation the CPU
+    activity records) and no operator: the host side was recorded."""
+    b = _bursts(host_ops=False)
+    for k in range(10):
+        b.step(k + 1, k * 5000, 5000)
+    b.write(tmp_path / "t.json")
+    assert analyze(tmp_path).ranks[0].integrity.host_unrecorded == ""
 
 
 def test_the_gpu_side_rules_are_rules():

@@ -39,7 +39,8 @@ of advising on time that was not idle:
   the profiler kept none of it: the rank is no CPU run, its GPU idle time
   is not known, and no rule advises on it.
 * **a GPU record without its host side** (:func:`host_unrecorded`): GPU
-  operations and runtime calls, and not one operator event (``cpu_op``):
+  operations and runtime calls, and not one operator, annotation or Python
+  event (:data:`HOST_CATS`):
   the profile was taken with ``activities=[ProfilerActivity.CUDA]`` alone
   (CUPTI records the runtime calls with the GPU's activity; operators,
   annotations and ``ProfilerStep`` come with ``ProfilerActivity.CPU``). The
@@ -130,6 +131,9 @@ DEVICE_OPS = re.compile(r"^aten::_?(?:cudnn|miopen)_(?!is_acceptable)|"
 ENGINE_OP = re.compile(r"^autograd::engine::evaluate_function: ")
 #: Runtime and driver categories: a rank with any such call recorded some GPU activity.
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+#: What ``ProfilerActivity.CPU`` records: operators, annotations (``record_function``,
+#: ``ProfilerStep#N``) and Python frames. CUPTI records the runtime calls with the GPU's activity.
+HOST_CATS = ("cpu_op", "user_annotation", "python_function")
 
 
 def _launch_calls(ev: RankEvents):
@@ -343,12 +347,13 @@ def device_unrecorded(ev: RankEvents, memory=None) -> str:
 def host_unrecorded(ev: RankEvents) -> str:
     """What a rank recorded without its host side (see the module doc), in
     words: its GPU operations and runtime calls, where it holds GPU
-    operations and no operator (``cpu_op``) event at all; empty otherwise."""
+    operations and no event of :data:`HOST_CATS` at all (an annotation such
+    as ``ProfilerStep#N`` is recorded by the CPU activity too); empty otherwise."""
     cpu, gpu = ev.cpu, ev.gpu
-    if gpu.empty or cpu["s_cat"].eq("cpu_op").any():
+    if gpu.empty or cpu["s_cat"].isin(HOST_CATS).any():
         return ""
     calls = int(cpu["s_cat"].isin(RUNTIME_CATS).sum())
-    return f"{len(gpu):,} GPU operations and {calls:,} runtime calls, and no operator event"
+    return f"{len(gpu):,} GPU operations and {calls:,} runtime calls, and no operator or annotation"
 
 
 def silences(ev: RankEvents):
@@ -540,7 +545,7 @@ def _notes(i: Integrity, bounded: bool = False) -> list:
                          "of GPU work (each as long as the longest operation recorded), within "
                          f"{LOST_WORK_PCT:g} % of the trace: the GPU figures stand within that")
     if i.host_unrecorded:
-        notes.append(f"the host side was not recorded: the trace holds {i.host_unrecorded} (cpu_op): it was "
+        notes.append(f"the host side was not recorded: the trace holds {i.host_unrecorded}: it was "
                      "profiled with GPU activity alone, so the GPU's busy and idle time stand but not what the host "
                      "did while the GPU idled (its ops, syncs, DataLoader, steps), and the rules that read the host "
                      "are not checked; record again with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
