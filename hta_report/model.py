@@ -1156,9 +1156,18 @@ class Integrity:
         lost_tail: every launch without a GPU operation came after the last
             launch with one: the profiler stopped before the GPU ran the work
             queued last (:func:`hta_report.analysis.integrity.lost_tail`).
+        tail_from_us, tail_unrecorded_us: after a lost tail of more than the
+            tolerated share of launches but at most half of them, where the
+            stretch whose GPU idle the trace does not know starts (µs, the
+            rank's timeline: the first lost launch call) and its length to the
+            rank's last event (µs): its idle is counted as not recorded
+            (:func:`hta_report.analysis.integrity.unrecorded_tail`), and the
+            record before it stands (not :attr:`idle_unreliable`): the rules
+            judge it. 0 otherwise.
         idle_unreliable: the rank's GPU idle time is not known (graph
-            replays dropped, the clock jumps back, or launches lost their GPU
-            records): no rule claims it.
+            replays dropped, the clock jumps back, launches lost their GPU
+            records other than as a lost tail, or the GPU side was not
+            recorded at all): no rule claims it.
         notes: one line per finding above, shown beside the GPU figures.
     """
 
@@ -1169,6 +1178,8 @@ class Integrity:
     launches_without_ops: int = 0
     lost_work_us: float = 0.0
     lost_tail: bool = False
+    tail_from_us: float = 0.0
+    tail_unrecorded_us: float = 0.0
     unlinked_ops: int = 0
     unlinked_us: float = 0.0
     left_out_ops: int = 0

@@ -25,6 +25,10 @@ of advising on time that was not idle:
   not known, and no rule advises on the rank, unless the GPU work they can
   hide (their count times the longest recorded operation) is at most
   :data:`LOST_WORK_PCT` of the trace's span.
+  Where they are all the trace's last launches (:func:`lost_tail`), the
+  record before them is whole: only the stretch after the last recorded GPU
+  operation is unknown (:func:`unrecorded_tail`), counted as not recorded
+  like the work before the first one, and the rules judge the rest.
 * **GPU operations without a launch record**: kernels, memcpys or memsets
   whose correlation id matches no runtime call of a trace that has runtime
   calls (launched before the trace started, or records dropped); counted.
@@ -427,6 +431,11 @@ def integrity(ev: RankEvents, activity=None, memory=None) -> Integrity:
     bounded = _loss_bounded(out, ev)
     out.lost_tail = lost_tail(launch_ts, seen)
     lost = out.launches and out.launches_without_ops > out.launches * LOST_LAUNCH_PCT / 100 and not bounded
+    # a lost tail of a minority of the launches: the record is whole up to them, and what it holds is most of the
+    # work the host launched (as _loss_bounded asks of a sample); only the stretch from the first of them is unknown
+    if lost and out.lost_tail and 2 * out.launches_without_ops <= out.launches:
+        out.tail_from_us, out.tail_unrecorded_us = unrecorded_tail(ev, launch_ts, seen)
+        lost = not out.tail_unrecorded_us
     if not out.clock_jumps:  # a clock stepping back opens a gap of its own: said once, as the jump
         out.silences, out.silence_us, _ = silences(ev)
     out.workload_missing = "" if out.clock_jumps else workload_missing(ev)  # a jump stretches the span
@@ -486,7 +495,8 @@ def _work_launches(ev: RankEvents) -> Tuple[np.ndarray, np.ndarray]:
 
 def lost_tail(ts: np.ndarray, seen: np.ndarray) -> bool:
     """Whether every launch without a GPU operation came after the last launch
-    with one (``ts``, ``seen``: :func:`_work_launches`): they are the trace's
+    with one (:attr:`Integrity.lost_tail` where they are more than
+    :data:`LOST_LAUNCH_PCT` % of the launches) (``ts``, ``seen``: :func:`_work_launches`): they are the trace's
     last launches, none lost among the others. The profiler then stopped
     while the GPU still ran work queued before it (a GPU behind its host by
     more than the rest of the window), not because its buffers dropped
@@ -494,6 +504,34 @@ def lost_tail(ts: np.ndarray, seen: np.ndarray) -> bool:
     if seen.all() or not seen.any():
         return False
     return float(ts[~seen].min()) > float(ts[seen].max())
+
+
+def unrecorded_tail(ev: RankEvents, ts: np.ndarray, seen: np.ndarray) -> Tuple[float, float]:
+    """Where a lost tail (:func:`lost_tail`; ``ts``, ``seen``:
+    :func:`_work_launches`) leaves the GPU's idle time unknown: ``(from µs,
+    length µs)``, from the first lost launch call's start to the rank's last
+    event's end. Every launch before it has its GPU record, so the GPU
+    timeline up to there is whole (no work runs before it is launched); from
+    there on, the GPU may have run the lost launches' work in what looks idle
+    (its recorded operations there stay busy time). ``(0.0, 0.0)`` without a
+    lost tail."""
+    if not lost_tail(ts, seen):
+        return 0.0, 0.0
+    start = float(ts[~seen].min())
+    end = float(np.nanmax(ev.df["end"].to_numpy(dtype=float)))
+    return (start, end - start) if end > start else (0.0, 0.0)
+
+
+def unrecorded_stretches(ev: RankEvents, i: Integrity) -> np.ndarray:
+    """The rank's stretches of GPU time the trace does not hold, as a union
+    (µs): :func:`unrecorded_lead` and, after a lost tail, the stretch of
+    :attr:`Integrity.tail_unrecorded_us` (``i``: the rank's integrity)."""
+    lead = unrecorded_lead(ev)
+    if not i.tail_unrecorded_us:
+        return lead
+    tail = np.array([[i.tail_from_us, i.tail_from_us + i.tail_unrecorded_us]])
+    both = np.concatenate([lead, tail])
+    return intervals.union(both[:, 0], both[:, 1])
 
 
 def _span_us(ev: RankEvents) -> float:
@@ -529,12 +567,20 @@ def _notes(i: Integrity, bounded: bool = False) -> list:
                      "given for this rank, and no rule advises on it; record again with "
                      "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
     elif i.launches_without_ops and i.launches_without_ops > i.launches * LOST_LAUNCH_PCT / 100:
-        if not bounded and i.lost_tail:
+        if i.tail_unrecorded_us:
             notes.append(f"{i.launches_without_ops:,} of {i.launches:,} launches have no GPU record, every one "
                          "after the last launch that has one: the profiler stopped while the GPU was still behind, "
-                         "running work queued earlier, so the GPU's busy and idle time are not known and no rule "
-                         "advises on the rank; call torch.cuda.synchronize() before the profiler stops (or at the "
-                         "end of each profiled step)")
+                         f"running work queued earlier. GPU idle in the last {i.tail_unrecorded_us / 1e3:,.2f} ms of "
+                         "the trace, from the first of them, is counted as 'not recorded', and no finding claims it; "
+                         "the GPU record before them is whole, and the rules judge it. Call torch.cuda.synchronize() "
+                         "before the profiler stops (or at the end of each profiled step)")
+        elif not bounded and i.lost_tail:
+            notes.append(f"{i.launches_without_ops:,} of {i.launches:,} launches have no GPU record, every one "
+                         "after the last launch that has one: the profiler stopped while the GPU was still behind, "
+                         "running work queued earlier. They are most of the launches, so the recorded part is not "
+                         "the window's work: the GPU's busy and idle time are not known and no rule advises on the "
+                         "rank; call torch.cuda.synchronize() before the profiler stops (or at the end of each "
+                         "profiled step)")
         elif not bounded:
             notes.append(f"{i.launches_without_ops:,} of {i.launches:,} launches have no GPU record (the profiler "
                          "lost them, pytorch/pytorch#192021): the GPU's busy and idle time are not known, and no "

@@ -132,6 +132,10 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
             out.append(f"rank {r.rank}: the GPU side is missing: the host launched {i.launches:,} kernels or copies "
                        "and the trace holds no GPU record of any (the profiler lost them, or GPU activity "
                        "was not recorded): no GPU figure or advice can come from it")
+        elif i.tail_unrecorded_us:
+            out.append(f"rank {r.rank}: the last {i.launches_without_ops:,} of {i.launches:,} launches have no GPU "
+                       "record: the profiler stopped while the GPU was still behind; GPU idle in the last "
+                       f"{ms(i.tail_unrecorded_us)} of the trace is not known, the record before them is judged")
         elif r.integrity.idle_unreliable and i.launches_without_ops:
             out.append(f"rank {r.rank}: {i.launches_without_ops:,} of {i.launches:,} launches have no GPU record: the "
                        "GPU's busy and idle time are not known")
@@ -206,7 +210,8 @@ def trace_window(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
                         lambda r: r.warmup.us_per_step)
     capture = [r for r in warm if r.workload.kind == "graph-capture"]
     # Launches inside a stream capture record no kernel (they are captured, not run): not lost records.
-    lost = [r for r in ranks if r.integrity.launches_without_ops > 0 and r.integrity.idle_unreliable
+    lost = [r for r in ranks if r.integrity.launches_without_ops > 0
+            and (r.integrity.idle_unreliable or r.integrity.tail_unrecorded_us > 0)
             and r.workload.kind != "graph-capture"]
     missing = [r for r in ranks if r.integrity.workload_missing]
     unrecorded = [r for r in ranks if r.integrity.device_unrecorded]
