@@ -57,13 +57,16 @@ def test_cudnn_ops_and_cuda_memory_show_an_unrecorded_device(tmp_path):
 def test_a_backward_on_its_own_thread_shows_a_device(tmp_path):
     """The forward on thread 1, the autograd engine's ops on thread 2 and
     nothing else there: a device's backward (its worker thread). The same
-    ops with the backward on the calling thread are a CPU run."""
+    ops with the backward on the calling thread are a CPU run, whose first
+    1.51 ms ``aten::item`` (151x the later ones) is a cold call; on the device
+    run it is a wait for the device, no cold call."""
     def build(backward_tid: int):
         b = TraceBuilder(rank=0, gpu_name=None)
-        for s in range(3):
-            t0 = s * 2000
-            b.step(s + 1, t0, 2000)
+        for s in range(3):  # no ProfilerStep: the whole trace is the window
+            t0 = s * 3500
             _forward(b, t0 + 50, "aten::convolution", "aten::native_batch_norm")
+            # a read of the loss: the first waits 1.5 ms (a device's queue), the others 10 µs
+            b.cpu_op("aten::item", t0 + 1900, 1510 if s == 0 else 10)
             for k in range(5):
                 b.cpu_op("autograd::engine::evaluate_function: ConvolutionBackward0", t0 + 900 + 200 * k, 150,
                          tid=backward_tid)
@@ -71,15 +74,21 @@ def test_a_backward_on_its_own_thread_shows_a_device(tmp_path):
         return b
 
     build(2).write(tmp_path / "t.json")
-    i = analyze(tmp_path, include_last_step=True).ranks[0].integrity
+    result = analyze(tmp_path, include_last_step=True)
+    i = result.ranks[0].integrity
     assert i.device_unrecorded == ("the backward's 15 autograd engine ops run on a thread of their own, apart from "
                                    "the forward's, where PyTorch runs a CPU backward on the calling thread and a "
                                    "device's on the device's thread")
+    # the host's op times hold the device's waits: no cold CPU call is read from them
+    (window,) = [f for f in result.findings if f.id == "trace-window"]
+    assert not any("one-off warm-up" in e for e in window.evidence)
     cpu = tmp_path / "cpu"
     cpu.mkdir()
     build(1).write(cpu / "t.json")
-    result = analyze(cpu)
+    result = analyze(cpu, include_last_step=True)
     assert result.ranks[0].integrity.device_unrecorded == ""
+    (window,) = [f for f in result.findings if f.id == "trace-window"]
+    assert any("one-off warm-up" in e and "aten::item" in e for e in window.evidence)
     assert not result.ranks[0].integrity.idle_unreliable
     assert view.devices(result) == "CPU only"
 
