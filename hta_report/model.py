@@ -1206,6 +1206,18 @@ class Integrity:
             operator event and next to no GPU work:
             :func:`hta_report.analysis.integrity.workload_missing`), in
             words; empty when it holds some.
+        device_unrecorded: why a rank with no GPU record and no runtime call
+            ran on a device (ops only a GPU backend runs, ``[memory]`` events of
+            a device, a backward on a device's own thread:
+            :func:`hta_report.analysis.integrity.device_unrecorded`), in words;
+            empty where nothing shows it. Its GPU side was not recorded: it is
+            no CPU run.
+        host_unrecorded: what a rank holds whose host side was not recorded
+            (GPU operations and runtime calls, no operator or annotation: profiled
+            without ``ProfilerActivity.CPU``;
+            :func:`hta_report.analysis.integrity.host_unrecorded`), in words;
+            empty where it has either. Its GPU figures stand; the
+            rules that read the host's ops leave the rank out.
         launches, launches_without_ops: kernel and asynchronous copy launch
             calls that carry a correlation id, and those with no GPU operation in
             the trace (records the profiler lost: pytorch#192021 logs such
@@ -1218,9 +1230,18 @@ class Integrity:
         lost_tail: every launch without a GPU operation came after the last
             launch with one: the profiler stopped before the GPU ran the work
             queued last (:func:`hta_report.analysis.integrity.lost_tail`).
+        tail_from_us, tail_unrecorded_us: after a lost tail of more than the
+            tolerated share of launches but at most half of them, where the
+            stretch whose GPU idle the trace does not know starts (µs, the
+            rank's timeline: the first lost launch call) and its length to the
+            rank's last event (µs): its idle is counted as not recorded
+            (:func:`hta_report.analysis.integrity.unrecorded_tail`), and the
+            record before it stands (not :attr:`idle_unreliable`): the rules
+            judge it. 0 otherwise.
         idle_unreliable: the rank's GPU idle time is not known (graph
-            replays dropped, the clock jumps back, or launches lost their GPU
-            records): no rule claims it.
+            replays dropped, the clock jumps back, launches lost their GPU
+            records other than as a lost tail, or the GPU side was not
+            recorded at all): no rule claims it.
         notes: one line per finding above, shown beside the GPU figures.
     """
 
@@ -1232,6 +1253,8 @@ class Integrity:
     launches_without_ops: int = 0
     lost_work_us: float = 0.0
     lost_tail: bool = False
+    tail_from_us: float = 0.0
+    tail_unrecorded_us: float = 0.0
     unlinked_ops: int = 0
     unlinked_us: float = 0.0
     left_out_ops: int = 0
@@ -1243,15 +1266,18 @@ class Integrity:
     silences: int = 0
     silence_us: float = 0.0
     workload_missing: str = ""
+    device_unrecorded: str = ""
+    host_unrecorded: str = ""
     idle_unreliable: bool = False
     notes: List[str] = field(default_factory=list)
 
     @property
     def records_lost(self) -> bool:
         """Whether the rank's launches lost their GPU records past the share the
-        integrity check tolerates (its idle time is not known for that reason)."""
-        return self.idle_unreliable and self.launches_without_ops > 0 and not self.clock_jumps \
-            and not self.graph_launches_without_ops
+        integrity check tolerates, or its GPU side was not recorded at all
+        (:attr:`device_unrecorded`): its idle time is not known for that reason."""
+        return self.idle_unreliable and not self.clock_jumps and not self.graph_launches_without_ops \
+            and (self.launches_without_ops > 0 or bool(self.device_unrecorded))
 
     def unreliable_reason(self) -> str:
         """Why the rank's GPU idle time is not known (:attr:`idle_unreliable`),
@@ -1266,6 +1292,8 @@ class Integrity:
             why.append(f"{self.left_out_ops:,} GPU operations have no usable correlation id")
         if self.workload_missing:
             why.append("the trace holds none of the workload")
+        if self.device_unrecorded:
+            why.append("the model ran on a device whose GPU side was not recorded")
         if self.silences:
             why.append(f"nothing is recorded for {self.silence_us / 1e6:,.1f} s")
         if self.clock_jumps:

@@ -25,9 +25,32 @@ of advising on time that was not idle:
   not known, and no rule advises on the rank, unless the GPU work they can
   hide (their count times the longest recorded operation) is at most
   :data:`LOST_WORK_PCT` of the trace's span.
+  Where they are all the trace's last launches (:func:`lost_tail`), the
+  record before them is whole: only the stretch after the last recorded GPU
+  operation is unknown (:func:`unrecorded_tail`), counted as not recorded
+  like the work before the first one, and the rules judge the rest.
 * **GPU operations without a launch record**: kernels, memcpys or memsets
   whose correlation id matches no runtime call of a trace that has runtime
   calls (launched before the trace started, or records dropped); counted.
+* **a device run without its device side** (:func:`device_unrecorded`): a
+  rank with no GPU operation and no runtime call whose host side shows the
+  model ran on a device: ops only a GPU backend runs (cuDNN, MIOpen, the
+  flash and memory-efficient attention kernels, NCCL), ``[memory]`` events
+  of a device that is not the CPU, or a backward run on a thread of its own
+  (PyTorch's autograd engine runs a CPU backward on the calling thread, a
+  device's on that device's worker thread). The profile was taken without
+  GPU activity (``ProfilerActivity.CUDA`` missing from ``activities``), or
+  the profiler kept none of it: the rank is no CPU run, its GPU idle time
+  is not known, and no rule advises on it.
+* **a GPU record without its host side** (:func:`host_unrecorded`): GPU
+  operations and runtime calls, and not one operator, annotation or Python
+  event (:data:`HOST_CATS`):
+  the profile was taken with ``activities=[ProfilerActivity.CUDA]`` alone
+  (CUPTI records the runtime calls with the GPU's activity; operators,
+  annotations and ``ProfilerStep`` come with ``ProfilerActivity.CPU``). The
+  GPU's busy and idle time stand, but not what the host did while the GPU
+  idled: the rules that read the host's ops are not checked on the rank
+  (:data:`hta_report.rules.base.GPU_SIDE_RULES`).
 * **Stream Sync rows**: ``cuda_sync`` events, written on their own
   ``stream N (sync)`` rows (thread id stream + 1,000,000) since
   pytorch/kineto#1356: host waits shown on the GPU's timeline, not GPU work;
@@ -53,9 +76,12 @@ from __future__ import annotations
 
 from typing import Tuple
 
+import re
+
 import numpy as np
 import pandas as pd
 
+from .. import intervals
 from ..load.iteration import STEP_NUMBER
 from ..model import Integrity
 from .events import RankEvents, is_step
@@ -95,6 +121,23 @@ MISSING_GPU_PCT = 1.0
 #: Host and GPU timestamps agree to within tens of µs (CUPTI converts GPU
 #: times to the host's clock), so a millisecond back is no rounding or skew.
 CLOCK_JUMP_MIN_US = 1000.0
+
+
+#: Ops that only a GPU backend runs (PyTorch's native_functions.yaml: their kernels are
+#: registered for CUDA or HIP alone): cuDNN and MIOpen ops (``aten::cudnn_convolution``,
+#: ``aten::_cudnn_rnn``, ``aten::miopen_batch_norm``...; not ``aten::cudnn_is_acceptable``, a
+#: check any backend calls), the flash and memory-efficient attention kernels and their SDPA
+#: entry points (not ``..._for_cpu``, the CPU's), and NCCL's collectives (``nccl:all_reduce``).
+DEVICE_OPS = re.compile(r"^aten::_?(?:cudnn|miopen)_(?!is_acceptable)|"
+                        r"^aten::_(?:efficient|flash)_attention_(?:forward|backward)$|"
+                        r"^aten::_scaled_dot_product_(?:flash|efficient|cudnn)_attention(?:_backward)?$|^nccl:")
+#: The autograd engine's annotation of each backward function it runs.
+ENGINE_OP = re.compile(r"^autograd::engine::evaluate_function: ")
+#: Runtime and driver categories: a rank with any such call recorded some GPU activity.
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+#: What ``ProfilerActivity.CPU`` records: operators, annotations (``record_function``,
+#: ``ProfilerStep#N``) and Python frames. CUPTI records the runtime calls with the GPU's activity.
+HOST_CATS = ("cpu_op", "user_annotation", "python_function")
 
 
 def _launch_calls(ev: RankEvents):
@@ -248,6 +291,81 @@ def workload_missing(ev: RankEvents) -> str:
     return (f"no operator and {gpu_words}, only {len(calls):,} runtime calls" + (f" ({held})" if held else ""))
 
 
+def _backward_thread(cpu: pd.DataFrame) -> str:
+    """Words for a backward run on a thread of its own (empty: none): a host
+    thread whose every op lies inside the autograd engine's
+    ``evaluate_function`` annotations, beside a thread that ran other ops and
+    none of the engine's. PyTorch's engine runs the backward of CPU tensors on
+    the thread that called ``backward()``, and that of a device's tensors on
+    the device's own worker thread (``torch/csrc/autograd/engine.cpp``,
+    ``Engine::thread_init`` per device), so only a device run splits them."""
+    ops = cpu[cpu["s_cat"].eq("cpu_op")]
+    if ops.empty or "thread" not in ops.columns:
+        return ""
+    engine = np.asarray(ops["s_name"].astype(str).str.match(ENGINE_OP), dtype=bool)
+    if not engine.any():
+        return ""
+    threads = ops["thread"].to_numpy()
+    ts, end = ops["ts"].to_numpy(dtype=float), ops["end"].to_numpy(dtype=float)
+    backward_only, forward_only = [], []
+    for t in np.unique(threads):
+        mine = threads == t
+        e = mine & engine
+        if not e.any():
+            forward_only.append(t)
+            continue
+        u = intervals.union(ts[e], end[e])
+        rest = mine & ~engine
+        inside = intervals.overlap_each(np.column_stack([ts[rest], end[rest]]), u) if rest.any() else np.zeros(0)
+        if np.all(inside >= (end[rest] - ts[rest]) - 1e-6):
+            backward_only.append((t, int(e.sum())))
+    if not backward_only or not forward_only:
+        return ""
+    n = sum(k for _, k in backward_only)
+    return (f"the backward's {n:,} autograd engine ops run on a thread of their own, apart from the forward's, "
+            "where PyTorch runs a CPU backward on the calling thread and a device's on the device's thread")
+
+
+def device_unrecorded(ev: RankEvents, memory=None) -> str:
+    """Why a rank without any GPU record ran on a device (see the module
+    doc), in words naming the evidence; empty where the rank has a GPU
+    operation or a runtime call (the launch checks judge it then), or where
+    nothing shows a device. ``memory`` (:class:`~hta_report.model.MemorySummary`)
+    gives the ``[memory]`` events per device."""
+    cpu = ev.cpu
+    if not ev.gpu.empty or cpu.empty or cpu["s_cat"].isin(RUNTIME_CATS).any():
+        return ""
+    found = []
+    ops = cpu[cpu["s_cat"].eq("cpu_op")]
+    names = ops["s_name"].astype(str)
+    hit = names[names.str.contains(DEVICE_OPS)]
+    if len(hit):
+        top = sorted(hit.value_counts().items(), key=lambda kv: (-kv[1], kv[0]))[:3]  # ties by name
+        shown = sum(v for _, v in top)
+        found.append("ops only a GPU backend runs: " + ", ".join(f"{k} ×{v}" for k, v in top)
+                     + (f" and {len(hit) - shown:,} more" if len(hit) > shown else ""))
+    devices = [d for d in (memory.devices if memory is not None else []) if d.device != "cpu" and d.events]
+    if devices:
+        total = sum(d.events for d in memory.devices)
+        found.append(", ".join(f"{d.events:,} of {total:,} memory events on {d.device}" for d in devices))
+    thread = _backward_thread(cpu)
+    if thread:
+        found.append(thread)
+    return "; ".join(found)
+
+
+def host_unrecorded(ev: RankEvents) -> str:
+    """What a rank recorded without its host side (see the module doc), in
+    words: its GPU operations and runtime calls, where it holds GPU
+    operations and no event of :data:`HOST_CATS` at all (an annotation such
+    as ``ProfilerStep#N`` is recorded by the CPU activity too); empty otherwise."""
+    cpu, gpu = ev.cpu, ev.gpu
+    if gpu.empty or cpu["s_cat"].isin(HOST_CATS).any():
+        return ""
+    calls = int(cpu["s_cat"].isin(RUNTIME_CATS).sum())
+    return f"{len(gpu):,} GPU operations and {calls:,} runtime calls, and no operator or annotation"
+
+
 def silences(ev: RankEvents):
     """Stretches of more than :data:`SILENCE_MIN_US` µs in which nothing is
     recorded on the rank (every event but ``ProfilerStep#N`` annotations and
@@ -283,7 +401,7 @@ def _first_start(corr: np.ndarray, ts: np.ndarray):
     return keys, ts[order][first]
 
 
-def integrity(ev: RankEvents, activity=None) -> Integrity:
+def integrity(ev: RankEvents, activity=None, memory=None) -> Integrity:
     """The checks of the module doc on one rank's events (the whole trace,
     as the profiler recorded it); :attr:`Integrity.notes` says each finding
     in one line.
@@ -292,8 +410,9 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
     around HTA's step filter) gives the GPU operations inside the analyzed
     steps whose correlation id matches no host event, which the filter left
     out: :attr:`Integrity.left_out_ops`; as many launches as the file has
-    such operations are not counted as lost records (the records are there,
-    their ids are not).
+    such operations that could be theirs (:func:`_could_be_theirs`) are not
+    counted as lost records (the records are there, their ids are not). ``memory`` (:class:`~hta_report.model.MemorySummary`)
+    is read by :func:`device_unrecorded`.
     The figures stay HTA's (they leave such work out too); the note says so."""
     out = Integrity()
     gpu = ev.gpu
@@ -307,7 +426,7 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
     launch_ts, seen = _work_launches(ev)
     out.launches, out.launches_without_ops = int(len(seen)), int((~seen).sum())
     if activity is not None:
-        out.launches_without_ops = max(0, out.launches_without_ops - activity.unmatched_ops)
+        out.launches_without_ops = max(0, out.launches_without_ops - _could_be_theirs(activity, launch_ts, seen))
         out.left_out_ops, out.left_out_us = activity.unlinked_ops, activity.unlinked_us
     lead = unrecorded_lead(ev)
     if len(lead):
@@ -319,13 +438,36 @@ def integrity(ev: RankEvents, activity=None) -> Integrity:
     bounded = _loss_bounded(out, ev)
     out.lost_tail = lost_tail(launch_ts, seen)
     lost = out.launches and out.launches_without_ops > out.launches * LOST_LAUNCH_PCT / 100 and not bounded
+    # a lost tail of a minority of the launches: the record is whole up to them, and what it holds is most of the
+    # work the host launched (as _loss_bounded asks of a sample); only the stretch from the first of them is unknown
+    if lost and out.lost_tail and 2 * out.launches_without_ops <= out.launches:
+        out.tail_from_us, out.tail_unrecorded_us = unrecorded_tail(ev, launch_ts, seen)
+        lost = not out.tail_unrecorded_us
     if not out.clock_jumps:  # a clock stepping back opens a gap of its own: said once, as the jump
         out.silences, out.silence_us, _ = silences(ev)
     out.workload_missing = "" if out.clock_jumps else workload_missing(ev)  # a jump stretches the span
+    out.device_unrecorded = device_unrecorded(ev, memory)
+    out.host_unrecorded = "" if out.workload_missing else host_unrecorded(ev)
     out.idle_unreliable = out.graph_launches_without_ops > 0 or out.clock_jumps > 0 or bool(lost) \
-        or out.silences > 0 or bool(out.workload_missing)
+        or out.silences > 0 or bool(out.workload_missing) or bool(out.device_unrecorded)
     out.notes = _notes(out, bounded)
     return out
+
+
+def _could_be_theirs(activity, launch_ts: np.ndarray, seen: np.ndarray) -> int:
+    """How many of the file's GPU operations without a matching host event
+    (``activity.unmatched_ts``) could be the records of the launches that lost
+    theirs (``launch_ts[~seen]``, :func:`_work_launches`): those starting at or
+    after the earliest such launch call's start. No work starts before it is
+    launched, so an operation that started earlier (the tail of a step
+    launched before the profiler started: 224 of them ending 3.78 s before
+    the first launch of a field trace whose last 233 launches lost their
+    records) cannot stand for any of them."""
+    lost = launch_ts[~seen] if len(seen) else np.empty(0)
+    if not len(lost):
+        return 0
+    starts = np.asarray(activity.unmatched_ts, dtype=float)
+    return int(len(starts) - np.searchsorted(starts, float(lost.min()), side="left"))
 
 
 def graph_launches_without_ops(ev: RankEvents) -> Tuple[int, int]:
@@ -360,7 +502,8 @@ def _work_launches(ev: RankEvents) -> Tuple[np.ndarray, np.ndarray]:
 
 def lost_tail(ts: np.ndarray, seen: np.ndarray) -> bool:
     """Whether every launch without a GPU operation came after the last launch
-    with one (``ts``, ``seen``: :func:`_work_launches`): they are the trace's
+    with one (:attr:`Integrity.lost_tail` where they are more than
+    :data:`LOST_LAUNCH_PCT` % of the launches) (``ts``, ``seen``: :func:`_work_launches`): they are the trace's
     last launches, none lost among the others. The profiler then stopped
     while the GPU still ran work queued before it (a GPU behind its host by
     more than the rest of the window), not because its buffers dropped
@@ -368,6 +511,34 @@ def lost_tail(ts: np.ndarray, seen: np.ndarray) -> bool:
     if seen.all() or not seen.any():
         return False
     return float(ts[~seen].min()) > float(ts[seen].max())
+
+
+def unrecorded_tail(ev: RankEvents, ts: np.ndarray, seen: np.ndarray) -> Tuple[float, float]:
+    """Where a lost tail (:func:`lost_tail`; ``ts``, ``seen``:
+    :func:`_work_launches`) leaves the GPU's idle time unknown: ``(from µs,
+    length µs)``, from the first lost launch call's start to the rank's last
+    event's end. Every launch before it has its GPU record, so the GPU
+    timeline up to there is whole (no work runs before it is launched); from
+    there on, the GPU may have run the lost launches' work in what looks idle
+    (its recorded operations there stay busy time). ``(0.0, 0.0)`` without a
+    lost tail."""
+    if not lost_tail(ts, seen):
+        return 0.0, 0.0
+    start = float(ts[~seen].min())
+    end = float(np.nanmax(ev.df["end"].to_numpy(dtype=float)))
+    return (start, end - start) if end > start else (0.0, 0.0)
+
+
+def unrecorded_stretches(ev: RankEvents, i: Integrity) -> np.ndarray:
+    """The rank's stretches of GPU time the trace does not hold, as a union
+    (µs): :func:`unrecorded_lead` and, after a lost tail, the stretch of
+    :attr:`Integrity.tail_unrecorded_us` (``i``: the rank's integrity)."""
+    lead = unrecorded_lead(ev)
+    if not i.tail_unrecorded_us:
+        return lead
+    tail = np.array([[i.tail_from_us, i.tail_from_us + i.tail_unrecorded_us]])
+    both = np.concatenate([lead, tail])
+    return intervals.union(both[:, 0], both[:, 1])
 
 
 def _span_us(ev: RankEvents) -> float:
@@ -396,13 +567,27 @@ def _notes(i: Integrity, bounded: bool = False) -> list:
                      "trace holds no GPU record of any (the profiler lost them, pytorch/pytorch#192021, or GPU "
                      "activity was not recorded): no GPU figure or GPU finding can be given for this rank; record "
                      "again with ProfilerActivity.CUDA and a shorter window")
+    elif i.device_unrecorded:
+        notes.append(f"the GPU side was not recorded: the model ran on a device ({i.device_unrecorded}), and the "
+                     "trace holds no GPU operation and no runtime call: the profile was taken without GPU activity "
+                     "(or the profiler kept none of it), so this is no CPU run, no GPU figure or GPU finding can be "
+                     "given for this rank, and no rule advises on it; record again with "
+                     "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
     elif i.launches_without_ops and i.launches_without_ops > i.launches * LOST_LAUNCH_PCT / 100:
-        if not bounded and i.lost_tail:
+        if i.tail_unrecorded_us:
             notes.append(f"{i.launches_without_ops:,} of {i.launches:,} launches have no GPU record, every one "
                          "after the last launch that has one: the profiler stopped while the GPU was still behind, "
-                         "running work queued earlier, so the GPU's busy and idle time are not known and no rule "
-                         "advises on the rank; call torch.cuda.synchronize() before the profiler stops (or at the "
-                         "end of each profiled step)")
+                         f"running work queued earlier. GPU idle in the last {i.tail_unrecorded_us / 1e3:,.2f} ms of "
+                         "the trace, from the first of them, is counted as 'not recorded', and no finding claims it; "
+                         "the GPU record before them is whole, and the rules judge it. Call torch.cuda.synchronize() "
+                         "before the profiler stops (or at the end of each profiled step)")
+        elif not bounded and i.lost_tail:
+            notes.append(f"{i.launches_without_ops:,} of {i.launches:,} launches have no GPU record, every one "
+                         "after the last launch that has one: the profiler stopped while the GPU was still behind, "
+                         "running work queued earlier. They are most of the launches, so the recorded part is not "
+                         "the window's work: the GPU's busy and idle time are not known and no rule advises on the "
+                         "rank; call torch.cuda.synchronize() before the profiler stops (or at the end of each "
+                         "profiled step)")
         elif not bounded:
             notes.append(f"{i.launches_without_ops:,} of {i.launches:,} launches have no GPU record (the profiler "
                          "lost them, pytorch/pytorch#192021): the GPU's busy and idle time are not known, and no "
@@ -412,6 +597,11 @@ def _notes(i: Integrity, bounded: bool = False) -> list:
                          f"lost them, pytorch/pytorch#192021): they can hide at most {i.lost_work_us / 1e3:,.2f} ms "
                          "of GPU work (each as long as the longest operation recorded), within "
                          f"{LOST_WORK_PCT:g} % of the trace: the GPU figures stand within that")
+    if i.host_unrecorded:
+        notes.append(f"the host side was not recorded: the trace holds {i.host_unrecorded}: it was "
+                     "profiled with GPU activity alone, so the GPU's busy and idle time stand but not what the host "
+                     "did while the GPU idled (its ops, syncs, DataLoader, steps), and the rules that read the host "
+                     "are not checked; record again with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
     if i.unrecorded_us and i.unrecorded_before_trace:
         notes.append(f"the first GPU operation, launched before the profiler started, starts "
                      f"{i.unrecorded_us / 1e3:,.2f} ms into the trace with nothing recorded on the GPU before it: the "

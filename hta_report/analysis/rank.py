@@ -51,7 +51,7 @@ from .gpu_time import (MAX_HTA_STREAMS, exact_temporal, gpu_idle_split, gpu_stre
 from .kernels import add_layout_conversions, add_misaligned_gemms, elementwise_work, capability_name, compute_major, tensor_core_use
 from .launch import LaunchContext, add_launch_metrics, launch_context, launch_summary
 from .memory import memory_summary
-from .integrity import integrity, unrecorded_lead
+from .integrity import integrity, unrecorded_stretches
 from .occupancy import occupancy
 from .tensorboard import tensorboard_overview
 from .optimizer import optimizer_profile
@@ -304,14 +304,15 @@ def _tensor_cores(c: RankContext) -> None:
 
 
 def _integrity(c: RankContext) -> None:
-    c.result.integrity = integrity(c.events, getattr(c.loaded, "gpu_activity", {}).get(c.info.rank))
+    c.result.integrity = integrity(c.events, getattr(c.loaded, "gpu_activity", {}).get(c.info.rank),
+                                   c.result.memory)
 
 
 def _idle_attribution(c: RankContext) -> None:
     ev = c.events
     c.result.idle_attribution = idle_attribution(ev, c.w, c.result.optimizer, c.blocking, c.pageable,
                                                  sync_contexts(ev, c.reads), c.warmup, sync_waits(ev, c.reads),
-                                                 unrecorded=unrecorded_lead(ev))
+                                                 unrecorded=unrecorded_stretches(ev, c.result.integrity))
 
 
 def _gpu_idle_split(c: RankContext) -> None:

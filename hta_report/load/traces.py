@@ -294,6 +294,10 @@ class GpuActivity:
             of the file and that start inside the analyzed steps: HTA's step
             filter keeps GPU work only through its launch, so it left them out.
         unmatched_ops: such events in the whole file, wherever they start.
+        unmatched_ts: their start times (µs, on the aligned timeline of the
+            rank's frame, whole µs as HTA rounds them), ascending: which of
+            them could be the records of launches that lost theirs
+            (:func:`hta_report.analysis.integrity.integrity`).
     """
 
     span_us: float = 0.0
@@ -301,6 +305,7 @@ class GpuActivity:
     unlinked_ops: int = 0
     unlinked_us: float = 0.0
     unmatched_ops: int = 0
+    unmatched_ts: Tuple[float, ...] = ()
 
 
 def _gpu_work(df, symbols: List[str]):
@@ -426,8 +431,9 @@ def align_and_filter(trace, include_last_step: Optional[bool], where, aligned: b
             if rank in activity:
                 ops, us = _left_out(unlinked.get(rank), df, step_ids, host_cats)
                 before = unlinked.get(rank)
+                starts = () if before is None else tuple(sorted(before["ts"].to_numpy(dtype=float).tolist()))
                 activity[rank] = dataclasses.replace(activity[rank], unlinked_ops=ops, unlinked_us=us,
-                                                     unmatched_ops=0 if before is None else len(before))
+                                                     unmatched_ops=len(starts), unmatched_ts=starts)
             if not df.empty:
                 df = df.set_index("index", drop=False)
                 df.index.names = [None]

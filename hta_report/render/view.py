@@ -1345,11 +1345,24 @@ def device_names(result: AnalysisResult) -> Tuple[Tuple[str, ...], str]:
 
 def devices(result: AnalysisResult) -> str:
     """The devices of the run (:func:`device_names`, the manifest's said so),
-    else what is known (``"GPU model not recorded in the traces"`` or ``"CPU only"``)."""
+    else what is known (``"GPU model not recorded in the traces"``, ``"GPU not
+    recorded in the traces"`` where a rank ran on a device whose GPU side the
+    trace lacks, or ``"CPU only"``)."""
     names, note = device_names(result)
     if names:
         return ", ".join(names) + (f" ({note})" if note else "")
-    return "GPU model not recorded in the traces" if result.aggregate.gpu_ranks else "CPU only"
+    if result.aggregate.gpu_ranks:
+        return "GPU model not recorded in the traces"
+    return "GPU not recorded in the traces" if any(gpu_side_missing(r) for r in result.ranks) else "CPU only"
+
+
+def gpu_side_missing(r) -> bool:
+    """Whether rank ``r`` (a :class:`~hta_report.model.RankResult`) ran GPU
+    work the trace holds no record of: every launch lost its record, or the
+    model ran on a device and no GPU activity was recorded
+    (:attr:`~hta_report.model.Integrity.device_unrecorded`)."""
+    i = r.integrity
+    return bool(i.device_unrecorded) or (i.launches > 0 and i.launches_without_ops == i.launches)
 
 
 def _workload(manifest: Dict[str, Any]) -> str:

@@ -150,6 +150,19 @@ REGISTRY: List[Rule] = []
 CORE = (STEP_TIMES_STEP, CPU_SIDE_STEP, WINDOWS_STEP, MEMCPY_STEP, COMMUNICATION_STEP, ATTRIBUTION_STEP)
 
 
+#: The rules that judge a rank from its GPU side and the runtime calls alone (kernels and their
+#: names and arguments, copies, the GPU timeline, launch calls): a trace recorded with GPU activity
+#: only (no ``ProfilerActivity.CPU``: no operator, annotation or Python event,
+#: :attr:`~hta_report.model.Integrity.host_unrecorded`) holds all they read. Every other rule reads
+#: the host's ops (what the host did while the GPU idled, the copy and sync ops, the optimizer's and
+#: the DataLoader's annotations, op shapes) and is not checked on such a rank: without them it would
+#: read the GPU's idle time as "no profiled host activity" and advise on a cause it cannot see.
+GPU_SIDE_RULES = ("trace-window", "gpu-idle", "pageable-memcpy", "exposed-memcpy", "exposed-communication",
+                  "tensor-cores-unused", "tf32-matmuls", "layout-conversions", "unfused-elementwise",
+                  "low-sm-occupancy",
+                  "launch-outliers", "full-launch-queue")
+
+
 def rule(id: str, number: str, title: str, source: str, threshold: Callable[[AdviceConfig], str], doc_url: str,
          phase: int = CAUSE, needs: Sequence[str] = (), *, description: str, fix: str,
          edit: Optional[EditLabel] = None, evidence: Sequence[str] = ()) -> Callable[[Check], Check]:

@@ -17,7 +17,8 @@ from typing import Dict, List, Optional, Tuple, Union
 
 from ..model import ATTRIBUTION_STEP, LISTED_MIN_GAIN_PCT, SEVERITY_RANK, AnalysisResult, Finding, RuleCheck, WhatIf
 from . import config as _config
-from .base import (COVERED, DISABLED, FIRED, NOT_CHECKED, REGISTRY, WINDOW, Rule, Verdict, cite, complete,
+from .base import (COVERED, DISABLED, FIRED, GPU_SIDE_RULES, NOT_CHECKED, REGISTRY, WINDOW, Rule, Verdict, cite,
+                   complete,
                    expected_pct, follow_prediction, pct_of_step, predicted, severity, together, trusted)
 from .claims import Ledger, check_order
 from .config import AdviceConfig
@@ -184,6 +185,9 @@ def _check(r: Rule, result: AnalysisResult, cfg: AdviceConfig, ledger: Ledger) -
         missing.update({x.rank: f"its GPU idle time is not known: {x.integrity.unreliable_reason()}"
                         for x in result.ranks if x.integrity.idle_unreliable and x.rank not in missing
                         and not (r.phase == WINDOW and (x.integrity.records_lost or x.integrity.workload_missing))})
+    if r.id not in GPU_SIDE_RULES:  # it reads the host's ops, which a GPU-only recording lacks
+        missing.update({x.rank: "its host side was not recorded: GPU activity only" for x in result.ranks
+                        if x.integrity.host_unrecorded and x.rank not in missing})
     ledger.turn(r.id)
     if not missing:
         return r.check(result, cfg, ledger)

@@ -90,7 +90,8 @@ def iteration_line(r: RankResult) -> str:
         text += f"; the first, {ms(first)}, is the cold one"
     steady = sorted(rest) if rest and first > max(rest) else d
     m = steady[len(steady) // 2]
-    if not r.has_gpu and m > 0 and steady[-1] >= SPREAD_RATIO * m:  # a GPU rank's host waits with the queue
+    # a GPU rank's host waits with the queue, recorded or not
+    if not r.has_gpu and not r.integrity.device_unrecorded and m > 0 and steady[-1] >= SPREAD_RATIO * m:
         text += (f"; the same ops took up to {steady[-1] / m:.1f}x their median: the machine's load or clock "
                  "changed during the run (a shared or throttled host): the same shapes do the same arithmetic, so "
                  "measure on a quiet machine before comparing")
@@ -110,7 +111,9 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
             out.append(f"rank {r.rank}: CUDA/HIP stream capture takes {ms(w.capture_us)} of the trace's "
                        f"{ms(w.span_us)} ({w.capture_pct:.0f} %): a graph is captured once, at start-up, then "
                        "replayed for every batch; the capture's timing says nothing about the replay")
-        elif r.warmup.us_per_step > 0 and warmup_pct(r) >= cfg.window_warmup_pct:
+        # a device run recorded without its device: its host ops' times hold waits for the device, so a first
+        # call longer than the later ones is no cold CPU call (the CPU one-offs read it as one)
+        elif r.warmup.us_per_step > 0 and warmup_pct(r) >= cfg.window_warmup_pct and not r.integrity.device_unrecorded:
             calls = ", ".join(f"{c.name} {ms(c.total_us)}" + (f" ×{c.count}" if c.count > 1 else "")
                               for c in r.warmup.calls[:4])
             out.append(f"rank {r.rank}: one-off warm-up takes {ms(r.warmup.us_per_step)} "
@@ -122,13 +125,26 @@ def problems(result: AnalysisResult, cfg: AdviceConfig) -> List[str]:
             out.append(f"rank {r.rank}: the trace holds none of the workload: {i.workload_missing}; the "
                        "profiler's window missed the work (started after it, stopped before it, or CPU activity "
                        "not recorded)")
+        elif i.device_unrecorded:
+            out.append(f"rank {r.rank}: the GPU side was not recorded: the model ran on a device "
+                       f"({i.device_unrecorded}), yet the trace holds no GPU operation and no runtime call "
+                       "(ProfilerActivity.CUDA missing from activities): no GPU figure or advice can come from "
+                       "it, and it is no CPU run")
         elif i.launches_without_ops and i.launches_without_ops == i.launches:
             out.append(f"rank {r.rank}: the GPU side is missing: the host launched {i.launches:,} kernels or copies "
                        "and the trace holds no GPU record of any (the profiler lost them, or GPU activity "
                        "was not recorded): no GPU figure or advice can come from it")
+        elif i.tail_unrecorded_us:
+            out.append(f"rank {r.rank}: the last {i.launches_without_ops:,} of {i.launches:,} launches have no GPU "
+                       "record: the profiler stopped while the GPU was still behind; GPU idle in the last "
+                       f"{ms(i.tail_unrecorded_us)} of the trace is not known, the record before them is judged")
         elif r.integrity.idle_unreliable and i.launches_without_ops:
             out.append(f"rank {r.rank}: {i.launches_without_ops:,} of {i.launches:,} launches have no GPU record: the "
                        "GPU's busy and idle time are not known")
+        if i.host_unrecorded:  # a GPU-only recording, lost launches or not
+            out.append(f"rank {r.rank}: the host side was not recorded: the trace holds {i.host_unrecorded} "
+                       "(ProfilerActivity.CPU missing from activities): the GPU's idle time is known, but not "
+                       "what the host did meanwhile, so no rule that reads the host can judge it")
     no_steps = [r.rank for r in result.ranks if not r.steps.count]
     if no_steps:
         out.append(f"{'rank' if len(no_steps) == 1 else 'ranks'} {', '.join(map(str, no_steps[:8]))}: no ProfilerStep annotations: there is no step to "
@@ -196,12 +212,22 @@ def trace_window(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
                         lambda r: r.warmup.us_per_step)
     capture = [r for r in warm if r.workload.kind == "graph-capture"]
     # Launches inside a stream capture record no kernel (they are captured, not run): not lost records.
-    lost = [r for r in ranks if r.integrity.launches_without_ops > 0 and r.integrity.idle_unreliable
+    lost = [r for r in ranks if r.integrity.launches_without_ops > 0
+            and (r.integrity.idle_unreliable or r.integrity.tail_unrecorded_us > 0)
             and r.workload.kind != "graph-capture"]
     missing = [r for r in ranks if r.integrity.workload_missing]
+    unrecorded = [r for r in ranks if r.integrity.device_unrecorded]
+    hostless = [r for r in ranks if r.integrity.host_unrecorded]
     if missing:
         return make_finding(cfg, missing, {}, "The trace holds none of the workload: record the steps themselves",
                             found, FIX, ranks=[r.rank for r in missing])
+    if unrecorded:
+        return make_finding(cfg, unrecorded, {}, "The trace lost its GPU side: the model ran on a device, but no GPU "
+                            "activity was recorded; record again with ProfilerActivity.CUDA", found, FIX_LOST,
+                            ranks=[r.rank for r in unrecorded])
+    if hostless:
+        return make_finding(cfg, hostless, {}, "The trace lost its host side: only GPU activity was recorded; "
+                            "record again with ProfilerActivity.CPU", found, FIX, ranks=[r.rank for r in hostless])
     if lost:
         w = max(lost, key=lambda r: r.integrity.launches_without_ops)
         gone = w.integrity.launches_without_ops == w.integrity.launches
