@@ -25,7 +25,7 @@ from hta_report.api import analyze
 from hta_report.load import fastparse
 from hta_report.load.hta_parser import parse_with_hta
 from hta_report.load.parse import report_parser_config
-from kineto import TraceBuilder
+from kineto import ELEMENTWISE, TraceBuilder
 from test_fast_loader import assert_same_parse
 
 SAMPLES = sorted(p for p in (REPO / "sample_traces").iterdir() if p.is_dir())
@@ -112,15 +112,19 @@ def test_no_negative_time_in_any_result(name, sample_results):
 
 def test_sub_us_sync_ops_keep_their_true_duration(tmp_path):
     """``aten::item`` of 0.4 µs inside a 1 ms step: HTA rounds it to dur -1;
-    the sync figures say 0.4 µs per call (Kineto's three decimals, ts near 4.5e12)."""
-    b = TraceBuilder(rank=0, gpu_name=None, base_ts=4457415638173.640)
+    the sync figures say 0.4 µs per call (Kineto's three decimals, ts near 4.5e12).
+    Each read holds its 0.1 µs ``cudaStreamSynchronize`` (a read of a device
+    tensor: a read without a copy or synchronize inside is no sync)."""
+    b = TraceBuilder(rank=0, base_ts=4457415638173.640)
     for step in range(4):
         t0 = 1000.0 * step
         b.step(step + 1, t0, 1000.0)
         b.cpu_op("aten::mm", t0 + 10.125, 300.5)
+        b.kernel(ELEMENTWISE, t0 + 320.0, 50.0, launch_ts=t0 + 311.0, launch_dur=4.0)
         for k in range(3):
             b.cpu_op("aten::item", t0 + 400.46 + 10 * k, 0.4)
             b.cpu_op("aten::_local_scalar_dense", t0 + 400.51 + 10 * k, 0.3)
+            b.runtime("cudaStreamSynchronize", t0 + 400.55 + 10 * k, 0.1)
     (tmp_path / "t").mkdir()
     path = b.write(tmp_path / "t" / "rank-0.json.gz")
     _, df, _ = fastparse.parse_trace_file(path, report_parser_config(), fallback=False)

@@ -1356,7 +1356,7 @@ def devices(result: AnalysisResult) -> str:
     return "GPU not recorded in the traces" if any(gpu_side_missing(r) for r in result.ranks) else "CPU only"
 
 
-def gpu_side_missing(r) -> bool:
+def gpu_side_missing(r: RankResult) -> bool:
     """Whether rank ``r`` (a :class:`~hta_report.model.RankResult`) ran GPU
     work the trace holds no record of: every launch lost its record, or the
     model ran on a device and no GPU activity was recorded
