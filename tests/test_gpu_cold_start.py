@@ -157,3 +157,23 @@ def test_the_cold_batch_thresholds_are_the_warm_up_s_and_the_loader_share_leaves
     assert (cpu_side.COLD_BATCH_MIN_US, cpu_side.COLD_BATCH_RATIO) == (warm.WARMUP_CALL_US, warm.COLD_RATIO)
     r = _loader(tmp_path, "share", [300.0, 20.0, 22.0, 21.0])
     assert 60_000.0 <= r.ranks[0].cpu.dataloader_us_per_step <= 64_000.0  # the three warm batches, 63 ms
+
+
+def test_a_slow_first_occupancy_query_is_warm_up(tmp_path):
+    """Triton and custom kernels ask for their occupancy before the launch;
+    under CUDA's lazy loading the first query of a kernel loads its module
+    (7.08 ms on an L40 field run, later queries 0.5 µs): one-off warm-up. The
+    later 1 µs queries are not."""
+    b = TraceBuilder(rank=0, gpu_name="NVIDIA A100-SXM4-80GB", compute_major=8)
+    sim = Sim(b)
+    sim.t = 100.0
+    for i in range(6):
+        b.runtime("cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", sim.t, 7000.0 if i == 0 else 1.0)
+        sim.t += 7001.0 if i == 0 else 2.0
+        sim.op("aten::mm", [(SGEMM, 50.0)], host_us=20.0)
+        sim.idle(30.0)
+    sim.synchronize()
+    r = _write(tmp_path, "occupancy", b)
+    calls = {c.name: c for c in r.ranks[0].warmup.calls}
+    occ = calls["cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"]
+    assert occ.count == 1 and occ.total_us == 7000.0

@@ -38,6 +38,11 @@ SETUP_APIS = (
     "cuInit", "cuDevicePrimaryCtxRetain", "cuCtxCreate", "cuModuleLoad", "cuModuleLoadData",
     "cuModuleLoadDataEx", "cuModuleGetFunction", "cuLibraryLoadData", "cudaGetSymbolAddress", "cudaGetFuncBySymbol",
     "cuLibraryGetModule", "cuModuleGetGlobal",
+    # occupancy queries take the kernel's function: under lazy loading the first one loads its module
+    "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+    "cudaOccupancyMaxPotentialBlockSize", "cudaOccupancyAvailableDynamicSMemPerBlock",
+    "hipOccupancyMaxActiveBlocksPerMultiprocessor", "hipOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+    "hipOccupancyMaxPotentialBlockSize",
     # the caching allocator's first call on a stream: with a lazily created context, creation lands here
     "cudaStreamIsCapturing", "hipStreamIsCapturing",
     "hipGetDeviceCount", "hipGetDevice", "hipSetDevice", "hipGetDeviceProperties", "hipDeviceGetAttribute",
