@@ -69,8 +69,15 @@ def test_cpu_tensor_copied_fires_with_the_copy_time(tmp_path):
     f = finding(r, "cpu-tensor-copied")
     assert f.rule == "C23" and f.gain_ms_per_step == pytest.approx(0.1)  # the exposed copy: no kernel runs then
     # a pageable copy's time is pageable-memcpy's (C3 claims it first): no second claim on it
-    c = check(run(tmp_path / "pageable", copy_trace(memory="Pageable")), "cpu-tensor-copied")
+    r = run(tmp_path / "pageable", copy_trace(memory="Pageable"))
+    c = check(r, "cpu-tensor-copied")
     assert c.status == "covered" and "pageable-memcpy" in c.detail
+    # ... whose finding names the better fix: the tensor made on the device needs no copy at all
+    f = finding(r, "pageable-memcpy")
+    assert f.fix.startswith("# tensors filled on the CPU only to be copied: make them on the device")
+    assert "pin_memory=True" in f.fix
+    assert any("copies of a tensor filled on the CPU just before, 1 per step "
+               "(aten::zero_ -> aten::to (HtoD 4.0 MB))" in e for e in f.evidence)
 
 
 @pytest.mark.parametrize("kwargs", [{"fill": False}, {"between": True}, {"types": ["float", "double"]}])

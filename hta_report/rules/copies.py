@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import List
 
-from ..model import AnalysisResult, RankResult
+from ..model import PATTERNS_STEP, AnalysisResult, RankResult
 from ..replay_terms import EditLabel
 from .base import (DOCS_PINNED, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step, pct_of_step,
                    per, rule, shares_over, up_to, worst_first)
 from .config import AdviceConfig
+from .wording import fix_for, specific
 
 
 def _gpu(result: AnalysisResult) -> List[RankResult]:
@@ -104,6 +105,16 @@ def pageable_memcpy(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> 
     fix = (f"loader = DataLoader(ds, ...,{' num_workers=4,' if on_training_thread else ''} pin_memory=True)\n"
            "x = x.to(device, non_blocking=True)\n"
            "# tensors you copy yourself: pin them once (x = x.pin_memory()), then copy with non_blocking=True")
+    made = [r for r in hits if not r.failed(PATTERNS_STEP) and r.patterns.cpu_tensor_copies_per_step > 0]
+    if made:  # cpu-tensor-copied's fix removes these copies and their CPU fill: it comes first
+        m = made[0]
+        evidence.append(f"rank {m.rank}: copies of a tensor filled on the CPU just before, "
+                        f"{m.patterns.cpu_tensor_copies_per_step:.0f} {per(m)} ("
+                        + "; ".join(m.patterns.cpu_tensor_examples[:1]) + "): made on the GPU it needs no copy and "
+                        "no CPU fill (cpu-tensor-copied)")
+        fix = specific("# tensors filled on the CPU only to be copied: make them on the device (no copy, no CPU fill)\n"
+                       "x = torch.zeros(n, device=device)   # or torch.ones / torch.randn / torch.full(..., device=)\n"
+                       + fix_for("pageable-memcpy", hits, fix))
     return claim(fired, hits, pageable_pools, pageable_gain_us).verdict(
         cfg, "Pin host memory: copies from pageable memory block the host", evidence, fix)
 
