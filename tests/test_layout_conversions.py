@@ -5,13 +5,12 @@ with exact ground truth: a convolution whose engine computes in NHWC, given
 NCHW tensors, runs a conversion of its input before and of its output after
 (the kernel names are the ones the field traces hold).
 """
-from typing import Optional
 
 import pytest
 
 from hta_report.analysis.kernels import LAYOUT_CONVERSION_KERNEL
-from hta_report.api import analyze
 from hta_report.rules import AdviceConfig
+from test_tf32 import check, run
 from kineto import TraceBuilder
 
 STEP = 1000.0
@@ -43,16 +42,6 @@ def conv_steps(convert_us: float, conv: str = "aten::conv2d", gpu_name: str = "N
             b.kernel(TO_NCHW, at, convert_us, launch_ts=t + 14, launch_dur=3)
         b.runtime("cudaDeviceSynchronize", t + 26, 950)
     return b
-
-
-def run(tmp_path, b: TraceBuilder, config: Optional[AdviceConfig] = None):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    b.write(tmp_path / "rank-0.json")
-    return analyze(tmp_path, include_last_step=True, config=config)
-
-
-def check(result, rule_id: str):
-    return next(c for c in result.checks if c.id == rule_id)
 
 
 def test_conversions_fire_with_their_time_as_the_bound(tmp_path):

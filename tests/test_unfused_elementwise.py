@@ -3,13 +3,13 @@
 Synthetic traces (tests/kineto.py: 4 steps of 1000 µs, steps 2-4 analyzed)
 with exact ground truth.
 """
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 import pytest
 
 from hta_report.analysis.kernels import ELEMENTWISE_KERNEL, _is_elementwise
-from hta_report.api import analyze
 from hta_report.rules import AdviceConfig
+from test_tf32 import check, run
 from kineto import TC_GEMM, TraceBuilder
 
 STEP = 1000.0
@@ -33,16 +33,6 @@ def steps(kernels: List[Tuple[str, float]], gap: float = 0.0) -> TraceBuilder:
             at += dur + gap
         b.runtime("cudaDeviceSynchronize", t + 5, at - t - 5)
     return b
-
-
-def run(tmp_path, b: TraceBuilder, config: Optional[AdviceConfig] = None):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    b.write(tmp_path / "rank-0.json")
-    return analyze(tmp_path, include_last_step=True, config=config)
-
-
-def check(result, rule_id: str):
-    return next(c for c in result.checks if c.id == rule_id)
 
 
 def test_a_chain_on_a_busy_gpu_fires_with_the_bandwidth_bound(tmp_path):

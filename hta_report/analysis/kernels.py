@@ -257,16 +257,18 @@ def tensor_core_use(ev: RankEvents, meta: dict, w: np.ndarray, top: int = 5) -> 
     out.tensor_core_us_per_step = per_step(tc, n)
     out.low_precision_us_per_step = per_step(float(eligible[low]["matmul_us"].sum()), n)
     out.tensor_core_pct = 100 * tc / total if total else 0.0
-    rest = eligible[~is_tc & ~low].groupby("s_name")["matmul_us"].agg(["size", "sum"]).sort_values("sum", ascending=False)
-    rest = rest.head(top)
-    out.top_non_tensor_core = [NamedTime(name=str(k), count=int(r["size"]), total_us=float(r["sum"]))
-                               for k, r in rest.iterrows()]
+    out.top_non_tensor_core = top_by_time(eligible[~is_tc & ~low], "matmul_us", top)
     tf32 = eligible[tf32_kernels(eligible, is_tc, amd)]
     out.tf32_us_per_step = per_step(float(tf32["matmul_us"].sum()), n)
-    by_time = tf32.groupby("s_name")["matmul_us"].agg(["size", "sum"]).sort_values("sum", ascending=False).head(top)
-    out.top_tf32 = [NamedTime(name=str(k), count=int(r["size"]), total_us=float(r["sum"]))
-                    for k, r in by_time.iterrows()]
+    out.top_tf32 = top_by_time(tf32, "matmul_us", top)
     return out
+
+
+def top_by_time(rows: pd.DataFrame, column: str, top: int) -> List[NamedTime]:
+    """The ``top`` kernel names of ``rows`` (rows of ``ev.gpu``) by their
+    summed ``column`` (µs), with their call counts, largest first."""
+    by_time = rows.groupby("s_name")[column].agg(["size", "sum"]).sort_values("sum", ascending=False).head(top)
+    return [NamedTime(name=str(k), count=int(r["size"]), total_us=float(r["sum"])) for k, r in by_time.iterrows()]
 
 
 def tf32_kernels(eligible: pd.DataFrame, is_tc: pd.Series, amd: bool = False) -> pd.Series:
@@ -550,9 +552,7 @@ def add_layout_conversions(out: TensorCoreUse, ev: RankEvents, w: np.ndarray, to
         return out
     out.layout_conversion_us_per_step = per_step(float(hit["dur"].sum()), n)
     out.layout_conversions_per_step = per_step(len(hit), n)
-    by_time = hit.groupby("s_name")["dur"].agg(["size", "sum"]).sort_values("sum", ascending=False).head(top)
-    out.top_layout_conversion = [NamedTime(name=str(k), count=int(r["size"]), total_us=float(r["sum"]))
-                                 for k, r in by_time.iterrows()]
+    out.top_layout_conversion = top_by_time(hit, "dur", top)
     cpu = ev.cpu
     convs = cpu[cpu["s_cat"].eq("cpu_op") & cpu["s_name"].isin(("aten::conv1d", "aten::conv2d", "aten::conv3d"))]
     names = set(convs["s_name"].tolist())
@@ -599,9 +599,7 @@ def elementwise_work(ev: RankEvents, w: np.ndarray, top: int = 3) -> Elementwise
     k = size[chained].astype(float)
     out.fusible_us_per_step = per_step(float((time[chained] * (2 * k - 2) / (3 * k)).sum()), n)
     out.longest_chain = int(size.max()) if len(size) else 0
-    ew = kernels[is_ew]
-    by_time = ew.groupby("s_name")["dur"].agg(["size", "sum"]).sort_values("sum", ascending=False).head(top)
-    out.top = [NamedTime(name=str(k), count=int(r["size"]), total_us=float(r["sum"])) for k, r in by_time.iterrows()]
+    out.top = top_by_time(kernels[is_ew], "dur", top)
     return out
 
 

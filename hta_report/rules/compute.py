@@ -1,12 +1,16 @@
-"""C12: GEMMs and convolutions not on Tensor Cores; C34: float32 matmuls on TF32 Tensor Cores; C35: layout conversions; C36: unfused elementwise kernels."""
+"""C12: GEMMs and convolutions not on Tensor Cores; C34: float32 matmuls on TF32 Tensor Cores;
+C35: layout conversions; C36: unfused elementwise kernels."""
 from __future__ import annotations
 
-from ..model import TENSOR_CORES_STEP, TF32_TO_16_BIT_SPEEDUP, AnalysisResult, RankResult
+from typing import List
+
+from ..model import TENSOR_CORES_STEP, TF32_TO_16_BIT_SPEEDUP, AnalysisResult, NamedTime, RankResult
 from ..names import short_names
 from ..replay_terms import EditLabel
 from .base import (DOCS_AMP, DOCS_COMPILE, GENERAL, Fired, Verdict, claim, evidence_lines, fine, ms, not_checked, of_step,
                    pct_of_step, per, rule, worst_first)
 from .config import AdviceConfig
+from .idle import utilization_pct
 from .wording import specific
 
 
@@ -293,11 +297,15 @@ def tf32_matmuls(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) -> Ver
 DOCS_CHANNELS_LAST = "https://pytorch.org/tutorials/intermediate/memory_format_tutorial.html"
 
 
+def _calls_and_time(shown: List[NamedTime]) -> str:
+    """Kernels by their short names, each with its calls and time in the trace."""
+    labels = short_names([k.name for k in shown])
+    return "; ".join(f"{labels[k.name]} ({k.count} calls, {ms(k.total_us)} in the trace)" for k in shown)
+
+
 def _layout_evidence(r: RankResult) -> str:
     tc = r.tensor_cores
-    shown = tc.top_layout_conversion[:2]
-    labels = short_names([k.name for k in shown])
-    top = "; ".join(f"{labels[k.name]} ({k.count} calls, {ms(k.total_us)} in the trace)" for k in shown)
+    top = _calls_and_time(tc.top_layout_conversion[:2])
     return (f"rank {r.rank}: {tc.layout_conversions_per_step:.0f} cuDNN NCHW/NHWC layout conversions {per(r)}, "
             f"{ms(tc.layout_conversion_us_per_step)} ({pct_of_step(tc.layout_conversion_us_per_step, r):.1f} % "
             f"{of_step(r)}): {top}")
@@ -356,17 +364,10 @@ def layout_conversions(result: AnalysisResult, cfg: AdviceConfig, fired: Fired) 
                      evidence_lines(c.hits, _layout_evidence), _layout_fix(worst))
 
 
-def _kernel_busy_pct(r: RankResult) -> float:
-    """Kernel-busy time as % of the rank's step."""
-    return pct_of_step(r.idle_attribution.kernel_busy_us, r)
-
-
 def _elementwise_evidence(r: RankResult) -> str:
     e = r.elementwise
-    shown = e.top[:2]
-    labels = short_names([k.name for k in shown])
-    top = "; ".join(f"{labels[k.name]} ({k.count} calls, {ms(k.total_us)} in the trace)" for k in shown)
-    return (f"rank {r.rank}: kernels busy {_kernel_busy_pct(r):.0f} % {of_step(r)}; eager elementwise kernels "
+    top = _calls_and_time(e.top[:2])
+    return (f"rank {r.rank}: kernels busy {utilization_pct(r):.0f} % {of_step(r)}; eager elementwise kernels "
             f"{ms(e.us_per_step)} {per(r)} ({pct_of_step(e.us_per_step, r):.0f} %), "
             f"{ms(e.chained_us_per_step)} of them in {e.chains_per_step:.0f} chains of back-to-back kernels "
             f"(up to {e.longest_chain}); fusing each chain saves {ms(e.fusible_us_per_step)} when they are "
@@ -411,10 +412,10 @@ def unfused_elementwise(result: AnalysisResult, cfg: AdviceConfig, fired: Fired)
     seen = [r for r in gpu if r.elementwise.us_per_step > 0]
     if not seen:
         return fine("no eager elementwise kernels in the analyzed steps")
-    busy = [r for r in seen if _kernel_busy_pct(r) >= cfg.fusion_busy_pct]
+    busy = [r for r in seen if utilization_pct(r) >= cfg.fusion_busy_pct]
     if not busy:
-        worst = max(seen, key=_kernel_busy_pct)
-        return fine(f"kernels busy at most {_kernel_busy_pct(worst):.0f} % {of_step(worst)}: the GPU's work does "
+        worst = max(seen, key=utilization_pct)
+        return fine(f"kernels busy at most {utilization_pct(worst):.0f} % {of_step(worst)}: the GPU's work does "
                     "not set the step, fusing kernels would not shorten it")
     hits = worst_first([r for r in busy if pct_of_step(r.elementwise.fusible_us_per_step, r) >= cfg.fusion_pct],
                        lambda r: r.elementwise.fusible_us_per_step)
